@@ -1,0 +1,80 @@
+import CThingIF
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// C copies of a command's strings, shared by its actions and freed when
+/// the command is done, so the `const char *` getters stay valid for the
+/// whole handler call.
+final class CommandStrings {
+    let id: UnsafeMutablePointer<CChar>
+    let issuer: UnsafeMutablePointer<CChar>?
+    let schema: UnsafeMutablePointer<CChar>?
+    let title: UnsafeMutablePointer<CChar>?
+    let description: UnsafeMutablePointer<CChar>?
+    let schemaVersion: Int32
+    let metadata: JSON?
+
+    init(_ c: Command) {
+        id = strdup(c.id)
+        issuer = c.issuer.map { strdup($0) }
+        schema = c.shape == .schema ? c.schema.map { strdup($0) } : nil
+        title = c.title.map { strdup($0) }
+        description = c.description.map { strdup($0) }
+        schemaVersion = c.shape == .schema ? Int32(clamping: c.schemaVersion) : 0
+        metadata = c.metadata
+    }
+
+    deinit {
+        for p in [id, issuer, schema, title, description] { free(p) }
+    }
+}
+
+/// What a handler sees as `thingif_action *`. Lives for one handler call.
+final class ActionContext {
+    unowned let thing: Thing
+    let command: CommandStrings
+    let name: UnsafeMutablePointer<CChar>
+    let alias: UnsafeMutablePointer<CChar>?
+    let params: JSON
+    let index: Int32
+
+    private(set) var errorMessage: String?
+    private(set) var data: JSON?
+
+    init(thing: Thing, command: CommandStrings, name: String, alias: String?, params: JSON, index: Int) {
+        self.thing = thing
+        self.command = command
+        self.name = strdup(name)
+        self.alias = alias.map { strdup($0) }
+        self.params = params
+        self.index = Int32(clamping: index)
+    }
+
+    deinit {
+        free(name)
+        free(alias)
+    }
+
+    static let maxErrorMessageBytes = 1024
+
+    func fail(_ message: String) {
+        var m = message
+        if m.utf8.count > ActionContext.maxErrorMessageBytes {
+            // Cut on a character boundary.
+            var cut = ""
+            for ch in m {
+                if cut.utf8.count + ch.utf8.count > ActionContext.maxErrorMessageBytes { break }
+                cut.append(ch)
+            }
+            m = cut
+        }
+        errorMessage = m
+    }
+
+    func setData(_ j: JSON) { data = j }
+
+    var result: ActionResult {
+        ActionResult(name: String(cString: name), succeeded: errorMessage == nil, errorMessage: errorMessage, data: data)
+    }
+}

@@ -1,0 +1,117 @@
+import CThingIF
+
+/// A short MQTT connection on the app's credentials, used before the thing
+/// has its own: onboarding, or creating its MQTT installation. Requests are
+/// answered on p/{clientID}/resp, matched by Correlation Data.
+final class BootstrapSession {
+    private unowned let thing: Thing
+    private let config: Thing.Config
+    private var client: MqttClient?
+    private var connack: Int32?
+    private var subscribed = false
+    private var subscribeMid: Int32 = -1
+    private var replies: [MqttClient.Message] = []
+    private var counter = 0
+
+    init(thing: Thing) {
+        self.thing = thing
+        self.config = thing.config
+    }
+
+    private var clientID: String { client?.clientID ?? "" }
+
+    /// Connects and subscribes to the reply topic.
+    func open() -> Int32 {
+        // A client ID of its own: two clients with one ID throw each other out.
+        guard let c = MqttClient(clientID: "thingif-bootstrap-\(Platform.randomHex(bytes: 8))", cleanStart: true) else {
+            return THINGIF_ERR_NOMEM.code
+        }
+        client = c
+        _ = c.setCredentials(username: thing.appID, password: thing.appKey)
+        if let tls = config.tls {
+            guard c.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile) == MOSQ_ERR_SUCCESS.rawValue else {
+                return THINGIF_ERR_TLS.code
+            }
+        }
+        c.onConnect = { [unowned self] rc in self.connack = rc }
+        c.onSubscribe = { [unowned self] mid in if mid == self.subscribeMid { self.subscribed = true } }
+        c.onMessage = { [unowned self] m in self.replies.append(m) }
+        c.onLog = { [unowned self] line in self.thing.logger.debug("bootstrap mqtt: \(line)") }
+        let rc = c.connect(host: config.host, port: config.port, keepalive: config.keepaliveS)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            thing.logger.error("cannot connect to \(config.host):\(config.port): \(MqttClient.describe(rc))")
+            return rc == MOSQ_ERR_TLS.rawValue ? THINGIF_ERR_TLS.code : THINGIF_ERR_CONNECT.code
+        }
+        guard pump(until: { self.connack != nil }) else {
+            thing.logger.error("no CONNACK from \(config.host):\(config.port)")
+            return THINGIF_ERR_CONNECT.code
+        }
+        guard connack == 0 else {
+            thing.logger.error("the broker refused the bootstrap connection: \(MqttClient.describeConnack(connack!))")
+            return THINGIF_ERR_CONNECT.code
+        }
+        subscribeMid = c.subscribe(Topics.response(clientID: c.clientID), qos: 1).mid
+        guard pump(until: { self.subscribed }) else {
+            thing.logger.error("no SUBACK on the bootstrap connection")
+            return THINGIF_ERR_TIMEOUT.code
+        }
+        return OK
+    }
+
+    /// Loops until `done` holds or the request timeout passes; false on
+    /// timeout or a lost connection.
+    private func pump(until done: () -> Bool) -> Bool {
+        guard let c = client else { return false }
+        let deadline = Platform.nowMs() + Int64(config.requestTimeoutMs)
+        while !done() {
+            if Platform.nowMs() >= deadline { return false }
+            let rc = c.loop(timeoutMs: 50)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                thing.logger.error("bootstrap connection lost: \(MqttClient.describe(rc))")
+                return false
+            }
+        }
+        return true
+    }
+
+    func request(api: Topics.API, path: String, method: String, token: String?, contentType: String?,
+                 body: [UInt8]) -> Result<KiiResponse, StatusError> {
+        guard let c = client else { return .failure(StatusError(THINGIF_ERR_NO_CONN.code)) }
+        counter += 1
+        let rid = "\(c.clientID)-\(counter)"
+        var headers: [(name: String, value: String)] = []
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if let contentType { headers.append(("Content-Type", contentType)) }
+        headers.append((KiiFraming.requestIDHeader, rid))
+        let payload = KiiRequest(method: method, headers: headers, body: body).encode()
+        let topic = Topics.request(clientID: c.clientID, api: api, appID: thing.appID, path: path)
+        let rc = c.publish(topic: topic, payload: payload, qos: 1, responseTopic: Topics.response(clientID: c.clientID),
+                           correlationData: Array(rid.utf8))
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            thing.logger.error("cannot send \(method) \(path): \(MqttClient.describe(rc))")
+            return .failure(StatusError(THINGIF_ERR_MQTT.code))
+        }
+        var answer: KiiResponse?
+        let got = pump(until: {
+            while let m = self.replies.first {
+                self.replies.removeFirst()
+                guard let r = KiiResponse.decode(m.payload) else { continue }
+                let id = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? r.requestID
+                if id == rid { answer = r; return true }
+            }
+            return false
+        })
+        guard got, let answer else {
+            thing.logger.error("no answer to \(method) \(path) within \(config.requestTimeoutMs) ms")
+            return .failure(StatusError(THINGIF_ERR_TIMEOUT.code))
+        }
+        return .success(answer)
+    }
+
+    func close() {
+        guard let c = client else { return }
+        c.disconnect()
+        _ = c.loop(timeoutMs: 10)
+        client = nil
+    }
+}

@@ -1,0 +1,41 @@
+import CThingIF
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Routes log lines to the firmware's callback, or to stderr by default.
+final class Logger: @unchecked Sendable {
+    private struct Sink {
+        var callback: thingif_log_cb?
+        var maxLevel: Int32
+        var userdata: UnsafeMutableRawPointer?
+    }
+
+    private let sink = Mutex(Sink(callback: nil, maxLevel: Int32(THINGIF_LOG_WARNING.rawValue), userdata: nil))
+
+    func set(callback: thingif_log_cb?, maxLevel: Int32, userdata: UnsafeMutableRawPointer?) {
+        sink.withLock {
+            $0 = Sink(callback: callback, maxLevel: callback == nil ? Int32(THINGIF_LOG_WARNING.rawValue) : maxLevel,
+                      userdata: userdata)
+        }
+    }
+
+    func error(_ message: @autoclosure () -> String) { log(THINGIF_LOG_ERROR, message()) }
+    func warning(_ message: @autoclosure () -> String) { log(THINGIF_LOG_WARNING, message()) }
+    func info(_ message: @autoclosure () -> String) { log(THINGIF_LOG_INFO, message()) }
+    func debug(_ message: @autoclosure () -> String) { log(THINGIF_LOG_DEBUG, message()) }
+
+    func log(_ level: thingif_log_level, _ message: @autoclosure () -> String) {
+        let s = sink.withLock { $0 }
+        let lv = Int32(level.rawValue)
+        guard lv <= s.maxLevel else { return }
+        let text = message()
+        if let cb = s.callback {
+            cb(lv, text, s.userdata)
+        } else {
+            let line = "thingif: " + text + "\n"
+            _ = line.withCString { fputs($0, stderr) }
+        }
+    }
+}

@@ -1,0 +1,684 @@
+import CThingIF
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The engine behind one `thingif_t`: identity, connection, command
+/// dispatch, requests to the framework. The C facade only converts types and
+/// calls in here.
+///
+/// Threads: any thread may call the public-facing methods. Network events
+/// are processed only inside `loopOnce`, on the loop thread; user callbacks
+/// run there too and never with `shared` locked.
+final class Thing: @unchecked Sendable {
+    struct Config {
+        var host = "127.0.0.1"
+        var port = 1883
+        var tls: (cafile: String, certfile: String?, keyfile: String?)?
+        var maxPayload = 65536
+        var keepaliveS = 60
+        var requestTimeoutMs = 10_000
+        var reconnectMinMs = 500
+        var reconnectMaxMs = 30_000
+    }
+
+    struct Outgoing {
+        var topic: String
+        var payload: [UInt8]
+        var requestID: String
+        var what: String
+    }
+
+    struct Pending {
+        var what: String
+        var deadline: Int64
+    }
+
+    struct StateProvider {
+        var callback: thingif_state_cb
+        var intervalMs: Int
+        var userdata: UnsafeMutableRawPointer?
+        var nextAt: Int64
+    }
+
+    struct Shared {
+        var config = Config()
+        var identity: Identity?
+        var handlers = HandlerRegistry()
+        var provider: StateProvider?
+        /// The thread inside loopOnce, if any.
+        var loopThread: pthread_t?
+        var ownThread: pthread_t?
+        var stopRequested = false
+        var client: MqttClient?
+        var socketOpen = false
+        var connected = false
+        var subscribed = false
+        var subscribeMid: Int32 = -1
+        var reconnectAttempt = 0
+        var nextConnectAt: Int64 = 0
+        var outgoing: [Outgoing] = []
+        var pending: [String: Pending] = [:]
+        var inbox: [MqttClient.Message] = []
+        var requestCounter = 0
+    }
+
+    static let identityFile = "identity.json"
+    static let sessionExpiryS: UInt32 = 7 * 24 * 3600
+    static let maxQueuedRequests = 1024
+
+    let appID: String
+    let appKey: String
+    let storage: Storage
+    let logger = Logger()
+    let shared = Mutex(Shared())
+    /// Per-handle prefix of request IDs, so replies of an older run are not
+    /// taken for this one's.
+    let requestPrefix = Platform.randomHex(bytes: 4)
+    /// C copy of the thingID for thingif_thing_id().
+    private let thingIDCString = Mutex<UnsafeMutablePointer<CChar>?>(nil)
+
+    init?(appID: String, appKey: String, storageDir: String) {
+        guard let s = Storage(directory: storageDir) else { return nil }
+        self.appID = appID
+        self.appKey = appKey
+        self.storage = s
+    }
+
+    deinit {
+        thingIDCString.withLock { free($0) }
+    }
+
+    // MARK: thread checks
+
+    var isOnLoopThread: Bool {
+        let me = pthread_self()
+        return shared.withLock { s in s.loopThread.map { pthread_equal($0, me) != 0 } ?? false }
+    }
+
+    // MARK: configuration
+
+    func configure(_ body: (inout Config) -> Int32) -> Int32 {
+        shared.withLock { body(&$0.config) }
+    }
+
+    var config: Config { shared.withLock { $0.config } }
+
+    // MARK: identity
+
+    var thingIDPointer: UnsafePointer<CChar>? {
+        thingIDCString.withLock { UnsafePointer($0) }
+    }
+
+    private func adopt(_ identity: Identity) {
+        let previous = shared.withLock { s -> MqttClient? in
+            let old = s.identity
+            s.identity = identity
+            guard old != identity else { return nil }
+            // A new identity needs a new connection.
+            let c = s.client
+            s.client = nil
+            s.socketOpen = false
+            s.connected = false
+            s.subscribed = false
+            s.nextConnectAt = 0
+            s.reconnectAttempt = 0
+            return c
+        }
+        previous?.disconnect()
+        thingIDCString.withLock { p in
+            free(p)
+            p = strdup(identity.thingID)
+        }
+    }
+
+    private func storedIdentity() -> Identity? {
+        guard let bytes = storage.read(Thing.identityFile), case .success(let j) = JSON.parse(bytes),
+              let id = Identity.decode(j), id.appID == appID else { return nil }
+        return id
+    }
+
+    private func store(_ identity: Identity) -> Bool {
+        storage.write(Thing.identityFile, identity.encode().dumpBytes())
+    }
+
+    private func checkCanBlock() -> Int32 {
+        if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
+        if shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+        return OK
+    }
+
+    /// Onboarding by the thing (POST onboardings on a bootstrap connection).
+    func onboard(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+                 properties: JSON?) -> Int32 {
+        let rc = checkCanBlock()
+        guard rc == OK else { return rc }
+        if let stored = storedIdentity(), stored.vendorThingID == vendorThingID {
+            logger.info("using the stored onboarding of \(vendorThingID): thing \(stored.thingID)")
+            adopt(stored)
+            return OK
+        }
+        let request = OnboardingRequest(vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
+                                        firmwareVersion: firmwareVersion, thingProperties: properties)
+        let session = BootstrapSession(thing: self)
+        defer { session.close() }
+        var status = session.open()
+        guard status == OK else { return status }
+        let reply: KiiResponse
+        switch session.request(api: .thingIF, path: "onboardings", method: "POST", token: nil,
+                               contentType: MediaType.onboardingByThing, body: request.encode().dumpBytes()) {
+        case .failure(let e): return e.code
+        case .success(let r): reply = r
+        }
+        guard reply.isSuccess else {
+            logger.error("onboarding of \(vendorThingID) rejected: \(reply.status) \(reply.bodyText)")
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let body) = JSON.parse(reply.body), let answer = OnboardingResponse.decode(body) else {
+            logger.error("onboarding of \(vendorThingID): malformed answer: \(reply.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        let identity = Identity(appID: appID, vendorThingID: vendorThingID, thingID: answer.thingID,
+                                accessToken: answer.accessToken, endpoint: answer.mqttEndpoint)
+        status = store(identity) ? OK : THINGIF_ERR_STORAGE.code
+        guard status == OK else {
+            logger.error("cannot write \(storage.path(Thing.identityFile))")
+            return status
+        }
+        logger.info("onboarded \(vendorThingID) as thing \(answer.thingID)")
+        adopt(identity)
+        return OK
+    }
+
+    /// A thingID + token handed over by the app: create one installation and
+    /// read its MQTT endpoint (Kii's thing SDK flow), unless stored.
+    func useOnboarded(thingID: String, accessToken: String) -> Int32 {
+        let rc = checkCanBlock()
+        guard rc == OK else { return rc }
+        if let stored = storedIdentity(), stored.thingID == thingID, stored.accessToken == accessToken {
+            logger.info("using the stored MQTT installation of thing \(thingID)")
+            adopt(stored)
+            return OK
+        }
+        let session = BootstrapSession(thing: self)
+        defer { session.close() }
+        let status = session.open()
+        guard status == OK else { return status }
+        let body = JSON.object()
+        body.set("deviceType", string: "MQTT")
+        let created: KiiResponse
+        switch session.request(api: .kii, path: "installations", method: "POST", token: accessToken,
+                               contentType: MediaType.installationCreation, body: body.dumpBytes()) {
+        case .failure(let e): return e.code
+        case .success(let r): created = r
+        }
+        guard created.isSuccess else {
+            logger.error("installation for thing \(thingID) rejected: \(created.status) \(created.bodyText)")
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let cj) = JSON.parse(created.body), let installationID = cj["installationID"]?.stringValue,
+              Topics.isSafeLevel(installationID) else {
+            logger.error("installation for thing \(thingID): malformed answer: \(created.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        var endpointReply: KiiResponse?
+        for attempt in 0..<5 {
+            switch session.request(api: .kii, path: "installations/\(installationID)/mqtt-endpoint", method: "GET",
+                                   token: accessToken, contentType: nil, body: []) {
+            case .failure(let e): return e.code
+            case .success(let r):
+                // Kii answers 503 while the endpoint is being prepared.
+                if r.status == 503 && attempt < 4 {
+                    Platform.sleepMs(200 << attempt)
+                    continue
+                }
+                endpointReply = r
+            }
+            break
+        }
+        guard let er = endpointReply, er.isSuccess else {
+            logger.error("MQTT endpoint of thing \(thingID) refused: \(endpointReply?.status ?? 0) \(endpointReply?.bodyText ?? "")")
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let ej) = JSON.parse(er.body), let endpoint = MQTTEndpoint.decode(ej) else {
+            logger.error("MQTT endpoint of thing \(thingID): malformed answer: \(er.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        let identity = Identity(appID: appID, vendorThingID: nil, thingID: thingID, accessToken: accessToken,
+                                endpoint: endpoint)
+        guard store(identity) else {
+            logger.error("cannot write \(storage.path(Thing.identityFile))")
+            return THINGIF_ERR_STORAGE.code
+        }
+        logger.info("thing \(thingID) uses MQTT installation \(endpoint.installationID)")
+        adopt(identity)
+        return OK
+    }
+
+    // MARK: handlers
+
+    func withHandlers(_ body: (inout HandlerRegistry) -> Void) {
+        shared.withLock { body(&$0.handlers) }
+    }
+
+    func setStateProvider(_ cb: thingif_state_cb?, intervalMs: Int, userdata: UnsafeMutableRawPointer?) {
+        shared.withLock {
+            $0.provider = cb.map {
+                StateProvider(callback: $0, intervalMs: intervalMs, userdata: userdata,
+                              nextAt: Platform.nowMs() + Int64(intervalMs))
+            }
+        }
+    }
+
+    // MARK: requests to the framework
+
+    /// Queues a request to the framework; it goes out at once when
+    /// connected, else on the next connection.
+    func sendRequest(method: String, path: String, contentType: String?, body: [UInt8], what: String) -> Int32 {
+        let prepared = shared.withLock { s -> (Outgoing, MqttClient?)? in
+            guard let id = s.identity else { return nil }
+            s.requestCounter += 1
+            let rid = "\(requestPrefix)-\(s.requestCounter)"
+            var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(id.accessToken)")]
+            if let contentType { headers.append(("Content-Type", contentType)) }
+            headers.append((KiiFraming.requestIDHeader, rid))
+            let payload = KiiRequest(method: method, headers: headers, body: body).encode()
+            let out = Outgoing(topic: Topics.request(clientID: id.endpoint.mqttTopic, appID: appID, path: path),
+                               payload: payload, requestID: rid, what: what)
+            if s.connected, s.outgoing.isEmpty, let c = s.client { return (out, c) }
+            if s.outgoing.count >= Thing.maxQueuedRequests {
+                let dropped = s.outgoing.removeFirst()
+                logger.error("request queue full (\(Thing.maxQueuedRequests)): dropped the oldest, \(dropped.what)")
+            }
+            s.outgoing.append(out)
+            return (out, nil)
+        }
+        guard let (out, client) = prepared else { return THINGIF_ERR_NOT_ONBOARDED.code }
+        if let client { publish(out, on: client, requeueAtFront: false) }
+        return OK
+    }
+
+    private func publish(_ out: Outgoing, on client: MqttClient, requeueAtFront: Bool) {
+        let timeout = shared.withLock { s -> Int in
+            s.pending[out.requestID] = Pending(what: out.what, deadline: Int64.max)
+            return s.config.requestTimeoutMs
+        }
+        let rc = client.publish(topic: out.topic, payload: out.payload, qos: 1,
+                                responseTopic: Topics.response(clientID: client.clientID),
+                                correlationData: Array(out.requestID.utf8))
+        shared.withLock { s in
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                s.pending[out.requestID]?.deadline = Platform.nowMs() + Int64(timeout)
+            } else {
+                s.pending[out.requestID] = nil
+                if requeueAtFront { s.outgoing.insert(out, at: 0) } else { s.outgoing.append(out) }
+            }
+        }
+        if rc == MOSQ_ERR_SUCCESS.rawValue {
+            logger.debug("sent \(out.what) (request \(out.requestID))")
+        } else {
+            logger.warning("could not send \(out.what) now (\(MqttClient.describe(rc))); it stays queued")
+        }
+    }
+
+    private func flushOutgoing() {
+        while true {
+            let next = shared.withLock { s -> (Outgoing, MqttClient)? in
+                guard s.connected, let c = s.client, !s.outgoing.isEmpty else { return nil }
+                return (s.outgoing.removeFirst(), c)
+            }
+            guard let (out, client) = next else { return }
+            publish(out, on: client, requeueAtFront: true)
+            if shared.withLock({ $0.outgoing.first?.requestID == out.requestID }) { return }
+        }
+    }
+
+    func updateState(_ state: JSON, partial: Bool) -> Int32 {
+        guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
+        return sendRequest(method: partial ? "PATCH" : "PUT", path: "targets/thing:\(tid)/states",
+                           contentType: MediaType.json, body: state.dumpBytes(),
+                           what: partial ? "partial state" : "state")
+    }
+
+    func updateFirmwareVersion(_ version: String) -> Int32 {
+        guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
+        let body = JSON.object()
+        body.set("firmwareVersion", string: version)
+        return sendRequest(method: "PUT", path: "things/\(tid)/firmware-version",
+                           contentType: "application/vnd.kii.ThingFirmwareVersionUpdateRequest+json",
+                           body: body.dumpBytes(), what: "firmware version \(version)")
+    }
+
+    // MARK: the loop
+
+    /// One turn of the loop on the calling thread.
+    func loop(timeoutMs: Int) -> Int32 {
+        let me = pthread_self()
+        let entry = shared.withLock { s -> Int32 in
+            if let t = s.loopThread { return pthread_equal(t, me) != 0 ? THINGIF_ERR_IN_CALLBACK.code : THINGIF_ERR_STATE.code }
+            if let own = s.ownThread, pthread_equal(own, me) == 0 { return THINGIF_ERR_STATE.code }
+            guard s.identity != nil else { return THINGIF_ERR_NOT_ONBOARDED.code }
+            s.loopThread = me
+            return OK
+        }
+        guard entry == OK else { return entry }
+        defer { shared.withLock { $0.loopThread = nil } }
+        return turn(timeoutMs: timeoutMs)
+    }
+
+    private func turn(timeoutMs: Int) -> Int32 {
+        let now = Platform.nowMs()
+        let (open, wait) = shared.withLock { s -> (Bool, Int64) in (s.socketOpen, s.nextConnectAt - now) }
+        if !open {
+            if wait > 0 {
+                Platform.sleepMs(Int(min(Int64(timeoutMs), wait)))
+                expireRequests()
+                return THINGIF_ERR_NO_CONN.code
+            }
+            guard connect() else { return THINGIF_ERR_NO_CONN.code }
+        }
+        if let client = shared.withLock({ $0.client }) {
+            let rc = client.loop(timeoutMs: timeoutMs)
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
+            }
+        }
+        processInbox()
+        runStateProvider()
+        expireRequests()
+        return shared.withLock { $0.connected && $0.subscribed } ? OK : THINGIF_ERR_NO_CONN.code
+    }
+
+    private func scheduleReconnect(_ s: inout Shared) {
+        // Full jitter: a uniform wait in [min, min(max, min * 2^attempt)].
+        let cap = min(s.config.reconnectMaxMs, s.config.reconnectMinMs << min(s.reconnectAttempt, 20))
+        let waitMs = Int.random(in: s.config.reconnectMinMs...max(s.config.reconnectMinMs, cap))
+        s.reconnectAttempt += 1
+        s.nextConnectAt = Platform.nowMs() + Int64(waitMs)
+    }
+
+    private func connectionLost(_ why: String) {
+        let wasUp = shared.withLock { s -> Bool in
+            let up = s.socketOpen
+            s.socketOpen = false
+            s.connected = false
+            s.subscribed = false
+            scheduleReconnect(&s)
+            return up
+        }
+        if wasUp { logger.warning(why) }
+    }
+
+    /// Opens the thing's connection. CONNACK arrives in a later loop call.
+    private func connect() -> Bool {
+        let (identityOpt, config, existing) = shared.withLock { ($0.identity, $0.config, $0.client) }
+        guard let identity = identityOpt else { return false }
+        let ep = identity.endpoint
+        let client: MqttClient
+        if let existing {
+            client = existing
+        } else {
+            guard let c = MqttClient(clientID: ep.mqttTopic, cleanStart: false) else {
+                logger.error("cannot create an MQTT client")
+                shared.withLock { scheduleReconnect(&$0) }
+                return false
+            }
+            client = c
+            _ = client.setCredentials(username: ep.username.isEmpty ? nil : ep.username,
+                                      password: ep.password.isEmpty ? nil : ep.password)
+            if let tls = config.tls {
+                let rc = client.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { logger.error("TLS setup failed: \(MqttClient.describe(rc))") }
+            }
+            _ = client.setWill(topic: Topics.status(clientID: ep.mqttTopic), payload: Array("offline".utf8))
+            client.onConnect = { [unowned self] rc in self.connected(rc, client: client) }
+            client.onDisconnect = { [unowned self] rc in
+                self.connectionLost("disconnected from the broker: \(MqttClient.describeConnack(rc))")
+            }
+            client.onSubscribe = { [unowned self] mid in
+                self.shared.withLock { s in if mid == s.subscribeMid { s.subscribed = true } }
+            }
+            client.onMessage = { [unowned self] m in self.shared.withLock { $0.inbox.append(m) } }
+            client.onLog = { [unowned self] line in self.logger.debug("mqtt: \(line)") }
+            shared.withLock { $0.client = client }
+        }
+        let host = ep.host.isEmpty ? config.host : ep.host
+        var port = ep.portTCP > 0 ? ep.portTCP : config.port
+        if config.tls != nil && ep.portSSL > 0 { port = ep.portSSL }
+        let rc = client.connect(host: host, port: port, keepalive: config.keepaliveS, sessionExpiry: Thing.sessionExpiryS)
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            let attempt = shared.withLock { s -> Int in
+                scheduleReconnect(&s)
+                return s.reconnectAttempt
+            }
+            let line = "cannot connect to \(host):\(port): \(MqttClient.describe(rc))"
+            if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
+            return false
+        }
+        shared.withLock { $0.socketOpen = true }
+        logger.debug("connecting to \(host):\(port) as \(ep.mqttTopic)")
+        return true
+    }
+
+    /// CONNACK (on the loop thread, inside libmosquitto's loop).
+    private func connected(_ rc: Int32, client: MqttClient) {
+        guard rc == 0 else {
+            logger.error("the broker refused the connection: \(MqttClient.describeConnack(rc))")
+            shared.withLock { s in
+                s.connected = false
+                scheduleReconnect(&s)
+            }
+            return
+        }
+        let topic = client.clientID
+        _ = client.subscribe(topic, qos: 1)
+        let (_, mid) = client.subscribe(Topics.response(clientID: topic), qos: 1)
+        _ = client.publish(topic: Topics.status(clientID: topic), payload: Array("online".utf8), qos: 1, retain: true)
+        shared.withLock { s in
+            s.connected = true
+            s.subscribeMid = mid
+            s.reconnectAttempt = 0
+        }
+        logger.info("connected; commands arrive on \(topic)")
+        flushOutgoing()
+    }
+
+    // MARK: inbound
+
+    private func processInbox() {
+        while true {
+            let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
+                guard !s.inbox.isEmpty, let id = s.identity else { return nil }
+                return (s.inbox.removeFirst(), id, s.config.maxPayload)
+            }
+            guard let (message, identity, maxPayload) = next else { return }
+            let topic = identity.endpoint.mqttTopic
+            if message.topic == Topics.response(clientID: topic) {
+                handleReply(message)
+            } else if message.topic == topic {
+                handleCommand(message.payload, identity: identity, maxPayload: maxPayload)
+            } else {
+                logger.debug("ignored a message on \(message.topic)")
+            }
+        }
+    }
+
+    private func handleReply(_ m: MqttClient.Message) {
+        guard let reply = KiiResponse.decode(m.payload) else {
+            logger.warning("ignored a malformed reply of \(m.payload.count) bytes")
+            return
+        }
+        let rid = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? reply.requestID ?? ""
+        guard let pending = shared.withLock({ $0.pending.removeValue(forKey: rid) }) else {
+            logger.debug("ignored a reply to unknown request \(rid)")
+            return
+        }
+        if reply.isSuccess {
+            logger.debug("framework accepted \(pending.what): \(reply.status)")
+        } else {
+            logger.error("framework rejected \(pending.what): \(reply.status) \(reply.bodyText)")
+        }
+    }
+
+    private func expireRequests() {
+        let now = Platform.nowMs()
+        let expired = shared.withLock { s -> [Pending] in
+            let gone = s.pending.filter { $0.value.deadline <= now }
+            for k in gone.keys { s.pending[k] = nil }
+            return Array(gone.values)
+        }
+        for p in expired { logger.warning("no answer from the framework to \(p.what)") }
+    }
+
+    private func handleCommand(_ payload: [UInt8], identity: Identity, maxPayload: Int) {
+        switch Command.decode(payload, maxSize: maxPayload) {
+        case .failure(let e):
+            logger.error(e.message)
+        case .success(let command):
+            let results = run(command)
+            let body = results.encode().dumpBytes()
+            _ = sendRequest(method: "PUT", path: "targets/thing:\(identity.thingID)/commands/\(command.id)/action-results",
+                            contentType: MediaType.json, body: body, what: "results of command \(command.id)")
+        }
+    }
+
+    /// Runs a command's actions in order and collects one result per action.
+    func run(_ command: Command) -> ActionResults {
+        let strings = CommandStrings(command)
+        var groups: [ActionResults.Group] = []
+        var index = 0
+        for g in command.groups {
+            var results: [ActionResult] = []
+            for e in g.entries {
+                switch e {
+                case .invalid(let name, let reason):
+                    logger.warning("command \(command.id): \(reason)")
+                    results.append(.failure(name, reason))
+                case .action(let name, let params):
+                    results.append(runAction(name: name, params: params, alias: g.alias, command: command,
+                                             strings: strings, index: index))
+                }
+                index += 1
+            }
+            groups.append(ActionResults.Group(alias: g.alias, results: results))
+        }
+        return ActionResults(groups: groups)
+    }
+
+    private func runAction(name: String, params: JSON, alias: String?, command: Command, strings: CommandStrings,
+                           index: Int) -> ActionResult {
+        let handler = shared.withLock {
+            $0.handlers.lookup(schema: command.schema, version: command.schemaVersion, alias: alias, action: name)
+        }
+        guard let handler else {
+            let scope: String
+            if let alias { scope = "alias \"\(alias)\"" } else if let schema = command.schema {
+                scope = "schema \"\(schema)\" version \(command.schemaVersion)"
+            } else { scope = "a command without schema" }
+            return .failure(name, "no handler for action \"\(name)\" of \(scope)")
+        }
+        let ctx = ActionContext(thing: self, command: strings, name: name, alias: alias, params: params, index: index)
+        let opaque = OpaquePointer(Unmanaged.passUnretained(ctx).toOpaque())
+        withExtendedLifetime(ctx) {
+            handler.callback(opaque, handler.userdata)
+        }
+        return ctx.result
+    }
+
+    private func runStateProvider() {
+        let now = Platform.nowMs()
+        let due = shared.withLock { s -> StateProvider? in
+            guard s.connected, var p = s.provider, p.nextAt <= now else { return nil }
+            p.nextAt = now + Int64(p.intervalMs)
+            s.provider = p
+            return p
+        }
+        guard let p = due else { return }
+        let handle = OpaquePointer(Unmanaged.passUnretained(self).toOpaque())
+        guard let state = p.callback(handle, p.userdata) else { return }
+        let j = JSON(owning: state)
+        guard j.isObject else {
+            logger.error("the state provider returned \(j.typeName), not an object; skipped")
+            return
+        }
+        _ = updateState(j, partial: false)
+    }
+
+    // MARK: own thread
+
+    func startThread() -> Int32 {
+        if isOnLoopThread { return THINGIF_ERR_STATE.code }
+        let ok = shared.withLock { s -> Int32 in
+            if s.ownThread != nil || s.loopThread != nil { return THINGIF_ERR_STATE.code }
+            if s.identity == nil { return THINGIF_ERR_NOT_ONBOARDED.code }
+            s.stopRequested = false
+            return OK
+        }
+        guard ok == OK else { return ok }
+        var tid = pthread_t()
+        let arg = Unmanaged.passUnretained(self).toOpaque()
+        // Hold the lock over creation so the thread sees ownThread set.
+        let rc = shared.withLock { s -> Int32 in
+            let r = pthread_create(&tid, nil, { raw in
+                let thing = Unmanaged<Thing>.fromOpaque(raw!).takeUnretainedValue()
+                thing.threadMain()
+                return nil
+            }, arg)
+            if r == 0 { s.ownThread = tid }
+            return r
+        }
+        return rc == 0 ? OK : THINGIF_ERR_NOMEM.code
+    }
+
+    private func threadMain() {
+        while !shared.withLock({ $0.stopRequested }) {
+            _ = loop(timeoutMs: 100)
+        }
+    }
+
+    func stopThread() -> Int32 {
+        let me = pthread_self()
+        let tid = shared.withLock { s -> Result<pthread_t, StatusError> in
+            guard let t = s.ownThread else { return .failure(StatusError(THINGIF_ERR_STATE.code)) }
+            if pthread_equal(t, me) != 0 { return .failure(StatusError(THINGIF_ERR_IN_CALLBACK.code)) }
+            s.stopRequested = true
+            return .success(t)
+        }
+        switch tid {
+        case .failure(let e): return e.code
+        case .success(let t):
+            pthread_join(t, nil)
+            shared.withLock {
+                $0.ownThread = nil
+                $0.stopRequested = false
+            }
+            return OK
+        }
+    }
+
+    /// Stops everything before the handle is freed.
+    func shutdown() -> Int32 {
+        let me = pthread_self()
+        let inCallback = shared.withLock { s -> Bool in
+            if let t = s.loopThread, pthread_equal(t, me) != 0 { return true }
+            if let t = s.ownThread, pthread_equal(t, me) != 0 { return true }
+            return false
+        }
+        if inCallback { return THINGIF_ERR_IN_CALLBACK.code }
+        if shared.withLock({ $0.ownThread != nil }) { _ = stopThread() }
+        let client = shared.withLock { s -> MqttClient? in
+            let c = s.socketOpen ? s.client : nil
+            s.client = nil
+            s.socketOpen = false
+            s.connected = false
+            return c
+        }
+        if let client {
+            // Reason 0x04: disconnect with Will, so the broker publishes "offline".
+            client.disconnectWithWill()
+            _ = client.loop(timeoutMs: 10)
+        }
+        return OK
+    }
+}

@@ -1,0 +1,112 @@
+import CThingIF
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Small POSIX helpers: time, randomness, files. No Foundation.
+public enum Platform {
+    /// Monotonic milliseconds.
+    public static func nowMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    public static func sleepMs(_ ms: Int) {
+        guard ms > 0 else { return }
+        var req = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+        var rem = timespec()
+        while nanosleep(&req, &rem) == -1 && errno == EINTR { req = rem }
+    }
+
+    public static func randomHex(bytes: Int) -> String {
+        var g = SystemRandomNumberGenerator()
+        var s = ""
+        for _ in 0..<bytes {
+            let b = UInt8.random(in: 0...255, using: &g)
+            let hex = String(b, radix: 16)
+            s += b < 16 ? "0" + hex : hex
+        }
+        return s
+    }
+
+    public static func isReadableFile(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+    }
+}
+
+/// The storage directory: small files written atomically (temp file, fsync,
+/// rename, fsync of the directory) with mode 0600.
+public struct Storage: Sendable {
+    public let directory: String
+
+    /// Creates the directory (and its parents) with mode 0700 when missing.
+    public init?(directory: String) {
+        guard !directory.isEmpty, Storage.makeDirectories(directory) else { return nil }
+        self.directory = directory
+    }
+
+    private static func makeDirectories(_ path: String) -> Bool {
+        var st = stat()
+        if stat(path, &st) == 0 { return (st.st_mode & S_IFMT) == S_IFDIR }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for part in path.split(separator: "/") {
+            prefix += part
+            if stat(prefix, &st) != 0 {
+                if mkdir(prefix, 0o700) != 0 && errno != EEXIST { return false }
+            }
+            prefix += "/"
+        }
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    public func path(_ name: String) -> String { directory + "/" + name }
+
+    /// The file's bytes, or nil when it does not exist or cannot be read.
+    public func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
+        let fd = open(path(name), O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) }
+            if n < 0 { if errno == EINTR { continue }; return nil }
+            if n == 0 { break }
+            out += buf[0..<n]
+            if out.count > limit { return nil }
+        }
+        return out
+    }
+
+    /// Replaces the file atomically. False on any I/O error.
+    public func write(_ name: String, _ bytes: [UInt8]) -> Bool {
+        let final = path(name)
+        let tmp = final + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        fchmod(fd, 0o600)
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, bytes.count - off) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                close(fd); unlink(tmp); return false
+            }
+            off += n
+        }
+        guard fsync(fd) == 0 else { close(fd); unlink(tmp); return false }
+        close(fd)
+        guard rename(tmp, final) == 0 else { unlink(tmp); return false }
+        let dfd = open(directory, O_RDONLY | O_DIRECTORY)
+        if dfd >= 0 { fsync(dfd); close(dfd) }
+        return true
+    }
+
+    public func remove(_ name: String) { unlink(path(name)) }
+}

@@ -1,0 +1,167 @@
+import CThingIF
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let mosquittoLibrary: Void = { _ = mosquitto_lib_init() }()
+
+/// One MQTT 5 connection through libmosquitto. The thing, its bootstrap
+/// connection and the framework side all use this one narrow interface.
+///
+/// Callbacks run on whichever thread drives the connection: the caller of
+/// `loop(timeoutMs:)`, or libmosquitto's thread after `startThread()`.
+/// They are set before `connect` and not changed while the connection runs.
+public final class MqttClient {
+    public struct Message: Sendable {
+        public var topic: String
+        public var payload: [UInt8]
+        public var qos: Int32
+        public var retain: Bool
+        /// MQTT 5 Response Topic, when the publisher set one.
+        public var responseTopic: String?
+        /// MQTT 5 Correlation Data, when the publisher set it.
+        public var correlationData: [UInt8]?
+    }
+
+    public let clientID: String
+    public var onConnect: ((_ reasonCode: Int32) -> Void)?
+    public var onDisconnect: ((_ reasonCode: Int32) -> Void)?
+    public var onMessage: ((Message) -> Void)?
+    public var onSubscribe: ((_ mid: Int32) -> Void)?
+    public var onLog: ((String) -> Void)?
+
+    private let mosq: OpaquePointer
+
+    /// nil when libmosquitto cannot create a client (out of memory, or an
+    /// empty client ID with a persistent session).
+    public init?(clientID: String, cleanStart: Bool) {
+        _ = mosquittoLibrary
+        guard let m = mosquitto_new(clientID, cleanStart, nil) else { return nil }
+        self.clientID = clientID
+        self.mosq = m
+        mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5))
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
+        mosquitto_connect_v5_callback_set(m) { _, obj, rc, _, _ in
+            MqttClient.from(obj)?.onConnect?(rc)
+        }
+        mosquitto_disconnect_v5_callback_set(m) { _, obj, rc, _ in
+            MqttClient.from(obj)?.onDisconnect?(rc)
+        }
+        mosquitto_subscribe_v5_callback_set(m) { _, obj, mid, _, _, _ in
+            MqttClient.from(obj)?.onSubscribe?(mid)
+        }
+        mosquitto_message_v5_callback_set(m) { _, obj, msg, props in
+            guard let client = MqttClient.from(obj), let handler = client.onMessage, let msg else { return }
+            handler(MqttClient.message(from: msg.pointee, props: props))
+        }
+        mosquitto_log_callback_set(m) { _, obj, _, text in
+            guard let client = MqttClient.from(obj), let log = client.onLog, let text else { return }
+            log(String(cString: text))
+        }
+    }
+
+    deinit { mosquitto_destroy(mosq) }
+
+    private static func from(_ obj: UnsafeMutableRawPointer?) -> MqttClient? {
+        obj.map { Unmanaged<MqttClient>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    private static func message(from m: mosquitto_message, props: OpaquePointer?) -> Message {
+        let topic = m.topic.map { String(cString: $0) } ?? ""
+        var payload: [UInt8] = []
+        if let p = m.payload, m.payloadlen > 0 {
+            payload = Array(UnsafeRawBufferPointer(start: p, count: Int(m.payloadlen)))
+        }
+        var responseTopic: String?
+        var correlation: [UInt8]?
+        if let props {
+            var s: UnsafeMutablePointer<CChar>?
+            if mosquitto_property_read_string(props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), &s, false) != nil, let s {
+                responseTopic = String(cString: s)
+                free(s)
+            }
+            var value: UnsafeMutableRawPointer?
+            var len: UInt16 = 0
+            if mosquitto_property_read_binary(props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), &value, &len, false) != nil {
+                if let value {
+                    correlation = Array(UnsafeRawBufferPointer(start: value, count: Int(len)))
+                    free(value)
+                } else {
+                    correlation = []
+                }
+            }
+        }
+        return Message(topic: topic, payload: payload, qos: m.qos, retain: m.retain,
+                       responseTopic: responseTopic, correlationData: correlation)
+    }
+
+    public func setCredentials(username: String?, password: String?) -> Int32 {
+        mosquitto_username_pw_set(mosq, username, password)
+    }
+
+    public func setTLS(cafile: String, certfile: String?, keyfile: String?) -> Int32 {
+        mosquitto_tls_set(mosq, cafile, nil, certfile, keyfile, nil)
+    }
+
+    /// Sets the Last Will: published by the broker when the connection dies
+    /// without a DISCONNECT.
+    public func setWill(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = true) -> Int32 {
+        payload.withUnsafeBytes { buf in
+            mosquitto_will_set_v5(mosq, topic, Int32(buf.count), buf.baseAddress, qos, retain, nil)
+        }
+    }
+
+    /// Opens the TCP connection and sends CONNECT; CONNACK arrives through
+    /// `onConnect` inside a later loop call. `sessionExpiry` (seconds) goes in
+    /// the CONNECT properties when given.
+    public func connect(host: String, port: Int, keepalive: Int, sessionExpiry: UInt32? = nil) -> Int32 {
+        var props: OpaquePointer?
+        defer { mosquitto_property_free_all(&props) }
+        if let sessionExpiry {
+            mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiry)
+        }
+        return mosquitto_connect_bind_v5(mosq, host, Int32(port), Int32(keepalive), nil, props)
+    }
+
+    public func disconnect() { _ = mosquitto_disconnect_v5(mosq, 0, nil) }
+
+    /// MQTT 5 reason 0x04: the broker publishes the Will as if the link died.
+    public func disconnectWithWill() { _ = mosquitto_disconnect_v5(mosq, 4, nil) }
+
+    /// Subscribes; returns (rc, mid). The SUBACK comes through `onSubscribe`.
+    public func subscribe(_ topic: String, qos: Int32 = 1) -> (rc: Int32, mid: Int32) {
+        var mid: Int32 = 0
+        let rc = mosquitto_subscribe_v5(mosq, &mid, topic, qos, 0, nil)
+        return (rc, mid)
+    }
+
+    /// Publishes. Thread-safe: may be called while another thread loops.
+    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false,
+                        responseTopic: String? = nil, correlationData: [UInt8]? = nil) -> Int32 {
+        var props: OpaquePointer?
+        defer { mosquitto_property_free_all(&props) }
+        if let responseTopic {
+            mosquitto_property_add_string(&props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic)
+        }
+        if let correlationData {
+            correlationData.withUnsafeBytes { buf in
+                _ = mosquitto_property_add_binary(&props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue),
+                                                  buf.baseAddress, UInt16(clamping: buf.count))
+            }
+        }
+        return payload.withUnsafeBytes { buf in
+            mosquitto_publish_v5(mosq, nil, topic, Int32(buf.count), buf.baseAddress, qos, retain, props)
+        }
+    }
+
+    /// Services the connection for up to `timeoutMs` on the calling thread.
+    /// Returns MOSQ_ERR_SUCCESS or the error that ended the connection.
+    public func loop(timeoutMs: Int) -> Int32 { mosquitto_loop(mosq, Int32(timeoutMs), 1) }
+
+    /// libmosquitto's own network thread (used by the framework side).
+    public func startThread() -> Int32 { mosquitto_loop_start(mosq) }
+    public func stopThread(force: Bool) -> Int32 { mosquitto_loop_stop(mosq, force) }
+
+    public static func describe(_ rc: Int32) -> String { String(cString: mosquitto_strerror(rc)) }
+    public static func describeConnack(_ rc: Int32) -> String { String(cString: mosquitto_reason_string(rc)) }
+}

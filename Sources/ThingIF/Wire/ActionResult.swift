@@ -1,0 +1,100 @@
+/// One action's outcome, as Kii reports it:
+/// {"turnPower":{"succeeded":true}} or
+/// {"setFanSpeed":{"succeeded":false,"errorMessage":"…","data":{…}}}.
+public struct ActionResult {
+    public var name: String
+    public var succeeded: Bool
+    public var errorMessage: String?
+    public var data: JSON?
+
+    public init(name: String, succeeded: Bool, errorMessage: String? = nil, data: JSON? = nil) {
+        self.name = name
+        self.succeeded = succeeded
+        self.errorMessage = errorMessage
+        self.data = data
+    }
+
+    public static func failure(_ name: String, _ message: String) -> ActionResult {
+        ActionResult(name: name, succeeded: false, errorMessage: message)
+    }
+
+    func encode() -> JSON {
+        let body = JSON.object()
+        body.set("succeeded", .bool(succeeded))
+        if let errorMessage { body.set("errorMessage", string: errorMessage) }
+        if let data { body.set("data", data) }
+        let o = JSON.object()
+        o.set(name, body)
+        return o
+    }
+
+    static func decode(_ j: JSON) -> ActionResult? {
+        guard j.isObject, j.count == 1 else { return nil }
+        let (name, body) = j.members[0]
+        guard body.isObject, let ok = body["succeeded"]?.boolValue else { return nil }
+        let message = body["errorMessage"]?.stringValue
+        let data = body["data"].flatMap { $0.isObject ? $0 : nil }
+        return ActionResult(name: name, succeeded: ok, errorMessage: message, data: data)
+    }
+}
+
+/// The body of PUT …/commands/{commandID}/action-results: flat for schema
+/// commands, grouped by alias for trait commands, in the order of the actions.
+public struct ActionResults {
+    public struct Group {
+        public var alias: String?
+        public var results: [ActionResult]
+        public init(alias: String?, results: [ActionResult]) {
+            self.alias = alias
+            self.results = results
+        }
+    }
+
+    public var groups: [Group]
+    public init(groups: [Group]) { self.groups = groups }
+
+    public var all: [ActionResult] { groups.flatMap(\.results) }
+
+    public func encode() -> JSON {
+        let list = JSON.array()
+        for g in groups {
+            if let alias = g.alias {
+                let inner = JSON.array()
+                for r in g.results { inner.append(r.encode()) }
+                let wrapper = JSON.object()
+                wrapper.set(alias, inner)
+                list.append(wrapper)
+            } else {
+                for r in g.results { list.append(r.encode()) }
+            }
+        }
+        let o = JSON.object()
+        o.set("actionResults", list)
+        return o
+    }
+
+    public static func decode(_ j: JSON) -> ActionResults? {
+        guard j.isObject, let list = j["actionResults"], list.isArray else { return nil }
+        var groups: [Group] = []
+        for e in list.elements {
+            guard e.isObject, e.count == 1 else { return nil }
+            let (key, value) = e.members[0]
+            if value.isArray {
+                var results: [ActionResult] = []
+                for r in value.elements {
+                    guard let ar = ActionResult.decode(r) else { return nil }
+                    results.append(ar)
+                }
+                groups.append(Group(alias: key, results: results))
+            } else {
+                guard let ar = ActionResult.decode(e) else { return nil }
+                if let last = groups.last, last.alias == nil {
+                    groups[groups.count - 1].results.append(ar)
+                } else {
+                    groups.append(Group(alias: nil, results: [ar]))
+                }
+            }
+        }
+        return ActionResults(groups: groups)
+    }
+}

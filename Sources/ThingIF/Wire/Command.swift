@@ -1,0 +1,210 @@
+/// A Thing-IF command as it travels to the thing, in either of its shapes:
+///  - schema (v0): {"commandID","schema","schemaVersion","issuer",
+///    "actions":[{"turnPower":{"power":true}}, ...], "title"?, "description"?, "metadata"?}
+///  - trait (v1):  {"commandID","issuer","actions":[{"Alias":[{"turnPower":true}, ...]}]}
+public struct Command {
+    public enum Shape: Sendable { case schema, trait }
+
+    public enum Entry {
+        /// A well-formed action: its name and its value (borrowed from the
+        /// parsed document, which the Command keeps alive).
+        case action(name: String, params: JSON)
+        /// An element that is not an action; `name` is the first key when it
+        /// has one, else "". It still takes a result slot, so results keep
+        /// the order of the actions.
+        case invalid(name: String, reason: String)
+
+        public var name: String {
+            switch self {
+            case .action(let name, _), .invalid(let name, _): return name
+            }
+        }
+    }
+
+    public struct Group {
+        /// The trait alias; nil for schema commands.
+        public var alias: String?
+        public var entries: [Entry]
+        public init(alias: String?, entries: [Entry]) {
+            self.alias = alias
+            self.entries = entries
+        }
+    }
+
+    public var id: String
+    public var shape: Shape
+    public var schema: String?
+    public var schemaVersion: Int
+    public var issuer: String?
+    public var title: String?
+    public var description: String?
+    public var metadata: JSON?
+    public var firedByTriggerID: String?
+    public var groups: [Group]
+
+    public init(id: String, shape: Shape, schema: String? = nil, schemaVersion: Int = 0, issuer: String? = nil,
+                title: String? = nil, description: String? = nil, metadata: JSON? = nil,
+                firedByTriggerID: String? = nil, groups: [Group]) {
+        self.id = id
+        self.shape = shape
+        self.schema = schema
+        self.schemaVersion = schemaVersion
+        self.issuer = issuer
+        self.title = title
+        self.description = description
+        self.metadata = metadata
+        self.firedByTriggerID = firedByTriggerID
+        self.groups = groups
+    }
+
+    public var actionCount: Int { groups.reduce(0) { $0 + $1.entries.count } }
+
+    /// Why a payload is not a command at all. No commandID could be read, so
+    /// nothing can be reported to the framework; the thing logs it.
+    public struct DecodeError: Error, CustomStringConvertible {
+        public let message: String
+        public var description: String { message }
+    }
+
+    public static let maxCommandIDLength = 256
+
+    /// Decodes a payload. A payload whose commandID can be read always gives
+    /// a Command: faults in the rest become `.invalid` entries, which turn
+    /// into failed action results.
+    public static func decode(_ bytes: [UInt8], maxSize: Int) -> Result<Command, DecodeError> {
+        if bytes.count > maxSize {
+            return .failure(DecodeError(message: "dropped a command of \(bytes.count) bytes: over the limit of \(maxSize) bytes"))
+        }
+        let doc: JSON
+        switch JSON.parse(bytes) {
+        case .success(let d): doc = d
+        case .failure(let e): return .failure(DecodeError(message: "dropped a command that is not valid JSON: \(e)"))
+        }
+        return decode(doc)
+    }
+
+    public static func decode(_ doc: JSON) -> Result<Command, DecodeError> {
+        guard doc.isObject else {
+            return .failure(DecodeError(message: "dropped a command that is \(doc.typeName), not a JSON object"))
+        }
+        guard let idValue = doc["commandID"] else {
+            return .failure(DecodeError(message: "dropped a command without \"commandID\""))
+        }
+        guard let id = idValue.stringValue else {
+            return .failure(DecodeError(message: "dropped a command whose \"commandID\" is \(idValue.typeName), not a string"))
+        }
+        guard Topics.isSafeLevel(id), id.utf8.count <= maxCommandIDLength else {
+            return .failure(DecodeError(message: "dropped a command whose \"commandID\" is empty, longer than \(maxCommandIDLength) bytes, or holds '/', '+', '#' or NUL"))
+        }
+
+        var cmd = Command(id: id, shape: .schema, groups: [])
+        func fail(_ reason: String) -> Result<Command, DecodeError> {
+            cmd.groups = [Group(alias: nil, entries: [.invalid(name: "", reason: "command \(id): \(reason)")])]
+            return .success(cmd)
+        }
+        func optionalString(_ key: String) -> (String?, String?) {
+            guard let v = doc[key], !v.isNull else { return (nil, nil) }
+            guard let s = v.stringValue else { return (nil, "\"\(key)\" must be a string, not \(v.typeName)") }
+            return (s, nil)
+        }
+
+        var problems: [String] = []
+        let schemaPresent = doc["schema"] != nil
+        for (key, slot) in [("schema", \Command.schema), ("issuer", \Command.issuer), ("title", \Command.title),
+                            ("description", \Command.description), ("firedByTriggerID", \Command.firedByTriggerID)] {
+            let (value, problem) = optionalString(key)
+            cmd[keyPath: slot] = value
+            if let problem { problems.append(problem) }
+        }
+        if let v = doc["schemaVersion"], !v.isNull {
+            if let n = v.intValue, n >= 0, n <= Int(Int32.max) { cmd.schemaVersion = n } else {
+                problems.append("\"schemaVersion\" must be a non-negative integer, not \(v.typeName)")
+            }
+        }
+        if let m = doc["metadata"], !m.isNull {
+            if m.isObject { cmd.metadata = m } else { problems.append("\"metadata\" must be an object, not \(m.typeName)") }
+        }
+        if let first = problems.first { return fail(first) }
+
+        guard let actions = doc["actions"] else { return fail("\"actions\" is missing") }
+        guard actions.isArray else { return fail("\"actions\" must be an array, not \(actions.typeName)") }
+        let elements = actions.elements
+        guard !elements.isEmpty else { return fail("\"actions\" is empty") }
+
+        let looksTrait = !schemaPresent && elements.allSatisfy { e in
+            e.isObject && e.count == 1 && (e.members.first?.value.isArray ?? false)
+        }
+        var index = 0
+        if looksTrait {
+            cmd.shape = .trait
+            for e in elements {
+                let (alias, list) = e.members[0]
+                var entries: [Entry] = []
+                for a in list.elements {
+                    entries.append(entry(a, index: index))
+                    index += 1
+                }
+                if entries.isEmpty {
+                    entries.append(.invalid(name: "", reason: "action \(index): alias \"\(alias)\" has no actions"))
+                    index += 1
+                }
+                cmd.groups.append(Group(alias: alias, entries: entries))
+            }
+        } else {
+            cmd.shape = .schema
+            var entries: [Entry] = []
+            for a in elements {
+                entries.append(entry(a, index: index))
+                index += 1
+            }
+            cmd.groups = [Group(alias: nil, entries: entries)]
+        }
+        return .success(cmd)
+    }
+
+    private static func entry(_ e: JSON, index: Int) -> Entry {
+        guard e.isObject else {
+            return .invalid(name: "", reason: "action \(index): must be an object with one key, not \(e.typeName)")
+        }
+        let members = e.members
+        guard members.count == 1 else {
+            return .invalid(name: members.first?.key ?? "",
+                            reason: "action \(index): an action object must have exactly one key, it has \(members.count)")
+        }
+        let (name, value) = members[0]
+        guard !name.isEmpty else { return .invalid(name: "", reason: "action \(index): the action name is empty") }
+        return .action(name: name, params: value)
+    }
+
+    /// The wire form (used by the framework side to send a command).
+    public func encode() -> JSON {
+        let o = JSON.object()
+        o.set("commandID", string: id)
+        if let schema { o.set("schema", string: schema) }
+        if shape == .schema { o.set("schemaVersion", .int(schemaVersion)) }
+        if let issuer { o.set("issuer", string: issuer) }
+        if let title { o.set("title", string: title) }
+        if let description { o.set("description", string: description) }
+        if let metadata { o.set("metadata", metadata) }
+        if let firedByTriggerID { o.set("firedByTriggerID", string: firedByTriggerID) }
+        let actions = JSON.array()
+        func actionJSON(_ e: Entry) -> JSON {
+            let a = JSON.object()
+            if case .action(let name, let params) = e { a.set(name, params) }
+            return a
+        }
+        for g in groups {
+            if shape == .trait, let alias = g.alias {
+                let list = JSON.array()
+                for e in g.entries { list.append(actionJSON(e)) }
+                let wrapper = JSON.object()
+                wrapper.set(alias, list)
+                actions.append(wrapper)
+            } else {
+                for e in g.entries { actions.append(actionJSON(e)) }
+            }
+        }
+        o.set("actions", actions)
+        return o
+    }
+}

@@ -1,0 +1,186 @@
+/// Kii's "API via MQTT" framing, used in both directions: a request is a
+/// method line, header lines, an empty line and a body, all CRLF-separated;
+/// a response is the same with a status code in place of the method.
+public struct KiiRequest: Equatable, Sendable {
+    public var method: String
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(method: String, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.method = method
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func == (a: KiiRequest, b: KiiRequest) -> Bool {
+        a.method == b.method && a.body == b.body
+            && a.headers.map { "\($0.name):\($0.value)" } == b.headers.map { "\($0.name):\($0.value)" }
+    }
+
+    public func header(_ name: String) -> String? { KiiFraming.header(name, in: headers) }
+
+    /// The bearer token of the Authorization header, if any.
+    public var bearerToken: String? {
+        guard let auth = header("Authorization") else { return nil }
+        let prefix = "Bearer "
+        guard auth.hasPrefix(prefix) else { return nil }
+        return String(auth.dropFirst(prefix.count))
+    }
+
+    public var requestID: String? { header(KiiFraming.requestIDHeader) }
+
+    public func encode() -> [UInt8] { KiiFraming.encode(firstLine: method, headers: headers, body: body) }
+
+    public static func decode(_ bytes: [UInt8]) -> KiiRequest? {
+        guard let (first, headers, body) = KiiFraming.decode(bytes) else { return nil }
+        let allowed = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
+        guard allowed.contains(first) else { return nil }
+        return KiiRequest(method: first, headers: headers, body: body)
+    }
+}
+
+public struct KiiResponse: Sendable {
+    public var status: Int
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public var isSuccess: Bool { (200..<300).contains(status) }
+    public func header(_ name: String) -> String? { KiiFraming.header(name, in: headers) }
+    public var requestID: String? { header(KiiFraming.requestIDHeader) }
+    public var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    public func encode() -> [UInt8] { KiiFraming.encode(firstLine: String(status), headers: headers, body: body) }
+
+    public static func decode(_ bytes: [UInt8]) -> KiiResponse? {
+        guard let (first, headers, body) = KiiFraming.decode(bytes),
+              let status = Int(first), (100...599).contains(status) else { return nil }
+        return KiiResponse(status: status, headers: headers, body: body)
+    }
+}
+
+public enum KiiFraming {
+    public static let requestIDHeader = "X-Kii-RequestID"
+
+    static func header(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+        let lower = name.lowercased()
+        return headers.first { $0.name.lowercased() == lower }?.value
+    }
+
+    static func encode(firstLine: String, headers: [(name: String, value: String)], body: [UInt8]) -> [UInt8] {
+        var out = Array(firstLine.utf8)
+        out += [13, 10]
+        for h in headers {
+            out += Array(h.name.utf8)
+            out += Array(": ".utf8)
+            out += Array(h.value.utf8)
+            out += [13, 10]
+        }
+        out += [13, 10]
+        out += body
+        return out
+    }
+
+    /// Splits framing. Accepts CRLF (the standard) and bare LF line ends.
+    static func decode(_ bytes: [UInt8]) -> (String, [(name: String, value: String)], [UInt8])? {
+        var lines: [String] = []
+        var i = 0
+        var lineStart = 0
+        var bodyStart: Int?
+        while i < bytes.count {
+            if bytes[i] == 10 {
+                var end = i
+                if end > lineStart && bytes[end - 1] == 13 { end -= 1 }
+                let line = bytes[lineStart..<end]
+                if line.isEmpty && !lines.isEmpty {
+                    bodyStart = i + 1
+                    break
+                }
+                guard let s = String(validating: line, as: UTF8.self) else { return nil }
+                lines.append(s)
+                lineStart = i + 1
+                if lines.count > 64 { return nil }
+            }
+            i += 1
+        }
+        if bodyStart == nil {
+            // No empty line: a bare first line (with optional headers) and no body.
+            if lineStart < bytes.count {
+                guard let s = String(validating: bytes[lineStart...], as: UTF8.self) else { return nil }
+                lines.append(s)
+            }
+            bodyStart = bytes.count
+        }
+        guard let first = lines.first, !first.isEmpty else { return nil }
+        var headers: [(name: String, value: String)] = []
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let name = String(line[..<colon]).trimmingSpaces()
+            let value = String(line[line.index(after: colon)...]).trimmingSpaces()
+            guard !name.isEmpty else { return nil }
+            headers.append((name, value))
+        }
+        return (first.trimmingSpaces(), headers, Array(bytes[bodyStart!...]))
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
+        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// MQTT topic names of the protocol (docs/PROTOCOL.md).
+public enum Topics {
+    public enum API: String, Sendable { case thingIF = "thing-if", kii = "api" }
+
+    /// Where a client publishes a request: p/{clientID}/thing-if/apps/{appID}/{path}
+    /// or p/{clientID}/api/apps/{appID}/{path}.
+    public static func request(clientID: String, api: API = .thingIF, appID: String, path: String) -> String {
+        "p/\(clientID)/\(api.rawValue)/apps/\(appID)/\(path)"
+    }
+
+    /// Where the framework answers: p/{clientID}/resp (MQTT 5 Response Topic).
+    public static func response(clientID: String) -> String { "p/\(clientID)/resp" }
+
+    /// The thing's availability topic: retained "online" / "offline".
+    public static func status(clientID: String) -> String { "p/\(clientID)/status" }
+
+    /// Subscriptions of the framework side (shared, so several hubs split the stream).
+    public static let hubShareGroup = "thingif-hub"
+    public static func hubSubscriptions(shared: Bool) -> [String] {
+        let plain = ["p/+/thing-if/apps/#", "p/+/api/apps/#"]
+        return shared ? plain.map { "$share/\(hubShareGroup)/\($0)" } : plain
+    }
+
+    public struct ParsedRequest: Equatable, Sendable {
+        public var clientID: String
+        public var api: API
+        public var appID: String
+        public var path: String
+    }
+
+    /// Parses a request topic; nil for anything else.
+    public static func parseRequest(_ topic: String) -> ParsedRequest? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 6, parts[0] == "p", !parts[1].isEmpty,
+              let api = API(rawValue: parts[2]), parts[3] == "apps", !parts[4].isEmpty else { return nil }
+        let path = parts[5...].joined(separator: "/")
+        guard !path.isEmpty else { return nil }
+        return ParsedRequest(clientID: parts[1], api: api, appID: parts[4], path: path)
+    }
+
+    /// True when `s` can stand as one topic level: non-empty, no '/', '+',
+    /// '#' or NUL, at most 256 bytes.
+    public static func isSafeLevel(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 256 && !s.utf8.contains { $0 == 0x2F || $0 == 0x2B || $0 == 0x23 || $0 == 0 }
+    }
+}

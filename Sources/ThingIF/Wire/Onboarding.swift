@@ -1,0 +1,160 @@
+/// Onboarding messages (Kii Thing-IF) and the identity the thing keeps.
+public enum MediaType {
+    public static let onboardingByThing = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"
+    public static let installationCreation = "application/vnd.kii.InstallationCreationRequest+json"
+    public static let json = "application/json"
+}
+
+/// Where and how a thing connects: Kii's mqttEndpoint object.
+public struct MQTTEndpoint: Equatable, Sendable {
+    public var installationID: String
+    public var host: String
+    public var portTCP: Int
+    public var portSSL: Int
+    public var username: String
+    public var password: String
+    public var mqttTopic: String
+    public var ttl: Int
+
+    public init(installationID: String, host: String, portTCP: Int, portSSL: Int, username: String,
+                password: String, mqttTopic: String, ttl: Int) {
+        self.installationID = installationID
+        self.host = host
+        self.portTCP = portTCP
+        self.portSSL = portSSL
+        self.username = username
+        self.password = password
+        self.mqttTopic = mqttTopic
+        self.ttl = ttl
+    }
+
+    public func encode() -> JSON {
+        let o = JSON.object()
+        o.set("installationID", string: installationID)
+        o.set("host", string: host)
+        o.set("portTCP", .int(portTCP))
+        o.set("portSSL", .int(portSSL))
+        o.set("username", string: username)
+        o.set("password", string: password)
+        o.set("mqttTopic", string: mqttTopic)
+        o.set("ttl", .int(ttl))
+        return o
+    }
+
+    public static func decode(_ j: JSON) -> MQTTEndpoint? {
+        guard j.isObject,
+              let installationID = j["installationID"]?.stringValue,
+              let mqttTopic = j["mqttTopic"]?.stringValue, Topics.isSafeLevel(mqttTopic) else { return nil }
+        let host = j["host"]?.stringValue ?? ""
+        let portTCP = j["portTCP"]?.intValue ?? 0
+        guard portTCP >= 0 && portTCP <= 65535 else { return nil }
+        return MQTTEndpoint(installationID: installationID, host: host, portTCP: portTCP,
+                            portSSL: j["portSSL"]?.intValue ?? 0,
+                            username: j["username"]?.stringValue ?? "",
+                            password: j["password"]?.stringValue ?? "",
+                            mqttTopic: mqttTopic, ttl: j["ttl"]?.intValue ?? 0)
+    }
+}
+
+/// Body of POST onboardings (application/vnd.kii.OnboardingWithVendorThingIDByThing+json).
+public struct OnboardingRequest {
+    public var vendorThingID: String
+    public var thingPassword: String
+    public var thingType: String?
+    public var firmwareVersion: String?
+    public var thingProperties: JSON?
+    public var layoutPosition: String
+
+    public init(vendorThingID: String, thingPassword: String, thingType: String? = nil,
+                firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE") {
+        self.vendorThingID = vendorThingID
+        self.thingPassword = thingPassword
+        self.thingType = thingType
+        self.firmwareVersion = firmwareVersion
+        self.thingProperties = thingProperties
+        self.layoutPosition = layoutPosition
+    }
+
+    public func encode() -> JSON {
+        let o = JSON.object()
+        o.set("vendorThingID", string: vendorThingID)
+        o.set("thingPassword", string: thingPassword)
+        if let thingType { o.set("thingType", string: thingType) }
+        if let firmwareVersion { o.set("firmwareVersion", string: firmwareVersion) }
+        if let thingProperties { o.set("thingProperties", thingProperties) }
+        o.set("layoutPosition", string: layoutPosition)
+        return o
+    }
+
+    public static func decode(_ j: JSON) -> OnboardingRequest? {
+        guard j.isObject, let v = j["vendorThingID"]?.stringValue, !v.isEmpty,
+              let p = j["thingPassword"]?.stringValue, !p.isEmpty else { return nil }
+        let props = j["thingProperties"]
+        if let props, !props.isObject { return nil }
+        return OnboardingRequest(vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
+                                 firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
+                                 layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE")
+    }
+}
+
+/// The answer to onboarding: {thingID, accessToken, mqttEndpoint}.
+public struct OnboardingResponse {
+    public var thingID: String
+    public var accessToken: String
+    public var mqttEndpoint: MQTTEndpoint
+
+    public init(thingID: String, accessToken: String, mqttEndpoint: MQTTEndpoint) {
+        self.thingID = thingID
+        self.accessToken = accessToken
+        self.mqttEndpoint = mqttEndpoint
+    }
+
+    public func encode() -> JSON {
+        let o = JSON.object()
+        o.set("thingID", string: thingID)
+        o.set("accessToken", string: accessToken)
+        o.set("mqttEndpoint", mqttEndpoint.encode())
+        return o
+    }
+
+    public static func decode(_ j: JSON) -> OnboardingResponse? {
+        guard let thingID = j["thingID"]?.stringValue, Topics.isSafeLevel(thingID),
+              let token = j["accessToken"]?.stringValue, !token.isEmpty,
+              let ep = j["mqttEndpoint"].flatMap(MQTTEndpoint.decode) else { return nil }
+        return OnboardingResponse(thingID: thingID, accessToken: token, mqttEndpoint: ep)
+    }
+}
+
+/// What the thing stores in its storage directory after onboarding.
+public struct Identity: Equatable, Sendable {
+    public var appID: String
+    /// Set when the thing onboarded itself; nil for a handed-over identity.
+    public var vendorThingID: String?
+    public var thingID: String
+    public var accessToken: String
+    public var endpoint: MQTTEndpoint
+
+    public init(appID: String, vendorThingID: String?, thingID: String, accessToken: String, endpoint: MQTTEndpoint) {
+        self.appID = appID
+        self.vendorThingID = vendorThingID
+        self.thingID = thingID
+        self.accessToken = accessToken
+        self.endpoint = endpoint
+    }
+
+    public func encode() -> JSON {
+        let o = JSON.object()
+        o.set("appID", string: appID)
+        if let vendorThingID { o.set("vendorThingID", string: vendorThingID) }
+        o.set("thingID", string: thingID)
+        o.set("accessToken", string: accessToken)
+        o.set("mqttEndpoint", endpoint.encode())
+        return o
+    }
+
+    public static func decode(_ j: JSON) -> Identity? {
+        guard let app = j["appID"]?.stringValue, let r = OnboardingResponse.decode(j) else { return nil }
+        return Identity(appID: app, vendorThingID: j["vendorThingID"]?.stringValue, thingID: r.thingID,
+                        accessToken: r.accessToken, endpoint: r.mqttEndpoint)
+    }
+}

@@ -1,0 +1,83 @@
+import CThingIF
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The @c functions of thingif.h that act on a thingif_action (inside a handler).
+
+@c @implementation
+public func thingif_action_name(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a).map { UnsafePointer($0.name) }
+}
+
+@c @implementation
+public func thingif_action_params(_ a: OpaquePointer?) -> UnsafeMutablePointer<json_t>? {
+    action(a)?.params.raw
+}
+
+@c @implementation
+public func thingif_action_command_id(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a).map { UnsafePointer($0.command.id) }
+}
+
+@c @implementation
+public func thingif_action_issuer(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a)?.command.issuer.map { UnsafePointer($0) }
+}
+
+@c @implementation
+public func thingif_action_schema(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a)?.command.schema.map { UnsafePointer($0) }
+}
+
+@c @implementation
+public func thingif_action_schema_version(_ a: OpaquePointer?) -> Int32 {
+    action(a)?.command.schemaVersion ?? 0
+}
+
+@c @implementation
+public func thingif_action_alias(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a)?.alias.map { UnsafePointer($0) }
+}
+
+@c @implementation
+public func thingif_action_title(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a)?.command.title.map { UnsafePointer($0) }
+}
+
+@c @implementation
+public func thingif_action_description(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
+    action(a)?.command.description.map { UnsafePointer($0) }
+}
+
+@c @implementation
+public func thingif_action_metadata(_ a: OpaquePointer?) -> UnsafeMutablePointer<json_t>? {
+    action(a)?.command.metadata?.raw
+}
+
+@c @implementation
+public func thingif_action_index(_ a: OpaquePointer?) -> Int32 {
+    action(a)?.index ?? -1
+}
+
+@c @implementation
+public func thingif_action_thing(_ a: OpaquePointer?) -> OpaquePointer? {
+    action(a).map { OpaquePointer(Unmanaged.passUnretained($0.thing).toOpaque()) }
+}
+
+@c @implementation
+public func thingif_action_fail(_ a: OpaquePointer?, _ error_message: UnsafePointer<CChar>?) -> Int32 {
+    guard let ctx = action(a), let msg = string(error_message) else { return INVALID }
+    ctx.fail(msg)
+    return OK
+}
+
+@c @implementation
+public func thingif_action_set_data(_ a: OpaquePointer?, _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
+    guard let data else { return INVALID }
+    let j = JSON(owning: data)  // stolen, also on failure
+    guard let ctx = action(a) else { return INVALID }
+    guard j.isObject else { return THINGIF_ERR_JSON.code }
+    ctx.setData(j)
+    return OK
+}

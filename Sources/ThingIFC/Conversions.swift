@@ -1,0 +1,30 @@
+import CThingIF
+
+// C <-> Swift conversions shared by the facade. No logic lives here.
+
+/// The Thing behind a `thingif_t *`.
+@inline(__always)
+func thing(_ t: OpaquePointer?) -> Thing? {
+    t.map { Unmanaged<Thing>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+/// The ActionContext behind a `thingif_action *`.
+@inline(__always)
+func action(_ a: OpaquePointer?) -> ActionContext? {
+    a.map { Unmanaged<ActionContext>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+/// A C string as Swift; nil for NULL or invalid UTF-8.
+@inline(__always)
+func string(_ p: UnsafePointer<CChar>?) -> String? {
+    p.flatMap { String(validatingCString: $0) }
+}
+
+/// A required non-empty C string.
+@inline(__always)
+func nonEmpty(_ p: UnsafePointer<CChar>?) -> String? {
+    guard let s = string(p), !s.isEmpty else { return nil }
+    return s
+}
+
+let INVALID = THINGIF_ERR_INVALID.code

@@ -1,0 +1,1 @@
+int ctest_dummy(void);
