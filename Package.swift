@@ -24,6 +24,7 @@ let package = Package(
             name: "ThingIF",
             dependencies: ["CThingIF"],
             path: "Sources",
+            exclude: ["CThingIF", "ThingIFHub", "thingif-hub"],
             sources: ["ThingIF", "ThingIFC"],
             swiftSettings: swift5
         ),

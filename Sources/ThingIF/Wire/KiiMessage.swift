@@ -157,7 +157,7 @@ public enum Topics {
     /// Subscriptions of the framework side (shared, so several hubs split the stream).
     public static let hubShareGroup = "thingif-hub"
     public static func hubSubscriptions(shared: Bool) -> [String] {
-        let plain = ["p/+/thing-if/apps/#", "p/+/api/apps/#"]
+        let plain = ["p/+/thing-if/apps/#", "p/+/api/apps/#", "p/+/status"]
         return shared ? plain.map { "$share/\(hubShareGroup)/\($0)" } : plain
     }
 
@@ -166,6 +166,13 @@ public enum Topics {
         public var api: API
         public var appID: String
         public var path: String
+    }
+
+    /// The clientID of a status topic p/{clientID}/status; nil for anything else.
+    public static func parseStatus(_ topic: String) -> String? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "p", !parts[1].isEmpty, parts[2] == "status" else { return nil }
+        return String(parts[1])
     }
 
     /// Parses a request topic; nil for anything else.
