@@ -1,2 +1,979 @@
+/*
+ * support.c - the C test appliance (see include/ctest_support.h).
+ *
+ * Uses libthingif only through thingif.h. Two mutexes: `mu` guards records,
+ * behaviors, registrations and the device state; `log_mu` guards the log
+ * lines. Neither is held while calling into the library, because the library
+ * may log (and so call back) from inside any call.
+ */
+#define _GNU_SOURCE
 #include "ctest_support.h"
-int ctest_dummy(void) { return 0; }
+#include "thingif.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CT_MAX_BEHAVIORS 32
+#define CT_MAX_LOG_LINES 20000
+
+struct behavior {
+    char *action;
+    char *fail_message;
+    char *data_json;
+    int upload_mode; /* 0 none, 1 PUT, 2 PATCH */
+    int probe;
+};
+
+enum handler_kind { KIND_RECORDER = 0, KIND_AIRCON = 1, KIND_ALIAS_AIRCON = 2 };
+
+struct registration {
+    struct registration *next;
+    ct_thing *ct;
+    char *tag;
+    int kind;
+};
+
+struct ct_thing {
+    thingif_t *t;
+    int log_level;
+    pthread_mutex_t mu;
+    json_t *records;
+    struct behavior behaviors[CT_MAX_BEHAVIORS];
+    int nbehaviors;
+    struct registration *regs;
+    int power, preset_temperature, fan_speed;
+    int provider_calls;
+
+    pthread_mutex_t log_mu;
+    char **logs;
+    int nlogs;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static char *dump_or_null(const json_t *j)
+{
+    return j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY) : NULL;
+}
+
+static const char *level_name(int level)
+{
+    switch (level) {
+    case THINGIF_LOG_ERROR: return "ERROR";
+    case THINGIF_LOG_WARNING: return "WARNING";
+    case THINGIF_LOG_INFO: return "INFO";
+    case THINGIF_LOG_DEBUG: return "DEBUG";
+    default: return "?";
+    }
+}
+
+static void log_cb(int level, const char *message, void *userdata)
+{
+    ct_thing *ct = userdata;
+    const char *lv = level_name(level);
+    size_t n = strlen(lv) + 1 + strlen(message) + 1;
+    char *line = malloc(n);
+    if (!line)
+        return;
+    snprintf(line, n, "%s %s", lv, message);
+    pthread_mutex_lock(&ct->log_mu);
+    if (ct->nlogs == CT_MAX_LOG_LINES) {
+        /* Keep the newer half. */
+        int half = CT_MAX_LOG_LINES / 2;
+        for (int i = 0; i < half; i++)
+            free(ct->logs[i]);
+        memmove(ct->logs, ct->logs + half, (size_t)(CT_MAX_LOG_LINES - half) * sizeof(char *));
+        ct->nlogs -= half;
+    }
+    ct->logs[ct->nlogs++] = line;
+    pthread_mutex_unlock(&ct->log_mu);
+}
+
+/* --------------------------------------------------------------- lifetime */
+
+ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_dir, int port, int log_level)
+{
+    ct_thing *ct = calloc(1, sizeof(*ct));
+    if (!ct)
+        return NULL;
+    ct->logs = calloc(CT_MAX_LOG_LINES, sizeof(char *));
+    ct->records = json_array();
+    if (!ct->logs || !ct->records) {
+        free(ct->logs);
+        json_decref(ct->records);
+        free(ct);
+        return NULL;
+    }
+    pthread_mutex_init(&ct->mu, NULL);
+    pthread_mutex_init(&ct->log_mu, NULL);
+    ct->log_level = log_level;
+    ct->t = thingif_new(app_id, app_key, storage_dir);
+    if (!ct->t) {
+        free(ct->logs);
+        json_decref(ct->records);
+        pthread_mutex_destroy(&ct->mu);
+        pthread_mutex_destroy(&ct->log_mu);
+        free(ct);
+        return NULL;
+    }
+    if (thingif_set_log_callback(ct->t, log_cb, log_level, ct) != THINGIF_OK ||
+        thingif_set_broker(ct->t, "127.0.0.1", port) != THINGIF_OK) {
+        thingif_destroy(ct->t);
+        free(ct->logs);
+        json_decref(ct->records);
+        free(ct);
+        return NULL;
+    }
+    return ct;
+}
+
+/* thingif_loop_stop / thingif_destroy on a helper thread, bounded. */
+struct bounded_call {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    thingif_t *t;
+    int destroy;
+    int done;
+    int rc;
+};
+
+static void *bounded_main(void *arg)
+{
+    struct bounded_call *b = arg;
+    int rc = b->destroy ? thingif_destroy(b->t) : thingif_loop_stop(b->t);
+    pthread_mutex_lock(&b->mu);
+    b->rc = rc;
+    b->done = 1;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* Returns 0 and the call's status in *rc, or -1 on a timeout (then the
+ * helper's state is leaked on purpose: its thread still uses it). */
+static int run_bounded(thingif_t *t, int destroy, int timeout_ms, int *rc)
+{
+    struct bounded_call *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&b->mu, NULL);
+    b->t = t;
+    b->destroy = destroy;
+    pthread_t th;
+    if (pthread_create(&th, NULL, bounded_main, b) != 0) {
+        free(b);
+        return -1;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (!b->done) {
+        if (pthread_cond_timedwait(&b->cv, &b->mu, &deadline) == ETIMEDOUT)
+            break;
+    }
+    int done = b->done;
+    *rc = b->rc;
+    pthread_mutex_unlock(&b->mu);
+    if (!done) {
+        pthread_detach(th);
+        return -1;
+    }
+    pthread_join(th, NULL);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+    return 0;
+}
+
+int ct_free(ct_thing *ct, int timeout_ms)
+{
+    if (!ct)
+        return THINGIF_OK;
+    int rc = 0;
+    if (run_bounded(ct->t, 1, timeout_ms, &rc) != 0)
+        return -1;
+    if (rc != THINGIF_OK)
+        return rc;
+    for (int i = 0; i < ct->nbehaviors; i++) {
+        free(ct->behaviors[i].action);
+        free(ct->behaviors[i].fail_message);
+        free(ct->behaviors[i].data_json);
+    }
+    while (ct->regs) {
+        struct registration *next = ct->regs->next;
+        free(ct->regs->tag);
+        free(ct->regs);
+        ct->regs = next;
+    }
+    for (int i = 0; i < ct->nlogs; i++)
+        free(ct->logs[i]);
+    free(ct->logs);
+    json_decref(ct->records);
+    pthread_mutex_destroy(&ct->mu);
+    pthread_mutex_destroy(&ct->log_mu);
+    free(ct);
+    return THINGIF_OK;
+}
+
+int ct_set_option(ct_thing *ct, int option, long value)
+{
+    return thingif_set_option(ct->t, option, value);
+}
+
+int ct_onboard(ct_thing *ct, const char *vendor_thing_id, const char *password, const char *thing_type,
+               const char *firmware_version, const char *properties_json)
+{
+    return thingif_onboard(ct->t, vendor_thing_id, password, thing_type, firmware_version, properties_json);
+}
+
+int ct_use_onboarded(ct_thing *ct, const char *thing_id, const char *access_token)
+{
+    return thingif_use_onboarded(ct->t, thing_id, access_token);
+}
+
+const char *ct_thing_id(ct_thing *ct)
+{
+    return thingif_thing_id(ct->t);
+}
+
+int ct_is_connected(ct_thing *ct)
+{
+    return thingif_is_connected(ct->t);
+}
+
+/* --------------------------------------------------------------- handlers */
+
+static struct behavior *find_behavior_locked(ct_thing *ct, const char *action)
+{
+    for (int i = 0; i < ct->nbehaviors; i++)
+        if (strcmp(ct->behaviors[i].action, action) == 0)
+            return &ct->behaviors[i];
+    return NULL;
+}
+
+static struct behavior *behavior_slot_locked(ct_thing *ct, const char *action)
+{
+    struct behavior *b = find_behavior_locked(ct, action);
+    if (b)
+        return b;
+    if (ct->nbehaviors == CT_MAX_BEHAVIORS)
+        return NULL;
+    b = &ct->behaviors[ct->nbehaviors++];
+    memset(b, 0, sizeof(*b));
+    b->action = strdup(action);
+    return b;
+}
+
+static json_t *device_state(ct_thing *ct, int tick)
+{
+    pthread_mutex_lock(&ct->mu);
+    json_t *s = json_pack("{s:b,s:i,s:i}", "power", ct->power, "presetTemperature", ct->preset_temperature,
+                          "fanSpeed", ct->fan_speed);
+    pthread_mutex_unlock(&ct->mu);
+    if (s && tick >= 0)
+        json_object_set_new(s, "tick", json_integer(tick));
+    return s;
+}
+
+/* The AirConditioner-Demo logic. Returns NULL on success, or the reason
+ * (written into buf) for thingif_action_fail(). */
+static const char *run_aircon(ct_thing *ct, thingif_action *a, int kind, char *buf, size_t len)
+{
+    const char *name = thingif_action_name(a);
+    json_t *params = thingif_action_params(a);
+    json_error_t err;
+    int power = 0, value = 0;
+    if (kind == KIND_AIRCON) {
+        if (strcmp(name, "turnPower") == 0) {
+            if (json_unpack_ex(params, &err, 0, "{s:b}", "power", &power) != 0)
+                goto invalid;
+        } else if (strcmp(name, "setPresetTemperature") == 0) {
+            if (json_unpack_ex(params, &err, 0, "{s:i}", "presetTemperature", &value) != 0)
+                goto invalid;
+        } else if (strcmp(name, "setFanSpeed") == 0) {
+            if (json_unpack_ex(params, &err, 0, "{s:i}", "fanSpeed", &value) != 0)
+                goto invalid;
+        } else {
+            snprintf(buf, len, "%s: not an AirConditioner-Demo action", name);
+            return buf;
+        }
+    } else {
+        /* Trait commands carry scalars: {"turnPower":true}. */
+        if (strcmp(name, "turnPower") == 0) {
+            if (json_unpack_ex(params, &err, 0, "b", &power) != 0)
+                goto invalid;
+        } else if (strcmp(name, "setPresetTemperature") == 0 || strcmp(name, "setFanSpeed") == 0) {
+            if (json_unpack_ex(params, &err, 0, "i", &value) != 0)
+                goto invalid;
+        } else {
+            snprintf(buf, len, "%s: not an AirConditionerAlias action", name);
+            return buf;
+        }
+    }
+    pthread_mutex_lock(&ct->mu);
+    if (strcmp(name, "turnPower") == 0)
+        ct->power = power;
+    else if (strcmp(name, "setPresetTemperature") == 0)
+        ct->preset_temperature = value;
+    else
+        ct->fan_speed = value;
+    pthread_mutex_unlock(&ct->mu);
+    return NULL;
+invalid:
+    snprintf(buf, len, "%s: invalid params: %s", name, err.text);
+    return buf;
+}
+
+static json_t *probe(thingif_action *a, ct_thing *ct, json_t **allowed_out)
+{
+    thingif_t *t = thingif_action_thing(a);
+    int loop_stop = thingif_loop_stop(t);
+    int destroy = thingif_destroy(t);
+    int loop = thingif_loop(t, 0);
+    int onboard = thingif_onboard(t, "probe-vendor", "probe-password", NULL, NULL, NULL);
+    int use_onboarded = thingif_use_onboarded(t, "probe-thing", "probe-token");
+    json_t *forbidden = json_pack("{s:i,s:i,s:i,s:i,s:i}", "loop_stop", loop_stop, "destroy", destroy, "loop", loop,
+                                  "onboard", onboard, "use_onboarded", use_onboarded);
+
+    int thing_id = thingif_thing_id(t) != NULL;
+    int connected = thingif_is_connected(t);
+    int set_option = thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, 10000);
+    int set_log = thingif_set_log_callback(t, log_cb, ct->log_level, ct);
+    int on_action = thingif_on_action(t, "ProbeSchema", 1, "probe", NULL, NULL);
+    int on_alias = thingif_on_alias_action(t, "ProbeAlias", "probe", NULL, NULL);
+    int firmware = thingif_update_firmware_version(t, "probe-1.0");
+    int fail_bad_utf8 = thingif_action_fail(a, "\xff\xfe not UTF-8");
+    int data_array = thingif_action_set_data(a, json_array());
+    int data_null = thingif_action_set_data(a, NULL);
+    *allowed_out = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "thing_id", thing_id, "is_connected",
+                             connected, "set_option", set_option, "set_log_callback", set_log, "on_action",
+                             on_action, "on_alias_action", on_alias, "update_firmware_version", firmware,
+                             "fail_bad_utf8", fail_bad_utf8, "set_data_array", data_array, "set_data_null",
+                             data_null);
+    return forbidden;
+}
+
+static void handle(thingif_action *a, void *userdata)
+{
+    struct registration *reg = userdata;
+    ct_thing *ct = reg->ct;
+    const char *name = thingif_action_name(a);
+
+    char *params = dump_or_null(thingif_action_params(a));
+    char *metadata = dump_or_null(thingif_action_metadata(a));
+    json_t *rec = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:i,s:s?,s:s?,s:s?,s:s?,s:i,s:b}", "tag", reg->tag,
+                            "name", name, "params", params, "commandID", thingif_action_command_id(a), "issuer",
+                            thingif_action_issuer(a), "schema", thingif_action_schema(a), "schemaVersion",
+                            thingif_action_schema_version(a), "alias", thingif_action_alias(a), "title",
+                            thingif_action_title(a), "description", thingif_action_description(a), "metadata",
+                            metadata, "index", thingif_action_index(a), "thingMatches",
+                            thingif_action_thing(a) == ct->t);
+    free(params);
+    free(metadata);
+    if (!rec)
+        rec = json_pack("{s:s}", "error", "could not build the record");
+
+    char reason[512];
+    if (reg->kind != KIND_RECORDER) {
+        const char *why = run_aircon(ct, a, reg->kind, reason, sizeof(reason));
+        if (why)
+            json_object_set_new(rec, "failRc", json_integer(thingif_action_fail(a, why)));
+    }
+
+    /* Copy the behavior out, then act without the lock. */
+    char *fail_message = NULL, *data_json = NULL;
+    int upload_mode = 0, do_probe = 0;
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = find_behavior_locked(ct, name);
+    if (b) {
+        fail_message = dup_or_null(b->fail_message);
+        data_json = dup_or_null(b->data_json);
+        upload_mode = b->upload_mode;
+        do_probe = b->probe;
+    }
+    pthread_mutex_unlock(&ct->mu);
+
+    if (do_probe) {
+        json_t *allowed = NULL;
+        json_object_set_new(rec, "forbidden", probe(a, ct, &allowed));
+        json_object_set_new(rec, "allowed", allowed ? allowed : json_null());
+    }
+    if (fail_message)
+        json_object_set_new(rec, "failRc", json_integer(thingif_action_fail(a, fail_message)));
+    if (data_json) {
+        json_t *data = json_loads(data_json, 0, NULL);
+        json_object_set_new(rec, "dataRc", json_integer(thingif_action_set_data(a, data)));
+    }
+    if (upload_mode) {
+        json_t *state = device_state(ct, -1);
+        int rc = upload_mode == 2 ? thingif_patch_state(thingif_action_thing(a), state)
+                                  : thingif_update_state(thingif_action_thing(a), state);
+        json_decref(state);
+        json_object_set_new(rec, "uploadRc", json_integer(rc));
+    }
+    free(fail_message);
+    free(data_json);
+
+    pthread_mutex_lock(&ct->mu);
+    json_array_append_new(ct->records, rec);
+    pthread_mutex_unlock(&ct->mu);
+}
+
+static struct registration *add_registration(ct_thing *ct, const char *tag, int kind)
+{
+    struct registration *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->ct = ct;
+    r->tag = strdup(tag ? tag : "");
+    r->kind = kind;
+    pthread_mutex_lock(&ct->mu);
+    r->next = ct->regs;
+    ct->regs = r;
+    pthread_mutex_unlock(&ct->mu);
+    return r;
+}
+
+static const char *const aircon_actions[] = {"turnPower", "setPresetTemperature", "setFanSpeed"};
+
+int ct_register_aircon_handlers(ct_thing *ct, const char *schema, int schema_version)
+{
+    struct registration *r = add_registration(ct, "aircon", KIND_AIRCON);
+    if (!r)
+        return THINGIF_ERR_NOMEM;
+    for (size_t i = 0; i < sizeof(aircon_actions) / sizeof(aircon_actions[0]); i++) {
+        int rc = thingif_on_action(ct->t, schema, schema_version, aircon_actions[i], handle, r);
+        if (rc != THINGIF_OK)
+            return rc;
+    }
+    return THINGIF_OK;
+}
+
+int ct_register_alias_handlers(ct_thing *ct, const char *alias)
+{
+    struct registration *r = add_registration(ct, "alias", KIND_ALIAS_AIRCON);
+    if (!r)
+        return THINGIF_ERR_NOMEM;
+    for (size_t i = 0; i < sizeof(aircon_actions) / sizeof(aircon_actions[0]); i++) {
+        int rc = thingif_on_alias_action(ct->t, alias, aircon_actions[i], handle, r);
+        if (rc != THINGIF_OK)
+            return rc;
+    }
+    return THINGIF_OK;
+}
+
+int ct_register_recorder(ct_thing *ct, const char *schema, int schema_version, const char *action, const char *tag)
+{
+    struct registration *r = add_registration(ct, tag, KIND_RECORDER);
+    if (!r)
+        return THINGIF_ERR_NOMEM;
+    return thingif_on_action(ct->t, schema, schema_version, action, handle, r);
+}
+
+int ct_register_alias_recorder(ct_thing *ct, const char *alias, const char *action, const char *tag)
+{
+    struct registration *r = add_registration(ct, tag, KIND_RECORDER);
+    if (!r)
+        return THINGIF_ERR_NOMEM;
+    return thingif_on_alias_action(ct->t, alias, action, handle, r);
+}
+
+int ct_register_any(ct_thing *ct, const char *tag)
+{
+    if (!tag)
+        return thingif_on_any_action(ct->t, NULL, NULL);
+    struct registration *r = add_registration(ct, tag, KIND_RECORDER);
+    if (!r)
+        return THINGIF_ERR_NOMEM;
+    return thingif_on_any_action(ct->t, handle, r);
+}
+
+int ct_unregister(ct_thing *ct, const char *schema, int schema_version, const char *action)
+{
+    return thingif_on_action(ct->t, schema, schema_version, action, NULL, NULL);
+}
+
+int ct_unregister_alias(ct_thing *ct, const char *alias, const char *action)
+{
+    return thingif_on_alias_action(ct->t, alias, action, NULL, NULL);
+}
+
+/* -------------------------------------------------------------- behaviors */
+
+int ct_behave_fail(ct_thing *ct, const char *action, const char *message)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b) {
+        free(b->fail_message);
+        b->fail_message = dup_or_null(message);
+    }
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+int ct_behave_data(ct_thing *ct, const char *action, const char *data_json)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b) {
+        free(b->data_json);
+        b->data_json = dup_or_null(data_json);
+    }
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+int ct_behave_upload_state(ct_thing *ct, const char *action, int mode)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        b->upload_mode = mode;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+int ct_behave_probe(ct_thing *ct, const char *action)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        b->probe = 1;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------- loop */
+
+int ct_set_broker(ct_thing *ct, const char *host, int port)
+{
+    return thingif_set_broker(ct->t, host, port);
+}
+
+int ct_start(ct_thing *ct)
+{
+    return thingif_loop_start(ct->t);
+}
+
+int ct_stop(ct_thing *ct, int timeout_ms)
+{
+    int rc = 0;
+    if (run_bounded(ct->t, 0, timeout_ms, &rc) != 0)
+        return -1;
+    return rc;
+}
+
+int ct_loop_once(ct_thing *ct, int timeout_ms)
+{
+    return thingif_loop(ct->t, timeout_ms);
+}
+
+int ct_loop_for(ct_thing *ct, int ms)
+{
+    long long end = now_ms() + ms;
+    int rc = THINGIF_OK;
+    do {
+        rc = thingif_loop(ct->t, 50);
+        if (rc != THINGIF_OK && rc != THINGIF_ERR_NO_CONN)
+            return rc;
+    } while (now_ms() < end);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ state */
+
+static int upload_text(ct_thing *ct, const char *text, int patch)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    if (!j)
+        return -1;
+    int rc = patch ? thingif_patch_state(ct->t, j) : thingif_update_state(ct->t, j);
+    json_decref(j);
+    return rc;
+}
+
+int ct_update_state(ct_thing *ct, const char *state_json)
+{
+    return upload_text(ct, state_json, 0);
+}
+
+int ct_patch_state(ct_thing *ct, const char *state_json)
+{
+    return upload_text(ct, state_json, 1);
+}
+
+int ct_update_firmware_version(ct_thing *ct, const char *version)
+{
+    return thingif_update_firmware_version(ct->t, version);
+}
+
+static json_t *state_provider(thingif_t *t, void *userdata)
+{
+    ct_thing *ct = userdata;
+    if (t != ct->t)
+        return NULL;
+    pthread_mutex_lock(&ct->mu);
+    int tick = ++ct->provider_calls;
+    pthread_mutex_unlock(&ct->mu);
+    return device_state(ct, tick);
+}
+
+int ct_set_state_provider(ct_thing *ct, int interval_ms)
+{
+    if (interval_ms == 0)
+        return thingif_set_state_provider(ct->t, NULL, 0, NULL);
+    return thingif_set_state_provider(ct->t, state_provider, interval_ms, ct);
+}
+
+int ct_state_provider_calls(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    int n = ct->provider_calls;
+    pthread_mutex_unlock(&ct->mu);
+    return n;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+char *ct_records_json(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    char *s = json_dumps(ct->records, JSON_COMPACT);
+    pthread_mutex_unlock(&ct->mu);
+    return s;
+}
+
+int ct_record_count(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    int n = (int)json_array_size(ct->records);
+    pthread_mutex_unlock(&ct->mu);
+    return n;
+}
+
+void ct_clear_records(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    json_array_clear(ct->records);
+    pthread_mutex_unlock(&ct->mu);
+}
+
+char *ct_logs_text(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->log_mu);
+    size_t n = 1;
+    for (int i = 0; i < ct->nlogs; i++)
+        n += strlen(ct->logs[i]) + 1;
+    char *out = malloc(n);
+    if (out) {
+        char *p = out;
+        for (int i = 0; i < ct->nlogs; i++) {
+            size_t l = strlen(ct->logs[i]);
+            memcpy(p, ct->logs[i], l);
+            p[l] = '\n';
+            p += l + 1;
+        }
+        *p = '\0';
+    }
+    pthread_mutex_unlock(&ct->log_mu);
+    return out;
+}
+
+int ct_log_contains(ct_thing *ct, const char *needle)
+{
+    int found = 0;
+    pthread_mutex_lock(&ct->log_mu);
+    for (int i = 0; i < ct->nlogs && !found; i++)
+        found = strstr(ct->logs[i], needle) != NULL;
+    pthread_mutex_unlock(&ct->log_mu);
+    return found;
+}
+
+const char *ct_version(void)
+{
+    return thingif_version();
+}
+
+const char *ct_version_macro(void)
+{
+    return THINGIF_VERSION_STRING;
+}
+
+const char *ct_strerror(int status)
+{
+    return thingif_strerror(status);
+}
+
+/* ----------------------------------------------------------------- misuse */
+
+struct report {
+    char *buf;
+    size_t len;
+    size_t used;
+    int failures;
+};
+
+__attribute__((format(printf, 2, 3))) static void report_add(struct report *r, const char *fmt, ...)
+{
+    r->failures++;
+    if (!r->buf || r->len == 0 || r->used + 1 >= r->len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->buf + r->used, r->len - r->used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        r->used = r->used + (size_t)n < r->len ? r->used + (size_t)n : r->len - 1;
+}
+
+#define CHECK_RC(expr, want)                                                                    \
+    do {                                                                                        \
+        int got_ = (expr);                                                                      \
+        if (got_ != (want))                                                                     \
+            report_add(&rep, "line %d: %s gave %d, expected %d (%s)\n", __LINE__, #expr, got_,  \
+                       (int)(want), #want);                                                     \
+    } while (0)
+
+#define CHECK_TRUE(cond)                                                                        \
+    do {                                                                                        \
+        if (!(cond))                                                                            \
+            report_add(&rep, "line %d: %s does not hold\n", __LINE__, #cond);                   \
+    } while (0)
+
+static void noop_action(thingif_action *a, void *userdata)
+{
+    (void)a;
+    (void)userdata;
+}
+
+static json_t *noop_state(thingif_t *t, void *userdata)
+{
+    (void)t;
+    (void)userdata;
+    return NULL;
+}
+
+static void noop_log(int level, const char *message, void *userdata)
+{
+    (void)level;
+    (void)message;
+    (void)userdata;
+}
+
+int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
+{
+    struct report rep = {report, report_len, 0, 0};
+    if (report && report_len)
+        report[0] = '\0';
+    char dir1[1024], dir2[1024], ca[1024], under_file[1024];
+    snprintf(dir1, sizeof dir1, "%s/misuse-1", scratch_dir);
+    snprintf(dir2, sizeof dir2, "%s/misuse-2", scratch_dir);
+    snprintf(ca, sizeof ca, "%s/ca.pem", scratch_dir);
+    snprintf(under_file, sizeof under_file, "%s/ca.pem/sub", scratch_dir);
+    FILE *f = fopen(ca, "w");
+    if (f) {
+        fputs("not really a certificate\n", f);
+        fclose(f);
+    }
+
+    /* Version and status texts. */
+    CHECK_TRUE(strcmp(thingif_version(), THINGIF_VERSION_STRING) == 0);
+    for (int s = THINGIF_OK; s <= THINGIF_ERR_MQTT; s++) {
+        const char *text = thingif_strerror(s);
+        CHECK_TRUE(text != NULL && text[0] != '\0' && strcmp(text, "unknown status") != 0);
+    }
+    CHECK_TRUE(strcmp(thingif_strerror(-1), "unknown status") == 0);
+    CHECK_TRUE(strcmp(thingif_strerror(THINGIF_ERR_MQTT + 1), "unknown status") == 0);
+
+    /* thingif_new */
+    CHECK_TRUE(thingif_new(NULL, "key", dir1) == NULL);
+    CHECK_TRUE(thingif_new("", "key", dir1) == NULL);
+    CHECK_TRUE(thingif_new("app", NULL, dir1) == NULL);
+    CHECK_TRUE(thingif_new("app", "key", NULL) == NULL);
+    CHECK_TRUE(thingif_new("app", "key", "") == NULL);
+    CHECK_TRUE(thingif_new("app", "key", under_file) == NULL);
+    thingif_t *t = thingif_new("app", "", dir1); /* an empty key is allowed */
+    CHECK_TRUE(t != NULL);
+    if (!t)
+        return rep.failures;
+
+    /* Functions on a NULL handle. */
+    CHECK_RC(thingif_destroy(NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_log_callback(NULL, noop_log, THINGIF_LOG_DEBUG, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(NULL, THINGIF_OPT_KEEPALIVE_S, 60), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_broker(NULL, "127.0.0.1", 1883), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_tls(NULL, ca, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_onboard(NULL, "v", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(NULL, "id", "token"), THINGIF_ERR_INVALID);
+    CHECK_TRUE(thingif_thing_id(NULL) == NULL);
+    CHECK_RC(thingif_is_connected(NULL), 0);
+    CHECK_RC(thingif_on_action(NULL, "S", 1, "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_alias_action(NULL, "A", "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_any_action(NULL, noop_action, NULL), THINGIF_ERR_INVALID);
+    json_t *obj = json_pack("{s:b}", "power", 1);
+    json_t *arr = json_array();
+    CHECK_RC(thingif_update_state(NULL, obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_patch_state(NULL, obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_state_provider(NULL, noop_state, 1000, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_firmware_version(NULL, "1.0"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_loop(NULL, 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_loop_start(NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_loop_stop(NULL), THINGIF_ERR_INVALID);
+
+    /* Action getters on a NULL action. */
+    CHECK_TRUE(thingif_action_name(NULL) == NULL);
+    CHECK_TRUE(thingif_action_params(NULL) == NULL);
+    CHECK_TRUE(thingif_action_command_id(NULL) == NULL);
+    CHECK_TRUE(thingif_action_issuer(NULL) == NULL);
+    CHECK_TRUE(thingif_action_schema(NULL) == NULL);
+    CHECK_RC(thingif_action_schema_version(NULL), 0);
+    CHECK_TRUE(thingif_action_alias(NULL) == NULL);
+    CHECK_TRUE(thingif_action_title(NULL) == NULL);
+    CHECK_TRUE(thingif_action_description(NULL) == NULL);
+    CHECK_TRUE(thingif_action_metadata(NULL) == NULL);
+    CHECK_RC(thingif_action_index(NULL), -1);
+    CHECK_TRUE(thingif_action_thing(NULL) == NULL);
+    CHECK_RC(thingif_action_fail(NULL, "why"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_data(NULL, json_object()), THINGIF_ERR_INVALID); /* stolen, also on failure */
+    CHECK_RC(thingif_action_set_data(NULL, NULL), THINGIF_ERR_INVALID);
+
+    /* Log callback levels. */
+    CHECK_RC(thingif_set_log_callback(t, noop_log, -1, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_log_callback(t, noop_log, THINGIF_LOG_DEBUG + 1, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_log_callback(t, noop_log, THINGIF_LOG_ERROR, NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_log_callback(t, NULL, 0, NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_log_callback(t, noop_log, THINGIF_LOG_DEBUG, NULL), THINGIF_OK);
+
+    /* Options: unknown, and each range's edges. */
+    CHECK_RC(thingif_set_option(t, 0, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, 999, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, 255), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, 16777217), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, 256), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, 16777216), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, 4), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, 65536), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, 5), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, 99), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, 600001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, 100), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, 9), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, 10), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, 3600001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, 3600000), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, -1), THINGIF_ERR_INVALID);
+
+    /* Broker and TLS. */
+    CHECK_RC(thingif_set_broker(t, NULL, 1883), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_broker(t, "", 1883), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_broker(t, "127.0.0.1", 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_broker(t, "127.0.0.1", 65536), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_broker(t, "127.0.0.1", 1883), THINGIF_OK);
+    CHECK_RC(thingif_set_tls(t, NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_tls(t, ca, ca, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_tls(t, ca, NULL, ca), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_tls(t, "/nonexistent/thingif/ca.pem", NULL, NULL), THINGIF_ERR_TLS);
+    CHECK_RC(thingif_set_tls(t, ca, "/nonexistent/thingif/cert.pem", "/nonexistent/thingif/key.pem"),
+             THINGIF_ERR_TLS);
+
+    /* Onboarding arguments (checked before any network use). */
+    CHECK_RC(thingif_onboard(t, NULL, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_onboard(t, "", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_onboard(t, "v", NULL, NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_onboard(t, "v", "", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_onboard(t, "v", "p", NULL, NULL, "{not json"), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_onboard(t, "v", "p", NULL, NULL, "[1,2]"), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_onboard(t, "v", "p", NULL, NULL, "\"text\""), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_use_onboarded(t, NULL, "token"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(t, "", "token"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(t, "id", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(t, "id", ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(t, "a/b", "token"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_use_onboarded(t, "a+b", "token"), THINGIF_ERR_INVALID);
+    CHECK_TRUE(thingif_thing_id(t) == NULL);
+    CHECK_RC(thingif_is_connected(t), 0);
+
+    /* Handler registration. */
+    CHECK_RC(thingif_on_action(t, "S", -1, "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_action(t, "", 0, "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_action(t, "S", 0, NULL, noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_action(t, "S", 0, "", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_action(t, "S", 1, "a", noop_action, NULL), THINGIF_OK);
+    CHECK_RC(thingif_on_action(t, NULL, 0, "a", noop_action, NULL), THINGIF_OK);
+    CHECK_RC(thingif_on_action(t, "S", 1, "a", NULL, NULL), THINGIF_OK);
+    CHECK_RC(thingif_on_alias_action(t, NULL, "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_alias_action(t, "", "a", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_alias_action(t, "A", NULL, noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_alias_action(t, "A", "", noop_action, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_on_alias_action(t, "A", "a", noop_action, NULL), THINGIF_OK);
+    CHECK_RC(thingif_on_any_action(t, noop_action, NULL), THINGIF_OK);
+    CHECK_RC(thingif_on_any_action(t, NULL, NULL), THINGIF_OK);
+
+    /* State before onboarding. */
+    CHECK_RC(thingif_update_state(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_state(t, arr), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_update_state(t, obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_patch_state(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_patch_state(t, arr), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_patch_state(t, obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_update_firmware_version(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_firmware_version(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_firmware_version(t, "1.0"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_set_state_provider(t, noop_state, 99, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_state_provider(t, noop_state, 86400001, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_state_provider(t, noop_state, 100, NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_state_provider(t, NULL, 0, NULL), THINGIF_OK);
+    CHECK_TRUE(obj->refcount == 1); /* borrowed only: the caller's reference is intact */
+    json_decref(obj);
+    json_decref(arr);
+
+    /* The loop before onboarding. */
+    CHECK_RC(thingif_loop(t, -1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_loop(t, 60001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_loop(t, 0), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_loop_start(t), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_loop_stop(t), THINGIF_ERR_STATE);
+
+    CHECK_RC(thingif_destroy(t), THINGIF_OK);
+
+    /* A second handle: a readable CA file is accepted (read only at connect). */
+    thingif_t *t2 = thingif_new("app", "key", dir2);
+    CHECK_TRUE(t2 != NULL);
+    if (t2) {
+        CHECK_RC(thingif_set_tls(t2, ca, NULL, NULL), THINGIF_OK);
+        CHECK_RC(thingif_set_tls(t2, ca, ca, ca), THINGIF_OK);
+        CHECK_RC(thingif_destroy(t2), THINGIF_OK);
+    }
+    return rep.failures;
+}

@@ -432,7 +432,7 @@ final class Thing: @unchecked Sendable {
                 if rc != MOSQ_ERR_SUCCESS.rawValue { logger.error("TLS setup failed: \(MqttClient.describe(rc))") }
             }
             _ = client.setWill(topic: Topics.status(clientID: ep.mqttTopic), payload: Array("offline".utf8))
-            client.onConnect = { [unowned self] rc in self.connected(rc, client: client) }
+            client.onConnect = { [unowned self, unowned client] rc in self.connected(rc, client: client) }
             client.onDisconnect = { [unowned self] rc in
                 self.connectionLost("disconnected from the broker: \(MqttClient.describeConnack(rc))")
             }
@@ -640,6 +640,8 @@ final class Thing: @unchecked Sendable {
     func stopThread() -> Int32 {
         let me = pthread_self()
         let tid = shared.withLock { s -> Result<pthread_t, StatusError> in
+            // Inside a callback of thingif_loop() too, as the header says.
+            if let l = s.loopThread, pthread_equal(l, me) != 0 { return .failure(StatusError(THINGIF_ERR_IN_CALLBACK.code)) }
             guard let t = s.ownThread else { return .failure(StatusError(THINGIF_ERR_STATE.code)) }
             if pthread_equal(t, me) != 0 { return .failure(StatusError(THINGIF_ERR_IN_CALLBACK.code)) }
             s.stopRequested = true

@@ -1,1 +1,108 @@
-int ctest_dummy(void);
+/*
+ * ctest_support.h - a C "test appliance" for the Swift test harness.
+ *
+ * It drives libthingif only through include/thingif.h, as firmware does, so
+ * every function of the header is compiled and called from C. Handlers record
+ * what they saw; the Swift tests read those records and the log lines back
+ * through the accessors below.
+ *
+ * Threads: handlers and the log callback run on the library's loop thread,
+ * the accessors on the test's thread; a mutex guards everything shared.
+ * Strings returned as char * are malloc'd: the caller frees them.
+ */
+#ifndef CTEST_SUPPORT_H
+#define CTEST_SUPPORT_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_thing ct_thing;
+
+/* thingif_new + thingif_set_broker(127.0.0.1, port) + a log callback that
+ * keeps lines up to log_level. NULL when thingif_new fails. */
+ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_dir, int port, int log_level);
+
+/* thingif_destroy on a helper thread, bounded by timeout_ms. Returns its
+ * status (the appliance is freed on THINGIF_OK), or -1 on a timeout (then
+ * everything is left allocated, since the library may still use it). */
+int ct_free(ct_thing *ct, int timeout_ms);
+
+int ct_set_option(ct_thing *ct, int option, long value);
+int ct_onboard(ct_thing *ct, const char *vendor_thing_id, const char *password, const char *thing_type,
+               const char *firmware_version, const char *properties_json);
+int ct_use_onboarded(ct_thing *ct, const char *thing_id, const char *access_token);
+/* thingif_thing_id: borrowed from the library. */
+const char *ct_thing_id(ct_thing *ct);
+int ct_is_connected(ct_thing *ct);
+
+/* Handlers. The AirConditioner-Demo handlers validate their params with
+ * json_unpack_ex and keep the device state (power, presetTemperature,
+ * fanSpeed). Every handler records what it saw, with a tag naming the
+ * registration that ran. */
+int ct_register_aircon_handlers(ct_thing *ct, const char *schema, int schema_version);
+int ct_register_alias_handlers(ct_thing *ct, const char *alias);
+int ct_register_recorder(ct_thing *ct, const char *schema, int schema_version, const char *action, const char *tag);
+int ct_register_alias_recorder(ct_thing *ct, const char *alias, const char *action, const char *tag);
+/* A NULL tag removes the catch-all. */
+int ct_register_any(ct_thing *ct, const char *tag);
+int ct_unregister(ct_thing *ct, const char *schema, int schema_version, const char *action);
+int ct_unregister_alias(ct_thing *ct, const char *alias, const char *action);
+
+/* Behaviors, by action name, applied by every handler after recording. */
+int ct_behave_fail(ct_thing *ct, const char *action, const char *message);
+int ct_behave_data(ct_thing *ct, const char *action, const char *data_json);
+/* After the action, upload the device state: mode 1 = PUT, 2 = PATCH. */
+int ct_behave_upload_state(ct_thing *ct, const char *action, int mode);
+/* Inside the action, call the functions a handler may not call (their
+ * statuses go into the record's "forbidden") and those it may (into
+ * "allowed"). */
+int ct_behave_probe(ct_thing *ct, const char *action);
+
+int ct_set_broker(ct_thing *ct, const char *host, int port);
+
+/* Loop control. ct_stop is bounded like ct_free (-1 on a timeout). */
+int ct_start(ct_thing *ct);
+int ct_stop(ct_thing *ct, int timeout_ms);
+int ct_loop_once(ct_thing *ct, int timeout_ms);
+/* Calls thingif_loop(t, 50) for about ms milliseconds; returns the last status. */
+int ct_loop_for(ct_thing *ct, int ms);
+
+/* State. JSON arguments are text; an unparsable one gives -1. */
+int ct_update_state(ct_thing *ct, const char *state_json);
+int ct_patch_state(ct_thing *ct, const char *state_json);
+int ct_update_firmware_version(ct_thing *ct, const char *version);
+/* interval_ms 0 removes the provider. The provider returns
+ * {"power":…,"presetTemperature":…,"fanSpeed":…,"tick":n}. */
+int ct_set_state_provider(ct_thing *ct, int interval_ms);
+int ct_state_provider_calls(ct_thing *ct);
+
+/* Records: a JSON array, one object per handler call, in order:
+ * {"tag","name","params" (JSON text),"commandID","issuer","schema",
+ *  "schemaVersion","alias","title","description","metadata" (JSON text),
+ *  "index","thingMatches","forbidden"?,"allowed"?}; absent strings are null. */
+char *ct_records_json(ct_thing *ct);
+int ct_record_count(ct_thing *ct);
+void ct_clear_records(ct_thing *ct);
+
+/* Log lines as "LEVEL message", newline-separated. */
+char *ct_logs_text(ct_thing *ct);
+int ct_log_contains(ct_thing *ct, const char *needle);
+
+/* Pass-throughs for version and status texts. */
+const char *ct_version(void);
+const char *ct_version_macro(void);
+const char *ct_strerror(int status);
+
+/* Calls every function of thingif.h with NULL, empty and out-of-range
+ * arguments on handles that are not onboarded. Returns the number of checks
+ * that gave an unexpected answer and describes them in report. */
+int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CTEST_SUPPORT_H */

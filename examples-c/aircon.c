@@ -1,0 +1,422 @@
+/*
+ * aircon.c - the AirConditioner-Demo appliance on libthingif.
+ *
+ * A small air conditioner that takes commands of the schema
+ * "AirConditioner-Demo" version 1 and reports its state:
+ *
+ *   turnPower             {"power": true|false}
+ *   setPresetTemperature  {"presetTemperature": 16..30}
+ *   setFanSpeed           {"fanSpeed": 0..10}
+ *
+ *   state: {"power", "presetTemperature", "fanSpeed",
+ *           "currentTemperature", "currentHumidity"}
+ *
+ * The shape to copy into firmware:
+ *   1. thingif_new() + thingif_set_broker()
+ *   2. thingif_on_action() for every action, before the loop runs
+ *   3. thingif_onboard() (or thingif_use_onboarded() for an identity the app
+ *      handed over)
+ *   4. the loop: this program calls thingif_loop() on its own thread, so
+ *      handlers run right here and need no locks. A program with a main loop
+ *      of its own would call thingif_loop_start() once instead and guard the
+ *      device state with a mutex, since handlers then run on the library's
+ *      thread.
+ *   5. thingif_destroy() on the way out.
+ *
+ * Build: cmake -G Ninja -S . -B build && cmake --build build
+ * Run:   build/aircon --help
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <thingif.h>
+
+#define SCHEMA "AirConditioner-Demo"
+#define SCHEMA_VERSION 1
+
+#define TEMP_MIN 16
+#define TEMP_MAX 30
+#define FAN_MIN 0
+#define FAN_MAX 10
+
+/* The appliance. Handlers change it; the main loop uploads it. */
+struct aircon {
+    int power;               /* 0 off, 1 on */
+    int preset_temperature;  /* TEMP_MIN .. TEMP_MAX, degrees Celsius */
+    int fan_speed;           /* FAN_MIN .. FAN_MAX */
+    int current_temperature; /* what the sensors read */
+    int current_humidity;    /* percent */
+    int dirty;               /* the state changed and is not uploaded yet */
+};
+
+struct options {
+    const char *host;
+    int port;
+    const char *app_id;
+    const char *app_key;
+    const char *vendor_thing_id;
+    const char *password;
+    const char *thing_type;
+    const char *firmware_version;
+    const char *storage;
+    const char *thing_id; /* with token: use an identity the app onboarded */
+    const char *token;
+    long run_seconds;     /* 0: until SIGINT / SIGTERM */
+    int verbose;
+};
+
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* One line on stdout per event, flushed so that a pipe sees it at once. */
+static void say(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("aircon: ", stdout);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+/* Fails the action with a message and prints it. */
+static void refuse(thingif_action *action, const char *message)
+{
+    thingif_action_fail(action, message);
+    say("%s refused: %s", thingif_action_name(action), message);
+}
+
+/*
+ * Reads the integer parameter `name` and checks that it lies in lo..hi.
+ * On a missing field, a wrong type or a value out of range it fails the
+ * action with a message for a person and returns -1.
+ */
+static int int_param(thingif_action *action, const char *name, int lo, int hi, int *out)
+{
+    json_t *params = thingif_action_params(action);
+    json_error_t error;
+    json_int_t value;
+    char message[200];
+
+    if (json_unpack_ex(params, &error, 0, "{s:I}", name, &value) != 0) {
+        if (json_is_object(params) && json_object_get(params, name) != NULL)
+            snprintf(message, sizeof message, "%s must be an integer", name);
+        else
+            snprintf(message, sizeof message, "%s is missing (an integer %d..%d)", name, lo, hi);
+        refuse(action, message);
+        return -1;
+    }
+    if (value < lo || value > hi) {
+        snprintf(message, sizeof message, "%s %" JSON_INTEGER_FORMAT " is out of range %d..%d",
+                 name, value, lo, hi);
+        refuse(action, message);
+        return -1;
+    }
+    *out = (int)value;
+    return 0;
+}
+
+/* ---- action handlers: they run inside thingif_loop(), on this thread ---- */
+
+static void on_turn_power(thingif_action *action, void *userdata)
+{
+    struct aircon *ac = userdata;
+    json_t *params = thingif_action_params(action);
+    json_error_t error;
+    int power;
+
+    if (json_unpack_ex(params, &error, 0, "{s:b}", "power", &power) != 0) {
+        if (json_is_object(params) && json_object_get(params, "power") != NULL)
+            refuse(action, "power must be true or false");
+        else
+            refuse(action, "power is missing (true or false)");
+        return;
+    }
+    ac->power = power ? 1 : 0;
+    ac->dirty = 1;
+    say("turnPower power=%s", ac->power ? "on" : "off");
+}
+
+static void on_set_preset_temperature(thingif_action *action, void *userdata)
+{
+    struct aircon *ac = userdata;
+    int previous = ac->preset_temperature;
+    int temperature;
+
+    if (int_param(action, "presetTemperature", TEMP_MIN, TEMP_MAX, &temperature) != 0)
+        return;
+    ac->preset_temperature = temperature;
+    ac->dirty = 1;
+    /* The result carries data too; thingif_action_set_data steals the reference. */
+    thingif_action_set_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
+    say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
+}
+
+static void on_set_fan_speed(thingif_action *action, void *userdata)
+{
+    struct aircon *ac = userdata;
+    int speed;
+
+    if (int_param(action, "fanSpeed", FAN_MIN, FAN_MAX, &speed) != 0)
+        return;
+    ac->fan_speed = speed;
+    ac->dirty = 1;
+    say("setFanSpeed fanSpeed=%d", speed);
+}
+
+/* ---- state ---- */
+
+/* Stands in for real sensors: the room drifts one degree towards the preset
+ * temperature while the power is on. */
+static void read_sensors(struct aircon *ac)
+{
+    if (!ac->power)
+        return;
+    if (ac->current_temperature > ac->preset_temperature)
+        ac->current_temperature--;
+    else if (ac->current_temperature < ac->preset_temperature)
+        ac->current_temperature++;
+}
+
+static void upload_state(thingif_t *t, struct aircon *ac)
+{
+    json_t *state;
+    int rc;
+
+    read_sensors(ac);
+    state = json_pack("{s:b, s:i, s:i, s:i, s:i}",
+                      "power", ac->power,
+                      "presetTemperature", ac->preset_temperature,
+                      "fanSpeed", ac->fan_speed,
+                      "currentTemperature", ac->current_temperature,
+                      "currentHumidity", ac->current_humidity);
+    if (state == NULL) {
+        fprintf(stderr, "aircon: out of memory\n");
+        return;
+    }
+    rc = thingif_update_state(t, state); /* borrows state: we still own it */
+    json_decref(state);
+    if (rc != THINGIF_OK) {
+        fprintf(stderr, "aircon: state upload failed: %s\n", thingif_strerror(rc));
+        return;
+    }
+    ac->dirty = 0;
+    say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
+        ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed,
+        ac->current_temperature, ac->current_humidity);
+}
+
+/* ---- logging ---- */
+
+static void on_log(int level, const char *message, void *userdata)
+{
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    (void)userdata;
+    fprintf(stderr, "aircon: thingif %s: %s\n",
+            level >= 0 && level <= THINGIF_LOG_DEBUG ? names[level] : "?", message);
+}
+
+/* ---- command line ---- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: aircon [options]\n"
+        "The AirConditioner-Demo appliance: takes turnPower, setPresetTemperature and\n"
+        "setFanSpeed commands over MQTT and uploads its state.\n"
+        "\n"
+        "  --host H                broker host (default 127.0.0.1)\n"
+        "  --port P                broker port (default 1883)\n"
+        "  --app-id ID             application ID (default demoApp)\n"
+        "  --app-key KEY           application key (default demoKey)\n"
+        "  --vendor-thing-id ID    this appliance's vendor thing ID (default AC-0001)\n"
+        "  --password PW           its thing password (default demo-pass)\n"
+        "  --thing-type TYPE       thing type (default AirConditioner)\n"
+        "  --firmware-version V    firmware version (default 1.0.0)\n"
+        "  --storage DIR           where the identity is kept (default ./aircon-data)\n"
+        "  --thing-id ID --token T use an identity the app onboarded instead of\n"
+        "                          onboarding with the vendor thing ID\n"
+        "  --run-seconds N         exit after N seconds (default: until SIGINT/SIGTERM)\n"
+        "  --verbose               log library debug lines to stderr\n"
+        "  --help                  show this text\n");
+}
+
+static int parse_long(const char *text, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Returns 0 to run, 1 for --help, -1 for a bad command line (message printed). */
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    int i;
+
+    for (i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+
+        if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0)
+            return 1;
+        if (strcmp(flag, "--verbose") == 0) {
+            o->verbose = 1;
+            continue;
+        }
+        if (value == NULL) {
+            fprintf(stderr, "aircon: unknown option or missing value: %s\n", flag);
+            return -1;
+        }
+        i++;
+        if (strcmp(flag, "--host") == 0) o->host = value;
+        else if (strcmp(flag, "--app-id") == 0) o->app_id = value;
+        else if (strcmp(flag, "--app-key") == 0) o->app_key = value;
+        else if (strcmp(flag, "--vendor-thing-id") == 0) o->vendor_thing_id = value;
+        else if (strcmp(flag, "--password") == 0) o->password = value;
+        else if (strcmp(flag, "--thing-type") == 0) o->thing_type = value;
+        else if (strcmp(flag, "--firmware-version") == 0) o->firmware_version = value;
+        else if (strcmp(flag, "--storage") == 0) o->storage = value;
+        else if (strcmp(flag, "--thing-id") == 0) o->thing_id = value;
+        else if (strcmp(flag, "--token") == 0) o->token = value;
+        else if (strcmp(flag, "--port") == 0) {
+            if (parse_long(value, 1, 65535, &n) != 0) {
+                fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
+                return -1;
+            }
+            o->port = (int)n;
+        } else if (strcmp(flag, "--run-seconds") == 0) {
+            if (parse_long(value, 1, INT_MAX, &n) != 0) {
+                fprintf(stderr, "aircon: --run-seconds needs a positive number, not %s\n", value);
+                return -1;
+            }
+            o->run_seconds = n;
+        } else {
+            fprintf(stderr, "aircon: unknown option %s\n", flag);
+            return -1;
+        }
+    }
+    if ((o->thing_id == NULL) != (o->token == NULL)) {
+        fprintf(stderr, "aircon: --thing-id and --token go together\n");
+        return -1;
+    }
+    return 0;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        "127.0.0.1", 1883, "demoApp", "demoKey", "AC-0001", "demo-pass",
+        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0
+    };
+    struct aircon ac = {0, 22, 3, 28, 55, 0};
+    struct sigaction sa;
+    thingif_t *t;
+    double deadline;
+    int rc, was_connected = 0, status = 0;
+
+    switch (parse_args(argc, argv, &o)) {
+    case 1:
+        usage(stdout);
+        return 0;
+    case -1:
+        usage(stderr);
+        return 2;
+    }
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    t = thingif_new(o.app_id, o.app_key, o.storage);
+    if (t == NULL) {
+        fprintf(stderr, "aircon: cannot create the thing (is %s writable?)\n", o.storage);
+        return 1;
+    }
+    thingif_set_log_callback(t, on_log, o.verbose ? THINGIF_LOG_DEBUG : THINGIF_LOG_INFO, NULL);
+    thingif_set_broker(t, o.host, o.port);
+
+    /* Register every handler before the loop runs, so no command finds none. */
+    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
+    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setPresetTemperature", on_set_preset_temperature, &ac);
+    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
+
+    if (o.thing_id != NULL)
+        rc = thingif_use_onboarded(t, o.thing_id, o.token);
+    else
+        rc = thingif_onboard(t, o.vendor_thing_id, o.password, o.thing_type,
+                             o.firmware_version, NULL);
+    if (rc != THINGIF_OK) {
+        fprintf(stderr, "aircon: onboarding failed: %s\n", thingif_strerror(rc));
+        thingif_destroy(t);
+        return 1;
+    }
+    say("onboarded as %s; connecting to %s:%d", thingif_thing_id(t), o.host, o.port);
+
+    /*
+     * The caller-driven loop: each thingif_loop() call runs the network for
+     * up to 200 ms and calls the handlers above on this thread. After each
+     * turn the state is uploaded if a handler changed it, and once on every
+     * (re)connect. (With thingif_loop_start() the library runs this loop on
+     * a thread of its own instead.)
+     */
+    deadline = o.run_seconds > 0 ? now_seconds() + (double)o.run_seconds : 0;
+    while (!stop_requested) {
+        int connected;
+
+        rc = thingif_loop(t, 200);
+        if (rc != THINGIF_OK && rc != THINGIF_ERR_NO_CONN) {
+            fprintf(stderr, "aircon: loop stopped: %s\n", thingif_strerror(rc));
+            status = 1;
+            break;
+        }
+        connected = thingif_is_connected(t);
+        if (connected && !was_connected) {
+            say("connected");
+            ac.dirty = 1;
+        } else if (!connected && was_connected) {
+            say("disconnected; reconnecting");
+        }
+        was_connected = connected;
+        if (ac.dirty && connected)
+            upload_state(t, &ac);
+        if (deadline > 0 && now_seconds() >= deadline)
+            break;
+    }
+
+    say("stopping");
+    thingif_destroy(t);
+    return status;
+}

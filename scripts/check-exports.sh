@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Checks the shared library's ABI surface: only thingif_* symbols are
+# defined in its dynamic symbol table, its SONAME is libthingif.so.1, and it
+# does not pull in Foundation.
+#
+# usage: scripts/check-exports.sh path/to/libthingif.so
+set -euo pipefail
+
+lib=${1:?usage: check-exports.sh path/to/libthingif.so}
+[ -f "$lib" ] || { echo "exports: no such file: $lib" >&2; exit 2; }
+fail=0
+
+symbols=$(nm -D --defined-only "$lib" | awk '{print $NF}')
+total=$(printf '%s\n' "$symbols" | grep -c . || true)
+others=$(printf '%s\n' "$symbols" | grep -v '^thingif_' | grep . || true)
+echo "exports: $total defined dynamic symbols in $lib"
+if [ -n "$others" ]; then
+    echo "exports: FAIL: symbols not starting with thingif_:" >&2
+    printf '  %s\n' $others >&2
+    fail=1
+fi
+
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+echo "exports: SONAME $soname"
+if [ "$soname" != "libthingif.so.1" ]; then
+    echo "exports: FAIL: SONAME is '$soname', expected libthingif.so.1" >&2
+    fail=1
+fi
+
+if ldd "$lib" | grep -i 'libFoundation'; then
+    echo "exports: FAIL: the library links Foundation" >&2
+    fail=1
+fi
+
+[ "$fail" -eq 0 ] && echo "exports: ok"
+exit "$fail"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Compiles a small translation unit that includes include/thingif.h as strict
+# C99 and as C++, with warnings as errors, to prove the header is clean in both.
+#
+# usage: scripts/check-header.sh --cc CC --cxx CXX --include DIR [--cflags FLAGS] --out DIR
+set -euo pipefail
+
+cc=cc cxx=c++ include="" cflags="" out=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --cc) cc=$2; shift 2 ;;
+        --cxx) cxx=$2; shift 2 ;;
+        --include) include=$2; shift 2 ;;
+        --cflags) cflags=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        *) echo "check-header: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$include" ] && [ -n "$out" ] || { echo "check-header: --include and --out are required" >&2; exit 2; }
+mkdir -p "$out"
+
+# The same source serves both languages: it uses the types, the enums and a
+# function pointer of each callback type.
+cat > "$out/header_check.c" <<'SRC'
+#include <thingif.h>
+
+static void on_log(int level, const char *message, void *userdata)
+{
+    (void)level; (void)message; (void)userdata;
+}
+
+static void on_action(thingif_action *action, void *userdata)
+{
+    (void)userdata;
+    thingif_action_fail(action, thingif_strerror(THINGIF_ERR_INVALID));
+}
+
+static json_t *state(thingif_t *t, void *userdata)
+{
+    (void)t; (void)userdata;
+    return json_object();
+}
+
+int header_check(thingif_t *t);
+int header_check(thingif_t *t)
+{
+    thingif_log_cb log_cb = on_log;
+    thingif_action_cb action_cb = on_action;
+    thingif_state_cb state_cb = state;
+    int rc = thingif_set_log_callback(t, log_cb, THINGIF_LOG_DEBUG, NULL);
+    rc |= thingif_on_action(t, "AirConditioner-Demo", 1, "turnPower", action_cb, NULL);
+    rc |= thingif_set_state_provider(t, state_cb, 1000, NULL);
+    rc |= thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, 60L);
+    return rc == THINGIF_OK ? THINGIF_VERSION_MAJOR : THINGIF_ERR_STATE;
+}
+SRC
+cp "$out/header_check.c" "$out/header_check.cpp"
+
+# shellcheck disable=SC2086
+set -x
+"$cc" -std=c99 -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.c" -o "$out/header_check_c.o"
+"$cxx" -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.cpp" -o "$out/header_check_cpp.o"
+{ set +x; } 2>/dev/null
+echo "check-header: thingif.h compiles as C99 and as C++"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what building and testing thingif needs, when it is missing:
+# libmosquitto-dev, libjansson-dev, mosquitto (the broker the tests start),
+# mosquitto-clients, cmake, ninja-build, pkg-config, valgrind.
+# The Swift toolchain (6.x) must already be on PATH.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in libmosquitto-dev libjansson-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind; do
+  have_pkg "$p" || need+=("$p")
+done
+
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The broker package may start a system-wide mosquitto on port 1883; the
+# tests and the demo start their own on free ports and need none.
+
+if ! command -v swift >/dev/null 2>&1; then
+  for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do
+    [ -x "$d/swift" ] && { echo "install-deps: add $d to PATH"; break; }
+  done
+  echo "install-deps: a Swift 6 toolchain is required (swift not found on PATH)" >&2
+  exit 1
+fi
