@@ -57,6 +57,9 @@ typedef struct thingif thingif_t;
  * the handler call that received it. */
 typedef struct thingif_action thingif_action;
 
+/* An action whose result comes later; see thingif_action_defer(). */
+typedef struct thingif_deferred thingif_deferred;
+
 /* Status codes. Functions return them as int (the width of a C enum is
  * implementation-defined). */
 enum thingif_status {
@@ -74,7 +77,8 @@ enum thingif_status {
     THINGIF_ERR_STORAGE = 11,       /* the storage directory could not be created, read or written */
     THINGIF_ERR_JSON = 12,          /* a JSON argument is not valid JSON or not of the kind required */
     THINGIF_ERR_TLS = 13,           /* TLS files could not be used */
-    THINGIF_ERR_MQTT = 14           /* libmosquitto reported an error not covered above */
+    THINGIF_ERR_MQTT = 14,          /* libmosquitto reported an error not covered above */
+    THINGIF_ERR_FULL = 15           /* the outbox is full of unanswered requests; the upload was refused */
 };
 
 /* Log levels, most severe first. */
@@ -98,7 +102,14 @@ enum thingif_option {
     /* Smallest and largest wait before a reconnect, in milliseconds.
      * Defaults 500 and 30000; range 10 .. 3600000. */
     THINGIF_OPT_RECONNECT_MIN_MS = 4,
-    THINGIF_OPT_RECONNECT_MAX_MS = 5
+    THINGIF_OPT_RECONNECT_MAX_MS = 5,
+    /* Most requests (results, state, firmware version) kept in the outbox
+     * until the framework answers them. Default 256; range 8 .. 100000.
+     * See thingif_update_state() for what happens when it is full. */
+    THINGIF_OPT_OUTBOX_MAX = 6,
+    /* How many of the newest command IDs the ledger remembers, so that a
+     * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
+    THINGIF_OPT_LEDGER_SIZE = 7
 };
 
 /*
@@ -165,7 +176,9 @@ thingif_t *thingif_new(const char *app_id, const char *app_key, const char *stor
  *
  * Stops the loop thread if it runs, disconnects (the broker publishes the
  * thing's "offline" status), and frees the handle and everything it owns.
- * Results not yet sent are lost with the handle.
+ * Requests not yet answered stay in the outbox in storage_dir and go out
+ * after the next start; deferred actions not yet completed are reported as
+ * interrupted then.
  *
  * Parameters:
  *   t - the handle, or NULL (then nothing happens and THINGIF_OK is returned).
@@ -549,19 +562,68 @@ int thingif_action_fail(thingif_action *action, const char *error_message);
 int thingif_action_set_data(thingif_action *action, json_t *data);
 
 /*
+ * Function: thingif_action_defer
+ *
+ * Defers the action's result: the handler returns now (a firmware update or
+ * a motor move goes on), and the result comes later through
+ * thingif_deferred_complete(). The command's results are sent when its last
+ * action has a result. The following actions of the command run at once.
+ * A deferred action survives reconnects; a restart before it completes
+ * reports it as failed ("interrupted"). Calling it twice returns the same
+ * handle. Whatever thingif_action_fail() or thingif_action_set_data() set
+ * before is discarded.
+ *
+ * Returns: a handle owned by the caller until it passes it to
+ * thingif_deferred_complete() (exactly once); NULL for a NULL action or no
+ * memory.
+ *
+ * Thread: the handler's own call only.
+ */
+thingif_deferred *thingif_action_defer(thingif_action *action);
+
+/*
+ * Function: thingif_deferred_complete
+ *
+ * Completes a deferred action and frees the handle.
+ *
+ * Parameters:
+ *   deferred      - from thingif_action_defer(). Invalid after this call,
+ *                   whatever it returns.
+ *   error_message - NULL for success, else why it failed (copied, UTF-8, at
+ *                   most 1024 bytes kept).
+ *   data          - a JSON object for the result's "data", or NULL. STOLEN,
+ *                   also on failure.
+ *
+ * Returns: THINGIF_OK; THINGIF_ERR_INVALID (NULL deferred, message not
+ * UTF-8); THINGIF_ERR_JSON (data not an object; the action then succeeds or
+ * fails without data); THINGIF_ERR_STATE (the handle was destroyed, or the
+ * command is no longer waiting: nothing is sent).
+ *
+ * Thread: any, also from inside a callback.
+ */
+int thingif_deferred_complete(thingif_deferred *deferred, const char *error_message, json_t *data);
+
+/*
  * Function: thingif_update_state
  *
  * Uploads the thing's whole state (PUT targets/thing:{id}/states). The
- * library serializes it before returning and sends it when connected;
- * until then it waits in a memory queue.
+ * library serializes it and writes it to the outbox in storage_dir
+ * (fsync'd) before returning, and sends it when connected; it stays in the
+ * outbox, and is sent again after a reconnect or restart, until the
+ * framework answers. When the outbox holds THINGIF_OPT_OUTBOX_MAX requests,
+ * the oldest state or firmware-version upload in it is dropped (a newer
+ * one supersedes it) with a warning; when only action results fill it, the
+ * upload is refused with THINGIF_ERR_FULL and new commands wait until the
+ * framework answers.
  *
  * Parameters:
  *   t     - the handle.
  *   state - a JSON object. Borrowed only during the call; the caller keeps
  *           its reference.
  *
- * Returns: THINGIF_OK (queued or sent), THINGIF_ERR_INVALID,
- * THINGIF_ERR_JSON (not an object), THINGIF_ERR_NOT_ONBOARDED.
+ * Returns: THINGIF_OK (in the outbox), THINGIF_ERR_INVALID,
+ * THINGIF_ERR_JSON (not an object), THINGIF_ERR_NOT_ONBOARDED,
+ * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE (the outbox cannot be written).
  *
  * Thread: any, also from inside a handler.
  */
@@ -610,11 +672,12 @@ int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_m
  * Function: thingif_update_firmware_version
  *
  * Reports the firmware version (PUT things/{id}/firmware-version), e.g.
- * after an update. Queued like a state upload.
+ * after an update. Goes through the outbox like a state upload.
  *
  * Parameters: t; version - not NULL or empty, copied.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED.
+ * Returns: THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
+ * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
  * Thread: any, also from inside a handler.
  */
 int thingif_update_firmware_version(thingif_t *t, const char *version);

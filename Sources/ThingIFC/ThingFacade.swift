@@ -46,6 +46,18 @@ public func thingif_set_log_callback(_ t: OpaquePointer?, _ cb: thingif_log_cb?,
 @c @implementation
 public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: Int) -> Int32 {
     guard let th = thing(t) else { return INVALID }
+    switch UInt32(bitPattern: option) {
+    case THINGIF_OPT_OUTBOX_MAX.rawValue:
+        guard (8...100_000).contains(value) else { return INVALID }
+        th.shared.withLock { $0.outbox.capacity = value }
+        return OK
+    case THINGIF_OPT_LEDGER_SIZE.rawValue:
+        guard (16...1_000_000).contains(value) else { return INVALID }
+        th.shared.withLock { $0.ledger.capacity = value }
+        return OK
+    default:
+        break
+    }
     return th.configure { c in
         func set(_ range: ClosedRange<Int>, _ apply: (inout Thing.Config) -> Void) -> Int32 {
             guard range.contains(value) else { return INVALID }
