@@ -66,7 +66,7 @@ enum thingif_status {
     THINGIF_OK = 0,
     THINGIF_ERR_INVALID = 1,        /* an argument is NULL, empty, malformed or out of range */
     THINGIF_ERR_NOMEM = 2,          /* out of memory */
-    THINGIF_ERR_STATE = 3,          /* not allowed in the handle's current state (e.g. the loop thread runs) */
+    THINGIF_ERR_STATE = 3,          /* not allowed in the handle's current state (e.g. a loop runs) */
     THINGIF_ERR_NOT_ONBOARDED = 4,  /* the thing has no identity yet: call thingif_onboard() or thingif_use_onboarded() */
     THINGIF_ERR_IN_CALLBACK = 5,    /* not allowed from inside a thingif callback on the same handle */
     THINGIF_ERR_CONNECT = 6,        /* the broker could not be reached or refused the connection */
@@ -240,8 +240,8 @@ int thingif_set_option(thingif_t *t, int option, long value);
  *   host - host name or address. Copied. Not NULL or empty.
  *   port - 1 .. 65535.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while the
- * loop thread runs.
+ * Returns: THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while a loop
+ * runs (the thread of thingif_loop_start(), or a thread inside thingif_loop()).
  *
  * Thread: any, before thingif_onboard() / thingif_use_onboarded().
  */
@@ -261,7 +261,7 @@ int thingif_set_broker(thingif_t *t, const char *host, int port);
  *
  * Returns: THINGIF_OK; THINGIF_ERR_INVALID for a NULL cafile or only one of
  * certfile/keyfile; THINGIF_ERR_TLS when a file cannot be read;
- * THINGIF_ERR_STATE while the loop thread runs.
+ * THINGIF_ERR_STATE while a loop runs.
  *
  * Thread: any, before thingif_onboard() / thingif_use_onboarded().
  */
@@ -278,8 +278,10 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  * already holds an onboarding of the same vendorThingID for the same app,
  * no network is used and THINGIF_OK is returned at once.
  *
- * This call blocks for up to THINGIF_OPT_REQUEST_TIMEOUT_MS. It does not
- * connect the thing itself: thingif_loop() or thingif_loop_start() do that.
+ * This call blocks for up to THINGIF_OPT_REQUEST_TIMEOUT_MS in all (connect,
+ * subscribe, answer), plus the TCP connect, which the operating system
+ * bounds. It does not connect the thing itself: thingif_loop() or
+ * thingif_loop_start() do that.
  * Register handlers before the loop runs, so no command finds none.
  *
  * Parameters:
@@ -293,12 +295,12 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  *
  * Returns:
  *   THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_JSON (properties_json is not
- *   a JSON object), THINGIF_ERR_STATE (the loop thread runs),
+ *   a JSON object), THINGIF_ERR_STATE (a loop runs),
  *   THINGIF_ERR_IN_CALLBACK, THINGIF_ERR_CONNECT, THINGIF_ERR_TIMEOUT,
  *   THINGIF_ERR_REJECTED (e.g. a wrong password), THINGIF_ERR_PROTOCOL,
  *   THINGIF_ERR_STORAGE, THINGIF_ERR_TLS.
  *
- * Thread: any, while the loop thread does not run; not from a callback.
+ * Thread: any, while no loop runs; not from a callback.
  */
 int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password,
                     const char *thing_type, const char *firmware_version,
@@ -314,8 +316,9 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  * endpoint for the same thingID and token, no network is used: the
  * installation is kept, never created again.
  *
- * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS (two requests).
- * Does not connect the thing: the loop does.
+ * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS in all (two
+ * requests, and retries while the framework answers 503), plus the TCP
+ * connect. Does not connect the thing: the loop does.
  *
  * Parameters:
  *   t            - the handle.
@@ -324,7 +327,7 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  *
  * Returns: as thingif_onboard(), without THINGIF_ERR_JSON.
  *
- * Thread: any, while the loop thread does not run; not from a callback.
+ * Thread: any, while no loop runs; not from a callback.
  */
 int thingif_use_onboarded(thingif_t *t, const char *thing_id, const char *access_token);
 
@@ -714,7 +717,9 @@ int thingif_loop(thingif_t *t, int timeout_ms);
  * thingif_loop_stop() or thingif_destroy(). Handlers then run on it.
  *
  * Returns: THINGIF_OK, THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_STATE (already
- * started), THINGIF_ERR_NOMEM (no thread could be created).
+ * started, or another thread is inside thingif_loop()),
+ * THINGIF_ERR_IN_CALLBACK (called from a callback), THINGIF_ERR_NOMEM (no
+ * thread could be created).
  *
  * Thread: any but the loop thread.
  */
@@ -728,8 +733,8 @@ int thingif_loop_start(thingif_t *t);
  * up but is not serviced; thingif_loop() may be used afterwards.
  *
  * Returns: THINGIF_OK, THINGIF_ERR_STATE (not started),
- * THINGIF_ERR_IN_CALLBACK (called from the loop thread: return from the
- * callback first; joining its own thread would deadlock).
+ * THINGIF_ERR_IN_CALLBACK (called from a callback, in either loop style:
+ * return from the callback first; joining its own thread would deadlock).
  *
  * Thread: any but the loop thread.
  */

@@ -78,7 +78,7 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
 @c @implementation
 public func thingif_set_broker(_ t: OpaquePointer?, _ host: UnsafePointer<CChar>?, _ port: Int32) -> Int32 {
     guard let th = thing(t), let h = nonEmpty(host), (1...65535).contains(port) else { return INVALID }
-    if th.shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+    if th.isLoopRunning { return THINGIF_ERR_STATE.code }
     return th.configure { c in
         c.host = h
         c.port = Int(port)
@@ -92,7 +92,7 @@ public func thingif_set_tls(_ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?
     guard let th = thing(t), let ca = nonEmpty(cafile), (certfile == nil) == (keyfile == nil) else { return INVALID }
     let cert = string(certfile), key = string(keyfile)
     if (certfile != nil && cert == nil) || (keyfile != nil && key == nil) { return INVALID }
-    if th.shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+    if th.isLoopRunning { return THINGIF_ERR_STATE.code }
     for f in [ca, cert, key].compactMap({ $0 }) where !Platform.isReadableFile(f) {
         th.logger.error("TLS file \(f) cannot be read")
         return THINGIF_ERR_TLS.code

@@ -343,6 +343,10 @@ public final class FrameworkSide: @unchecked Sendable {
             reply = t.appID == options.appID
                 ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
         } else {
+            // Without a Response Topic the answer would go to the request
+            // topic, where this hub (or another) would read it again: stay
+            // silent rather than answer an answer.
+            guard m.responseTopic != nil else { return }
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
         var answer = reply

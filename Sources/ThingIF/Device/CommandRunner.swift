@@ -130,7 +130,7 @@ extension Thing {
             for e in g.entries {
                 switch e {
                 case .invalid(let name, let reason):
-                    logger.warning("command \(command.id): \(reason)")
+                    logger.warning(reason)
                     complete(command.id, index: index, result: .failure(name, reason))
                 case .action(let name, let params):
                     if let result = runAction(name: name, params: params, alias: g.alias, command: command,

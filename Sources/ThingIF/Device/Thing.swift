@@ -147,9 +147,12 @@ final class Thing: @unchecked Sendable {
         storage.write(Thing.identityFile, identity.encode().dumpBytes())
     }
 
+    /// True while thingif_loop_start's thread runs or a thread is inside thingif_loop().
+    var isLoopRunning: Bool { shared.withLock { $0.ownThread != nil || $0.loopThread != nil } }
+
     private func checkCanBlock() -> Int32 {
         if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
-        if shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+        if isLoopRunning { return THINGIF_ERR_STATE.code }
         return OK
     }
 
@@ -165,7 +168,7 @@ final class Thing: @unchecked Sendable {
         }
         let request = OnboardingRequest(vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
                                         firmwareVersion: firmwareVersion, thingProperties: properties)
-        let session = BootstrapSession(thing: self)
+        let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs)
         defer { session.close() }
         var status = session.open()
         guard status == OK else { return status }
@@ -205,7 +208,7 @@ final class Thing: @unchecked Sendable {
             adopt(stored)
             return OK
         }
-        let session = BootstrapSession(thing: self)
+        let session = BootstrapSession(thing: self, budgetMs: 2 * config.requestTimeoutMs)
         defer { session.close() }
         let status = session.open()
         guard status == OK else { return status }
@@ -233,8 +236,9 @@ final class Thing: @unchecked Sendable {
             case .failure(let e): return e.code
             case .success(let r):
                 // Kii answers 503 while the endpoint is being prepared.
-                if r.status == 503 && attempt < 4 {
-                    Platform.sleepMs(200 << attempt)
+                let pause = 200 << attempt
+                if r.status == 503 && attempt < 4 && Platform.nowMs() + Int64(pause) < session.deadline {
+                    Platform.sleepMs(pause)
                     continue
                 }
                 endpointReply = r
@@ -330,7 +334,8 @@ final class Thing: @unchecked Sendable {
         if rc == MOSQ_ERR_SUCCESS.rawValue {
             logger.debug("sent \(item.what) (request \(item.id))")
         } else {
-            shared.withLock { $0.sentAt[item.id] = nil }
+            // sentAt stays set: the next try comes after the request timeout,
+            // and the items behind this one are not held up.
             logger.warning("could not send \(item.what) now (\(MqttClient.describe(rc))); it stays in the outbox")
         }
     }
@@ -424,14 +429,16 @@ final class Thing: @unchecked Sendable {
     }
 
     private func connectionLost(_ why: String) {
+        // Both the loop's error and libmosquitto's disconnect callback report
+        // one loss; only the first counts for the backoff.
         let wasUp = shared.withLock { s -> Bool in
-            let up = s.socketOpen
+            guard s.socketOpen else { return false }
             s.socketOpen = false
             s.connected = false
             s.subscribed = false
             s.sentAt.removeAll()
             scheduleReconnect(&s)
-            return up
+            return true
         }
         if wasUp { logger.warning(why) }
     }
@@ -490,11 +497,9 @@ final class Thing: @unchecked Sendable {
     /// CONNACK (on the loop thread, inside libmosquitto's loop).
     private func connected(_ rc: Int32, client: MqttClient) {
         guard rc == 0 else {
+            // The socket closes next; connectionLost schedules the retry, and
+            // the backoff keeps growing until a CONNACK succeeds.
             logger.error("the broker refused the connection: \(MqttClient.describeConnack(rc))")
-            shared.withLock { s in
-                s.connected = false
-                scheduleReconnect(&s)
-            }
             return
         }
         let topic = client.clientID
@@ -586,7 +591,7 @@ final class Thing: @unchecked Sendable {
     // MARK: own thread
 
     func startThread() -> Int32 {
-        if isOnLoopThread { return THINGIF_ERR_STATE.code }
+        if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
         let ok = shared.withLock { s -> Int32 in
             if s.ownThread != nil || s.loopThread != nil { return THINGIF_ERR_STATE.code }
             if s.identity == nil { return THINGIF_ERR_NOT_ONBOARDED.code }
@@ -618,6 +623,7 @@ final class Thing: @unchecked Sendable {
     func stopThread() -> Int32 {
         let me = pthread_self()
         let tid = shared.withLock { s -> Result<pthread_t, StatusError> in
+            if let t = s.loopThread, pthread_equal(t, me) != 0 { return .failure(StatusError(THINGIF_ERR_IN_CALLBACK.code)) }
             guard let t = s.ownThread else { return .failure(StatusError(THINGIF_ERR_STATE.code)) }
             if pthread_equal(t, me) != 0 { return .failure(StatusError(THINGIF_ERR_IN_CALLBACK.code)) }
             s.stopRequested = true
