@@ -57,13 +57,16 @@ typedef struct thingif thingif_t;
  * the handler call that received it. */
 typedef struct thingif_action thingif_action;
 
+/* An action whose result comes later; see thingif_action_defer(). */
+typedef struct thingif_deferred thingif_deferred;
+
 /* Status codes. Functions return them as int (the width of a C enum is
  * implementation-defined). */
 enum thingif_status {
     THINGIF_OK = 0,
     THINGIF_ERR_INVALID = 1,        /* an argument is NULL, empty, malformed or out of range */
     THINGIF_ERR_NOMEM = 2,          /* out of memory */
-    THINGIF_ERR_STATE = 3,          /* not allowed in the handle's current state (e.g. the loop thread runs) */
+    THINGIF_ERR_STATE = 3,          /* not allowed in the handle's current state (e.g. a loop runs) */
     THINGIF_ERR_NOT_ONBOARDED = 4,  /* the thing has no identity yet: call thingif_onboard() or thingif_use_onboarded() */
     THINGIF_ERR_IN_CALLBACK = 5,    /* not allowed from inside a thingif callback on the same handle */
     THINGIF_ERR_CONNECT = 6,        /* the broker could not be reached or refused the connection */
@@ -74,7 +77,8 @@ enum thingif_status {
     THINGIF_ERR_STORAGE = 11,       /* the storage directory could not be created, read or written */
     THINGIF_ERR_JSON = 12,          /* a JSON argument is not valid JSON or not of the kind required */
     THINGIF_ERR_TLS = 13,           /* TLS files could not be used */
-    THINGIF_ERR_MQTT = 14           /* libmosquitto reported an error not covered above */
+    THINGIF_ERR_MQTT = 14,          /* libmosquitto reported an error not covered above */
+    THINGIF_ERR_FULL = 15           /* the outbox is full of unanswered requests; the upload was refused */
 };
 
 /* Log levels, most severe first. */
@@ -98,7 +102,14 @@ enum thingif_option {
     /* Smallest and largest wait before a reconnect, in milliseconds.
      * Defaults 500 and 30000; range 10 .. 3600000. */
     THINGIF_OPT_RECONNECT_MIN_MS = 4,
-    THINGIF_OPT_RECONNECT_MAX_MS = 5
+    THINGIF_OPT_RECONNECT_MAX_MS = 5,
+    /* Most requests (results, state, firmware version) kept in the outbox
+     * until the framework answers them. Default 256; range 8 .. 100000.
+     * See thingif_update_state() for what happens when it is full. */
+    THINGIF_OPT_OUTBOX_MAX = 6,
+    /* How many of the newest command IDs the ledger remembers, so that a
+     * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
+    THINGIF_OPT_LEDGER_SIZE = 7
 };
 
 /*
@@ -165,7 +176,9 @@ thingif_t *thingif_new(const char *app_id, const char *app_key, const char *stor
  *
  * Stops the loop thread if it runs, disconnects (the broker publishes the
  * thing's "offline" status), and frees the handle and everything it owns.
- * Results not yet sent are lost with the handle.
+ * Requests not yet answered stay in the outbox in storage_dir and go out
+ * after the next start; deferred actions not yet completed are reported as
+ * interrupted then.
  *
  * Parameters:
  *   t - the handle, or NULL (then nothing happens and THINGIF_OK is returned).
@@ -227,8 +240,8 @@ int thingif_set_option(thingif_t *t, int option, long value);
  *   host - host name or address. Copied. Not NULL or empty.
  *   port - 1 .. 65535.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while the
- * loop thread runs.
+ * Returns: THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while a loop
+ * runs (the thread of thingif_loop_start(), or a thread inside thingif_loop()).
  *
  * Thread: any, before thingif_onboard() / thingif_use_onboarded().
  */
@@ -248,7 +261,7 @@ int thingif_set_broker(thingif_t *t, const char *host, int port);
  *
  * Returns: THINGIF_OK; THINGIF_ERR_INVALID for a NULL cafile or only one of
  * certfile/keyfile; THINGIF_ERR_TLS when a file cannot be read;
- * THINGIF_ERR_STATE while the loop thread runs.
+ * THINGIF_ERR_STATE while a loop runs.
  *
  * Thread: any, before thingif_onboard() / thingif_use_onboarded().
  */
@@ -265,8 +278,10 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  * already holds an onboarding of the same vendorThingID for the same app,
  * no network is used and THINGIF_OK is returned at once.
  *
- * This call blocks for up to THINGIF_OPT_REQUEST_TIMEOUT_MS. It does not
- * connect the thing itself: thingif_loop() or thingif_loop_start() do that.
+ * This call blocks for up to THINGIF_OPT_REQUEST_TIMEOUT_MS in all (connect,
+ * subscribe, answer), plus the TCP connect, which the operating system
+ * bounds. It does not connect the thing itself: thingif_loop() or
+ * thingif_loop_start() do that.
  * Register handlers before the loop runs, so no command finds none.
  *
  * Parameters:
@@ -280,12 +295,12 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  *
  * Returns:
  *   THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_JSON (properties_json is not
- *   a JSON object), THINGIF_ERR_STATE (the loop thread runs),
+ *   a JSON object), THINGIF_ERR_STATE (a loop runs),
  *   THINGIF_ERR_IN_CALLBACK, THINGIF_ERR_CONNECT, THINGIF_ERR_TIMEOUT,
  *   THINGIF_ERR_REJECTED (e.g. a wrong password), THINGIF_ERR_PROTOCOL,
  *   THINGIF_ERR_STORAGE, THINGIF_ERR_TLS.
  *
- * Thread: any, while the loop thread does not run; not from a callback.
+ * Thread: any, while no loop runs; not from a callback.
  */
 int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password,
                     const char *thing_type, const char *firmware_version,
@@ -301,8 +316,9 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  * endpoint for the same thingID and token, no network is used: the
  * installation is kept, never created again.
  *
- * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS (two requests).
- * Does not connect the thing: the loop does.
+ * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS in all (two
+ * requests, and retries while the framework answers 503), plus the TCP
+ * connect. Does not connect the thing: the loop does.
  *
  * Parameters:
  *   t            - the handle.
@@ -311,7 +327,7 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  *
  * Returns: as thingif_onboard(), without THINGIF_ERR_JSON.
  *
- * Thread: any, while the loop thread does not run; not from a callback.
+ * Thread: any, while no loop runs; not from a callback.
  */
 int thingif_use_onboarded(thingif_t *t, const char *thing_id, const char *access_token);
 
@@ -549,19 +565,68 @@ int thingif_action_fail(thingif_action *action, const char *error_message);
 int thingif_action_set_data(thingif_action *action, json_t *data);
 
 /*
+ * Function: thingif_action_defer
+ *
+ * Defers the action's result: the handler returns now (a firmware update or
+ * a motor move goes on), and the result comes later through
+ * thingif_deferred_complete(). The command's results are sent when its last
+ * action has a result. The following actions of the command run at once.
+ * A deferred action survives reconnects; a restart before it completes
+ * reports it as failed ("interrupted"). Calling it twice returns the same
+ * handle. Whatever thingif_action_fail() or thingif_action_set_data() set
+ * before is discarded.
+ *
+ * Returns: a handle owned by the caller until it passes it to
+ * thingif_deferred_complete() (exactly once); NULL for a NULL action or no
+ * memory.
+ *
+ * Thread: the handler's own call only.
+ */
+thingif_deferred *thingif_action_defer(thingif_action *action);
+
+/*
+ * Function: thingif_deferred_complete
+ *
+ * Completes a deferred action and frees the handle.
+ *
+ * Parameters:
+ *   deferred      - from thingif_action_defer(). Invalid after this call,
+ *                   whatever it returns.
+ *   error_message - NULL for success, else why it failed (copied, UTF-8, at
+ *                   most 1024 bytes kept).
+ *   data          - a JSON object for the result's "data", or NULL. STOLEN,
+ *                   also on failure.
+ *
+ * Returns: THINGIF_OK; THINGIF_ERR_INVALID (NULL deferred, message not
+ * UTF-8); THINGIF_ERR_JSON (data not an object; the action then succeeds or
+ * fails without data); THINGIF_ERR_STATE (the handle was destroyed, or the
+ * command is no longer waiting: nothing is sent).
+ *
+ * Thread: any, also from inside a callback.
+ */
+int thingif_deferred_complete(thingif_deferred *deferred, const char *error_message, json_t *data);
+
+/*
  * Function: thingif_update_state
  *
  * Uploads the thing's whole state (PUT targets/thing:{id}/states). The
- * library serializes it before returning and sends it when connected;
- * until then it waits in a memory queue.
+ * library serializes it and writes it to the outbox in storage_dir
+ * (fsync'd) before returning, and sends it when connected; it stays in the
+ * outbox, and is sent again after a reconnect or restart, until the
+ * framework answers. When the outbox holds THINGIF_OPT_OUTBOX_MAX requests,
+ * the oldest state or firmware-version upload in it is dropped (a newer
+ * one supersedes it) with a warning; when only action results fill it, the
+ * upload is refused with THINGIF_ERR_FULL and new commands wait until the
+ * framework answers.
  *
  * Parameters:
  *   t     - the handle.
  *   state - a JSON object. Borrowed only during the call; the caller keeps
  *           its reference.
  *
- * Returns: THINGIF_OK (queued or sent), THINGIF_ERR_INVALID,
- * THINGIF_ERR_JSON (not an object), THINGIF_ERR_NOT_ONBOARDED.
+ * Returns: THINGIF_OK (in the outbox), THINGIF_ERR_INVALID,
+ * THINGIF_ERR_JSON (not an object), THINGIF_ERR_NOT_ONBOARDED,
+ * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE (the outbox cannot be written).
  *
  * Thread: any, also from inside a handler.
  */
@@ -610,11 +675,12 @@ int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_m
  * Function: thingif_update_firmware_version
  *
  * Reports the firmware version (PUT things/{id}/firmware-version), e.g.
- * after an update. Queued like a state upload.
+ * after an update. Goes through the outbox like a state upload.
  *
  * Parameters: t; version - not NULL or empty, copied.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED.
+ * Returns: THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
+ * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
  * Thread: any, also from inside a handler.
  */
 int thingif_update_firmware_version(thingif_t *t, const char *version);
@@ -651,7 +717,9 @@ int thingif_loop(thingif_t *t, int timeout_ms);
  * thingif_loop_stop() or thingif_destroy(). Handlers then run on it.
  *
  * Returns: THINGIF_OK, THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_STATE (already
- * started), THINGIF_ERR_NOMEM (no thread could be created).
+ * started, or another thread is inside thingif_loop()),
+ * THINGIF_ERR_IN_CALLBACK (called from a callback), THINGIF_ERR_NOMEM (no
+ * thread could be created).
  *
  * Thread: any but the loop thread.
  */
@@ -665,8 +733,8 @@ int thingif_loop_start(thingif_t *t);
  * up but is not serviced; thingif_loop() may be used afterwards.
  *
  * Returns: THINGIF_OK, THINGIF_ERR_STATE (not started),
- * THINGIF_ERR_IN_CALLBACK (called from the loop thread: return from the
- * callback first; joining its own thread would deadlock).
+ * THINGIF_ERR_IN_CALLBACK (called from a callback, in either loop style:
+ * return from the callback first; joining its own thread would deadlock).
  *
  * Thread: any but the loop thread.
  */

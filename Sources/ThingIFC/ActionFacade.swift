@@ -81,3 +81,28 @@ public func thingif_action_set_data(_ a: OpaquePointer?, _ data: UnsafeMutablePo
     ctx.setData(j)
     return OK
 }
+
+@c @implementation
+public func thingif_action_defer(_ a: OpaquePointer?) -> OpaquePointer? {
+    guard let ctx = action(a) else { return nil }
+    let d = ctx.deferred ?? DeferredAction(thing: ctx.thing, commandID: String(cString: ctx.command.id),
+                                           index: Int(ctx.index), name: String(cString: ctx.name))
+    if ctx.deferred == nil {
+        ctx.deferred = d
+        return OpaquePointer(Unmanaged.passRetained(d).toOpaque())
+    }
+    return OpaquePointer(Unmanaged.passUnretained(d).toOpaque())
+}
+
+@c @implementation
+public func thingif_deferred_complete(_ deferred: OpaquePointer?, _ error_message: UnsafePointer<CChar>?,
+                                      _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
+    let j = data.map { JSON(owning: $0) }  // stolen, also on failure
+    guard let deferred else { return INVALID }
+    let d = Unmanaged<DeferredAction>.fromOpaque(UnsafeRawPointer(deferred)).takeRetainedValue()
+    if error_message != nil && string(error_message) == nil { return INVALID }
+    guard let th = d.thing else { return THINGIF_ERR_STATE.code }
+    let rc = th.completeDeferred(d, errorMessage: string(error_message), data: j.flatMap { $0.isObject ? $0 : nil })
+    if rc == OK, let j, !j.isObject { return THINGIF_ERR_JSON.code }
+    return rc
+}

@@ -46,6 +46,18 @@ public func thingif_set_log_callback(_ t: OpaquePointer?, _ cb: thingif_log_cb?,
 @c @implementation
 public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: Int) -> Int32 {
     guard let th = thing(t) else { return INVALID }
+    switch UInt32(bitPattern: option) {
+    case THINGIF_OPT_OUTBOX_MAX.rawValue:
+        guard (8...100_000).contains(value) else { return INVALID }
+        th.shared.withLock { $0.outbox.capacity = value }
+        return OK
+    case THINGIF_OPT_LEDGER_SIZE.rawValue:
+        guard (16...1_000_000).contains(value) else { return INVALID }
+        th.shared.withLock { $0.ledger.capacity = value }
+        return OK
+    default:
+        break
+    }
     return th.configure { c in
         func set(_ range: ClosedRange<Int>, _ apply: (inout Thing.Config) -> Void) -> Int32 {
             guard range.contains(value) else { return INVALID }
@@ -66,7 +78,7 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
 @c @implementation
 public func thingif_set_broker(_ t: OpaquePointer?, _ host: UnsafePointer<CChar>?, _ port: Int32) -> Int32 {
     guard let th = thing(t), let h = nonEmpty(host), (1...65535).contains(port) else { return INVALID }
-    if th.shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+    if th.isLoopRunning { return THINGIF_ERR_STATE.code }
     return th.configure { c in
         c.host = h
         c.port = Int(port)
@@ -80,7 +92,7 @@ public func thingif_set_tls(_ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?
     guard let th = thing(t), let ca = nonEmpty(cafile), (certfile == nil) == (keyfile == nil) else { return INVALID }
     let cert = string(certfile), key = string(keyfile)
     if (certfile != nil && cert == nil) || (keyfile != nil && key == nil) { return INVALID }
-    if th.shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+    if th.isLoopRunning { return THINGIF_ERR_STATE.code }
     for f in [ca, cert, key].compactMap({ $0 }) where !Platform.isReadableFile(f) {
         th.logger.error("TLS file \(f) cannot be read")
         return THINGIF_ERR_TLS.code

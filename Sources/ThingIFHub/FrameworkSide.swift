@@ -24,9 +24,14 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Subscribe through the shared group $share/thingif-hub/… so that
         /// several framework processes split the request stream.
         public var sharedSubscription: Bool
+        /// A directory where things, commands and results are journaled, so
+        /// that a restarted framework side knows them; nil keeps memory only.
+        public var storageDirectory: String?
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
-                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true) {
+                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
+                    storageDirectory: String? = nil) {
+            self.storageDirectory = storageDirectory
             self.appID = appID
             self.appKey = appKey
             self.brokerHost = brokerHost
@@ -69,6 +74,8 @@ public final class FrameworkSide: @unchecked Sendable {
         var results: [String: String] = [:]              // commandID -> action-results JSON text
         var resultPosts: [String: Int] = [:]             // commandID -> how many times results arrived
         var commands: [String: String] = [:]             // commandID -> thingID
+        var payloads: [String: [UInt8]] = [:]            // commandID -> command as sent
+        var commandOrder: [String] = []
         var requests: [RequestRecord] = []
         var online: [String: Bool] = [:]                 // thingID -> last status seen
         var connack: Int32?
@@ -79,6 +86,7 @@ public final class FrameworkSide: @unchecked Sendable {
     public let options: Options
     private let client: MqttClient
     private let data = Mutex(Data())
+    private let journal: Journal?
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
 
@@ -88,6 +96,72 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         self.options = options
         self.client = c
+        if let dir = options.storageDirectory {
+            guard let storage = Storage(directory: dir) else { return nil }
+            journal = Journal(storage: storage, name: "framework.jsonl")
+            let records = journal!.load()
+            data.withLock { d in for r in records { FrameworkSide.replay(r, into: &d) } }
+        } else {
+            journal = nil
+        }
+    }
+
+    // MARK: persistence
+
+    /// Appends a record to the journal (when there is one). Called with the
+    /// data lock held, so the journal's order is the order of changes.
+    private func persist(_ fields: [(String, String)]) {
+        guard let journal else { return }
+        let r = JSON.object()
+        for (k, v) in fields { r.set(k, string: v) }
+        _ = journal.append(r)
+    }
+
+    private static func replay(_ r: JSON, into d: inout Data) {
+        func f(_ k: String) -> String? { r[k]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
+        switch f("t") {
+        case "thing":
+            guard let id = f("id"), let token = f("token") else { return }
+            d.things[id] = ThingRecord(thingID: id, vendorThingID: f("vendor"), password: f("password"),
+                                       thingType: f("type"), firmwareVersion: f("firmware"), accessToken: token,
+                                       installations: [:], state: nil, stateUploads: [])
+            if let v = f("vendor") { d.byVendorID[v] = id }
+            d.byToken[token] = id
+        case "inst":
+            guard let id = f("id"), let iid = f("installation"), let topic = f("topic") else { return }
+            d.things[id]?.installations[iid] = topic
+            d.byTopic[topic] = id
+        case "cmd":
+            guard let cid = f("command"), let id = f("id"), let p = f("payload") else { return }
+            if d.commands.updateValue(id, forKey: cid) == nil { d.commandOrder.append(cid) }
+            d.payloads[cid] = Array(p.utf8)
+        case "res":
+            guard let cid = f("command"), let body = f("body") else { return }
+            d.results[cid] = body
+            d.resultPosts[cid, default: 0] += 1
+        case "state":
+            guard let id = f("id"), let body = f("state") else { return }
+            d.things[id]?.state = body
+        default:
+            return
+        }
+    }
+
+    /// Commands sent to a thing that have no results yet, oldest first.
+    public func unanswered(of thingID: String) -> [String] {
+        data.withLock { d in d.commandOrder.filter { d.commands[$0] == thingID && d.results[$0] == nil } }
+    }
+
+    /// Publishes again every command of the thing that has no results: the
+    /// thing runs each at most once, so this only fills gaps.
+    @discardableResult
+    public func resendUnanswered(to thingID: String) -> Int {
+        let pending = data.withLock { d in
+            d.commandOrder.filter { d.commands[$0] == thingID && d.results[$0] == nil }.compactMap { d.payloads[$0] }
+        }
+        var sent = 0
+        for p in pending where publish(p, to: thingID) { sent += 1 }
+        return sent
     }
 
     // MARK: lifecycle
@@ -171,9 +245,18 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Publishes a command to the thing; returns false when the thing or an
     /// MQTT topic for it is unknown.
     public func send(_ command: Command, to thingID: String) -> Bool {
-        guard publish(command.encode().dumpBytes(), to: thingID) else { return false }
-        data.withLock { $0.commands[command.id] = thingID }
-        return true
+        let payload = command.encode().dumpBytes()
+        // Recorded before it is published, so a result can never arrive for
+        // a command the framework does not know.
+        let known = data.withLock { d -> Bool in
+            guard d.things[thingID] != nil else { return false }
+            if d.commands.updateValue(thingID, forKey: command.id) == nil { d.commandOrder.append(command.id) }
+            d.payloads[command.id] = payload
+            persist([("t", "cmd"), ("command", command.id), ("id", thingID),
+                     ("payload", String(decoding: payload, as: UTF8.self))])
+            return true
+        }
+        return known && publish(payload, to: thingID)
     }
 
     /// Builds and sends a schema command; returns its commandID.
@@ -243,7 +326,13 @@ public final class FrameworkSide: @unchecked Sendable {
                 d.online[tid] = up
                 return tid
             }
-            if let tid { onEvent?("\(tid) is \(up ? "online" : "offline")") }
+            if let tid {
+                onEvent?("\(tid) is \(up ? "online" : "offline")")
+                if up {
+                    let n = resendUnanswered(to: tid)
+                    if n > 0 { onEvent?("sent \(n) unanswered command(s) to \(tid) again") }
+                }
+            }
             return
         }
         guard let t = Topics.parseRequest(m.topic) else { return }
@@ -254,6 +343,10 @@ public final class FrameworkSide: @unchecked Sendable {
             reply = t.appID == options.appID
                 ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
         } else {
+            // Without a Response Topic the answer would go to the request
+            // topic, where this hub (or another) would read it again: stay
+            // silent rather than answer an answer.
+            guard m.responseTopic != nil else { return }
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
         var answer = reply
@@ -318,6 +411,8 @@ public final class FrameworkSide: @unchecked Sendable {
         let t = ThingRecord(thingID: thingID, vendorThingID: vendorThingID, password: password, thingType: thingType,
                             firmwareVersion: firmwareVersion, accessToken: Platform.randomHex(bytes: 20),
                             installations: [:], state: nil, stateUploads: [])
+        persist([("t", "thing"), ("id", thingID), ("vendor", vendorThingID), ("password", password),
+                 ("type", thingType ?? ""), ("firmware", firmwareVersion ?? ""), ("token", t.accessToken)])
         d.things[thingID] = t
         d.byVendorID[vendorThingID] = thingID
         d.byToken[t.accessToken] = thingID
@@ -331,6 +426,7 @@ public final class FrameworkSide: @unchecked Sendable {
         t.installations[installationID] = topic
         d.things[thingID] = t
         d.byTopic[topic] = thingID
+        persist([("t", "inst"), ("id", thingID), ("installation", installationID), ("topic", topic)])
         return (installationID, endpoint(for: t, installationID: installationID, topic: topic))
     }
 
@@ -436,6 +532,7 @@ public final class FrameworkSide: @unchecked Sendable {
             d.resultPosts[commandID, default: 0] += 1
             guard d.results[commandID] == nil else { return false }
             d.results[commandID] = text
+            persist([("t", "res"), ("command", commandID), ("body", text)])
             return true
         }
         // Results are idempotent by commandID: a repeat is accepted and ignored.
@@ -459,6 +556,7 @@ public final class FrameworkSide: @unchecked Sendable {
             t.state = merged.dump()
             t.stateUploads.append((req.method, j.dump()))
             d.things[tid] = t
+            persist([("t", "state"), ("id", tid), ("state", t.state!)])
             return t.state!
         }
         onEvent?("state of \(tid): \(text)")

@@ -237,7 +237,11 @@ struct CodecTests {
         #expect(Topics.parseStatus("p/tABC/status") == "tABC")
         #expect(Topics.parseStatus("p/tABC/resp") == nil)
         #expect(Topics.parseStatus("p//status") == nil)
-        #expect(Topics.hubSubscriptions(shared: true).allSatisfy { $0.hasPrefix("$share/thingif-hub/p/+/") })
+        // Requests are shared among hubs; status messages reach every hub.
+        let shared = Topics.hubSubscriptions(shared: true)
+        #expect(shared.filter { $0.hasPrefix("$share/thingif-hub/p/+/") }.count == 2)
+        #expect(shared.contains("p/+/status"))
+        #expect(!Topics.hubSubscriptions(shared: false).contains { $0.hasPrefix("$share/") })
         #expect(Topics.isSafeLevel("cmd-1"))
         for bad in ["", "a/b", "a+b", "a#", "a\u{0}b", String(repeating: "x", count: 257)] {
             #expect(!Topics.isSafeLevel(bad), "\(bad.debugDescription)")

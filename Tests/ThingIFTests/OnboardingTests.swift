@@ -188,7 +188,7 @@ struct ConnectionTests {
         #expect(ct_onboard(t.ct, "AC-0001", "pw", nil, nil, nil) == Int32(THINGIF_ERR_TIMEOUT.rawValue))
         #expect(ct_use_onboarded(t.ct, "th.1", "token") == Int32(THINGIF_ERR_TIMEOUT.rawValue))
         #expect(Date().timeIntervalSince(start) < 3)
-        #expect(t.logContains("no answer to POST onboardings within 300 ms"))
+        #expect(t.logContains("no answer to POST onboardings in time"))
         #expect(t.thingID == nil)
     }
 

@@ -41,6 +41,8 @@ final class ActionContext {
 
     private(set) var errorMessage: String?
     private(set) var data: JSON?
+    /// Set when the handler deferred its result (thingif_action_defer).
+    var deferred: DeferredAction?
 
     init(thing: Thing, command: CommandStrings, name: String, alias: String?, params: JSON, index: Int) {
         self.thing = thing
@@ -58,18 +60,17 @@ final class ActionContext {
 
     static let maxErrorMessageBytes = 1024
 
-    func fail(_ message: String) {
-        var m = message
-        if m.utf8.count > ActionContext.maxErrorMessageBytes {
-            // Cut on a character boundary.
-            var cut = ""
-            for ch in m {
-                if cut.utf8.count + ch.utf8.count > ActionContext.maxErrorMessageBytes { break }
-                cut.append(ch)
-            }
-            m = cut
+    func fail(_ message: String) { errorMessage = ActionContext.truncate(message) }
+
+    /// Cuts an error message to maxErrorMessageBytes on a character boundary.
+    static func truncate(_ message: String) -> String {
+        guard message.utf8.count > maxErrorMessageBytes else { return message }
+        var cut = ""
+        for ch in message {
+            if cut.utf8.count + ch.utf8.count > maxErrorMessageBytes { break }
+            cut.append(ch)
         }
-        errorMessage = m
+        return cut
     }
 
     func setData(_ j: JSON) { data = j }

@@ -12,10 +12,13 @@ final class BootstrapSession {
     private var subscribeMid: Int32 = -1
     private var replies: [MqttClient.Message] = []
     private var counter = 0
+    /// One deadline for the whole session: connect, subscribe and every request.
+    let deadline: Int64
 
-    init(thing: Thing) {
+    init(thing: Thing, budgetMs: Int) {
         self.thing = thing
         self.config = thing.config
+        deadline = Platform.nowMs() + Int64(budgetMs)
     }
 
     private var clientID: String { client?.clientID ?? "" }
@@ -58,11 +61,10 @@ final class BootstrapSession {
         return OK
     }
 
-    /// Loops until `done` holds or the request timeout passes; false on
+    /// Loops until `done` holds or the session's deadline passes; false on
     /// timeout or a lost connection.
     private func pump(until done: () -> Bool) -> Bool {
         guard let c = client else { return false }
-        let deadline = Platform.nowMs() + Int64(config.requestTimeoutMs)
         while !done() {
             if Platform.nowMs() >= deadline { return false }
             let rc = c.loop(timeoutMs: 50)
@@ -102,7 +104,7 @@ final class BootstrapSession {
             return false
         })
         guard got, let answer else {
-            thing.logger.error("no answer to \(method) \(path) within \(config.requestTimeoutMs) ms")
+            thing.logger.error("no answer to \(method) \(path) in time")
             return .failure(StatusError(THINGIF_ERR_TIMEOUT.code))
         }
         return .success(answer)

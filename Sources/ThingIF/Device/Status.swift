@@ -25,6 +25,7 @@ func statusText(_ status: Int32) -> StaticString {
     case THINGIF_ERR_JSON.rawValue: return "invalid JSON argument"
     case THINGIF_ERR_TLS.rawValue: return "TLS files could not be used"
     case THINGIF_ERR_MQTT.rawValue: return "MQTT library error"
+    case THINGIF_ERR_FULL.rawValue: return "the outbox is full"
     default: return "unknown status"
     }
 }

@@ -23,18 +23,6 @@ final class Thing: @unchecked Sendable {
         var reconnectMaxMs = 30_000
     }
 
-    struct Outgoing {
-        var topic: String
-        var payload: [UInt8]
-        var requestID: String
-        var what: String
-    }
-
-    struct Pending {
-        var what: String
-        var deadline: Int64
-    }
-
     struct StateProvider {
         var callback: thingif_state_cb
         var intervalMs: Int
@@ -58,21 +46,35 @@ final class Thing: @unchecked Sendable {
         var subscribeMid: Int32 = -1
         var reconnectAttempt = 0
         var nextConnectAt: Int64 = 0
-        var outgoing: [Outgoing] = []
-        var pending: [String: Pending] = [:]
         var inbox: [MqttClient.Message] = []
         var requestCounter = 0
+        /// Requests waiting for the framework's answer (persisted).
+        let outbox: Outbox
+        /// The commands taken (persisted).
+        let ledger: CommandLedger
+        /// When each outbox item was last sent on this connection.
+        var sentAt: [String: Int64] = [:]
+        /// Commands whose results wait for deferred actions, by commandID.
+        var running: [String: RunningCommand] = [:]
+        var interruptedReported = false
+
+        init(outbox: Outbox, ledger: CommandLedger) {
+            self.outbox = outbox
+            self.ledger = ledger
+        }
     }
 
     static let identityFile = "identity.json"
     static let sessionExpiryS: UInt32 = 7 * 24 * 3600
-    static let maxQueuedRequests = 1024
+    static let sendBatch = 64
+    static let defaultOutboxCapacity = 256
+    static let defaultLedgerCapacity = 1000
 
     let appID: String
     let appKey: String
     let storage: Storage
     let logger = Logger()
-    let shared = Mutex(Shared())
+    let shared: Mutex<Shared>
     /// Per-handle prefix of request IDs, so replies of an older run are not
     /// taken for this one's.
     let requestPrefix = Platform.randomHex(bytes: 4)
@@ -84,6 +86,8 @@ final class Thing: @unchecked Sendable {
         self.appID = appID
         self.appKey = appKey
         self.storage = s
+        shared = Mutex(Shared(outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
+                              ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity)))
     }
 
     deinit {
@@ -143,9 +147,12 @@ final class Thing: @unchecked Sendable {
         storage.write(Thing.identityFile, identity.encode().dumpBytes())
     }
 
+    /// True while thingif_loop_start's thread runs or a thread is inside thingif_loop().
+    var isLoopRunning: Bool { shared.withLock { $0.ownThread != nil || $0.loopThread != nil } }
+
     private func checkCanBlock() -> Int32 {
         if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
-        if shared.withLock({ $0.ownThread != nil }) { return THINGIF_ERR_STATE.code }
+        if isLoopRunning { return THINGIF_ERR_STATE.code }
         return OK
     }
 
@@ -161,7 +168,7 @@ final class Thing: @unchecked Sendable {
         }
         let request = OnboardingRequest(vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
                                         firmwareVersion: firmwareVersion, thingProperties: properties)
-        let session = BootstrapSession(thing: self)
+        let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs)
         defer { session.close() }
         var status = session.open()
         guard status == OK else { return status }
@@ -201,7 +208,7 @@ final class Thing: @unchecked Sendable {
             adopt(stored)
             return OK
         }
-        let session = BootstrapSession(thing: self)
+        let session = BootstrapSession(thing: self, budgetMs: 2 * config.requestTimeoutMs)
         defer { session.close() }
         let status = session.open()
         guard status == OK else { return status }
@@ -229,8 +236,9 @@ final class Thing: @unchecked Sendable {
             case .failure(let e): return e.code
             case .success(let r):
                 // Kii answers 503 while the endpoint is being prepared.
-                if r.status == 503 && attempt < 4 {
-                    Platform.sleepMs(200 << attempt)
+                let pause = 200 << attempt
+                if r.status == 503 && attempt < 4 && Platform.nowMs() + Int64(pause) < session.deadline {
+                    Platform.sleepMs(pause)
                     continue
                 }
                 endpointReply = r
@@ -273,72 +281,94 @@ final class Thing: @unchecked Sendable {
 
     // MARK: requests to the framework
 
-    /// Queues a request to the framework; it goes out at once when
-    /// connected, else on the next connection.
-    func sendRequest(method: String, path: String, contentType: String?, body: [UInt8], what: String) -> Int32 {
-        let prepared = shared.withLock { s -> (Outgoing, MqttClient?)? in
-            guard let id = s.identity else { return nil }
-            s.requestCounter += 1
-            let rid = "\(requestPrefix)-\(s.requestCounter)"
-            var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(id.accessToken)")]
-            if let contentType { headers.append(("Content-Type", contentType)) }
-            headers.append((KiiFraming.requestIDHeader, rid))
-            let payload = KiiRequest(method: method, headers: headers, body: body).encode()
-            let out = Outgoing(topic: Topics.request(clientID: id.endpoint.mqttTopic, appID: appID, path: path),
-                               payload: payload, requestID: rid, what: what)
-            if s.connected, s.outgoing.isEmpty, let c = s.client { return (out, c) }
-            if s.outgoing.count >= Thing.maxQueuedRequests {
-                let dropped = s.outgoing.removeFirst()
-                logger.error("request queue full (\(Thing.maxQueuedRequests)): dropped the oldest, \(dropped.what)")
+    /// Persists a request in the outbox and sends it at once when connected;
+    /// otherwise it goes out after the next connection. It stays in the
+    /// outbox, and is sent again after each reconnect or request timeout,
+    /// until the framework answers it.
+    func sendRequest(method: String, path: String, contentType: String?, body: [UInt8], what: String,
+                     kind: Outbox.Kind) -> Int32 {
+        var notes: [String] = []
+        let outcome = shared.withLock { s -> Result<(Outbox.Item, MqttClient, Identity)?, StatusError> in
+            guard let id = s.identity else { return .failure(StatusError(THINGIF_ERR_NOT_ONBOARDED.code)) }
+            let item = Outbox.Item(id: newRequestID(&s), method: method, path: path, contentType: contentType,
+                                   body: body, what: what, kind: kind)
+            switch s.outbox.add(item) {
+            case nil:
+                notes.append("cannot write the outbox in \(storage.directory); \(what) not sent")
+                return .failure(StatusError(THINGIF_ERR_STORAGE.code))
+            case .full?:
+                notes.append("outbox full (\(s.outbox.capacity) requests waiting for the framework); \(what) refused")
+                return .failure(StatusError(THINGIF_ERR_FULL.code))
+            case .addedDropping(let old)?:
+                s.sentAt[old.id] = nil
+                notes.append("outbox full: dropped the oldest upload, \(old.what)")
+            case .added?:
+                break
             }
-            s.outgoing.append(out)
-            return (out, nil)
+            guard s.connected, let c = s.client else { return .success(nil) }
+            s.sentAt[item.id] = Platform.nowMs()
+            return .success((item, c, id))
         }
-        guard let (out, client) = prepared else { return THINGIF_ERR_NOT_ONBOARDED.code }
-        if let client { publish(out, on: client, requeueAtFront: false) }
-        return OK
+        for n in notes { logger.warning(n) }
+        switch outcome {
+        case .failure(let e): return e.code
+        case .success(let ready):
+            if let (item, client, identity) = ready { publish(item, on: client, identity: identity) }
+            return OK
+        }
     }
 
-    private func publish(_ out: Outgoing, on client: MqttClient, requeueAtFront: Bool) {
-        let timeout = shared.withLock { s -> Int in
-            s.pending[out.requestID] = Pending(what: out.what, deadline: Int64.max)
-            return s.config.requestTimeoutMs
-        }
-        let rc = client.publish(topic: out.topic, payload: out.payload, qos: 1,
-                                responseTopic: Topics.response(clientID: client.clientID),
-                                correlationData: Array(out.requestID.utf8))
-        shared.withLock { s in
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                s.pending[out.requestID]?.deadline = Platform.nowMs() + Int64(timeout)
-            } else {
-                s.pending[out.requestID] = nil
-                if requeueAtFront { s.outgoing.insert(out, at: 0) } else { s.outgoing.append(out) }
-            }
-        }
+    private func newRequestID(_ s: inout Shared) -> String {
+        s.requestCounter += 1
+        return "\(requestPrefix)-\(s.requestCounter)"
+    }
+
+    private func publish(_ item: Outbox.Item, on client: MqttClient, identity: Identity) {
+        var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(identity.accessToken)")]
+        if let ct = item.contentType { headers.append(("Content-Type", ct)) }
+        headers.append((KiiFraming.requestIDHeader, item.id))
+        let payload = KiiRequest(method: item.method, headers: headers, body: item.body).encode()
+        let rc = client.publish(topic: Topics.request(clientID: client.clientID, appID: appID, path: item.path),
+                                payload: payload, qos: 1, responseTopic: Topics.response(clientID: client.clientID),
+                                correlationData: Array(item.id.utf8))
         if rc == MOSQ_ERR_SUCCESS.rawValue {
-            logger.debug("sent \(out.what) (request \(out.requestID))")
+            logger.debug("sent \(item.what) (request \(item.id))")
         } else {
-            logger.warning("could not send \(out.what) now (\(MqttClient.describe(rc))); it stays queued")
+            // sentAt stays set: the next try comes after the request timeout,
+            // and the items behind this one are not held up.
+            logger.warning("could not send \(item.what) now (\(MqttClient.describe(rc))); it stays in the outbox")
         }
     }
 
-    private func flushOutgoing() {
-        while true {
-            let next = shared.withLock { s -> (Outgoing, MqttClient)? in
-                guard s.connected, let c = s.client, !s.outgoing.isEmpty else { return nil }
-                return (s.outgoing.removeFirst(), c)
+    /// Sends every outbox item not sent on this connection, or sent longer
+    /// ago than the request timeout without an answer.
+    private func sendDue() {
+        let now = Platform.nowMs()
+        var late: [String] = []
+        let batch = shared.withLock { s -> ([Outbox.Item], MqttClient, Identity)? in
+            guard s.connected, let c = s.client, let id = s.identity else { return nil }
+            let timeout = Int64(s.config.requestTimeoutMs)
+            var due: [Outbox.Item] = []
+            for item in s.outbox.items where due.count < Thing.sendBatch {
+                if let sent = s.sentAt[item.id] {
+                    guard now - sent >= timeout else { continue }
+                    late.append(item.what)
+                }
+                s.sentAt[item.id] = now
+                due.append(item)
             }
-            guard let (out, client) = next else { return }
-            publish(out, on: client, requeueAtFront: true)
-            if shared.withLock({ $0.outgoing.first?.requestID == out.requestID }) { return }
+            return (due, c, id)
         }
+        for w in late { logger.warning("no answer from the framework to \(w); sending it again") }
+        guard let (items, client, identity) = batch else { return }
+        for item in items { publish(item, on: client, identity: identity) }
     }
 
     func updateState(_ state: JSON, partial: Bool) -> Int32 {
         guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
         return sendRequest(method: partial ? "PATCH" : "PUT", path: "targets/thing:\(tid)/states",
                            contentType: MediaType.json, body: state.dumpBytes(),
-                           what: partial ? "partial state" : "state")
+                           what: partial ? "partial state" : "state", kind: .state)
     }
 
     func updateFirmwareVersion(_ version: String) -> Int32 {
@@ -347,7 +377,7 @@ final class Thing: @unchecked Sendable {
         body.set("firmwareVersion", string: version)
         return sendRequest(method: "PUT", path: "things/\(tid)/firmware-version",
                            contentType: "application/vnd.kii.ThingFirmwareVersionUpdateRequest+json",
-                           body: body.dumpBytes(), what: "firmware version \(version)")
+                           body: body.dumpBytes(), what: "firmware version \(version)", kind: .other)
     }
 
     // MARK: the loop
@@ -373,7 +403,6 @@ final class Thing: @unchecked Sendable {
         if !open {
             if wait > 0 {
                 Platform.sleepMs(Int(min(Int64(timeoutMs), wait)))
-                expireRequests()
                 return THINGIF_ERR_NO_CONN.code
             }
             guard connect() else { return THINGIF_ERR_NO_CONN.code }
@@ -384,9 +413,10 @@ final class Thing: @unchecked Sendable {
                 connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
             }
         }
+        reportInterrupted()
         processInbox()
         runStateProvider()
-        expireRequests()
+        sendDue()
         return shared.withLock { $0.connected && $0.subscribed } ? OK : THINGIF_ERR_NO_CONN.code
     }
 
@@ -399,13 +429,16 @@ final class Thing: @unchecked Sendable {
     }
 
     private func connectionLost(_ why: String) {
+        // Both the loop's error and libmosquitto's disconnect callback report
+        // one loss; only the first counts for the backoff.
         let wasUp = shared.withLock { s -> Bool in
-            let up = s.socketOpen
+            guard s.socketOpen else { return false }
             s.socketOpen = false
             s.connected = false
             s.subscribed = false
+            s.sentAt.removeAll()
             scheduleReconnect(&s)
-            return up
+            return true
         }
         if wasUp { logger.warning(why) }
     }
@@ -464,11 +497,9 @@ final class Thing: @unchecked Sendable {
     /// CONNACK (on the loop thread, inside libmosquitto's loop).
     private func connected(_ rc: Int32, client: MqttClient) {
         guard rc == 0 else {
+            // The socket closes next; connectionLost schedules the retry, and
+            // the backoff keeps growing until a CONNACK succeeds.
             logger.error("the broker refused the connection: \(MqttClient.describeConnack(rc))")
-            shared.withLock { s in
-                s.connected = false
-                scheduleReconnect(&s)
-            }
             return
         }
         let topic = client.clientID
@@ -479,9 +510,10 @@ final class Thing: @unchecked Sendable {
             s.connected = true
             s.subscribeMid = mid
             s.reconnectAttempt = 0
+            s.sentAt.removeAll()
         }
         logger.info("connected; commands arrive on \(topic)")
-        flushOutgoing()
+        sendDue()
     }
 
     // MARK: inbound
@@ -489,7 +521,10 @@ final class Thing: @unchecked Sendable {
     private func processInbox() {
         while true {
             let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
-                guard !s.inbox.isEmpty, let id = s.identity else { return nil }
+                guard let first = s.inbox.first, let id = s.identity else { return nil }
+                // Results are never dropped: while they fill the outbox, new
+                // commands wait here until the framework answers.
+                if first.topic == id.endpoint.mqttTopic && s.outbox.resultCount >= s.outbox.capacity { return nil }
                 return (s.inbox.removeFirst(), id, s.config.maxPayload)
             }
             guard let (message, identity, maxPayload) = next else { return }
@@ -510,80 +545,28 @@ final class Thing: @unchecked Sendable {
             return
         }
         let rid = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? reply.requestID ?? ""
-        guard let pending = shared.withLock({ $0.pending.removeValue(forKey: rid) }) else {
+        // 2xx: done. 4xx: the request itself is wrong and sending it again
+        // cannot help. 5xx: keep it; it goes out again after the timeout.
+        let retry = reply.status >= 500
+        let item = shared.withLock { s -> Outbox.Item? in
+            guard let item = s.outbox.item(rid) else { return nil }
+            if !retry {
+                s.outbox.ack(rid)
+                s.sentAt[rid] = nil
+            }
+            return item
+        }
+        guard let item else {
             logger.debug("ignored a reply to unknown request \(rid)")
             return
         }
         if reply.isSuccess {
-            logger.debug("framework accepted \(pending.what): \(reply.status)")
+            logger.debug("framework accepted \(item.what): \(reply.status)")
+        } else if retry {
+            logger.warning("framework failed on \(item.what): \(reply.status) \(reply.bodyText); it will be sent again")
         } else {
-            logger.error("framework rejected \(pending.what): \(reply.status) \(reply.bodyText)")
+            logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
         }
-    }
-
-    private func expireRequests() {
-        let now = Platform.nowMs()
-        let expired = shared.withLock { s -> [Pending] in
-            let gone = s.pending.filter { $0.value.deadline <= now }
-            for k in gone.keys { s.pending[k] = nil }
-            return Array(gone.values)
-        }
-        for p in expired { logger.warning("no answer from the framework to \(p.what)") }
-    }
-
-    private func handleCommand(_ payload: [UInt8], identity: Identity, maxPayload: Int) {
-        switch Command.decode(payload, maxSize: maxPayload) {
-        case .failure(let e):
-            logger.error(e.message)
-        case .success(let command):
-            let results = run(command)
-            let body = results.encode().dumpBytes()
-            _ = sendRequest(method: "PUT", path: "targets/thing:\(identity.thingID)/commands/\(command.id)/action-results",
-                            contentType: MediaType.json, body: body, what: "results of command \(command.id)")
-        }
-    }
-
-    /// Runs a command's actions in order and collects one result per action.
-    func run(_ command: Command) -> ActionResults {
-        let strings = CommandStrings(command)
-        var groups: [ActionResults.Group] = []
-        var index = 0
-        for g in command.groups {
-            var results: [ActionResult] = []
-            for e in g.entries {
-                switch e {
-                case .invalid(let name, let reason):
-                    logger.warning("command \(command.id): \(reason)")
-                    results.append(.failure(name, reason))
-                case .action(let name, let params):
-                    results.append(runAction(name: name, params: params, alias: g.alias, command: command,
-                                             strings: strings, index: index))
-                }
-                index += 1
-            }
-            groups.append(ActionResults.Group(alias: g.alias, results: results))
-        }
-        return ActionResults(groups: groups)
-    }
-
-    private func runAction(name: String, params: JSON, alias: String?, command: Command, strings: CommandStrings,
-                           index: Int) -> ActionResult {
-        let handler = shared.withLock {
-            $0.handlers.lookup(schema: command.schema, version: command.schemaVersion, alias: alias, action: name)
-        }
-        guard let handler else {
-            let scope: String
-            if let alias { scope = "alias \"\(alias)\"" } else if let schema = command.schema {
-                scope = "schema \"\(schema)\" version \(command.schemaVersion)"
-            } else { scope = "a command without schema" }
-            return .failure(name, "no handler for action \"\(name)\" of \(scope)")
-        }
-        let ctx = ActionContext(thing: self, command: strings, name: name, alias: alias, params: params, index: index)
-        let opaque = OpaquePointer(Unmanaged.passUnretained(ctx).toOpaque())
-        withExtendedLifetime(ctx) {
-            handler.callback(opaque, handler.userdata)
-        }
-        return ctx.result
     }
 
     private func runStateProvider() {
@@ -608,7 +591,7 @@ final class Thing: @unchecked Sendable {
     // MARK: own thread
 
     func startThread() -> Int32 {
-        if isOnLoopThread { return THINGIF_ERR_STATE.code }
+        if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
         let ok = shared.withLock { s -> Int32 in
             if s.ownThread != nil || s.loopThread != nil { return THINGIF_ERR_STATE.code }
             if s.identity == nil { return THINGIF_ERR_NOT_ONBOARDED.code }

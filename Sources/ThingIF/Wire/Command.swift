@@ -141,11 +141,11 @@ public struct Command {
                 let (alias, list) = e.members[0]
                 var entries: [Entry] = []
                 for a in list.elements {
-                    entries.append(entry(a, index: index))
+                    entries.append(entry(a, index: index, commandID: id))
                     index += 1
                 }
                 if entries.isEmpty {
-                    entries.append(.invalid(name: "", reason: "action \(index): alias \"\(alias)\" has no actions"))
+                    entries.append(.invalid(name: "", reason: "command \(id): action \(index): alias \"\(alias)\" has no actions"))
                     index += 1
                 }
                 cmd.groups.append(Group(alias: alias, entries: entries))
@@ -154,7 +154,7 @@ public struct Command {
             cmd.shape = .schema
             var entries: [Entry] = []
             for a in elements {
-                entries.append(entry(a, index: index))
+                entries.append(entry(a, index: index, commandID: id))
                 index += 1
             }
             cmd.groups = [Group(alias: nil, entries: entries)]
@@ -162,17 +162,18 @@ public struct Command {
         return .success(cmd)
     }
 
-    private static func entry(_ e: JSON, index: Int) -> Entry {
+    private static func entry(_ e: JSON, index: Int, commandID: String) -> Entry {
+        let at = "command \(commandID): action \(index)"
         guard e.isObject else {
-            return .invalid(name: "", reason: "action \(index): must be an object with one key, not \(e.typeName)")
+            return .invalid(name: "", reason: "\(at): must be an object with one key, not \(e.typeName)")
         }
         let members = e.members
         guard members.count == 1 else {
             return .invalid(name: members.first?.key ?? "",
-                            reason: "action \(index): an action object must have exactly one key, it has \(members.count)")
+                            reason: "\(at): an action object must have exactly one key, it has \(members.count)")
         }
         let (name, value) = members[0]
-        guard !name.isEmpty else { return .invalid(name: "", reason: "action \(index): the action name is empty") }
+        guard !name.isEmpty else { return .invalid(name: "", reason: "\(at): the action name is empty") }
         return .action(name: name, params: value)
     }
 

@@ -156,9 +156,11 @@ public enum Topics {
 
     /// Subscriptions of the framework side (shared, so several hubs split the stream).
     public static let hubShareGroup = "thingif-hub"
+    /// Requests go through the shared group (each reaches one hub); status
+    /// messages do not (every hub learns when a thing comes online).
     public static func hubSubscriptions(shared: Bool) -> [String] {
-        let plain = ["p/+/thing-if/apps/#", "p/+/api/apps/#", "p/+/status"]
-        return shared ? plain.map { "$share/\(hubShareGroup)/\($0)" } : plain
+        let requests = ["p/+/thing-if/apps/#", "p/+/api/apps/#"]
+        return (shared ? requests.map { "$share/\(hubShareGroup)/\($0)" } : requests) + ["p/+/status"]
     }
 
     public struct ParsedRequest: Equatable, Sendable {

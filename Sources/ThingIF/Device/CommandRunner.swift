@@ -1,0 +1,196 @@
+import CThingIF
+
+/// A command whose actions are running or deferred: the results collect
+/// here, by action index, until every action has one.
+final class RunningCommand {
+    let id: String
+    let thingID: String
+    /// (alias, number of actions) per group, to rebuild the grouped results.
+    let layout: [(alias: String?, count: Int)]
+    var results: [ActionResult?]
+    var outstanding: Int
+
+    init(_ command: Command, thingID: String) {
+        id = command.id
+        self.thingID = thingID
+        layout = command.groups.map { ($0.alias, $0.entries.count) }
+        results = Array(repeating: nil, count: command.actionCount)
+        outstanding = command.actionCount
+    }
+
+    var actionResults: ActionResults {
+        var groups: [ActionResults.Group] = []
+        var i = 0
+        for (alias, count) in layout {
+            groups.append(ActionResults.Group(alias: alias, results: (i..<i + count).map {
+                results[$0] ?? .failure("", "no result")
+            }))
+            i += count
+        }
+        return ActionResults(groups: groups)
+    }
+}
+
+/// What `thingif_action_defer()` hands out: completes one action later,
+/// from any thread.
+final class DeferredAction {
+    weak var thing: Thing?
+    let commandID: String
+    let index: Int
+    let name: String
+
+    init(thing: Thing, commandID: String, index: Int, name: String) {
+        self.thing = thing
+        self.commandID = commandID
+        self.index = index
+        self.name = name
+    }
+}
+
+extension Thing {
+    static let interruptedMessage = "interrupted: the thing stopped while this command ran; it was not run again"
+
+    /// A command payload from the thing's topic (loop thread).
+    func handleCommand(_ payload: [UInt8], identity: Identity, maxPayload: Int) {
+        let command: Command
+        switch Command.decode(payload, maxSize: maxPayload) {
+        case .failure(let e):
+            logger.error(e.message)
+            return
+        case .success(let c):
+            command = c
+        }
+        enum Known { case running, done(JSON, alreadyQueued: Bool), interrupted(JSON), new(persisted: Bool) }
+        let resultsPath = Thing.resultsPath(thingID: identity.thingID, commandID: command.id)
+        let known = shared.withLock { s -> Known in
+            if s.running[command.id] != nil { return .running }
+            switch s.ledger.state(of: command.id) {
+            case .done(let r)?: return .done(r, alreadyQueued: s.outbox.items.contains { $0.path == resultsPath })
+            case .started(let skeleton)?: return .interrupted(skeleton)
+            case nil:
+                let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command))
+                if ok { s.running[command.id] = RunningCommand(command, thingID: identity.thingID) }
+                return .new(persisted: ok)
+            }
+        }
+        switch known {
+        case .running:
+            logger.info("command \(command.id) arrived again while it still runs; ignored")
+        case .done(let results, let queued):
+            logger.info("command \(command.id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
+            if !queued { _ = sendResults(results, commandID: command.id, thingID: identity.thingID) }
+        case .interrupted(let skeleton):
+            logger.warning("command \(command.id) arrived again after it was cut off; reporting it as interrupted")
+            finishInterrupted(command.id, skeleton: skeleton, thingID: identity.thingID)
+        case .new(let persisted):
+            if !persisted {
+                logger.error("cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard")
+                shared.withLock { $0.running[command.id] = RunningCommand(command, thingID: identity.thingID) }
+            }
+            run(command)
+        }
+    }
+
+    static func resultsPath(thingID: String, commandID: String) -> String {
+        "targets/thing:\(thingID)/commands/\(commandID)/action-results"
+    }
+
+    private func sendResults(_ results: JSON, commandID: String, thingID: String) -> Int32 {
+        sendRequest(method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
+                    contentType: MediaType.json, body: results.dumpBytes(), what: "results of command \(commandID)",
+                    kind: .results)
+    }
+
+    /// Reports the commands that a crash cut off, once per handle.
+    func reportInterrupted() {
+        let work = shared.withLock { s -> ([(id: String, skeleton: JSON)], String)? in
+            guard !s.interruptedReported, let id = s.identity else { return nil }
+            s.interruptedReported = true
+            return (s.ledger.interrupted, id.thingID)
+        }
+        guard let (list, thingID) = work else { return }
+        for (id, skeleton) in list {
+            logger.warning("command \(id) was cut off by a restart; reporting it as interrupted")
+            finishInterrupted(id, skeleton: skeleton, thingID: thingID)
+        }
+    }
+
+    private func finishInterrupted(_ id: String, skeleton: JSON, thingID: String) {
+        let results = CommandLedger.failedResults(skeleton: skeleton, message: Thing.interruptedMessage).encode()
+        _ = shared.withLock { $0.ledger.finish(id, results: results) }
+        _ = sendResults(results, commandID: id, thingID: thingID)
+    }
+
+    /// Runs a command's actions in order; each result lands in its
+    /// RunningCommand, and the last one sends the results.
+    private func run(_ command: Command) {
+        let strings = CommandStrings(command)
+        var index = 0
+        for g in command.groups {
+            for e in g.entries {
+                switch e {
+                case .invalid(let name, let reason):
+                    logger.warning(reason)
+                    complete(command.id, index: index, result: .failure(name, reason))
+                case .action(let name, let params):
+                    if let result = runAction(name: name, params: params, alias: g.alias, command: command,
+                                              strings: strings, index: index) {
+                        complete(command.id, index: index, result: result)
+                    }
+                }
+                index += 1
+            }
+        }
+    }
+
+    /// Runs one handler; nil when the handler deferred its result.
+    private func runAction(name: String, params: JSON, alias: String?, command: Command, strings: CommandStrings,
+                           index: Int) -> ActionResult? {
+        let handler = shared.withLock {
+            $0.handlers.lookup(schema: command.schema, version: command.schemaVersion, alias: alias, action: name)
+        }
+        guard let handler else {
+            let scope: String
+            if let alias { scope = "alias \"\(alias)\"" } else if let schema = command.schema {
+                scope = "schema \"\(schema)\" version \(command.schemaVersion)"
+            } else { scope = "a command without schema" }
+            return .failure(name, "no handler for action \"\(name)\" of \(scope)")
+        }
+        let ctx = ActionContext(thing: self, command: strings, name: name, alias: alias, params: params, index: index)
+        let opaque = OpaquePointer(Unmanaged.passUnretained(ctx).toOpaque())
+        withExtendedLifetime(ctx) {
+            handler.callback(opaque, handler.userdata)
+        }
+        return ctx.deferred == nil ? ctx.result : nil
+    }
+
+    /// Records one action's result; sends the results when it was the last.
+    func complete(_ commandID: String, index: Int, result: ActionResult) {
+        let finished = shared.withLock { s -> RunningCommand? in
+            guard let rc = s.running[commandID], index < rc.results.count, rc.results[index] == nil else { return nil }
+            rc.results[index] = result
+            rc.outstanding -= 1
+            guard rc.outstanding == 0 else { return nil }
+            s.running[commandID] = nil
+            return rc
+        }
+        guard let rc = finished else { return }
+        let results = rc.actionResults.encode()
+        if !shared.withLock({ $0.ledger.finish(rc.id, results: results) }) {
+            logger.error("cannot record the results of command \(rc.id) in \(storage.path(CommandLedger.fileName))")
+        }
+        _ = sendResults(results, commandID: rc.id, thingID: rc.thingID)
+    }
+
+    /// Completes a deferred action (any thread).
+    func completeDeferred(_ d: DeferredAction, errorMessage: String?, data: JSON?) -> Int32 {
+        let known = shared.withLock { s in s.running[d.commandID]?.results[d.index] == nil && s.running[d.commandID] != nil }
+        guard known else { return THINGIF_ERR_STATE.code }
+        var result = ActionResult(name: d.name, succeeded: errorMessage == nil, errorMessage: nil, data: data)
+        if let m = errorMessage {
+            result.errorMessage = ActionContext.truncate(m)
+        }
+        complete(d.commandID, index: d.index, result: result)
+        return OK
+    }
+}

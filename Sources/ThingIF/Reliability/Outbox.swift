@@ -1,0 +1,113 @@
+/// Requests to the framework (action results, state, firmware version) kept
+/// in a persisted journal until the framework answers them, so that a lost
+/// connection or a restart loses none: after every (re)connect the thing sends
+/// all of them again, under their original request IDs.
+///
+/// Bounded by `capacity` items. When it is full, the oldest state or
+/// firmware-version upload is dropped to make room (a newer one supersedes
+/// it); when only results are left, a new state or firmware upload is refused
+/// (`.full`). Results are never dropped: the engine stops taking new commands
+/// while `resultCount >= capacity`.
+///
+/// Not thread-safe: the engine guards it with its lock.
+final class Outbox {
+    enum Kind: String {
+        case results, state, other
+    }
+
+    struct Item {
+        var id: String
+        var method: String
+        var path: String
+        var contentType: String?
+        var body: [UInt8]
+        var what: String
+        var kind: Kind
+    }
+
+    enum AddOutcome {
+        case added
+        case addedDropping(Item)
+        case full
+    }
+
+    static let fileName = "outbox.jsonl"
+
+    var capacity: Int
+    private let journal: Journal
+    private(set) var items: [Item] = []
+
+    init(storage: Storage, capacity: Int) {
+        self.capacity = max(1, capacity)
+        journal = Journal(storage: storage, name: Outbox.fileName)
+        for r in journal.load() {
+            guard let id = r["id"]?.stringValue else { continue }
+            switch r["op"]?.stringValue {
+            case "add":
+                guard let method = r["m"]?.stringValue, let path = r["p"]?.stringValue,
+                      let body = r["b"]?.stringValue else { continue }
+                items.append(Item(id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
+                                  body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
+                                  kind: Kind(rawValue: r["k"]?.stringValue ?? "") ?? .other))
+            case "ack", "drop":
+                items.removeAll { $0.id == id }
+            default:
+                continue
+            }
+        }
+    }
+
+    var resultCount: Int { items.reduce(0) { $0 + ($1.kind == .results ? 1 : 0) } }
+
+    private func encode(_ item: Item) -> JSON {
+        let r = JSON.object()
+        r.set("op", string: "add")
+        r.set("id", string: item.id)
+        r.set("m", string: item.method)
+        r.set("p", string: item.path)
+        if let ct = item.contentType { r.set("ct", string: ct) }
+        r.set("b", string: String(decoding: item.body, as: UTF8.self))
+        r.set("w", string: item.what)
+        r.set("k", string: item.kind.rawValue)
+        return r
+    }
+
+    private func mark(_ op: String, _ id: String) -> Bool {
+        let r = JSON.object()
+        r.set("op", string: op)
+        r.set("id", string: id)
+        return journal.append(r)
+    }
+
+    /// Persists a new item. Returns nil when the journal could not be written.
+    func add(_ item: Item) -> AddOutcome? {
+        var dropped: Item?
+        if items.count >= capacity && item.kind != .results {
+            guard let i = items.firstIndex(where: { $0.kind != .results }) else { return .full }
+            dropped = items[i]
+            guard mark("drop", items[i].id) else { return nil }
+            items.remove(at: i)
+        }
+        guard journal.append(encode(item)) else { return nil }
+        items.append(item)
+        compactIfNeeded()
+        return dropped.map { .addedDropping($0) } ?? .added
+    }
+
+    /// Removes an answered item; returns it, or nil when unknown.
+    @discardableResult
+    func ack(_ id: String) -> Item? {
+        guard let i = items.firstIndex(where: { $0.id == id }) else { return nil }
+        let item = items.remove(at: i)
+        _ = mark("ack", id)
+        compactIfNeeded()
+        return item
+    }
+
+    func item(_ id: String) -> Item? { items.first { $0.id == id } }
+
+    private func compactIfNeeded() {
+        guard journal.lineCount > 2 * items.count + 64 else { return }
+        _ = journal.rewrite(items.map(encode))
+    }
+}
