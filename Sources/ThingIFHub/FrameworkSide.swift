@@ -1,5 +1,5 @@
 import CThingIF
-import Synchronization
+
 import ThingIF
 #if canImport(Glibc)
 import Glibc
@@ -85,7 +85,7 @@ public final class FrameworkSide: @unchecked Sendable {
 
     public let options: Options
     private let client: MqttClient
-    private let data = Mutex(Data())
+    private let data = Locked(Data())
     private let journal: Journal?
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?

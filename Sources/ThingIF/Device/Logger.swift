@@ -1,5 +1,5 @@
 import CThingIF
-import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +12,7 @@ final class Logger: @unchecked Sendable {
         var userdata: UnsafeMutableRawPointer?
     }
 
-    private let sink = Mutex(Sink(callback: nil, maxLevel: Int32(THINGIF_LOG_WARNING.rawValue), userdata: nil))
+    private let sink = Locked(Sink(callback: nil, maxLevel: Int32(THINGIF_LOG_WARNING.rawValue), userdata: nil))
 
     func set(callback: thingif_log_cb?, maxLevel: Int32, userdata: UnsafeMutableRawPointer?) {
         sink.withLock {

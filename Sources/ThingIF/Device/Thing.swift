@@ -1,5 +1,5 @@
 import CThingIF
-import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -74,19 +74,19 @@ final class Thing: @unchecked Sendable {
     let appKey: String
     let storage: Storage
     let logger = Logger()
-    let shared: Mutex<Shared>
+    let shared: Locked<Shared>
     /// Per-handle prefix of request IDs, so replies of an older run are not
     /// taken for this one's.
     let requestPrefix = Platform.randomHex(bytes: 4)
     /// C copy of the thingID for thingif_thing_id().
-    private let thingIDCString = Mutex<UnsafeMutablePointer<CChar>?>(nil)
+    private let thingIDCString = Locked<UnsafeMutablePointer<CChar>?>(nil)
 
     init?(appID: String, appKey: String, storageDir: String) {
         guard let s = Storage(directory: storageDir) else { return nil }
         self.appID = appID
         self.appKey = appKey
         self.storage = s
-        shared = Mutex(Shared(outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
+        shared = Locked(Shared(outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
                               ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity)))
     }
 
