@@ -56,40 +56,34 @@ final class CommandLedger {
 
     /// Marks a command as started. False when it could not be persisted.
     func start(_ commandID: String, skeleton: JSON) -> Bool {
-        let r = JSON.object()
-        r.set("c", string: commandID)
-        r.set("a", skeleton)
-        guard journal.append(r) else { return false }
-        record(commandID, .started(skeleton: skeleton))
-        compactIfNeeded()
-        return true
+        persist(commandID, .started(skeleton: skeleton))
     }
 
     /// Marks a command as done with the results body it reported.
     func finish(_ commandID: String, results: JSON) -> Bool {
-        let r = JSON.object()
-        r.set("c", string: commandID)
-        r.set("r", results)
-        guard journal.append(r) else { return false }
-        record(commandID, .done(results: results))
+        guard persist(commandID, .done(results: results)) else { return false }
         interrupted.removeAll { $0.id == commandID }
-        compactIfNeeded()
         return true
     }
 
-    private func compactIfNeeded() {
-        guard journal.lineCount > 2 * capacity + 64 else { return }
-        let records: [JSON] = order.compactMap { id in
-            let r = JSON.object()
-            r.set("c", string: id)
-            switch states[id] {
-            case .started(let s): r.set("a", s)
-            case .done(let res): r.set("r", res)
-            case nil: return nil
-            }
-            return r
+    /// One journal line: {"c": id, "a": skeleton} or {"c": id, "r": results}.
+    private static func line(_ id: String, _ state: State) -> JSON {
+        let r = JSON.object()
+        r.set("c", string: id)
+        switch state {
+        case .started(let s): r.set("a", s)
+        case .done(let res): r.set("r", res)
         }
-        _ = journal.rewrite(records)
+        return r
+    }
+
+    private func persist(_ id: String, _ state: State) -> Bool {
+        guard journal.append(CommandLedger.line(id, state)) else { return false }
+        record(id, state)
+        if journal.lineCount > 2 * capacity + 64 {
+            _ = journal.rewrite(order.compactMap { id in states[id].map { CommandLedger.line(id, $0) } })
+        }
+        return true
     }
 
     /// The action names of a command, grouped as its results will be:
