@@ -1,5 +1,6 @@
-/*
- * thingif.h - the thing side of a Thing Interaction Framework.
+/**
+ * @file thingif.h
+ * @brief thingif.h - the thing side of a Thing Interaction Framework.
  *
  * libthingif lets C firmware onboard to a Thing Interaction Framework, take
  * commands from the cloud over MQTT 5, run their actions through handlers it
@@ -12,6 +13,7 @@
  *
  * A typical program:
  *
+ * @code{.c}
  *     thingif_t *t = thingif_new("myApp", "myAppKey", "/var/lib/aircon");
  *     thingif_set_broker(t, "127.0.0.1", 1883);
  *     thingif_on_action(t, "AirConditioner-Demo", 1, "turnPower", on_power, &dev);
@@ -20,8 +22,9 @@
  *     thingif_loop_start(t);            // or: for (;;) thingif_loop(t, 1000);
  *     ...
  *     thingif_destroy(t);
+ * @endcode
  *
- * Conventions
+ * @par Conventions
  *  - Every function that can fail returns an int from enum thingif_status:
  *    THINGIF_OK (0) on success, a positive THINGIF_ERR_* otherwise.
  *    thingif_strerror() turns it into text.
@@ -45,231 +48,211 @@
 extern "C" {
 #endif
 
-#define THINGIF_VERSION_MAJOR 0
-#define THINGIF_VERSION_MINOR 1
-#define THINGIF_VERSION_PATCH 0
-#define THINGIF_VERSION_STRING "0.1.0"
+#define THINGIF_VERSION_MAJOR 0          /**< the major version of this header */
+#define THINGIF_VERSION_MINOR 1          /**< the minor version of this header */
+#define THINGIF_VERSION_PATCH 0          /**< the patch version of this header */
+#define THINGIF_VERSION_STRING "0.1.0"   /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
 
-/* The handle for one thing. Opaque; create with thingif_new(). */
+/** The handle for one thing. Opaque; create with thingif_new(). */
 typedef struct thingif thingif_t;
 
-/* One action of a command, as a handler sees it. Opaque; valid only inside
+/** One action of a command, as a handler sees it. Opaque; valid only inside
  * the handler call that received it. */
 typedef struct thingif_action thingif_action;
 
-/* An action whose result comes later; see thingif_action_defer(). */
+/** An action whose result comes later; see thingif_action_defer(). */
 typedef struct thingif_deferred thingif_deferred;
 
-/* Status codes. Functions return them as int (the width of a C enum is
+/** Status codes. Functions return them as int (the width of a C enum is
  * implementation-defined). */
 enum thingif_status {
-    THINGIF_OK = 0,
-    THINGIF_ERR_INVALID = 1,        /* an argument is NULL, empty, malformed or out of range */
-    THINGIF_ERR_NOMEM = 2,          /* out of memory */
-    THINGIF_ERR_STATE = 3,          /* not allowed in the handle's current state (e.g. a loop runs) */
-    THINGIF_ERR_NOT_ONBOARDED = 4,  /* the thing has no identity yet: call thingif_onboard() or thingif_use_onboarded() */
-    THINGIF_ERR_IN_CALLBACK = 5,    /* not allowed from inside a thingif callback on the same handle */
-    THINGIF_ERR_CONNECT = 6,        /* the broker could not be reached or refused the connection */
-    THINGIF_ERR_NO_CONN = 7,        /* not connected to the broker right now (the loop reconnects) */
-    THINGIF_ERR_TIMEOUT = 8,        /* the framework did not answer in time (THINGIF_OPT_REQUEST_TIMEOUT_MS) */
-    THINGIF_ERR_REJECTED = 9,       /* the framework answered with an error status (4xx, 5xx) */
-    THINGIF_ERR_PROTOCOL = 10,      /* the framework's answer was malformed */
-    THINGIF_ERR_STORAGE = 11,       /* the storage directory could not be created, read or written */
-    THINGIF_ERR_JSON = 12,          /* a JSON argument is not valid JSON or not of the kind required */
-    THINGIF_ERR_TLS = 13,           /* TLS files could not be used */
-    THINGIF_ERR_MQTT = 14,          /* libmosquitto reported an error not covered above */
-    THINGIF_ERR_FULL = 15           /* the outbox is full of unanswered requests; the upload was refused */
+    THINGIF_OK = 0,                 /**< success */
+    THINGIF_ERR_INVALID = 1,        /**< an argument is NULL, empty, malformed or out of range */
+    THINGIF_ERR_NOMEM = 2,          /**< out of memory */
+    THINGIF_ERR_STATE = 3,          /**< not allowed in the handle's current state (e.g. a loop runs) */
+    THINGIF_ERR_NOT_ONBOARDED = 4,  /**< the thing has no identity yet: call thingif_onboard() or thingif_use_onboarded() */
+    THINGIF_ERR_IN_CALLBACK = 5,    /**< not allowed from inside a thingif callback on the same handle */
+    THINGIF_ERR_CONNECT = 6,        /**< the broker could not be reached or refused the connection */
+    THINGIF_ERR_NO_CONN = 7,        /**< not connected to the broker right now (the loop reconnects) */
+    THINGIF_ERR_TIMEOUT = 8,        /**< the framework did not answer in time (THINGIF_OPT_REQUEST_TIMEOUT_MS) */
+    THINGIF_ERR_REJECTED = 9,       /**< the framework answered with an error status (4xx, 5xx) */
+    THINGIF_ERR_PROTOCOL = 10,      /**< the framework's answer was malformed */
+    THINGIF_ERR_STORAGE = 11,       /**< the storage directory could not be created, read or written */
+    THINGIF_ERR_JSON = 12,          /**< a JSON argument is not valid JSON or not of the kind required */
+    THINGIF_ERR_TLS = 13,           /**< TLS files could not be used */
+    THINGIF_ERR_MQTT = 14,          /**< libmosquitto reported an error not covered above */
+    THINGIF_ERR_FULL = 15           /**< the outbox is full of unanswered requests; the upload was refused */
 };
 
-/* Log levels, most severe first. */
+/** Log levels, most severe first. */
 enum thingif_log_level {
-    THINGIF_LOG_ERROR = 0,
-    THINGIF_LOG_WARNING = 1,
-    THINGIF_LOG_INFO = 2,
-    THINGIF_LOG_DEBUG = 3
+    THINGIF_LOG_ERROR = 0,    /**< something failed */
+    THINGIF_LOG_WARNING = 1,  /**< something unexpected that the library handled */
+    THINGIF_LOG_INFO = 2,     /**< a change worth knowing: onboarded, connected, disconnected */
+    THINGIF_LOG_DEBUG = 3     /**< detail for finding a problem */
 };
 
-/* Options for thingif_set_option(). */
+/** Options for thingif_set_option(). */
 enum thingif_option {
-    /* Largest command payload accepted, in bytes. A larger message is
+    /** Largest command payload accepted, in bytes. A larger message is
      * dropped with an error log line. Default 65536; range 256 .. 16777216. */
     THINGIF_OPT_MAX_PAYLOAD = 1,
-    /* MQTT keepalive in seconds. Default 60; range 5 .. 65535. */
+    /** MQTT keepalive in seconds. Default 60; range 5 .. 65535. */
     THINGIF_OPT_KEEPALIVE_S = 2,
-    /* How long to wait for the framework's answer to a request, in
+    /** How long to wait for the framework's answer to a request, in
      * milliseconds. Default 10000; range 100 .. 600000. */
     THINGIF_OPT_REQUEST_TIMEOUT_MS = 3,
-    /* Smallest and largest wait before a reconnect, in milliseconds.
+    /** Smallest and largest wait before a reconnect, in milliseconds.
      * Defaults 500 and 30000; range 10 .. 3600000. */
     THINGIF_OPT_RECONNECT_MIN_MS = 4,
-    THINGIF_OPT_RECONNECT_MAX_MS = 5,
-    /* Most requests (results, state, firmware version) kept in the outbox
-     * until the framework answers them. Default 256; range 8 .. 100000.
-     * See thingif_update_state() for what happens when it is full. */
+    THINGIF_OPT_RECONNECT_MAX_MS = 5, /**< the largest wait; see THINGIF_OPT_RECONNECT_MIN_MS */
+    /** How many requests (results, state, firmware version) the outbox
+     * holds while they wait for the framework's answer before state uploads
+     * are dropped or refused. Default 256; range 8 .. 100000. Results are
+     * never dropped and may exceed it. See thingif_update_state(). */
     THINGIF_OPT_OUTBOX_MAX = 6,
-    /* How many of the newest command IDs the ledger remembers, so that a
+    /** How many of the newest command IDs the ledger remembers, so that a
      * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
     THINGIF_OPT_LEDGER_SIZE = 7
 };
 
-/*
- * Function: thingif_version
- *
+/**
  * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.1.0".
  * The string is static: valid for the life of the process. Any thread.
  */
 const char *thingif_version(void);
 
-/*
- * Function: thingif_strerror
- *
+/**
  * Returns a one-line English description of a status code. Unknown codes
  * give "unknown status". The string is static: valid for the life of the
  * process; never NULL. Any thread.
  */
 const char *thingif_strerror(int status);
 
-/*
- * Callback: thingif_log_cb
- *
+/**
  * Receives one log line.
  *
- * Parameters:
- *   level    - an enum thingif_log_level value.
- *   message  - the line, without a trailing newline. Borrowed: valid only
+ * @param level an enum thingif_log_level value.
+ * @param message the line, without a trailing newline. Borrowed: valid only
  *              during the call; copy it to keep it.
- *   userdata - the pointer given to thingif_set_log_callback().
+ * @param userdata the pointer given to thingif_set_log_callback().
  *
- * Thread: whichever thread runs the library code that logs: the loop thread
+ * @par Thread
+ * whichever thread runs the library code that logs: the loop thread
  * for network events, the caller's thread for API calls. Keep it short and
  * thread-safe. From inside it, call no thingif function on the same handle.
  */
 typedef void (*thingif_log_cb)(int level, const char *message, void *userdata);
 
-/*
- * Function: thingif_new
- *
+/**
  * Creates a handle for one thing.
  *
- * Parameters:
- *   app_id      - the framework application's ID. Copied. Not NULL or empty.
- *   app_key     - the application's key, used on the bootstrap connection.
+ * @param app_id the framework application's ID. Copied. Not NULL or empty.
+ * @param app_key the application's key, used on the bootstrap connection.
  *                 Copied. Not NULL (may be empty).
- *   storage_dir - a directory the library owns for this thing: it keeps the
+ * @param storage_dir a directory the library owns for this thing: it keeps the
  *                 onboarding result there (files of mode 0600) so that a
  *                 restart does not onboard again. Created (mode 0700) if it
  *                 does not exist. Copied. Not NULL or empty. Two live
  *                 handles must not share one storage_dir.
  *
- * Returns:
- *   A new handle, owned by the caller until thingif_destroy(); NULL when an
+ * @return A new handle, owned by the caller until thingif_destroy(); NULL when an
  *   argument is NULL or empty, the storage directory cannot be created, or
  *   memory runs out. The broker defaults to 127.0.0.1:1883.
  *
- * Thread: any. The handle may then be used from any thread; see each
+ * @par Thread
+ * any. The handle may then be used from any thread; see each
  * function for what it allows.
  */
 thingif_t *thingif_new(const char *app_id, const char *app_key, const char *storage_dir);
 
-/*
- * Function: thingif_destroy
- *
+/**
  * Stops the loop thread if it runs, disconnects (the broker publishes the
  * thing's "offline" status), and frees the handle and everything it owns.
  * Requests not yet answered stay in the outbox in storage_dir and go out
  * after the next start; deferred actions not yet completed are reported as
  * interrupted then.
  *
- * Parameters:
- *   t - the handle, or NULL (then nothing happens and THINGIF_OK is returned).
+ * @param t the handle, or NULL (then nothing happens and THINGIF_OK is returned).
  *
- * Returns:
- *   THINGIF_OK                - done; t is invalid from now on.
- *   THINGIF_ERR_IN_CALLBACK   - called from inside a callback of this handle;
+ * @retval THINGIF_OK done; t is invalid from now on.
+ * @retval THINGIF_ERR_IN_CALLBACK called from inside a callback of this handle;
  *                               nothing was done. Return from the callback
  *                               and destroy the handle from another place.
  *
- * Thread: any thread but the loop thread while it is inside a callback. No
+ * @par Thread
+ * any thread but the loop thread while it is inside a callback. No
  * other call on t may run at the same time or come after it.
  */
 int thingif_destroy(thingif_t *t);
 
-/*
- * Function: thingif_set_log_callback
- *
+/**
  * Routes the library's log lines to a callback. Without one, lines of level
  * THINGIF_LOG_WARNING and more severe go to stderr with a "thingif: " prefix.
  *
- * Parameters:
- *   t         - the handle.
- *   cb        - the callback, or NULL to return to the stderr default.
- *   max_level - the least severe level delivered (THINGIF_LOG_ERROR ..
+ * @param t the handle.
+ * @param cb the callback, or NULL to return to the stderr default.
+ * @param max_level the least severe level delivered (THINGIF_LOG_ERROR ..
  *               THINGIF_LOG_DEBUG).
- *   userdata  - passed to cb unchanged; the caller owns it and keeps it
+ * @param userdata passed to cb unchanged; the caller owns it and keeps it
  *               valid while cb is set.
  *
- * Returns: THINGIF_OK, or THINGIF_ERR_INVALID for a NULL handle or a level
+ * @return THINGIF_OK, or THINGIF_ERR_INVALID for a NULL handle or a level
  * out of range.
  *
- * Thread: any, also from inside a callback.
+ * @par Thread
+ * any, also from inside a callback.
  */
 int thingif_set_log_callback(thingif_t *t, thingif_log_cb cb, int max_level, void *userdata);
 
-/*
- * Function: thingif_set_option
- *
+/**
  * Sets one enum thingif_option value.
  *
- * Returns: THINGIF_OK, or THINGIF_ERR_INVALID for an unknown option or a
+ * @return THINGIF_OK, or THINGIF_ERR_INVALID for an unknown option or a
  * value out of its range (the old value stays).
  *
- * Thread: any. Keepalive takes effect on the next connection; the others
+ * @par Thread
+ * any. Keepalive takes effect on the next connection; the others
  * at once.
  */
 int thingif_set_option(thingif_t *t, int option, long value);
 
-/*
- * Function: thingif_set_broker
- *
+/**
  * Sets the broker used for the bootstrap connection (onboarding). After
  * onboarding the thing connects to the host and port that the framework's
  * mqttEndpoint names; when that host is empty, to this broker.
  *
- * Parameters:
- *   t    - the handle.
- *   host - host name or address. Copied. Not NULL or empty.
- *   port - 1 .. 65535.
+ * @param t the handle.
+ * @param host host name or address. Copied. Not NULL or empty.
+ * @param port 1 .. 65535.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while a loop
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, or THINGIF_ERR_STATE while a loop
  * runs (the thread of thingif_loop_start(), or a thread inside thingif_loop()).
  *
- * Thread: any, before thingif_onboard() / thingif_use_onboarded().
+ * @par Thread
+ * any, before thingif_onboard() / thingif_use_onboarded().
  */
 int thingif_set_broker(thingif_t *t, const char *host, int port);
 
-/*
- * Function: thingif_set_tls
- *
+/**
  * Makes every connection use TLS. The files are checked for readability
  * now and read by libmosquitto at connect time.
  *
- * Parameters:
- *   t        - the handle.
- *   cafile   - PEM file of trusted CAs. Copied. Not NULL.
- *   certfile - client certificate (PEM), or NULL for none. Copied.
- *   keyfile  - its private key (PEM), or NULL; given exactly when certfile is.
+ * @param t the handle.
+ * @param cafile PEM file of trusted CAs. Copied. Not NULL.
+ * @param certfile client certificate (PEM), or NULL for none. Copied.
+ * @param keyfile its private key (PEM), or NULL; given exactly when certfile is.
  *
- * Returns: THINGIF_OK; THINGIF_ERR_INVALID for a NULL cafile or only one of
+ * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL cafile or only one of
  * certfile/keyfile; THINGIF_ERR_TLS when a file cannot be read;
  * THINGIF_ERR_STATE while a loop runs.
  *
- * Thread: any, before thingif_onboard() / thingif_use_onboarded().
+ * @par Thread
+ * any, before thingif_onboard() / thingif_use_onboarded().
  */
 int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, const char *keyfile);
 
-/*
- * Function: thingif_onboard
- *
+/**
  * Onboards the thing by itself with its vendorThingID and password (Kii's
  * "onboarding by the thing"), over a short bootstrap MQTT connection that
  * uses app_id / app_key as credentials. The framework answers with a
@@ -284,31 +267,28 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  * thingif_loop_start() do that.
  * Register handlers before the loop runs, so no command finds none.
  *
- * Parameters:
- *   t                - the handle.
- *   vendor_thing_id  - the thing's vendor ID. Copied. Not NULL or empty.
- *   password         - its password. Copied. Not NULL or empty.
- *   thing_type       - e.g. "AirConditioner". Copied. NULL for none.
- *   firmware_version - e.g. "1.0.3". Copied. NULL for none.
- *   properties_json  - thingProperties as the text of a JSON object, or
+ * @param t the handle.
+ * @param vendor_thing_id the thing's vendor ID. Copied. Not NULL or empty.
+ * @param password its password. Copied. Not NULL or empty.
+ * @param thing_type e.g. "AirConditioner". Copied. NULL for none.
+ * @param firmware_version e.g. "1.0.3". Copied. NULL for none.
+ * @param properties_json thingProperties as the text of a JSON object, or
  *                      NULL. Copied.
  *
- * Returns:
- *   THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_JSON (properties_json is not
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_JSON (properties_json is not
  *   a JSON object), THINGIF_ERR_STATE (a loop runs),
  *   THINGIF_ERR_IN_CALLBACK, THINGIF_ERR_CONNECT, THINGIF_ERR_TIMEOUT,
  *   THINGIF_ERR_REJECTED (e.g. a wrong password), THINGIF_ERR_PROTOCOL,
  *   THINGIF_ERR_STORAGE, THINGIF_ERR_TLS.
  *
- * Thread: any, while no loop runs; not from a callback.
+ * @par Thread
+ * any, while no loop runs; not from a callback.
  */
 int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password,
                     const char *thing_type, const char *firmware_version,
                     const char *properties_json);
 
-/*
- * Function: thingif_use_onboarded
- *
+/**
  * Takes an identity that the app onboarded and handed over (over BLE, say):
  * a thingID and its access token. Over a bootstrap connection the library
  * creates one MQTT installation for the thing and asks for its endpoint,
@@ -320,48 +300,45 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  * requests, and retries while the framework answers 503), plus the TCP
  * connect. Does not connect the thing: the loop does.
  *
- * Parameters:
- *   t            - the handle.
- *   thing_id     - the thingID. Copied. Not NULL or empty.
- *   access_token - the thing's access token. Copied. Not NULL or empty.
+ * @param t the handle.
+ * @param thing_id the thingID. Copied. Not NULL or empty.
+ * @param access_token the thing's access token. Copied. Not NULL or empty.
  *
- * Returns: as thingif_onboard(), without THINGIF_ERR_JSON.
+ * @return as thingif_onboard(), without THINGIF_ERR_JSON.
  *
- * Thread: any, while no loop runs; not from a callback.
+ * @par Thread
+ * any, while no loop runs; not from a callback.
  */
 int thingif_use_onboarded(thingif_t *t, const char *thing_id, const char *access_token);
 
-/*
- * Function: thingif_thing_id
- *
+/**
  * Returns the thingID once the thing is onboarded, else NULL. The string is
  * owned by the handle and valid until the next thingif_onboard() /
  * thingif_use_onboarded() or thingif_destroy().
  *
- * Thread: any, also from inside a callback.
+ * @par Thread
+ * any, also from inside a callback.
  */
 const char *thingif_thing_id(thingif_t *t);
 
-/*
- * Function: thingif_is_connected
- *
+/**
  * Returns 1 while the thing's MQTT connection is up and subscribed, 0
- * otherwise (also for NULL). Thread: any, also from inside a callback.
+ * otherwise (also for NULL).
+ * @par Thread
+ * any, also from inside a callback.
  */
 int thingif_is_connected(thingif_t *t);
 
-/*
- * Callback: thingif_action_cb
- *
+/**
  * Runs one action of a command. The action succeeds unless the handler
  * calls thingif_action_fail().
  *
- * Parameters:
- *   action   - the action. Borrowed: valid only until the handler returns,
+ * @param action the action. Borrowed: valid only until the handler returns,
  *              and so is every pointer read from it.
- *   userdata - the pointer given at registration.
+ * @param userdata the pointer given at registration.
  *
- * Thread: the loop thread (the thread inside thingif_loop(), or the
+ * @par Thread
+ * the loop thread (the thread inside thingif_loop(), or the
  * library's own thread after thingif_loop_start()). Actions of one command
  * run one after another, in the order sent; commands run in the order
  * received. From inside, the handler may call thingif_action_*() on this
@@ -373,20 +350,17 @@ int thingif_is_connected(thingif_t *t);
  */
 typedef void (*thingif_action_cb)(thingif_action *action, void *userdata);
 
-/*
- * Function: thingif_on_action
- *
+/**
  * Registers the handler of an action of a schema command (Thing-IF schema
  * commands, as the AirConditioner-Demo sends).
  *
- * Parameters:
- *   t              - the handle.
- *   schema         - the schema name, or NULL for any schema and any trait
+ * @param t the handle.
+ * @param schema the schema name, or NULL for any schema and any trait
  *                    alias. Copied.
- *   schema_version - the schema version, or 0 for any version.
- *   action         - the action name. Copied. Not NULL or empty.
- *   cb             - the handler, or NULL to remove the registration.
- *   userdata       - passed to cb unchanged; the caller owns it and keeps it
+ * @param schema_version the schema version, or 0 for any version.
+ * @param action the action name. Copied. Not NULL or empty.
+ * @param cb the handler, or NULL to remove the registration.
+ * @param userdata passed to cb unchanged; the caller owns it and keeps it
  *                    valid while the handler is registered.
  *
  * Registering the same (schema, schema_version, action) again replaces the
@@ -395,53 +369,51 @@ typedef void (*thingif_action_cb)(thingif_action *action, void *userdata);
  * catch-all of thingif_on_any_action(). An action that finds none fails
  * with "no handler for action …", and the other actions still run.
  *
- * Returns: THINGIF_OK or THINGIF_ERR_INVALID (also for a negative version).
+ * @return THINGIF_OK or THINGIF_ERR_INVALID (also for a negative version).
  *
- * Thread: any, also from inside a callback. A change applies from the next
+ * @par Thread
+ * any, also from inside a callback. A change applies from the next
  * action on.
  */
 int thingif_on_action(thingif_t *t, const char *schema, int schema_version,
                       const char *action, thingif_action_cb cb, void *userdata);
 
-/*
- * Function: thingif_on_alias_action
- *
+/**
  * Registers the handler of an action under a trait alias (Thing-IF trait
  * commands). Lookup order: the exact alias; then the schema-NULL
  * registrations of thingif_on_action(); then the catch-all.
  *
- * Parameters: as thingif_on_action(), with alias (not NULL or empty,
- * copied) in place of schema and version.
+ * @param t,action,cb,userdata as thingif_on_action().
+ * @param alias in place of schema and version: the trait alias. Not NULL
+ *              or empty; copied.
  *
- * Returns: THINGIF_OK or THINGIF_ERR_INVALID. Thread: any, also from inside
+ * @return THINGIF_OK or THINGIF_ERR_INVALID.
+ * @par Thread
+ * any, also from inside
  * a callback.
  */
 int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action,
                             thingif_action_cb cb, void *userdata);
 
-/*
- * Function: thingif_on_any_action
- *
+/**
  * Registers the catch-all handler: it runs every action that no other
  * registration matches. Read the action's name with thingif_action_name().
  * cb NULL removes it.
  *
- * Returns: THINGIF_OK or THINGIF_ERR_INVALID. Thread: any, also from inside
+ * @return THINGIF_OK or THINGIF_ERR_INVALID.
+ * @par Thread
+ * any, also from inside
  * a callback.
  */
 int thingif_on_any_action(thingif_t *t, thingif_action_cb cb, void *userdata);
 
-/*
- * Function: thingif_action_name
- *
- * The action's name, e.g. "turnPower". Borrowed: valid until the handler
+/**
+ * The action's name, e.g.\ "turnPower". Borrowed: valid until the handler
  * returns. NULL only for a NULL action.
  */
 const char *thingif_action_name(const thingif_action *action);
 
-/*
- * Function: thingif_action_params
- *
+/**
  * The action's parameters as a jansson value: for schema commands usually an
  * object ({"power":true}), for trait commands any JSON value (true). Use
  * json_unpack() on it. Borrowed: do not json_decref() or change it; valid
@@ -450,123 +422,97 @@ const char *thingif_action_name(const thingif_action *action);
  */
 json_t *thingif_action_params(const thingif_action *action);
 
-/*
- * Function: thingif_action_command_id
- *
+/**
  * The ID of the command this action belongs to. Borrowed: valid until the
  * handler returns.
  */
 const char *thingif_action_command_id(const thingif_action *action);
 
-/*
- * Function: thingif_action_issuer
- *
- * The command's issuer, e.g. "user:1234", or NULL when the command names
+/**
+ * The command's issuer, e.g.\ "user:1234", or NULL when the command names
  * none. Borrowed: valid until the handler returns.
  */
 const char *thingif_action_issuer(const thingif_action *action);
 
-/*
- * Function: thingif_action_schema
- *
+/**
  * The schema name of a schema command, or NULL for a trait command or a
  * command sent without one. Borrowed: valid until the handler returns.
  */
 const char *thingif_action_schema(const thingif_action *action);
 
-/*
- * Function: thingif_action_schema_version
- *
+/**
  * The schema version of a schema command; 0 for a trait command or none.
  */
 int thingif_action_schema_version(const thingif_action *action);
 
-/*
- * Function: thingif_action_alias
- *
+/**
  * The trait alias of an action of a trait command, or NULL for a schema
  * command. Borrowed: valid until the handler returns.
  */
 const char *thingif_action_alias(const thingif_action *action);
 
-/*
- * Function: thingif_action_title
- *
+/**
  * The command's title, or NULL when it has none. Borrowed: valid until the
  * handler returns.
  */
 const char *thingif_action_title(const thingif_action *action);
 
-/*
- * Function: thingif_action_description
- *
+/**
  * The command's description, or NULL when it has none. Borrowed: valid
  * until the handler returns.
  */
 const char *thingif_action_description(const thingif_action *action);
 
-/*
- * Function: thingif_action_metadata
- *
+/**
  * The command's metadata object, or NULL when it has none. Borrowed: do not
  * decref or change it; valid until the handler returns.
  */
 json_t *thingif_action_metadata(const thingif_action *action);
 
-/*
- * Function: thingif_action_index
- *
+/**
  * The action's 0-based position among all actions of its command (trait
  * commands count across aliases), or -1 for a NULL action.
  */
 int thingif_action_index(const thingif_action *action);
 
-/*
- * Function: thingif_action_thing
- *
+/**
  * The handle that runs this action, so a handler can call
  * thingif_update_state() without a global. NULL for a NULL action.
  */
 thingif_t *thingif_action_thing(const thingif_action *action);
 
-/*
- * Function: thingif_action_fail
- *
+/**
  * Marks the action as failed. Its result becomes {"succeeded":false,
  * "errorMessage": error_message}. Calling it again replaces the message.
  *
- * Parameters:
- *   action        - the action.
- *   error_message - why, in words a person can act on. Copied. Not NULL;
+ * @param action the action.
+ * @param error_message why, in words a person can act on. Copied. Not NULL;
  *                   must be UTF-8; at most 1024 bytes are kept.
  *
- * Returns: THINGIF_OK or THINGIF_ERR_INVALID (NULL argument, not UTF-8).
+ * @return THINGIF_OK or THINGIF_ERR_INVALID (NULL argument, not UTF-8).
  *
- * Thread: the handler's own call only.
+ * @par Thread
+ * the handler's own call only.
  */
 int thingif_action_fail(thingif_action *action, const char *error_message);
 
-/*
- * Function: thingif_action_set_data
- *
+/**
  * Attaches a data object to the action's result ("data" in the result),
  * whether it succeeds or fails. Calling it again replaces the data.
  *
- * Parameters:
- *   action - the action.
- *   data   - a JSON object. The reference is STOLEN, also when the call
+ * @param action the action.
+ * @param data a JSON object. The reference is STOLEN, also when the call
  *            fails: do not decref it afterwards.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID (NULL argument) or
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (NULL argument) or
  * THINGIF_ERR_JSON (data is not an object).
  *
- * Thread: the handler's own call only.
+ * @par Thread
+ * the handler's own call only.
  */
 int thingif_action_set_data(thingif_action *action, json_t *data);
 
-/*
- * Function: thingif_action_defer
- *
+/**
  * Defers the action's result: the handler returns now (a firmware update or
  * a motor move goes on), and the result comes later through
  * thingif_deferred_complete(). The command's results are sent when its last
@@ -576,167 +522,159 @@ int thingif_action_set_data(thingif_action *action, json_t *data);
  * handle. Whatever thingif_action_fail() or thingif_action_set_data() set
  * before is discarded.
  *
- * Returns: a handle owned by the caller until it passes it to
+ * @return a handle owned by the caller until it passes it to
  * thingif_deferred_complete() (exactly once); NULL for a NULL action or no
  * memory.
  *
- * Thread: the handler's own call only.
+ * @par Thread
+ * the handler's own call only.
  */
 thingif_deferred *thingif_action_defer(thingif_action *action);
 
-/*
- * Function: thingif_deferred_complete
- *
+/**
  * Completes a deferred action and frees the handle.
  *
- * Parameters:
- *   deferred      - from thingif_action_defer(). Invalid after this call,
+ * @param deferred from thingif_action_defer(). Invalid after this call,
  *                   whatever it returns.
- *   error_message - NULL for success, else why it failed (copied, UTF-8, at
+ * @param error_message NULL for success, else why it failed (copied, UTF-8, at
  *                   most 1024 bytes kept).
- *   data          - a JSON object for the result's "data", or NULL. STOLEN,
+ * @param data a JSON object for the result's "data", or NULL. STOLEN,
  *                   also on failure.
  *
- * Returns: THINGIF_OK; THINGIF_ERR_INVALID (NULL deferred, message not
+ * @return THINGIF_OK; THINGIF_ERR_INVALID (NULL deferred, message not
  * UTF-8); THINGIF_ERR_JSON (data not an object; the action then succeeds or
  * fails without data); THINGIF_ERR_STATE (the handle was destroyed, or the
  * command is no longer waiting: nothing is sent).
  *
- * Thread: any, also from inside a callback.
+ * @par Thread
+ * any, also from inside a callback.
  */
 int thingif_deferred_complete(thingif_deferred *deferred, const char *error_message, json_t *data);
 
-/*
- * Function: thingif_update_state
- *
+/**
  * Uploads the thing's whole state (PUT targets/thing:{id}/states). The
  * library serializes it and writes it to the outbox in storage_dir
  * (fsync'd) before returning, and sends it when connected; it stays in the
  * outbox, and is sent again after a reconnect or restart, until the
- * framework answers. When the outbox holds THINGIF_OPT_OUTBOX_MAX requests,
- * the oldest state or firmware-version upload in it is dropped (a newer
- * one supersedes it) with a warning; when only action results fill it, the
- * upload is refused with THINGIF_ERR_FULL and new commands wait until the
- * framework answers.
+ * framework answers. A full state upload supersedes every state upload
+ * (full or partial) still waiting in the outbox: those are dropped, so an
+ * old state sent again can never overwrite a newer one. When the outbox
+ * holds THINGIF_OPT_OUTBOX_MAX requests, the oldest state upload in it is
+ * dropped with a warning; when none is left to drop (results and
+ * firmware-version reports fill it), the upload is refused with
+ * THINGIF_ERR_FULL. Results are never dropped; while they alone fill the
+ * outbox, new commands wait until the framework answers.
  *
- * Parameters:
- *   t     - the handle.
- *   state - a JSON object. Borrowed only during the call; the caller keeps
+ * @param t the handle.
+ * @param state a JSON object. Borrowed only during the call; the caller keeps
  *           its reference.
  *
- * Returns: THINGIF_OK (in the outbox), THINGIF_ERR_INVALID,
+ * @return THINGIF_OK (in the outbox), THINGIF_ERR_INVALID,
  * THINGIF_ERR_JSON (not an object), THINGIF_ERR_NOT_ONBOARDED,
  * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE (the outbox cannot be written).
  *
- * Thread: any, also from inside a handler.
+ * @par Thread
+ * any, also from inside a handler.
  */
 int thingif_update_state(thingif_t *t, const json_t *state);
 
-/*
- * Function: thingif_patch_state
- *
+/**
  * Uploads part of the state (PATCH targets/thing:{id}/states): the fields
  * given replace the stored ones, the others stay. Parameters, returns and
  * thread as thingif_update_state().
  */
 int thingif_patch_state(thingif_t *t, const json_t *partial_state);
 
-/*
- * Callback: thingif_state_cb
- *
+/**
  * Supplies the state for a periodic upload.
  *
- * Returns: a JSON object with a NEW reference, which the library steals, or
+ * @return a JSON object with a NEW reference, which the library steals, or
  * NULL to skip this upload.
  *
- * Thread: the loop thread. The same calls are allowed inside as in a
+ * @par Thread
+ * the loop thread. The same calls are allowed inside as in a
  * thingif_action_cb.
  */
 typedef json_t *(*thingif_state_cb)(thingif_t *t, void *userdata);
 
-/*
- * Function: thingif_set_state_provider
- *
+/**
  * Uploads the state returned by cb every interval_ms (a full PUT), first
  * one interval after the call, while the thing is connected.
  *
- * Parameters:
- *   t           - the handle.
- *   cb          - the provider, or NULL to stop periodic uploads.
- *   interval_ms - 100 .. 86400000 (ignored when cb is NULL).
- *   userdata    - passed to cb unchanged; the caller keeps it valid.
+ * @param t the handle.
+ * @param cb the provider, or NULL to stop periodic uploads.
+ * @param interval_ms 100 .. 86400000 (ignored when cb is NULL).
+ * @param userdata passed to cb unchanged; the caller keeps it valid.
  *
- * Returns: THINGIF_OK or THINGIF_ERR_INVALID. Thread: any, also from inside
+ * @return THINGIF_OK or THINGIF_ERR_INVALID.
+ * @par Thread
+ * any, also from inside
  * a callback.
  */
 int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_ms, void *userdata);
 
-/*
- * Function: thingif_update_firmware_version
+/**
+ * Reports the firmware version (PUT things/{id}/firmware-version),
+ * e.g.\ after an update. Goes through the outbox like a state upload.
  *
- * Reports the firmware version (PUT things/{id}/firmware-version), e.g.
- * after an update. Goes through the outbox like a state upload.
+ * @param t the handle.
+ * @param version not NULL or empty, copied.
  *
- * Parameters: t; version - not NULL or empty, copied.
- *
- * Returns: THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
  * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
- * Thread: any, also from inside a handler.
+ * @par Thread
+ * any, also from inside a handler.
  */
 int thingif_update_firmware_version(thingif_t *t, const char *version);
 
-/*
- * Function: thingif_loop
- *
+/**
  * Runs the thing for up to timeout_ms on the calling thread: connects or
  * reconnects (with backoff), receives commands, runs their handlers, sends
  * results and state, and runs the periodic state provider. Call it again
  * and again, e.g. for (;;) thingif_loop(t, 1000);
  *
- * Parameters:
- *   t          - the handle.
- *   timeout_ms - the most it waits for network activity: 0 .. 60000.
+ * @param t the handle.
+ * @param timeout_ms the most it waits for network activity: 0 .. 60000.
  *
- * Returns:
- *   THINGIF_OK                - ran.
- *   THINGIF_ERR_NO_CONN       - not connected now; the next calls retry
+ * @retval THINGIF_OK ran.
+ * @retval THINGIF_ERR_NO_CONN not connected now; the next calls retry
  *                               after the reconnect backoff. Not fatal.
- *   THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_INVALID,
- *   THINGIF_ERR_STATE         - the loop thread of thingif_loop_start() runs,
- *   THINGIF_ERR_IN_CALLBACK   - called from inside a callback.
+ * @retval THINGIF_ERR_NOT_ONBOARDED the thing has no identity yet.
+ * @retval THINGIF_ERR_INVALID a NULL handle or timeout_ms out of range.
+ * @retval THINGIF_ERR_STATE the loop thread of thingif_loop_start() runs.
+ * @retval THINGIF_ERR_IN_CALLBACK called from inside a callback.
  *
- * Thread: one thread at a time; that thread becomes the loop thread for the
+ * @par Thread
+ * one thread at a time; that thread becomes the loop thread for the
  * duration of the call.
  */
 int thingif_loop(thingif_t *t, int timeout_ms);
 
-/*
- * Function: thingif_loop_start
- *
+/**
  * Starts a library-owned thread that calls thingif_loop() until
  * thingif_loop_stop() or thingif_destroy(). Handlers then run on it.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_STATE (already
+ * @return THINGIF_OK, THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_STATE (already
  * started, or another thread is inside thingif_loop()),
  * THINGIF_ERR_IN_CALLBACK (called from a callback), THINGIF_ERR_NOMEM (no
  * thread could be created).
  *
- * Thread: any but the loop thread.
+ * @par Thread
+ * any but the loop thread.
  */
 int thingif_loop_start(thingif_t *t);
 
-/*
- * Function: thingif_loop_stop
- *
+/**
  * Stops the thread of thingif_loop_start() and waits for it to end (up to
  * about 200 ms after the running handler returns). The connection stays
  * up but is not serviced; thingif_loop() may be used afterwards.
  *
- * Returns: THINGIF_OK, THINGIF_ERR_STATE (not started),
+ * @return THINGIF_OK, THINGIF_ERR_STATE (not started),
  * THINGIF_ERR_IN_CALLBACK (called from a callback, in either loop style:
  * return from the callback first; joining its own thread would deadlock).
  *
- * Thread: any but the loop thread.
+ * @par Thread
+ * any but the loop thread.
  */
 int thingif_loop_stop(thingif_t *t);
 

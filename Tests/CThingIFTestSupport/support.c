@@ -22,6 +22,7 @@
 
 #define CT_MAX_BEHAVIORS 32
 #define CT_MAX_LOG_LINES 20000
+#define CT_MAX_DEFERRED 64
 
 struct behavior {
     char *action;
@@ -29,6 +30,13 @@ struct behavior {
     char *data_json;
     int upload_mode; /* 0 none, 1 PUT, 2 PATCH */
     int probe;
+    int defer;
+};
+
+/* A deferred action waiting for ct_complete_deferred. */
+struct pending {
+    char *action;
+    thingif_deferred *d;
 };
 
 enum handler_kind { KIND_RECORDER = 0, KIND_AIRCON = 1, KIND_ALIAS_AIRCON = 2 };
@@ -50,6 +58,8 @@ struct ct_thing {
     struct registration *regs;
     int power, preset_temperature, fan_speed;
     int provider_calls;
+    struct pending deferred[CT_MAX_DEFERRED];
+    int ndeferred;
 
     pthread_mutex_t log_mu;
     char **logs;
@@ -215,15 +225,31 @@ static int run_bounded(thingif_t *t, int destroy, int timeout_ms, int *rc)
     return 0;
 }
 
-int ct_free(ct_thing *ct, int timeout_ms)
+int ct_destroy_handle(ct_thing *ct, int timeout_ms)
 {
-    if (!ct)
+    if (!ct || !ct->t)
         return THINGIF_OK;
     int rc = 0;
     if (run_bounded(ct->t, 1, timeout_ms, &rc) != 0)
         return -1;
+    if (rc == THINGIF_OK)
+        ct->t = NULL;
+    return rc;
+}
+
+int ct_free(ct_thing *ct, int timeout_ms)
+{
+    if (!ct)
+        return THINGIF_OK;
+    int rc = ct_destroy_handle(ct, timeout_ms);
     if (rc != THINGIF_OK)
         return rc;
+    /* Deferred handles are the caller's until completed: complete the
+     * leftovers now that the handle is gone (THINGIF_ERR_STATE; frees them). */
+    for (int i = 0; i < ct->ndeferred; i++) {
+        thingif_deferred_complete(ct->deferred[i].d, NULL, NULL);
+        free(ct->deferred[i].action);
+    }
     for (int i = 0; i < ct->nbehaviors; i++) {
         free(ct->behaviors[i].action);
         free(ct->behaviors[i].fail_message);
@@ -412,7 +438,7 @@ static void handle(thingif_action *a, void *userdata)
 
     /* Copy the behavior out, then act without the lock. */
     char *fail_message = NULL, *data_json = NULL;
-    int upload_mode = 0, do_probe = 0;
+    int upload_mode = 0, do_probe = 0, do_defer = 0;
     pthread_mutex_lock(&ct->mu);
     struct behavior *b = find_behavior_locked(ct, name);
     if (b) {
@@ -420,6 +446,7 @@ static void handle(thingif_action *a, void *userdata)
         data_json = dup_or_null(b->data_json);
         upload_mode = b->upload_mode;
         do_probe = b->probe;
+        do_defer = b->defer;
     }
     pthread_mutex_unlock(&ct->mu);
 
@@ -444,7 +471,25 @@ static void handle(thingif_action *a, void *userdata)
     free(fail_message);
     free(data_json);
 
+    /* Last, so whatever fail/set_data set above is discarded by the defer. */
+    thingif_deferred *d = NULL;
+    if (do_defer) {
+        d = thingif_action_defer(a);
+        int same = d != NULL && thingif_action_defer(a) == d;
+        json_object_set_new(rec, "deferred", json_boolean(same));
+    }
+
     pthread_mutex_lock(&ct->mu);
+    if (d) {
+        if (ct->ndeferred < CT_MAX_DEFERRED) {
+            ct->deferred[ct->ndeferred].action = strdup(name);
+            ct->deferred[ct->ndeferred].d = d;
+            ct->ndeferred++;
+        } else {
+            json_object_set_new(rec, "deferred", json_false());
+            d = NULL; /* leaked on purpose: a test never defers this many */
+        }
+    }
     json_array_append_new(ct->records, rec);
     pthread_mutex_unlock(&ct->mu);
 }
@@ -562,6 +607,51 @@ int ct_behave_upload_state(ct_thing *ct, const char *action, int mode)
         b->upload_mode = mode;
     pthread_mutex_unlock(&ct->mu);
     return b ? 0 : -1;
+}
+
+int ct_behave_defer(ct_thing *ct, const char *action, int on)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        b->defer = on;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_message, const char *data_json)
+{
+    json_t *data = NULL;
+    if (data_json) {
+        data = json_loads(data_json, JSON_DECODE_ANY, NULL);
+        if (!data)
+            return -1;
+    }
+    thingif_deferred *d = NULL;
+    pthread_mutex_lock(&ct->mu);
+    for (int i = 0; i < ct->ndeferred; i++) {
+        if (action && strcmp(ct->deferred[i].action, action) != 0)
+            continue;
+        d = ct->deferred[i].d;
+        free(ct->deferred[i].action);
+        memmove(&ct->deferred[i], &ct->deferred[i + 1], (size_t)(ct->ndeferred - i - 1) * sizeof(struct pending));
+        ct->ndeferred--;
+        break;
+    }
+    pthread_mutex_unlock(&ct->mu);
+    if (!d) {
+        json_decref(data);
+        return -2;
+    }
+    return thingif_deferred_complete(d, error_message, data); /* steals data */
+}
+
+int ct_deferred_count(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    int n = ct->ndeferred;
+    pthread_mutex_unlock(&ct->mu);
+    return n;
 }
 
 int ct_behave_probe(ct_thing *ct, const char *action)
@@ -867,6 +957,9 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_action_fail(NULL, "why"), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_action_set_data(NULL, json_object()), THINGIF_ERR_INVALID); /* stolen, also on failure */
     CHECK_RC(thingif_action_set_data(NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_TRUE(thingif_action_defer(NULL) == NULL);
+    CHECK_RC(thingif_deferred_complete(NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_deferred_complete(NULL, "why", json_object()), THINGIF_ERR_INVALID); /* stolen */
 
     /* Log callback levels. */
     CHECK_RC(thingif_set_log_callback(t, noop_log, -1, NULL), THINGIF_ERR_INVALID);
@@ -892,6 +985,14 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, 10), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, 3600001), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, 3600000), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 7), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 100001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 8), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 100000), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 15), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 1000001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 16), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 1000000), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, -1), THINGIF_ERR_INVALID);
 
     /* Broker and TLS. */

@@ -299,11 +299,11 @@ final class Thing: @unchecked Sendable {
             case .full?:
                 notes.append("outbox full (\(s.outbox.capacity) requests waiting for the framework); \(what) refused")
                 return .failure(StatusError(THINGIF_ERR_FULL.code))
-            case .addedDropping(let old)?:
-                s.sentAt[old.id] = nil
-                notes.append("outbox full: dropped the oldest upload, \(old.what)")
-            case .added?:
-                break
+            case .added(let dropped, let superseded)?:
+                for old in dropped {
+                    s.sentAt[old.id] = nil
+                    if !superseded { notes.append("outbox full: dropped the oldest state upload, \(old.what)") }
+                }
             }
             guard s.connected, let c = s.client else { return .success(nil) }
             s.sentAt[item.id] = Platform.nowMs()
@@ -521,11 +521,14 @@ final class Thing: @unchecked Sendable {
     private func processInbox() {
         while true {
             let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
-                guard let first = s.inbox.first, let id = s.identity else { return nil }
+                guard let id = s.identity else { return nil }
                 // Results are never dropped: while they fill the outbox, new
-                // commands wait here until the framework answers.
-                if first.topic == id.endpoint.mqttTopic && s.outbox.resultCount >= s.outbox.capacity { return nil }
-                return (s.inbox.removeFirst(), id, s.config.maxPayload)
+                // commands wait here until the framework answers. The replies
+                // behind them are taken, since they are what empties it.
+                let commandsWait = s.outbox.resultCount >= s.outbox.capacity
+                guard let i = s.inbox.firstIndex(where: { !commandsWait || $0.topic != id.endpoint.mqttTopic })
+                else { return nil }
+                return (s.inbox.remove(at: i), id, s.config.maxPayload)
             }
             guard let (message, identity, maxPayload) = next else { return }
             let topic = identity.endpoint.mqttTopic

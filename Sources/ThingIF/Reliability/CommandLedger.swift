@@ -26,8 +26,11 @@ final class CommandLedger {
     /// Commands found started but not done when the ledger was loaded.
     private(set) var interrupted: [(id: String, skeleton: JSON)] = []
 
+    /// Loads every remembered command, whatever `capacity` is: the handle's
+    /// THINGIF_OPT_LEDGER_SIZE is set only after this runs, and trims from
+    /// the next new command on.
     init(storage: Storage, capacity: Int) {
-        self.capacity = max(1, capacity)
+        self.capacity = Int.max
         journal = Journal(storage: storage, name: CommandLedger.fileName)
         for r in journal.load() {
             guard let id = r["c"]?.stringValue else { continue }
@@ -37,6 +40,7 @@ final class CommandLedger {
                 record(id, .started(skeleton: skeleton))
             }
         }
+        self.capacity = max(1, capacity)
         interrupted = order.compactMap { id in
             if case .started(let s) = states[id] { return (id, s) }
             return nil

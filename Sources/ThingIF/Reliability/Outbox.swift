@@ -3,11 +3,15 @@
 /// connection or a restart loses none: after every (re)connect the thing sends
 /// all of them again, under their original request IDs.
 ///
-/// Bounded by `capacity` items. When it is full, the oldest state or
-/// firmware-version upload is dropped to make room (a newer one supersedes
-/// it); when only results are left, a new state or firmware upload is refused
-/// (`.full`). Results are never dropped: the engine stops taking new commands
-/// while `resultCount >= capacity`.
+/// A full state upload (PUT) supersedes every state upload still waiting
+/// (PUT or PATCH): those are dropped, so a resent old state can never
+/// overwrite a newer one at the framework.
+///
+/// Bounded by `capacity` items. When it is full, the oldest state upload is
+/// dropped to make room; when no state upload is left to drop, a new state
+/// or firmware-version upload is refused (`.full`). Results are never
+/// dropped and always admitted (they may take the outbox past `capacity`):
+/// the engine stops taking new commands while `resultCount >= capacity`.
 ///
 /// Not thread-safe: the engine guards it with its lock.
 final class Outbox {
@@ -26,8 +30,8 @@ final class Outbox {
     }
 
     enum AddOutcome {
-        case added
-        case addedDropping(Item)
+        /// Added; `dropped` lists the uploads it superseded or pushed out.
+        case added(dropped: [Item], superseded: Bool)
         case full
     }
 
@@ -81,17 +85,22 @@ final class Outbox {
 
     /// Persists a new item. Returns nil when the journal could not be written.
     func add(_ item: Item) -> AddOutcome? {
-        var dropped: Item?
-        if items.count >= capacity && item.kind != .results {
-            guard let i = items.firstIndex(where: { $0.kind != .results }) else { return .full }
-            dropped = items[i]
-            guard mark("drop", items[i].id) else { return nil }
-            items.remove(at: i)
+        let supersedes = item.kind == .state && item.method == "PUT"
+        var drop = supersedes ? items.filter { $0.kind == .state } : []
+        if items.count - drop.count >= capacity && item.kind != .results {
+            // Make room by dropping the oldest state upload; none left: refuse.
+            guard !supersedes, let oldest = items.first(where: { $0.kind == .state }) else { return .full }
+            drop.append(oldest)
         }
+        for old in drop {
+            guard mark("drop", old.id) else { return nil }
+        }
+        let ids = Set(drop.map(\.id))
+        items.removeAll { ids.contains($0.id) }
         guard journal.append(encode(item)) else { return nil }
         items.append(item)
         compactIfNeeded()
-        return dropped.map { .addedDropping($0) } ?? .added
+        return .added(dropped: drop, superseded: supersedes)
     }
 
     /// Removes an answered item; returns it, or nil when unknown.

@@ -29,6 +29,9 @@ ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_di
  * status (the appliance is freed on THINGIF_OK), or -1 on a timeout (then
  * everything is left allocated, since the library may still use it). */
 int ct_free(ct_thing *ct, int timeout_ms);
+/* Only thingif_destroy, bounded like ct_free; the appliance (records, logs,
+ * deferred handles) stays for reading and for ct_complete_deferred. */
+int ct_destroy_handle(ct_thing *ct, int timeout_ms);
 
 int ct_set_option(ct_thing *ct, int option, long value);
 int ct_onboard(ct_thing *ct, const char *vendor_thing_id, const char *password, const char *thing_type,
@@ -60,6 +63,16 @@ int ct_behave_upload_state(ct_thing *ct, const char *action, int mode);
  * statuses go into the record's "forbidden") and those it may (into
  * "allowed"). */
 int ct_behave_probe(ct_thing *ct, const char *action);
+/* on = 1: the handler calls thingif_action_defer (twice: the record's
+ * "deferred" is true when both gave the same handle) after every other
+ * behavior, and keeps the handle for ct_complete_deferred. */
+int ct_behave_defer(ct_thing *ct, const char *action, int on);
+/* thingif_deferred_complete on the oldest kept handle of `action` (NULL: of
+ * any action), from the calling thread. error_message NULL means success;
+ * data_json is any JSON text (not only objects) or NULL. Returns the
+ * library's status, -1 for unparsable data_json, -2 when no handle is kept. */
+int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_message, const char *data_json);
+int ct_deferred_count(ct_thing *ct);
 
 int ct_set_broker(ct_thing *ct, const char *host, int port);
 

@@ -21,16 +21,18 @@ final class Broker {
     /// Starts a broker on a free port, retrying with a new port when the
     /// chosen one was taken meanwhile; or on `port` (e.g. to restart a
     /// stopped broker), retrying while the port is still being released.
-    static func start(port: Int? = nil) throws -> Broker {
+    /// With `passwordFile` (made by mosquitto_passwd), only its users may
+    /// connect.
+    static func start(port: Int? = nil, passwordFile: String? = nil) throws -> Broker {
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<3 {
-            do { return try Broker(port: port) } catch { lastError = error }
+            do { return try Broker(port: port, passwordFile: passwordFile) } catch { lastError = error }
             if port != nil { usleep(200_000) }
         }
         throw lastError
     }
 
-    private init(port wanted: Int?) throws {
+    private init(port wanted: Int?, passwordFile: String?) throws {
         guard let exe = Broker.executable() else {
             throw StartError(description: "mosquitto not found on PATH or in /usr/sbin")
         }
@@ -40,7 +42,7 @@ final class Broker {
         let log = dir + "/mosquitto.log"
         let text = """
             listener \(port) 127.0.0.1
-            allow_anonymous true
+            \(passwordFile.map { "allow_anonymous false\npassword_file \($0)" } ?? "allow_anonymous true")
             persistence false
             log_dest stdout
             log_type error

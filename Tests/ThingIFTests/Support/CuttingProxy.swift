@@ -13,6 +13,7 @@ final class CuttingProxy: @unchecked Sendable {
     private let lock = NSLock()
     private var pairs: [(Int32, Int32)] = []
     private var running = true
+    private var frozen = false
     private var thread: Thread?
     private(set) var cuts = 0
     private(set) var accepted = 0
@@ -71,6 +72,10 @@ final class CuttingProxy: @unchecked Sendable {
     private func run() {
         var buf = [UInt8](repeating: 0, count: 16384)
         while lock.withLock({ running }) {
+            if lock.withLock({ frozen }) {
+                usleep(20_000)
+                continue
+            }
             let snapshot = lock.withLock { pairs }
             var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)]
             for (a, b) in snapshot {
@@ -138,6 +143,13 @@ final class CuttingProxy: @unchecked Sendable {
             return n
         }
     }
+
+    /// Stops forwarding and accepting without closing anything: to both
+    /// ends the link looks alive but silent, as when a route dies.
+    /// New connections wait in the listen queue until `unfreeze()`.
+    func freeze() { lock.withLock { frozen = true } }
+
+    func unfreeze() { lock.withLock { frozen = false } }
 
     func stop() {
         let wasRunning = lock.withLock { () -> Bool in

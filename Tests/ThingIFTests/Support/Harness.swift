@@ -70,6 +70,8 @@ struct Record: Decodable {
     var failRc: Int?
     var dataRc: Int?
     var uploadRc: Int?
+    /// True when the handler deferred (ct_behave_defer) and got one handle.
+    var deferred: Bool?
     var forbidden: [String: Int]?
     var allowed: [String: Int]?
 }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs the thingif Python package into a throwaway virtual environment
+# and runs its pytest suite against a CMake build of libthingif and
+# thingif-hub (a real mosquitto on 127.0.0.1 is started by the tests).
+#
+# usage: python/run-tests.sh --build-dir DIR [pytest arguments ...]
+#   --build-dir DIR  the CMake build folder holding libthingif.so and thingif-hub
+# Environment: PYTHON (default python3).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build_dir=""
+pytest_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build-dir) build_dir=${2:-}; shift 2 || { echo "run-tests: --build-dir needs a value" >&2; exit 2; } ;;
+        -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) pytest_args+=("$1"); shift ;;
+    esac
+done
+[ -n "$build_dir" ] || { echo "run-tests: --build-dir DIR is required" >&2; exit 2; }
+build_dir=$(cd "$build_dir" && pwd)
+
+lib=""
+for name in libthingif.so libthingif.so.1 libthingif.dylib; do
+    [ -e "$build_dir/$name" ] && { lib=$build_dir/$name; break; }
+done
+[ -n "$lib" ] || { echo "run-tests: no libthingif.so in $build_dir; build first (cmake --build $build_dir)" >&2; exit 2; }
+[ -x "$build_dir/thingif-hub" ] || { echo "run-tests: no thingif-hub in $build_dir; build first" >&2; exit 2; }
+
+python=${PYTHON:-python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-py.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+"$python" -m venv "$tmp/venv"
+venv_python=$tmp/venv/bin/python
+# Install from a copy, so that the build leaves nothing in the source tree.
+mkdir "$tmp/src"
+cp -R "$here/pyproject.toml" "$here/README.md" "$here/thingif" "$tmp/src/"
+echo "run-tests: pip install ./python pytest (in $tmp/venv)"
+"$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest
+
+export THINGIF_LIBRARY=$lib
+export THINGIF_HUB=$build_dir/thingif-hub
+# Run from outside the source tree so that the installed package is tested.
+cd "$tmp"
+status=0
+"$venv_python" -m pytest -p no:cacheprovider -q "$here/tests" ${pytest_args[@]+"${pytest_args[@]}"} || status=$?
+exit "$status"

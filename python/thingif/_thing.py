@@ -1,0 +1,606 @@
+"""The Pythonic layer over libthingif (see include/thingif.h for the contract)."""
+
+import ctypes
+import enum
+import itertools
+import logging
+import threading
+import traceback
+
+from . import _native
+from ._native import lib
+
+__all__ = [
+    "Status", "LogLevel", "Option", "ThingIFError", "ActionFailed", "Action", "Deferred", "Thing",
+    "version", "strerror",
+]
+
+
+class Status(enum.IntEnum):
+    """enum thingif_status."""
+    OK = 0
+    ERR_INVALID = 1
+    ERR_NOMEM = 2
+    ERR_STATE = 3
+    ERR_NOT_ONBOARDED = 4
+    ERR_IN_CALLBACK = 5
+    ERR_CONNECT = 6
+    ERR_NO_CONN = 7
+    ERR_TIMEOUT = 8
+    ERR_REJECTED = 9
+    ERR_PROTOCOL = 10
+    ERR_STORAGE = 11
+    ERR_JSON = 12
+    ERR_TLS = 13
+    ERR_MQTT = 14
+    ERR_FULL = 15
+
+
+class LogLevel(enum.IntEnum):
+    """enum thingif_log_level."""
+    ERROR = 0
+    WARNING = 1
+    INFO = 2
+    DEBUG = 3
+
+
+class Option(enum.IntEnum):
+    """enum thingif_option (see Thing.set_option)."""
+    MAX_PAYLOAD = 1
+    KEEPALIVE_S = 2
+    REQUEST_TIMEOUT_MS = 3
+    RECONNECT_MIN_MS = 4
+    RECONNECT_MAX_MS = 5
+    OUTBOX_MAX = 6
+    LEDGER_SIZE = 7
+
+
+_PY_LEVELS = {
+    LogLevel.ERROR: logging.ERROR,
+    LogLevel.WARNING: logging.WARNING,
+    LogLevel.INFO: logging.INFO,
+    LogLevel.DEBUG: logging.DEBUG,
+}
+
+
+def version():
+    """The library's version, e.g. "0.1.0"."""
+    return lib.thingif_version().decode()
+
+
+def strerror(status):
+    """thingif_strerror(): one line of English for a status code."""
+    return lib.thingif_strerror(int(status)).decode()
+
+
+class ThingIFError(Exception):
+    """A libthingif call failed.
+
+    .status is the int status (compare with thingif.Status), .message the
+    text of thingif_strerror(status), .context what was being done."""
+
+    def __init__(self, status, context=None):
+        self.status = int(status)
+        self.message = strerror(self.status)
+        self.context = context
+        text = self.message if not context else "%s: %s" % (context, self.message)
+        super().__init__(text)
+
+
+def _check(status, context):
+    if status != Status.OK:
+        raise ThingIFError(status, context)
+
+
+class ActionFailed(Exception):
+    """Raise it in an action handler to fail the action with a message (and data)."""
+
+    def __init__(self, message, data=None):
+        super().__init__(message)
+        self.message = str(message)
+        self.data = data
+
+
+def _b(value, what):
+    """str -> UTF-8 bytes for a const char * argument; None stays NULL."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise TypeError("%s must be a str or None, not %s" % (what, type(value).__name__))
+
+
+def _u(value):
+    """const char * result -> str (None for NULL)."""
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+# ---- callbacks --------------------------------------------------------------
+#
+# C calls back on the library's thread (or the thread inside Thing.loop()).
+# Three trampolines serve every handle. They are module globals, made once,
+# so the CFUNCTYPE objects that C holds can never be garbage collected.
+# The userdata pointer C passes back is a key into _registry, which holds
+# the Python callable; a Thing removes its keys when it is closed.
+
+_registry = {}
+_keys = itertools.count(1)
+_log = logging.getLogger("thingif")
+
+
+def _new_key(entry):
+    key = next(_keys)
+    _registry[key] = entry
+    return key
+
+
+def _describe(exc):
+    text = str(exc)
+    name = type(exc).__name__
+    return "%s: %s" % (name, text) if text else name
+
+
+def _action_trampoline(action_ptr, userdata):
+    # Nothing may propagate into C: every exception becomes a failed action.
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is None:
+            lib.thingif_action_fail(action_ptr, b"the handler of this action was removed")
+            return
+        thing, handler = entry
+        action = Action(action_ptr, thing)
+        try:
+            action._run(handler)
+        finally:
+            action._ptr = None
+    except BaseException as e:  # noqa: BLE001 - last line of defence
+        try:
+            lib.thingif_action_fail(action_ptr, ("internal error in the Python binding: %s" % _describe(e)).encode())
+            _log.error("action handler: %s", traceback.format_exc())
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _log_trampoline(level, message, userdata):
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is not None:
+            entry(int(level), _u(message) or "")
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def _state_trampoline(thing_ptr, userdata):
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is None:
+            return None
+        thing, provider = entry
+        state = provider(thing)
+        if state is None:
+            return None
+        return _native.json_to_c(state)  # a NEW reference; the library steals it
+    except BaseException as e:  # noqa: BLE001
+        try:
+            _log.error("state provider failed, upload skipped: %s", _describe(e))
+        except BaseException:  # noqa: BLE001
+            pass
+        return None
+
+
+_ACTION_CB = _native.ACTION_CB(_action_trampoline)
+_LOG_CB = _native.LOG_CB(_log_trampoline)
+_STATE_CB = _native.STATE_CB(_state_trampoline)
+_NULL_ACTION_CB = _native.ACTION_CB()
+_NULL_LOG_CB = _native.LOG_CB()
+_NULL_STATE_CB = _native.STATE_CB()
+
+
+# ---- actions ----------------------------------------------------------------
+
+class Action:
+    """One action of a command, as a handler sees it.
+
+    The attributes are copies, so they may be kept after the handler
+    returns; fail(), set_data() and defer() work only during the handler."""
+
+    __slots__ = ("_ptr", "_done", "thing", "name", "params", "command_id", "issuer", "schema",
+                 "schema_version", "alias", "title", "description", "metadata", "index", "_deferred")
+
+    def __init__(self, ptr, thing):
+        self._ptr = ptr
+        self._deferred = None
+        self.thing = thing
+        self.name = _u(lib.thingif_action_name(ptr))
+        self.params = _native.json_from_c(lib.thingif_action_params(ptr))
+        self.command_id = _u(lib.thingif_action_command_id(ptr))
+        self.issuer = _u(lib.thingif_action_issuer(ptr))
+        self.schema = _u(lib.thingif_action_schema(ptr))
+        self.schema_version = lib.thingif_action_schema_version(ptr)
+        self.alias = _u(lib.thingif_action_alias(ptr))
+        self.title = _u(lib.thingif_action_title(ptr))
+        self.description = _u(lib.thingif_action_description(ptr))
+        self.metadata = _native.json_from_c(lib.thingif_action_metadata(ptr))
+        self.index = lib.thingif_action_index(ptr)
+
+    def __repr__(self):
+        return "<thingif.Action %s %s of %s>" % (self.name, self.params, self.command_id)
+
+    def _live(self, what):
+        if self._ptr is None:
+            raise ThingIFError(Status.ERR_STATE, "Action.%s: the handler has returned" % what)
+        return self._ptr
+
+    def fail(self, message):
+        """Marks the action as failed with a message (thingif_action_fail)."""
+        _check(lib.thingif_action_fail(self._live("fail"), _b(str(message), "message")), "thingif_action_fail")
+
+    def set_data(self, data):
+        """Attaches a dict as the result's "data" (thingif_action_set_data)."""
+        ptr = self._live("set_data")
+        try:
+            j = _native.json_to_c(data)
+        except (TypeError, ValueError) as e:
+            raise ThingIFError(Status.ERR_JSON, "set_data: %s" % e) from None
+        _check(lib.thingif_action_set_data(ptr, j), "thingif_action_set_data")  # steals j, also on failure
+
+    def defer(self):
+        """Defers the result: returns a Deferred to complete later, from any thread."""
+        ptr = self._live("defer")
+        if self._deferred is None:
+            d = lib.thingif_action_defer(ptr)
+            if not d:
+                raise ThingIFError(Status.ERR_NOMEM, "thingif_action_defer")
+            self._deferred = Deferred(d, self)
+        return self._deferred
+
+    def _run(self, handler):
+        try:
+            result = handler(self)
+        except ActionFailed as e:
+            self._finish(e.message, e.data)
+            return
+        except BaseException as e:  # noqa: BLE001 - a handler's error fails the action
+            _log.warning("handler of %s raised: %s", self.name, traceback.format_exc().rstrip())
+            self._finish(_describe(e), None)
+            return
+        if self._deferred is not None:
+            return  # the result comes through Deferred.complete()
+        if result is not None:
+            try:
+                self.set_data(result)
+            except ThingIFError as e:
+                self._finish("the handler returned data that is not a JSON object: %s" % e, None)
+
+    def _finish(self, message, data):
+        if self._deferred is not None:
+            if not self._deferred.done:
+                self._deferred.complete(error=message, data=data)
+            return
+        lib.thingif_action_fail(self._ptr, _b(message, "message"))
+        if data is not None:
+            try:
+                self.set_data(data)
+            except ThingIFError as e:
+                _log.warning("data of the failed action %s dropped: %s", self.name, e)
+
+
+class Deferred:
+    """A deferred action result (thingif_action_defer). Complete it exactly once."""
+
+    def __init__(self, ptr, action):
+        self._ptr = ptr
+        self._lock = threading.Lock()
+        self.action = action
+
+    @property
+    def done(self):
+        return self._ptr is None
+
+    def complete(self, error=None, data=None):
+        """Sends the result: success when error is None, else failed with that message."""
+        j = None
+        if data is not None:
+            try:
+                j = _native.json_to_c(data)
+            except (TypeError, ValueError) as e:
+                raise ThingIFError(Status.ERR_JSON, "Deferred.complete: %s" % e) from None
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+        if ptr is None:
+            if j:
+                _native.jansson.json_delete(j)
+            raise ThingIFError(Status.ERR_STATE, "Deferred.complete: already completed")
+        msg = None if error is None else _b(str(error), "error")
+        _check(lib.thingif_deferred_complete(ptr, msg, j), "thingif_deferred_complete")  # steals j
+
+
+# ---- the thing --------------------------------------------------------------
+
+class Thing:
+    """One thing: a thingif_t handle.
+
+    Handlers run on the loop thread: the thread inside loop(), or the
+    library's own thread after loop_start(). Close the thing with close()
+    (or use it as a context manager)."""
+
+    def __init__(self, app_id, app_key, storage_dir, log=True, log_level=None):
+        h = lib.thingif_new(_b(app_id, "app_id"), _b(app_key, "app_key"), _b(str(storage_dir), "storage_dir"))
+        if not h:
+            status = Status.ERR_INVALID if not app_id or app_key is None or not storage_dir else Status.ERR_STORAGE
+            raise ThingIFError(status, "thingif_new(storage_dir=%r)" % (storage_dir,))
+        self._h = h
+        self._keys = {}          # registration -> key in _registry
+        self._retired = []       # keys of replaced callables, released by close()
+        self._log_key = None
+        self._state_key = None
+        if log:
+            self.set_logger(log_level=log_level)
+
+    # -- life cycle --
+
+    def _handle(self):
+        if self._h is None:
+            raise ThingIFError(Status.ERR_INVALID, "the thing is closed")
+        return self._h
+
+    def close(self):
+        """thingif_destroy(): stops the loop, disconnects and frees the handle.
+
+        Raises ThingIFError (ERR_IN_CALLBACK) when called from a handler of
+        this thing; nothing is done then. Closing twice is harmless."""
+        if self._h is None:
+            return
+        _check(lib.thingif_destroy(self._h), "thingif_destroy")
+        self._h = None
+        # C calls back no more: release the Python callables.
+        for key in list(self._keys.values()) + self._retired + [self._log_key, self._state_key]:
+            if key is not None:
+                _registry.pop(key, None)
+        self._keys.clear()
+        self._retired.clear()
+        self._log_key = self._state_key = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if getattr(self, "_h", None) is not None:
+                self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # -- configuration --
+
+    def set_broker(self, host, port):
+        _check(lib.thingif_set_broker(self._handle(), _b(host, "host"), int(port)), "thingif_set_broker")
+
+    def set_tls(self, cafile, certfile=None, keyfile=None):
+        _check(lib.thingif_set_tls(self._handle(), _b(cafile, "cafile"), _b(certfile, "certfile"),
+                                   _b(keyfile, "keyfile")), "thingif_set_tls")
+
+    def set_option(self, option, value):
+        """Sets a thingif.Option (or its name, e.g. "keepalive_s") to an int."""
+        if isinstance(option, str):
+            option = Option[option.upper()]
+        value = int(value)
+        if not -(2 ** 63) <= value < 2 ** 63 or not -(2 ** 31) <= int(option) < 2 ** 31:
+            raise ThingIFError(Status.ERR_INVALID, "thingif_set_option")
+        try:
+            rc = lib.thingif_set_option(self._handle(), int(option), value)
+        except ctypes.ArgumentError:  # wider than a C long here
+            raise ThingIFError(Status.ERR_INVALID, "thingif_set_option") from None
+        _check(rc, "thingif_set_option(%s, %d)" % (getattr(option, "name", option), value))
+
+    def set_log_callback(self, callback, max_level=LogLevel.INFO):
+        """Routes log lines to callback(level: int, message: str); None: back to stderr."""
+        h = self._handle()
+        old = self._log_key
+        if callback is None:
+            rc = lib.thingif_set_log_callback(h, _NULL_LOG_CB, int(max_level), None)
+            key = None
+        else:
+            key = _new_key(callback)
+            rc = lib.thingif_set_log_callback(h, _LOG_CB, int(max_level), key)
+        if rc != Status.OK:
+            if key is not None:
+                _registry.pop(key, None)
+            raise ThingIFError(rc, "thingif_set_log_callback")
+        self._log_key = key
+        if old is not None:
+            self._retired.append(old)
+
+    def set_logger(self, logger=None, log_level=None):
+        """Routes log lines into Python logging (the "thingif" logger by default).
+
+        log_level: a logging level; by default the logger's effective level."""
+        logger = logger or _log
+        level = logger.getEffectiveLevel() if log_level is None else log_level
+        if level <= logging.DEBUG:
+            max_level = LogLevel.DEBUG
+        elif level <= logging.INFO:
+            max_level = LogLevel.INFO
+        elif level <= logging.WARNING:
+            max_level = LogLevel.WARNING
+        else:
+            max_level = LogLevel.ERROR
+
+        def emit(lvl, message):
+            logger.log(_PY_LEVELS.get(lvl, logging.DEBUG), "%s", message)
+
+        self.set_log_callback(emit, max_level)
+
+    # -- identity --
+
+    def onboard(self, vendor_thing_id, password, thing_type=None, firmware_version=None, properties=None):
+        """Onboards by the thing itself. properties: a dict (or JSON text) or None. Blocks."""
+        if properties is not None and not isinstance(properties, (str, bytes)):
+            import json
+            try:
+                properties = json.dumps(properties, allow_nan=False)
+            except (TypeError, ValueError) as e:
+                raise ThingIFError(Status.ERR_JSON, "onboard: properties: %s" % e) from None
+        _check(lib.thingif_onboard(self._handle(), _b(vendor_thing_id, "vendor_thing_id"), _b(password, "password"),
+                                   _b(thing_type, "thing_type"), _b(firmware_version, "firmware_version"),
+                                   _b(properties, "properties")), "thingif_onboard")
+
+    def use_onboarded(self, thing_id, access_token):
+        """Takes an identity that the app onboarded. Blocks."""
+        _check(lib.thingif_use_onboarded(self._handle(), _b(thing_id, "thing_id"), _b(access_token, "access_token")),
+               "thingif_use_onboarded")
+
+    @property
+    def thing_id(self):
+        """The thingID once onboarded, else None."""
+        return _u(lib.thingif_thing_id(self._handle()))
+
+    @property
+    def is_connected(self):
+        return self._h is not None and lib.thingif_is_connected(self._h) == 1
+
+    # -- handlers --
+
+    def _register(self, reg, call, handler):
+        h = self._handle()
+        old = self._keys.get(reg)
+        if handler is None:
+            rc = call(h, _NULL_ACTION_CB, None)
+            key = None
+        else:
+            if not callable(handler):
+                raise TypeError("handler must be callable")
+            key = _new_key((self, handler))
+            rc = call(h, _ACTION_CB, key)
+        if rc != Status.OK:
+            if key is not None:
+                _registry.pop(key, None)
+            raise ThingIFError(rc, "registering %s" % (reg,))
+        if key is None:
+            self._keys.pop(reg, None)
+        else:
+            self._keys[reg] = key
+        if old is not None:
+            # Keep the old callable until close(): a command that looked it
+            # up just before the change may still call it.
+            self._retired.append(old)
+
+    def on_action(self, action, handler, schema=None, schema_version=0):
+        """thingif_on_action: handler(action) for an action of a schema (None: any schema or alias)."""
+        b_schema, b_action = _b(schema, "schema"), _b(action, "action")
+        self._register(("schema", schema, schema_version, action),
+                       lambda h, cb, key: lib.thingif_on_action(h, b_schema, int(schema_version), b_action, cb, key),
+                       handler)
+
+    def on_alias_action(self, alias, action, handler):
+        """thingif_on_alias_action: handler(action) for an action under a trait alias."""
+        b_alias, b_action = _b(alias, "alias"), _b(action, "action")
+        self._register(("alias", alias, action),
+                       lambda h, cb, key: lib.thingif_on_alias_action(h, b_alias, b_action, cb, key), handler)
+
+    def on_any_action(self, handler):
+        """thingif_on_any_action: the catch-all handler (None removes it)."""
+        self._register(("any",), lambda h, cb, key: lib.thingif_on_any_action(h, cb, key), handler)
+
+    def action(self, name, schema=None, schema_version=0, alias=None):
+        """Decorator: @thing.action("turnPower", schema="AirConditioner-Demo", schema_version=1)
+        or @thing.action("turnPower", alias="AirConditionerAlias").
+
+        The handler gets an Action. It returns None (success), a dict (success
+        with that data), or raises ActionFailed(message, data=...) to fail;
+        any other exception fails the action with the exception's text."""
+        if alias is not None and schema is not None:
+            raise TypeError("give schema or alias, not both")
+
+        def register(fn):
+            if alias is not None:
+                self.on_alias_action(alias, name, fn)
+            else:
+                self.on_action(name, fn, schema=schema, schema_version=schema_version)
+            return fn
+        return register
+
+    def any_action(self):
+        """Decorator for the catch-all handler."""
+        def register(fn):
+            self.on_any_action(fn)
+            return fn
+        return register
+
+    # -- state --
+
+    def _upload(self, fn, state, context):
+        h = self._handle()
+        try:
+            j = _native.json_to_c(state)
+        except (TypeError, ValueError) as e:
+            raise ThingIFError(Status.ERR_JSON, "%s: %s" % (context, e)) from None
+        try:
+            rc = fn(h, j)  # borrows j
+        finally:
+            _native.jansson.json_delete(j)
+        _check(rc, context)
+
+    def update_state(self, state):
+        """Uploads the whole state (a dict). Returns once it is in the outbox."""
+        self._upload(lib.thingif_update_state, state, "thingif_update_state")
+
+    def patch_state(self, partial_state):
+        """Uploads part of the state (a dict)."""
+        self._upload(lib.thingif_patch_state, partial_state, "thingif_patch_state")
+
+    def update_firmware_version(self, version):
+        _check(lib.thingif_update_firmware_version(self._handle(), _b(version, "version")),
+               "thingif_update_firmware_version")
+
+    def set_state_provider(self, provider, interval_ms=60000):
+        """Uploads provider(thing) (a dict, or None to skip) every interval_ms; None stops."""
+        h = self._handle()
+        old = self._state_key
+        if provider is None:
+            rc = lib.thingif_set_state_provider(h, _NULL_STATE_CB, int(interval_ms), None)
+            key = None
+        else:
+            key = _new_key((self, provider))
+            rc = lib.thingif_set_state_provider(h, _STATE_CB, int(interval_ms), key)
+        if rc != Status.OK:
+            if key is not None:
+                _registry.pop(key, None)
+            raise ThingIFError(rc, "thingif_set_state_provider")
+        self._state_key = key
+        if old is not None:
+            self._retired.append(old)
+
+    # -- loops --
+
+    def loop(self, timeout_ms=1000):
+        """Runs the thing for up to timeout_ms on this thread (handlers run here).
+
+        Returns True when it ran connected, False when not connected now
+        (the next calls reconnect); raises ThingIFError otherwise."""
+        rc = lib.thingif_loop(self._handle(), int(timeout_ms))
+        if rc == Status.ERR_NO_CONN:
+            return False
+        _check(rc, "thingif_loop")
+        return True
+
+    def loop_start(self):
+        """Starts the library's loop thread; handlers then run on it."""
+        _check(lib.thingif_loop_start(self._handle()), "thingif_loop_start")
+
+    def loop_stop(self):
+        _check(lib.thingif_loop_stop(self._handle()), "thingif_loop_stop")
+
+    def wait_connected(self, timeout=10.0):
+        """With loop_start(): waits up to timeout seconds for the connection. Returns is_connected."""
+        import time
+        deadline = time.monotonic() + timeout
+        while not self.is_connected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.is_connected
