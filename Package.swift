@@ -36,9 +36,18 @@ let package = Package(
             path: "Tests/CThingIFTestSupport",
             cSettings: [.headerSearchPath("../../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
         ),
+        // The C appliance, built here too so that the fault tests can run it
+        // as a separate process (CMakeLists.txt builds it as well).
+        .executableTarget(
+            name: "aircon",
+            dependencies: ["ThingIF"],
+            path: "examples-c",
+            sources: ["aircon.c"],
+            cSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
+        ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFHub", "CThingIFTestSupport"],
+            dependencies: ["ThingIF", "ThingIFHub", "CThingIFTestSupport", "aircon"],
             swiftSettings: swift5
         ),
     ]

@@ -29,6 +29,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <thingif.h>
@@ -56,6 +58,7 @@ struct aircon {
     int current_temperature; /* what the sensors read */
     int current_humidity;    /* percent */
     int dirty;               /* the state changed and is not uploaded yet */
+    int effects_fd;          /* --effects-log, or -1 */
 };
 
 struct options {
@@ -72,6 +75,11 @@ struct options {
     const char *token;
     long run_seconds;     /* 0: until SIGINT / SIGTERM */
     int verbose;
+    const char *effects_log;  /* one line per action run, for tests */
+    long reconnect_min_ms;    /* 0: the library's default */
+    long reconnect_max_ms;
+    long request_timeout_ms;
+    long keepalive_s;
 };
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -93,6 +101,26 @@ static void say(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stdout);
     fflush(stdout);
+}
+
+/*
+ * Records that an action changed the appliance: one line "commandID action"
+ * appended to --effects-log with a single write(2) on an O_APPEND file, so
+ * the line is in the file even if the process is killed right after. Tests
+ * count these lines to check that no command ran twice.
+ */
+static void record_effect(const struct aircon *ac, thingif_action *action)
+{
+    char line[300];
+    int n;
+
+    if (ac->effects_fd < 0)
+        return;
+    n = snprintf(line, sizeof line, "%s %s\n", thingif_action_command_id(action), thingif_action_name(action));
+    if (n <= 0 || (size_t)n >= sizeof line)
+        return;
+    while (write(ac->effects_fd, line, (size_t)n) < 0 && errno == EINTR)
+        ;
 }
 
 /* Fails the action with a message and prints it. */
@@ -150,6 +178,7 @@ static void on_turn_power(thingif_action *action, void *userdata)
     }
     ac->power = power ? 1 : 0;
     ac->dirty = 1;
+    record_effect(ac, action);
     say("turnPower power=%s", ac->power ? "on" : "off");
 }
 
@@ -163,6 +192,7 @@ static void on_set_preset_temperature(thingif_action *action, void *userdata)
         return;
     ac->preset_temperature = temperature;
     ac->dirty = 1;
+    record_effect(ac, action);
     /* The result carries data too; thingif_action_set_data steals the reference. */
     thingif_action_set_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
     say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
@@ -177,6 +207,7 @@ static void on_set_fan_speed(thingif_action *action, void *userdata)
         return;
     ac->fan_speed = speed;
     ac->dirty = 1;
+    record_effect(ac, action);
     say("setFanSpeed fanSpeed=%d", speed);
 }
 
@@ -253,6 +284,11 @@ static void usage(FILE *out)
         "  --thing-id ID --token T use an identity the app onboarded instead of\n"
         "                          onboarding with the vendor thing ID\n"
         "  --run-seconds N         exit after N seconds (default: until SIGINT/SIGTERM)\n"
+        "  --reconnect-ms MIN,MAX  wait between reconnects (default 500,30000)\n"
+        "  --request-timeout-ms N  wait for the framework's answer (default 10000)\n"
+        "  --keepalive-s N         MQTT keepalive (default 60)\n"
+        "  --effects-log FILE      append \"commandID action\" to FILE for every action\n"
+        "                          run (for tests that count what ran)\n"
         "  --verbose               log library debug lines to stderr\n"
         "  --help                  show this text\n");
 }
@@ -301,6 +337,38 @@ static int parse_args(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--storage") == 0) o->storage = value;
         else if (strcmp(flag, "--thing-id") == 0) o->thing_id = value;
         else if (strcmp(flag, "--token") == 0) o->token = value;
+        else if (strcmp(flag, "--effects-log") == 0) o->effects_log = value;
+        else if (strcmp(flag, "--reconnect-ms") == 0) {
+            char first[32];
+            const char *comma = strchr(value, ',');
+            long hi;
+
+            if (comma == NULL || (size_t)(comma - value) >= sizeof first) {
+                fprintf(stderr, "aircon: --reconnect-ms needs MIN,MAX in milliseconds, not %s\n", value);
+                return -1;
+            }
+            memcpy(first, value, (size_t)(comma - value));
+            first[comma - value] = '\0';
+            if (parse_long(first, 10, 3600000, &n) != 0 || parse_long(comma + 1, n, 3600000, &hi) != 0) {
+                fprintf(stderr, "aircon: --reconnect-ms needs MIN,MAX with 10 <= MIN <= MAX <= 3600000, not %s\n",
+                        value);
+                return -1;
+            }
+            o->reconnect_min_ms = n;
+            o->reconnect_max_ms = hi;
+        } else if (strcmp(flag, "--request-timeout-ms") == 0) {
+            if (parse_long(value, 100, 600000, &n) != 0) {
+                fprintf(stderr, "aircon: --request-timeout-ms needs a number 100..600000, not %s\n", value);
+                return -1;
+            }
+            o->request_timeout_ms = n;
+        } else if (strcmp(flag, "--keepalive-s") == 0) {
+            if (parse_long(value, 5, 65535, &n) != 0) {
+                fprintf(stderr, "aircon: --keepalive-s needs a number 5..65535, not %s\n", value);
+                return -1;
+            }
+            o->keepalive_s = n;
+        }
         else if (strcmp(flag, "--port") == 0) {
             if (parse_long(value, 1, 65535, &n) != 0) {
                 fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
@@ -337,9 +405,9 @@ int main(int argc, char **argv)
 {
     struct options o = {
         "127.0.0.1", 1883, "demoApp", "demoKey", "AC-0001", "demo-pass",
-        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0
+        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, 0, 0, 0, 0
     };
-    struct aircon ac = {0, 22, 3, 28, 55, 0};
+    struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
     struct sigaction sa;
     thingif_t *t;
     double deadline;
@@ -360,6 +428,14 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    if (o.effects_log != NULL) {
+        ac.effects_fd = open(o.effects_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (ac.effects_fd < 0) {
+            fprintf(stderr, "aircon: cannot open %s: %s\n", o.effects_log, strerror(errno));
+            return 1;
+        }
+    }
+
     t = thingif_new(o.app_id, o.app_key, o.storage);
     if (t == NULL) {
         fprintf(stderr, "aircon: cannot create the thing (is %s writable?)\n", o.storage);
@@ -367,6 +443,14 @@ int main(int argc, char **argv)
     }
     thingif_set_log_callback(t, on_log, o.verbose ? THINGIF_LOG_DEBUG : THINGIF_LOG_INFO, NULL);
     thingif_set_broker(t, o.host, o.port);
+    if (o.reconnect_min_ms > 0) {
+        thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
+        thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
+    }
+    if (o.request_timeout_ms > 0)
+        thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
+    if (o.keepalive_s > 0)
+        thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
 
     /* Register every handler before the loop runs, so no command finds none. */
     thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
@@ -418,5 +502,7 @@ int main(int argc, char **argv)
 
     say("stopping");
     thingif_destroy(t);
+    if (ac.effects_fd >= 0)
+        close(ac.effects_fd);
     return status;
 }

@@ -57,34 +57,12 @@ final class Broker {
             throw error
         }
 
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attr, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGTERM)
-        sigaddset(&defaults, SIGINT)
-        posix_spawnattr_setsigdefault(&attr, &defaults)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-        let args = [exe, "-c", conf]
-        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
-        defer { for p in argv { free(p) } }
-        var child: pid_t = 0
-        let rc = posix_spawn(&child, exe, &actions, &attr, &argv, environ)
-        guard rc == 0 else {
+        let child: pid_t
+        do {
+            child = try spawnChild(exe, ["-c", conf], logPath: log)
+        } catch {
             try? FileManager.default.removeItem(atPath: dir)
-            throw StartError(description: "posix_spawn \(exe) failed: \(String(cString: strerror(rc)))")
+            throw StartError(description: "\(error)")
         }
         self.port = port
         self.directory = dir
@@ -118,17 +96,7 @@ final class Broker {
     func stop() {
         guard !stopped else { return }
         stopped = true
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        for _ in 0..<150 {
-            if waitpid(pid, &status, WNOHANG) == pid { return }
-            usleep(20_000)
-        }
-        kill(pid, SIGKILL)
-        for _ in 0..<100 {
-            if waitpid(pid, &status, WNOHANG) == pid { return }
-            usleep(20_000)
-        }
+        endChild(pid)
     }
 
     /// Removes the broker's config and log.

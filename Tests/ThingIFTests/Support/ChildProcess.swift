@@ -1,0 +1,59 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts a child process with posix_spawn, an empty signal mask and default
+/// SIGTERM/SIGINT handling (Swift Testing's workers block SIGTERM, and a
+/// child would inherit that), stdin from /dev/null and stdout + stderr
+/// appended to `logPath`.
+func spawnChild(_ exe: String, _ args: [String], logPath: String) throws -> pid_t {
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attr, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    sigaddset(&defaults, SIGTERM)
+    sigaddset(&defaults, SIGINT)
+    sigaddset(&defaults, SIGPIPE)
+    posix_spawnattr_setsigdefault(&attr, &defaults)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+    let all = [exe] + args
+    var argv: [UnsafeMutablePointer<CChar>?] = all.map { strdup($0) } + [nil]
+    defer { for p in argv { free(p) } }
+    var child: pid_t = 0
+    let rc = posix_spawn(&child, exe, &actions, &attr, &argv, environ)
+    guard rc == 0 else { throw HarnessError("posix_spawn \(exe) failed: \(String(cString: strerror(rc)))") }
+    return child
+}
+
+/// Sends `signal` and waits up to `timeoutMs` for the child to exit; then
+/// SIGKILL and another bounded wait. True when the child was reaped.
+@discardableResult
+func endChild(_ pid: pid_t, signal: Int32 = SIGTERM, timeoutMs: Int = 3000) -> Bool {
+    var status: Int32 = 0
+    if waitpid(pid, &status, WNOHANG) == pid { return true }
+    kill(pid, signal)
+    for _ in 0..<max(1, timeoutMs / 10) {
+        if waitpid(pid, &status, WNOHANG) == pid { return true }
+        usleep(10_000)
+    }
+    kill(pid, SIGKILL)
+    for _ in 0..<300 {
+        if waitpid(pid, &status, WNOHANG) == pid { return true }
+        usleep(10_000)
+    }
+    return false
+}
+
