@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing thingif needs, when it is missing:
 # libmosquitto-dev, libjansson-dev, mosquitto (the broker the tests start),
-# mosquitto-clients, cmake, ninja-build, pkg-config, valgrind.
+# mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen.
 # The Swift toolchain (6.x) must already be on PATH.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind; do
+for p in libmosquitto-dev libjansson-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
   have_pkg "$p" || need+=("$p")
 done
 

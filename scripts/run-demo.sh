@@ -10,26 +10,29 @@
 # storage, logs) that is removed on exit. Exits with the hub's status, or
 # non-zero when the appliance crashed or (with --valgrind) leaked.
 #
-# usage: scripts/run-demo.sh --build-dir DIR [--valgrind] [--keep]
+# usage: scripts/run-demo.sh --build-dir DIR [--aircon PATH] [--valgrind] [--keep]
 #   --build-dir DIR  the CMake build folder holding thingif-hub and aircon
+#   --aircon PATH    run this appliance program instead of DIR/aircon (it
+#                    takes aircon's arguments: --port, --storage, --run-seconds)
 #   --valgrind       run the appliance under valgrind; definite leaks fail
 #   --keep           keep the temporary folder (its path is printed)
 set -uo pipefail
 
-build_dir="" use_valgrind=0 keep=0
+build_dir="" aircon_bin="" use_valgrind=0 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || break ;;
+        --aircon) aircon_bin=${2:-}; shift 2 || break ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,17s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "run-demo: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [ -n "$build_dir" ] || { echo "run-demo: --build-dir DIR is required" >&2; exit 2; }
 
 hub_bin=$build_dir/thingif-hub
-aircon_bin=$build_dir/aircon
+[ -n "$aircon_bin" ] || aircon_bin=$build_dir/aircon
 for f in "$hub_bin" "$aircon_bin"; do
     [ -x "$f" ] || { echo "run-demo: $f not found; build first (cmake --build $build_dir)" >&2; exit 2; }
 done

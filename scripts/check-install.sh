@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Installs a thingif build into a temporary prefix, builds examples-c/aircon.c
+# as an OUTSIDE project against that prefix only, and runs the demo round trip
+# (scripts/run-demo.sh: a real mosquitto, thingif-hub sends three commands)
+# with that appliance. The temporary folder is removed on exit.
+#
+# usage: scripts/check-install.sh --build-dir DIR --mode pkgconfig|find-package [--cc CC] [--keep]
+#   --build-dir DIR  a built CMake build folder of thingif
+#   --cc CC          the C compiler (default cc)
+#   --mode pkgconfig      cc aircon.c $(pkg-config --cflags --libs thingif)
+#                         with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig
+#   --mode find-package   cmake/consumer/CMakeLists.txt: find_package(thingif)
+#                         and thingif::thingif, with CMAKE_PREFIX_PATH=PREFIX
+#   --keep           keep the temporary folder (its path is printed)
+set -euo pipefail
+
+src=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="" mode="" cc=cc keep=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build-dir) build_dir=$2; shift 2 ;;
+        --mode) mode=$2; shift 2 ;;
+        --cc) cc=$2; shift 2 ;;
+        --keep) keep=1; shift ;;
+        -h|--help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "check-install: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$build_dir" ] || { echo "check-install: --build-dir DIR is required" >&2; exit 2; }
+case "$mode" in pkgconfig|find-package) ;; *) echo "check-install: --mode pkgconfig|find-package" >&2; exit 2 ;; esac
+build_dir=$(cd "$build_dir" && pwd)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-install.XXXXXX")
+cleanup() { if [ "$keep" -eq 1 ]; then echo "check-install: kept $tmp"; else rm -rf "$tmp"; fi; }
+trap cleanup EXIT
+
+prefix=$tmp/prefix
+echo "check-install: cmake --install $build_dir --prefix $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log" >&2; exit 1; }
+
+# What a package must hold.
+fail=0
+for f in lib/libthingif.so lib/libthingif.so.1 lib/libthingif.so.0.1.0 lib/libthingif.a \
+         include/thingif.h lib/pkgconfig/thingif.pc \
+         lib/cmake/thingif/thingifConfig.cmake lib/cmake/thingif/thingifConfigVersion.cmake \
+         lib/cmake/thingif/thingifTargets.cmake; do
+    [ -e "$prefix/$f" ] || { echo "check-install: FAIL: $f not installed" >&2; fail=1; }
+done
+[ "$(readlink "$prefix/lib/libthingif.so")" = libthingif.so.1 ] \
+    || { echo "check-install: FAIL: lib/libthingif.so does not point to libthingif.so.1" >&2; fail=1; }
+[ "$(readlink "$prefix/lib/libthingif.so.1")" = libthingif.so.0.1.0 ] \
+    || { echo "check-install: FAIL: lib/libthingif.so.1 does not point to libthingif.so.0.1.0" >&2; fail=1; }
+[ "$fail" -eq 0 ] || exit 1
+
+# The outside project: a copy of the example, nothing from the source tree
+# on its include or library path.
+app=$tmp/app
+mkdir -p "$app"
+cp "$src/examples-c/aircon.c" "$app/"
+case "$mode" in
+pkgconfig)
+    export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+    echo "check-install: pkg-config thingif $(pkg-config --modversion thingif):" \
+         "$(pkg-config --cflags --libs thingif)"
+    # The -rpath makes the program find the installed library, as an
+    # ldconfig'd system path would.
+    # shellcheck disable=SC2046
+    "$cc" -Wall -Wextra -Werror -o "$app/aircon" "$app/aircon.c" \
+        $(pkg-config --cflags --libs thingif) -Wl,-rpath,"$prefix/lib"
+    aircon=$app/aircon
+    ;;
+find-package)
+    cp "$src/cmake/consumer/CMakeLists.txt" "$app/"
+    cmake -G Ninja -S "$app" -B "$app/build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/consumer.log" 2>&1 \
+        || { cat "$tmp/consumer.log" >&2; exit 1; }
+    cmake --build "$app/build" >>"$tmp/consumer.log" 2>&1 \
+        || { cat "$tmp/consumer.log" >&2; exit 1; }
+    aircon=$app/build/aircon
+    ;;
+esac
+
+# It must run on the installed library, not on the build folder's.
+resolved=$(ldd "$aircon" | awk '$1 == "libthingif.so.1" {print $3}')
+echo "check-install: aircon uses $resolved"
+if [ "$resolved" != "$prefix/lib/libthingif.so.1" ]; then
+    echo "check-install: FAIL: expected $prefix/lib/libthingif.so.1" >&2
+    ldd "$aircon" >&2
+    exit 1
+fi
+
+"$src/scripts/run-demo.sh" --build-dir "$build_dir" --aircon "$aircon"
