@@ -14,6 +14,13 @@ public enum Platform {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
+    /// Wall-clock milliseconds since the Unix epoch.
+    public static func epochMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
     public static func sleepMs(_ ms: Int) {
         guard ms > 0 else { return }
         var req = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)

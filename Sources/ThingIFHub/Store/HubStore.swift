@@ -1,0 +1,247 @@
+import ThingIF
+
+// The hub's storage interface. Everything the framework side and the app API
+// keep lives behind it: MemoryStore for tests and embedded use, SQLiteStore
+// (the default of thingif-hub) for data that outlives the process; a
+// PostgreSQL store can come later behind the same protocol.
+//
+// Times are milliseconds since the Unix epoch. JSON travels as compact text.
+// Every method is safe to call from any thread.
+
+/// Kii's command states.
+public enum CommandState: String, Sendable, CaseIterable {
+    /// Stored and published; the thing has not been seen to take it.
+    case sending = "SENDING"
+    /// Published while the thing was online and acknowledged by the broker.
+    case delivered = "DELIVERED"
+    /// Results arrived and every action succeeded.
+    case done = "DONE"
+    /// Results arrived and at least one action failed.
+    case incomplete = "INCOMPLETE"
+}
+
+/// A thing the framework knows.
+public struct ThingRecord: Sendable {
+    public var thingID: String
+    public var vendorThingID: String?
+    public var password: String?
+    public var thingType: String?
+    public var firmwareVersion: String?
+    public var accessToken: String
+    /// "1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR" or "12_HOURS" (the
+    /// state history grouping, set at onboarding); nil for none.
+    public var dataGroupingInterval: String?
+    /// installationID -> mqttTopic of the thing's MQTT installations.
+    public var installations: [String: String]
+    /// Owners as typed IDs: "user:{userID}" or "group:{groupID}".
+    public var owners: [String]
+    /// The latest full state (JSON text), after PATCHes applied.
+    public var state: String?
+    /// Every state upload, oldest first: ("PUT" | "PATCH", the uploaded JSON text).
+    public var stateUploads: [(method: String, body: String)]
+    public var createdAt: Int64
+
+    public init(thingID: String, vendorThingID: String?, password: String?, thingType: String?,
+                firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
+                installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
+                stateUploads: [(method: String, body: String)] = [], createdAt: Int64) {
+        self.thingID = thingID
+        self.vendorThingID = vendorThingID
+        self.password = password
+        self.thingType = thingType
+        self.firmwareVersion = firmwareVersion
+        self.accessToken = accessToken
+        self.dataGroupingInterval = dataGroupingInterval
+        self.installations = installations
+        self.owners = owners
+        self.state = state
+        self.stateUploads = stateUploads
+        self.createdAt = createdAt
+    }
+}
+
+/// A command as the framework keeps it.
+public struct CommandRecord: Sendable {
+    public var commandID: String
+    public var thingID: String
+    /// Assigned by the store on insert: increasing per store, the listing order.
+    public var seq: Int64
+    /// "user:{userID}" (or any typed ID) of whoever issued it.
+    public var issuer: String?
+    /// The app installation the command was posted from (for notifications
+    /// of pseudo users), if any.
+    public var issuingInstallationID: String?
+    /// The command exactly as published to the thing (wire JSON text).
+    public var payload: String
+    /// The action results body the thing reported (JSON text), once it did.
+    public var results: String?
+    public var state: CommandState
+    public var createdAt: Int64
+    public var modifiedAt: Int64
+
+    public init(commandID: String, thingID: String, seq: Int64 = 0, issuer: String?, issuingInstallationID: String?,
+                payload: String, results: String? = nil, state: CommandState = .sending, createdAt: Int64,
+                modifiedAt: Int64) {
+        self.commandID = commandID
+        self.thingID = thingID
+        self.seq = seq
+        self.issuer = issuer
+        self.issuingInstallationID = issuingInstallationID
+        self.payload = payload
+        self.results = results
+        self.state = state
+        self.createdAt = createdAt
+        self.modifiedAt = modifiedAt
+    }
+}
+
+/// An app user: a pseudo user (no login name) or a normal one.
+public struct UserRecord: Sendable {
+    public var userID: String
+    public var loginName: String?
+    /// A salted hash, never the password itself; nil for pseudo users.
+    public var passwordHash: String?
+    public var accessToken: String
+    public var pseudo: Bool { loginName == nil }
+    public var createdAt: Int64
+
+    public init(userID: String, loginName: String?, passwordHash: String?, accessToken: String, createdAt: Int64) {
+        self.userID = userID
+        self.loginName = loginName
+        self.passwordHash = passwordHash
+        self.accessToken = accessToken
+        self.createdAt = createdAt
+    }
+}
+
+/// A group of users that can own things together.
+public struct GroupRecord: Sendable {
+    public var groupID: String
+    public var name: String
+    public var ownerUserID: String
+    public var members: [String]
+
+    public init(groupID: String, name: String, ownerUserID: String, members: [String]) {
+        self.groupID = groupID
+        self.name = name
+        self.ownerUserID = ownerUserID
+        self.members = members
+    }
+}
+
+/// Where an app user is notified of command results.
+public struct AppInstallation: Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// A message on the installation's own MQTT topic.
+        case mqtt = "MQTT"
+        /// Server-Sent Events on GET …/installations/{id}/events.
+        case sse = "SSE"
+        /// An HTTP POST to `target`.
+        case webhook = "WEBHOOK"
+    }
+
+    public var installationID: String
+    public var userID: String
+    public var kind: Kind
+    /// The MQTT topic (MQTT) or URL (WEBHOOK); nil for SSE.
+    public var target: String?
+    public var createdAt: Int64
+
+    public init(installationID: String, userID: String, kind: Kind, target: String?, createdAt: Int64) {
+        self.installationID = installationID
+        self.userID = userID
+        self.kind = kind
+        self.target = target
+        self.createdAt = createdAt
+    }
+}
+
+/// One state upload as stored for the history.
+public struct StateSample: Sendable {
+    public var thingID: String
+    public var at: Int64
+    public var method: String
+    /// The uploaded JSON text.
+    public var upload: String
+    /// The whole state after this upload (JSON text).
+    public var state: String
+
+    public init(thingID: String, at: Int64, method: String, upload: String, state: String) {
+        self.thingID = thingID
+        self.at = at
+        self.method = method
+        self.upload = upload
+        self.state = state
+    }
+}
+
+public enum RegisterError: Error, Sendable {
+    /// The vendorThingID is registered with another password.
+    case wrongPassword
+    /// The vendorThingID is registered with another thingType.
+    case wrongType
+    /// The store could not write.
+    case storage
+}
+
+public protocol HubStore: AnyObject, Sendable {
+    // MARK: things
+
+    /// The first registration of a vendorThingID creates the thing (with a new
+    /// thingID and access token); later ones must give the same password and
+    /// thingType (a nil thingType matches), and update firmwareVersion and
+    /// dataGroupingInterval when given.
+    func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+                       dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError>
+    func thing(id: String) -> ThingRecord?
+    func thing(vendorThingID: String) -> ThingRecord?
+    func thing(accessToken: String) -> ThingRecord?
+    func thing(mqttTopic: String) -> ThingRecord?
+    /// False when the thing is unknown or the store cannot write.
+    func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
+    func setFirmwareVersion(thingID: String, _ version: String) -> Bool
+    /// Adds an owner ("user:…" or "group:…"); adding one twice is a no-op.
+    func addOwner(thingID: String, owner: String) -> Bool
+
+    // MARK: state
+
+    /// Stores an upload: PUT replaces the state, PATCH merges the object's
+    /// members into it. Returns the whole state after it, nil for an unknown thing.
+    func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
+    /// Uploads with from <= at < to, oldest first.
+    func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
+
+    // MARK: commands
+
+    /// Stores a new command; returns it with `seq` assigned, nil when the
+    /// commandID exists already or the store cannot write.
+    func insertCommand(_ command: CommandRecord) -> CommandRecord?
+    func command(id: String) -> CommandRecord?
+    /// Sets the state (and modifiedAt) of a command that has no results yet.
+    func markDelivered(commandID: String, at: Int64) -> Bool
+    /// Stores the first results of a command and its final state. Returns
+    /// false, changing nothing, when the command already has results (results
+    /// are idempotent by commandID) or is unknown.
+    func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool
+    /// A thing's commands with seq > afterSeq, ascending, at most `limit`.
+    func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord]
+    /// A thing's commands without results, ascending.
+    func unansweredCommands(thingID: String) -> [CommandRecord]
+
+    // MARK: users, groups, app installations
+
+    /// nil when the loginName is taken or the store cannot write.
+    func createUser(loginName: String?, passwordHash: String?) -> UserRecord?
+    func user(id: String) -> UserRecord?
+    func user(accessToken: String) -> UserRecord?
+    func user(loginName: String) -> UserRecord?
+    func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord?
+    func group(id: String) -> GroupRecord?
+    /// Groups the user owns or belongs to.
+    func groups(ofUser userID: String) -> [GroupRecord]
+    func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation?
+    func appInstallation(id: String) -> AppInstallation?
+    func appInstallations(userID: String) -> [AppInstallation]
+    /// False when unknown or not the user's.
+    func removeAppInstallation(id: String, userID: String) -> Bool
+}
