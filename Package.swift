@@ -5,6 +5,10 @@ import PackageDescription
 // (Sources/ThingIF, no Foundation) and the C facade (Sources/ThingIFC, type
 // conversion only). CMakeLists.txt builds the same module into libthingif.so.1
 // and libthingif.a; this package builds it for the hub and the test harness.
+//
+// The hub: ThingIFHub (framework side over MQTT, storage, app logic; no
+// Foundation), ThingIFHubServer (the REST API on Hummingbird) and the
+// thingif-hub executable. The `thingif` CLI is the app side at a terminal.
 let swift5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 
 let package = Package(
@@ -12,6 +16,11 @@ let package = Package(
     products: [
         .library(name: "thingif", type: .dynamic, targets: ["ThingIF"]),
         .executable(name: "thingif-hub", targets: ["thingif-hub"]),
+        .executable(name: "thingif", targets: ["thingif-cli"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .systemLibrary(
@@ -24,12 +33,28 @@ let package = Package(
             name: "ThingIF",
             dependencies: ["CThingIF"],
             path: "Sources",
-            exclude: ["CThingIF", "ThingIFHub", "thingif-hub"],
+            exclude: ["CThingIF", "CSQLite", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
             sources: ["ThingIF", "ThingIFC"],
             swiftSettings: swift5
         ),
-        .target(name: "ThingIFHub", dependencies: ["ThingIF"], swiftSettings: swift5),
-        .executableTarget(name: "thingif-hub", dependencies: ["ThingIFHub"], swiftSettings: swift5),
+        .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .target(name: "ThingIFHub", dependencies: ["ThingIF", "CSQLite"], swiftSettings: swift5),
+        .target(
+            name: "ThingIFHubServer",
+            dependencies: ["ThingIFHub", .product(name: "Hummingbird", package: "hummingbird")],
+            swiftSettings: swift5
+        ),
+        .executableTarget(name: "thingif-hub", dependencies: ["ThingIFHubServer"], swiftSettings: swift5),
+        .executableTarget(
+            name: "thingif-cli",
+            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swift5
+        ),
         .target(
             name: "CThingIFTestSupport",
             dependencies: ["ThingIF"],
@@ -47,7 +72,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFHub", "CThingIFTestSupport", "aircon"],
+            dependencies: ["ThingIF", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
             swiftSettings: swift5
         ),
     ]

@@ -7,7 +7,7 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
   have_pkg "$p" || need+=("$p")
 done
 

@@ -7,8 +7,10 @@ import Glibc
 
 /// The framework side of the protocol over MQTT: it answers onboarding and
 /// installation requests, accepts action results, state and firmware
-/// versions, and publishes commands to things. It keeps everything in memory.
-/// It reuses the device library's wire codec and transport.
+/// versions, and publishes commands to things. What it knows lives in a
+/// HubStore (MemoryStore by default; SQLiteStore for thingif-hub). It reuses
+/// the device library's wire codec and transport. AppAPI.swift adds the app
+/// side that the REST API calls.
 ///
 /// Threads: MQTT traffic is handled on libmosquitto's thread; every public
 /// method may be called from any thread.
@@ -24,14 +26,9 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Subscribe through the shared group $share/thingif-hub/… so that
         /// several framework processes split the request stream.
         public var sharedSubscription: Bool
-        /// A directory where things, commands and results are journaled, so
-        /// that a restarted framework side knows them; nil keeps memory only.
-        public var storageDirectory: String?
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
-                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
-                    storageDirectory: String? = nil) {
-            self.storageDirectory = storageDirectory
+                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true) {
             self.appID = appID
             self.appKey = appKey
             self.brokerHost = brokerHost
@@ -42,20 +39,7 @@ public final class FrameworkSide: @unchecked Sendable {
         }
     }
 
-    public struct ThingRecord: Sendable {
-        public var thingID: String
-        public var vendorThingID: String?
-        public var password: String?
-        public var thingType: String?
-        public var firmwareVersion: String?
-        public var accessToken: String
-        /// installationID -> mqttTopic
-        public var installations: [String: String]
-        /// The latest full state (JSON text), after PATCHes applied.
-        public var state: String?
-        /// Every state upload, in order: ("PUT" | "PATCH", JSON text).
-        public var stateUploads: [(method: String, body: String)]
-    }
+    public typealias ThingRecord = ThingIFHub.ThingRecord
 
     /// A request as received, for tests and logs.
     public struct RequestRecord: Sendable {
@@ -66,102 +50,33 @@ public final class FrameworkSide: @unchecked Sendable {
         public var status: Int
     }
 
+    /// What only this process needs to know.
     private struct Data {
-        var things: [String: ThingRecord] = [:]          // by thingID
-        var byVendorID: [String: String] = [:]           // vendorThingID -> thingID
-        var byToken: [String: String] = [:]              // accessToken -> thingID
-        var byTopic: [String: String] = [:]              // mqttTopic -> thingID
-        var results: [String: String] = [:]              // commandID -> action-results JSON text
-        var resultPosts: [String: Int] = [:]             // commandID -> how many times results arrived
-        var commands: [String: String] = [:]             // commandID -> thingID
-        var payloads: [String: [UInt8]] = [:]            // commandID -> command as sent
-        var commandOrder: [String] = []
         var requests: [RequestRecord] = []
         var online: [String: Bool] = [:]                 // thingID -> last status seen
+        var resultPosts: [String: Int] = [:]             // commandID -> how many times results arrived
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
     }
 
     public let options: Options
+    public let store: HubStore
     private let client: MqttClient
     private let data = Locked(Data())
-    private let journal: Journal?
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
+    /// Called once per command when its results arrive, on the MQTT thread.
+    public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
+    var appAPI: AppAPI { AppAPI(hub: self) }
 
-    public init?(_ options: Options) {
+    public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
             return nil
         }
         self.options = options
         self.client = c
-        if let dir = options.storageDirectory {
-            guard let storage = Storage(directory: dir) else { return nil }
-            journal = Journal(storage: storage, name: "framework.jsonl")
-            let records = journal!.load()
-            data.withLock { d in for r in records { FrameworkSide.replay(r, into: &d) } }
-        } else {
-            journal = nil
-        }
-    }
-
-    // MARK: persistence
-
-    /// Appends a record to the journal (when there is one). Called with the
-    /// data lock held, so the journal's order is the order of changes.
-    private func persist(_ fields: [(String, String)]) {
-        guard let journal else { return }
-        let r = JSON.object()
-        for (k, v) in fields { r.set(k, string: v) }
-        _ = journal.append(r)
-    }
-
-    private static func replay(_ r: JSON, into d: inout Data) {
-        func f(_ k: String) -> String? { r[k]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
-        switch f("t") {
-        case "thing":
-            guard let id = f("id"), let token = f("token") else { return }
-            d.things[id] = ThingRecord(thingID: id, vendorThingID: f("vendor"), password: f("password"),
-                                       thingType: f("type"), firmwareVersion: f("firmware"), accessToken: token,
-                                       installations: [:], state: nil, stateUploads: [])
-            if let v = f("vendor") { d.byVendorID[v] = id }
-            d.byToken[token] = id
-        case "inst":
-            guard let id = f("id"), let iid = f("installation"), let topic = f("topic") else { return }
-            d.things[id]?.installations[iid] = topic
-            d.byTopic[topic] = id
-        case "cmd":
-            guard let cid = f("command"), let id = f("id"), let p = f("payload") else { return }
-            if d.commands.updateValue(id, forKey: cid) == nil { d.commandOrder.append(cid) }
-            d.payloads[cid] = Array(p.utf8)
-        case "res":
-            guard let cid = f("command"), let body = f("body") else { return }
-            d.results[cid] = body
-            d.resultPosts[cid, default: 0] += 1
-        case "state":
-            guard let id = f("id"), let body = f("state") else { return }
-            d.things[id]?.state = body
-        default:
-            return
-        }
-    }
-
-    /// Commands sent to a thing that have no results yet, oldest first.
-    public func unanswered(of thingID: String) -> [String] {
-        data.withLock { d in d.commandOrder.filter { d.commands[$0] == thingID && d.results[$0] == nil } }
-    }
-
-    /// Publishes again every command of the thing that has no results: the
-    /// thing runs each at most once, so this only fills gaps.
-    @discardableResult
-    public func resendUnanswered(to thingID: String) -> Int {
-        let pending = data.withLock { d in
-            d.commandOrder.filter { d.commands[$0] == thingID && d.results[$0] == nil }.compactMap { d.payloads[$0] }
-        }
-        var sent = 0
-        for p in pending where publish(p, to: thingID) { sent += 1 }
-        return sent
+        self.store = store
     }
 
     // MARK: lifecycle
@@ -182,7 +97,8 @@ public final class FrameworkSide: @unchecked Sendable {
               client.startThread() == MOSQ_ERR_SUCCESS.rawValue else { return false }
         return wait(timeoutMs: timeoutMs) {
             self.data.withLock { d in
-                d.connack == 0 && d.expectedMids.count == Topics.hubSubscriptions(shared: false).count && d.expectedMids.isSubset(of: d.subscribedMids)
+                d.connack == 0 && d.expectedMids.count == Topics.hubSubscriptions(shared: false).count
+                    && d.expectedMids.isSubset(of: d.subscribedMids)
             }
         }
     }
@@ -202,24 +118,20 @@ public final class FrameworkSide: @unchecked Sendable {
         return true
     }
 
-    // MARK: app-side operations
+    // MARK: operations for tests and the demo
 
-    /// Onboarding by the app: registers (or finds) the thing and returns its
-    /// thingID and access token, to hand over to the device.
+    /// Onboarding by the app without an owner: registers (or finds) the thing
+    /// and returns its thingID and access token, to hand over to the device.
     public func onboardByApp(vendorThingID: String, password: String, thingType: String? = nil) -> (thingID: String, accessToken: String)? {
-        data.withLock { d in
-            switch register(&d, vendorThingID: vendorThingID, password: password, thingType: thingType, firmwareVersion: nil) {
-            case .success(let t): return (t.thingID, t.accessToken)
-            case .failure: return nil
-            }
+        switch store.registerThing(vendorThingID: vendorThingID, password: password, thingType: thingType,
+                                   firmwareVersion: nil, dataGroupingInterval: nil) {
+        case .success(let t): return (t.thingID, t.accessToken)
+        case .failure: return nil
         }
     }
 
-    public func thing(_ thingID: String) -> ThingRecord? { data.withLock { $0.things[thingID] } }
-
-    public func thing(vendorThingID: String) -> ThingRecord? {
-        data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
-    }
+    public func thing(_ thingID: String) -> ThingRecord? { store.thing(id: thingID) }
+    public func thing(vendorThingID: String) -> ThingRecord? { store.thing(vendorThingID: vendorThingID) }
 
     public var requests: [RequestRecord] { data.withLock { $0.requests } }
 
@@ -242,21 +154,29 @@ public final class FrameworkSide: @unchecked Sendable {
         wait(timeoutMs: timeoutMs) { isOnline(thingID) }
     }
 
-    /// Publishes a command to the thing; returns false when the thing or an
-    /// MQTT topic for it is unknown.
-    public func send(_ command: Command, to thingID: String) -> Bool {
-        let payload = command.encode().dumpBytes()
-        // Recorded before it is published, so a result can never arrive for
-        // a command the framework does not know.
-        let known = data.withLock { d -> Bool in
-            guard d.things[thingID] != nil else { return false }
-            if d.commands.updateValue(thingID, forKey: command.id) == nil { d.commandOrder.append(command.id) }
-            d.payloads[command.id] = payload
-            persist([("t", "cmd"), ("command", command.id), ("id", thingID),
-                     ("payload", String(decoding: payload, as: UTF8.self))])
-            return true
+    /// Stores a command and publishes it to the thing; false when the thing
+    /// is unknown or the command ID exists. A command stored but not
+    /// published (broker down) goes out with the thing's next birth message.
+    public func send(_ command: Command, to thingID: String, issuer: String? = nil,
+                     installationID: String? = nil) -> Bool {
+        stored(command, to: thingID, issuer: issuer, installationID: installationID) != nil
+    }
+
+    /// As `send`, returning the stored record.
+    func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
+        guard store.thing(id: thingID) != nil else { return nil }
+        let payload = command.encode().dump()
+        let now = Platform.epochMs()
+        // Stored before it is published, so a result can never arrive for a
+        // command the framework does not know.
+        guard var record = store.insertCommand(CommandRecord(
+            commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
+            issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now)) else { return nil }
+        if publish(Array(payload.utf8), to: thingID) && isOnline(thingID)
+            && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
+            record.state = .delivered
         }
-        return known && publish(payload, to: thingID)
+        return record
     }
 
     /// Builds and sends a schema command; returns its commandID.
@@ -276,14 +196,19 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// Publishes any bytes on the thing's command topic (for bad-input tests).
     public func publish(_ payload: [UInt8], to thingID: String) -> Bool {
-        guard let topic = data.withLock({ d in d.things[thingID]?.installations.values.first }) else { return false }
-        return client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
+        guard let topic = store.thing(id: thingID)?.installations.values.sorted().first else { return false }
+        return publishRaw(topic: topic, payload: payload)
+    }
+
+    /// Publishes on any topic (QoS 1).
+    public func publishRaw(topic: String, payload: [UInt8]) -> Bool {
+        client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
     }
 
     public static func newCommandID() -> String { "cmd-" + Platform.randomHex(bytes: 8) }
 
     /// The action results the thing reported for a command (JSON text).
-    public func results(of commandID: String) -> String? { data.withLock { $0.results[commandID] } }
+    public func results(of commandID: String) -> String? { store.command(id: commandID)?.results }
 
     /// How many times the thing reported results for a command.
     public func resultPostCount(of commandID: String) -> Int { data.withLock { $0.resultPosts[commandID] ?? 0 } }
@@ -316,29 +241,42 @@ public final class FrameworkSide: @unchecked Sendable {
         return r
     }
 
+    /// Commands sent to a thing that have no results yet, oldest first.
+    public func unanswered(of thingID: String) -> [String] {
+        store.unansweredCommands(thingID: thingID).map(\.commandID)
+    }
+
+    /// Publishes again every command of the thing that has no results: the
+    /// thing runs each at most once, so this only fills gaps.
+    @discardableResult
+    public func resendUnanswered(to thingID: String) -> Int {
+        var sent = 0
+        for c in store.unansweredCommands(thingID: thingID) where publish(Array(c.payload.utf8), to: thingID) {
+            sent += 1
+            _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
+        }
+        return sent
+    }
+
     // MARK: request handling (MQTT thread)
 
     private func handle(_ m: MqttClient.Message) {
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
-            let tid = data.withLock { d -> String? in
-                guard let tid = d.byTopic[clientID] else { return nil }
-                d.online[tid] = up
-                return tid
-            }
-            if let tid {
-                onEvent?("\(tid) is \(up ? "online" : "offline")")
-                if up {
-                    let n = resendUnanswered(to: tid)
-                    if n > 0 { onEvent?("sent \(n) unanswered command(s) to \(tid) again") }
-                }
+            guard let tid = store.thing(mqttTopic: clientID)?.thingID else { return }
+            data.withLock { $0.online[tid] = up }
+            onEvent?("\(tid) is \(up ? "online" : "offline")")
+            if up {
+                let n = resendUnanswered(to: tid)
+                if n > 0 { onEvent?("sent \(n) unanswered command(s) to \(tid) again") }
             }
             return
         }
         guard let t = Topics.parseRequest(m.topic) else { return }
         let reply: KiiResponse
         var method = "?"
-        if let req = KiiRequest.decode(m.payload) {
+        let request = KiiRequest.decode(m.payload)
+        if let req = request {
             method = req.method
             reply = t.appID == options.appID
                 ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
@@ -350,12 +288,12 @@ public final class FrameworkSide: @unchecked Sendable {
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
         var answer = reply
-        if let rid = KiiRequest.decode(m.payload)?.requestID {
+        if let rid = request?.requestID {
             answer.headers.append((KiiFraming.requestIDHeader, rid))
         }
         data.withLock {
             $0.requests.append(RequestRecord(clientID: t.clientID, method: method, path: t.path,
-                                             body: String(decoding: KiiRequest.decode(m.payload)?.body ?? [], as: UTF8.self),
+                                             body: String(decoding: request?.body ?? [], as: UTF8.self),
                                              status: reply.status))
         }
         // MQTT 3.1.1 clients have no Response Topic: answer on the request topic.
@@ -364,10 +302,8 @@ public final class FrameworkSide: @unchecked Sendable {
     }
 
     private func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse {
-        let body = JSON.object()
-        body.set("errorCode", string: code)
-        body.set("message", string: message)
-        return KiiResponse(status: status, headers: [("Content-Type", MediaType.json)], body: body.dumpBytes())
+        KiiResponse(status: status, headers: [("Content-Type", MediaType.json)],
+                    body: HubError(status, code, message).body.dumpBytes())
     }
 
     private func ok(_ status: Int, _ body: JSON? = nil) -> KiiResponse {
@@ -396,37 +332,11 @@ public final class FrameworkSide: @unchecked Sendable {
         }
     }
 
-    private enum RegisterError: Error { case wrongPassword, wrongType }
-
-    private func register(_ d: inout Data, vendorThingID: String, password: String, thingType: String?,
-                          firmwareVersion: String?) -> Result<ThingRecord, RegisterError> {
-        if let id = d.byVendorID[vendorThingID], var t = d.things[id] {
-            guard t.password == password else { return .failure(.wrongPassword) }
-            if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
-            if let firmwareVersion { t.firmwareVersion = firmwareVersion }
-            d.things[id] = t
-            return .success(t)
-        }
-        let thingID = "th." + Platform.randomHex(bytes: 10)
-        let t = ThingRecord(thingID: thingID, vendorThingID: vendorThingID, password: password, thingType: thingType,
-                            firmwareVersion: firmwareVersion, accessToken: Platform.randomHex(bytes: 20),
-                            installations: [:], state: nil, stateUploads: [])
-        persist([("t", "thing"), ("id", thingID), ("vendor", vendorThingID), ("password", password),
-                 ("type", thingType ?? ""), ("firmware", firmwareVersion ?? ""), ("token", t.accessToken)])
-        d.things[thingID] = t
-        d.byVendorID[vendorThingID] = thingID
-        d.byToken[t.accessToken] = thingID
-        return .success(t)
-    }
-
-    private func newInstallation(_ d: inout Data, thingID: String) -> (String, MQTTEndpoint)? {
-        guard var t = d.things[thingID] else { return nil }
-        let installationID = Platform.randomHex(bytes: 10)
-        let topic = "t" + Platform.randomHex(bytes: 11)
-        t.installations[installationID] = topic
-        d.things[thingID] = t
-        d.byTopic[topic] = thingID
-        persist([("t", "inst"), ("id", thingID), ("installation", installationID), ("topic", topic)])
+    /// A new MQTT installation (topic) for a thing; nil when the store fails.
+    func newInstallation(for t: ThingRecord) -> (String, MQTTEndpoint)? {
+        let installationID = HubIDs.installationID()
+        let topic = HubIDs.mqttTopic()
+        guard store.addInstallation(thingID: t.thingID, installationID: installationID, mqttTopic: topic) else { return nil }
         return (installationID, endpoint(for: t, installationID: installationID, topic: topic))
     }
 
@@ -443,37 +353,40 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID and thingPassword are required strings")
         }
-        let outcome: Result<(ThingRecord, String, MQTTEndpoint), RegisterError> = data.withLock { d in
-            switch register(&d, vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
-                            firmwareVersion: o.firmwareVersion) {
-            case .failure(let e): return .failure(e)
-            case .success(let t):
-                let (iid, ep) = newInstallation(&d, thingID: t.thingID)!
-                return .success((d.things[t.thingID]!, iid, ep))
-            }
-        }
-        switch outcome {
+        switch store.registerThing(vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
+                                   firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil) {
         case .failure(.wrongPassword):
             return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
         case .failure(.wrongType):
             return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
-        case .success(let (t, _, ep)):
+        case .failure(.storage):
+            return error(500, HubError.storage.code, HubError.storage.message)
+        case .success(let t):
+            // A thing that onboards again keeps its MQTT installation.
+            let ep: MQTTEndpoint
+            if let (iid, topic) = t.installations.sorted(by: { $0.key < $1.key }).first {
+                ep = endpoint(for: t, installationID: iid, topic: topic)
+            } else if let (_, fresh) = newInstallation(for: t) {
+                ep = fresh
+            } else {
+                return error(500, HubError.storage.code, HubError.storage.message)
+            }
             onEvent?("onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)")
             return ok(200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
         }
     }
 
-    /// The thing whose token the request carries, or a 401.
     private enum Auth {
         case success(ThingRecord)
         case failure(KiiResponse)
     }
 
+    /// The thing whose token the request carries, or a 401.
     private func authenticate(_ req: KiiRequest) -> Auth {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        guard let t = data.withLock({ d in d.byToken[token].flatMap { d.things[$0] } }) else {
+        guard let t = store.thing(accessToken: token) else {
             return .failure(error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
         }
         return .success(t)
@@ -496,8 +409,8 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
-        guard let (iid, _) = data.withLock({ newInstallation(&$0, thingID: t.thingID) }) else {
-            return error(404, "THING_NOT_FOUND", "no thing \(t.thingID)")
+        guard let (iid, _) = newInstallation(for: t) else {
+            return error(500, HubError.storage.code, HubError.storage.message)
         }
         let body = JSON.object()
         body.set("installationID", string: iid)
@@ -524,19 +437,28 @@ public final class FrameworkSide: @unchecked Sendable {
     private func actionResults(_ req: KiiRequest, target: String, commandID: String) -> KiiResponse {
         guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
         if let denied = authorize(req, thingID: tid) { return denied }
-        guard case .success(let j) = JSON.parse(req.body), ActionResults.decode(j) != nil else {
+        guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
         }
+        data.withLock { $0.resultPosts[commandID, default: 0] += 1 }
         let text = j.dump()
-        let first = data.withLock { d -> Bool in
-            d.resultPosts[commandID, default: 0] += 1
-            guard d.results[commandID] == nil else { return false }
-            d.results[commandID] = text
-            persist([("t", "res"), ("command", commandID), ("body", text)])
-            return true
+        let now = Platform.epochMs()
+        if store.command(id: commandID) == nil {
+            // A command the framework did not send (a raw publish, or one a
+            // trigger on the thing fired): keep its results all the same.
+            let fired = JSON.object()
+            fired.set("commandID", string: commandID)
+            _ = store.insertCommand(CommandRecord(commandID: commandID, thingID: tid, issuer: nil,
+                                                  issuingInstallationID: nil, payload: fired.dump(),
+                                                  createdAt: now, modifiedAt: now))
         }
+        let state: CommandState = parsed.all.allSatisfy(\.succeeded) ? .done : .incomplete
         // Results are idempotent by commandID: a repeat is accepted and ignored.
-        if first { onEvent?("results of \(commandID) from \(tid): \(text)") }
+        if store.recordResults(commandID: commandID, results: text, state: state, at: now),
+           let record = store.command(id: commandID) {
+            onEvent?("results of \(commandID) from \(tid): \(text)")
+            onCommandFinished?(record)
+        }
         return ok(204)
     }
 
@@ -546,20 +468,10 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
-        let text = data.withLock { d -> String in
-            var t = d.things[tid]!
-            var merged = j
-            if req.method == "PATCH", let old = t.state, case .success(let o) = JSON.parse(old) {
-                json_object_update(o.raw, j.raw)
-                merged = o
-            }
-            t.state = merged.dump()
-            t.stateUploads.append((req.method, j.dump()))
-            d.things[tid] = t
-            persist([("t", "state"), ("id", tid), ("state", t.state!)])
-            return t.state!
+        guard let merged = store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs()) else {
+            return error(500, HubError.storage.code, HubError.storage.message)
         }
-        onEvent?("state of \(tid): \(text)")
+        onEvent?("state of \(tid): \(merged)")
         return ok(204)
     }
 
@@ -568,7 +480,7 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), let v = j["firmwareVersion"]?.stringValue, !v.isEmpty else {
             return error(400, "INVALID_INPUT_DATA", "firmwareVersion must be a non-empty string")
         }
-        data.withLock { $0.things[tid]?.firmwareVersion = v }
+        _ = store.setFirmwareVersion(thingID: tid, v)
         onEvent?("firmware version of \(tid): \(v)")
         return ok(204)
     }

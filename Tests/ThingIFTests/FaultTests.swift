@@ -46,6 +46,8 @@ final class FaultRig {
     let broker: PersistentBroker
     let proxy: CuttingProxy?
     private(set) var hub: FrameworkSide
+    /// The hub's store; a restarted hub opens the same one again.
+    private var hubStore: HubStore
     let hubOptions: FrameworkSide.Options
     let events = HubEvents()
     let appliance: ApplianceProcess
@@ -67,10 +69,9 @@ final class FaultRig {
         broker = try PersistentBroker()
         proxy = withProxy ? try CuttingProxy(upstreamPort: broker.port) : nil
         hubOptions = FrameworkSide.Options(appID: FaultRig.appID, appKey: FaultRig.appKey, brokerPort: broker.port,
-                                           advertisedPort: proxy?.port, sharedSubscription: sharedSubscription,
-                                           storageDirectory: directory + "/hub")
-        try FileManager.default.createDirectory(atPath: directory + "/hub", withIntermediateDirectories: true)
-        guard let h = FrameworkSide(hubOptions) else { throw HarnessError("cannot create the hub") }
+                                           advertisedPort: proxy?.port, sharedSubscription: sharedSubscription)
+        hubStore = try makeHubStore(directory + "/hub.sqlite")
+        guard let h = FrameworkSide(hubOptions, store: hubStore) else { throw HarnessError("cannot create the hub") }
         hub = h
         events.attach(to: hub)
         guard hub.start(timeoutMs: 5000) else { throw HarnessError("the hub did not connect to the broker") }
@@ -107,7 +108,8 @@ final class FaultRig {
     /// Stops the hub and starts a new one on the same journal.
     func restartHub() throws {
         hub.stop()
-        guard let h = FrameworkSide(hubOptions) else { throw HarnessError("cannot create the restarted hub") }
+        hubStore = try makeHubStore(directory + "/hub.sqlite")
+        guard let h = FrameworkSide(hubOptions, store: hubStore) else { throw HarnessError("cannot create the restarted hub") }
         hub = h
         events.attach(to: hub)
         guard hub.start(timeoutMs: 5000) else { throw HarnessError("the restarted hub did not connect") }

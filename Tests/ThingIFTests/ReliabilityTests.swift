@@ -84,8 +84,8 @@ struct ReliabilityTests {
     func outboxSurvivesRestart() throws {
         try withEnv { env in
             env.hub.stop()
-            let hubDir = env.storage("hub")
-            let hubA = try startHub(env, storageDirectory: hubDir)
+            let hubDB = env.storage("hub") + "/hub.sqlite"
+            let hubA = try startHub(env, store: try makeHubStore(hubDB))
             defer { hubA.stop() }
             let (t1, tid) = try startAircon(env, hub: hubA)
             // The loop pauses so that the command is taken only after the hub is gone.
@@ -101,7 +101,7 @@ struct ReliabilityTests {
             #expect(t1.destroy() == RC.ok)
             #expect(pendingOutbox(env.storage("thing")).count == 1)
 
-            let hubB = try startHub(env, storageDirectory: hubDir)
+            let hubB = try startHub(env, store: try makeHubStore(hubDB))
             defer { hubB.stop() }
             #expect(hubB.results(of: id) == nil)
             let (t2, _) = try startAircon(env, hub: hubB)
@@ -430,9 +430,9 @@ private func runTool(_ name: String, _ args: [String]) throws {
 }
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
-private func startHub(_ env: Env, advertisedPort: Int? = nil, storageDirectory: String? = nil) throws -> FrameworkSide {
+private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore()) throws -> FrameworkSide {
     guard let hub = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: env.broker.port,
-                                        advertisedPort: advertisedPort, storageDirectory: storageDirectory)) else {
+                                        advertisedPort: advertisedPort), store: store) else {
         throw HarnessError("cannot create a framework side")
     }
     guard hub.start(timeoutMs: 5000) else {

@@ -1,0 +1,170 @@
+import ThingIF
+
+/// An error of the app API: an HTTP status and Thing-IF's
+/// {"errorCode","message"} body.
+public struct HubError: Error, Sendable, Equatable {
+    public var status: Int
+    public var code: String
+    public var message: String
+
+    public init(_ status: Int, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public static func invalid(_ message: String) -> HubError { HubError(400, "INVALID_INPUT_DATA", message) }
+    public static func unauthorized(_ message: String = "an Authorization: Bearer token of a user is required") -> HubError {
+        HubError(401, "UNAUTHORIZED", message)
+    }
+    public static func forbidden(_ message: String) -> HubError { HubError(403, "FORBIDDEN", message) }
+    public static func notFound(_ code: String, _ message: String) -> HubError { HubError(404, code, message) }
+    public static let storage = HubError(500, "STORAGE_ERROR", "the hub's store could not be written")
+
+    /// The response body.
+    public var body: JSON {
+        let o = JSON.object()
+        o.set("errorCode", string: code)
+        o.set("message", string: message)
+        return o
+    }
+}
+
+/// Limits of the app API (documented in docs/openapi.yaml).
+public enum AppLimits {
+    public static let maxTitle = 50
+    public static let maxDescription = 200
+    public static let maxMetadataBytes = 1024
+    public static let maxActions = 100
+    public static let maxActionBytes = 16 * 1024
+    public static let defaultPageSize = 10
+    public static let maxPageSize = 100
+    public static let groupingIntervals: [String: Int64] = [
+        "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
+        "1_HOUR": 3_600_000, "12_HOURS": 43_200_000,
+    ]
+}
+
+/// One group of the state history: the samples whose time falls in
+/// [from, to), where the range is one data grouping interval.
+public struct StateGroup: Sendable {
+    public var from: Int64
+    public var to: Int64
+    public var samples: [StateSample]
+}
+
+/// The app side of the framework: what the REST API (ThingIFHubServer)
+/// calls. Authentication of the caller is the REST layer's job; these
+/// methods check ownership.
+extension FrameworkSide {
+    // MARK: users and groups
+
+    /// A pseudo user (no loginName) or a normal user (loginName + password).
+    public func createUser(loginName: String?, password: String?) -> Result<UserRecord, HubError> {
+        appAPI.createUser(loginName: loginName, password: password)
+    }
+
+    /// A normal user's token for its loginName and password.
+    public func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
+        appAPI.login(loginName: loginName, password: password)
+    }
+
+    /// The user a bearer token belongs to; nil for an unknown token or a thing's token.
+    public func user(token: String) -> UserRecord? { store.user(accessToken: token) }
+
+    public func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
+        appAPI.createGroup(name: name, owner: owner, members: members)
+    }
+
+    // MARK: things
+
+    /// Onboarding by the app (owner): registers or finds the thing by
+    /// vendorThingID + password and binds `owner` ("user:…" or "group:…",
+    /// which the user must own or belong to).
+    public func onboardByOwner(user: UserRecord, vendorThingID: String, password: String, owner: String,
+                               thingType: String?, firmwareVersion: String?,
+                               dataGroupingInterval: String?) -> Result<ThingRecord, HubError> {
+        appAPI.onboardByOwner(user: user, vendorThingID: vendorThingID, password: password, owner: owner,
+                              thingType: thingType, firmwareVersion: firmwareVersion,
+                              dataGroupingInterval: dataGroupingInterval)
+    }
+
+    /// The thing when `user` owns it directly or through a group; otherwise
+    /// 404 (an unknown thing and another owner's thing look the same).
+    public func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        appAPI.ownedThing(user: user, thingID: thingID)
+    }
+
+    // MARK: commands
+
+    /// postNewCommand: validates the CommandForm (schema, schemaVersion,
+    /// actions, issuer, title, description, metadata), stores the command and
+    /// publishes it to the thing.
+    public func postCommand(user: UserRecord, thingID: String, form: JSON,
+                            installationID: String?) -> Result<CommandRecord, HubError> {
+        appAPI.postCommand(user: user, thingID: thingID, form: form, installationID: installationID)
+    }
+
+    public func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
+        appAPI.getCommand(user: user, thingID: thingID, commandID: commandID)
+    }
+
+    /// listCommands: ascending; `paginationKey` is the opaque key of the
+    /// previous page; `next` is nil after the last page.
+    public func listCommands(user: UserRecord, thingID: String, paginationKey: String?,
+                             bestEffortLimit: Int?) -> Result<(commands: [CommandRecord], next: String?), HubError> {
+        appAPI.listCommands(user: user, thingID: thingID, paginationKey: paginationKey, bestEffortLimit: bestEffortLimit)
+    }
+
+    /// The command as the app API shows it: the form's fields plus
+    /// commandID, target, commandState, actionResults, createdAt, modifiedAt.
+    public func commandJSON(_ c: CommandRecord) -> JSON { AppAPI.commandJSON(c) }
+
+    // MARK: state
+
+    public func latestState(user: UserRecord, thingID: String) -> Result<String?, HubError> {
+        ownedThing(user: user, thingID: thingID).map { $0.state }
+    }
+
+    /// The state history in [from, to), grouped by the thing's data grouping
+    /// interval (one group per interval that has samples; a thing without an
+    /// interval gets one group for the whole range).
+    public func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64) -> Result<[StateGroup], HubError> {
+        appAPI.stateHistory(user: user, thingID: thingID, from: from, to: to)
+    }
+
+    // MARK: app installations and notifications
+
+    /// MQTT installations get a topic of their own (`target`); WEBHOOK ones
+    /// need an http:// or https:// URL; SSE ones stream from the REST API.
+    public func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind,
+                                   webhookURL: String?) -> Result<AppInstallation, HubError> {
+        appAPI.addAppInstallation(user: user, kind: kind, webhookURL: webhookURL)
+    }
+
+    public func removeAppInstallation(user: UserRecord, installationID: String) -> Bool {
+        store.removeAppInstallation(id: installationID, userID: user.userID)
+    }
+
+    /// Who is told that a command finished: for a pseudo user only the
+    /// installation the command was posted from; for a normal user every
+    /// installation of the issuer.
+    public func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
+        appAPI.notificationTargets(for: command)
+    }
+
+    /// The notification body: {"commandID","thingID","commandState"}.
+    public static func notificationPayload(_ c: CommandRecord) -> [UInt8] {
+        let o = JSON.object()
+        o.set("commandID", string: c.commandID)
+        o.set("thingID", string: c.thingID)
+        o.set("commandState", string: c.state.rawValue)
+        return o.dumpBytes()
+    }
+
+    /// Publishes a notification on an MQTT installation's topic (QoS 1).
+    public func publishNotification(_ installation: AppInstallation, payload: [UInt8]) -> Bool {
+        guard installation.kind == .mqtt, let topic = installation.target else { return false }
+        return publishRaw(topic: topic, payload: payload)
+    }
+}

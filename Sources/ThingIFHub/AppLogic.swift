@@ -1,0 +1,276 @@
+import ThingIF
+
+/// The rules of the app API; FrameworkSide's public methods in AppAPI.swift
+/// call in here.
+struct AppAPI {
+    unowned let hub: FrameworkSide
+    var store: HubStore { hub.store }
+
+    // MARK: users and groups
+
+    func createUser(loginName: String?, password: String?) -> Result<UserRecord, HubError> {
+        var hash: String?
+        if let loginName {
+            guard AppAPI.isValidLoginName(loginName) else {
+                return .failure(.invalid("loginName must be 3 to 64 letters, digits or . _ @ -"))
+            }
+            guard let password, (4...128).contains(password.count) else {
+                return .failure(.invalid("password must be 4 to 128 characters"))
+            }
+            hash = PasswordHash.make(password)
+            if store.user(loginName: loginName) != nil {
+                return .failure(HubError(409, "USER_ALREADY_EXISTS", "loginName \(loginName) is taken"))
+            }
+        } else if password != nil {
+            return .failure(.invalid("a password needs a loginName"))
+        }
+        guard let u = store.createUser(loginName: loginName, passwordHash: hash) else {
+            return .failure(loginName != nil ? HubError(409, "USER_ALREADY_EXISTS", "loginName is taken") : .storage)
+        }
+        return .success(u)
+    }
+
+    func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
+        guard let u = store.user(loginName: loginName), let hash = u.passwordHash,
+              PasswordHash.verify(password, hash) else {
+            return .failure(HubError(400, "invalid_grant", "the loginName or the password is wrong"))
+        }
+        return .success(u)
+    }
+
+    static func isValidLoginName(_ s: String) -> Bool {
+        (3...64).contains(s.count) && s.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "._@-".unicodeScalars.contains($0)
+        }
+    }
+
+    func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
+        guard (1...64).contains(name.count) else { return .failure(.invalid("name must be 1 to 64 characters")) }
+        guard members.count <= 100 else { return .failure(.invalid("at most 100 members")) }
+        for m in members where store.user(id: m) == nil {
+            return .failure(.invalid("no user \(m)"))
+        }
+        guard let g = store.createGroup(name: name, ownerUserID: owner.userID, members: members) else {
+            return .failure(.storage)
+        }
+        return .success(g)
+    }
+
+    /// The typed IDs a user acts as: "user:{id}" and "group:{id}" of its groups.
+    func identities(of user: UserRecord) -> [String] {
+        ["user:\(user.userID)"] + store.groups(ofUser: user.userID).map { "group:\($0.groupID)" }
+    }
+
+    // MARK: things
+
+    func onboardByOwner(user: UserRecord, vendorThingID: String, password: String, owner: String,
+                        thingType: String?, firmwareVersion: String?,
+                        dataGroupingInterval: String?) -> Result<ThingRecord, HubError> {
+        guard !vendorThingID.isEmpty, vendorThingID.count <= 200, !password.isEmpty, password.count <= 200 else {
+            return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
+        }
+        guard owner.hasPrefix("user:") || owner.hasPrefix("group:") else {
+            return .failure(.invalid("owner must be a typed ID: user:{userID} or group:{groupID}"))
+        }
+        guard identities(of: user).contains(owner) else {
+            return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
+        }
+        if let i = dataGroupingInterval, AppLimits.groupingIntervals[i] == nil {
+            return .failure(.invalid("dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"))
+        }
+        switch store.registerThing(vendorThingID: vendorThingID, password: password, thingType: thingType,
+                                   firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval) {
+        case .failure(.wrongPassword):
+            return .failure(HubError(403, "WRONG_PASSWORD", "the password of \(vendorThingID) does not match"))
+        case .failure(.wrongType):
+            return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
+        case .failure(.storage):
+            return .failure(.storage)
+        case .success(let t):
+            guard store.addOwner(thingID: t.thingID, owner: owner), let bound = store.thing(id: t.thingID) else {
+                return .failure(.storage)
+            }
+            return .success(bound)
+        }
+    }
+
+    func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        guard let t = store.thing(id: thingID), !Set(t.owners).isDisjoint(with: identities(of: user)) else {
+            return .failure(.notFound("TARGET_NOT_FOUND", "no thing \(thingID) of this user"))
+        }
+        return .success(t)
+    }
+
+    // MARK: commands
+
+    func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<CommandRecord, HubError> {
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): thing = t
+        }
+        guard form.isObject else { return .failure(.invalid("the body must be a JSON object (a CommandForm)")) }
+        func string(_ key: String, max: Int, required: Bool) -> Result<String?, HubError> {
+            guard let v = form[key], !v.isNull else {
+                return required ? .failure(.invalid("\"\(key)\" is required")) : .success(nil)
+            }
+            guard let s = v.stringValue else { return .failure(.invalid("\"\(key)\" must be a string, not \(v.typeName)")) }
+            guard !required || !s.isEmpty else { return .failure(.invalid("\"\(key)\" must not be empty")) }
+            guard s.count <= max else { return .failure(.invalid("\"\(key)\" is longer than \(max) characters")) }
+            return .success(s)
+        }
+        var fields: [String: String?] = [:]
+        for (key, max, required) in [("schema", 200, true), ("issuer", 200, true),
+                                     ("title", AppLimits.maxTitle, false),
+                                     ("description", AppLimits.maxDescription, false)] {
+            switch string(key, max: max, required: required) {
+            case .failure(let e): return .failure(e)
+            case .success(let v): fields[key] = v
+            }
+        }
+        guard let version = form["schemaVersion"]?.intValue, version >= 0, version <= Int(Int32.max) else {
+            return .failure(.invalid("\"schemaVersion\" is required: a non-negative integer"))
+        }
+        let issuer = fields["issuer"]!!
+        guard identities(of: user).contains(issuer) else {
+            return .failure(.forbidden("issuer \(issuer) is not the caller nor one of its groups"))
+        }
+        var metadata: JSON?
+        if let m = form["metadata"], !m.isNull {
+            guard m.isObject else { return .failure(.invalid("\"metadata\" must be an object, not \(m.typeName)")) }
+            guard m.dump().utf8.count <= AppLimits.maxMetadataBytes else {
+                return .failure(.invalid("\"metadata\" is larger than \(AppLimits.maxMetadataBytes) bytes"))
+            }
+            metadata = m
+        }
+        guard let actions = form["actions"], actions.isArray else {
+            return .failure(.invalid("\"actions\" is required: an array of one-key objects"))
+        }
+        let elements = actions.elements
+        guard (1...AppLimits.maxActions).contains(elements.count) else {
+            return .failure(.invalid("\"actions\" must hold 1 to \(AppLimits.maxActions) actions"))
+        }
+        var entries: [Command.Entry] = []
+        for (i, a) in elements.enumerated() {
+            guard a.isObject, a.count == 1, let (name, params) = a.members.first, !name.isEmpty else {
+                return .failure(.invalid("action \(i) must be an object with exactly one key, the action name"))
+            }
+            guard a.dump().utf8.count <= AppLimits.maxActionBytes else {
+                return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
+            }
+            entries.append(.action(name: name, params: params))
+        }
+        if let installationID {
+            guard store.appInstallation(id: installationID)?.userID == user.userID else {
+                return .failure(.invalid("installation \(installationID) is not one of the caller's"))
+            }
+        }
+        let command = Command(id: FrameworkSide.newCommandID(), shape: .schema, schema: fields["schema"]!!,
+                              schemaVersion: version, issuer: issuer, title: fields["title"] ?? nil,
+                              description: fields["description"] ?? nil, metadata: metadata,
+                              groups: [Command.Group(alias: nil, entries: entries)])
+        guard let record = hub.stored(command, to: thing.thingID, issuer: issuer, installationID: installationID) else {
+            return .failure(.storage)
+        }
+        return .success(record)
+    }
+
+    func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
+        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        guard let c = store.command(id: commandID), c.thingID == thingID else {
+            return .failure(.notFound("COMMAND_NOT_FOUND", "no command \(commandID) for \(thingID)"))
+        }
+        return .success(c)
+    }
+
+    func listCommands(user: UserRecord, thingID: String, paginationKey: String?,
+                      bestEffortLimit: Int?) -> Result<(commands: [CommandRecord], next: String?), HubError> {
+        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        let limit = bestEffortLimit ?? AppLimits.defaultPageSize
+        guard limit >= 1 else { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
+        let pageSize = min(limit, AppLimits.maxPageSize)
+        var after: Int64 = 0
+        if let key = paginationKey {
+            guard let seq = Int64(key), seq >= 0 else {
+                return .failure(HubError(400, "INVALID_PAGINATION_KEY", "paginationKey is not one this hub gave"))
+            }
+            after = seq
+        }
+        let page = store.commands(thingID: thingID, afterSeq: after, limit: pageSize + 1)
+        let shown = Array(page.prefix(pageSize))
+        let next = page.count > pageSize ? shown.last.map { String($0.seq) } : nil
+        return .success((shown, next))
+    }
+
+    static func commandJSON(_ c: CommandRecord) -> JSON {
+        let o: JSON
+        if case .success(let p) = JSON.parse(c.payload), p.isObject { o = p } else { o = JSON.object() }
+        o.set("commandID", string: c.commandID)
+        o.set("target", string: "thing:\(c.thingID)")
+        if let issuer = c.issuer { o.set("issuer", string: issuer) }
+        o.set("commandState", string: c.state.rawValue)
+        if let r = c.results, case .success(let rj) = JSON.parse(r), let list = rj["actionResults"] {
+            o.set("actionResults", list)
+        }
+        o.set("createdAt", .int(Int(c.createdAt)))
+        o.set("modifiedAt", .int(Int(c.modifiedAt)))
+        return o
+    }
+
+    // MARK: state
+
+    func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64) -> Result<[StateGroup], HubError> {
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): thing = t
+        }
+        guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
+        let samples = store.stateHistory(thingID: thingID, from: from, to: to)
+        guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
+            return .success(samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)])
+        }
+        var groups: [StateGroup] = []
+        for s in samples {
+            let start = s.at - s.at % interval
+            if groups.last?.from == start {
+                groups[groups.count - 1].samples.append(s)
+            } else {
+                groups.append(StateGroup(from: start, to: start + interval, samples: [s]))
+            }
+        }
+        return .success(groups)
+    }
+
+    // MARK: app installations and notifications
+
+    func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind, webhookURL: String?) -> Result<AppInstallation, HubError> {
+        var target: String?
+        if kind == .webhook {
+            guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
+            }
+            target = url
+        } else if webhookURL != nil {
+            return .failure(.invalid("webhookURL is only for WEBHOOK installations"))
+        }
+        guard let i = store.addAppInstallation(userID: user.userID, kind: kind, target: target) else {
+            return .failure(.storage)
+        }
+        return .success(i)
+    }
+
+    func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
+        guard let issuer = command.issuer else { return [] }
+        if issuer.hasPrefix("user:") {
+            guard let u = store.user(id: String(issuer.dropFirst(5))) else { return [] }
+            let all = store.appInstallations(userID: u.userID)
+            // A pseudo user is told only on the installation it issued from.
+            return u.pseudo ? all.filter { $0.installationID == command.issuingInstallationID } : all
+        }
+        if issuer.hasPrefix("group:"), let g = store.group(id: String(issuer.dropFirst(6))) {
+            return ([g.ownerUserID] + g.members).flatMap { store.appInstallations(userID: $0) }
+        }
+        return []
+    }
+}

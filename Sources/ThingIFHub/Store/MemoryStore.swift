@@ -1,0 +1,248 @@
+import CThingIF
+import ThingIF
+
+/// A HubStore in memory: for tests and for a hub that needs to keep nothing.
+public final class MemoryStore: HubStore, @unchecked Sendable {
+    private struct Data {
+        var things: [String: ThingRecord] = [:]
+        var byVendorID: [String: String] = [:]
+        var byToken: [String: String] = [:]
+        var byTopic: [String: String] = [:]
+        var history: [String: [StateSample]] = [:]
+        var commands: [String: CommandRecord] = [:]
+        var commandOrder: [String] = []
+        var seq: Int64 = 0
+        var users: [String: UserRecord] = [:]
+        var usersByToken: [String: String] = [:]
+        var usersByLogin: [String: String] = [:]
+        var groups: [String: GroupRecord] = [:]
+        var installations: [String: AppInstallation] = [:]
+    }
+
+    private let data = Locked(Data())
+
+    public init() {}
+
+    // MARK: things
+
+    public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+                              dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
+        data.withLock { d in
+            if let id = d.byVendorID[vendorThingID], var t = d.things[id] {
+                guard t.password == password else { return .failure(.wrongPassword) }
+                if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
+                if t.thingType == nil { t.thingType = thingType }
+                if let firmwareVersion { t.firmwareVersion = firmwareVersion }
+                if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
+                d.things[id] = t
+                return .success(t)
+            }
+            let t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, password: password,
+                                thingType: thingType, firmwareVersion: firmwareVersion,
+                                accessToken: HubIDs.token(), dataGroupingInterval: dataGroupingInterval,
+                                createdAt: Platform.epochMs())
+            d.things[t.thingID] = t
+            d.byVendorID[vendorThingID] = t.thingID
+            d.byToken[t.accessToken] = t.thingID
+            return .success(t)
+        }
+    }
+
+    public func thing(id: String) -> ThingRecord? { data.withLock { $0.things[id] } }
+    public func thing(vendorThingID: String) -> ThingRecord? {
+        data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
+    }
+    public func thing(accessToken: String) -> ThingRecord? {
+        data.withLock { d in d.byToken[accessToken].flatMap { d.things[$0] } }
+    }
+    public func thing(mqttTopic: String) -> ThingRecord? {
+        data.withLock { d in d.byTopic[mqttTopic].flatMap { d.things[$0] } }
+    }
+
+    public func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool {
+        data.withLock { d in
+            guard d.things[thingID] != nil else { return false }
+            d.things[thingID]!.installations[installationID] = mqttTopic
+            d.byTopic[mqttTopic] = thingID
+            return true
+        }
+    }
+
+    public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
+        data.withLock { d in
+            guard d.things[thingID] != nil else { return false }
+            d.things[thingID]!.firmwareVersion = version
+            return true
+        }
+    }
+
+    public func addOwner(thingID: String, owner: String) -> Bool {
+        data.withLock { d in
+            guard var t = d.things[thingID] else { return false }
+            if !t.owners.contains(owner) { t.owners.append(owner) }
+            d.things[thingID] = t
+            return true
+        }
+    }
+
+    // MARK: state
+
+    public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
+        data.withLock { d in
+            guard var t = d.things[thingID] else { return nil }
+            let merged = StateMerge.apply(method: method, upload: upload, to: t.state)
+            t.state = merged
+            t.stateUploads.append((method, upload))
+            d.things[thingID] = t
+            d.history[thingID, default: []].append(StateSample(thingID: thingID, at: at, method: method,
+                                                               upload: upload, state: merged))
+            return merged
+        }
+    }
+
+    public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
+        data.withLock { d in (d.history[thingID] ?? []).filter { $0.at >= from && $0.at < to } }
+    }
+
+    // MARK: commands
+
+    public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
+        data.withLock { d in
+            guard d.commands[command.commandID] == nil else { return nil }
+            d.seq += 1
+            var c = command
+            c.seq = d.seq
+            d.commands[c.commandID] = c
+            d.commandOrder.append(c.commandID)
+            return c
+        }
+    }
+
+    public func command(id: String) -> CommandRecord? { data.withLock { $0.commands[id] } }
+
+    public func markDelivered(commandID: String, at: Int64) -> Bool {
+        data.withLock { d in
+            guard var c = d.commands[commandID], c.results == nil else { return false }
+            c.state = .delivered
+            c.modifiedAt = at
+            d.commands[commandID] = c
+            return true
+        }
+    }
+
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+        data.withLock { d in
+            guard var c = d.commands[commandID], c.results == nil else { return false }
+            c.results = results
+            c.state = state
+            c.modifiedAt = at
+            d.commands[commandID] = c
+            return true
+        }
+    }
+
+    public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
+        data.withLock { d in
+            let all = d.commands
+            return Array(d.commandOrder.compactMap { all[$0] }
+                .filter { $0.thingID == thingID && $0.seq > afterSeq }.prefix(max(0, limit)))
+        }
+    }
+
+    public func unansweredCommands(thingID: String) -> [CommandRecord] {
+        data.withLock { d in
+            d.commandOrder.compactMap { d.commands[$0] }.filter { $0.thingID == thingID && $0.results == nil }
+        }
+    }
+
+    // MARK: users, groups, app installations
+
+    public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
+        data.withLock { d in
+            if let loginName, d.usersByLogin[loginName] != nil { return nil }
+            let u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                               accessToken: HubIDs.token(), createdAt: Platform.epochMs())
+            d.users[u.userID] = u
+            d.usersByToken[u.accessToken] = u.userID
+            if let loginName { d.usersByLogin[loginName] = u.userID }
+            return u
+        }
+    }
+
+    public func user(id: String) -> UserRecord? { data.withLock { $0.users[id] } }
+    public func user(accessToken: String) -> UserRecord? {
+        data.withLock { d in d.usersByToken[accessToken].flatMap { d.users[$0] } }
+    }
+    public func user(loginName: String) -> UserRecord? {
+        data.withLock { d in d.usersByLogin[loginName].flatMap { d.users[$0] } }
+    }
+
+    public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {
+        data.withLock { d in
+            let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
+            d.groups[g.groupID] = g
+            return g
+        }
+    }
+
+    public func group(id: String) -> GroupRecord? { data.withLock { $0.groups[id] } }
+
+    public func groups(ofUser userID: String) -> [GroupRecord] {
+        data.withLock { d in
+            d.groups.values.filter { $0.ownerUserID == userID || $0.members.contains(userID) }
+                .sorted { $0.groupID < $1.groupID }
+        }
+    }
+
+    public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
+        data.withLock { d in
+            let id = HubIDs.installationID()
+            let i = AppInstallation(installationID: id, userID: userID, kind: kind,
+                                    target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                                    createdAt: Platform.epochMs())
+            d.installations[id] = i
+            return i
+        }
+    }
+
+    public func appInstallation(id: String) -> AppInstallation? { data.withLock { $0.installations[id] } }
+
+    public func appInstallations(userID: String) -> [AppInstallation] {
+        data.withLock { d in
+            d.installations.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
+        }
+    }
+
+    public func removeAppInstallation(id: String, userID: String) -> Bool {
+        data.withLock { d in
+            guard d.installations[id]?.userID == userID else { return false }
+            d.installations[id] = nil
+            return true
+        }
+    }
+}
+
+/// New IDs and tokens, the same for every store.
+public enum HubIDs {
+    public static func thingID() -> String { "th." + Platform.randomHex(bytes: 10) }
+    public static func userID() -> String { "u." + Platform.randomHex(bytes: 10) }
+    public static func groupID() -> String { "g." + Platform.randomHex(bytes: 10) }
+    public static func installationID() -> String { Platform.randomHex(bytes: 10) }
+    public static func token() -> String { Platform.randomHex(bytes: 20) }
+    public static func mqttTopic() -> String { "t" + Platform.randomHex(bytes: 11) }
+    /// The MQTT topic an app installation is notified on.
+    public static func notificationTopic(_ installationID: String) -> String { "n/\(installationID)" }
+}
+
+/// How a state upload changes the stored state, the same for every store.
+public enum StateMerge {
+    /// PUT replaces; PATCH sets the upload's members on the old state.
+    public static func apply(method: String, upload: String, to old: String?) -> String {
+        guard method == "PATCH", let old, case .success(let o) = JSON.parse(old),
+              case .success(let u) = JSON.parse(upload), o.isObject, u.isObject else {
+            return (try? JSON.parse(upload).get().dump()) ?? upload
+        }
+        json_object_update(o.raw, u.raw)
+        return o.dump()
+    }
+}

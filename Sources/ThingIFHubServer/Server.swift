@@ -1,0 +1,1 @@
+// The REST API of thingif-hub (Hummingbird). See docs/openapi.yaml.
