@@ -3,7 +3,7 @@ import ThingIF
 /// Salted, iterated SHA-256 password hashes: "sha256$ITER$SALT$HASH" (hex).
 /// The hub stores only these, never a password.
 enum PasswordHash {
-    static let iterations = 20_000
+    static let iterations = 4096
 
     static func make(_ password: String) -> String {
         let salt = Platform.randomHex(bytes: 16)

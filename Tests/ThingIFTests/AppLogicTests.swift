@@ -1,0 +1,181 @@
+import Testing
+import ThingIF
+@testable import ThingIFHub
+
+/// The app API's rules, without HTTP and without a broker: the framework
+/// side is not started, so commands stay SENDING.
+@Suite("App logic")
+struct AppLogicTests {
+    let hub = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1))!
+
+    func user(_ login: String? = nil) throws -> UserRecord {
+        try hub.createUser(loginName: login, password: login == nil ? nil : "pass-\(login!)").get()
+    }
+
+    func ownedThing(_ u: UserRecord, _ vendor: String = "AC-1", interval: String? = nil) throws -> ThingRecord {
+        try hub.onboardByOwner(user: u, vendorThingID: vendor, password: "pw", owner: "user:\(u.userID)",
+                               thingType: "AirConditioner", firmwareVersion: nil, dataGroupingInterval: interval).get()
+    }
+
+    func form(_ text: String) -> JSON { try! JSON.parse(text).get() }
+
+    @Test("SHA-256 matches the FIPS 180-4 examples; password hashes verify and differ by salt")
+    func passwordHashes() {
+        let hex = { (b: [UInt8]) in b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
+        #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        let a = PasswordHash.make("secret"), b = PasswordHash.make("secret")
+        #expect(a != b)
+        #expect(PasswordHash.verify("secret", a) && PasswordHash.verify("secret", b))
+        #expect(!PasswordHash.verify("Secret", a))
+        #expect(!PasswordHash.verify("secret", "garbage"))
+    }
+
+    @Test("Users: pseudo and named; a taken loginName, a bad name or password is refused; login checks the password")
+    func users() throws {
+        let pseudo = try user()
+        #expect(pseudo.pseudo && pseudo.passwordHash == nil)
+        let named = try user("alice")
+        #expect(!named.pseudo && named.passwordHash?.hasPrefix("sha256$") == true)
+        #expect(hub.createUser(loginName: "alice", password: "other").failureStatus == 409)
+        #expect(hub.createUser(loginName: "a b", password: "pass").failureStatus == 400)
+        #expect(hub.createUser(loginName: "bob", password: "x").failureStatus == 400)
+        #expect(hub.createUser(loginName: nil, password: "x").failureStatus == 400)
+        #expect(try hub.login(loginName: "alice", password: "pass-alice").get().userID == named.userID)
+        #expect(hub.login(loginName: "alice", password: "nope").failureStatus == 400)
+        #expect(hub.user(token: named.accessToken)?.userID == named.userID)
+    }
+
+    @Test("Onboarding by an owner binds it; another user sees nothing; a group's members see the group's thing")
+    func ownership() throws {
+        let alice = try user("alice"), bob = try user("bob"), carol = try user("carol")
+        let t = try ownedThing(alice)
+        #expect(t.owners == ["user:\(alice.userID)"])
+        #expect(hub.ownedThing(user: alice, thingID: t.thingID).isSuccess)
+        #expect(hub.ownedThing(user: bob, thingID: t.thingID).failureStatus == 404)
+        // Owning as someone else, or with a wrong password, is refused.
+        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(alice.userID)",
+                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).failureStatus == 403)
+        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "wrong", owner: "user:\(bob.userID)",
+                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).failureStatus == 403)
+        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-9", password: "pw", owner: "user:\(bob.userID)",
+                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: "2_HOURS").failureStatus == 400)
+        // Several owners can share a thing.
+        let shared = try hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(bob.userID)",
+                                            thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).get()
+        #expect(Set(shared.owners) == ["user:\(alice.userID)", "user:\(bob.userID)"])
+        // A group owns a thing; its member carol sees it.
+        let g = try hub.createGroup(name: "home", owner: alice, members: [carol.userID]).get()
+        let gt = try hub.onboardByOwner(user: alice, vendorThingID: "AC-2", password: "pw", owner: "group:\(g.groupID)",
+                                        thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).get()
+        #expect(hub.ownedThing(user: carol, thingID: gt.thingID).isSuccess)
+        #expect(hub.ownedThing(user: bob, thingID: gt.thingID).failureStatus == 404)
+        #expect(hub.createGroup(name: "x", owner: alice, members: ["u.nobody"]).failureStatus == 400)
+    }
+
+    @Test("postNewCommand validates the CommandForm and stores nothing on a 4xx")
+    func commandForm() throws {
+        let alice = try user("alice")
+        let t = try ownedThing(alice)
+        let issuer = "user:\(alice.userID)"
+        let good = #"{"schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"turnPower":{"power":true}}]}"#
+        let c = try hub.postCommand(user: alice, thingID: t.thingID, form: form(good), installationID: nil).get()
+        #expect(c.state == .sending && c.issuer == issuer)
+        let bad: [String] = [
+            #"[]"#,
+            #"{"schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}]}"#,
+            #"{"schema":"S","issuer":"\#(issuer)","actions":[{"a":1}]}"#,
+            #"{"schema":"S","schemaVersion":"1","issuer":"\#(issuer)","actions":[{"a":1}]}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":{}}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[]}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1,"b":2}]}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"title":7}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"title":"\#(String(repeating: "t", count: 51))"}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"metadata":[1]}"#,
+        ]
+        for b in bad {
+            #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(b), installationID: nil).failureStatus == 400, "\(b)")
+        }
+        let otherIssuer = #"{"schema":"S","schemaVersion":1,"issuer":"user:someone","actions":[{"a":1}]}"#
+        #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(otherIssuer), installationID: nil).failureStatus == 403)
+        #expect(hub.postCommand(user: alice, thingID: "th.none", form: form(good), installationID: nil).failureStatus == 404)
+        #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(good), installationID: "nope").failureStatus == 400)
+        // Only the good one was stored.
+        #expect(hub.store.commands(thingID: t.thingID, afterSeq: 0, limit: 100).map(\.commandID) == [c.commandID])
+    }
+
+    @Test("listCommands: 30 commands read as three pages of 10, ascending, no key after the last page")
+    func pagination() throws {
+        let alice = try user("alice")
+        let t = try ownedThing(alice)
+        var ids: [String] = []
+        for i in 0..<30 {
+            let f = #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(alice.userID)","actions":[{"setFanSpeed":{"fanSpeed":\#(i % 10)}}]}"#
+            ids.append(try hub.postCommand(user: alice, thingID: t.thingID, form: form(f), installationID: nil).get().commandID)
+        }
+        var key: String?
+        var seen: [String] = []
+        var pages = 0
+        repeat {
+            let (page, next) = try hub.listCommands(user: alice, thingID: t.thingID, paginationKey: key, bestEffortLimit: 10).get()
+            #expect(page.count == 10)
+            seen += page.map(\.commandID)
+            key = next
+            pages += 1
+        } while key != nil && pages < 5
+        #expect(pages == 3 && seen == ids)
+        #expect(hub.listCommands(user: alice, thingID: t.thingID, paginationKey: "x", bestEffortLimit: 10).failureStatus == 400)
+        #expect(hub.listCommands(user: alice, thingID: t.thingID, paginationKey: nil, bestEffortLimit: 0).failureStatus == 400)
+    }
+
+    @Test("State history groups by the thing's data grouping interval")
+    func stateHistory() throws {
+        let alice = try user("alice")
+        let t = try ownedThing(alice, interval: "1_MINUTE")
+        let base: Int64 = 1_700_000_040_000  // a whole minute
+        for (i, at) in [base + 1_000, base + 2_000, base + 61_000, base + 3 * 60_000].enumerated() {
+            _ = hub.store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"n":\#(i)}"#, at: at)
+        }
+        let groups = try hub.stateHistory(user: alice, thingID: t.thingID, from: base, to: base + 10 * 60_000).get()
+        #expect(groups.map(\.from) == [base, base + 60_000, base + 180_000])
+        #expect(groups.map(\.samples.count) == [2, 1, 1])
+        #expect(groups.allSatisfy { $0.to - $0.from == 60_000 })
+        #expect(hub.stateHistory(user: alice, thingID: t.thingID, from: 10, to: 5).failureStatus == 400)
+    }
+
+    @Test("Notification targets: a pseudo user only on the issuing installation; a normal user on all")
+    func notificationTargets() throws {
+        let pseudo = try user(), named = try user("alice")
+        let p1 = try hub.addAppInstallation(user: pseudo, kind: .mqtt, webhookURL: nil).get()
+        _ = try hub.addAppInstallation(user: pseudo, kind: .sse, webhookURL: nil).get()
+        let n1 = try hub.addAppInstallation(user: named, kind: .sse, webhookURL: nil).get()
+        let n2 = try hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "http://127.0.0.1:9/hook").get()
+        #expect(p1.target == "n/\(p1.installationID)")
+        #expect(hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "ftp://x").failureStatus == 400)
+        #expect(hub.addAppInstallation(user: named, kind: .sse, webhookURL: "http://x").failureStatus == 400)
+
+        let pt = try ownedThing(pseudo, "AC-P")
+        let nt = try ownedThing(named, "AC-N")
+        let f = { (u: UserRecord) in #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(u.userID)","actions":[{"a":1}]}"# }
+        let pc = try hub.postCommand(user: pseudo, thingID: pt.thingID, form: form(f(pseudo)), installationID: p1.installationID).get()
+        let nc = try hub.postCommand(user: named, thingID: nt.thingID, form: form(f(named)), installationID: n1.installationID).get()
+        #expect(hub.notificationTargets(for: pc).map(\.installationID) == [p1.installationID])
+        #expect(Set(hub.notificationTargets(for: nc).map(\.installationID)) == [n1.installationID, n2.installationID])
+        #expect(hub.removeAppInstallation(user: pseudo, installationID: n1.installationID) == false)
+        #expect(hub.removeAppInstallation(user: named, installationID: n1.installationID))
+        #expect(hub.notificationTargets(for: nc).map(\.installationID) == [n2.installationID])
+    }
+}
+
+extension Result where Failure == HubError {
+    var failureStatus: Int? {
+        if case .failure(let e) = self { return e.status }
+        return nil
+    }
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+}
