@@ -14,7 +14,7 @@ let swift5: [SwiftSetting] = [.swiftLanguageMode(.v5)]
 let package = Package(
     name: "thingif",
     products: [
-        .library(name: "thingif", type: .dynamic, targets: ["ThingIF"]),
+        .library(name: "ThingIF", type: .dynamic, targets: ["ThingIF"]),
         .executable(name: "thingif-hub", targets: ["thingif-hub"]),
         .executable(name: "thingif", targets: ["thingif-cli"]),
     ],

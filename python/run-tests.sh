@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Installs the thingif Python package into a throwaway virtual environment
-# and runs its pytest suite against a CMake build of libthingif and
-# thingif-hub (a real mosquitto on 127.0.0.1 is started by the tests).
+# and runs its pytest suite against a CMake build of libthingif and the
+# SwiftPM-built thingif-hub (a real mosquitto on 127.0.0.1 is started by the
+# tests).
 #
-# usage: python/run-tests.sh --build-dir DIR [pytest arguments ...]
-#   --build-dir DIR  the CMake build folder holding libthingif.so and thingif-hub
+# usage: python/run-tests.sh --build-dir DIR [--hub PATH] [pytest arguments ...]
+#   --build-dir DIR  the CMake build folder holding libthingif.so
+#   --hub PATH       the thingif-hub program (default DIR/thingif-hub; SwiftPM
+#                    builds it: `swift build --show-bin-path`/thingif-hub)
 # Environment: PYTHON (default python3).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build_dir=""
+build_dir="" hub=""
 pytest_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || { echo "run-tests: --build-dir needs a value" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        --hub) hub=${2:-}; shift 2 || { echo "run-tests: --hub needs a value" >&2; exit 2; } ;;
+        -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) pytest_args+=("$1"); shift ;;
     esac
 done
@@ -26,7 +30,9 @@ for name in libthingif.so libthingif.so.1 libthingif.dylib; do
     [ -e "$build_dir/$name" ] && { lib=$build_dir/$name; break; }
 done
 [ -n "$lib" ] || { echo "run-tests: no libthingif.so in $build_dir; build first (cmake --build $build_dir)" >&2; exit 2; }
-[ -x "$build_dir/thingif-hub" ] || { echo "run-tests: no thingif-hub in $build_dir; build first" >&2; exit 2; }
+[ -n "$hub" ] || hub=$build_dir/thingif-hub
+[ -x "$hub" ] || { echo "run-tests: no thingif-hub at $hub; build it (swift build --product thingif-hub) and pass --hub" >&2; exit 2; }
+hub=$(cd "$(dirname "$hub")" && pwd)/$(basename "$hub")
 
 python=${PYTHON:-python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-py.XXXXXX")
@@ -41,7 +47,10 @@ echo "run-tests: pip install ./python pytest (in $tmp/venv)"
 "$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest
 
 export THINGIF_LIBRARY=$lib
-export THINGIF_HUB=$build_dir/thingif-hub
+export THINGIF_HUB=$hub
+# The tests use the hub's MQTT side only: its REST API gets a free port and
+# its data stays in memory, so that runs side by side do not collide.
+export THINGIF_HUB_HTTP_PORT=0 THINGIF_HUB_MEMORY=1
 # Run from outside the source tree so that the installed package is tested.
 cd "$tmp"
 status=0

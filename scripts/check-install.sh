@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs a thingif build into a temporary prefix, builds examples-c/aircon.c
 # as an OUTSIDE project against that prefix only, and runs the demo round trip
-# (scripts/run-demo.sh: a real mosquitto, thingif-hub sends three commands)
-# with that appliance. The temporary folder is removed on exit.
+# (scripts/run-demo.sh: a real mosquitto, thingif-hub, the thingif CLI sends
+# three commands) with that appliance. The temporary folder is removed on exit.
 #
-# usage: scripts/check-install.sh --build-dir DIR --mode pkgconfig|find-package [--cc CC] [--keep]
+# usage: scripts/check-install.sh --build-dir DIR --mode pkgconfig|find-package [--cc CC]
+#                                 [--hub PATH --cli PATH | --no-hub] [--keep]
 #   --build-dir DIR  a built CMake build folder of thingif
 #   --cc CC          the C compiler (default cc)
+#   --hub, --cli     the SwiftPM-built thingif-hub and thingif for the demo
+#                    (default: run-demo.sh's); --no-hub: skip the demo, exit 77
 #   --mode pkgconfig      cc aircon.c $(pkg-config --cflags --libs thingif)
 #                         with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig
 #   --mode find-package   cmake/consumer/CMakeLists.txt: find_package(thingif)
@@ -16,13 +19,16 @@ set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="" mode="" cc=cc keep=0
+demo_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=$2; shift 2 ;;
         --mode) mode=$2; shift 2 ;;
         --cc) cc=$2; shift 2 ;;
+        --hub|--cli) demo_args+=("$1" "$2"); shift 2 ;;
+        --no-hub) demo_args+=("$1"); shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "check-install: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -88,4 +94,4 @@ if [ "$resolved" != "$prefix/lib/libthingif.so.1" ]; then
     exit 1
 fi
 
-"$src/scripts/run-demo.sh" --build-dir "$build_dir" --aircon "$aircon"
+"$src/scripts/run-demo.sh" --build-dir "$build_dir" --aircon "$aircon" ${demo_args[@]+"${demo_args[@]}"}

@@ -4,20 +4,26 @@
 #   1. ldd lists no libswift* library;
 #   2. the demo round trip passes while the C appliance runs in a private mount
 #      namespace in which the directory holding libswiftCore.so is hidden
-#      under an empty tmpfs. Only the appliance runs there: mosquitto and
-#      thingif-hub (a Swift program, linked dynamically) run outside.
+#      under an empty tmpfs. Only the appliance runs there: mosquitto,
+#      thingif-hub and the thingif CLI (Swift programs, linked dynamically)
+#      run outside.
 # Needs unshare(1) and the right to mount (root); exits 77 (skipped) without.
 #
-# usage: scripts/check-static-stdlib.sh --build-dir DIR [--swiftc SWIFTC]
+# usage: scripts/check-static-stdlib.sh --build-dir DIR [--swiftc SWIFTC] [--hub PATH --cli PATH | --no-hub]
+#   --hub, --cli  the SwiftPM-built thingif-hub and thingif for the demo
+#                 (default: run-demo.sh's); --no-hub: skip the demo, exit 77
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
 build_dir="" swiftc=swiftc
+demo_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=$2; shift 2 ;;
         --swiftc) swiftc=$2; shift 2 ;;
-        -h|--help) sed -n '2,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        --hub|--cli) demo_args+=("$1" "$2"); shift 2 ;;
+        --no-hub) demo_args+=("$1"); shift ;;
+        -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "static-stdlib: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -64,4 +70,4 @@ exec unshare -m sh -c '
 WRAP
 chmod +x "$tmp/aircon-hidden"
 
-"$src/scripts/run-demo.sh" --build-dir "$build_dir" --aircon "$tmp/aircon-hidden"
+"$src/scripts/run-demo.sh" --build-dir "$build_dir" --aircon "$tmp/aircon-hidden" ${demo_args[@]+"${demo_args[@]}"}

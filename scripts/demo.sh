@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# The demo: a mosquitto broker, thingif-hub (the framework side) and the
-# AirConditioner-Demo appliance (examples-c/aircon.c), then three commands
-# round trip from the hub to the appliance and back, printed step by step.
-# Installs what is missing and builds with CMake first.
+# The demo: a mosquitto broker, thingif-hub (the framework side), the thingif
+# CLI and the AirConditioner-Demo appliance (examples-c/aircon.c): the CLI
+# creates a user, onboards the appliance and sends the seeds' three commands,
+# printing each step and its results (scripts/run-demo.sh).
+# Installs what is missing, builds the hub and the CLI with SwiftPM and the
+# library and the appliance with CMake first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
-echo "demo: building (cmake + ninja) …"
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+echo "demo: building thingif-hub and thingif (swift build) …"
+swift build --product thingif-hub >/dev/null
+swift build --product thingif >/dev/null
+bin=$(swift build --show-bin-path)
+echo "demo: building libthingif and aircon (cmake + ninja) …"
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build >/dev/null
-exec bash scripts/run-demo.sh --build-dir build "$@"
+exec bash scripts/run-demo.sh --build-dir build --hub "$bin/thingif-hub" --cli "$bin/thingif" "$@"

@@ -1,60 +1,85 @@
 #!/usr/bin/env bash
 # The AirConditioner-Demo round trip, end to end, on this machine only:
 #
-#   mosquitto (a free port on 127.0.0.1)
-#   thingif-hub --demo   the framework side: waits for the thing, sends three
-#                        commands, checks every action result
-#   aircon               the C appliance (examples-c/aircon.c) on libthingif
+#   mosquitto      a free port on 127.0.0.1
+#   thingif-hub    the framework side: MQTT for things, the REST API for apps
+#                  (a free port on 127.0.0.1, data in memory)
+#   thingif        the CLI, as a person at a terminal would use it: creates a
+#                  user, onboards AC-0001 and hands the thing's ID and token
+#                  to the appliance, sends the seeds' three commands and
+#                  waits for each one's results, lists the commands, reads
+#                  the state; `thingif watch` prints the results as they come
+#   aircon         the C appliance (examples-c/aircon.c) on libthingif
 #
 # Everything lives in a temporary folder (broker config, the appliance's
-# storage, logs) that is removed on exit. Exits with the hub's status, or
-# non-zero when the appliance crashed or (with --valgrind) leaked.
+# storage, the CLI's saved credentials, logs) that is removed on exit. Exits 0
+# only when every result and the final state are as expected; non-zero when
+# one is not, when the appliance crashed, or (with --valgrind) leaked.
 #
-# usage: scripts/run-demo.sh --build-dir DIR [--aircon PATH] [--valgrind] [--keep]
-#   --build-dir DIR  the CMake build folder holding thingif-hub and aircon
+# usage: scripts/run-demo.sh [--build-dir DIR] [--aircon PATH] [--hub PATH] [--cli PATH]
+#                            [--no-hub] [--valgrind] [--keep]
+#   --build-dir DIR  the CMake build folder holding aircon
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
-#                    takes aircon's arguments: --port, --storage, --run-seconds)
+#                    takes aircon's arguments: --port, --storage, --thing-id,
+#                    --token, --run-seconds)
+#   --hub PATH       the thingif-hub program (default: SwiftPM's, from
+#                    `swift build --show-bin-path`)
+#   --cli PATH       the thingif CLI (default: SwiftPM's, as for --hub)
+#   --no-hub         there is no hub to run: report the demo skipped (exit 77)
 #   --valgrind       run the appliance under valgrind; definite leaks fail
 #   --keep           keep the temporary folder (its path is printed)
 set -uo pipefail
 
-build_dir="" aircon_bin="" use_valgrind=0 keep=0
+src=$(cd "$(dirname "$0")/.." && pwd)
+build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || break ;;
         --aircon) aircon_bin=${2:-}; shift 2 || break ;;
+        --hub) hub_bin=${2:-}; shift 2 || break ;;
+        --cli) cli_bin=${2:-}; shift 2 || break ;;
+        --no-hub) no_hub=1; shift ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "run-demo: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-[ -n "$build_dir" ] || { echo "run-demo: --build-dir DIR is required" >&2; exit 2; }
-
-hub_bin=$build_dir/thingif-hub
+if [ "$no_hub" -eq 1 ]; then
+    echo "run-demo: SKIPPED: no thingif-hub given (SwiftPM builds it and the CLI: swift build --product thingif-hub, then --product thingif;"
+    echo "          configure CMake with -DTHINGIF_HUB_BIN_DIR=\"\$(swift build --show-bin-path)\")"
+    exit 77
+fi
+[ -n "$aircon_bin" ] || [ -n "$build_dir" ] || { echo "run-demo: --build-dir DIR or --aircon PATH is required" >&2; exit 2; }
 [ -n "$aircon_bin" ] || aircon_bin=$build_dir/aircon
-for f in "$hub_bin" "$aircon_bin"; do
-    [ -x "$f" ] || { echo "run-demo: $f not found; build first (cmake --build $build_dir)" >&2; exit 2; }
+if [ -z "$hub_bin" ] || [ -z "$cli_bin" ]; then
+    swift_bin=$(cd "$src" && swift build --show-bin-path 2>/dev/null) \
+        || { echo "run-demo: swift build --show-bin-path failed; pass --hub and --cli" >&2; exit 2; }
+    [ -n "$hub_bin" ] || hub_bin=$swift_bin/thingif-hub
+    [ -n "$cli_bin" ] || cli_bin=$swift_bin/thingif
+fi
+for f in "$aircon_bin" "$hub_bin" "$cli_bin"; do
+    [ -x "$f" ] || { echo "run-demo: $f not found; build first (scripts/demo.sh shows how)" >&2; exit 2; }
 done
 mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
 [ -x "$mosquitto_bin" ] || { echo "run-demo: mosquitto not found (apt install mosquitto)" >&2; exit 2; }
 
-hub_timeout=60
+wait_s=60
 if [ "$use_valgrind" -eq 1 ]; then
     command -v valgrind >/dev/null || { echo "run-demo: valgrind not found" >&2; exit 2; }
-    hub_timeout=180
+    wait_s=180
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-demo.XXXXXX")
-mosq_pid="" hub_pid="" aircon_pid=""
+mosq_pid="" hub_pid="" aircon_pid="" watch_pid=""
 
 # Stops what is still running (by PID), then removes the temporary folder.
 cleanup() {
     local pid
-    for pid in $aircon_pid $hub_pid $mosq_pid; do
+    for pid in $watch_pid $aircon_pid $hub_pid $mosq_pid; do
         kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
     done
-    for pid in $aircon_pid $hub_pid $mosq_pid; do
+    for pid in $watch_pid $aircon_pid $hub_pid $mosq_pid; do
         wait_for "$pid" 10 || { kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
     done
     if [ "$keep" -eq 1 ]; then echo "run-demo: kept $tmp"; else rm -rf "$tmp"; fi
@@ -79,13 +104,32 @@ wait_for() {
 # Prefixes every line with who said it, dropping the program's own prefix.
 label() { sed -u -e "s/^$1: //" -e "s/^/$(printf '%-7s' "$1")│ /"; }
 
+failures=0
+fail() { echo "demo: ✗ $*"; failures=$((failures + 1)); }
+
+# The CLI, with its saved credentials in the temporary folder.
+export THINGIF_CONFIG=$tmp/cli.json THINGIF_APP_ID=demoApp
+unset THINGIF_TOKEN THINGIF_USER_ID
+thingif() { "$cli_bin" "$@"; }
+# Shows a CLI command as typed, then runs it, its output indented.
+show() {
+    local a shown=""
+    for a in "$@"; do
+        if [[ $a =~ ^[A-Za-z0-9_./:=@,+-]+$ ]]; then shown+=" $a"; else shown+=" '${a//\'/\'\\\'\'}'"; fi
+    done
+    echo
+    echo "\$ thingif$shown"
+    "$cli_bin" "$@" 2>&1 | tee "$tmp/last.out" | sed -u 's/^/  /'
+    return "${PIPESTATUS[0]}"
+}
+
+# --- the broker ------------------------------------------------------------
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat > "$tmp/mosquitto.conf" <<EOF
 listener $port 127.0.0.1
 allow_anonymous true
 persistence false
 EOF
-
 echo "demo: mosquitto on 127.0.0.1:$port (files in $tmp)"
 "$mosquitto_bin" -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
 mosq_pid=$!
@@ -99,55 +143,131 @@ until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
     sleep 0.1
 done
 
-echo "demo: starting thingif-hub --demo (the framework side)"
-"$hub_bin" --demo --port "$port" --timeout "$hub_timeout" \
+# --- the hub -----------------------------------------------------------------
+echo "demo: starting thingif-hub (the framework side: MQTT for the thing, REST for the CLI)"
+"$hub_bin" --broker-port "$port" --http-port 0 --memory \
     > >(tee "$tmp/hub.log" | label hub) 2>&1 &
 hub_pid=$!
-deadline=$((SECONDS + 15))
-until grep -q "serving app" "$tmp/hub.log" 2>/dev/null; do
+hub_url=""
+deadline=$((SECONDS + 20))
+until [ -n "$hub_url" ]; do
+    hub_url=$(sed -n 's|.*HTTP API on \(http://[0-9.:]*\).*|\1|p' "$tmp/hub.log" 2>/dev/null | head -n 1)
+    [ -n "$hub_url" ] && grep -q "serving app" "$tmp/hub.log" && break
+    hub_url=""
     if ! kill -0 "$hub_pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
         echo "run-demo: thingif-hub did not start" >&2
         exit 1
     fi
     sleep 0.1
 done
+export THINGIF_HUB_URL=$hub_url
+echo "demo: the hub's REST API is at $hub_url; the CLI finds it through THINGIF_HUB_URL"
 
-aircon_cmd=("$aircon_bin" --port "$port" --storage "$tmp/aircon" --run-seconds $((hub_timeout * 5)))
+# --- a user and the thing ------------------------------------------------------
+show user create || { echo "run-demo: thingif user create failed" >&2; exit 1; }
+show onboard AC-0001 demo-pass --thing-type AirConditioner --firmware-version 1.0.0 --interval 1_MINUTE \
+    || { echo "run-demo: thingif onboard failed" >&2; exit 1; }
+thing_id=$(awk '$1 == "thingID" {print $2}' "$tmp/last.out")
+thing_token=$(awk '$1 == "accessToken" {print $2}' "$tmp/last.out")
+[ -n "$thing_id" ] && [ -n "$thing_token" ] || { echo "run-demo: no thingID/accessToken in the output" >&2; exit 1; }
+
+echo
+echo "demo: watching $thing_id in the background (thingif watch: results as they arrive)"
+"$cli_bin" watch "$thing_id" --timeout $((wait_s * 5)) > >(tee "$tmp/watch.log" | label watch) 2>&1 &
+watch_pid=$!
+deadline=$((SECONDS + 15))
+until grep -q "^watching" "$tmp/watch.log" 2>/dev/null; do
+    if ! kill -0 "$watch_pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+        fail "thingif watch did not start"
+        break
+    fi
+    sleep 0.1
+done
+
+aircon_cmd=("$aircon_bin" --port "$port" --storage "$tmp/aircon" --thing-id "$thing_id" --token "$thing_token"
+            --run-seconds $((wait_s * 10)))
 if [ "$use_valgrind" -eq 1 ]; then
     aircon_cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
                 --log-file="$tmp/valgrind.log" "${aircon_cmd[@]}")
-    echo "demo: starting aircon under valgrind (the appliance)"
+    echo "demo: starting aircon under valgrind with the handed-over thingID and token (the appliance)"
 else
-    echo "demo: starting aircon (the appliance)"
+    echo "demo: starting aircon with the handed-over thingID and token (the appliance)"
 fi
 "${aircon_cmd[@]}" > >(label aircon) 2>&1 &
 aircon_pid=$!
 
-# The hub bounds each of its own waits by --timeout; this bounds the whole.
-hub_status="" aircon_status=""
-deadline=$((SECONDS + hub_timeout * 5))
-while kill -0 "$hub_pid" 2>/dev/null; do
-    if [ -z "$aircon_status" ] && ! kill -0 "$aircon_pid" 2>/dev/null; then
-        wait_for "$aircon_pid" 1
-        aircon_status=$waited
-        echo "run-demo: aircon ended early (status $aircon_status)" >&2
-        kill -TERM "$hub_pid" 2>/dev/null
+# --- the seeds' three commands ---------------------------------------------------
+# check_command ID STATE OUTCOMES: the command's state and each action's
+# success (e.g. "true true true"), read back as JSON.
+check_command() {
+    local json
+    json=$(thingif command get "$thing_id" "$1" --json) || { fail "command get $1 failed"; return; }
+    if ! python3 -c '
+import json, sys
+c = json.loads(sys.argv[1]); want_state = sys.argv[2]; want = [w == "true" for w in sys.argv[3].split()]
+got = [list(r.values())[0].get("succeeded") for r in c.get("actionResults", [])]
+ok = c.get("commandState") == want_state and got == want
+sys.exit(0 if ok else "command %s: state %s, results %s; expected %s, %s" % (
+    c.get("commandID"), c.get("commandState"), got, want_state, want))' "$json" "$2" "$3"; then
+        failures=$((failures + 1))
     fi
-    if [ "$SECONDS" -ge "$deadline" ]; then
-        echo "run-demo: thingif-hub still runs after $((hub_timeout * 5)) s; stopping it" >&2
-        kill -TERM "$hub_pid" 2>/dev/null
+}
+
+# send TITLE STATE OUTCOMES ARGS…: one step of the demo.
+send() {
+    local title=$1 state=$2 outcomes=$3
+    shift 3
+    echo
+    echo "── $title"
+    if show command send "$thing_id" "$@" --wait "$wait_s"; then
+        local cid
+        cid=$(awk '$1 == "commandID" {print $2; exit}' "$tmp/last.out")
+        if [ -n "$cid" ]; then check_command "$cid" "$state" "$outcomes"; else fail "no commandID in the output"; fi
+    else
+        fail "thingif command send failed"
+    fi
+}
+
+send "1. Turn on at 25°C, fan speed 5 (three actions in one command)" DONE "true true true" \
+    turnPower power=true setPresetTemperature presetTemperature=25 setFanSpeed fanSpeed=5 \
+    --title "Cool down" --description "Before I get home" --metadata '{"origin":"demo"}'
+send "2. A temperature out of range (the appliance refuses it)" INCOMPLETE "false" \
+    setPresetTemperature presetTemperature=99
+send "3. Power off" DONE "true" \
+    turnPower power=false
+
+# --- read back ---------------------------------------------------------------------
+echo
+echo "── 4. All of the thing's commands, and its state"
+show command list "$thing_id" || fail "thingif command list failed"
+[ "$(grep -c -E ' (DONE|INCOMPLETE) ' "$tmp/last.out")" -eq 3 ] || fail "command list does not show 3 finished commands"
+# The appliance uploads its state after each command; wait for the last one.
+expected_state='{"power": false, "presetTemperature": 25, "fanSpeed": 5}'
+state_ok=0
+deadline=$((SECONDS + 15))
+while [ "$SECONDS" -lt "$deadline" ]; do
+    if thingif state get "$thing_id" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin); want = json.loads(sys.argv[1])
+sys.exit(0 if all(s.get(k) == v for k, v in want.items()) else 1)' "$expected_state"; then
+        state_ok=1
         break
     fi
-    sleep 0.2
+    sleep 0.3
 done
-if wait_for "$hub_pid" 10; then
-    hub_status=$waited
-else
-    kill -KILL "$hub_pid" 2>/dev/null
-    hub_status=137
-fi
+show state get "$thing_id" || fail "thingif state get failed"
+[ "$state_ok" -eq 1 ] || fail "the state is not $expected_state"
 
-if [ -z "$aircon_status" ]; then
+# thingif watch must have printed the three finished commands.
+deadline=$((SECONDS + 5))
+until [ "$(grep -c '^commandID' "$tmp/watch.log")" -ge 3 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
+[ "$(grep -c '^commandID' "$tmp/watch.log")" -eq 3 ] || fail "thingif watch printed $(grep -c '^commandID' "$tmp/watch.log") commands, expected 3"
+
+# --- stop --------------------------------------------------------------------------
+kill -TERM "$watch_pid" 2>/dev/null
+wait_for "$watch_pid" 10 || kill -KILL "$watch_pid" 2>/dev/null
+aircon_status=""
+if kill -0 "$aircon_pid" 2>/dev/null; then
     kill -TERM "$aircon_pid" 2>/dev/null
     if wait_for "$aircon_pid" 60; then
         aircon_status=$waited
@@ -156,29 +276,40 @@ if [ -z "$aircon_status" ]; then
         kill -KILL "$aircon_pid" 2>/dev/null
         aircon_status=137
     fi
+else
+    wait_for "$aircon_pid" 1
+    aircon_status=$waited
+    echo "run-demo: aircon ended early (status $aircon_status)" >&2
 fi
+kill -TERM "$hub_pid" 2>/dev/null
+if wait_for "$hub_pid" 10; then hub_status=$waited; else kill -KILL "$hub_pid" 2>/dev/null; hub_status=137; fi
 sleep 0.2 # let the labelling pipes print the last lines
 
-status=$hub_status
 echo
-echo "demo: thingif-hub exited with status $hub_status; aircon with status $aircon_status"
+echo "demo: aircon exited with status $aircon_status; thingif-hub with status $hub_status"
 if [ "$use_valgrind" -eq 1 ] && [ -f "$tmp/valgrind.log" ]; then
     grep -E "(definitely|indirectly|possibly) lost:|ERROR SUMMARY:|All heap blocks" "$tmp/valgrind.log" \
         | sed 's/^==[0-9]*== */valgrind│ /'
 fi
+status=0
+[ "$failures" -eq 0 ] || status=1
 if [ "$aircon_status" -eq 99 ] && [ "$use_valgrind" -eq 1 ]; then
     echo "run-demo: valgrind found definite leaks or memory errors:" >&2
     cat "$tmp/valgrind.log" >&2
     status=1
 elif [ "$aircon_status" -ne 0 ]; then
     echo "run-demo: aircon failed (status $aircon_status)" >&2
-    [ "$status" -eq 0 ] && status=1
+    status=1
+fi
+if [ "$hub_status" -ne 0 ]; then
+    echo "run-demo: thingif-hub did not stop cleanly (status $hub_status)" >&2
+    status=1
 fi
 if [ "$status" -ne 0 ]; then
     echo "run-demo: broker log:" >&2
     tail -n 40 "$tmp/mosquitto.log" >&2
-    echo "demo: FAILED"
+    echo "demo: FAILED ($failures unexpected result(s))"
 else
-    echo "demo: passed"
+    echo "demo: passed: every result and the final state came back as expected"
 fi
 exit "$status"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of thingif: the Swift harness (real mosquitto, C ABI through
-# the header) and the CMake build's ctest (the C appliance against a real
-# broker, valgrind, exported symbols, header hygiene, the header against the
-# exports, install + pkg-config + find_package), then a second CMake build with
+# the header, the hub's REST API, the thingif CLI) and the CMake build's ctest
+# (the demo: the C appliance against a real broker, the SwiftPM-built
+# thingif-hub and the thingif CLI; the same under valgrind; exported symbols,
+# header hygiene, the header against the exports, install + pkg-config +
+# find_package), then a second CMake build with
 # the Swift runtime linked in (THINGIF_STATIC_STDLIB=ON) and its static and
 # packaging tests; the Swift harness again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
@@ -14,18 +16,23 @@ bash scripts/install-deps.sh
 
 echo "== swift test"
 swift build --build-tests
+swift build --product thingif-hub
+swift build --product thingif
 swift test
+# The hub and the CLI for ctest's demo tests and the Python tests.
+bin=$(swift build --show-bin-path)
 
 echo "== swift test --sanitize=thread (the 1000-command fault streams are left out for time)"
 swift test --scratch-path .build-tsan --sanitize=thread --skip FaultTests
 
 echo "== cmake + ctest"
-cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure
 
 echo "== cmake -DTHINGIF_STATIC_STDLIB=ON + static and packaging tests"
-cmake -G Ninja -S . -B build-static -DTHINGIF_STATIC_STDLIB=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -G Ninja -S . -B build-static -DTHINGIF_STATIC_STDLIB=ON -DCMAKE_BUILD_TYPE=Release \
+    -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build-static
 ctest --test-dir build-static --output-on-failure \
     -R '^(static_stdlib_no_toolchain|install_pkgconfig|install_find_package|abi_header_vs_exports|exports)$'
@@ -34,4 +41,4 @@ echo "== API reference (doxygen, warnings are errors)"
 bash scripts/api-docs.sh
 
 echo "== Python package (pytest against a real broker and the hub)"
-bash python/run-tests.sh --build-dir build
+bash python/run-tests.sh --build-dir build --hub "$bin/thingif-hub"

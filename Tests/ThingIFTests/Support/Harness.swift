@@ -262,21 +262,9 @@ func withEnv(_ body: (Env) throws -> Void) throws {
 
 /// A hub store kept in a file, so that a restarted framework side finds what
 /// the previous one stored. The same path always gives the same data.
+/// The parent directory is created when missing.
 func makeHubStore(_ path: String) throws -> HubStore {
-    PersistentTestStores.shared.store(at: path)
-}
-
-/// Until the SQLite store lands, one MemoryStore per path stands in for the file.
-final class PersistentTestStores: @unchecked Sendable {
-    static let shared = PersistentTestStores()
-    private let lock = NSLock()
-    private var stores: [String: MemoryStore] = [:]
-    func store(at path: String) -> HubStore {
-        lock.withLock {
-            if let s = stores[path] { return s }
-            let s = MemoryStore()
-            stores[path] = s
-            return s
-        }
-    }
+    let parent = (path as NSString).deletingLastPathComponent
+    if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
+    return try SQLiteStore(path: path)
 }

@@ -1,0 +1,512 @@
+import CSQLite
+import ThingIF
+
+/// A HubStore in an SQLite file: the default of thingif-hub, for data that
+/// outlives the process. Behaves exactly as MemoryStore (same IDs, same state
+/// merge, same idempotency rules); one connection behind a lock makes every
+/// method thread-safe, and a method that writes several rows does so in one
+/// transaction. Storage failures never crash: they come back as nil, false or
+/// `.failure(.storage)`.
+public final class SQLiteStore: HubStore, @unchecked Sendable {
+    /// The schema this code writes (PRAGMA user_version).
+    public static let schemaVersion: Int64 = 1
+
+    private let db: Locked<SQLiteConnection>
+    public let path: String
+
+    /// Opens (creating when needed) the database at `path`; ":memory:" gives
+    /// a private in-memory database. Throws when the file cannot be opened,
+    /// is not a database, or has a schema newer than this code.
+    public init(path: String) throws {
+        self.path = path
+        let c = try SQLiteConnection(path: path)
+        try c.exec("PRAGMA journal_mode=WAL")
+        try c.exec("PRAGMA synchronous=NORMAL")
+        try c.exec("PRAGMA foreign_keys=ON")
+        try Self.migrate(c)
+        db = Locked(c)
+    }
+
+    /// Closes the connection; later calls fail as storage errors.
+    public func close() { db.withLock { $0.close() } }
+
+    // MARK: schema
+
+    /// Migrations in order: entry i takes user_version i to i + 1.
+    private static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE things (
+                thing_id TEXT PRIMARY KEY,
+                vendor_thing_id TEXT UNIQUE,
+                password TEXT,
+                thing_type TEXT,
+                firmware_version TEXT,
+                access_token TEXT NOT NULL UNIQUE,
+                data_grouping_interval TEXT,
+                state TEXT,
+                created_at INTEGER NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE thing_installations (
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                installation_id TEXT NOT NULL,
+                mqtt_topic TEXT NOT NULL,
+                PRIMARY KEY (thing_id, installation_id)
+            )
+            """,
+            "CREATE INDEX thing_installations_topic ON thing_installations(mqtt_topic)",
+            """
+            CREATE TABLE thing_owners (
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                owner TEXT NOT NULL,
+                PRIMARY KEY (thing_id, owner)
+            )
+            """,
+            """
+            CREATE TABLE state_samples (
+                id INTEGER PRIMARY KEY,
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                at INTEGER NOT NULL,
+                method TEXT NOT NULL,
+                upload TEXT NOT NULL,
+                state TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX state_samples_thing_at ON state_samples(thing_id, at)",
+            // No foreign key on thing_id: like MemoryStore, the store keeps
+            // whatever command it is given (the framework checks the thing).
+            """
+            CREATE TABLE commands (
+                command_id TEXT PRIMARY KEY,
+                seq INTEGER NOT NULL UNIQUE,
+                thing_id TEXT NOT NULL,
+                issuer TEXT,
+                issuing_installation_id TEXT,
+                payload TEXT NOT NULL,
+                results TEXT,
+                state TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                modified_at INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX commands_thing_seq ON commands(thing_id, seq)",
+            """
+            CREATE TABLE users (
+                user_id TEXT PRIMARY KEY,
+                login_name TEXT UNIQUE,
+                password_hash TEXT,
+                access_token TEXT NOT NULL UNIQUE,
+                created_at INTEGER NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE groups (
+                group_id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                owner_user_id TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX groups_owner ON groups(owner_user_id)",
+            // position keeps the members' order (and duplicates) as given.
+            """
+            CREATE TABLE group_members (
+                group_id TEXT NOT NULL REFERENCES groups(group_id) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                user_id TEXT NOT NULL,
+                PRIMARY KEY (group_id, position)
+            )
+            """,
+            "CREATE INDEX group_members_user ON group_members(user_id)",
+            """
+            CREATE TABLE app_installations (
+                installation_id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                target TEXT,
+                created_at INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at)",
+        ],
+    ]
+
+    private static func migrate(_ c: SQLiteConnection) throws {
+        try c.transaction {
+            let found = try c.userVersion
+            guard found <= schemaVersion else {
+                throw SQLiteError(code: SQLITE_ERROR,
+                                  message: "schema version \(found) is newer than this hub's \(schemaVersion)")
+            }
+            for v in Int(found)..<Int(schemaVersion) {
+                for sql in migrations[v] { try c.exec(sql) }
+            }
+            // PRAGMA takes no bound parameters; the value is this code's constant.
+            if found != schemaVersion { try c.exec("PRAGMA user_version = \(schemaVersion)") }
+        }
+    }
+
+    // MARK: helpers
+
+    /// Runs `body` on the connection; a storage error gives `fallback`.
+    private func use<R>(_ fallback: R, _ body: (SQLiteConnection) throws -> R) -> R {
+        db.withLock { c in (try? body(c)) ?? fallback }
+    }
+
+    private static let thingColumns = """
+        SELECT thing_id, vendor_thing_id, password, thing_type, firmware_version, access_token,
+               data_grouping_interval, state, created_at FROM things
+        """
+
+    /// The whole record of the thing the clause selects. The uploads list is
+    /// read from state_samples on every call: fine for the tests and for small
+    /// hubs, but its cost grows with the history (the framework side looks
+    /// things up often); a later schema can leave it out of lookups.
+    private static func thing(_ c: SQLiteConnection, where clause: String, _ value: String) throws -> ThingRecord? {
+        // The clause is one of this file's constants; the value is bound.
+        guard var t = try c.first(thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)], {
+            ThingRecord(thingID: $0.string(0), vendorThingID: $0.text(1), password: $0.text(2), thingType: $0.text(3),
+                        firmwareVersion: $0.text(4), accessToken: $0.string(5), dataGroupingInterval: $0.text(6),
+                        state: $0.text(7), createdAt: $0.int(8))
+        }) else { return nil }
+        let id = [SQLValue.text(t.thingID)]
+        try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ?", id) {
+            t.installations[$0.string(0)] = $0.string(1)
+        }
+        t.owners = try c.rows("SELECT owner FROM thing_owners WHERE thing_id = ? ORDER BY rowid", id) { $0.string(0) }
+        t.stateUploads = try c.rows("SELECT method, upload FROM state_samples WHERE thing_id = ? ORDER BY id", id) {
+            (method: $0.string(0), body: $0.string(1))
+        }
+        return t
+    }
+
+    private static func exists(_ c: SQLiteConnection, thing id: String) throws -> Bool {
+        try c.first("SELECT 1 FROM things WHERE thing_id = ?", [.text(id)]) { _ in true } ?? false
+    }
+
+    // MARK: things
+
+    public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+                              dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
+        db.withLock { c in
+            do {
+                return try c.transaction { () throws -> Result<ThingRecord, RegisterError> in
+                    if let t = try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID) {
+                        guard t.password == password else { return .failure(.wrongPassword) }
+                        if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
+                        try c.run("""
+                            UPDATE things SET thing_type = COALESCE(thing_type, ?),
+                                firmware_version = COALESCE(?, firmware_version),
+                                data_grouping_interval = COALESCE(?, data_grouping_interval)
+                            WHERE thing_id = ?
+                            """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
+                                  .text(t.thingID)])
+                        guard let updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
+                            return .failure(.storage)
+                        }
+                        return .success(updated)
+                    }
+                    let t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, password: password,
+                                        thingType: thingType, firmwareVersion: firmwareVersion,
+                                        accessToken: HubIDs.token(), dataGroupingInterval: dataGroupingInterval,
+                                        createdAt: Platform.epochMs())
+                    try c.run("""
+                        INSERT INTO things (thing_id, vendor_thing_id, password, thing_type, firmware_version,
+                            access_token, data_grouping_interval, state, created_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
+                        """, [.text(t.thingID), .text(vendorThingID), .text(password), .text(thingType),
+                              .text(firmwareVersion), .text(t.accessToken), .text(dataGroupingInterval),
+                              .int(t.createdAt)])
+                    return .success(t)
+                }
+            } catch {
+                return .failure(.storage)
+            }
+        }
+    }
+
+    public func thing(id: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "thing_id = ?", id) }
+    }
+
+    public func thing(vendorThingID: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
+    }
+
+    public func thing(accessToken: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "access_token = ?", accessToken) }
+    }
+
+    public func thing(mqttTopic: String) -> ThingRecord? {
+        use(nil) { c in
+            // The thing that most recently took the topic.
+            guard let id = try c.first("""
+                SELECT thing_id FROM thing_installations WHERE mqtt_topic = ? ORDER BY rowid DESC LIMIT 1
+                """, [.text(mqttTopic)], { $0.string(0) }) else { return nil }
+            return try Self.thing(c, where: "thing_id = ?", id)
+        }
+    }
+
+    public func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool {
+        use(false) { c in
+            try c.transaction {
+                guard try Self.exists(c, thing: thingID) else { return false }
+                // Replacing deletes the old row, so the new one gets the newest rowid.
+                try c.run("""
+                    INSERT OR REPLACE INTO thing_installations (thing_id, installation_id, mqtt_topic)
+                    VALUES (?, ?, ?)
+                    """, [.text(thingID), .text(installationID), .text(mqttTopic)])
+                return true
+            }
+        }
+    }
+
+    public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
+        use(false) { c in
+            try c.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?",
+                      [.text(version), .text(thingID)]) == 1
+        }
+    }
+
+    public func addOwner(thingID: String, owner: String) -> Bool {
+        use(false) { c in
+            try c.transaction {
+                guard try Self.exists(c, thing: thingID) else { return false }
+                try c.run("INSERT OR IGNORE INTO thing_owners (thing_id, owner) VALUES (?, ?)",
+                          [.text(thingID), .text(owner)])
+                return true
+            }
+        }
+    }
+
+    // MARK: state
+
+    public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                guard let old = try c.first("SELECT state FROM things WHERE thing_id = ?", [.text(thingID)],
+                                            { $0.text(0) }) else { return nil }
+                let merged = StateMerge.apply(method: method, upload: upload, to: old)
+                try c.run("UPDATE things SET state = ? WHERE thing_id = ?", [.text(merged), .text(thingID)])
+                try c.run("INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
+                          [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
+                return merged
+            }
+        }
+    }
+
+    public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
+        use([]) { c in
+            try c.rows("""
+                SELECT thing_id, at, method, upload, state FROM state_samples
+                WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id
+                """, [.text(thingID), .int(from), .int(to)]) {
+                StateSample(thingID: $0.string(0), at: $0.int(1), method: $0.string(2), upload: $0.string(3),
+                            state: $0.string(4))
+            }
+        }
+    }
+
+    // MARK: commands
+
+    private static let commandColumns = """
+        SELECT command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
+               created_at, modified_at FROM commands
+        """
+
+    private static func command(_ r: SQLRow) -> CommandRecord {
+        CommandRecord(commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
+                      issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
+                      state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
+                      modifiedAt: r.int(9))
+    }
+
+    public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
+        use(nil) { c in
+            // One statement: the next seq is computed and taken atomically
+            // (the UNIQUE index makes MAX(seq) a lookup); a duplicate ID
+            // inserts nothing and returns no row.
+            guard let seq = try c.first("""
+                INSERT INTO commands (command_id, seq, thing_id, issuer, issuing_installation_id, payload,
+                    results, state, created_at, modified_at)
+                VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM commands), ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (command_id) DO NOTHING
+                RETURNING seq
+                """, [.text(command.commandID), .text(command.thingID), .text(command.issuer),
+                      .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
+                      .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)],
+                { $0.int(0) }) else { return nil }
+            var stored = command
+            stored.seq = seq
+            return stored
+        }
+    }
+
+    public func command(id: String) -> CommandRecord? {
+        use(nil) { try $0.first(Self.commandColumns + " WHERE command_id = ?", [.text(id)], Self.command) }
+    }
+
+    public func markDelivered(commandID: String, at: Int64) -> Bool {
+        use(false) { c in
+            try c.run("UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND results IS NULL",
+                      [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
+        }
+    }
+
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+        use(false) { c in
+            try c.run("""
+                UPDATE commands SET results = ?, state = ?, modified_at = ?
+                WHERE command_id = ? AND results IS NULL
+                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID)]) == 1
+        }
+    }
+
+    public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
+        use([]) { c in
+            try c.rows(Self.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                       [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], Self.command)
+        }
+    }
+
+    public func unansweredCommands(thingID: String) -> [CommandRecord] {
+        use([]) { c in
+            try c.rows(Self.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq",
+                       [.text(thingID)], Self.command)
+        }
+    }
+
+    // MARK: users
+
+    private static let userColumns = "SELECT user_id, login_name, password_hash, access_token, created_at FROM users"
+
+    private static func user(_ r: SQLRow) -> UserRecord {
+        UserRecord(userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: r.string(3),
+                   createdAt: r.int(4))
+    }
+
+    public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
+        use(nil) { c in
+            let u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                               accessToken: HubIDs.token(), createdAt: Platform.epochMs())
+            // A taken loginName hits the UNIQUE constraint: nothing is stored.
+            try c.run("""
+                INSERT INTO users (user_id, login_name, password_hash, access_token, created_at)
+                VALUES (?, ?, ?, ?, ?)
+                """, [.text(u.userID), .text(loginName), .text(passwordHash), .text(u.accessToken),
+                      .int(u.createdAt)])
+            return u
+        }
+    }
+
+    public func user(id: String) -> UserRecord? {
+        use(nil) { try $0.first(Self.userColumns + " WHERE user_id = ?", [.text(id)], Self.user) }
+    }
+
+    public func user(accessToken: String) -> UserRecord? {
+        use(nil) { try $0.first(Self.userColumns + " WHERE access_token = ?", [.text(accessToken)], Self.user) }
+    }
+
+    public func user(loginName: String) -> UserRecord? {
+        use(nil) { try $0.first(Self.userColumns + " WHERE login_name = ?", [.text(loginName)], Self.user) }
+    }
+
+    // MARK: groups
+
+    private static func members(_ c: SQLiteConnection, of groupID: String) throws -> [String] {
+        try c.rows("SELECT user_id FROM group_members WHERE group_id = ? ORDER BY position", [.text(groupID)]) {
+            $0.string(0)
+        }
+    }
+
+    public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {
+        use(nil) { c in
+            let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
+            return try c.transaction {
+                try c.run("INSERT INTO groups (group_id, name, owner_user_id) VALUES (?, ?, ?)",
+                          [.text(g.groupID), .text(name), .text(ownerUserID)])
+                for (i, m) in members.enumerated() {
+                    try c.run("INSERT INTO group_members (group_id, position, user_id) VALUES (?, ?, ?)",
+                              [.text(g.groupID), .int(Int64(i)), .text(m)])
+                }
+                return g
+            }
+        }
+    }
+
+    public func group(id: String) -> GroupRecord? {
+        use(nil) { c in
+            guard let g = try c.first("SELECT group_id, name, owner_user_id FROM groups WHERE group_id = ?",
+                                      [.text(id)], {
+                                          GroupRecord(groupID: $0.string(0), name: $0.string(1),
+                                                      ownerUserID: $0.string(2), members: [])
+                                      }) else { return nil }
+            var out = g
+            out.members = try Self.members(c, of: g.groupID)
+            return out
+        }
+    }
+
+    public func groups(ofUser userID: String) -> [GroupRecord] {
+        use([]) { c in
+            // Ordered by groupID as MemoryStore does (binary collation = String's <).
+            let found = try c.rows("""
+                SELECT group_id, name, owner_user_id FROM groups
+                WHERE owner_user_id = ?
+                   OR group_id IN (SELECT group_id FROM group_members WHERE user_id = ?)
+                ORDER BY group_id
+                """, [.text(userID), .text(userID)]) {
+                GroupRecord(groupID: $0.string(0), name: $0.string(1), ownerUserID: $0.string(2), members: [])
+            }
+            return try found.map { g in
+                var out = g
+                out.members = try Self.members(c, of: g.groupID)
+                return out
+            }
+        }
+    }
+
+    // MARK: app installations
+
+    private static let installationColumns =
+        "SELECT installation_id, user_id, kind, target, created_at FROM app_installations"
+
+    private static func installation(_ r: SQLRow) -> AppInstallation {
+        AppInstallation(installationID: r.string(0), userID: r.string(1),
+                        kind: AppInstallation.Kind(rawValue: r.string(2)) ?? .sse, target: r.text(3),
+                        createdAt: r.int(4))
+    }
+
+    public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
+        use(nil) { c in
+            let id = HubIDs.installationID()
+            let i = AppInstallation(installationID: id, userID: userID, kind: kind,
+                                    target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                                    createdAt: Platform.epochMs())
+            try c.run("""
+                INSERT INTO app_installations (installation_id, user_id, kind, target, created_at)
+                VALUES (?, ?, ?, ?, ?)
+                """, [.text(id), .text(userID), .text(kind.rawValue), .text(i.target), .int(i.createdAt)])
+            return i
+        }
+    }
+
+    public func appInstallation(id: String) -> AppInstallation? {
+        use(nil) { try $0.first(Self.installationColumns + " WHERE installation_id = ?", [.text(id)], Self.installation) }
+    }
+
+    public func appInstallations(userID: String) -> [AppInstallation] {
+        use([]) { c in
+            try c.rows(Self.installationColumns + " WHERE user_id = ? ORDER BY created_at, rowid", [.text(userID)],
+                       Self.installation)
+        }
+    }
+
+    public func removeAppInstallation(id: String, userID: String) -> Bool {
+        use(false) { c in
+            try c.run("DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?",
+                      [.text(id), .text(userID)]) == 1
+        }
+    }
+}

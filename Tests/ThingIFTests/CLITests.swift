@@ -1,0 +1,426 @@
+import Foundation
+import Testing
+@testable import thingif_cli
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `thingif` CLI's parts that need no hub: the ACTION key=value words,
+/// JSON, the tables, the saved credentials and the option resolution.
+@Suite("thingif CLI")
+struct CLITests {
+    // MARK: action words
+
+    @Test("The seeds' three actions from words: booleans and numbers as JSON, order kept")
+    func seedActions() throws {
+        let words = "turnPower power=true setPresetTemperature presetTemperature=25 setFanSpeed fanSpeed=5"
+        let v = try Actions.parse(words: words.split(separator: " ").map(String.init))
+        #expect(v.text == #"[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":25}},{"setFanSpeed":{"fanSpeed":5}}]"#)
+        #expect(Actions.summary(v) == "turnPower power=true, setPresetTemperature presetTemperature=25, setFanSpeed fanSpeed=5")
+    }
+
+    @Test("Values: JSON when valid (numbers, null, quoted strings, nested objects and arrays), else the text")
+    func valueTypes() throws {
+        let v = try Actions.parse(words: [
+            "configure", "name=living room", "quoted=\"25\"", "n=null", "f=-2.5e1", "nested={\"a\":[1,{\"b\":false}]}",
+            "list=[1,2]", "empty=", "word=tru", "padded= 7 ", "eq=a=b", "unicode=温度", "reset",
+        ])
+        #expect(v.text == #"[{"configure":{"name":"living room","quoted":"25","n":null,"f":-2.5e1,"nested":{"a":[1,{"b":false}]},"list":[1,2],"empty":"","word":"tru","padded":7,"eq":"a=b","unicode":"温度"}},{"reset":{}}]"#)
+        #expect(Actions.value("01") == .string("01"))
+        #expect(Actions.value("1.") == .string("1."))
+        #expect(Actions.value("{\"a\":}") == .string("{\"a\":}"))
+        #expect(Actions.value("false") == .bool(false))
+    }
+
+    @Test("Word errors: parameter before an action, empty name, a key twice, nothing at all, option-like names")
+    func wordErrors() {
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: ["power=true"]) }
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: ["turnPower", "=true"]) }
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: ["turnPower", "power=true", "power=false"]) }
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: []) }
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: ["turnPower", ""]) }
+        #expect(throws: ActionParseError.self) { try Actions.parse(words: ["{\"turnPower\":{}}"]) }
+        // The same key in two actions is fine.
+        #expect(throws: Never.self) { try Actions.parse(words: ["a", "x=1", "b", "x=2"]) }
+        do {
+            _ = try Actions.parse(words: ["power=true"])
+        } catch let e as ActionParseError {
+            #expect(e.message.contains("before any action"))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test("--raw: a non-empty array of one-member objects, kept as given")
+    func rawActions() throws {
+        let raw = #"[ {"turnPower": {"power": true}}, {"setFanSpeed":{"fanSpeed":5}} ]"#
+        #expect(try Actions.parse(raw: raw).text == #"[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":5}}]"#)
+        for bad in ["", "[", "[]", "{}", #"{"turnPower":{}}"#, #"[{"a":{},"b":{}}]"#, "[1]", #"[{}]"#] {
+            #expect(throws: ActionParseError.self, "\(bad)") { try Actions.parse(raw: bad) }
+        }
+    }
+
+    // MARK: JSON
+
+    @Test("JSON text: escapes, unicode, surrogate pairs and member order survive a round trip")
+    func jsonRoundTrip() throws {
+        let text = #"{"z":1,"a":"q\"uo\\te\n\t\u0001","u":"\u00e9\ud83d\ude00","arr":[true,false,null,-0.5E+3],"o":{}}"#
+        let v = try JSONValue.parse(text)
+        #expect(v["u"] == .string("é😀"))
+        #expect(v["a"] == .string("q\"uo\\te\n\t\u{1}"))
+        #expect(v.objectValue?.map(\.0) == ["z", "a", "u", "arr", "o"])
+        #expect(try JSONValue.parse(v.text) == v)
+        #expect(try JSONValue.parse(v.pretty) == v)
+        #expect(v.text == #"{"z":1,"a":"q\"uo\\te\n\t\u0001","u":"é😀","arr":[true,false,null,-0.5E+3],"o":{}}"#)
+        for bad in ["", "01", "[1,]", #"{"a"}"#, "tru", #""\x""#, "1 2", "[", #"{"a":1,}"#, "-", "\"a\nb\"", "nul"] {
+            #expect(throws: JSONValue.ParseError.self, "\(bad)") { try JSONValue.parse(bad) }
+        }
+    }
+
+    // MARK: tables
+
+    static let finished = try! JSONValue.parse("""
+        {"commandID":"c-1","schema":"AirConditioner-Demo","schemaVersion":1,"target":"thing:th.1","issuer":"user:u-1",
+         "actions":[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":99}},{"setFanSpeed":{"fanSpeed":5}}],
+         "actionResults":[{"turnPower":{"succeeded":true}},
+                          {"setPresetTemperature":{"succeeded":false,"errorMessage":"presetTemperature must be 16..30","data":{"max":30}}},
+                          {"setFanSpeed":{"succeeded":true}}],
+         "commandState":"INCOMPLETE","title":"Cool down","description":"Before I get home","metadata":{"origin":"demo"},
+         "createdAt":1714557600123,"modifiedAt":1714557601000}
+        """)
+
+    @Test("A command in full: fields, then one aligned row per action with ✓/✗ and the error message")
+    func commandTable() throws {
+        let out = Format.command(CLITests.finished)
+        let lines = out.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.contains("commandID    c-1"))
+        #expect(lines.contains("state        INCOMPLETE"))
+        #expect(lines.contains("schema       AirConditioner-Demo (version 1)"))
+        #expect(lines.contains(#"metadata     {"origin":"demo"}"#))
+        #expect(lines.contains("created      2024-05-01 10:00:00Z"))
+        let table = lines.drop { !$0.contains("ACTION") }
+        #expect(Array(table) == [
+            "  #  ACTION                PARAMETERS            RESULT",
+            "  1  turnPower             power=true            ✓",
+            #"  2  setPresetTemperature  presetTemperature=99  ✗ presetTemperature must be 16..30  data={"max":30}"#,
+            "  3  setFanSpeed           fanSpeed=5            ✓",
+        ])
+    }
+
+    @Test("A command without results yet shows … per action; the list shows ✓/✗ and the first failure")
+    func listTable() throws {
+        let pending = try JSONValue.parse("""
+            {"commandID":"c-22","commandState":"SENDING","actions":[{"turnPower":{"power":false}}],"createdAt":1714557660000}
+            """)
+        #expect(Format.command(pending).hasSuffix("  1  turnPower  power=false  …"))
+        let list = Format.commandList([CLITests.finished, pending])
+        let lines = list.split(separator: "\n").map(String.init)
+        let actions = "turnPower power=true, setPresetTemperature presetTemperature=99, setFanSpeed fanSpeed=5"
+        func pad(_ s: String) -> String { s + String(repeating: " ", count: actions.count - s.count + 2) }
+        #expect(lines == [
+            "COMMAND ID  STATE       CREATED               " + pad("ACTIONS") + "RESULTS",
+            "c-1         INCOMPLETE  2024-05-01 10:00:00Z  " + pad(actions) + "✓✗✓  setPresetTemperature: presetTemperature must be 16..30",
+            "c-22        SENDING     2024-05-01 10:01:00Z  " + pad("turnPower power=false") + "-",
+        ])
+        let state = try JSONValue.parse(#"{"power":true,"presetTemperature":25,"fanSpeed":5,"mode":"cool"}"#)
+        #expect(Format.state(state) == "power              true\npresetTemperature  25\nfanSpeed           5\nmode               cool")
+    }
+
+    // MARK: saved credentials
+
+    @Test("Saved credentials: written 0600 in a 0700 folder, read back, replaced atomically")
+    func configFile() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-cli-config")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/nested/thingif/cli.json"
+        #expect(try SavedConfig.load(from: path) == nil)
+        var config = SavedConfig(hub: "http://127.0.0.1:8080", appID: "demoApp", userID: "u-1", token: "secret-token")
+        try config.save(to: path)
+        var st = stat()
+        #expect(stat(path, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(stat(dir + "/nested/thingif", &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o700)
+        #expect(try SavedConfig.load(from: path) == config)
+
+        // An old file readable by others is replaced by a 0600 one.
+        chmod(path, 0o644)
+        config.installationID = "inst-1"
+        config.loginName = "alice"
+        try config.save(to: path)
+        #expect(stat(path, &st) == 0)
+        #expect(st.st_mode & 0o777 == 0o600)
+        #expect(try SavedConfig.load(from: path) == config)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir + "/nested/thingif") == ["cli.json"])
+
+        try "not json".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: SavedConfig.Error.self) { try SavedConfig.load(from: path) }
+
+        #expect(SavedConfig.path(environment: ["THINGIF_CONFIG": "/x/y.json", "HOME": "/h"]) == "/x/y.json")
+        #expect(SavedConfig.path(environment: ["HOME": "/h"]) == "/h/.config/thingif/cli.json")
+    }
+
+    @Test("Options: flag, then environment, then the saved file, then the default; the saved token only for its hub and app")
+    func contextResolution() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-cli-ctx")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/cli.json"
+        var env = ["THINGIF_CONFIG": path]
+
+        var ctx = try Context(GlobalOptions.parse([]), environment: env)
+        #expect(ctx.hub == "http://127.0.0.1:8080")
+        #expect(ctx.appID == "demoApp")
+        #expect(ctx.token == nil && ctx.userID == nil)
+
+        try SavedConfig(hub: "http://127.0.0.1:9000/", appID: "app1", userID: "u-1", token: "t-1", installationID: "i-1").save(to: path)
+        ctx = try Context(GlobalOptions.parse([]), environment: env)
+        #expect(ctx.hub == "http://127.0.0.1:9000/" && ctx.appID == "app1")
+        #expect(ctx.token == "t-1" && ctx.userID == "u-1" && ctx.usesSavedUser)
+
+        ctx = try Context(GlobalOptions.parse(["--hub", "http://127.0.0.1:9000"]), environment: env)
+        #expect(ctx.token == "t-1") // the same hub, without the slash
+
+        env["THINGIF_HUB_URL"] = "http://127.0.0.1:9100"
+        ctx = try Context(GlobalOptions.parse([]), environment: env)
+        #expect(ctx.hub == "http://127.0.0.1:9100")
+        #expect(ctx.token == nil && ctx.userID == nil && !ctx.usesSavedUser)
+
+        ctx = try Context(GlobalOptions.parse(["--hub", "http://127.0.0.1:9000", "--token", "other"]), environment: env)
+        #expect(ctx.token == "other" && ctx.userID == nil && !ctx.usesSavedUser)
+
+        env["THINGIF_TOKEN"] = "t-env"
+        env["THINGIF_USER_ID"] = "u-env"
+        env["THINGIF_APP_ID"] = "app2"
+        ctx = try Context(GlobalOptions.parse(["--json"]), environment: env)
+        #expect(ctx.token == "t-env" && ctx.userID == "u-env" && ctx.appID == "app2" && ctx.json)
+        ctx = try Context(GlobalOptions.parse(["--app-id", "app3", "--user-id", "u-flag"]), environment: env)
+        #expect(ctx.appID == "app3" && ctx.userID == "u-flag")
+    }
+
+    @Test("Server-Sent Events: fields across chunks, CRLF, comments and multi-line data")
+    func eventStreamParser() {
+        var p = EventStream.Parser()
+        #expect(p.feed(Data(": keep-alive\n\nevent: comm".utf8)).isEmpty)
+        #expect(p.feed(Data("and\r\ndata: {\"commandID\":\"c-1\",".utf8)).isEmpty)
+        let events = p.feed(Data("\r\ndata:\"x\"}\r\n\r\ndata: plain\n\n".utf8))
+        #expect(events == [
+            EventStream.Event(name: "command", data: "{\"commandID\":\"c-1\",\n\"x\"}"),
+            EventStream.Event(name: "message", data: "plain"),
+        ])
+    }
+}
+
+// MARK: - end to end: the thingif binary against a thingif-hub process
+
+/// A program next to the test bundle (SwiftPM puts every product there).
+func siblingExecutable(_ name: String) -> String? {
+    guard let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return nil }
+    var dir = (exe as NSString).deletingLastPathComponent
+    for _ in 0..<4 {
+        if access(dir + "/" + name, X_OK) == 0 { return dir + "/" + name }
+        dir = (dir as NSString).deletingLastPathComponent
+    }
+    return nil
+}
+
+/// Runs a program to its end (bounded) with its own environment; gives its
+/// exit status and its stdout + stderr. Same signal set-up as spawnChild.
+func runProgram(_ exe: String, _ args: [String], environment: [String: String], timeoutMs: Int = 60_000) throws
+    -> (status: Int32, output: String)
+{
+    let out = try makeTempDirectory(prefix: "thingif-run") + "/out"
+    defer { try? FileManager.default.removeItem(atPath: (out as NSString).deletingLastPathComponent) }
+    let pid = try spawnProgram(exe, args, environment: environment, logPath: out)
+    var status: Int32 = 0
+    var reaped = false
+    for _ in 0..<max(1, timeoutMs / 10) {
+        if waitpid(pid, &status, WNOHANG) == pid { reaped = true; break }
+        usleep(10_000)
+    }
+    if !reaped {
+        endChild(pid, signal: SIGKILL)
+        throw HarnessError("\(exe) \(args.joined(separator: " ")) still ran after \(timeoutMs) ms: \(readText(out))")
+    }
+    let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    return (code, readText(out))
+}
+
+/// posix_spawn with an empty signal mask, default SIGTERM/SIGINT/SIGPIPE,
+/// stdin from /dev/null, stdout + stderr appended to `logPath`, and exactly
+/// `environment` (plus PATH and HOME).
+func spawnProgram(_ exe: String, _ args: [String], environment: [String: String], logPath: String) throws -> pid_t {
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigmask(&attr, &empty)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for s in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, s) }
+    posix_spawnattr_setsigdefault(&attr, &defaults)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+    var env = environment
+    let inherited = ProcessInfo.processInfo.environment
+    for key in ["PATH", "HOME", "LD_LIBRARY_PATH"] where env[key] == nil { env[key] = inherited[key] }
+    var argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
+    var envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { for p in argv + envp { free(p) } }
+    var child: pid_t = 0
+    let rc = posix_spawn(&child, exe, &actions, &attr, &argv, &envp)
+    guard rc == 0 else { throw HarnessError("posix_spawn \(exe) failed: \(String(cString: strerror(rc)))") }
+    return child
+}
+
+/// The value of a `name  value` row of the CLI's output.
+func field(_ output: String, _ name: String) -> String? {
+    for line in output.split(separator: "\n") {
+        let words = line.split(separator: " ", maxSplits: 1)
+        if words.count == 2, words[0] == name { return words[1].trimmingCharacters(in: .whitespaces) }
+    }
+    return nil
+}
+
+enum CLIEndToEnd {
+    static let cli = siblingExecutable("thingif")
+    static let hub = siblingExecutable("thingif-hub")
+    /// The hub serves the REST API (it takes --http-port) and both programs are built.
+    static let available: Bool = {
+        guard let hub, cli != nil, let help = try? runProgram(hub, ["--help"], environment: [:], timeoutMs: 10_000) else {
+            return false
+        }
+        return help.status == 0 && help.output.contains("--http-port")
+    }()
+}
+
+@Suite("thingif CLI end to end", .serialized)
+struct CLIEndToEndTests {
+    /// A broker, `thingif-hub --memory` and the C appliance onboarded by the
+    /// CLI; every step through the `thingif` binary.
+    @Test("user create, onboard, command send --wait (words, --json, --raw), list, get, state get, watch; errors exit 1 or 2",
+          .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
+          .timeLimit(.minutes(3)))
+    func wholeFlow() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-cli-e2e")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+
+        let hubLog = root + "/hub.log"
+        children.append(try spawnProgram(hubExe, ["--broker-port", "\(broker.port)", "--http-port", "0", "--memory"],
+                                         environment: [:], logPath: hubLog))
+        var hubURL: String?
+        _ = poll(timeoutMs: 15_000) {
+            let log = readText(hubLog)
+            guard log.contains("serving app"), let r = log.range(of: "HTTP API on http://") else { return false }
+            let rest = log[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == ":" }
+            hubURL = "http://" + rest
+            return true
+        }
+        let url = try #require(hubURL, "the hub did not start: \(readText(hubLog))")
+        let config = root + "/cli/cli.json"
+        let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+
+        // A user; its token is saved 0600.
+        var r = try thingif("user", "create")
+        #expect(r.status == 0, "\(r.output)")
+        #expect(r.output.contains("userID") && r.output.contains("saved to \(config)"))
+        var st = stat()
+        #expect(stat(config, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        let saved = try #require(try SavedConfig.load(from: config))
+        #expect(saved.hub == url && saved.appID == "demoApp")
+
+        // Onboard the thing for that user, hand its ID and token to the appliance.
+        r = try thingif("onboard", "AC-0001", "demo-pass", "--thing-type", "AirConditioner", "--interval", "1_MINUTE", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try JSONValue.parse(r.output)
+        let thingID = try #require(onboarded["thingID"]?.stringValue)
+        let thingToken = try #require(onboarded["accessToken"]?.stringValue)
+
+        let watchLog = root + "/watch.log"
+        children.append(try spawnProgram(cli, ["watch", thingID, "--timeout", "120"], environment: env, logPath: watchLog))
+        #expect(poll(timeoutMs: 10_000) { readText(watchLog).contains("watching \(thingID)") }, "\(readText(watchLog))")
+
+        let aircon = try ApplianceProcess(args: ["--port", "\(broker.port)", "--storage", root + "/aircon",
+                                                 "--thing-id", thingID, "--token", thingToken],
+                                          logPath: root + "/aircon.log")
+        try aircon.start()
+        defer { aircon.stop() }
+
+        // 1. Three actions from words, with the table.
+        r = try thingif("command", "send", thingID, "turnPower", "power=true", "setPresetTemperature", "presetTemperature=25",
+                        "setFanSpeed", "fanSpeed=5", "--title", "Cool down", "--metadata", #"{"origin":"test"}"#, "--wait", "30")
+        #expect(r.status == 0, "\(r.output)\naircon:\n\(aircon.log)")
+        #expect(field(r.output, "state") == "DONE", "\(r.output)")
+        #expect(field(r.output, "title") == "Cool down")
+        #expect(r.output.split(separator: "\n").filter { $0.contains("  ✓") }.count == 3, "\(r.output)")
+
+        // 2. Refused by the appliance, as JSON.
+        r = try thingif("command", "send", thingID, "setPresetTemperature", "presetTemperature=99", "--wait", "30", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let refused = try JSONValue.parse(r.output)
+        #expect(refused["commandState"] == .string("INCOMPLETE"))
+        let result = Format.results(refused["actionResults"]).first
+        #expect(result?.name == "setPresetTemperature" && result?.succeeded == false)
+        let errorMessage = result?.errorMessage ?? ""
+        #expect(!errorMessage.isEmpty)
+        let refusedID = try #require(refused["commandID"]?.stringValue)
+
+        // 3. Raw JSON.
+        r = try thingif("command", "send", thingID, "--raw", #"[{"turnPower":{"power":false}}]"#, "--wait", "30")
+        #expect(r.status == 0 && field(r.output, "state") == "DONE", "\(r.output)")
+
+        // Read back: all pages, a limit, one command, the state.
+        r = try thingif("command", "list", thingID, "--json")
+        let all = try JSONValue.parse(r.output)["commands"]?.arrayValue ?? []
+        #expect(all.count == 3)
+        #expect(all.map { $0["commandState"]?.stringValue ?? "" } == ["DONE", "INCOMPLETE", "DONE"])
+        r = try thingif("command", "list", thingID, "--limit", "2", "--json")
+        let two = try JSONValue.parse(r.output)
+        #expect(two["commands"]?.arrayValue?.count == 2 && two["nextPaginationKey"] != nil, "\(r.output)")
+        r = try thingif("command", "list", thingID)
+        #expect(r.status == 0 && r.output.split(separator: "\n").count == 4, "\(r.output)")
+        #expect(r.output.contains("✗  setPresetTemperature: "))
+        r = try thingif("command", "get", thingID, refusedID)
+        #expect(r.status == 0 && field(r.output, "state") == "INCOMPLETE" && r.output.contains("✗ "), "\(r.output)")
+        #expect(poll(timeoutMs: 10_000) {
+            guard let s = try? thingif("state", "get", thingID, "--json"), s.status == 0,
+                  let v = try? JSONValue.parse(s.output) else { return false }
+            return v["power"] == .bool(false) && v["presetTemperature"] == .number("25") && v["fanSpeed"] == .number("5")
+        })
+
+        // watch printed the three finished commands as they came.
+        #expect(poll(timeoutMs: 10_000) {
+            readText(watchLog).split(separator: "\n").filter { $0.hasPrefix("commandID") }.count == 3
+        }, "\(readText(watchLog))")
+
+        // Errors: the hub's refusal exits 1 with its errorCode; usage errors exit 2.
+        r = try thingif("command", "get", thingID, "no-such-command")
+        #expect(r.status == 1 && r.output.contains("HTTP 404"), "\(r.output)")
+        r = try runProgram(cli, ["command", "list", thingID, "--token", "not-a-token"], environment: env)
+        #expect(r.status == 1 && r.output.contains("HTTP 401"), "\(r.output)")
+        r = try thingif("command", "send", thingID, "power=true")
+        #expect(r.status == 2 && r.output.contains("before any action"), "\(r.output)")
+        r = try thingif("onboard", "AC-0002", "pw", "--interval", "2_DAYS")
+        #expect(r.status == 2, "\(r.output)")
+        r = try runProgram(cli, ["state", "get", thingID], environment: ["THINGIF_HUB_URL": "http://127.0.0.1:1", "THINGIF_TOKEN": "x",
+                                                                        "THINGIF_CONFIG": root + "/none.json"])
+        #expect(r.status == 1 && r.output.contains("cannot reach the hub"), "\(r.output)")
+    }
+}

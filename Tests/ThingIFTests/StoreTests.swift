@@ -1,0 +1,515 @@
+import CSQLite
+import Foundation
+import Testing
+import ThingIFHub
+
+/// Makes a fresh store of one kind; the directory (if any) is removed by `cleanup`.
+struct StoreFactory: CustomStringConvertible, Sendable {
+    let description: String
+    let make: @Sendable () throws -> (HubStore, cleanup: () -> Void)
+
+    static let memory = StoreFactory(description: "MemoryStore") { (MemoryStore(), {}) }
+    static let sqlite = StoreFactory(description: "SQLiteStore") {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        let store = try SQLiteStore(path: dir + "/hub.sqlite")
+        return (store, { store.close(); try? FileManager.default.removeItem(atPath: dir) })
+    }
+    static let sqliteInMemory = StoreFactory(description: "SQLiteStore(:memory:)") {
+        (try SQLiteStore(path: ":memory:"), {})
+    }
+    static let all = [memory, sqlite, sqliteInMemory]
+}
+
+private func withStore(_ factory: StoreFactory, _ body: (HubStore) throws -> Void) throws {
+    let (store, cleanup) = try factory.make()
+    defer { cleanup() }
+    try body(store)
+}
+
+private func register(_ s: HubStore, _ vendor: String, password: String = "pw", type: String? = "AirConditioner",
+                      firmware: String? = nil, grouping: String? = nil) throws -> ThingRecord {
+    switch s.registerThing(vendorThingID: vendor, password: password, thingType: type, firmwareVersion: firmware,
+                           dataGroupingInterval: grouping) {
+    case .success(let t): return t
+    case .failure(let e): throw HarnessError("registration of \(vendor) failed: \(e)")
+    }
+}
+
+private func command(_ id: String, thing: String, issuer: String? = "user:u1", at: Int64 = 1000) -> CommandRecord {
+    CommandRecord(commandID: id, thingID: thing, issuer: issuer, issuingInstallationID: nil,
+                  payload: #"{"commandID":"\#(id)"}"#, createdAt: at, modifiedAt: at)
+}
+
+private func failure(_ r: Result<ThingRecord, RegisterError>) -> RegisterError? {
+    if case .failure(let e) = r { return e }
+    return nil
+}
+
+/// The HubStore contract, run against every store.
+@Suite("Store conformance")
+struct StoreConformanceTests {
+    @Test("Registering a thing: created once, same password again, wrong password, wrong type",
+          arguments: StoreFactory.all)
+    func registerThing(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-1", type: nil, firmware: "1.0", grouping: "1_HOUR")
+            #expect(t.thingID.hasPrefix("th."))
+            #expect(t.thingID.count == 23)
+            #expect(t.accessToken.count == 40)
+            #expect(t.vendorThingID == "AC-1")
+            #expect(t.password == "pw")
+            #expect(t.thingType == nil)
+            #expect(t.firmwareVersion == "1.0")
+            #expect(t.dataGroupingInterval == "1_HOUR")
+            #expect(t.installations.isEmpty && t.owners.isEmpty && t.state == nil && t.stateUploads.isEmpty)
+            #expect(t.createdAt > 1_600_000_000_000)
+
+            // Again with the same password: the same thing; a nil type is set
+            // now, nil firmware and grouping leave what was stored.
+            let again = try register(s, "AC-1", type: "AirConditioner")
+            #expect(again.thingID == t.thingID)
+            #expect(again.accessToken == t.accessToken)
+            #expect(again.thingType == "AirConditioner")
+            #expect(again.firmwareVersion == "1.0")
+            #expect(again.dataGroupingInterval == "1_HOUR")
+            #expect(again.createdAt == t.createdAt)
+
+            // Given values update; a nil type matches any.
+            let updated = try register(s, "AC-1", type: nil, firmware: "2.0", grouping: "15_MINUTES")
+            #expect(updated.thingType == "AirConditioner")
+            #expect(updated.firmwareVersion == "2.0")
+            #expect(updated.dataGroupingInterval == "15_MINUTES")
+
+            #expect(failure(s.registerThing(vendorThingID: "AC-1", password: "other", thingType: nil,
+                                            firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongPassword)
+            #expect(failure(s.registerThing(vendorThingID: "AC-1", password: "pw", thingType: "Lamp",
+                                            firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongType)
+            // A refused registration changes nothing.
+            #expect(s.thing(id: t.thingID)?.firmwareVersion == "2.0")
+            #expect(s.thing(id: t.thingID)?.thingType == "AirConditioner")
+
+            let other = try register(s, "AC-2")
+            #expect(other.thingID != t.thingID)
+            #expect(other.accessToken != t.accessToken)
+        }
+    }
+
+    @Test("Things are found by ID, vendorThingID, token and MQTT topic", arguments: StoreFactory.all)
+    func lookups(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let a = try register(s, "AC-1")
+            let b = try register(s, "AC-2")
+            #expect(s.thing(id: a.thingID)?.vendorThingID == "AC-1")
+            #expect(s.thing(vendorThingID: "AC-2")?.thingID == b.thingID)
+            #expect(s.thing(accessToken: b.accessToken)?.thingID == b.thingID)
+            #expect(s.thing(id: "th.nope") == nil)
+            #expect(s.thing(vendorThingID: "AC-3") == nil)
+            #expect(s.thing(accessToken: "nope") == nil)
+            #expect(s.thing(mqttTopic: "tnope") == nil)
+            // Values that look like SQL are only data.
+            #expect(s.thing(vendorThingID: "' OR 1=1 --") == nil)
+
+            #expect(s.addInstallation(thingID: a.thingID, installationID: "i1", mqttTopic: "ta1"))
+            #expect(s.addInstallation(thingID: a.thingID, installationID: "i2", mqttTopic: "ta2"))
+            #expect(s.addInstallation(thingID: b.thingID, installationID: "i3", mqttTopic: "tb1"))
+            #expect(!s.addInstallation(thingID: "th.nope", installationID: "i4", mqttTopic: "tx"))
+            #expect(s.thing(id: a.thingID)?.installations == ["i1": "ta1", "i2": "ta2"])
+            #expect(s.thing(mqttTopic: "ta2")?.thingID == a.thingID)
+            #expect(s.thing(mqttTopic: "tb1")?.thingID == b.thingID)
+            #expect(s.thing(mqttTopic: "tx") == nil)
+            // The same installation again replaces its topic.
+            #expect(s.addInstallation(thingID: a.thingID, installationID: "i1", mqttTopic: "ta3"))
+            #expect(s.thing(id: a.thingID)?.installations == ["i1": "ta3", "i2": "ta2"])
+            #expect(s.thing(mqttTopic: "ta3")?.thingID == a.thingID)
+        }
+    }
+
+    @Test("Owners are kept in order without duplicates; firmware versions are set", arguments: StoreFactory.all)
+    func ownersAndFirmware(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-1", firmware: "1.0")
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:u2"))
+            #expect(s.addOwner(thingID: t.thingID, owner: "group:g1"))
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:u2"))
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:u1"))
+            #expect(!s.addOwner(thingID: "th.nope", owner: "user:u1"))
+            #expect(s.thing(id: t.thingID)?.owners == ["user:u2", "group:g1", "user:u1"])
+
+            #expect(s.setFirmwareVersion(thingID: t.thingID, "1.1"))
+            #expect(!s.setFirmwareVersion(thingID: "th.nope", "1.1"))
+            #expect(s.thing(id: t.thingID)?.firmwareVersion == "1.1")
+            #expect(s.thing(vendorThingID: "AC-1")?.firmwareVersion == "1.1")
+        }
+    }
+
+    @Test("State: PUT replaces, PATCH merges, uploads and history are kept", arguments: StoreFactory.all)
+    func state(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-1")
+            #expect(s.applyState(thingID: "th.nope", method: "PUT", upload: #"{"a":1}"#, at: 1) == nil)
+
+            let put = try #require(s.applyState(thingID: t.thingID, method: "PUT",
+                                                upload: #"{"power":true, "fanSpeed":3}"#, at: 100))
+            #expect(parseObject(put)?.count == 2)
+            // A PATCH on no state yet stores the upload as it is.
+            let patched = try #require(s.applyState(thingID: t.thingID, method: "PATCH",
+                                                    upload: #"{"fanSpeed":5,"mode":"cool"}"#, at: 200))
+            let o = try #require(parseObject(patched))
+            #expect(o["power"] as? Bool == true)
+            #expect(o["fanSpeed"] as? Int == 5)
+            #expect(o["mode"] as? String == "cool")
+            #expect(s.thing(id: t.thingID)?.state == patched)
+
+            let replaced = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"power":false}"#,
+                                                     at: 300))
+            #expect(parseObject(replaced)?.count == 1)
+            let record = try #require(s.thing(id: t.thingID))
+            #expect(record.state == replaced)
+            #expect(record.stateUploads.map(\.method) == ["PUT", "PATCH", "PUT"])
+            #expect(record.stateUploads[1].body == #"{"fanSpeed":5,"mode":"cool"}"#)
+
+            // from <= at < to, oldest first, each with the state after it.
+            let all = s.stateHistory(thingID: t.thingID, from: 0, to: 1000)
+            #expect(all.map(\.at) == [100, 200, 300])
+            #expect(all.map(\.method) == ["PUT", "PATCH", "PUT"])
+            #expect(all[1].state == patched)
+            #expect(all[1].upload == #"{"fanSpeed":5,"mode":"cool"}"#)
+            #expect(all.allSatisfy { $0.thingID == t.thingID })
+            #expect(s.stateHistory(thingID: t.thingID, from: 100, to: 300).map(\.at) == [100, 200])
+            #expect(s.stateHistory(thingID: t.thingID, from: 201, to: 300).isEmpty)
+            #expect(s.stateHistory(thingID: "th.nope", from: 0, to: 1000).isEmpty)
+
+            // Another thing's state is its own.
+            let u = try register(s, "AC-2")
+            #expect(s.applyState(thingID: u.thingID, method: "PATCH", upload: #"{"x":1}"#, at: 150) != nil)
+            #expect(s.stateHistory(thingID: t.thingID, from: 0, to: 1000).count == 3)
+            #expect(s.thing(id: u.thingID)?.stateUploads.count == 1)
+        }
+    }
+
+    @Test("Commands: insert once, seq increasing, delivered, results recorded once", arguments: StoreFactory.all)
+    func commands(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let a = try #require(s.insertCommand(command("c1", thing: "th.a", at: 10)))
+            let b = try #require(s.insertCommand(command("c2", thing: "th.b", at: 11)))
+            let c = try #require(s.insertCommand(command("c3", thing: "th.a", at: 12)))
+            #expect(a.seq > 0 && b.seq > a.seq && c.seq > b.seq)
+            #expect(s.insertCommand(command("c1", thing: "th.b")) == nil)
+            #expect(s.command(id: "c1")?.thingID == "th.a")
+
+            let stored = try #require(s.command(id: "c1"))
+            #expect(stored.seq == a.seq)
+            #expect(stored.issuer == "user:u1")
+            #expect(stored.issuingInstallationID == nil)
+            #expect(stored.payload == #"{"commandID":"c1"}"#)
+            #expect(stored.results == nil)
+            #expect(stored.state == .sending)
+            #expect(stored.createdAt == 10 && stored.modifiedAt == 10)
+            #expect(s.command(id: "nope") == nil)
+
+            var withInstallation = command("c4", thing: "th.a", issuer: nil)
+            withInstallation.issuingInstallationID = "inst-1"
+            #expect(s.insertCommand(withInstallation) != nil)
+            #expect(s.command(id: "c4")?.issuingInstallationID == "inst-1")
+            #expect(s.command(id: "c4")?.issuer == nil)
+
+            #expect(s.markDelivered(commandID: "c1", at: 20))
+            #expect(s.command(id: "c1")?.state == .delivered)
+            #expect(s.command(id: "c1")?.modifiedAt == 20)
+            #expect(!s.markDelivered(commandID: "nope", at: 20))
+
+            #expect(s.recordResults(commandID: "c1", results: #"{"actionResults":[]}"#, state: .done, at: 30))
+            #expect(!s.recordResults(commandID: "c1", results: #"{"other":1}"#, state: .incomplete, at: 40))
+            #expect(!s.recordResults(commandID: "nope", results: "{}", state: .done, at: 40))
+            let done = try #require(s.command(id: "c1"))
+            #expect(done.results == #"{"actionResults":[]}"#)
+            #expect(done.state == .done)
+            #expect(done.modifiedAt == 30)
+            // Once answered, a command is not marked delivered again.
+            #expect(!s.markDelivered(commandID: "c1", at: 50))
+            #expect(s.command(id: "c1")?.state == .done)
+
+            #expect(s.recordResults(commandID: "c3", results: "{}", state: .incomplete, at: 31))
+            #expect(s.command(id: "c3")?.state == .incomplete)
+            #expect(s.unansweredCommands(thingID: "th.a").map(\.commandID) == ["c4"])
+            #expect(s.unansweredCommands(thingID: "th.b").map(\.commandID) == ["c2"])
+            #expect(s.unansweredCommands(thingID: "th.none").isEmpty)
+        }
+    }
+
+    @Test("Command listing: ascending seq after a cursor, at most limit", arguments: StoreFactory.all)
+    func commandListing(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            var seqs: [Int64] = []
+            for i in 0..<10 {
+                let r = try #require(s.insertCommand(command("a\(i)", thing: "th.a")))
+                seqs.append(r.seq)
+                _ = s.insertCommand(command("b\(i)", thing: "th.b"))
+            }
+            #expect(seqs == seqs.sorted() && Set(seqs).count == 10)
+            let all = s.commands(thingID: "th.a", afterSeq: 0, limit: 100)
+            #expect(all.map(\.commandID) == (0..<10).map { "a\($0)" })
+            #expect(all.map(\.seq) == seqs)
+            let page1 = s.commands(thingID: "th.a", afterSeq: 0, limit: 4)
+            #expect(page1.map(\.commandID) == ["a0", "a1", "a2", "a3"])
+            let page2 = s.commands(thingID: "th.a", afterSeq: page1.last!.seq, limit: 4)
+            #expect(page2.map(\.commandID) == ["a4", "a5", "a6", "a7"])
+            let page3 = s.commands(thingID: "th.a", afterSeq: page2.last!.seq, limit: 4)
+            #expect(page3.map(\.commandID) == ["a8", "a9"])
+            #expect(s.commands(thingID: "th.a", afterSeq: page3.last!.seq, limit: 4).isEmpty)
+            #expect(s.commands(thingID: "th.a", afterSeq: 0, limit: 0).isEmpty)
+            #expect(s.commands(thingID: "th.a", afterSeq: 0, limit: -1).isEmpty)
+            #expect(s.commands(thingID: "th.none", afterSeq: 0, limit: 10).isEmpty)
+            #expect(s.unansweredCommands(thingID: "th.b").count == 10)
+        }
+    }
+
+    @Test("Users: pseudo and named, a login name only once, lookups", arguments: StoreFactory.all)
+    func users(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let pseudo = try #require(s.createUser(loginName: nil, passwordHash: nil))
+            #expect(pseudo.pseudo)
+            #expect(pseudo.userID.hasPrefix("u."))
+            #expect(pseudo.accessToken.count == 40)
+            let pseudo2 = try #require(s.createUser(loginName: nil, passwordHash: nil))
+            #expect(pseudo2.userID != pseudo.userID)
+
+            let alice = try #require(s.createUser(loginName: "alice", passwordHash: "hash-a"))
+            #expect(!alice.pseudo)
+            #expect(s.createUser(loginName: "alice", passwordHash: "hash-b") == nil)
+            #expect(s.user(loginName: "alice")?.passwordHash == "hash-a")
+            #expect(s.user(loginName: "alice")?.userID == alice.userID)
+            #expect(s.user(id: alice.userID)?.loginName == "alice")
+            #expect(s.user(accessToken: alice.accessToken)?.userID == alice.userID)
+            #expect(s.user(id: pseudo.userID)?.loginName == nil)
+            #expect(s.user(id: pseudo.userID)?.passwordHash == nil)
+            #expect(s.user(accessToken: pseudo2.accessToken)?.userID == pseudo2.userID)
+            #expect(s.user(id: alice.userID)?.createdAt == alice.createdAt)
+            #expect(s.user(id: "u.nope") == nil)
+            #expect(s.user(accessToken: "nope") == nil)
+            #expect(s.user(loginName: "bob") == nil)
+        }
+    }
+
+    @Test("Groups: found by owner or member, members in order", arguments: StoreFactory.all)
+    func groups(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let g1 = try #require(s.createGroup(name: "home", ownerUserID: "u.a", members: ["u.b", "u.c"]))
+            let g2 = try #require(s.createGroup(name: "work", ownerUserID: "u.b", members: []))
+            let g3 = try #require(s.createGroup(name: "other", ownerUserID: "u.c", members: ["u.d"]))
+            #expect(g1.groupID.hasPrefix("g."))
+            #expect(Set([g1.groupID, g2.groupID, g3.groupID]).count == 3)
+            let read = try #require(s.group(id: g1.groupID))
+            #expect(read.name == "home" && read.ownerUserID == "u.a" && read.members == ["u.b", "u.c"])
+            #expect(s.group(id: g2.groupID)?.members == [])
+            #expect(s.group(id: "g.nope") == nil)
+
+            #expect(s.groups(ofUser: "u.a").map(\.groupID) == [g1.groupID])
+            #expect(s.groups(ofUser: "u.b").map(\.groupID) == [g1.groupID, g2.groupID].sorted())
+            #expect(s.groups(ofUser: "u.c").map(\.groupID) == [g1.groupID, g3.groupID].sorted())
+            #expect(s.groups(ofUser: "u.d").map(\.groupID) == [g3.groupID])
+            #expect(s.groups(ofUser: "u.z").isEmpty)
+            #expect(s.groups(ofUser: "u.b").first { $0.groupID == g1.groupID }?.members == ["u.b", "u.c"])
+        }
+    }
+
+    @Test("App installations: kinds, the MQTT topic, removal by their user only", arguments: StoreFactory.all)
+    func appInstallations(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let m = try #require(s.addAppInstallation(userID: "u.a", kind: .mqtt, target: "ignored"))
+            #expect(m.target == HubIDs.notificationTopic(m.installationID))
+            #expect(m.installationID.count == 20)
+            let e = try #require(s.addAppInstallation(userID: "u.a", kind: .sse, target: nil))
+            #expect(e.target == nil)
+            let w = try #require(s.addAppInstallation(userID: "u.a", kind: .webhook, target: "http://h/hook"))
+            #expect(w.target == "http://h/hook")
+            let other = try #require(s.addAppInstallation(userID: "u.b", kind: .sse, target: nil))
+
+            let read = try #require(s.appInstallation(id: m.installationID))
+            #expect(read.kind == .mqtt && read.userID == "u.a" && read.target == m.target)
+            #expect(read.createdAt == m.createdAt)
+            #expect(s.appInstallation(id: w.installationID)?.kind == .webhook)
+            #expect(s.appInstallation(id: "nope") == nil)
+            #expect(Set(s.appInstallations(userID: "u.a").map(\.installationID))
+                    == [m.installationID, e.installationID, w.installationID])
+            #expect(s.appInstallations(userID: "u.b").map(\.installationID) == [other.installationID])
+            #expect(s.appInstallations(userID: "u.z").isEmpty)
+
+            #expect(!s.removeAppInstallation(id: other.installationID, userID: "u.a"))
+            #expect(s.appInstallation(id: other.installationID) != nil)
+            #expect(s.removeAppInstallation(id: e.installationID, userID: "u.a"))
+            #expect(!s.removeAppInstallation(id: e.installationID, userID: "u.a"))
+            #expect(!s.removeAppInstallation(id: "nope", userID: "u.a"))
+            #expect(s.appInstallation(id: e.installationID) == nil)
+            #expect(Set(s.appInstallations(userID: "u.a").map(\.installationID))
+                    == [m.installationID, w.installationID])
+        }
+    }
+
+    @Test("Every method is safe from many threads at once", arguments: StoreFactory.all)
+    func concurrent(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-1")
+            DispatchQueue.concurrentPerform(iterations: 8) { worker in
+                for i in 0..<50 {
+                    let id = "w\(worker)-\(i)"
+                    _ = s.insertCommand(command(id, thing: t.thingID))
+                    _ = s.markDelivered(commandID: id, at: 1)
+                    _ = s.recordResults(commandID: id, results: "{}", state: .done, at: 2)
+                    _ = s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"w\#(worker)":\#(i)}"#, at: 3)
+                    _ = s.thing(id: t.thingID)
+                }
+            }
+            let all = s.commands(thingID: t.thingID, afterSeq: 0, limit: 1000)
+            #expect(all.count == 400)
+            #expect(Set(all.map(\.seq)).count == 400)
+            #expect(all.map(\.seq) == all.map(\.seq).sorted())
+            #expect(all.allSatisfy { $0.state == .done })
+            #expect(s.unansweredCommands(thingID: t.thingID).isEmpty)
+            #expect(s.thing(id: t.thingID)?.stateUploads.count == 400)
+            #expect(parseObject(s.thing(id: t.thingID)?.state)?.count == 8)
+        }
+    }
+}
+
+/// What only a store in a file can do.
+@Suite("SQLite store")
+struct SQLiteStoreTests {
+    @Test("Everything survives closing and opening the file again (a restart)")
+    func survivesRestart() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+
+        var s: SQLiteStore? = try SQLiteStore(path: path)
+        let t = try register(s!, "AC-1", firmware: "1.0", grouping: "1_MINUTE")
+        #expect(s!.addInstallation(thingID: t.thingID, installationID: "i1", mqttTopic: "ta1"))
+        #expect(s!.addOwner(thingID: t.thingID, owner: "user:u.a"))
+        let state = try #require(s!.applyState(thingID: t.thingID, method: "PUT", upload: #"{"power":true}"#, at: 5))
+        let c1 = try #require(s!.insertCommand(command("c1", thing: t.thingID)))
+        #expect(s!.recordResults(commandID: "c1", results: "{}", state: .done, at: 6))
+        let c2 = try #require(s!.insertCommand(command("c2", thing: t.thingID)))
+        let u = try #require(s!.createUser(loginName: "alice", passwordHash: "h"))
+        let g = try #require(s!.createGroup(name: "home", ownerUserID: u.userID, members: ["u.x"]))
+        let i = try #require(s!.addAppInstallation(userID: u.userID, kind: .mqtt, target: nil))
+        s!.close()
+        s = nil
+
+        let r = try SQLiteStore(path: path)
+        defer { r.close() }
+        let back = try #require(r.thing(accessToken: t.accessToken))
+        #expect(back.thingID == t.thingID)
+        #expect(back.firmwareVersion == "1.0" && back.dataGroupingInterval == "1_MINUTE")
+        #expect(back.installations == ["i1": "ta1"])
+        #expect(r.thing(mqttTopic: "ta1")?.thingID == t.thingID)
+        #expect(back.owners == ["user:u.a"])
+        #expect(back.state == state)
+        #expect(back.stateUploads.map(\.method) == ["PUT"])
+        #expect(r.stateHistory(thingID: t.thingID, from: 0, to: 10).count == 1)
+        #expect(r.command(id: "c1")?.results == "{}")
+        #expect(r.unansweredCommands(thingID: t.thingID).map(\.commandID) == ["c2"])
+        #expect(r.insertCommand(command("c2", thing: t.thingID)) == nil)
+        // seq keeps increasing across the restart.
+        let c3 = try #require(r.insertCommand(command("c3", thing: t.thingID)))
+        #expect(c3.seq > c2.seq && c2.seq > c1.seq)
+        #expect(!r.recordResults(commandID: "c1", results: "{\"again\":1}", state: .done, at: 7))
+        #expect(r.user(loginName: "alice")?.userID == u.userID)
+        #expect(r.createUser(loginName: "alice", passwordHash: "h2") == nil)
+        #expect(r.group(id: g.groupID)?.members == ["u.x"])
+        #expect(r.groups(ofUser: "u.x").map(\.groupID) == [g.groupID])
+        #expect(r.appInstallation(id: i.installationID)?.target == HubIDs.notificationTopic(i.installationID))
+        #expect(failure(r.registerThing(vendorThingID: "AC-1", password: "bad", thingType: nil, firmwareVersion: nil,
+                                        dataGroupingInterval: nil)) == .wrongPassword)
+    }
+
+    @Test("Two connections on one file see each other's writes")
+    func twoConnections() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let a = try SQLiteStore(path: dir + "/hub.sqlite")
+        let b = try SQLiteStore(path: dir + "/hub.sqlite")
+        defer { a.close(); b.close() }
+        let t = try register(a, "AC-1")
+        #expect(b.thing(id: t.thingID)?.accessToken == t.accessToken)
+        let c1 = try #require(a.insertCommand(command("c1", thing: t.thingID)))
+        let c2 = try #require(b.insertCommand(command("c2", thing: t.thingID)))
+        #expect(c2.seq > c1.seq)
+        #expect(a.insertCommand(command("c2", thing: t.thingID)) == nil)
+    }
+
+    @Test("A path that cannot be a database gives an error, not a crash")
+    func badPaths() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // No such directory.
+        #expect(throws: SQLiteError.self) { try SQLiteStore(path: dir + "/missing/dir/hub.sqlite") }
+        // A directory.
+        #expect(throws: SQLiteError.self) { try SQLiteStore(path: dir) }
+        // A file that is not a database.
+        let junk = dir + "/junk.sqlite"
+        try Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }).write(to: URL(fileURLWithPath: junk))
+        #expect(throws: SQLiteError.self) { try SQLiteStore(path: junk) }
+    }
+
+    @Test("A schema newer than this code is refused")
+    func newerSchema() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        try SQLiteStore(path: path).close()
+        // Bump the version with the sqlite3 API through a second store's file.
+        try setUserVersion(path, SQLiteStore.schemaVersion + 1)
+        #expect(throws: SQLiteError.self) { try SQLiteStore(path: path) }
+    }
+
+    @Test("After the connection is gone, calls fail as storage errors")
+    func closedConnection() throws {
+        let s = try SQLiteStore(path: ":memory:")
+        let t = try register(s, "AC-1")
+        s.close()
+        #expect(s.thing(id: t.thingID) == nil)
+        #expect(failure(s.registerThing(vendorThingID: "AC-2", password: "p", thingType: nil, firmwareVersion: nil,
+                                        dataGroupingInterval: nil)) == .storage)
+        #expect(s.insertCommand(command("c1", thing: t.thingID)) == nil)
+        #expect(!s.recordResults(commandID: "c1", results: "{}", state: .done, at: 1))
+        #expect(!s.addOwner(thingID: t.thingID, owner: "user:x"))
+        #expect(s.applyState(thingID: t.thingID, method: "PUT", upload: "{}", at: 1) == nil)
+        #expect(s.commands(thingID: t.thingID, afterSeq: 0, limit: 10).isEmpty)
+        #expect(s.createUser(loginName: nil, passwordHash: nil) == nil)
+        #expect(s.createGroup(name: "g", ownerUserID: "u", members: []) == nil)
+        #expect(s.addAppInstallation(userID: "u", kind: .sse, target: nil) == nil)
+    }
+
+    @Test("1,000 commands stored and answered, one transaction each, in well under a second each")
+    func throughput() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let s = try SQLiteStore(path: dir + "/hub.sqlite")
+        defer { s.close() }
+        let t = try register(s, "AC-1")
+        let start = Date()
+        for i in 0..<1000 {
+            let id = "c\(i)"
+            _ = s.thing(id: t.thingID)
+            #expect(s.insertCommand(command(id, thing: t.thingID)) != nil)
+            #expect(s.markDelivered(commandID: id, at: 1))
+            #expect(s.recordResults(commandID: id, results: "{}", state: .done, at: 2))
+        }
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(s.unansweredCommands(thingID: t.thingID).isEmpty)
+        #expect(elapsed < 10, "1,000 commands took \(elapsed) s")
+    }
+}
+
+/// Sets PRAGMA user_version of a database file (as a newer hub would have).
+private func setUserVersion(_ path: String, _ version: Int64) throws {
+    var db: OpaquePointer?
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
+        sqlite3_close_v2(db)
+        throw HarnessError("cannot open \(path)")
+    }
+    defer { sqlite3_close_v2(db) }
+    guard sqlite3_exec(db, "PRAGMA user_version = \(version)", nil, nil, nil) == SQLITE_OK else {
+        throw HarnessError("cannot set user_version")
+    }
+}
