@@ -1,1 +1,344 @@
 // The REST API of thingif-hub (Hummingbird). See docs/openapi.yaml.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+import ThingIF
+import ThingIFHub
+
+/// The app side of the hub over HTTP: Thing-IF's REST paths on top of
+/// FrameworkSide's app API, plus result notifications (MQTT, SSE, webhook).
+///
+/// It is a ServiceLifecycle Service: run it in a ServiceGroup (thingif-hub
+/// does, with SIGTERM/SIGINT as graceful shutdown signals). A graceful
+/// shutdown ends the open event streams, then the HTTP server.
+public final class HubServer: Service, @unchecked Sendable {
+    public let hub: FrameworkSide
+    public let host: String
+    public let port: Int
+    let notifier: Notifier
+    private let log: @Sendable (String) -> Void
+    private let logLevel: Logger.Level
+    private let boundPort = Locked<Int?>(nil)
+
+    /// Sets `hub.onCommandFinished` to deliver notifications. `port` 0 picks
+    /// a free port (see `waitUntilListening`). `log` gets the hub's lines.
+    public init(hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080,
+                logLevel: Logger.Level = .warning, log: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.hub = hub
+        self.host = host
+        self.port = port
+        self.log = log
+        self.logLevel = logLevel
+        let notifier = Notifier(hub: hub, log: log)
+        self.notifier = notifier
+        hub.onCommandFinished = { notifier.commandFinished($0) }
+    }
+
+    /// The port the server listens on, once it does.
+    public var listeningPort: Int? { boundPort.withLock { $0 } }
+
+    /// Waits (bounded) until the server listens; returns its port.
+    public func waitUntilListening(timeoutMs: Int = 10_000) async -> Int? {
+        let deadline = Platform.nowMs() + Int64(timeoutMs)
+        while Platform.nowMs() < deadline {
+            if let p = listeningPort { return p }
+            try? await Task.sleep(nanoseconds: 10_000_000)
+        }
+        return listeningPort
+    }
+
+    /// How many event streams of an installation are open (for tests).
+    public func openEventStreams(_ installationID: String) -> Int { notifier.streams.openCount(installationID) }
+
+    public func run() async throws {
+        var logger = Logger(label: "thingif-hub.http")
+        logger.logLevel = logLevel
+        let app = Application(
+            router: makeRouter(),
+            configuration: .init(address: .hostname(host, port: port), serverName: "thingif-hub"),
+            onServerRunning: { [boundPort, log, host] channel in
+                let p = channel.localAddress?.port ?? 0
+                boundPort.withLock { $0 = p }
+                log("HTTP API on http://\(host):\(p)/ (OpenAPI at /openapi.yaml)")
+            },
+            logger: logger
+        )
+        let streams = notifier.streams
+        try await withGracefulShutdownHandler {
+            try await app.run()
+        } onGracefulShutdown: {
+            streams.closeAll()
+        }
+        streams.closeAll()
+        notifier.invalidate()
+    }
+
+    // MARK: routes
+
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.middlewares.add(ErrorBodyMiddleware<BasicRequestContext>(log: log))
+        let api = API(hub: hub, notifier: notifier)
+
+        router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
+        router.get("/openapi.yaml") { _, _ in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml + "\n")))
+        }
+
+        router.post("/api/apps/{appID}/users") { try await api.createUser($0, $1) }
+        router.post("/api/apps/{appID}/oauth2/token") { try await api.token($0, $1) }
+        router.post("/api/apps/{appID}/groups") { try await api.createGroup($0, $1) }
+        router.post("/api/apps/{appID}/installations") { try await api.createInstallation($0, $1) }
+        router.delete("/api/apps/{appID}/installations/{installationID}") { try await api.deleteInstallation($0, $1) }
+        router.get("/api/apps/{appID}/installations/{installationID}/events") { try await api.events($0, $1) }
+
+        router.post("/thing-if/apps/{appID}/onboardings") { try await api.onboard($0, $1) }
+        router.post("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.postCommand($0, $1) }
+        router.get("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.listCommands($0, $1) }
+        router.get("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}") { try await api.getCommand($0, $1) }
+        router.get("/thing-if/apps/{appID}/targets/{target}/states") { try await api.latestState($0, $1) }
+        router.get("/thing-if/apps/{appID}/targets/{target}/states/history") { try await api.stateHistory($0, $1) }
+        return router
+    }
+}
+
+/// The handlers. Each checks, in order: the app, the bearer token, the
+/// body (media type, size, JSON), then calls the app API, which checks
+/// ownership and the fields; nothing is stored before every check passed.
+struct API: Sendable {
+    let hub: FrameworkSide
+    let notifier: Notifier
+
+    static let installationHeader = HTTPField.Name("X-Thingif-Installation-ID")!
+
+    // MARK: checks
+
+    func checkApp(_ context: BasicRequestContext) throws {
+        guard context.parameters.get("appID") == hub.options.appID else { throw HubError.appNotFound }
+    }
+
+    /// The user whose token the request carries: 401 for none, an unknown
+    /// token or a thing's token.
+    func user(_ request: Request, _ context: BasicRequestContext) throws -> UserRecord {
+        try checkApp(context)
+        guard let value = request.headers[.authorization] else { throw HubError.unauthorized() }
+        let parts = value.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw HubError.unauthorized() }
+        let token = String(parts[1]).trimmingSpaces()
+        guard !token.isEmpty, let u = hub.user(token: token) else { throw HubError.invalidToken }
+        return u
+    }
+
+    func param(_ context: BasicRequestContext, _ name: String) throws -> String {
+        guard let raw = context.parameters.get(name), let v = raw.percentDecoded(), !v.isEmpty else {
+            throw HubError.invalid("bad \(name) in the path")
+        }
+        return v
+    }
+
+    /// The thingID of a `thing:{thingID}` target.
+    func thingID(_ context: BasicRequestContext) throws -> String {
+        let target = try param(context, "target")
+        guard target.hasPrefix("thing:"), target.count > 6 else {
+            throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
+        }
+        return String(target.dropFirst(6))
+    }
+
+    func value<T>(_ r: Result<T, HubError>) throws -> T {
+        switch r {
+        case .success(let v): return v
+        case .failure(let e): throw e
+        }
+    }
+
+    func int64Query(_ request: Request, _ name: String) throws -> Int64? {
+        guard let s = request.uri.queryParameters.get(name) else { return nil }
+        guard let v = Int64(s) else { throw HubError.invalid("\(name) must be an integer, not \(s)") }
+        return v
+    }
+
+    // MARK: users and groups
+
+    func createUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try checkApp(context)
+        let body = try await Body.object(request)
+        let loginName = try Body.optionalString(body, "loginName")
+        let password = try Body.optionalString(body, "password")
+        let u = try value(hub.createUser(loginName: loginName, password: password))
+        let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken)])
+        if let l = u.loginName { o.set("loginName", string: l) }
+        return Reply.json(201, o)
+    }
+
+    func token(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try checkApp(context)
+        let body = try await Body.object(request)
+        let name = try Body.requiredString(body, "username")
+        let password = try Body.requiredString(body, "password")
+        let u = try value(hub.login(loginName: name, password: password))
+        return Reply.json(200, Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)]))
+    }
+
+    func createGroup(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let body = try await Body.object(request)
+        let name = try Body.requiredString(body, "name")
+        var members: [String] = []
+        if let m = body["members"], !m.isNull {
+            guard m.isArray else { throw HubError.invalid("\"members\" must be an array of userIDs, not \(m.typeName)") }
+            for e in m.elements {
+                guard let s = e.stringValue else { throw HubError.invalid("\"members\" must hold userID strings") }
+                members.append(s)
+            }
+        }
+        let g = try value(hub.createGroup(name: name, owner: user, members: members))
+        return Reply.json(201, Reply.object([("groupID", g.groupID)]))
+    }
+
+    // MARK: installations and events
+
+    func createInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let body = try await Body.object(request)
+        let type = try Body.requiredString(body, "deviceType")
+        guard let kind = AppInstallation.Kind(rawValue: type) else {
+            throw HubError.invalid("deviceType must be MQTT, SSE or WEBHOOK, not \(type)")
+        }
+        let url = try Body.optionalString(body, "webhookURL")
+        let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
+        let o = Reply.object([("installationID", i.installationID)])
+        if kind == .mqtt, let topic = i.target { o.set("mqttTopic", string: topic) }
+        return Reply.json(201, o)
+    }
+
+    func deleteInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let id = try param(context, "installationID")
+        guard hub.removeAppInstallation(user: user, installationID: id) else {
+            throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
+        }
+        notifier.streams.closeInstallation(id)
+        return Reply.noContent()
+    }
+
+    func events(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let id = try param(context, "installationID")
+        guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
+            throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
+        }
+        guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
+        let streams = notifier.streams
+        let (streamID, stream) = streams.open(id, keepaliveSeconds: HTTPLimits.sseKeepaliveSeconds)
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-cache"
+        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+            defer { streams.remove(id, streamID) }
+            for await chunk in stream {
+                try await writer.write(chunk)
+            }
+            try await writer.finish(nil)
+        })
+    }
+
+    // MARK: things
+
+    func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let body = try await Body.object(request)
+        let vendorThingID = try Body.requiredString(body, "vendorThingID")
+        let password = try Body.requiredString(body, "thingPassword")
+        let owner = try Body.requiredString(body, "owner")
+        let thingType = try Body.optionalString(body, "thingType")
+        let firmware = try Body.optionalString(body, "firmwareVersion")
+        let interval = try Body.optionalString(body, "dataGroupingInterval")
+        let t = try value(hub.onboardByOwner(user: user, vendorThingID: vendorThingID, password: password, owner: owner,
+                                             thingType: thingType, firmwareVersion: firmware,
+                                             dataGroupingInterval: interval))
+        return Reply.json(200, Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)]))
+    }
+
+    // MARK: commands
+
+    func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let body = try await Body.object(request)
+        let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
+        let c = try value(hub.postCommand(user: user, thingID: tid, form: body, installationID: installation))
+        return Reply.json(201, Reply.object([("commandID", c.commandID)]))
+    }
+
+    func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let cid = try param(context, "commandID")
+        let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
+        return Reply.json(200, hub.commandJSON(c))
+    }
+
+    func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        var limit: Int?
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s) else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
+            limit = n
+        }
+        let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
+        let page = try value(hub.listCommands(user: user, thingID: tid, paginationKey: key, bestEffortLimit: limit))
+        let list = JSON.array()
+        for c in page.commands { list.append(hub.commandJSON(c)) }
+        let o = JSON.object()
+        o.set("commands", list)
+        if let next = page.next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+    // MARK: state
+
+    func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
+            throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
+        }
+        return Reply.json(200, text: state)
+    }
+
+    func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let from = try int64Query(request, "from") ?? 0
+        let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
+        let groups = try value(hub.stateHistory(user: user, thingID: tid, from: from, to: to))
+        let results = JSON.array()
+        for g in groups {
+            let range = JSON.object()
+            range.set("from", .int(Int(g.from)))
+            range.set("to", .int(Int(g.to)))
+            let objects = JSON.array()
+            for s in g.samples {
+                let o: JSON
+                if case .success(let p) = JSON.parse(s.state), p.isObject { o = p } else { o = JSON.object() }
+                o.set("_created", .int(Int(s.at)))
+                objects.append(o)
+            }
+            let group = JSON.object()
+            group.set("range", range)
+            group.set("objects", objects)
+            results.append(group)
+        }
+        let o = JSON.object()
+        o.set("groupedResults", results)
+        return Reply.json(200, o)
+    }
+}

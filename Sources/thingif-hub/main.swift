@@ -1,71 +1,94 @@
-nonisolated(unsafe) var stopRequested: sig_atomic_t = 0
+import Foundation
+import Logging
+import ServiceLifecycle
 import ThingIF
 import ThingIFHub
+import ThingIFHubServer
 #if canImport(Glibc)
 import Glibc
 #endif
 
-// thingif-hub: the framework side over MQTT. With --demo it waits for one
-// thing to onboard, sends the AirConditioner-Demo commands, prints each
-// round trip and exits 0 when every result came back as expected.
+// thingif-hub: the framework side. Things talk to it over MQTT, apps call
+// its REST API over HTTP (docs/openapi.yaml). With --demo it only waits for
+// one thing to onboard over MQTT, sends the AirConditioner-Demo commands,
+// prints each round trip and exits 0 when every result came back as expected.
 
-let usage = """
-usage: thingif-hub [--host H] [--port P] [--app-id ID] [--app-key KEY] [--demo] [--timeout S] [--quiet]
-  --host, --port   broker to connect to (default 127.0.0.1:1883)
-  --app-id         application ID the things use (default demoApp)
-  --app-key        application key (default demoKey)
-  --demo           wait for a thing, send the demo commands, print the results, exit
-  --timeout        seconds to wait for the thing and each result in --demo (default 30)
-  --quiet          do not print every request
-"""
-
-var host = "127.0.0.1", port = 1883, appID = "demoApp", appKey = "demoKey"
-var demo = false, quiet = false, timeoutS = 30
-var args = Array(CommandLine.arguments.dropFirst())
-func value(_ flag: String) -> String {
-    guard !args.isEmpty else { fputs("thingif-hub: \(flag) needs a value\n\(usage)\n", stderr); exit(2) }
-    return args.removeFirst()
-}
-while !args.isEmpty {
-    let a = args.removeFirst()
-    switch a {
-    case "--host": host = value(a)
-    case "--port": port = Int(value(a)) ?? -1
-    case "--app-id": appID = value(a)
-    case "--app-key": appKey = value(a)
-    case "--timeout": timeoutS = Int(value(a)) ?? -1
-    case "--demo": demo = true
-    case "--quiet": quiet = true
-    case "-h", "--help": print(usage); exit(0)
-    default: fputs("thingif-hub: unknown argument \(a)\n\(usage)\n", stderr); exit(2)
+let config: HubConfig
+do {
+    switch try HubConfig.load(arguments: Array(CommandLine.arguments.dropFirst()),
+                              environment: ProcessInfo.processInfo.environment,
+                              readFile: { path in FileManager.default.contents(atPath: path).map { Array($0) } }) {
+    case .help:
+        print(HubConfig.usage)
+        exit(0)
+    case .run(let c):
+        config = c
     }
+} catch {
+    fputs("thingif-hub: \(error)\n\(HubConfig.usage)\n", stderr)
+    exit(2)
 }
-guard (1...65535).contains(port), timeoutS > 0 else { fputs("thingif-hub: bad --port or --timeout\n", stderr); exit(2) }
+let timeoutS = config.timeoutS
 
 @Sendable func say(_ s: String) {
     print(s)
     fflush(stdout)
 }
 
-guard let hub = FrameworkSide(.init(appID: appID, appKey: appKey, brokerHost: host, brokerPort: port)) else {
+// The store: a SQLite file by default; memory with --memory, and for --demo
+// unless --db was given.
+let store: HubStore
+if config.memory || (config.demo && !config.dbGiven) {
+    store = MemoryStore()
+} else {
+    do {
+        store = try SQLiteStore(path: config.db)
+    } catch {
+        fputs("thingif-hub: cannot open the database \(config.db): \(error)\n", stderr)
+        exit(1)
+    }
+}
+
+guard let hub = FrameworkSide(.init(appID: config.appID, appKey: config.appKey, brokerHost: config.brokerHost,
+                                    brokerPort: config.brokerPort, advertisedHost: config.advertisedHost,
+                                    advertisedPort: config.advertisedPort), store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)
 }
-if !quiet { hub.onEvent = { say("hub: " + $0) } }
-guard hub.start() else {
-    fputs("thingif-hub: cannot connect to the broker at \(host):\(port)\n", stderr)
-    exit(1)
-}
-say("hub: serving app \(appID) on the broker at \(host):\(port)")
+if !config.quiet { hub.onEvent = { say("hub: " + $0) } }
 
-if !demo {
-    signal(SIGTERM) { _ in stopRequested = 1 }
-    signal(SIGINT) { _ in stopRequested = 1 }
-    while stopRequested == 0 { Platform.sleepMs(100) }
+if !config.demo {
+    // The REST API; it sets hub.onCommandFinished for notifications, so it
+    // exists before the hub starts taking results.
+    let server = HubServer(hub: hub, host: config.httpHost, port: config.httpPort,
+                           logLevel: config.quiet ? .error : .warning, log: { say("hub: " + $0) })
+    guard hub.start() else {
+        fputs("thingif-hub: cannot connect to the broker at \(config.brokerHost):\(config.brokerPort)\n", stderr)
+        exit(1)
+    }
+    let where_ = config.memory ? "in memory" : "in \(config.db)"
+    say("hub: serving app \(config.appID) on the MQTT broker at \(config.brokerHost):\(config.brokerPort), data \(where_)")
+    var logger = Logger(label: "thingif-hub")
+    logger.logLevel = .warning
+    let group = ServiceGroup(configuration: .init(services: [server], gracefulShutdownSignals: [.sigterm, .sigint],
+                                                  logger: logger))
+    do {
+        try await group.run()
+    } catch {
+        fputs("thingif-hub: the HTTP API stopped: \(error)\n", stderr)
+        hub.stop()
+        exit(1)
+    }
     hub.stop()
     say("hub: stopped")
     exit(0)
 }
+
+guard hub.start() else {
+    fputs("thingif-hub: cannot connect to the broker at \(config.brokerHost):\(config.brokerPort)\n", stderr)
+    exit(1)
+}
+say("hub: serving app \(config.appID) on the broker at \(config.brokerHost):\(config.brokerPort)")
 
 // --demo
 struct Step {

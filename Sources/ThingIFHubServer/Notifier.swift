@@ -1,0 +1,149 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Hummingbird
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+/// The open Server-Sent Events streams, by app installation.
+final class EventStreams: @unchecked Sendable {
+    private struct State {
+        var streams: [String: [Int: AsyncStream<ByteBuffer>.Continuation]] = [:]
+        var nextID = 0
+        var closed = false
+    }
+
+    private let state = Locked(State())
+
+    /// A new stream for `installationID`; it starts with a ": connected"
+    /// comment and gets a keepalive comment every `keepaliveSeconds`.
+    func open(_ installationID: String, keepaliveSeconds: Int) -> (id: Int, stream: AsyncStream<ByteBuffer>) {
+        let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream(bufferingPolicy: .bufferingNewest(1000))
+        continuation.yield(ByteBuffer(string: ": connected\n\n"))
+        let id: Int? = state.withLock { s in
+            guard !s.closed else { return nil }
+            s.nextID += 1
+            s.streams[installationID, default: [:]][s.nextID] = continuation
+            return s.nextID
+        }
+        guard let id else {
+            continuation.finish()
+            return (0, stream)
+        }
+        let keepalive = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(keepaliveSeconds) * 1_000_000_000)
+                if Task.isCancelled { break }
+                continuation.yield(ByteBuffer(string: ": keepalive\n\n"))
+            }
+        }
+        continuation.onTermination = { [weak self] _ in
+            keepalive.cancel()
+            self?.remove(installationID, id)
+        }
+        return (id, stream)
+    }
+
+    func remove(_ installationID: String, _ id: Int) {
+        let c: AsyncStream<ByteBuffer>.Continuation? = state.withLock { s in
+            let c = s.streams[installationID]?.removeValue(forKey: id)
+            if s.streams[installationID]?.isEmpty == true { s.streams[installationID] = nil }
+            return c
+        }
+        c?.finish()
+    }
+
+    /// Sends one event to every open stream of the installation; returns how many.
+    @discardableResult
+    func send(_ installationID: String, event: String, data: String) -> Int {
+        let targets = state.withLock { Array(($0.streams[installationID] ?? [:]).values) }
+        let text = "event: \(event)\ndata: \(data)\n\n"
+        for c in targets { c.yield(ByteBuffer(string: text)) }
+        return targets.count
+    }
+
+    func openCount(_ installationID: String) -> Int {
+        state.withLock { $0.streams[installationID]?.count ?? 0 }
+    }
+
+    /// Ends the streams of a removed installation.
+    func closeInstallation(_ installationID: String) {
+        let all = state.withLock { s in Array((s.streams.removeValue(forKey: installationID) ?? [:]).values) }
+        for c in all { c.finish() }
+    }
+
+    /// Ends every stream and refuses new ones (at shutdown).
+    func closeAll() {
+        let all = state.withLock { s -> [AsyncStream<ByteBuffer>.Continuation] in
+            s.closed = true
+            let all = s.streams.values.flatMap { $0.values }
+            s.streams = [:]
+            return all
+        }
+        for c in all { c.finish() }
+    }
+}
+
+/// Tells the issuer of a command that it finished, on each of its
+/// notification targets: MQTT (the installation's topic), SSE (its open
+/// streams) and WEBHOOK (an HTTP POST, off the MQTT thread).
+final class Notifier: @unchecked Sendable {
+    let hub: FrameworkSide
+    let streams = EventStreams()
+    private let log: @Sendable (String) -> Void
+    private let session: URLSession
+
+    init(hub: FrameworkSide, log: @escaping @Sendable (String) -> Void) {
+        self.hub = hub
+        self.log = log
+        let config = URLSessionConfiguration.ephemeral
+        config.timeoutIntervalForRequest = TimeInterval(HTTPLimits.webhookTimeoutSeconds)
+        config.timeoutIntervalForResource = TimeInterval(HTTPLimits.webhookTimeoutSeconds)
+        session = URLSession(configuration: config)
+    }
+
+    /// Called on the MQTT thread; never blocks on the network.
+    func commandFinished(_ command: CommandRecord) {
+        let payload = FrameworkSide.notificationPayload(command)
+        let text = String(decoding: payload, as: UTF8.self)
+        for target in hub.notificationTargets(for: command) {
+            switch target.kind {
+            case .mqtt:
+                if !hub.publishNotification(target, payload: payload) {
+                    log("notification of \(command.commandID) to MQTT installation \(target.installationID) not published")
+                }
+            case .sse:
+                let n = streams.send(target.installationID, event: "command", data: text)
+                if n == 0 { log("notification of \(command.commandID): no open event stream of \(target.installationID)") }
+            case .webhook:
+                guard let s = target.target else { continue }
+                post(payload, to: s, commandID: command.commandID, installationID: target.installationID)
+            }
+        }
+    }
+
+    private func post(_ payload: [UInt8], to urlText: String, commandID: String, installationID: String) {
+        guard let url = URL(string: urlText) else {
+            log("webhook of \(installationID): bad URL \(urlText)")
+            return
+        }
+        var request = URLRequest(url: url, timeoutInterval: TimeInterval(HTTPLimits.webhookTimeoutSeconds))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(payload)
+        let log = self.log
+        // URLSession runs the request on its own threads; the completion
+        // only logs.
+        session.dataTask(with: request) { _, response, error in
+            if let error {
+                log("webhook of \(installationID) for \(commandID) failed: \(error.localizedDescription)")
+            } else if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {
+                log("webhook of \(installationID) for \(commandID): HTTP \(http.statusCode)")
+            }
+        }.resume()
+    }
+
+    func invalidate() { session.finishTasksAndInvalidate() }
+}

@@ -1,0 +1,596 @@
+// The OpenAPI document served at GET /openapi.yaml: a copy of
+// docs/openapi.yaml, so that the binary serves it from any directory.
+// HubAPITests checks that the two are the same; after editing the YAML, copy
+// it here between the delimiters.
+enum OpenAPIDocument {
+    static let yaml = #"""
+openapi: 3.0.3
+info:
+  title: thingif-hub app API
+  version: "1.0.0"
+  description: |
+    The app side of thingif-hub: Kii Thing-IF's REST paths for users, onboarding by the
+    owner, commands, state and result notifications. Things talk to the hub over MQTT
+    (docs/PROTOCOL.md); apps and the `thingif` CLI call this API.
+
+    Rules that hold for every operation:
+    - Every call except POST /api/apps/{appID}/users, POST /api/apps/{appID}/oauth2/token,
+      GET /openapi.yaml and GET /health needs `Authorization: Bearer {accessToken}` of a
+      user. A missing or unknown token, or a thing's token, gets 401.
+    - An unknown {appID} gets 404 APP_NOT_FOUND.
+    - Request bodies are JSON: Content-Type application/json or any application/…+json
+      (else 415 UNSUPPORTED_MEDIA_TYPE), at most 65536 bytes (else 413 REQUEST_TOO_LARGE).
+      Malformed JSON, a body that is not an object, wrong types or missing fields get
+      400 INVALID_INPUT_DATA.
+    - Errors always have the body `{"errorCode","message"}` and a 4xx/5xx status.
+      Nothing is stored when the answer is a 4xx.
+    - A thing that the caller does not own (directly or through a group) looks exactly
+      like an unknown thing: 404 TARGET_NOT_FOUND.
+
+    Limits of a command (CommandForm): schema and issuer 1..200 characters, title at most
+    50, description at most 200, metadata an object of at most 1024 bytes (as compact
+    JSON), 1..100 actions of at most 16384 bytes each. Listing: bestEffortLimit defaults
+    to 10 and is capped at 100.
+servers:
+  - url: http://127.0.0.1:8080
+security:
+  - bearer: []
+tags:
+  - name: users
+  - name: things
+  - name: commands
+  - name: states
+  - name: notifications
+  - name: service
+paths:
+  /health:
+    get:
+      tags: [service]
+      summary: Liveness
+      security: []
+      responses:
+        "200":
+          description: The hub is up.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [status]
+                properties:
+                  status: { type: string, enum: [ok] }
+  /openapi.yaml:
+    get:
+      tags: [service]
+      summary: This document
+      security: []
+      responses:
+        "200":
+          description: The OpenAPI document.
+          content:
+            application/yaml:
+              schema: { type: string }
+  /api/apps/{appID}/users:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [users]
+      summary: Register a user (pseudo user with an empty body)
+      description: |
+        `{}` registers a pseudo user (seed "Defining an Owner"); `{"loginName","password"}`
+        a normal one. loginName: 3..64 letters, digits or . _ @ -; password: 4..128 characters.
+      security: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                loginName: { type: string }
+                password: { type: string }
+            examples:
+              pseudo: { value: {} }
+              normal: { value: { loginName: alice, password: s3cret-pw } }
+      responses:
+        "201":
+          description: Created.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [userID, accessToken]
+                properties:
+                  userID: { type: string }
+                  accessToken: { type: string }
+                  loginName: { type: string }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "409":
+          description: USER_ALREADY_EXISTS
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+  /api/apps/{appID}/oauth2/token:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [users]
+      summary: Log a normal user in
+      security: []
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [username, password]
+              properties:
+                username: { type: string, description: the loginName }
+                password: { type: string }
+      responses:
+        "200":
+          description: The user's token.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [access_token, token_type, id]
+                properties:
+                  access_token: { type: string }
+                  token_type: { type: string, enum: [Bearer] }
+                  id: { type: string, description: the userID }
+        "400":
+          description: INVALID_INPUT_DATA, or invalid_grant for a wrong loginName or password.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+  /api/apps/{appID}/groups:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [users]
+      summary: Create a group owned by the caller
+      description: A group (name 1..64 characters, at most 100 members) can own things; its owner and members see them.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [name]
+              properties:
+                name: { type: string }
+                members: { type: array, items: { type: string, description: a userID } }
+      responses:
+        "201":
+          description: Created.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [groupID]
+                properties:
+                  groupID: { type: string }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+  /api/apps/{appID}/installations:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [notifications]
+      summary: Register an app installation for result notifications
+      description: |
+        MQTT: the hub publishes on `mqttTopic` (`n/{installationID}`). SSE: open
+        GET …/installations/{id}/events. WEBHOOK: the hub POSTs to `webhookURL`
+        (http:// or https://). Every notification body is NotificationPayload.
+        A pseudo user is notified only on the installation a command was posted
+        from (header X-Thingif-Installation-ID); a normal user on all of its installations;
+        for a group issuer, every installation of the group's owner and members.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [deviceType]
+              properties:
+                deviceType: { type: string, enum: [MQTT, SSE, WEBHOOK] }
+                webhookURL: { type: string, description: "required for WEBHOOK, refused otherwise" }
+      responses:
+        "201":
+          description: Created.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [installationID]
+                properties:
+                  installationID: { type: string }
+                  mqttTopic: { type: string, description: MQTT installations only }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+  /api/apps/{appID}/installations/{installationID}:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/installationID"
+    delete:
+      tags: [notifications]
+      summary: Remove one of the caller's installations
+      responses:
+        "204": { description: Removed; its open event streams end. }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /api/apps/{appID}/installations/{installationID}/events:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/installationID"
+    get:
+      tags: [notifications]
+      summary: Server-Sent Events of an SSE installation of the caller
+      description: |
+        The stream starts with the comment `: connected`, then carries one event per
+        finished command (`event: command`, `data: NotificationPayload`) and a
+        comment (`: keepalive`) every 15 s.
+      responses:
+        "200":
+          description: The event stream.
+          content:
+            text/event-stream:
+              schema: { type: string }
+              example: "event: command\ndata: {\"commandID\":\"cmd-1\",\"thingID\":\"th.1\",\"commandState\":\"DONE\"}\n\n"
+        "400":
+          description: The installation is not an SSE one (INVALID_INPUT_DATA).
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/onboardings:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [things]
+      summary: Onboard a thing by its owner
+      description: |
+        Registers the thing on first use (vendorThingID + thingPassword, thingType), or
+        checks the password (403 WRONG_PASSWORD) and thingType (409 THING_TYPE_MISMATCH)
+        of a registered one, and binds `owner`: `user:{userID}` (the caller) or
+        `group:{groupID}` (a group the caller owns or belongs to; else 403 FORBIDDEN).
+        Several owners can share a thing. The reply's accessToken is the thing's: hand it
+        to the device (thingif_use_onboarded), it does not act as a user.
+      requestBody:
+        required: true
+        content:
+          application/vnd.kii.OnboardingWithVendorThingIDByOwner+json:
+            schema: { $ref: "#/components/schemas/OnboardingByOwner" }
+          application/json:
+            schema: { $ref: "#/components/schemas/OnboardingByOwner" }
+      responses:
+        "200":
+          description: Onboarded.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [thingID, accessToken]
+                properties:
+                  thingID: { type: string }
+                  accessToken: { type: string, description: the thing's token }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "403":
+          description: FORBIDDEN (owner) or WRONG_PASSWORD.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "409":
+          description: THING_TYPE_MISMATCH
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/commands:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    post:
+      tags: [commands]
+      summary: postNewCommand
+      description: |
+        Stores the command (SENDING) and publishes it to the thing; DELIVERED once the
+        broker took it while the thing was online; DONE or INCOMPLETE when its results
+        arrive. `issuer` must be the caller (`user:{userID}`) or one of its groups.
+      parameters:
+        - name: X-Thingif-Installation-ID
+          in: header
+          required: false
+          description: The caller's app installation the command is issued from (pseudo users are notified only there).
+          schema: { type: string }
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/CommandForm" }
+            example:
+              schema: AirConditioner-Demo
+              schemaVersion: 1
+              issuer: user:u.0123456789abcdef0123
+              actions:
+                - turnPower: { power: true }
+                - setPresetTemperature: { presetTemperature: 25 }
+                - setFanSpeed: { fanSpeed: 5 }
+              title: Cool down
+              description: Before I get home
+              metadata: { origin: app }
+      responses:
+        "201":
+          description: Created.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [commandID]
+                properties:
+                  commandID: { type: string }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "403":
+          description: FORBIDDEN (issuer is not the caller nor one of its groups).
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+    get:
+      tags: [commands]
+      summary: listCommands (ascending, paginated)
+      parameters:
+        - name: bestEffortLimit
+          in: query
+          schema: { type: integer, minimum: 1, default: 10, maximum: 100 }
+        - name: paginationKey
+          in: query
+          description: nextPaginationKey of the previous page.
+          schema: { type: string }
+      responses:
+        "200":
+          description: One page, oldest first; no nextPaginationKey after the last page.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [commands]
+                properties:
+                  commands: { type: array, items: { $ref: "#/components/schemas/Command" } }
+                  nextPaginationKey: { type: string }
+        "400":
+          description: INVALID_INPUT_DATA or INVALID_PAGINATION_KEY.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/commands/{commandID}:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: commandID
+        in: path
+        required: true
+        schema: { type: string }
+    get:
+      tags: [commands]
+      summary: getCommand
+      responses:
+        "200":
+          description: The command.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Command" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404":
+          description: TARGET_NOT_FOUND, COMMAND_NOT_FOUND or APP_NOT_FOUND.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/states:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    get:
+      tags: [states]
+      summary: The latest state
+      responses:
+        "200":
+          description: The thing's whole state after its last upload (PUT replaces, PATCH merges).
+          content:
+            application/json:
+              schema: { type: object, additionalProperties: true }
+              example: { power: true, presetTemperature: 25, fanSpeed: 5 }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404":
+          description: TARGET_NOT_FOUND, or STATE_NOT_FOUND when the thing has not uploaded a state.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/states/history:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    get:
+      tags: [states]
+      summary: State history grouped by the thing's dataGroupingInterval
+      description: |
+        The states uploaded at from <= time < to, in groups of the dataGroupingInterval
+        set at onboarding (one group per interval that has samples, oldest first; a
+        thing without an interval gets one group for the whole range). Each object is
+        the whole state after an upload plus `_created` (milliseconds).
+      parameters:
+        - name: from
+          in: query
+          schema: { type: integer, format: int64, default: 0 }
+          description: Milliseconds since the epoch.
+        - name: to
+          in: query
+          schema: { type: integer, format: int64 }
+          description: Milliseconds since the epoch (default now); greater than from.
+      responses:
+        "200":
+          description: The groups.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [groupedResults]
+                properties:
+                  groupedResults:
+                    type: array
+                    items:
+                      type: object
+                      required: [range, objects]
+                      properties:
+                        range:
+                          type: object
+                          required: [from, to]
+                          properties:
+                            from: { type: integer, format: int64 }
+                            to: { type: integer, format: int64 }
+                        objects:
+                          type: array
+                          items:
+                            type: object
+                            required: [_created]
+                            properties:
+                              _created: { type: integer, format: int64 }
+                            additionalProperties: true
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+components:
+  securitySchemes:
+    bearer:
+      type: http
+      scheme: bearer
+      description: A user's accessToken (from POST …/users or …/oauth2/token).
+  parameters:
+    appID:
+      name: appID
+      in: path
+      required: true
+      schema: { type: string }
+    installationID:
+      name: installationID
+      in: path
+      required: true
+      schema: { type: string }
+    thingID:
+      name: thingID
+      in: path
+      required: true
+      description: The path segment is `thing:{thingID}`.
+      schema: { type: string }
+  responses:
+    BadRequest:
+      description: INVALID_INPUT_DATA (malformed JSON, wrong types, missing fields, values out of range).
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    Unauthorized:
+      description: UNAUTHORIZED (no bearer token) or INVALID_ACCESS_TOKEN (unknown, or a thing's).
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    NotFound:
+      description: APP_NOT_FOUND, TARGET_NOT_FOUND, INSTALLATION_NOT_FOUND or NOT_FOUND.
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    TooLarge:
+      description: REQUEST_TOO_LARGE (body above 65536 bytes).
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    UnsupportedMediaType:
+      description: UNSUPPORTED_MEDIA_TYPE (the body is not application/json or application/…+json).
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+  schemas:
+    Error:
+      type: object
+      required: [errorCode, message]
+      properties:
+        errorCode: { type: string }
+        message: { type: string }
+    OnboardingByOwner:
+      type: object
+      required: [vendorThingID, thingPassword, owner]
+      properties:
+        vendorThingID: { type: string, minLength: 1, maxLength: 200 }
+        thingPassword: { type: string, minLength: 1, maxLength: 200 }
+        owner: { type: string, description: "user:{userID} or group:{groupID}" }
+        thingType: { type: string }
+        firmwareVersion: { type: string }
+        dataGroupingInterval: { type: string, enum: [1_MINUTE, 15_MINUTES, 30_MINUTES, 1_HOUR, 12_HOURS] }
+    CommandForm:
+      type: object
+      required: [schema, schemaVersion, actions, issuer]
+      properties:
+        schema: { type: string, minLength: 1, maxLength: 200 }
+        schemaVersion: { type: integer, minimum: 0 }
+        actions:
+          type: array
+          minItems: 1
+          maxItems: 100
+          items:
+            type: object
+            description: One key, the action name, whose value is the action's parameters.
+            minProperties: 1
+            maxProperties: 1
+        issuer: { type: string, description: "user:{userID} (the caller) or group:{groupID}" }
+        title: { type: string, maxLength: 50 }
+        description: { type: string, maxLength: 200 }
+        metadata: { type: object, description: at most 1024 bytes as compact JSON }
+    Command:
+      type: object
+      required: [commandID, target, actions, commandState, createdAt, modifiedAt]
+      properties:
+        commandID: { type: string }
+        schema: { type: string }
+        schemaVersion: { type: integer }
+        target: { type: string, example: "thing:th.0123456789abcdef0123" }
+        issuer: { type: string }
+        actions: { type: array, items: { type: object } }
+        actionResults:
+          type: array
+          description: One per action, in order, e.g. {"turnPower":{"succeeded":true}} or {"setFanSpeed":{"succeeded":false,"errorMessage":"…","data":{}}}.
+          items: { type: object }
+        commandState: { type: string, enum: [SENDING, DELIVERED, DONE, INCOMPLETE] }
+        title: { type: string }
+        description: { type: string }
+        metadata: { type: object }
+        createdAt: { type: integer, format: int64 }
+        modifiedAt: { type: integer, format: int64 }
+    NotificationPayload:
+      type: object
+      required: [commandID, thingID, commandState]
+      properties:
+        commandID: { type: string }
+        thingID: { type: string }
+        commandState: { type: string, enum: [DONE, INCOMPLETE] }
+"""#
+}
