@@ -159,7 +159,7 @@ class Hub:
 
 @pytest.fixture
 def hub(broker, tmp_path):
-    proc = subprocess.Popen([hub_path(), "--port", str(broker.port)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([hub_path(), "--port", str(broker.port), "--http-port", "0", "--memory"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         out = LineLog(proc.stdout, tmp_path / "hub.log")
