@@ -119,13 +119,6 @@ enum Body {
 }
 
 extension String {
-    func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
-    }
-
     /// Decodes %XX escapes; nil for a malformed escape or invalid UTF-8.
     func percentDecoded() -> String? {
         guard contains("%") else { return self }

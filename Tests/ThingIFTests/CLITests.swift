@@ -230,7 +230,7 @@ func runProgram(_ exe: String, _ args: [String], environment: [String: String], 
 {
     let out = try makeTempDirectory(prefix: "thingif-run") + "/out"
     defer { try? FileManager.default.removeItem(atPath: (out as NSString).deletingLastPathComponent) }
-    let pid = try spawnProgram(exe, args, environment: environment, logPath: out)
+    let pid = try spawnChild(exe, args, environment: environment, logPath: out)
     var status: Int32 = 0
     var reaped = false
     for _ in 0..<max(1, timeoutMs / 10) {
@@ -243,40 +243,6 @@ func runProgram(_ exe: String, _ args: [String], environment: [String: String], 
     }
     let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
     return (code, readText(out))
-}
-
-/// posix_spawn with an empty signal mask, default SIGTERM/SIGINT/SIGPIPE,
-/// stdin from /dev/null, stdout + stderr appended to `logPath`, and exactly
-/// `environment` (plus PATH and HOME).
-func spawnProgram(_ exe: String, _ args: [String], environment: [String: String], logPath: String) throws -> pid_t {
-    var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
-    defer { posix_spawnattr_destroy(&attr) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    posix_spawnattr_setsigmask(&attr, &empty)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for s in [SIGTERM, SIGINT, SIGPIPE] { sigaddset(&defaults, s) }
-    posix_spawnattr_setsigdefault(&attr, &defaults)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-    posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-    var env = environment
-    let inherited = ProcessInfo.processInfo.environment
-    for key in ["PATH", "HOME", "LD_LIBRARY_PATH"] where env[key] == nil { env[key] = inherited[key] }
-    var argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
-    var envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer { for p in argv + envp { free(p) } }
-    var child: pid_t = 0
-    let rc = posix_spawn(&child, exe, &actions, &attr, &argv, &envp)
-    guard rc == 0 else { throw HarnessError("posix_spawn \(exe) failed: \(String(cString: strerror(rc)))") }
-    return child
 }
 
 /// The value of a `name  value` row of the CLI's output.
@@ -320,7 +286,7 @@ struct CLIEndToEndTests {
         }
 
         let hubLog = root + "/hub.log"
-        children.append(try spawnProgram(hubExe, ["--broker-port", "\(broker.port)", "--http-port", "0", "--memory"],
+        children.append(try spawnChild(hubExe, ["--broker-port", "\(broker.port)", "--http-port", "0", "--memory"],
                                          environment: [:], logPath: hubLog))
         var hubURL: String?
         _ = poll(timeoutMs: 15_000) {
@@ -354,7 +320,7 @@ struct CLIEndToEndTests {
         let thingToken = try #require(onboarded["accessToken"]?.stringValue)
 
         let watchLog = root + "/watch.log"
-        children.append(try spawnProgram(cli, ["watch", thingID, "--timeout", "120"], environment: env, logPath: watchLog))
+        children.append(try spawnChild(cli, ["watch", thingID, "--timeout", "120"], environment: env, logPath: watchLog))
         #expect(poll(timeoutMs: 10_000) { readText(watchLog).contains("watching \(thingID)") }, "\(readText(watchLog))")
 
         let aircon = try ApplianceProcess(args: ["--port", "\(broker.port)", "--storage", root + "/aircon",

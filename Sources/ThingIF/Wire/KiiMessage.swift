@@ -130,7 +130,8 @@ public enum KiiFraming {
 }
 
 extension String {
-    func trimmingSpaces() -> String {
+    /// The string without leading and trailing spaces and tabs.
+    public func trimmingSpaces() -> String {
         var s = Substring(self)
         while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
         while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }

@@ -6,8 +6,10 @@ import Glibc
 /// Starts a child process with posix_spawn, an empty signal mask and default
 /// SIGTERM/SIGINT handling (Swift Testing's workers block SIGTERM, and a
 /// child would inherit that), stdin from /dev/null and stdout + stderr
-/// appended to `logPath`.
-func spawnChild(_ exe: String, _ args: [String], logPath: String) throws -> pid_t {
+/// appended to `logPath`. With `environment`, the child gets exactly those
+/// variables plus PATH, HOME and LD_LIBRARY_PATH; without, this process's.
+func spawnChild(_ exe: String, _ args: [String], environment: [String: String]? = nil,
+                logPath: String) throws -> pid_t {
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
@@ -29,11 +31,17 @@ func spawnChild(_ exe: String, _ args: [String], logPath: String) throws -> pid_
     posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
 
-    let all = [exe] + args
-    var argv: [UnsafeMutablePointer<CChar>?] = all.map { strdup($0) } + [nil]
-    defer { for p in argv { free(p) } }
+    var argv: [UnsafeMutablePointer<CChar>?] = ([exe] + args).map { strdup($0) } + [nil]
+    var envp: [UnsafeMutablePointer<CChar>?] = []
+    if var env = environment {
+        let inherited = ProcessInfo.processInfo.environment
+        for key in ["PATH", "HOME", "LD_LIBRARY_PATH"] where env[key] == nil { env[key] = inherited[key] }
+        envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    }
+    defer { for p in argv + envp { free(p) } }
     var child: pid_t = 0
-    let rc = posix_spawn(&child, exe, &actions, &attr, &argv, environ)
+    let rc = envp.isEmpty ? posix_spawn(&child, exe, &actions, &attr, &argv, environ)
+                          : posix_spawn(&child, exe, &actions, &attr, &argv, &envp)
     guard rc == 0 else { throw HarnessError("posix_spawn \(exe) failed: \(String(cString: strerror(rc)))") }
     return child
 }
