@@ -40,6 +40,9 @@ public final class MqttClient {
         self.clientID = clientID
         self.mosq = m
         mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5))
+        // Commands and answers are small packets: send them at once rather
+        // than let Nagle's algorithm hold them for the peer's delayed ACK.
+        mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
         mosquitto_connect_v5_callback_set(m) { _, obj, rc, _, _ in
             MqttClient.from(obj)?.onConnect?(rc)

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# bench/run.sh - prints figures for libthingif (not pass/fail):
+#   1. footprint: libthingif.so size (as built and stripped), its NEEDED
+#      libraries, the Swift runtime it resolves to, and the resident memory of
+#      the aircon example idle after connecting;
+#   2. throughput and latency: N commands published at full speed (QoS 1) on
+#      the thing's topic, timed from publish to the action-results request
+#      (bench/loadgen.c), once with a trivial handler and once with N/10
+#      commands whose handler also uploads the state, and N/10 commands sent
+#      one at a time (each after the previous one's results: no queueing).
+# Everything runs on 127.0.0.1: a mosquitto on a free port and thingif-hub
+# --memory from the release SwiftPM build.
+#
+# usage: bench/run.sh [-n N] [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+n=2000
+build=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -n) n=${2:?-n needs a number}; shift 2 ;;
+        --no-build) build=0; shift ;;
+        -h|--help) sed -n "2,14p" "$0"; exit 0 ;;
+        *) echo "bench: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+case "$n" in ''|*[!0-9]*) echo "bench: -n wants a positive number" >&2; exit 2 ;; esac
+[ "$n" -ge 10 ] || { echo "bench: -n wants at least 10" >&2; exit 2; }
+n_state=$((n / 10))
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-bench.XXXXXX")
+pids=()
+
+# wait_for PID SECONDS: 0 once PID has ended, 1 if it still runs after SECONDS.
+wait_for() {
+    local pid=$1 end=$((SECONDS + $2))
+    while kill -0 "$pid" 2>/dev/null; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+    wait "$pid" 2>/dev/null || true
+    return 0
+}
+
+stop() {
+    local pid=$1
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_for "$pid" 10 || { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+}
+
+cleanup() {
+    local i
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_line FILE PATTERN PID SECONDS: waits until FILE holds PATTERN.
+wait_line() {
+    local end=$((SECONDS + $4))
+    until grep -q "$2" "$1" 2>/dev/null; do
+        if ! kill -0 "$3" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
+            echo "bench: no \"$2\" in $1:" >&2
+            tail -n 20 "$1" >&2 || true
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+# --- build ---------------------------------------------------------------
+if [ "$build" = 1 ]; then
+    echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
+    cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >"$tmp/build.log" 2>&1 \
+        && cmake --build build-bench --target thingif aircon >>"$tmp/build.log" 2>&1 \
+        && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
+        || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
+fi
+lib=build-bench/libthingif.so.0.1.0
+hub_bin="$(swift build -c release --scratch-path .build-bench --show-bin-path)/thingif-hub"
+for f in "$lib" build-bench/aircon "$hub_bin"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
+done
+cc -O2 -std=c11 -Iinclude bench/loadgen.c -o "$tmp/loadgen" \
+    -L build-bench -l:libthingif.so.1 -ljansson -lmosquitto -lpthread -ldl -rdynamic \
+    -Wl,-rpath,"$root/build-bench"
+
+# --- 1. footprint (files) ------------------------------------------------
+size_of() { stat -c %s "$1"; }
+kib() { awk -v b="$1" 'BEGIN { printf "%.0f KiB", b / 1024 }'; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+
+lib_size=$(size_of "$lib")
+strip -o "$tmp/libthingif.stripped" "$lib"
+lib_stripped=$(size_of "$tmp/libthingif.stripped")
+needed=$(readelf -d "$lib" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+swift_total=0
+swift_libs=""
+while read -r name path; do
+    real=$(readlink -f "$path")
+    swift_total=$((swift_total + $(size_of "$real")))
+    swift_libs="$swift_libs $name"
+done < <(ldd "$lib" | awk '$1 ~ /^libswift/ && $3 ~ /^\// { print $1, $3 }')
+
+# --- broker and hub --------------------------------------------------------
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$tmp/mosquitto.conf" <<EOF
+listener $port 127.0.0.1
+allow_anonymous true
+persistence false
+max_queued_messages 0
+EOF
+mosquitto -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
+pids+=($!)
+mosq_pid=$!
+end=$((SECONDS + 10))
+until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; do
+    if ! kill -0 "$mosq_pid" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
+        echo "bench: mosquitto did not start:" >&2; cat "$tmp/mosquitto.log" >&2; exit 1
+    fi
+    sleep 0.05
+done
+
+"$hub_bin" --port "$port" --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
+pids+=($!)
+hub_pid=$!
+wait_line "$tmp/hub.log" "serving app" "$hub_pid" 30
+
+# --- 1. footprint (aircon resident memory) --------------------------------
+build-bench/aircon --host 127.0.0.1 --port "$port" --vendor-thing-id AC-BENCH \
+    --storage "$tmp/aircon" >"$tmp/aircon.log" 2>&1 &
+pids+=($!)
+aircon_pid=$!
+wait_line "$tmp/aircon.log" "aircon: connected" "$aircon_pid" 30
+sleep 2
+rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$aircon_pid/status")
+hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$aircon_pid/status")
+threads=$(awk '/^Threads:/ { print $2 }' "/proc/$aircon_pid/status")
+stop "$aircon_pid"
+
+# --- 2. throughput and latency ---------------------------------------------
+# run_loadgen NAME ARGS...: runs bench/loadgen, bounded, and keeps its line.
+run_loadgen() {
+    local name=$1 pid
+    shift
+    "$tmp/loadgen" --port "$port" --storage "$tmp/$name" --vendor-thing-id "BENCH-$name" \
+        --timeout 300 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pid=$!
+    pids+=("$pid")
+    if ! wait_for "$pid" 360; then
+        echo "bench: loadgen $name did not finish" >&2; stop "$pid"
+    fi
+    if ! grep -q '^n=' "$tmp/$name.out"; then
+        echo "bench: loadgen $name printed no figures:" >&2; cat "$tmp/$name.err" >&2; exit 1
+    fi
+    cat "$tmp/$name.err" >&2
+}
+echo "bench: $n commands, trivial handler …" >&2
+run_loadgen plain -n "$n"
+echo "bench: $n_state commands, state upload per command …" >&2
+run_loadgen state -n "$n_state" --state
+echo "bench: $n_state commands, one at a time …" >&2
+run_loadgen serial -n "$n_state" --serial
+
+# field FILE KEY: the value of KEY=… in FILE's line.
+field() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"; }
+
+# --- 3. table ---------------------------------------------------------------
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+echo
+echo "thingif benchmark: $(nproc) cores ($cpu), $(uname -sr), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
+echo "Footprint"
+printf '  %-34s %s\n' "libthingif.so.0.1.0" "$(kib "$lib_size")"
+printf '  %-34s %s\n' "  stripped" "$(kib "$lib_stripped")"
+printf '  %-34s %s\n' "  NEEDED" "$needed"
+printf '  %-34s %s\n' "  Swift runtime (ldd, resolved)" "$(mib "$swift_total") in$swift_libs"
+printf '  %-34s %s\n' "aircon idle, connected: VmRSS" "$((rss / 1024)) MiB ($rss kB)"
+printf '  %-34s %s\n' "  VmHWM" "$((hwm / 1024)) MiB ($hwm kB)"
+printf '  %-34s %s\n' "  threads" "$threads"
+echo
+echo "Commands (publish QoS 1 -> handler -> action-results request)"
+printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s\n' run sent done 'cmd/s' 'p50 ms' 'p95 ms' 'p99 ms' 'max ms' 'fsync/cmd'
+for r in plain state serial; do
+    f="$tmp/$r.out"
+    label="trivial handler"
+    [ "$r" = state ] && label="+ state upload"
+    [ "$r" = serial ] && label="one at a time"
+    printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s\n' "$label" "$(field "$f" n)" "$(field "$f" done)" \
+        "$(field "$f" cmd_per_s)" "$(field "$f" p50_ms)" "$(field "$f" p95_ms)" "$(field "$f" p99_ms)" \
+        "$(field "$f" max_ms)" "$(field "$f" fsyncs_per_cmd)x $(field "$f" fsync_ms_per_cmd)ms"
+done
+echo
+echo "  cmd/s: commands done / (last results request - first publish); latency per command"
+echo "  from mosquitto_publish() to its action-results request (in the first two runs all"
+echo "  commands are published at once, so it is mostly time queued); fsync/cmd: the library's"
+echo "  fsync+fdatasync calls per command and their time. One mosquitto, thingif-hub --memory"
+echo "  (release) and the thing share the machine."
