@@ -81,7 +81,9 @@ enum thingif_status {
     THINGIF_ERR_JSON = 12,          /**< a JSON argument is not valid JSON or not of the kind required */
     THINGIF_ERR_TLS = 13,           /**< TLS files could not be used */
     THINGIF_ERR_MQTT = 14,          /**< libmosquitto reported an error not covered above */
-    THINGIF_ERR_FULL = 15           /**< the outbox is full of unanswered requests; the upload was refused */
+    THINGIF_ERR_FULL = 15,          /**< the outbox is full of unanswered requests; the upload was refused */
+    THINGIF_ERR_EXISTS = 16,        /**< an action set or timer trigger of that name exists already */
+    THINGIF_ERR_NOT_FOUND = 17      /**< no action set or timer trigger of that name */
 };
 
 /** Log levels, most severe first. */
@@ -677,6 +679,235 @@ int thingif_loop_start(thingif_t *t);
  * any but the loop thread.
  */
 int thingif_loop_stop(thingif_t *t);
+
+/**
+ * @name Action sets and timer triggers
+ *
+ * An action set is a named list of actions kept on the thing; executing it
+ * runs its actions in order through the handlers registered for commands,
+ * exactly as if a command with those actions had arrived: the command ledger
+ * and the outbox apply, and the framework receives the command (PUT
+ * targets/thing:{id}/commands/{commandID}, with "title" = the action set's
+ * name) and then its action results. A timer trigger runs one or more
+ * action sets at a date, once or on a recurrence, also while the thing is
+ * offline (the reports wait in the outbox); each command it runs carries
+ * "firedByTriggerID" = the trigger's name.
+ *
+ * Both are persisted in storage_dir (automation.json) and survive a
+ * restart. Timers fire inside thingif_loop() (or the loop thread of
+ * thingif_loop_start()), so only while the application runs the loop; a
+ * firing missed while the thing was off happens once at the next loop turn.
+ * The framework may also manage them remotely (docs/PROTOCOL.md, the
+ * configuration message): those replace the remotely managed ones, and one
+ * of the same name as a local one replaces the local one.
+ *
+ * Names are 1 .. 64 bytes of UTF-8, unique per thing among action sets and
+ * among timer triggers.
+ * @{
+ */
+
+/** Recurrence units for thingif_timer_create(). */
+enum thingif_recurrence {
+    THINGIF_RECUR_NONE = 0,    /**< fires once */
+    THINGIF_RECUR_MINUTE = 1,  /**< every count minutes (absolute time) */
+    THINGIF_RECUR_HOUR = 2,    /**< every count hours (absolute time) */
+    THINGIF_RECUR_DAY = 3,     /**< every count days at the same local wall-clock time */
+    THINGIF_RECUR_WEEK = 4     /**< every count weeks at the same local wall-clock time */
+};
+
+/**
+ * Creates an empty action set.
+ *
+ * @param t the handle.
+ * @param name 1 .. 64 bytes of UTF-8, copied.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (NULL handle, bad name),
+ * THINGIF_ERR_EXISTS (an action set of that name exists),
+ * THINGIF_ERR_STORAGE (storage_dir cannot be written; nothing changed
+ * on disk).
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_action_set_create(thingif_t *t, const char *name);
+
+/**
+ * Appends an action to an action set.
+ *
+ * @param t the handle.
+ * @param set the action set's name.
+ * @param schema the schema the action belongs to, as in a command: the
+ *               handler registered with thingif_on_action() for it runs.
+ *               Not NULL or empty; copied.
+ * @param schema_version the schema version, >= 0.
+ * @param action the action's name, not NULL or empty; copied.
+ * @param params the action's parameters (any JSON value), or NULL for an
+ *               empty object. Borrowed only during the call: the library
+ *               keeps a deep copy.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_FOUND (no such
+ * action set), THINGIF_ERR_NOMEM, THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_action_set_add_action(thingif_t *t, const char *set, const char *schema, int schema_version,
+                                  const char *action, const json_t *params);
+
+/**
+ * Removes one action from an action set; the later ones move up.
+ *
+ * @param t the handle.
+ * @param set the action set's name.
+ * @param index the action's position, 0-based.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (also an index out of range),
+ * THINGIF_ERR_NOT_FOUND (no such action set), THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_action_set_remove_action(thingif_t *t, const char *set, int index);
+
+/**
+ * Deletes an action set.
+ *
+ * @param t the handle.
+ * @param name the action set's name.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_FOUND,
+ * THINGIF_ERR_STATE (a timer trigger uses it: delete the trigger first; an
+ * error log line names it), THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_action_set_delete(thingif_t *t, const char *name);
+
+/**
+ * Queues an action set for execution. The loop thread runs it at its next
+ * turn, even when not connected: its actions run in order through the
+ * handlers as one command (one per run of actions of the same schema and
+ * version), with a new commandID "local-…", the issuer "thing:{thingID}"
+ * and the action set's name as title; the command and its results go to
+ * the framework through the outbox. A queued execution is not persisted:
+ * one not yet run when the handle is destroyed is dropped.
+ *
+ * @param t the handle.
+ * @param name the action set's name.
+ *
+ * @return THINGIF_OK (queued), THINGIF_ERR_INVALID,
+ * THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_NOT_FOUND.
+ *
+ * @par Thread
+ * any, also from inside a callback (it then runs after the callback, at the
+ * loop's next turn).
+ */
+int thingif_action_set_execute(thingif_t *t, const char *name);
+
+/**
+ * Creates a timer trigger, disabled: enable it with thingif_timer_enable().
+ * When it fires, its action sets run in the order given (see
+ * thingif_action_set_execute()), each reported with "firedByTriggerID".
+ * After a firing, the next fire date is the first occurrence after the
+ * clock: minute and hour recurrences add absolute time; day and week
+ * recurrences keep the local wall-clock time of fire_date_ms in time_zone,
+ * across daylight-saving changes (a local time that a change skips fires
+ * an hour later that day). A trigger without recurrence is disabled after
+ * it fires.
+ *
+ * @param t the handle.
+ * @param name 1 .. 64 bytes of UTF-8, copied.
+ * @param fire_date_ms the first firing, in milliseconds since the Unix
+ *               epoch (UTC); it must be in the future by the handle's clock
+ *               (thingif_set_clock()).
+ * @param recurrence_unit an enum thingif_recurrence value.
+ * @param recurrence_count how many units between firings, ignored for
+ *               THINGIF_RECUR_NONE; the period must be between 5 minutes and
+ *               5 weeks, inclusive.
+ * @param time_zone an IANA time zone name such as "Europe/Paris", which
+ *               must exist in the system's zoneinfo (TZDIR, else
+ *               /usr/share/zoneinfo); copied.
+ * @param action_sets the names of 1 .. 16 existing action sets; the array
+ *               and the strings are copied.
+ * @param n_action_sets the number of names in action_sets.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (NULL or bad argument, fire date
+ * not in the future, recurrence out of range, unknown time zone, unknown
+ * action set: an error log line says which), THINGIF_ERR_EXISTS (a trigger
+ * of that name exists), THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback. It calls the clock callback.
+ */
+int thingif_timer_create(thingif_t *t, const char *name, long long fire_date_ms, int recurrence_unit,
+                         int recurrence_count, const char *time_zone, const char *const *action_sets,
+                         int n_action_sets);
+
+/**
+ * Enables or disables a timer trigger. Enabling a recurring trigger whose
+ * fire date passed while it was disabled moves it to its next occurrence
+ * (a disabled period is not a missed firing).
+ *
+ * @param t the handle.
+ * @param name the trigger's name.
+ * @param enabled 1 to enable, 0 to disable.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (also: enabling a one-time
+ * trigger whose date has passed), THINGIF_ERR_NOT_FOUND,
+ * THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback. It calls the clock callback.
+ */
+int thingif_timer_enable(thingif_t *t, const char *name, int enabled);
+
+/**
+ * Deletes a timer trigger.
+ *
+ * @param t the handle.
+ * @param name the trigger's name.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_FOUND,
+ * THINGIF_ERR_STORAGE.
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_timer_delete(thingif_t *t, const char *name);
+
+/**
+ * Returns the current wall-clock time for timer triggers.
+ *
+ * @param userdata the pointer given to thingif_set_clock().
+ * @return milliseconds since the Unix epoch (UTC).
+ *
+ * @par Thread
+ * the loop thread, and any thread that calls thingif_timer_create() or
+ * thingif_timer_enable(); it must be thread-safe and must not call thingif
+ * functions.
+ */
+typedef long long (*thingif_clock_cb)(void *userdata);
+
+/**
+ * Replaces the clock that timer triggers read, for tests and simulators:
+ * a test moves the clock over days in milliseconds. The network timing
+ * (keepalive, reconnect backoff, request timeouts) keeps the system's
+ * monotonic clock.
+ *
+ * @param t the handle.
+ * @param cb the clock, or NULL to restore the system clock.
+ * @param userdata passed to cb unchanged; the caller keeps it valid while
+ *               the clock is set.
+ *
+ * @return THINGIF_OK or THINGIF_ERR_INVALID (NULL handle).
+ *
+ * @par Thread
+ * any, also from inside a callback.
+ */
+int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void *userdata);
+
+/** @} */
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,27 @@ struct AppAPI {
         case .failure(let e): return .failure(e)
         case .success(let t): thing = t
         }
+        let command: Command
+        switch commandForm(form, issuerAllowed: identities(of: user).contains) {
+        case .failure(let e): return .failure(e)
+        case .success(let c): command = c
+        }
+        if let installationID {
+            guard store.appInstallation(id: installationID)?.userID == user.userID else {
+                return .failure(.invalid("installation \(installationID) is not one of the caller's"))
+            }
+        }
+        guard let record = hub.stored(command, to: thing.thingID, issuer: command.issuer,
+                                      installationID: installationID) else {
+            return .failure(.storage)
+        }
+        return .success(record)
+    }
+
+    /// Checks a CommandForm (schema, schemaVersion, actions, issuer, title,
+    /// description, metadata) and builds the command with a new commandID.
+    /// `issuerAllowed` says whether the issuer may issue it (else 403).
+    func commandForm(_ form: JSON, issuerAllowed: (String) -> Bool) -> Result<Command, HubError> {
         guard form.isObject else { return .failure(.invalid("the body must be a JSON object (a CommandForm)")) }
         func string(_ key: String, max: Int, required: Bool) -> Result<String?, HubError> {
             guard let v = form[key], !v.isNull else {
@@ -132,7 +153,7 @@ struct AppAPI {
             return .failure(.invalid("\"schemaVersion\" is required: a non-negative integer"))
         }
         let issuer = fields["issuer"]!!
-        guard identities(of: user).contains(issuer) else {
+        guard issuerAllowed(issuer) else {
             return .failure(.forbidden("issuer \(issuer) is not the caller nor one of its groups"))
         }
         var metadata: JSON?
@@ -160,19 +181,10 @@ struct AppAPI {
             }
             entries.append(.action(name: name, params: params))
         }
-        if let installationID {
-            guard store.appInstallation(id: installationID)?.userID == user.userID else {
-                return .failure(.invalid("installation \(installationID) is not one of the caller's"))
-            }
-        }
-        let command = Command(id: FrameworkSide.newCommandID(), shape: .schema, schema: fields["schema"]!!,
+        return .success(Command(id: FrameworkSide.newCommandID(), shape: .schema, schema: fields["schema"]!!,
                               schemaVersion: version, issuer: issuer, title: fields["title"] ?? nil,
                               description: fields["description"] ?? nil, metadata: metadata,
-                              groups: [Command.Group(alias: nil, entries: entries)])
-        guard let record = hub.stored(command, to: thing.thingID, issuer: issuer, installationID: installationID) else {
-            return .failure(.storage)
-        }
-        return .success(record)
+                              groups: [Command.Group(alias: nil, entries: entries)]))
     }
 
     func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {

@@ -69,6 +69,11 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Called once per command when its results arrive, on the MQTT thread.
     public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
     var appAPI: AppAPI { AppAPI(hub: self) }
+    /// The server triggers: STATES ones run on state uploads; call `tick()`
+    /// (thingif-hub does, every second) for the scheduled ones.
+    public let triggerEngine = TriggerEngine()
+    /// Serializes changes of the things' automation configs.
+    let automationLock = Locked(())
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -77,6 +82,7 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        triggerEngine.hub = self
     }
 
     // MARK: lifecycle
@@ -205,6 +211,12 @@ public final class FrameworkSide: @unchecked Sendable {
         client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
     }
 
+    /// Publishes a retained message (QoS 1): the broker keeps it for
+    /// subscribers that come later.
+    public func publishRetained(topic: String, payload: [UInt8]) -> Bool {
+        client.publish(topic: topic, payload: payload, qos: 1, retain: true) == MOSQ_ERR_SUCCESS.rawValue
+    }
+
     public static func newCommandID() -> String { "cmd-" + Platform.randomHex(bytes: 8) }
 
     /// The action results the thing reported for a command (JSON text).
@@ -320,6 +332,8 @@ public final class FrameworkSide: @unchecked Sendable {
             return createInstallation(req)
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1])
+        case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
+            return commandReport(req, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
             return actionResults(req, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
@@ -462,16 +476,45 @@ public final class FrameworkSide: @unchecked Sendable {
         return ok(204)
     }
 
+    /// A command the thing ran by itself (an action set, or a timer trigger
+    /// on the device): stored once by commandID, so that apps see it.
+    private func commandReport(_ req: KiiRequest, target: String, commandID: String) -> KiiResponse {
+        guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
+        if let denied = authorize(req, thingID: tid) { return denied }
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
+        }
+        if let id = j["commandID"], id.stringValue != commandID {
+            return error(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
+        }
+        guard case .success(let command) = Command.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "the body is not a valid command")
+        }
+        if let issuer = command.issuer, issuer != "thing:\(tid)" {
+            return error(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
+        }
+        guard store.command(id: commandID) == nil else { return ok(204) }   // a repeat
+        let now = Platform.epochMs()
+        if store.insertCommand(CommandRecord(commandID: commandID, thingID: tid, issuer: command.issuer ?? "thing:\(tid)",
+                                             issuingInstallationID: nil, payload: j.dump(),
+                                             createdAt: now, modifiedAt: now)) != nil {
+            onEvent?("\(tid) reported command \(commandID) it ran by itself")
+        }
+        return ok(204)
+    }
+
     private func state(_ req: KiiRequest, target: String) -> KiiResponse {
         guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
         if let denied = authorize(req, thingID: tid) { return denied }
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
+        let old = store.thing(id: tid)?.state
         guard let merged = store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs()) else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
         onEvent?("state of \(tid): \(merged)")
+        triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
         return ok(204)
     }
 

@@ -41,6 +41,8 @@ tags:
   - name: commands
   - name: states
   - name: notifications
+  - name: triggers
+  - name: automation
   - name: service
 paths:
   /health:
@@ -480,6 +482,285 @@ paths:
         "400": { $ref: "#/components/responses/BadRequest" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/triggers:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    post:
+      tags: [triggers]
+      summary: Create a server trigger (enabled)
+      description: |
+        A STATES trigger is evaluated on every state upload of the thing, on the state
+        before and after the upload: CONDITION_TRUE fires whenever the new state matches,
+        CONDITION_FALSE_TO_TRUE only when the state did not match before and does now,
+        CONDITION_CHANGED when the match result changed. A SCHEDULE trigger fires at
+        every minute its cron expression (UTC) matches; a SCHEDULE_ONCE trigger fires
+        once at scheduleAt (which must be in the future) and is then disabled. The hub
+        checks the schedules once a second; firings missed while the hub was down are
+        not made up. A firing issues the trigger's command as postNewCommand does, with
+        "firedByTriggerID" set, so that it shows in listCommands. The command's issuer
+        must be the caller or one of its groups (else 403).
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/TriggerForm" }
+      responses:
+        "201":
+          description: Created.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [triggerID]
+                properties:
+                  triggerID: { type: string }
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "403":
+          description: FORBIDDEN (the command's issuer is not the caller nor one of its groups).
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+    get:
+      tags: [triggers]
+      summary: List the thing's server triggers (in creation order)
+      responses:
+        "200":
+          description: The triggers.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [triggers]
+                properties:
+                  triggers: { type: array, items: { $ref: "#/components/schemas/Trigger" } }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: triggerID
+        in: path
+        required: true
+        schema: { type: string }
+    get:
+      tags: [triggers]
+      summary: One server trigger
+      responses:
+        "200":
+          description: The trigger.
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Trigger" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+    delete:
+      tags: [triggers]
+      summary: Delete a server trigger
+      responses:
+        "204":
+          description: Deleted.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}/enable:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: triggerID
+        in: path
+        required: true
+        schema: { type: string }
+    put:
+      tags: [triggers]
+      summary: Enable a server trigger
+      responses:
+        "204":
+          description: Enabled (a SCHEDULE trigger counts its next firing from now).
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}/disable:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: triggerID
+        in: path
+        required: true
+        schema: { type: string }
+    put:
+      tags: [triggers]
+      summary: Disable a server trigger
+      responses:
+        "204":
+          description: Disabled.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/action-sets:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    get:
+      tags: [automation]
+      summary: List the action sets the thing runs by itself
+      responses:
+        "200":
+          description: The action sets.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [actionSets]
+                properties:
+                  actionSets: { type: array, items: { $ref: "#/components/schemas/ActionSet" } }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/action-sets/{name}:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: name
+        in: path
+        required: true
+        description: 1..64 characters (percent-encoded in the path).
+        schema: { type: string, minLength: 1, maxLength: 64 }
+    put:
+      tags: [automation]
+      summary: Create or replace an action set
+      description: |
+        At most 100 action sets per thing. After every change of the thing's action sets
+        or timer triggers the hub publishes the whole config, retained with QoS 1, on
+        p/{mqttTopic}/config of each MQTT installation of the thing:
+        {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing with every change.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              required: [actions]
+              properties:
+                actions:
+                  type: array
+                  minItems: 1
+                  maxItems: 100
+                  items: { $ref: "#/components/schemas/AutomationAction" }
+      responses:
+        "204":
+          description: Stored and published to the thing.
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+    delete:
+      tags: [automation]
+      summary: Delete an action set
+      responses:
+        "204":
+          description: Deleted and published to the thing.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "409":
+          description: ACTION_SET_IN_USE (a timer trigger uses it).
+          content:
+            application/json:
+              schema: { $ref: "#/components/schemas/Error" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+    get:
+      tags: [automation]
+      summary: List the timer triggers the thing runs by itself
+      responses:
+        "200":
+          description: The timer triggers.
+          content:
+            application/json:
+              schema:
+                type: object
+                required: [timerTriggers]
+                properties:
+                  timerTriggers: { type: array, items: { $ref: "#/components/schemas/TimerTrigger" } }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: name
+        in: path
+        required: true
+        description: 1..64 characters (percent-encoded in the path).
+        schema: { type: string, minLength: 1, maxLength: 64 }
+    put:
+      tags: [automation]
+      summary: Create or replace a timer trigger (disabled)
+      description: |
+        fireDate must be in the future; a recurrence must be between 5 minutes and
+        5 weeks inclusive; timeZone must name a file under /usr/share/zoneinfo; the action
+        sets (1..16) must exist. A created or replaced trigger is disabled until enabled.
+        At most 100 timer triggers per thing. The thing fires it while offline and reports
+        each firing as a command with firedByTriggerID.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: { $ref: "#/components/schemas/TimerTriggerForm" }
+      responses:
+        "204":
+          description: Stored (disabled) and published to the thing.
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+    delete:
+      tags: [automation]
+      summary: Delete a timer trigger
+      responses:
+        "204":
+          description: Deleted and published to the thing.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}/enable:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: name
+        in: path
+        required: true
+        description: 1..64 characters (percent-encoded in the path).
+        schema: { type: string, minLength: 1, maxLength: 64 }
+    put:
+      tags: [automation]
+      summary: Enable a timer trigger
+      responses:
+        "204":
+          description: Enabled and published to the thing.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+  /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}/disable:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+      - $ref: "#/components/parameters/thingID"
+      - name: name
+        in: path
+        required: true
+        description: 1..64 characters (percent-encoded in the path).
+        schema: { type: string, minLength: 1, maxLength: 64 }
+    put:
+      tags: [automation]
+      summary: Disable a timer trigger
+      responses:
+        "204":
+          description: Disabled and published to the thing.
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
 components:
   securitySchemes:
     bearer:
@@ -515,7 +796,7 @@ components:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
     NotFound:
-      description: APP_NOT_FOUND, TARGET_NOT_FOUND, INSTALLATION_NOT_FOUND or NOT_FOUND.
+      description: APP_NOT_FOUND, TARGET_NOT_FOUND, INSTALLATION_NOT_FOUND, TRIGGER_NOT_FOUND, ACTION_SET_NOT_FOUND, TIMER_TRIGGER_NOT_FOUND or NOT_FOUND.
       content:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
@@ -583,6 +864,7 @@ components:
         title: { type: string }
         description: { type: string }
         metadata: { type: object }
+        firedByTriggerID: { type: string, description: The server trigger or the thing's timer trigger that issued it. }
         createdAt: { type: integer, format: int64 }
         modifiedAt: { type: integer, format: int64 }
     NotificationPayload:
@@ -592,5 +874,101 @@ components:
         commandID: { type: string }
         thingID: { type: string }
         commandState: { type: string, enum: [DONE, INCOMPLETE] }
+    TriggerForm:
+      type: object
+      required: [predicate, command]
+      properties:
+        predicate: { $ref: "#/components/schemas/Predicate" }
+        command: { $ref: "#/components/schemas/CommandForm" }
+        title: { type: string, maxLength: 50 }
+        description: { type: string, maxLength: 200 }
+    Trigger:
+      type: object
+      required: [triggerID, target, predicate, command, enabled, disabled, createdAt]
+      properties:
+        triggerID: { type: string }
+        target: { type: string }
+        predicate: { $ref: "#/components/schemas/Predicate" }
+        command: { $ref: "#/components/schemas/CommandForm" }
+        title: { type: string }
+        description: { type: string }
+        enabled: { type: boolean }
+        disabled: { type: boolean, description: The opposite of enabled (Thing-IF's field). }
+        createdAt: { type: integer, format: int64 }
+    Predicate:
+      type: object
+      required: [eventSource]
+      description: |
+        STATES: {"eventSource":"STATES","condition":Condition,"triggersWhen":"CONDITION_TRUE"|"CONDITION_FALSE_TO_TRUE"|"CONDITION_CHANGED"}.
+        SCHEDULE: {"eventSource":"SCHEDULE","schedule":"min hour day-of-month month day-of-week"}, UTC;
+        each field *, a number, a range a-b, a list a,b and steps */n or a-b/n; day of week 0-7
+        (0 and 7 Sunday); when both day fields are restricted a day matching either fires.
+        SCHEDULE_ONCE: {"eventSource":"SCHEDULE_ONCE","scheduleAt":milliseconds, in the future}.
+      properties:
+        eventSource: { type: string, enum: [STATES, SCHEDULE, SCHEDULE_ONCE] }
+        condition: { $ref: "#/components/schemas/Condition" }
+        triggersWhen: { type: string, enum: [CONDITION_TRUE, CONDITION_FALSE_TO_TRUE, CONDITION_CHANGED] }
+        schedule: { type: string, example: "*/15 8-18 * * 1-5" }
+        scheduleAt: { type: integer, format: int64 }
+    Condition:
+      type: object
+      required: [type]
+      description: |
+        {"type":"eq","field","value"} (value a string, number, boolean or null; numbers compare by value),
+        {"type":"not","clause":Condition},
+        {"type":"range","field","upperLimit"?,"upperIncluded"?,"lowerLimit"?,"lowerIncluded"?}
+        (at least one limit; the Included flags default to true; a non-number field matches no range),
+        {"type":"and","clauses":[Condition…]}, {"type":"or","clauses":[Condition…]} (1..64 clauses,
+        nesting at most 16 deep). Fields are top-level keys of the thing's state; a missing field
+        matches no eq and no range.
+      properties:
+        type: { type: string, enum: [eq, not, range, and, or] }
+        field: { type: string }
+        value: {}
+        clause: { type: object }
+        clauses: { type: array, items: { type: object } }
+        upperLimit: { type: number }
+        upperIncluded: { type: boolean, default: true }
+        lowerLimit: { type: number }
+        lowerIncluded: { type: boolean, default: true }
+    AutomationAction:
+      type: object
+      required: [schema, schemaVersion, action]
+      properties:
+        schema: { type: string, minLength: 1, maxLength: 200 }
+        schemaVersion: { type: integer, minimum: 0 }
+        action: { type: string, minLength: 1, maxLength: 200 }
+        params: { description: The action's parameters (any JSON; null when absent). }
+    ActionSet:
+      type: object
+      required: [name, actions]
+      properties:
+        name: { type: string }
+        actions: { type: array, items: { $ref: "#/components/schemas/AutomationAction" } }
+    Recurrence:
+      type: object
+      required: [unit, count]
+      description: unit × count must be between 5 minutes and 5 weeks inclusive.
+      properties:
+        unit: { type: string, enum: [minute, hour, day, week] }
+        count: { type: integer, minimum: 1 }
+    TimerTriggerForm:
+      type: object
+      required: [fireDate, timeZone, actionSets]
+      properties:
+        fireDate: { type: integer, format: int64, description: milliseconds since the epoch, in the future }
+        recurrence: { $ref: "#/components/schemas/Recurrence" }
+        timeZone: { type: string, example: Europe/Paris }
+        actionSets: { type: array, minItems: 1, maxItems: 16, items: { type: string } }
+    TimerTrigger:
+      type: object
+      required: [name, fireDate, timeZone, actionSets, enabled]
+      properties:
+        name: { type: string }
+        fireDate: { type: integer, format: int64 }
+        recurrence: { $ref: "#/components/schemas/Recurrence" }
+        timeZone: { type: string }
+        actionSets: { type: array, items: { type: string } }
+        enabled: { type: boolean }
 """#
 }

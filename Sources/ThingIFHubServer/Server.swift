@@ -104,6 +104,23 @@ public final class HubServer: Service, @unchecked Sendable {
         router.get("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}") { try await api.getCommand($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states") { try await api.latestState($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states/history") { try await api.stateHistory($0, $1) }
+
+        let t = "/thing-if/apps/{appID}/targets/{target}"
+        router.post("\(t)/triggers") { try await api.createTrigger($0, $1) }
+        router.get("\(t)/triggers") { try await api.listTriggers($0, $1) }
+        router.get("\(t)/triggers/{triggerID}") { try await api.getTrigger($0, $1) }
+        router.put("\(t)/triggers/{triggerID}/enable") { try await api.enableTrigger($0, $1, true) }
+        router.put("\(t)/triggers/{triggerID}/disable") { try await api.enableTrigger($0, $1, false) }
+        router.delete("\(t)/triggers/{triggerID}") { try await api.deleteTrigger($0, $1) }
+
+        router.put("\(t)/action-sets/{name}") { try await api.putActionSet($0, $1) }
+        router.get("\(t)/action-sets") { try await api.listActionSets($0, $1) }
+        router.delete("\(t)/action-sets/{name}") { try await api.deleteActionSet($0, $1) }
+        router.put("\(t)/timer-triggers/{name}") { try await api.putTimerTrigger($0, $1) }
+        router.get("\(t)/timer-triggers") { try await api.listTimerTriggers($0, $1) }
+        router.put("\(t)/timer-triggers/{name}/enable") { try await api.enableTimerTrigger($0, $1, true) }
+        router.put("\(t)/timer-triggers/{name}/disable") { try await api.enableTimerTrigger($0, $1, false) }
+        router.delete("\(t)/timer-triggers/{name}") { try await api.deleteTimerTrigger($0, $1) }
         return router
     }
 }
@@ -340,5 +357,112 @@ struct API: Sendable {
         let o = JSON.object()
         o.set("groupedResults", results)
         return Reply.json(200, o)
+    }
+
+    // MARK: server triggers
+
+    func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let body = try await Body.object(request)
+        let t = try value(hub.createTrigger(user: user, thingID: tid, body: body))
+        return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
+    }
+
+    func listTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let list = JSON.array()
+        for t in try value(hub.listTriggers(user: user, thingID: tid)) { list.append(hub.triggerJSON(t)) }
+        let o = JSON.object()
+        o.set("triggers", list)
+        return Reply.json(200, o)
+    }
+
+    func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let id = try param(context, "triggerID")
+        return Reply.json(200, hub.triggerJSON(try value(hub.getTrigger(user: user, thingID: tid, triggerID: id))))
+    }
+
+    func enableTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let id = try param(context, "triggerID")
+        try value(hub.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
+        return Reply.noContent()
+    }
+
+    func deleteTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let id = try param(context, "triggerID")
+        try value(hub.deleteTrigger(user: user, thingID: tid, triggerID: id))
+        return Reply.noContent()
+    }
+
+    // MARK: thing automation
+
+    private static func list(_ key: String, _ items: [JSON]) -> JSON {
+        let a = JSON.array()
+        for i in items { a.append(i) }
+        let o = JSON.object()
+        o.set(key, a)
+        return o
+    }
+
+    func putActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let name = try param(context, "name")
+        let body = try await Body.object(request)
+        try value(hub.putActionSet(user: user, thingID: tid, name: name, body: body))
+        return Reply.noContent()
+    }
+
+    func listActionSets(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        return Reply.json(200, Self.list("actionSets", try value(hub.listActionSets(user: user, thingID: tid))))
+    }
+
+    func deleteActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let name = try param(context, "name")
+        try value(hub.deleteActionSet(user: user, thingID: tid, name: name))
+        return Reply.noContent()
+    }
+
+    func putTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let name = try param(context, "name")
+        let body = try await Body.object(request)
+        try value(hub.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
+        return Reply.noContent()
+    }
+
+    func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        return Reply.json(200, Self.list("timerTriggers", try value(hub.listTimerTriggers(user: user, thingID: tid))))
+    }
+
+    func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let name = try param(context, "name")
+        try value(hub.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
+        return Reply.noContent()
+    }
+
+    func deleteTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let name = try param(context, "name")
+        try value(hub.deleteTimerTrigger(user: user, thingID: tid, name: name))
+        return Reply.noContent()
     }
 }

@@ -6,7 +6,8 @@ import Glibc
 
 // thingif: the app side of a Thing Interaction Framework at a terminal. It
 // calls thingif-hub's REST API (docs/openapi.yaml): users, onboarding,
-// commands, state and result notifications over Server-Sent Events.
+// commands, state, result notifications over Server-Sent Events, a thing's
+// action sets and timer triggers, and the hub's server triggers.
 
 @main
 struct ThingIFCLI: ParsableCommand {
@@ -21,7 +22,8 @@ struct ThingIFCLI: ParsableCommand {
             THINGIF_CONFIG (the saved credentials, default ~/.config/thingif/cli.json).
             Exit status: 0 on success, 1 when the hub refused or could not be reached, 2 on a usage error.
             """,
-        subcommands: [UserGroup.self, Onboard.self, CommandGroup.self, StateGroup.self, Watch.self]
+        subcommands: [UserGroup.self, Onboard.self, CommandGroup.self, StateGroup.self, Watch.self,
+                      ActionSetGroup.self, TimerGroup.self, TriggerGroup.self]
     )
 
     /// Like ArgumentParser's main, but usage errors exit with status 2.

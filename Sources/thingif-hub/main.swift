@@ -66,6 +66,14 @@ if !config.demo {
         fputs("thingif-hub: cannot connect to the broker at \(config.brokerHost):\(config.brokerPort)\n", stderr)
         exit(1)
     }
+    // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE): one tick a second.
+    let ticker = Thread {
+        while true {
+            hub.triggerEngine.tick()
+            Thread.sleep(forTimeInterval: 1)
+        }
+    }
+    ticker.start()
     let where_ = config.memory ? "in memory" : "in \(config.db)"
     say("hub: serving app \(config.appID) on the MQTT broker at \(config.brokerHost):\(config.brokerPort), data \(where_)")
     var logger = Logger(label: "thingif-hub")

@@ -64,6 +64,8 @@ struct ct_thing {
     pthread_mutex_t log_mu;
     char **logs;
     int nlogs;
+
+    long long clock_ms; /* the fake clock (ct_use_fake_clock), read atomically */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -825,6 +827,88 @@ const char *ct_strerror(int status)
     return thingif_strerror(status);
 }
 
+/* ------------------------------------------------- action sets and timers */
+
+int ct_action_set_create(ct_thing *ct, const char *name)
+{
+    return thingif_action_set_create(ct->t, name);
+}
+
+int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version,
+                             const char *action, const char *params_json)
+{
+    json_t *params = NULL;
+    if (params_json) {
+        params = json_loads(params_json, JSON_DECODE_ANY, NULL);
+        if (!params)
+            return -1;
+    }
+    int rc = thingif_action_set_add_action(ct->t, set, schema, schema_version, action, params);
+    json_decref(params);
+    return rc;
+}
+
+int ct_action_set_remove_action(ct_thing *ct, const char *set, int index)
+{
+    return thingif_action_set_remove_action(ct->t, set, index);
+}
+
+int ct_action_set_delete(ct_thing *ct, const char *name)
+{
+    return thingif_action_set_delete(ct->t, name);
+}
+
+int ct_action_set_execute(ct_thing *ct, const char *name)
+{
+    return thingif_action_set_execute(ct->t, name);
+}
+
+int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit,
+                    int recurrence_count, const char *time_zone, const char *action_sets_csv)
+{
+    const char *names[32];
+    char *copy = strdup(action_sets_csv ? action_sets_csv : "");
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && n < 32; tok = strtok_r(NULL, ",", &save))
+        names[n++] = tok;
+    int rc = thingif_timer_create(ct->t, name, fire_date_ms, recurrence_unit, recurrence_count, time_zone,
+                                  names, n);
+    free(copy);
+    return rc;
+}
+
+int ct_timer_enable(ct_thing *ct, const char *name, int enabled)
+{
+    return thingif_timer_enable(ct->t, name, enabled);
+}
+
+int ct_timer_delete(ct_thing *ct, const char *name)
+{
+    return thingif_timer_delete(ct->t, name);
+}
+
+static long long fake_clock(void *userdata)
+{
+    ct_thing *ct = userdata;
+    return __atomic_load_n(&ct->clock_ms, __ATOMIC_SEQ_CST);
+}
+
+int ct_use_fake_clock(ct_thing *ct, long long start_ms)
+{
+    __atomic_store_n(&ct->clock_ms, start_ms, __ATOMIC_SEQ_CST);
+    return thingif_set_clock(ct->t, fake_clock, ct);
+}
+
+void ct_clock_set(ct_thing *ct, long long ms)
+{
+    __atomic_store_n(&ct->clock_ms, ms, __ATOMIC_SEQ_CST);
+}
+
+int ct_use_system_clock(ct_thing *ct)
+{
+    return thingif_set_clock(ct->t, NULL, NULL);
+}
+
 /* ----------------------------------------------------------------- misuse */
 
 struct report {
@@ -899,12 +983,12 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
 
     /* Version and status texts. */
     CHECK_TRUE(strcmp(thingif_version(), THINGIF_VERSION_STRING) == 0);
-    for (int s = THINGIF_OK; s <= THINGIF_ERR_FULL; s++) {
+    for (int s = THINGIF_OK; s <= THINGIF_ERR_NOT_FOUND; s++) {
         const char *text = thingif_strerror(s);
         CHECK_TRUE(text != NULL && text[0] != '\0' && strcmp(text, "unknown status") != 0);
     }
     CHECK_TRUE(strcmp(thingif_strerror(-1), "unknown status") == 0);
-    CHECK_TRUE(strcmp(thingif_strerror(THINGIF_ERR_FULL + 1), "unknown status") == 0);
+    CHECK_TRUE(strcmp(thingif_strerror(THINGIF_ERR_NOT_FOUND + 1), "unknown status") == 0);
 
     /* thingif_new */
     CHECK_TRUE(thingif_new(NULL, "key", dir1) == NULL);
@@ -940,6 +1024,17 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_loop(NULL, 0), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_loop_start(NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_loop_stop(NULL), THINGIF_ERR_INVALID);
+    const char *one_set[] = {"s"};
+    CHECK_RC(thingif_action_set_create(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_add_action(NULL, "s", "S", 1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_remove_action(NULL, "s", 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_delete(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_execute(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(NULL, "tr", 4102444800000LL, THINGIF_RECUR_NONE, 0, "UTC", one_set, 1),
+             THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_enable(NULL, "tr", 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_delete(NULL, "tr"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_clock(NULL, NULL, NULL), THINGIF_ERR_INVALID);
 
     /* Action getters on a NULL action. */
     CHECK_TRUE(thingif_action_name(NULL) == NULL);
@@ -1058,6 +1153,62 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_TRUE(obj->refcount == 1); /* borrowed only: the caller's reference is intact */
     json_decref(obj);
     json_decref(arr);
+
+    /* Action sets and timers (they work before onboarding; execute does not). */
+    char long_name[70];
+    memset(long_name, 'n', 65);
+    long_name[65] = '\0';
+    CHECK_RC(thingif_action_set_create(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_create(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_create(t, long_name), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_create(t, "s"), THINGIF_OK);
+    CHECK_RC(thingif_action_set_create(t, "s"), THINGIF_ERR_EXISTS);
+    CHECK_RC(thingif_action_set_add_action(t, "nope", "S", 1, "a", NULL), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_action_set_add_action(t, "s", NULL, 1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_add_action(t, "s", "S", -1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "a", NULL), THINGIF_OK);
+    json_t *p = json_pack("{s:i}", "x", 1);
+    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "b", p), THINGIF_OK);
+    CHECK_TRUE(p->refcount == 1); /* borrowed only */
+    json_decref(p);
+    CHECK_RC(thingif_action_set_remove_action(t, "s", 2), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_remove_action(t, "s", -1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_remove_action(t, "nope", 0), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_action_set_remove_action(t, "s", 1), THINGIF_OK);
+    CHECK_RC(thingif_action_set_execute(t, "nope"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_action_set_execute(t, "s"), THINGIF_ERR_NOT_ONBOARDED);
+    const char *no_set[] = {"nope"};
+    const char *null_set[] = {NULL};
+    long long future = 4102444800000LL; /* 2100-01-01 */
+    CHECK_RC(thingif_timer_create(t, NULL, future, THINGIF_RECUR_NONE, 0, "UTC", one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, NULL, one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "UTC", NULL, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "UTC", null_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "UTC", one_set, 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "UTC", no_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, 9, 1, "UTC", one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_MINUTE, 4, "UTC", one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_WEEK, 6, "UTC", one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "Nowhere/City", one_set, 1),
+             THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_NONE, 0, "../../etc/passwd", one_set, 1),
+             THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", 1000, THINGIF_RECUR_NONE, 0, "UTC", one_set, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_WEEK, 5, "UTC", one_set, 1), THINGIF_OK);
+    CHECK_RC(thingif_timer_create(t, "tr", future, THINGIF_RECUR_MINUTE, 5, "UTC", one_set, 1), THINGIF_ERR_EXISTS);
+    CHECK_RC(thingif_timer_enable(t, NULL, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_enable(t, "tr", 2), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_enable(t, "nope", 1), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_timer_enable(t, "tr", 1), THINGIF_OK);
+    CHECK_RC(thingif_action_set_delete(t, "s"), THINGIF_ERR_STATE); /* the trigger uses it */
+    CHECK_RC(thingif_timer_delete(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_timer_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_timer_delete(t, "tr"), THINGIF_OK);
+    CHECK_RC(thingif_action_set_delete(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_action_set_delete(t, "s"), THINGIF_OK);
+    CHECK_RC(thingif_set_clock(t, NULL, NULL), THINGIF_OK);
 
     /* The loop before onboarding. */
     CHECK_RC(thingif_loop(t, -1), THINGIF_ERR_INVALID);

@@ -346,6 +346,51 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("Server triggers: insert once, listed in order, enabled and last match kept, deleted", arguments: StoreFactory.all)
+    func serverTriggers(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-TRG")
+            let a = ServerTriggerRecord(triggerID: "trg-a", thingID: t.thingID, definition: #"{"predicate":{}}"#, createdAt: 5)
+            #expect(s.insertTrigger(a))
+            #expect(!s.insertTrigger(a))
+            #expect(s.insertTrigger(ServerTriggerRecord(triggerID: "trg-b", thingID: t.thingID, definition: "{}",
+                                                        enabled: false, lastMatch: true, createdAt: 6)))
+            #expect(s.insertTrigger(ServerTriggerRecord(triggerID: "trg-c", thingID: "th.other", definition: "{}", createdAt: 7)))
+            let back = try #require(s.trigger(id: "trg-a"))
+            #expect(back.thingID == t.thingID && back.definition == #"{"predicate":{}}"# && back.enabled
+                    && back.lastMatch == nil && back.createdAt == 5)
+            #expect(s.trigger(id: "trg-b")?.enabled == false && s.trigger(id: "trg-b")?.lastMatch == true)
+            #expect(s.triggers(thingID: t.thingID).map(\.triggerID) == ["trg-a", "trg-b"])
+            #expect(s.allTriggers().map(\.triggerID) == ["trg-a", "trg-b", "trg-c"])
+            #expect(s.setTriggerEnabled(id: "trg-a", enabled: false))
+            #expect(s.setTriggerLastMatch(id: "trg-a", lastMatch: false))
+            #expect(s.trigger(id: "trg-a")?.enabled == false && s.trigger(id: "trg-a")?.lastMatch == false)
+            #expect(s.setTriggerLastMatch(id: "trg-a", lastMatch: nil) && s.trigger(id: "trg-a")?.lastMatch == nil)
+            #expect(!s.setTriggerEnabled(id: "nope", enabled: true))
+            #expect(!s.setTriggerLastMatch(id: "nope", lastMatch: true))
+            #expect(s.deleteTrigger(id: "trg-a"))
+            #expect(!s.deleteTrigger(id: "trg-a"))
+            #expect(s.trigger(id: "trg-a") == nil)
+            #expect(s.triggers(thingID: t.thingID).map(\.triggerID) == ["trg-b"])
+        }
+    }
+
+    @Test("Thing automation: saved per thing, the version increases, unknown things refused", arguments: StoreFactory.all)
+    func thingAutomation(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-AUTO")
+            let u = try register(s, "AC-AUTO-2")
+            #expect(s.automation(thingID: t.thingID) == nil)
+            #expect(s.saveAutomation(thingID: t.thingID, config: #"{"actionSets":[]}"#)?.version == 1)
+            #expect(s.saveAutomation(thingID: t.thingID, config: #"{"actionSets":[1]}"#)?.version == 2)
+            #expect(s.saveAutomation(thingID: u.thingID, config: "{}")?.version == 1)
+            let a = try #require(s.automation(thingID: t.thingID))
+            #expect(a.config == #"{"actionSets":[1]}"# && a.version == 2 && a.thingID == t.thingID)
+            #expect(s.saveAutomation(thingID: "th.nope", config: "{}") == nil)
+            #expect(s.automation(thingID: "th.nope") == nil)
+        }
+    }
+
     @Test("Every method is safe from many threads at once", arguments: StoreFactory.all)
     func concurrent(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
@@ -420,6 +465,33 @@ struct SQLiteStoreTests {
         #expect(r.appInstallation(id: i.installationID)?.target == HubIDs.notificationTopic(i.installationID))
         #expect(failure(r.registerThing(vendorThingID: "AC-1", password: "bad", thingType: nil, firmwareVersion: nil,
                                         dataGroupingInterval: nil)) == .wrongPassword)
+    }
+
+    @Test("Triggers and automation survive a restart; a version 1 database is migrated to version 2")
+    func triggersSurviveAndMigrate() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        var s: SQLiteStore? = try SQLiteStore(path: path)
+        let t = try register(s!, "AC-MIG")
+        #expect(s!.insertTrigger(ServerTriggerRecord(triggerID: "trg-1", thingID: t.thingID, definition: "{}", createdAt: 1)))
+        #expect(s!.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
+        s!.close()
+        s = nil
+        let r = try SQLiteStore(path: path)
+        #expect(r.trigger(id: "trg-1")?.thingID == t.thingID)
+        #expect(r.saveAutomation(thingID: t.thingID, config: "{}")?.version == 2)
+        r.close()
+
+        // A database as the version 1 hub left it: no trigger tables.
+        try execSQL(path, "DROP TABLE triggers; DROP TABLE thing_automation; PRAGMA user_version = 1")
+        let m = try SQLiteStore(path: path)
+        defer { m.close() }
+        #expect(SQLiteStore.schemaVersion == 2)
+        #expect(m.thing(id: t.thingID)?.vendorThingID == "AC-MIG")
+        #expect(m.allTriggers().isEmpty && m.automation(thingID: t.thingID) == nil)
+        #expect(m.insertTrigger(ServerTriggerRecord(triggerID: "trg-2", thingID: t.thingID, definition: "{}", createdAt: 2)))
+        #expect(m.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
     }
 
     @Test("Two connections on one file see each other's writes")
@@ -512,4 +584,15 @@ private func setUserVersion(_ path: String, _ version: Int64) throws {
     guard sqlite3_exec(db, "PRAGMA user_version = \(version)", nil, nil, nil) == SQLITE_OK else {
         throw HarnessError("cannot set user_version")
     }
+}
+
+/// Runs SQL on a database file, outside any store.
+private func execSQL(_ path: String, _ sql: String) throws {
+    var db: OpaquePointer?
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
+        sqlite3_close_v2(db)
+        throw HarnessError("cannot open \(path)")
+    }
+    defer { sqlite3_close_v2(db) }
+    guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw HarnessError("cannot run \(sql)") }
 }

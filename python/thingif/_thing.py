@@ -34,6 +34,8 @@ class Status(enum.IntEnum):
     ERR_TLS = 13
     ERR_MQTT = 14
     ERR_FULL = 15
+    ERR_EXISTS = 16
+    ERR_NOT_FOUND = 17
 
 
 class LogLevel(enum.IntEnum):

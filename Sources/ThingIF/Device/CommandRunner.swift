@@ -123,7 +123,7 @@ extension Thing {
 
     /// Runs a command's actions in order; each result lands in its
     /// RunningCommand, and the last one sends the results.
-    private func run(_ command: Command) {
+    func run(_ command: Command) {
         let strings = CommandStrings(command)
         var index = 0
         for g in command.groups {

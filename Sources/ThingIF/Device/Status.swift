@@ -26,6 +26,8 @@ func statusText(_ status: Int32) -> StaticString {
     case THINGIF_ERR_TLS.rawValue: return "TLS files could not be used"
     case THINGIF_ERR_MQTT.rawValue: return "MQTT library error"
     case THINGIF_ERR_FULL.rawValue: return "the outbox is full"
+    case THINGIF_ERR_EXISTS.rawValue: return "an action set or timer trigger of that name exists already"
+    case THINGIF_ERR_NOT_FOUND.rawValue: return "no action set or timer trigger of that name"
     default: return "unknown status"
     }
 }

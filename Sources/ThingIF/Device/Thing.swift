@@ -57,10 +57,17 @@ final class Thing: @unchecked Sendable {
         /// Commands whose results wait for deferred actions, by commandID.
         var running: [String: RunningCommand] = [:]
         var interruptedReported = false
+        /// Action sets and timer triggers (persisted).
+        let automation: Automation
+        /// Action sets queued by thingif_action_set_execute(), run by the loop.
+        var pendingSets: [String] = []
+        /// thingif_set_clock(); nil: the system clock.
+        var clock: (callback: thingif_clock_cb, userdata: UnsafeMutableRawPointer?)?
 
-        init(outbox: Outbox, ledger: CommandLedger) {
+        init(outbox: Outbox, ledger: CommandLedger, automation: Automation) {
             self.outbox = outbox
             self.ledger = ledger
+            self.automation = automation
         }
     }
 
@@ -87,7 +94,9 @@ final class Thing: @unchecked Sendable {
         self.appKey = appKey
         self.storage = s
         shared = Locked(Shared(outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
-                              ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity)))
+                              ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity),
+                              automation: Automation(storage: s)))
+        if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(problem) }
     }
 
     deinit {
@@ -398,6 +407,9 @@ final class Thing: @unchecked Sendable {
     }
 
     private func turn(timeoutMs: Int) -> Int32 {
+        // Timers and queued action sets run offline too: their reports wait
+        // in the outbox.
+        runAutomation()
         let now = Platform.nowMs()
         let (open, wait) = shared.withLock { s -> (Bool, Int64) in (s.socketOpen, s.nextConnectAt - now) }
         if !open {
@@ -469,8 +481,18 @@ final class Thing: @unchecked Sendable {
             client.onDisconnect = { [unowned self] rc in
                 self.connectionLost("disconnected from the broker: \(MqttClient.describeConnack(rc))")
             }
-            client.onSubscribe = { [unowned self] mid in
-                self.shared.withLock { s in if mid == s.subscribeMid { s.subscribed = true } }
+            client.onSubscribe = { [unowned self, unowned client] mid in
+                let ready = self.shared.withLock { s -> Bool in
+                    guard mid == s.subscribeMid else { return false }
+                    s.subscribed = true
+                    return true
+                }
+                // The birth message follows the last SUBACK, so "online" at the
+                // framework means the thing's subscriptions are in place.
+                if ready {
+                    _ = client.publish(topic: Topics.status(clientID: client.clientID), payload: Array("online".utf8),
+                                       qos: 1, retain: true)
+                }
             }
             client.onMessage = { [unowned self] m in self.shared.withLock { $0.inbox.append(m) } }
             client.onLog = { [unowned self] line in self.logger.debug("mqtt: \(line)") }
@@ -504,8 +526,8 @@ final class Thing: @unchecked Sendable {
         }
         let topic = client.clientID
         _ = client.subscribe(topic, qos: 1)
+        _ = client.subscribe(Thing.configTopic(clientID: topic), qos: 1)
         let (_, mid) = client.subscribe(Topics.response(clientID: topic), qos: 1)
-        _ = client.publish(topic: Topics.status(clientID: topic), payload: Array("online".utf8), qos: 1, retain: true)
         shared.withLock { s in
             s.connected = true
             s.subscribeMid = mid
@@ -536,6 +558,8 @@ final class Thing: @unchecked Sendable {
                 handleReply(message)
             } else if message.topic == topic {
                 handleCommand(message.payload, identity: identity, maxPayload: maxPayload)
+            } else if message.topic == Thing.configTopic(clientID: topic) {
+                applyRemoteConfig(message.payload)
             } else {
                 logger.debug("ignored a message on \(message.topic)")
             }

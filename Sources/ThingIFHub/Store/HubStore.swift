@@ -175,6 +175,45 @@ public struct StateSample: Sendable {
     }
 }
 
+/// A server trigger (Thing-IF's trigger API) of a thing.
+public struct ServerTriggerRecord: Sendable {
+    public var triggerID: String
+    public var thingID: String
+    /// The trigger as created: {"predicate","command","title"?,"description"?} (JSON text).
+    public var definition: String
+    public var enabled: Bool
+    /// STATES triggers: whether the condition matched the thing's state at
+    /// the last evaluation; nil before the first.
+    public var lastMatch: Bool?
+    public var createdAt: Int64
+
+    public init(triggerID: String, thingID: String, definition: String, enabled: Bool = true,
+                lastMatch: Bool? = nil, createdAt: Int64) {
+        self.triggerID = triggerID
+        self.thingID = thingID
+        self.definition = definition
+        self.enabled = enabled
+        self.lastMatch = lastMatch
+        self.createdAt = createdAt
+    }
+}
+
+/// The automation a thing runs by itself (its action sets and timer
+/// triggers), as the apps manage it remotely.
+public struct ThingAutomation: Sendable {
+    public var thingID: String
+    /// {"actionSets":[…],"timerTriggers":[…]} (JSON text).
+    public var config: String
+    /// Increases with every change (1 for the first).
+    public var version: Int64
+
+    public init(thingID: String, config: String, version: Int64) {
+        self.thingID = thingID
+        self.config = config
+        self.version = version
+    }
+}
+
 public enum RegisterError: Error, Sendable {
     /// The vendorThingID is registered with another password.
     case wrongPassword
@@ -244,4 +283,26 @@ public protocol HubStore: AnyObject, Sendable {
     func appInstallations(userID: String) -> [AppInstallation]
     /// False when unknown or not the user's.
     func removeAppInstallation(id: String, userID: String) -> Bool
+
+    // MARK: server triggers
+
+    /// Stores a new trigger; false when its ID exists or the store cannot write.
+    func insertTrigger(_ trigger: ServerTriggerRecord) -> Bool
+    func trigger(id: String) -> ServerTriggerRecord?
+    /// A thing's triggers in the order they were created.
+    func triggers(thingID: String) -> [ServerTriggerRecord]
+    /// Every trigger of every thing, in the order they were created.
+    func allTriggers() -> [ServerTriggerRecord]
+    /// False when the trigger is unknown or the store cannot write.
+    func setTriggerEnabled(id: String, enabled: Bool) -> Bool
+    func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool
+    func deleteTrigger(id: String) -> Bool
+
+    // MARK: thing automation
+
+    /// The thing's automation config; nil before the first save.
+    func automation(thingID: String) -> ThingAutomation?
+    /// Replaces the thing's automation config and increments its version;
+    /// returns the stored record, nil for an unknown thing or a storage error.
+    func saveAutomation(thingID: String, config: String) -> ThingAutomation?
 }

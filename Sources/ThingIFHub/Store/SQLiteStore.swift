@@ -9,7 +9,7 @@ import ThingIF
 /// `.failure(.storage)`.
 public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -129,6 +129,28 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             )
             """,
             "CREATE INDEX app_installations_user ON app_installations(user_id, created_at)",
+        ],
+        // 1 -> 2: server triggers and the things' automation config.
+        [
+            """
+            CREATE TABLE triggers (
+                trigger_id TEXT PRIMARY KEY,
+                seq INTEGER NOT NULL UNIQUE,
+                thing_id TEXT NOT NULL,
+                definition TEXT NOT NULL,
+                enabled INTEGER NOT NULL,
+                last_match INTEGER,
+                created_at INTEGER NOT NULL
+            )
+            """,
+            "CREATE INDEX triggers_thing ON triggers(thing_id, seq)",
+            """
+            CREATE TABLE thing_automation (
+                thing_id TEXT PRIMARY KEY REFERENCES things(thing_id) ON DELETE CASCADE,
+                config TEXT NOT NULL,
+                version INTEGER NOT NULL
+            )
+            """,
         ],
     ]
 
@@ -507,6 +529,80 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(false) { c in
             try c.run("DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?",
                       [.text(id), .text(userID)]) == 1
+        }
+    }
+
+    // MARK: server triggers
+
+    private static let triggerColumns =
+        "SELECT trigger_id, thing_id, definition, enabled, last_match, created_at FROM triggers"
+
+    private static func trigger(_ r: SQLRow) -> ServerTriggerRecord {
+        ServerTriggerRecord(triggerID: r.string(0), thingID: r.string(1), definition: r.string(2),
+                            enabled: r.int(3) != 0, lastMatch: r.isNull(4) ? nil : r.int(4) != 0,
+                            createdAt: r.int(5))
+    }
+
+    public func insertTrigger(_ t: ServerTriggerRecord) -> Bool {
+        use(false) { c in
+            try c.run("""
+                INSERT INTO triggers (trigger_id, seq, thing_id, definition, enabled, last_match, created_at)
+                VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM triggers), ?, ?, ?, ?, ?)
+                ON CONFLICT (trigger_id) DO NOTHING
+                """, [.text(t.triggerID), .text(t.thingID), .text(t.definition), .int(t.enabled ? 1 : 0),
+                      .int(t.lastMatch.map { $0 ? 1 : 0 }), .int(t.createdAt)]) == 1
+        }
+    }
+
+    public func trigger(id: String) -> ServerTriggerRecord? {
+        use(nil) { try $0.first(Self.triggerColumns + " WHERE trigger_id = ?", [.text(id)], Self.trigger) }
+    }
+
+    public func triggers(thingID: String) -> [ServerTriggerRecord] {
+        use([]) { try $0.rows(Self.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], Self.trigger) }
+    }
+
+    public func allTriggers() -> [ServerTriggerRecord] {
+        use([]) { try $0.rows(Self.triggerColumns + " ORDER BY seq", [], Self.trigger) }
+    }
+
+    public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
+        use(false) { try $0.run("UPDATE triggers SET enabled = ? WHERE trigger_id = ?", [.int(enabled ? 1 : 0), .text(id)]) == 1 }
+    }
+
+    public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
+        use(false) { c in
+            try c.run("UPDATE triggers SET last_match = ? WHERE trigger_id = ?",
+                      [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
+        }
+    }
+
+    public func deleteTrigger(id: String) -> Bool {
+        use(false) { try $0.run("DELETE FROM triggers WHERE trigger_id = ?", [.text(id)]) == 1 }
+    }
+
+    // MARK: thing automation
+
+    public func automation(thingID: String) -> ThingAutomation? {
+        use(nil) { c in
+            try c.first("SELECT config, version FROM thing_automation WHERE thing_id = ?", [.text(thingID)]) {
+                ThingAutomation(thingID: thingID, config: $0.string(0), version: $0.int(1))
+            }
+        }
+    }
+
+    public func saveAutomation(thingID: String, config: String) -> ThingAutomation? {
+        use(nil) { c in
+            try c.transaction { () throws -> ThingAutomation? in
+                guard try Self.exists(c, thing: thingID) else { return nil }
+                return try c.first("""
+                    INSERT INTO thing_automation (thing_id, config, version) VALUES (?, ?, 1)
+                    ON CONFLICT (thing_id) DO UPDATE SET config = excluded.config, version = version + 1
+                    RETURNING version
+                    """, [.text(thingID), .text(config)]) {
+                    ThingAutomation(thingID: thingID, config: config, version: $0.int(0))
+                }
+            }
         }
     }
 }

@@ -92,6 +92,25 @@ int ct_update_firmware_version(ct_thing *ct, const char *version);
 int ct_set_state_provider(ct_thing *ct, int interval_ms);
 int ct_state_provider_calls(ct_thing *ct);
 
+/* Action sets and timer triggers: pass-throughs. params_json is any JSON
+ * text or NULL (-1 when unparsable); action_sets_csv names the action sets
+ * separated by commas. */
+int ct_action_set_create(ct_thing *ct, const char *name);
+int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version,
+                             const char *action, const char *params_json);
+int ct_action_set_remove_action(ct_thing *ct, const char *set, int index);
+int ct_action_set_delete(ct_thing *ct, const char *name);
+int ct_action_set_execute(ct_thing *ct, const char *name);
+int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit,
+                    int recurrence_count, const char *time_zone, const char *action_sets_csv);
+int ct_timer_enable(ct_thing *ct, const char *name, int enabled);
+int ct_timer_delete(ct_thing *ct, const char *name);
+/* thingif_set_clock with a clock the test sets (ct_clock_set), starting at
+ * start_ms; ct_use_system_clock restores the system clock. */
+int ct_use_fake_clock(ct_thing *ct, long long start_ms);
+void ct_clock_set(ct_thing *ct, long long ms);
+int ct_use_system_clock(ct_thing *ct);
+
 /* Records: a JSON array, one object per handler call, in order:
  * {"tag","name","params" (JSON text),"commandID","issuer","schema",
  *  "schemaVersion","alias","title","description","metadata" (JSON text),

@@ -1,0 +1,299 @@
+import CThingIF
+
+/// Action sets and timer triggers on the thing: the C API's operations, the
+/// loop's firing of timers, and the framework's remote configuration.
+extension Thing {
+    static func configTopic(clientID: String) -> String { "p/\(clientID)/config" }
+
+    // MARK: clock
+
+    func setClock(_ cb: thingif_clock_cb?, userdata: UnsafeMutableRawPointer?) {
+        shared.withLock { $0.clock = cb.map { ($0, userdata) } }
+    }
+
+    /// Wall-clock epoch ms: the injected clock, else the system's. The
+    /// callback runs without the lock held.
+    func epochNow() -> Int64 {
+        if let c = shared.withLock({ $0.clock }) { return Int64(c.callback(c.userdata)) }
+        return Platform.epochMs()
+    }
+
+    /// Runs `body` on the automation state and saves it when it returns OK.
+    private func mutate(_ body: (Automation) -> Int32) -> Int32 {
+        shared.withLock { s in
+            let rc = body(s.automation)
+            guard rc == OK else { return rc }
+            return s.automation.save() ? OK : THINGIF_ERR_STORAGE.code
+        }
+    }
+
+    // MARK: action sets
+
+    func createActionSet(_ name: String) -> Int32 {
+        if let p = Automation.checkName(name, "an action set") {
+            logger.error(p)
+            return THINGIF_ERR_INVALID.code
+        }
+        return mutate { a in
+            guard a.set(named: name) == nil else { return THINGIF_ERR_EXISTS.code }
+            a.sets.append(ActionSet(name: name, actions: [], remote: false))
+            return OK
+        }
+    }
+
+    func addAction(set: String, _ action: AutomationAction) -> Int32 {
+        mutate { a in
+            guard let i = a.set(named: set) else { return THINGIF_ERR_NOT_FOUND.code }
+            a.sets[i].actions.append(action)
+            return OK
+        }
+    }
+
+    func removeAction(set: String, index: Int) -> Int32 {
+        mutate { a in
+            guard let i = a.set(named: set) else { return THINGIF_ERR_NOT_FOUND.code }
+            guard index >= 0, index < a.sets[i].actions.count else { return THINGIF_ERR_INVALID.code }
+            a.sets[i].actions.remove(at: index)
+            return OK
+        }
+    }
+
+    func deleteActionSet(_ name: String) -> Int32 {
+        var usedBy: String?
+        let rc = mutate { a in
+            guard let i = a.set(named: name) else { return THINGIF_ERR_NOT_FOUND.code }
+            if let t = a.triggers.first(where: { $0.actionSets.contains(name) }) {
+                usedBy = t.name
+                return THINGIF_ERR_STATE.code
+            }
+            a.sets.remove(at: i)
+            return OK
+        }
+        if let usedBy { logger.error("action set \(name) is used by timer trigger \(usedBy); delete the trigger first") }
+        return rc
+    }
+
+    func executeActionSet(_ name: String) -> Int32 {
+        shared.withLock { s in
+            guard s.identity != nil else { return THINGIF_ERR_NOT_ONBOARDED.code }
+            guard s.automation.set(named: name) != nil else { return THINGIF_ERR_NOT_FOUND.code }
+            s.pendingSets.append(name)
+            return OK
+        }
+    }
+
+    // MARK: timer triggers
+
+    func createTimer(_ trigger: TimerTrigger) -> Int32 {
+        let now = epochNow()
+        var problem: String?
+        let rc = mutate { a in
+            if let p = Automation.check(trigger, knownSets: { a.set(named: $0) != nil }) {
+                problem = p
+                return THINGIF_ERR_INVALID.code
+            }
+            guard trigger.fireDate > now else {
+                problem = "timer trigger \(trigger.name): fireDate \(trigger.fireDate) is not in the future (now \(now))"
+                return THINGIF_ERR_INVALID.code
+            }
+            guard a.trigger(named: trigger.name) == nil else { return THINGIF_ERR_EXISTS.code }
+            var t = trigger
+            t.enabled = false
+            t.remote = false
+            a.triggers.append(t)
+            return OK
+        }
+        if let problem { logger.error(problem) }
+        return rc
+    }
+
+    func enableTimer(_ name: String, enabled: Bool) -> Int32 {
+        let now = epochNow()
+        var problem: String?
+        let rc = mutate { a in
+            guard let i = a.trigger(named: name) else { return THINGIF_ERR_NOT_FOUND.code }
+            var t = a.triggers[i]
+            if enabled && !t.enabled && t.fireDate <= now {
+                // A disabled period does not count as missed firings.
+                guard let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) else {
+                    problem = "timer trigger \(name): its fireDate has passed and it does not recur; create it again"
+                    return THINGIF_ERR_INVALID.code
+                }
+                t.fireDate = next
+            }
+            t.enabled = enabled
+            a.triggers[i] = t
+            return OK
+        }
+        if let problem { logger.error(problem) }
+        return rc
+    }
+
+    func deleteTimer(_ name: String) -> Int32 {
+        mutate { a in
+            guard let i = a.trigger(named: name) else { return THINGIF_ERR_NOT_FOUND.code }
+            a.triggers.remove(at: i)
+            return OK
+        }
+    }
+
+    // MARK: the loop's part
+
+    /// Runs queued action sets and due timers (loop thread).
+    func runAutomation() {
+        let now = epochNow()
+        var notes: [String] = []
+        let work = shared.withLock { s -> (String, [(sets: [ActionSet], firedBy: String?)])? in
+            guard let tid = s.identity?.thingID else { return nil }
+            let a = s.automation
+            var runs: [(sets: [ActionSet], firedBy: String?)] = []
+            for name in s.pendingSets {
+                if let i = a.set(named: name) { runs.append(([a.sets[i]], nil)) }
+            }
+            s.pendingSets.removeAll()
+            var changed = false
+            for i in a.triggers.indices where a.triggers[i].enabled && a.triggers[i].fireDate <= now {
+                var t = a.triggers[i]
+                var sets: [ActionSet] = []
+                for n in t.actionSets {
+                    if let j = a.set(named: n) { sets.append(a.sets[j]) } else {
+                        notes.append("timer trigger \(t.name): action set \(n) no longer exists; skipped")
+                    }
+                }
+                runs.append((sets, t.name))
+                // A missed firing fires once; the next one is the first
+                // occurrence after now.
+                if let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) {
+                    t.fireDate = next
+                } else {
+                    t.enabled = false
+                }
+                a.triggers[i] = t
+                changed = true
+            }
+            if changed && !a.save() {
+                notes.append("cannot write \(storage.path(Automation.fileName)); a restart may fire a timer again")
+            }
+            return runs.isEmpty ? nil : (tid, runs)
+        }
+        for n in notes { logger.warning(n) }
+        guard let (thingID, runs) = work else { return }
+        for run in runs {
+            if let trigger = run.firedBy { logger.info("timer trigger \(trigger) fired") }
+            for set in run.sets { execute(set, firedBy: run.firedBy, thingID: thingID) }
+        }
+    }
+
+    /// Runs an action set as commands: one per run of actions with the same
+    /// schema and version, each reported (PUT commands/{id}) before its
+    /// actions run through the ledger and the outbox like a received command.
+    private func execute(_ set: ActionSet, firedBy: String?, thingID: String) {
+        guard !set.actions.isEmpty else {
+            logger.warning("action set \(set.name) has no actions; nothing ran")
+            return
+        }
+        var chunks: [[AutomationAction]] = []
+        for a in set.actions {
+            if let last = chunks.last?.last, last.schema == a.schema, last.schemaVersion == a.schemaVersion {
+                chunks[chunks.count - 1].append(a)
+            } else {
+                chunks.append([a])
+            }
+        }
+        for chunk in chunks {
+            let id = "local-" + Platform.randomHex(bytes: 8)
+            let command = Command(id: id, shape: .schema, schema: chunk[0].schema, schemaVersion: chunk[0].schemaVersion,
+                                  issuer: "thing:\(thingID)", title: set.name, firedByTriggerID: firedBy,
+                                  groups: [Command.Group(alias: nil, entries: chunk.map {
+                                      .action(name: $0.action, params: $0.params)
+                                  })])
+            let what = firedBy.map { "command \(id) fired by timer trigger \($0)" } ?? "command \(id) of action set \(set.name)"
+            _ = sendRequest(method: "PUT", path: "targets/thing:\(thingID)/commands/\(id)", contentType: MediaType.json,
+                            body: command.encode().dumpBytes(), what: what, kind: .results)
+            let persisted = shared.withLock { s -> Bool in
+                let ok = s.ledger.start(id, skeleton: CommandLedger.skeleton(of: command))
+                s.running[id] = RunningCommand(command, thingID: thingID)
+                return ok
+            }
+            if !persisted { logger.error("cannot record command \(id) in \(storage.path(CommandLedger.fileName))") }
+            logger.debug("running \(what)")
+            run(command)
+        }
+    }
+
+    // MARK: remote configuration
+
+    /// The framework's desired configuration (retained on p/{mqttTopic}/config).
+    func applyRemoteConfig(_ payload: [UInt8]) {
+        let now = epochNow()
+        switch parseRemoteConfig(payload, now: now) {
+        case .failure(let e):
+            logger.error("remote configuration refused, nothing applied: \(e)")
+        case .success(let config):
+            guard let (version, sets, triggers) = config else { return }
+            let saved = shared.withLock { s -> Bool in
+                let a = s.automation
+                let setNames = Set(sets.map(\.name)), triggerNames = Set(triggers.map(\.name))
+                a.sets.removeAll { $0.remote || setNames.contains($0.name) }
+                a.sets += sets
+                a.triggers.removeAll { $0.remote || triggerNames.contains($0.name) }
+                a.triggers += triggers
+                a.remoteVersion = version
+                return a.save()
+            }
+            if saved {
+                logger.info("applied remote configuration version \(version): \(sets.count) action sets, \(triggers.count) timer triggers")
+            } else {
+                logger.error("applied remote configuration version \(version) but cannot write \(storage.path(Automation.fileName))")
+            }
+        }
+    }
+
+    /// nil inside success: this version is applied already.
+    private func parseRemoteConfig(_ payload: [UInt8], now: Int64)
+        -> Result<(Int, [ActionSet], [TimerTrigger])?, StatusMessage> {
+        guard case .success(let j) = JSON.parse(payload), j.isObject else { return .failure("not a JSON object") }
+        guard let version = j["version"]?.intValue else { return .failure("\"version\" must be an integer") }
+        if shared.withLock({ $0.automation.remoteVersion }) == version {
+            logger.debug("remote configuration version \(version) is applied already")
+            return .success(nil)
+        }
+        var sets: [ActionSet] = []
+        for e in j["actionSets"]?.elements ?? [] {
+            switch Automation.decodeSet(e) {
+            case .failure(let m): return .failure(m)
+            case .success(let s):
+                if sets.contains(where: { $0.name == s.name }) { return .failure(StatusMessage("action set \(s.name) appears twice")) }
+                sets.append(s)
+            }
+        }
+        if let v = j["actionSets"], !v.isArray { return .failure("\"actionSets\" must be an array") }
+        if let v = j["timerTriggers"], !v.isArray { return .failure("\"timerTriggers\" must be an array") }
+        let localSets = shared.withLock { s in s.automation.sets.filter { !$0.remote }.map(\.name) }
+        var triggers: [TimerTrigger] = []
+        for e in j["timerTriggers"]?.elements ?? [] {
+            switch Automation.decodeTrigger(e) {
+            case .failure(let m): return .failure(m)
+            case .success(var t):
+                if triggers.contains(where: { $0.name == t.name }) {
+                    return .failure(StatusMessage("timer trigger \(t.name) appears twice"))
+                }
+                if let p = Automation.check(t, knownSets: { n in sets.contains { $0.name == n } || localSets.contains(n) }) {
+                    return .failure(StatusMessage(p))
+                }
+                if t.fireDate <= now {
+                    // A configuration published earlier: a recurring trigger
+                    // continues from its next occurrence; a one-time trigger
+                    // whose date has passed counts as fired.
+                    if let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) {
+                        t.fireDate = next
+                    } else {
+                        t.enabled = false
+                    }
+                }
+                triggers.append(t)
+            }
+        }
+        return .success((version, sets, triggers))
+    }
+}
