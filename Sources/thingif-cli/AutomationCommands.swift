@@ -199,16 +199,7 @@ struct TimerGroup: ParsableCommand {
     }
 
     static func change(_ global: GlobalOptions, _ thingID: String, _ name: String, _ verb: String) throws {
-        try guarded {
-            let ctx = try Context(global)
-            let client = try ctx.userClient()
-            if verb == "delete" {
-                try client.call("DELETE", path(client, thingID, name))
-            } else {
-                try client.call("PUT", path(client, thingID, name) + "/" + verb)
-            }
-            if ctx.json { print("{}") } else { print("timer \(name) of \(thingID): \(verb)d") }
-        }
+        try changeResource(global, thingID, name, verb, noun: "timer", path: path)
     }
 
     struct Enable: ParsableCommand {
@@ -344,16 +335,7 @@ struct TriggerGroup: ParsableCommand {
     }
 
     static func change(_ global: GlobalOptions, _ thingID: String, _ id: String, _ verb: String) throws {
-        try guarded {
-            let ctx = try Context(global)
-            let client = try ctx.userClient()
-            if verb == "delete" {
-                try client.call("DELETE", path(client, thingID, id))
-            } else {
-                try client.call("PUT", path(client, thingID, id) + "/" + verb)
-            }
-            if ctx.json { print("{}") } else { print("trigger \(id) of \(thingID): \(verb)d") }
-        }
+        try changeResource(global, thingID, id, verb, noun: "trigger", path: path)
     }
 
     struct Enable: ParsableCommand {
@@ -378,5 +360,20 @@ struct TriggerGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
         @Argument(help: "The trigger's ID.") var triggerID: String
         func run() throws { try TriggerGroup.change(global, thingID, triggerID, "delete") }
+    }
+}
+
+/// enable / disable (PUT …/{id}/{verb}) or delete (DELETE …/{id}) a timer or trigger.
+private func changeResource(_ global: GlobalOptions, _ thingID: String, _ id: String, _ verb: String, noun: String,
+                            path: (HubClient, String, String?) -> String) throws {
+    try guarded {
+        let ctx = try Context(global)
+        let client = try ctx.userClient()
+        if verb == "delete" {
+            try client.call("DELETE", path(client, thingID, id))
+        } else {
+            try client.call("PUT", path(client, thingID, id) + "/" + verb)
+        }
+        if ctx.json { print("{}") } else { print("\(noun) \(id) of \(thingID): \(verb)d") }
     }
 }

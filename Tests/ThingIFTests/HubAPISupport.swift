@@ -76,7 +76,7 @@ final class HubAPIEnv {
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
         let task = Task { try await group.run() }
-        guard let port = await server.waitUntilListening(timeoutMs: 10_000) else {
+        guard let port = await server.waitUntilListening(timeoutMs: 60_000) else {
             await group.triggerGracefulShutdown()
             env.close()
             throw HarnessError("the HTTP server did not listen")
