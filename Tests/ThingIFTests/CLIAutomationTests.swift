@@ -256,17 +256,8 @@ struct CLIAutomationEndToEndTests {
             try? FileManager.default.removeItem(atPath: root)
         }
 
-        let hubLog = root + "/hub.log"
-        children.append(try spawnChild(hubExe, ["--broker-port", "\(broker.port)", "--http-port", "0", "--memory"],
-                                         environment: [:], logPath: hubLog))
-        var hubURL: String?
-        _ = poll(timeoutMs: 15_000) {
-            let log = readText(hubLog)
-            guard log.contains("serving app"), let r = log.range(of: "HTTP API on http://") else { return false }
-            hubURL = "http://" + log[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == ":" }
-            return true
-        }
-        let url = try #require(hubURL, "the hub did not start: \(readText(hubLog))")
+        let (hubPID, url) = try startHubProcess(hubExe, brokerPort: broker.port, logPath: root + "/hub.log")
+        children.append(hubPID)
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
         func thingif(_ args: String...) throws -> (status: Int32, output: String) {
             try runProgram(cli, args, environment: env)

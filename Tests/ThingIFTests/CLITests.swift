@@ -286,17 +286,8 @@ struct CLIEndToEndTests {
         }
 
         let hubLog = root + "/hub.log"
-        children.append(try spawnChild(hubExe, ["--broker-port", "\(broker.port)", "--http-port", "0", "--memory"],
-                                         environment: [:], logPath: hubLog))
-        var hubURL: String?
-        _ = poll(timeoutMs: 15_000) {
-            let log = readText(hubLog)
-            guard log.contains("serving app"), let r = log.range(of: "HTTP API on http://") else { return false }
-            let rest = log[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == ":" }
-            hubURL = "http://" + rest
-            return true
-        }
-        let url = try #require(hubURL, "the hub did not start: \(readText(hubLog))")
+        let (hubPID, url) = try startHubProcess(hubExe, brokerPort: broker.port, logPath: hubLog)
+        children.append(hubPID)
         let config = root + "/cli/cli.json"
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
         func thingif(_ args: String...) throws -> (status: Int32, output: String) {
@@ -389,4 +380,24 @@ struct CLIEndToEndTests {
                                                                         "THINGIF_CONFIG": root + "/none.json"])
         #expect(r.status == 1 && r.output.contains("cannot reach the hub"), "\(r.output)")
     }
+}
+
+/// Starts `thingif-hub --memory` on a free HTTP port as a child process and
+/// returns its PID and the HTTP URL it logged (bounded: 15 s). The caller
+/// ends the child.
+func startHubProcess(_ exe: String, brokerPort: Int, logPath: String) throws -> (pid: pid_t, url: String) {
+    let pid = try spawnChild(exe, ["--broker-port", "\(brokerPort)", "--http-port", "0", "--memory"],
+                             environment: [:], logPath: logPath)
+    var url: String?
+    _ = poll(timeoutMs: 15_000) {
+        let log = readText(logPath)
+        guard log.contains("serving app"), let r = log.range(of: "HTTP API on http://") else { return false }
+        url = "http://" + log[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == ":" }
+        return true
+    }
+    guard let url else {
+        endChild(pid)
+        throw HarnessError("the hub did not start: \(readText(logPath))")
+    }
+    return (pid, url)
 }
