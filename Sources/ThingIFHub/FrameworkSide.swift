@@ -243,11 +243,16 @@ public final class FrameworkSide: @unchecked Sendable {
         return r
     }
 
+    /// Every state upload of the thing, oldest first: ("PUT" | "PATCH", the uploaded JSON text).
+    public func stateUploads(of thingID: String) -> [(method: String, body: String)] {
+        store.stateHistory(thingID: thingID, from: 0, to: .max).map { ($0.method, $0.upload) }
+    }
+
     /// Waits until the thing has made at least `count` state uploads.
     public func waitForStateUploads(of thingID: String, count: Int, timeoutMs: Int) -> [(method: String, body: String)] {
         var r: [(method: String, body: String)] = []
         _ = wait(timeoutMs: timeoutMs) {
-            r = thing(thingID)?.stateUploads ?? []
+            r = stateUploads(of: thingID)
             return r.count >= count
         }
         return r

@@ -147,8 +147,8 @@ for step in steps {
         if i >= step.expect.count || step.expect[i] != r.succeeded { failures += 1 }
     }
     if results.all.count != step.expect.count { failures += 1 }
-    let uploads = hub.thing(thingID)?.stateUploads.count ?? 0
-    _ = hub.wait(timeoutMs: 2000) { (hub.thing(thingID)?.stateUploads.count ?? 0) > uploads }
+    let uploads = hub.stateUploads(of: thingID).count
+    _ = hub.wait(timeoutMs: 2000) { hub.stateUploads(of: thingID).count > uploads }
     if let state = hub.thing(thingID)?.state { say("   ⇢ state now: \(state)") }
 }
 say("")

@@ -89,7 +89,7 @@ struct StateTests {
             let (t, tid) = try env.onlineAircon(start: false)
             #expect(ct_update_state(t.ct, #"{"power":true}"#) == RC.ok)
             #expect(ct_update_firmware_version(t.ct, "1.0.1") == RC.ok)
-            #expect(env.hub.thing(tid)?.stateUploads.isEmpty == true)
+            #expect(env.hub.stateUploads(of: tid).isEmpty)
             #expect(ct_start(t.ct) == RC.ok)
             #expect(env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 5000).count == 1)
             #expect(poll { env.hub.thing(tid)?.firmwareVersion == "1.0.1" })

@@ -37,14 +37,12 @@ public struct ThingRecord: Sendable {
     public var owners: [String]
     /// The latest full state (JSON text), after PATCHes applied.
     public var state: String?
-    /// Every state upload, oldest first: ("PUT" | "PATCH", the uploaded JSON text).
-    public var stateUploads: [(method: String, body: String)]
     public var createdAt: Int64
 
     public init(thingID: String, vendorThingID: String?, password: String?, thingType: String?,
                 firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
                 installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
-                stateUploads: [(method: String, body: String)] = [], createdAt: Int64) {
+                createdAt: Int64) {
         self.thingID = thingID
         self.vendorThingID = vendorThingID
         self.password = password
@@ -55,7 +53,6 @@ public struct ThingRecord: Sendable {
         self.installations = installations
         self.owners = owners
         self.state = state
-        self.stateUploads = stateUploads
         self.createdAt = createdAt
     }
 }

@@ -95,7 +95,6 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             guard var t = d.things[thingID] else { return nil }
             let merged = StateMerge.apply(method: method, upload: upload, to: t.state)
             t.state = merged
-            t.stateUploads.append((method, upload))
             d.things[thingID] = t
             d.history[thingID, default: []].append(StateSample(thingID: thingID, at: at, method: method,
                                                                upload: upload, state: merged))

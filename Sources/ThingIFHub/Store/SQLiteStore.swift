@@ -181,10 +181,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                data_grouping_interval, state, created_at FROM things
         """
 
-    /// The whole record of the thing the clause selects. The uploads list is
-    /// read from state_samples on every call: fine for the tests and for small
-    /// hubs, but its cost grows with the history (the framework side looks
-    /// things up often); a later schema can leave it out of lookups.
+    /// The whole record of the thing the clause selects (without its state
+    /// history: stateHistory reads that, so lookups stay cheap).
     private static func thing(_ c: SQLiteConnection, where clause: String, _ value: String) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
         guard var t = try c.first(thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)], {
@@ -197,9 +195,6 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             t.installations[$0.string(0)] = $0.string(1)
         }
         t.owners = try c.rows("SELECT owner FROM thing_owners WHERE thing_id = ? ORDER BY rowid", id) { $0.string(0) }
-        t.stateUploads = try c.rows("SELECT method, upload FROM state_samples WHERE thing_id = ? ORDER BY id", id) {
-            (method: $0.string(0), body: $0.string(1))
-        }
         return t
     }
 
