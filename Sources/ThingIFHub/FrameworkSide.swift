@@ -26,9 +26,20 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Subscribe through the shared group $share/thingif-hub/… so that
         /// several framework processes split the request stream.
         public var sharedSubscription: Bool
+        /// The hub's own broker identity: a dynamic-security client allowed
+        /// to administer the plugin ($CONTROL/dynamic-security/#).
+        public var brokerUsername: String?
+        public var brokerPassword: String?
+        /// TLS to the broker: the CA that signed its certificate, and an
+        /// optional client certificate and key (mutual TLS).
+        public var brokerTLS: TLSFiles?
+        /// The broker's TLS port given to things in mqttEndpoint.portSSL (0: none).
+        public var advertisedTLSPort: Int?
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
-                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true) {
+                    advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
+                    brokerUsername: String? = nil, brokerPassword: String? = nil, brokerTLS: TLSFiles? = nil,
+                    advertisedTLSPort: Int? = nil) {
             self.appID = appID
             self.appKey = appKey
             self.brokerHost = brokerHost
@@ -36,6 +47,21 @@ public final class FrameworkSide: @unchecked Sendable {
             self.advertisedHost = advertisedHost
             self.advertisedPort = advertisedPort
             self.sharedSubscription = sharedSubscription
+            self.brokerUsername = brokerUsername
+            self.brokerPassword = brokerPassword
+            self.brokerTLS = brokerTLS
+            self.advertisedTLSPort = advertisedTLSPort
+        }
+    }
+
+    public struct TLSFiles: Sendable, Equatable {
+        public var caFile: String
+        public var certFile: String?
+        public var keyFile: String?
+        public init(caFile: String, certFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile
+            self.certFile = certFile
+            self.keyFile = keyFile
         }
     }
 
