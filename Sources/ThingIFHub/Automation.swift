@@ -10,18 +10,8 @@ import Glibc
 // thing's MQTT installations:
 // {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing.
 
-/// Limits of the thing automation API (documented in docs/openapi.yaml).
-public enum AutomationLimits {
-    public static let maxName = 64
-    public static let maxActionSets = 100
-    public static let maxTimerTriggers = 100
-    public static let maxActionsPerSet = 100
-    public static let maxActionSetsPerTrigger = 16
-    public static let minRecurrenceMs: Int64 = 5 * 60_000
-    public static let maxRecurrenceMs: Int64 = 5 * 7 * 86_400_000
-    public static let zoneinfo = "/usr/share/zoneinfo"
-    static let unitMs: [String: Int64] = ["minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000]
-}
+// Limits: ThingIF.AutomationLimits, shared with the thing, which refuses a
+// configuration over them.
 
 extension FrameworkSide {
     // MARK: reading

@@ -75,10 +75,11 @@ struct TimerTrigger {
 /// engine keeps it in `Thing.Shared`.
 final class Automation {
     static let fileName = "automation.json"
-    static let maxNameBytes = 64
-    static let maxActionSetsPerTrigger = 16
-    static let minRecurrenceMinutes: Int64 = 5
-    static let maxRecurrenceMinutes: Int64 = 5 * 10080
+    // The limits are AutomationLimits (Wire/), shared with the hub.
+    static let maxNameBytes = AutomationLimits.maxName
+    static let maxActionSetsPerTrigger = AutomationLimits.maxActionSetsPerTrigger
+    static let minRecurrenceMinutes: Int64 = AutomationLimits.minRecurrenceMs / 60_000
+    static let maxRecurrenceMinutes: Int64 = AutomationLimits.maxRecurrenceMs / 60_000
 
     private let storage: Storage
     var sets: [ActionSet] = []
@@ -146,14 +147,14 @@ final class Automation {
         if let r = t.recurrence {
             let minutes = r.unit.minutes * Int64(r.count)
             if r.count < 1 || minutes < minRecurrenceMinutes || minutes > maxRecurrenceMinutes {
-                return "timer trigger \(t.name): a recurrence of \(r.count) \(r.unit.rawValue)(s) is outside 5 minutes .. 5 weeks"
+                return "timer trigger \(t.name): a recurrence of \(r.count) \(r.unit.rawValue)(s) is outside 5 minutes .. 5 weeks (AutomationLimits.minRecurrenceMs, maxRecurrenceMs)"
             }
         }
         if TimeZoneRules.load(t.timeZone) == nil {
             return "timer trigger \(t.name): unknown time zone \"\(t.timeZone)\" (not in \(TimeZoneRules.directory))"
         }
         if t.actionSets.isEmpty || t.actionSets.count > maxActionSetsPerTrigger {
-            return "timer trigger \(t.name): it needs 1 to \(maxActionSetsPerTrigger) action sets, it has \(t.actionSets.count)"
+            return "timer trigger \(t.name): it needs 1 to \(maxActionSetsPerTrigger) action sets (AutomationLimits.maxActionSetsPerTrigger), it has \(t.actionSets.count)"
         }
         for s in t.actionSets where !knownSets(s) {
             return "timer trigger \(t.name): no action set named \"\(s)\""

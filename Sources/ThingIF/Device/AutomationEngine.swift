@@ -224,6 +224,9 @@ extension Thing {
     // MARK: remote configuration
 
     /// The framework's desired configuration (retained on p/{mqttTopic}/config).
+    /// Applied only when its version is higher than the applied one (kept in
+    /// automation.json across restarts) and it is within AutomationLimits;
+    /// otherwise nothing changes and a log line says why.
     func applyRemoteConfig(_ payload: [UInt8]) {
         let now = epochNow()
         switch parseRemoteConfig(payload, now: now) {
@@ -233,7 +236,7 @@ extension Thing {
             guard let (version, sets, triggers) = config else { return }
             let saved = shared.withLock { s -> Bool in
                 let a = s.automation
-                let setNames = Set(sets.map(\.name)), triggerNames = Set(triggers.map(\.name))
+                let setNames = Set(sets.map { $0.name }), triggerNames = Set(triggers.map { $0.name })
                 a.sets.removeAll { $0.remote || setNames.contains($0.name) }
                 a.sets += sets
                 a.triggers.removeAll { $0.remote || triggerNames.contains($0.name) }
@@ -249,17 +252,40 @@ extension Thing {
         }
     }
 
-    /// nil inside success: this version is applied already.
+    /// nil inside success: not newer than the applied version (logged).
     private func parseRemoteConfig(_ payload: [UInt8], now: Int64)
         -> Result<(Int, [ActionSet], [TimerTrigger])?, StatusMessage> {
+        typealias L = AutomationLimits
+        // Size first: nothing larger is parsed.
+        guard payload.count <= L.maxConfigBytes else {
+            return .failure(StatusMessage("\(payload.count) bytes, over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"))
+        }
         guard case .success(let j) = JSON.parse(payload), j.isObject else { return .failure("not a JSON object") }
         guard let version = j["version"]?.intValue else { return .failure("\"version\" must be an integer") }
-        if shared.withLock({ $0.automation.remoteVersion }) == version {
-            logger.debug("remote configuration version \(version) is applied already")
+        if let applied = shared.withLock({ $0.automation.remoteVersion }), version <= applied {
+            if version == applied {
+                logger.debug("remote configuration version \(version) is applied already")
+            } else {
+                logger.warning("remote configuration version \(version) ignored: version \(applied) is applied, and only a higher version replaces it")
+            }
             return .success(nil)
         }
+        if let v = j["actionSets"], !v.isArray { return .failure("\"actionSets\" must be an array") }
+        if let v = j["timerTriggers"], !v.isArray { return .failure("\"timerTriggers\" must be an array") }
+        // Counts before decoding: a configuration over a limit is refused whole.
+        let setList = j["actionSets"]?.elements ?? [], triggerList = j["timerTriggers"]?.elements ?? []
+        guard setList.count <= L.maxActionSets else {
+            return .failure(StatusMessage("\(setList.count) action sets, over AutomationLimits.maxActionSets (\(L.maxActionSets))"))
+        }
+        guard triggerList.count <= L.maxTimerTriggers else {
+            return .failure(StatusMessage("\(triggerList.count) timer triggers, over AutomationLimits.maxTimerTriggers (\(L.maxTimerTriggers))"))
+        }
         var sets: [ActionSet] = []
-        for e in j["actionSets"]?.elements ?? [] {
+        for e in setList {
+            if let n = e["actions"]?.elements.count, n > L.maxActionsPerSet {
+                let name = e["name"]?.stringValue ?? "?"
+                return .failure(StatusMessage("action set \(name): \(n) actions, over AutomationLimits.maxActionsPerSet (\(L.maxActionsPerSet))"))
+            }
             switch Automation.decodeSet(e) {
             case .failure(let m): return .failure(m)
             case .success(let s):
@@ -267,11 +293,9 @@ extension Thing {
                 sets.append(s)
             }
         }
-        if let v = j["actionSets"], !v.isArray { return .failure("\"actionSets\" must be an array") }
-        if let v = j["timerTriggers"], !v.isArray { return .failure("\"timerTriggers\" must be an array") }
-        let localSets = shared.withLock { s in s.automation.sets.filter { !$0.remote }.map(\.name) }
+        let localSets = shared.withLock { s in s.automation.sets.filter { !$0.remote }.map { $0.name } }
         var triggers: [TimerTrigger] = []
-        for e in j["timerTriggers"]?.elements ?? [] {
+        for e in triggerList {
             switch Automation.decodeTrigger(e) {
             case .failure(let m): return .failure(m)
             case .success(var t):
