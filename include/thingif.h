@@ -486,12 +486,17 @@ thingif_t *thingif_action_thing(const thingif_action *action);
 /**
  * Marks the action as failed. Its result becomes {"succeeded":false,
  * "errorMessage": error_message}. Calling it again replaces the message.
+ * The action fails whatever the message is: bytes that are not UTF-8 are
+ * REPLACED (each invalid sequence becomes U+FFFD), and a NULL message gives
+ * a fixed text.
  *
  * @param action the action.
- * @param error_message why, in words a person can act on. Copied. Not NULL;
- *                   must be UTF-8; at most 1024 bytes are kept.
+ * @param error_message why, in words a person can act on. Copied. UTF-8;
+ *                   at most 1024 bytes are kept.
  *
- * @return THINGIF_OK or THINGIF_ERR_INVALID (NULL argument, not UTF-8).
+ * @return THINGIF_OK (also for a message that was repaired), or
+ * THINGIF_ERR_INVALID for a NULL action (nothing happens) or a NULL
+ * message (the action still fails).
  *
  * @par Thread
  * the handler's own call only.
@@ -537,16 +542,19 @@ thingif_deferred *thingif_action_defer(thingif_action *action);
  * Completes a deferred action and frees the handle.
  *
  * @param deferred from thingif_action_defer(). Invalid after this call,
- *                   whatever it returns.
+ *                   except when it returns THINGIF_ERR_INVALID: the
+ *                   arguments are checked first, and then the handle is
+ *                   untouched and still the caller's, to complete again.
  * @param error_message NULL for success, else why it failed (copied, UTF-8, at
  *                   most 1024 bytes kept).
  * @param data a JSON object for the result's "data", or NULL. STOLEN,
  *                   also on failure.
  *
  * @return THINGIF_OK; THINGIF_ERR_INVALID (NULL deferred, message not
- * UTF-8); THINGIF_ERR_JSON (data not an object; the action then succeeds or
- * fails without data); THINGIF_ERR_STATE (the handle was destroyed, or the
- * command is no longer waiting: nothing is sent).
+ * UTF-8: nothing is completed and the handle stays valid); THINGIF_ERR_JSON
+ * (data not an object; the action then succeeds or fails without data);
+ * THINGIF_ERR_STATE (the handle was destroyed, or the command is no longer
+ * waiting: nothing is sent).
  *
  * @par Thread
  * any, also from inside a callback.

@@ -67,8 +67,16 @@ public func thingif_action_thing(_ a: OpaquePointer?) -> OpaquePointer? {
 
 @c @implementation
 public func thingif_action_fail(_ a: OpaquePointer?, _ error_message: UnsafePointer<CChar>?) -> Int32 {
-    guard let ctx = action(a), let msg = string(error_message) else { return INVALID }
-    ctx.fail(msg)
+    guard let ctx = action(a) else { return INVALID }
+    // The action fails whatever the message: a NULL one is replaced by a
+    // fixed text (and THINGIF_ERR_INVALID returned), invalid UTF-8 is
+    // repaired (each bad sequence becomes U+FFFD).
+    guard let error_message else {
+        ctx.fail("failed (thingif_action_fail was given no message)")
+        return INVALID
+    }
+    ctx.fail(String(decoding: UnsafeRawBufferPointer(start: error_message, count: strlen(error_message)),
+                    as: UTF8.self))
     return OK
 }
 
@@ -99,8 +107,10 @@ public func thingif_deferred_complete(_ deferred: OpaquePointer?, _ error_messag
                                       _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
     let j = data.map { JSON(owning: $0) }  // stolen, also on failure
     guard let deferred else { return INVALID }
-    let d = Unmanaged<DeferredAction>.fromOpaque(UnsafeRawPointer(deferred)).takeRetainedValue()
+    // Check the arguments before taking the handle: after THINGIF_ERR_INVALID
+    // the caller still owns it and may complete it again.
     if error_message != nil && string(error_message) == nil { return INVALID }
+    let d = Unmanaged<DeferredAction>.fromOpaque(UnsafeRawPointer(deferred)).takeRetainedValue()
     guard let th = d.thing else { return THINGIF_ERR_STATE.code }
     let rc = th.completeDeferred(d, errorMessage: string(error_message), data: j.flatMap { $0.isObject ? $0 : nil })
     if rc == OK, let j, !j.isObject { return THINGIF_ERR_JSON.code }

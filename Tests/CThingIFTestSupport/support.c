@@ -630,12 +630,13 @@ int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_mes
             return -1;
     }
     thingif_deferred *d = NULL;
+    char *taken = NULL;
     pthread_mutex_lock(&ct->mu);
     for (int i = 0; i < ct->ndeferred; i++) {
         if (action && strcmp(ct->deferred[i].action, action) != 0)
             continue;
         d = ct->deferred[i].d;
-        free(ct->deferred[i].action);
+        taken = ct->deferred[i].action;
         memmove(&ct->deferred[i], &ct->deferred[i + 1], (size_t)(ct->ndeferred - i - 1) * sizeof(struct pending));
         ct->ndeferred--;
         break;
@@ -645,7 +646,21 @@ int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_mes
         json_decref(data);
         return -2;
     }
-    return thingif_deferred_complete(d, error_message, data); /* steals data */
+    int rc = thingif_deferred_complete(d, error_message, data); /* steals data */
+    if (rc == THINGIF_ERR_INVALID) {
+        /* The header says the handle is still ours: keep it, first in line. */
+        pthread_mutex_lock(&ct->mu);
+        if (ct->ndeferred < CT_MAX_DEFERRED) {
+            memmove(&ct->deferred[1], &ct->deferred[0], (size_t)ct->ndeferred * sizeof(struct pending));
+            ct->deferred[0].action = taken;
+            ct->deferred[0].d = d;
+            ct->ndeferred++;
+            taken = NULL;
+        }
+        pthread_mutex_unlock(&ct->mu);
+    }
+    free(taken);
+    return rc;
 }
 
 int ct_deferred_count(ct_thing *ct)
