@@ -96,8 +96,11 @@ enum thingif_log_level {
 
 /** Options for thingif_set_option(). */
 enum thingif_option {
-    /** Largest command payload accepted, in bytes. A larger message is
-     * dropped with an error log line. Default 65536; range 256 .. 16777216. */
+    /** Largest message accepted, in bytes, on every topic the thing reads
+     * (commands, the framework's replies, the remote configuration). A larger
+     * message is dropped before it is parsed, with an error log line naming
+     * its topic and size; a dropped command gets no result. Default 65536;
+     * range 256 .. 16777216. */
     THINGIF_OPT_MAX_PAYLOAD = 1,
     /** MQTT keepalive in seconds. Default 60; range 5 .. 65535. */
     THINGIF_OPT_KEEPALIVE_S = 2,
@@ -115,7 +118,13 @@ enum thingif_option {
     THINGIF_OPT_OUTBOX_MAX = 6,
     /** How many of the newest command IDs the ledger remembers, so that a
      * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
-    THINGIF_OPT_LEDGER_SIZE = 7
+    THINGIF_OPT_LEDGER_SIZE = 7,
+    /** How many received messages the thing holds before its loop handles
+     * them. At this bound the loop handles the held messages before it
+     * reads the socket again, so a slow handler slows the reading and the
+     * broker holds the rest (MQTT flow control): no message is dropped.
+     * Default 64; range 1 .. 100000. See docs/FAILURE_MODEL.md. */
+    THINGIF_OPT_INBOX_MAX = 8
 };
 
 /**
@@ -237,17 +246,28 @@ int thingif_set_option(thingif_t *t, int option, long value);
 int thingif_set_broker(thingif_t *t, const char *host, int port);
 
 /**
- * Makes every connection use TLS. The files are checked for readability
- * now and read by libmosquitto at connect time.
+ * Makes every connection of the handle use TLS: the bootstrap connection of
+ * thingif_onboard() / thingif_use_onboarded() and the thing's own
+ * connection. Once set, the handle never connects in plain text: a TLS
+ * setup or handshake failure makes onboarding return THINGIF_ERR_TLS, and
+ * on the running connection gives an error log line and a retry after the
+ * reconnect backoff. With TLS the thing connects to the mqttEndpoint's
+ * portSSL when the framework gives one (> 0), else to the port of
+ * thingif_set_broker(); never to portTCP. The server certificate is
+ * verified against cafile, host name included. A connection made before
+ * this call is dropped; the next one uses TLS.
+ * The files are checked for readability now and read by libmosquitto at
+ * connect time.
  *
  * @param t the handle.
  * @param cafile PEM file of trusted CAs. Copied. Not NULL.
- * @param certfile client certificate (PEM), or NULL for none. Copied.
+ * @param certfile client certificate (PEM) for mutual TLS, or NULL for none. Copied.
  * @param keyfile its private key (PEM), or NULL; given exactly when certfile is.
  *
- * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL cafile or only one of
- * certfile/keyfile; THINGIF_ERR_TLS when a file cannot be read;
- * THINGIF_ERR_STATE while a loop runs.
+ * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL handle, a NULL or empty
+ * cafile, or a path that is not UTF-8; THINGIF_ERR_TLS (with an error log
+ * line) when a file cannot be read or only one of certfile/keyfile is given
+ * (TLS is then not set); THINGIF_ERR_STATE while a loop runs.
  *
  * @par Thread
  * any, before thingif_onboard() / thingif_use_onboarded().

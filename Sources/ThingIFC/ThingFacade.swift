@@ -67,6 +67,7 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
         switch UInt32(bitPattern: option) {
         case THINGIF_OPT_MAX_PAYLOAD.rawValue: return set(256...16_777_216) { $0.maxPayload = value }
         case THINGIF_OPT_KEEPALIVE_S.rawValue: return set(5...65535) { $0.keepaliveS = value }
+        case THINGIF_OPT_INBOX_MAX.rawValue: return set(1...100_000) { $0.inboxMax = value }
         case THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue: return set(100...600_000) { $0.requestTimeoutMs = value }
         case THINGIF_OPT_RECONNECT_MIN_MS.rawValue: return set(10...3_600_000) { $0.reconnectMinMs = value }
         case THINGIF_OPT_RECONNECT_MAX_MS.rawValue: return set(10...3_600_000) { $0.reconnectMaxMs = value }
@@ -89,18 +90,25 @@ public func thingif_set_broker(_ t: OpaquePointer?, _ host: UnsafePointer<CChar>
 @c @implementation
 public func thingif_set_tls(_ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?, _ certfile: UnsafePointer<CChar>?,
                             _ keyfile: UnsafePointer<CChar>?) -> Int32 {
-    guard let th = thing(t), let ca = nonEmpty(cafile), (certfile == nil) == (keyfile == nil) else { return INVALID }
+    guard let th = thing(t), let ca = nonEmpty(cafile) else { return INVALID }
     let cert = string(certfile), key = string(keyfile)
     if (certfile != nil && cert == nil) || (keyfile != nil && key == nil) { return INVALID }
     if th.isLoopRunning { return THINGIF_ERR_STATE.code }
-    for f in [ca, cert, key].compactMap({ $0 }) where !Platform.isReadableFile(f) {
-        th.logger.error("TLS file \(f) cannot be read")
+    guard (cert == nil) == (key == nil) else {
+        th.logger.error("TLS: a client certificate needs its key and a key its certificate; TLS not set")
         return THINGIF_ERR_TLS.code
     }
-    return th.configure { c in
+    for f in [ca, cert, key].compactMap({ $0 }) where !Platform.isReadableFile(f) {
+        th.logger.error("TLS file \(f) cannot be read; TLS not set")
+        return THINGIF_ERR_TLS.code
+    }
+    let rc = th.configure { c in
         c.tls = (ca, cert, key)
         return OK
     }
+    // A connection made before uses the old settings: the next one uses TLS.
+    th.resetConnection()
+    return rc
 }
 
 @c @implementation

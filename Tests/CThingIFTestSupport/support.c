@@ -31,6 +31,7 @@ struct behavior {
     int upload_mode; /* 0 none, 1 PUT, 2 PATCH */
     int probe;
     int defer;
+    int sleep_ms;
 };
 
 /* A deferred action waiting for ct_complete_deferred. */
@@ -440,7 +441,7 @@ static void handle(thingif_action *a, void *userdata)
 
     /* Copy the behavior out, then act without the lock. */
     char *fail_message = NULL, *data_json = NULL;
-    int upload_mode = 0, do_probe = 0, do_defer = 0;
+    int upload_mode = 0, do_probe = 0, do_defer = 0, sleep_ms = 0;
     pthread_mutex_lock(&ct->mu);
     struct behavior *b = find_behavior_locked(ct, name);
     if (b) {
@@ -449,8 +450,12 @@ static void handle(thingif_action *a, void *userdata)
         upload_mode = b->upload_mode;
         do_probe = b->probe;
         do_defer = b->defer;
+        sleep_ms = b->sleep_ms;
     }
     pthread_mutex_unlock(&ct->mu);
+
+    if (sleep_ms > 0)
+        usleep((useconds_t)sleep_ms * 1000);
 
     if (do_probe) {
         json_t *allowed = NULL;
@@ -609,6 +614,26 @@ int ct_behave_upload_state(ct_thing *ct, const char *action, int mode)
         b->upload_mode = mode;
     pthread_mutex_unlock(&ct->mu);
     return b ? 0 : -1;
+}
+
+int ct_behave_sleep(ct_thing *ct, const char *action, int ms)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        b->sleep_ms = ms;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const char *keyfile)
+{
+    return thingif_set_tls(ct->t, cafile, certfile, keyfile);
+}
+
+void *ct_handle(ct_thing *ct)
+{
+    return ct->t;
 }
 
 int ct_behave_defer(ct_thing *ct, const char *action, int on)
@@ -1112,8 +1137,8 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_broker(t, "127.0.0.1", 65536), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_broker(t, "127.0.0.1", 1883), THINGIF_OK);
     CHECK_RC(thingif_set_tls(t, NULL, NULL, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_set_tls(t, ca, ca, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_set_tls(t, ca, NULL, ca), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_tls(t, ca, ca, NULL), THINGIF_ERR_TLS); /* a certificate without its key */
+    CHECK_RC(thingif_set_tls(t, ca, NULL, ca), THINGIF_ERR_TLS);
     CHECK_RC(thingif_set_tls(t, "/nonexistent/thingif/ca.pem", NULL, NULL), THINGIF_ERR_TLS);
     CHECK_RC(thingif_set_tls(t, ca, "/nonexistent/thingif/cert.pem", "/nonexistent/thingif/key.pem"),
              THINGIF_ERR_TLS);

@@ -84,7 +84,7 @@ def test_bad_arguments_raise_with_the_right_status(tmp_path):
             == thingif.Status.ERR_INVALID
         assert status_of(lambda: t.on_alias_action("", "x", lambda a: None)) == thingif.Status.ERR_INVALID
         assert status_of(lambda: t.set_tls("/nonexistent/ca.pem")) == thingif.Status.ERR_TLS
-        assert status_of(lambda: t.set_tls("/nonexistent/ca.pem", certfile="c.pem")) == thingif.Status.ERR_INVALID
+        assert status_of(lambda: t.set_tls("/nonexistent/ca.pem", certfile="c.pem")) == thingif.Status.ERR_TLS
         assert status_of(lambda: t.update_state({"power": True})) == thingif.Status.ERR_NOT_ONBOARDED
         assert status_of(lambda: t.update_state([1, 2])) in (thingif.Status.ERR_JSON, thingif.Status.ERR_NOT_ONBOARDED)
         assert status_of(lambda: t.update_state({"x": float("nan")})) == thingif.Status.ERR_JSON

@@ -55,6 +55,7 @@ class Option(enum.IntEnum):
     RECONNECT_MAX_MS = 5
     OUTBOX_MAX = 6
     LEDGER_SIZE = 7
+    INBOX_MAX = 8
 
 
 _PY_LEVELS = {

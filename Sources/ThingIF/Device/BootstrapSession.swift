@@ -12,6 +12,8 @@ final class BootstrapSession {
     private var subscribeMid: Int32 = -1
     private var replies: [MqttClient.Message] = []
     private var counter = 0
+    /// The error that ended the connection inside pump, if any.
+    private var lostWith: Int32?
     /// One deadline for the whole session: connect, subscribe and every request.
     let deadline: Int64
 
@@ -32,7 +34,10 @@ final class BootstrapSession {
         client = c
         _ = c.setCredentials(username: thing.appID, password: thing.appKey)
         if let tls = config.tls {
-            guard c.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile) == MOSQ_ERR_SUCCESS.rawValue else {
+            // Never plain text once TLS is set.
+            let rc = c.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                thing.logger.error("TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS")
                 return THINGIF_ERR_TLS.code
             }
         }
@@ -40,14 +45,17 @@ final class BootstrapSession {
         c.onSubscribe = { [unowned self] mid in if mid == self.subscribeMid { self.subscribed = true } }
         c.onMessage = { [unowned self] m in self.replies.append(m) }
         c.onLog = { [unowned self] line in self.thing.logger.debug("bootstrap mqtt: \(line)") }
+        let tlsNote = config.tls != nil ? " (TLS)" : ""
         let rc = c.connect(host: config.host, port: config.port, keepalive: config.keepaliveS)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            thing.logger.error("cannot connect to \(config.host):\(config.port): \(MqttClient.describe(rc))")
+            thing.logger.error("cannot connect to \(config.host):\(config.port)\(tlsNote): \(MqttClient.describe(rc))")
             return rc == MOSQ_ERR_TLS.rawValue ? THINGIF_ERR_TLS.code : THINGIF_ERR_CONNECT.code
         }
         guard pump(until: { self.connack != nil }) else {
-            thing.logger.error("no CONNACK from \(config.host):\(config.port)")
-            return THINGIF_ERR_CONNECT.code
+            thing.logger.error("no CONNACK from \(config.host):\(config.port)\(tlsNote)")
+            // A TLS handshake that fails in the loop (a wrong CA, a refused
+            // client certificate) is a TLS error too.
+            return lostWith == MOSQ_ERR_TLS.rawValue ? THINGIF_ERR_TLS.code : THINGIF_ERR_CONNECT.code
         }
         guard connack == 0 else {
             thing.logger.error("the broker refused the bootstrap connection: \(MqttClient.describeConnack(connack!))")
@@ -69,6 +77,7 @@ final class BootstrapSession {
             if Platform.nowMs() >= deadline { return false }
             let rc = c.loop(timeoutMs: 50)
             if rc != MOSQ_ERR_SUCCESS.rawValue {
+                lostWith = rc
                 thing.logger.error("bootstrap connection lost: \(MqttClient.describe(rc))")
                 return false
             }

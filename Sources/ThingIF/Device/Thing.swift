@@ -17,6 +17,10 @@ final class Thing: @unchecked Sendable {
         var port = 1883
         var tls: (cafile: String, certfile: String?, keyfile: String?)?
         var maxPayload = 65536
+        /// THINGIF_OPT_INBOX_MAX: received messages held before the loop
+        /// handles them. At the bound the socket is not read until the loop
+        /// has handled one (docs/FAILURE_MODEL.md, "The inbox").
+        var inboxMax = Thing.defaultInboxMax
         var keepaliveS = 60
         var requestTimeoutMs = 10_000
         var reconnectMinMs = 500
@@ -46,7 +50,11 @@ final class Thing: @unchecked Sendable {
         var subscribeMid: Int32 = -1
         var reconnectAttempt = 0
         var nextConnectAt: Int64 = 0
+        /// Received messages the loop has not handled yet; at most
+        /// config.inboxMax (see received(_:)).
         var inbox: [MqttClient.Message] = []
+        /// The most messages the inbox has held (a test hook).
+        var inboxHighWater = 0
         var requestCounter = 0
         /// Requests waiting for the framework's answer (persisted).
         let outbox: Outbox
@@ -76,6 +84,7 @@ final class Thing: @unchecked Sendable {
     static let sendBatch = 64
     static let defaultOutboxCapacity = 256
     static let defaultLedgerCapacity = 1000
+    static let defaultInboxMax = 64
 
     let appID: String
     let appKey: String
@@ -419,7 +428,10 @@ final class Thing: @unchecked Sendable {
             }
             guard connect() else { return THINGIF_ERR_NO_CONN.code }
         }
-        if let client = shared.withLock({ $0.client }) {
+        // At the inbox bound the socket is not read: the broker holds what
+        // follows (received(_:) keeps this from happening in practice).
+        let (clientOpt, inboxFull) = shared.withLock { ($0.client, $0.inbox.count >= $0.config.inboxMax) }
+        if !inboxFull, let client = clientOpt {
             let rc = client.loop(timeoutMs: timeoutMs)
             if rc != MOSQ_ERR_SUCCESS.rawValue {
                 connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
@@ -473,8 +485,18 @@ final class Thing: @unchecked Sendable {
             _ = client.setCredentials(username: ep.username.isEmpty ? nil : ep.username,
                                       password: ep.password.isEmpty ? nil : ep.password)
             if let tls = config.tls {
+                // Never a plain-text connection once TLS is set: a TLS setup
+                // that fails is retried with the backoff, like a refused one.
                 let rc = client.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
-                if rc != MOSQ_ERR_SUCCESS.rawValue { logger.error("TLS setup failed: \(MqttClient.describe(rc))") }
+                if rc != MOSQ_ERR_SUCCESS.rawValue {
+                    let attempt = shared.withLock { s -> Int in
+                        scheduleReconnect(&s)
+                        return s.reconnectAttempt
+                    }
+                    let line = "TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS"
+                    if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
+                    return false
+                }
             }
             _ = client.setWill(topic: Topics.status(clientID: ep.mqttTopic), payload: Array("offline".utf8))
             client.onConnect = { [unowned self, unowned client] rc in self.connected(rc, client: client) }
@@ -494,26 +516,49 @@ final class Thing: @unchecked Sendable {
                                        qos: 1, retain: true)
                 }
             }
-            client.onMessage = { [unowned self] m in self.shared.withLock { $0.inbox.append(m) } }
+            client.onMessage = { [unowned self] m in self.received(m) }
             client.onLog = { [unowned self] line in self.logger.debug("mqtt: \(line)") }
             shared.withLock { $0.client = client }
         }
         let host = ep.host.isEmpty ? config.host : ep.host
-        var port = ep.portTCP > 0 ? ep.portTCP : config.port
-        if config.tls != nil && ep.portSSL > 0 { port = ep.portSSL }
+        let port = Thing.port(of: ep, config: config)
         let rc = client.connect(host: host, port: port, keepalive: config.keepaliveS, sessionExpiry: Thing.sessionExpiryS)
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let attempt = shared.withLock { s -> Int in
                 scheduleReconnect(&s)
                 return s.reconnectAttempt
             }
-            let line = "cannot connect to \(host):\(port): \(MqttClient.describe(rc))"
+            let tls = config.tls != nil ? " (TLS)" : ""
+            let line = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
             if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
             return false
         }
         shared.withLock { $0.socketOpen = true }
         logger.debug("connecting to \(host):\(port) as \(ep.mqttTopic)")
         return true
+    }
+
+    /// The thing's port: with TLS, the endpoint's portSSL when it gives one,
+    /// else thingif_set_broker's port, never portTCP; without TLS, portTCP
+    /// when given, else thingif_set_broker's port.
+    static func port(of ep: MQTTEndpoint, config: Config) -> Int {
+        if config.tls != nil { return ep.portSSL > 0 ? ep.portSSL : config.port }
+        return ep.portTCP > 0 ? ep.portTCP : config.port
+    }
+
+    /// Drops the connection, so that the next one is made with the current
+    /// configuration (thingif_set_tls after onboarding). Not while a loop runs.
+    func resetConnection() {
+        let previous = shared.withLock { s -> MqttClient? in
+            let c = s.client
+            s.client = nil
+            s.socketOpen = false
+            s.connected = false
+            s.subscribed = false
+            s.nextConnectAt = 0
+            return c
+        }
+        previous?.disconnect()
     }
 
     /// CONNACK (on the loop thread, inside libmosquitto's loop).
@@ -540,14 +585,38 @@ final class Thing: @unchecked Sendable {
 
     // MARK: inbound
 
+    /// A message from libmosquitto (loop thread, inside client.loop). One
+    /// over THINGIF_OPT_MAX_PAYLOAD is dropped here, whatever its topic,
+    /// before anything parses it. When the inbox reaches its bound, the
+    /// loop handles messages now, before libmosquitto reads the next packet:
+    /// the inbox never holds more than config.inboxMax, nothing is dropped,
+    /// and while a slow handler runs the socket is not read, so the broker
+    /// (and TCP) hold what follows.
+    func received(_ m: MqttClient.Message) {
+        let outcome = shared.withLock { s -> (oversize: Int?, full: Bool) in
+            if m.payload.count > s.config.maxPayload { return (s.config.maxPayload, false) }
+            s.inbox.append(m)
+            s.inboxHighWater = max(s.inboxHighWater, s.inbox.count)
+            return (nil, s.inbox.count >= s.config.inboxMax)
+        }
+        if let limit = outcome.oversize {
+            logger.error("dropped a message of \(m.payload.count) bytes on \(m.topic): over the limit of \(limit) bytes (THINGIF_OPT_MAX_PAYLOAD)")
+            return
+        }
+        if outcome.full { processInbox() }
+    }
+
     private func processInbox() {
         while true {
             let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
                 guard let id = s.identity else { return nil }
                 // Results are never dropped: while they fill the outbox, new
                 // commands wait here until the framework answers. The replies
-                // behind them are taken, since they are what empties it.
-                let commandsWait = s.outbox.resultCount >= s.outbox.capacity
+                // behind them are taken, since they are what empties it. A
+                // full inbox runs its commands anyway (results may exceed the
+                // outbox's capacity): otherwise the socket would stay unread
+                // and the replies that empty the outbox would never come.
+                let commandsWait = s.outbox.resultCount >= s.outbox.capacity && s.inbox.count < s.config.inboxMax
                 guard let i = s.inbox.firstIndex(where: { !commandsWait || $0.topic != id.endpoint.mqttTopic })
                 else { return nil }
                 return (s.inbox.remove(at: i), id, s.config.maxPayload)

@@ -72,9 +72,16 @@ int ct_behave_defer(ct_thing *ct, const char *action, int on);
  * data_json is any JSON text (not only objects) or NULL. Returns the
  * library's status, -1 for unparsable data_json, -2 when no handle is kept. */
 int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_message, const char *data_json);
+/* (ct_complete_deferred: on THINGIF_ERR_INVALID the library leaves the handle
+ * valid, so it is kept, first in line, for the next call.) */
+/* The handler of `action` sleeps ms milliseconds (a slow device). */
+int ct_behave_sleep(ct_thing *ct, const char *action, int ms);
+/* The thingif_t * inside (for a Swift test hook on the library's internals). */
+void *ct_handle(ct_thing *ct);
 int ct_deferred_count(ct_thing *ct);
 
 int ct_set_broker(ct_thing *ct, const char *host, int port);
+int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const char *keyfile);
 
 /* Loop control. ct_stop is bounded like ct_free (-1 on a timeout). */
 int ct_start(ct_thing *ct);

@@ -1,0 +1,281 @@
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import Testing
+@testable import ThingIF
+import ThingIFHub
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// "Deployable security", the device side: the thing checks what it applies.
+/// Remote configuration (versions, limits), THINGIF_OPT_MAX_PAYLOAD on every
+/// topic, the bounded inbox, argument checks of the action API, TLS.
+@Suite("Device security")
+struct DeviceSecurityTests {
+    static let notFound = Int32(THINGIF_ERR_NOT_FOUND.rawValue)
+    static let exists = Int32(THINGIF_ERR_EXISTS.rawValue)
+    static let tls = Int32(THINGIF_ERR_TLS.rawValue)
+
+    /// The thing's MQTT topic (its client ID).
+    func mqttTopic(_ env: Env, _ tid: String) throws -> String {
+        try #require(env.hub.thing(tid)?.installations.values.sorted().first)
+    }
+
+    /// A configuration with the named action sets (one turnPower action
+    /// each) and no timer triggers.
+    static func config(version: Int, sets: [String]) -> String {
+        let list = sets.map {
+            #"{"name":"\#($0)","actions":[{"schema":"\#(Aircon.schema)","schemaVersion":1,"action":"turnPower","params":{"power":true}}]}"#
+        }
+        return #"{"version":\#(version),"actionSets":[\#(list.joined(separator: ","))],"timerTriggers":[]}"#
+    }
+
+    func publishConfig(_ env: Env, _ topic: String, _ text: String) throws {
+        try #require(env.hub.publishRetained(topic: "p/\(topic)/config", payload: Array(text.utf8)))
+    }
+
+    // MARK: 1. remote configuration
+
+    @Test("Remote configuration: only a higher version applies; lower and equal ones are ignored with a log line, also after a restart")
+    func configVersions() throws {
+        try withEnv { env in
+            var (t, tid) = try env.onlineAircon()
+            let topic = try mqttTopic(env, tid)
+            try publishConfig(env, topic, Self.config(version: 2, sets: ["a"]))
+            #expect(t.waitForLog("applied remote configuration version 2"), "logs:\n\(t.logs)")
+            #expect(ct_action_set_create(t.ct, "a") == Self.exists)
+
+            // Lower: ignored, with a log line.
+            try publishConfig(env, topic, Self.config(version: 1, sets: ["b"]))
+            #expect(t.waitForLog("remote configuration version 1 ignored: version 2 is applied"), "logs:\n\(t.logs)")
+            #expect(ct_action_set_execute(t.ct, "b") == Self.notFound)
+            // Equal: ignored too (a debug line), the content is not looked at.
+            try publishConfig(env, topic, Self.config(version: 2, sets: ["c"]))
+            usleep(300_000)
+            #expect(ct_action_set_execute(t.ct, "c") == Self.notFound)
+            #expect(t.logs.components(separatedBy: "applied remote configuration version 2").count == 2)
+
+            // A restart: the applied version was kept in storage_dir, so the
+            // retained lower version is still refused.
+            try publishConfig(env, topic, Self.config(version: 1, sets: ["b"]))
+            usleep(200_000)
+            t.destroy()
+            (t, _) = try env.onlineAircon()
+            #expect(t.waitForLog("remote configuration version 1 ignored: version 2 is applied"), "logs:\n\(t.logs)")
+            #expect(ct_action_set_execute(t.ct, "b") == Self.notFound)
+            #expect(ct_action_set_create(t.ct, "a") == Self.exists)
+
+            // Higher: applied, and it replaces the remote sets.
+            try publishConfig(env, topic, Self.config(version: 3, sets: ["d"]))
+            #expect(t.waitForLog("applied remote configuration version 3"), "logs:\n\(t.logs)")
+            #expect(ct_action_set_create(t.ct, "d") == Self.exists)
+            #expect(ct_action_set_execute(t.ct, "a") == Self.notFound)
+        }
+    }
+
+    @Test("Remote configuration over a limit is refused whole, with a log line naming the limit; the version is not taken")
+    func configLimits() throws {
+        try withEnv { env in
+            let (t, tid) = try env.onlineAircon { t in
+                // Let the config-size limit, not the payload limit, speak.
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_MAX_PAYLOAD.rawValue), 1 << 20) == RC.ok)
+            }
+            let topic = try mqttTopic(env, tid)
+            typealias L = AutomationLimits
+            let action = #"{"schema":"\#(Aircon.schema)","schemaVersion":1,"action":"turnPower","params":{"power":true}}"#
+
+            // Too many action sets.
+            try publishConfig(env, topic, Self.config(version: 10, sets: (0...L.maxActionSets).map { "s\($0)" }))
+            #expect(t.waitForLog("\(L.maxActionSets + 1) action sets, over AutomationLimits.maxActionSets (\(L.maxActionSets))"),
+                    "logs:\n\(t.logs)")
+            // Too many actions in one set.
+            let actions = Array(repeating: action, count: L.maxActionsPerSet + 1).joined(separator: ",")
+            try publishConfig(env, topic, #"{"version":11,"actionSets":[{"name":"big","actions":[\#(actions)]}]}"#)
+            #expect(t.waitForLog("action set big: \(L.maxActionsPerSet + 1) actions, over AutomationLimits.maxActionsPerSet"),
+                    "logs:\n\(t.logs)")
+            // Too many timer triggers (refused before any is decoded).
+            let timers = Array(repeating: "{}", count: L.maxTimerTriggers + 1).joined(separator: ",")
+            try publishConfig(env, topic, #"{"version":12,"actionSets":[],"timerTriggers":[\#(timers)]}"#)
+            #expect(t.waitForLog("\(L.maxTimerTriggers + 1) timer triggers, over AutomationLimits.maxTimerTriggers"),
+                    "logs:\n\(t.logs)")
+            // Too many action sets in one timer trigger.
+            let names = (0...L.maxActionSetsPerTrigger).map { "s\($0)" }
+            let sets = names.map { #"{"name":"\#($0)","actions":[\#(action)]}"# }.joined(separator: ",")
+            let quoted = names.map { "\"\($0)\"" }.joined(separator: ",")
+            let future = Int64(Date().timeIntervalSince1970 * 1000) + 3_600_000
+            try publishConfig(env, topic, #"{"version":13,"actionSets":[\#(sets)],"timerTriggers":[{"name":"wide","fireDate":\#(future),"timeZone":"UTC","actionSets":[\#(quoted)],"enabled":true}]}"#)
+            #expect(t.waitForLog("AutomationLimits.maxActionSetsPerTrigger"), "logs:\n\(t.logs)")
+            // Too large.
+            let pad = String(repeating: "x", count: L.maxConfigBytes)
+            try publishConfig(env, topic, #"{"version":14,"actionSets":[],"pad":"\#(pad)"}"#)
+            #expect(t.waitForLog("over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"), "logs:\n\(t.logs)")
+
+            #expect(t.logs.components(separatedBy: "remote configuration refused, nothing applied").count - 1 == 5)
+            #expect(!t.logContains("applied remote configuration"))
+            #expect(ct_action_set_execute(t.ct, "s0") == Self.notFound)
+            // None of the refused versions was taken: version 5 still applies.
+            try publishConfig(env, topic, Self.config(version: 5, sets: ["ok"]))
+            #expect(t.waitForLog("applied remote configuration version 5"), "logs:\n\(t.logs)")
+            #expect(ct_action_set_create(t.ct, "ok") == Self.exists)
+            try env.expectAlive(tid)
+        }
+    }
+
+    // MARK: 2. THINGIF_OPT_MAX_PAYLOAD on every topic
+
+    @Test("A message over THINGIF_OPT_MAX_PAYLOAD is dropped before parsing on every topic: commands, replies, configuration")
+    func maxPayloadEveryTopic() throws {
+        try withEnv { env in
+            let (t, tid) = try env.onlineAircon { t in
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_MAX_PAYLOAD.rawValue), 512) == RC.ok)
+            }
+            let topic = try mqttTopic(env, tid)
+            let pad = String(repeating: "x", count: 600)
+            // Configuration: valid, but too large for this thing.
+            let config = #"{"version":1,"actionSets":[{"name":"big","actions":[{"schema":"\#(Aircon.schema)","schemaVersion":1,"action":"turnPower","params":{"pad":"\#(pad)"}}]}]}"#
+            try publishConfig(env, topic, config)
+            #expect(t.waitForLog("bytes on p/\(topic)/config: over the limit of 512 bytes"), "logs:\n\(t.logs)")
+            #expect(!t.logContains("remote configuration"), "the oversized configuration was parsed")
+            #expect(ct_action_set_execute(t.ct, "big") == Self.notFound)
+            // A reply.
+            let reply = "200\r\nX-Kii-RequestID: nobody\r\n\r\n{\"pad\":\"\(pad)\"}"
+            try #require(env.hub.publishRaw(topic: "p/\(topic)/resp", payload: Array(reply.utf8)))
+            #expect(t.waitForLog("bytes on p/\(topic)/resp: over the limit of 512 bytes"), "logs:\n\(t.logs)")
+            // A command.
+            try env.publish(#"{"commandID":"cmd-big","schema":"\#(Aircon.schema)","schemaVersion":1,"actions":[{"turnPower":{"power":true,"pad":"\#(pad)"}}]}"#, to: tid)
+            #expect(t.waitForLog("bytes on \(topic): over the limit of 512 bytes"), "logs:\n\(t.logs)")
+            try env.expectAlive(tid)
+            #expect(env.hub.results(of: "cmd-big") == nil)
+            #expect(t.records.count == 1)
+        }
+    }
+
+    // MARK: 3. the bounded inbox
+
+    /// The library's Thing behind a test appliance (a test hook).
+    func inboxHighWater(_ t: TestThing) -> Int {
+        let th = Unmanaged<Thing>.fromOpaque(ct_handle(t.ct)!).takeUnretainedValue()
+        return th.shared.withLock { $0.inboxHighWater }
+    }
+
+    @Test("A flood of commands while the handler is slow: every command runs exactly once and the inbox never passes THINGIF_OPT_INBOX_MAX")
+    func boundedInbox() throws {
+        try withEnv { env in
+            // Without the bound this flood fills the inbox to about 40.
+            let bound = 4
+            let (t, tid) = try env.onlineAircon { t in
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_INBOX_MAX.rawValue), 0) == RC.invalid)
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_INBOX_MAX.rawValue), bound) == RC.ok)
+                #expect(ct_behave_sleep(t.ct, "turnPower", 15) == 0)
+            }
+            let n = 80
+            var ids: [String] = []
+            for _ in 0..<n {
+                ids.append(try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
+                                                            actions: Aircon.powerOn)))
+            }
+            #expect(poll(timeoutMs: 30_000) { ids.allSatisfy { env.hub.results(of: $0) != nil } },
+                    "not every command got results; logs:\n\(t.logs)")
+            let ran = t.records.compactMap(\.commandID)
+            #expect(ran.count == n)
+            #expect(Set(ran) == Set(ids))
+            let high = inboxHighWater(t)
+            #expect(high <= bound, "the inbox held \(high) messages, over the bound \(bound)")
+            #expect(high == bound, "the flood never filled the inbox (high water \(high)): the test proves nothing")
+            try env.expectAlive(tid)
+        }
+    }
+
+    // MARK: 4. the action API checks its arguments
+
+    /// "\xC9t\xE9\xFF bad": Latin-1 bytes, not UTF-8.
+    static let latin1: [CChar] = [0xC9, 0x74, 0xE9, 0xFF, 0x20, 0x62, 0x61, 0x64, 0x00].map { CChar(bitPattern: $0) }
+
+    @Test("thingif_action_fail with a message that is not UTF-8: the action still fails, the bytes replaced by U+FFFD")
+    func failWithBadUTF8() throws {
+        try withEnv { env in
+            let (t, tid) = try env.onlineAircon { t in
+                #expect(ct_behave_fail(t.ct, "setFanSpeed", Self.latin1) == 0)
+            }
+            let (_, results) = try env.command(Aircon.allActions, to: tid)
+            try #require(results.count == 3)
+            #expect(results.map(\.succeeded) == [true, true, false])
+            #expect(results[2].errorMessage == "\u{FFFD}t\u{FFFD}\u{FFFD} bad")
+            #expect(t.records.last?.failRc == Int(RC.ok))
+        }
+    }
+
+    @Test("thingif_deferred_complete with a message that is not UTF-8: THINGIF_ERR_INVALID and the handle stays usable")
+    func deferredBadMessageKeepsHandle() throws {
+        try withEnv { env in
+            let (t, tid) = try env.onlineAircon { t in
+                #expect(ct_behave_defer(t.ct, "setFanSpeed", 1) == 0)
+            }
+            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
+                                                      actions: Aircon.allActions))
+            _ = t.waitForRecords(3)
+            #expect(ct_deferred_count(t.ct) == 1)
+            #expect(ct_complete_deferred(t.ct, "setFanSpeed", Self.latin1, #"{"a":1}"#) == RC.invalid)
+            usleep(300_000)
+            #expect(env.hub.results(of: id) == nil, "an invalid completion completed the action")
+            // The same handle, completed properly now.
+            #expect(ct_deferred_count(t.ct) == 1)
+            #expect(ct_complete_deferred(t.ct, "setFanSpeed", "the fan motor is stuck", nil) == RC.ok)
+            let results = try env.results(of: id)
+            #expect(results.map(\.succeeded) == [true, true, false])
+            #expect(results[2].errorMessage == "the fan motor is stuck")
+            try env.expectAlive(tid)
+        }
+    }
+
+    // MARK: 5. TLS without a TLS broker
+
+    @Test("thingif_set_tls: an unreadable file, or a certificate without its key, gives THINGIF_ERR_TLS and a log line")
+    func setTLSChecks() throws {
+        try withEnv { env in
+            let t = try env.newThing()
+            let dir = env.storage("pki")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let ca = dir + "/ca.pem"
+            try "not a certificate\n".write(toFile: ca, atomically: true, encoding: .utf8)
+            #expect(ct_set_tls(t.ct, dir + "/missing.pem", nil, nil) == Self.tls)
+            #expect(t.logContains("missing.pem cannot be read"))
+            #expect(ct_set_tls(t.ct, ca, ca, nil) == Self.tls)
+            #expect(ct_set_tls(t.ct, ca, nil, ca) == Self.tls)
+            #expect(t.logContains("a client certificate needs its key"))
+            let unreadable = dir + "/unreadable.pem"
+            try "x".write(toFile: unreadable, atomically: true, encoding: .utf8)
+            chmod(unreadable, 0)
+            if getuid() != 0 { #expect(ct_set_tls(t.ct, unreadable, nil, nil) == Self.tls) }
+            #expect(ct_set_tls(t.ct, ca, nil, nil) == RC.ok)
+        }
+    }
+
+    @Test("With TLS set, a TLS setup that fails is THINGIF_ERR_TLS from onboarding and never a plain-text connection")
+    func tlsNeverFallsBack() throws {
+        try withEnv { env in
+            let dir = env.storage("pki")
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            let ca = dir + "/ca.pem"
+            try "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".write(toFile: ca, atomically: true,
+                                                                                              encoding: .utf8)
+            // Onboarding: the bootstrap connection.
+            let t = try env.newThing()
+            #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
+            #expect(ct_set_tls(t.ct, ca, nil, nil) == RC.ok)
+            #expect(ct_onboard(t.ct, "AC-TLS", "password-1", "AirConditioner", "1.0.0", nil) == Self.tls, "logs:\n\(t.logs)")
+            #expect(!env.broker.log.contains("thingif-bootstrap-"), "a bootstrap client connected; broker log:\n\(env.broker.log)")
+
+            // The thing's own connection: onboarded in plain text, then TLS set.
+            let (u, tid) = try env.onlineAircon(vendorThingID: "AC-PLAIN", storage: "plain", start: false)
+            let topic = try mqttTopic(env, tid)
+            #expect(ct_set_tls(u.ct, ca, nil, nil) == RC.ok)
+            #expect(ct_start(u.ct) == RC.ok)
+            #expect(poll { u.logContains("TLS setup failed") || u.logContains("(TLS): A TLS error") }, "logs:\n\(u.logs)")
+            usleep(1_000_000)
+            #expect(!env.hub.isOnline(tid))
+            #expect(!env.broker.log.contains("as \(topic)"), "the thing connected; broker log:\n\(env.broker.log)")
+        }
+    }
+}
