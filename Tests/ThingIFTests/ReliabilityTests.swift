@@ -242,7 +242,7 @@ struct ReliabilityTests {
             let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
-            let broker2 = try Broker.start(port: port)
+            let broker2 = try env.broker.restarted()
             defer {
                 broker2.stop()
                 broker2.removeFiles()
@@ -291,7 +291,7 @@ struct ReliabilityTests {
             usleep(200_000)
             let port = env.broker.port
             env.broker.stop()
-            let broker2 = try Broker.start(port: port)
+            let broker2 = try env.broker.restarted()
             defer {
                 broker2.stop()
                 broker2.removeFiles()
@@ -321,7 +321,7 @@ struct ReliabilityTests {
             let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
-            let authBroker = try Broker.start(port: port, passwordFile: passwords)
+            let authBroker = try env.broker.restarted(passwordFile: passwords)
             let brokerStarted = Date()
             defer {
                 authBroker.stop()
@@ -481,6 +481,8 @@ private final class FakeFramework: @unchecked Sendable {
         }
         client = c
         self.policy = policy
+        // The hub's broker identity (the Env's hub gave it its role).
+        _ = c.setCredentials(username: BrokerSecrets.adminUsername, password: BrokerSecrets.adminPassword)
         let topics = Topics.hubSubscriptions(shared: false)
         client.onConnect = { [unowned self] rc in
             guard rc == 0 else { return }
