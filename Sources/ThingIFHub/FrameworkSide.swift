@@ -279,15 +279,20 @@ public final class FrameworkSide: @unchecked Sendable {
     /// first records a command of that ID for the thing, so that the results
     /// the thing reports for it are accepted (tests of bad payloads).
     public func publishRawCommand(_ payload: [UInt8], commandID: String?, to thingID: String) -> Bool {
-        if let commandID, store.command(id: commandID) == nil {
-            let placeholder = JSON.object()
-            placeholder.set("commandID", string: commandID)
-            let now = Platform.epochMs()
-            _ = store.insertCommand(CommandRecord(commandID: commandID, thingID: thingID, issuer: nil,
-                                                  issuingInstallationID: nil, payload: placeholder.dump(),
-                                                  createdAt: now, modifiedAt: now))
-        }
+        if let commandID { recordCommand(commandID, for: thingID) }
         return publish(payload, to: thingID)
+    }
+
+    /// Records a command of `commandID` for the thing without sending it
+    /// (nothing when it exists), so that the thing's results for it are accepted.
+    public func recordCommand(_ commandID: String, for thingID: String) {
+        guard store.command(id: commandID) == nil else { return }
+        let placeholder = JSON.object()
+        placeholder.set("commandID", string: commandID)
+        let now = Platform.epochMs()
+        _ = store.insertCommand(CommandRecord(commandID: commandID, thingID: thingID, issuer: nil,
+                                              issuingInstallationID: nil, payload: placeholder.dump(),
+                                              createdAt: now, modifiedAt: now))
     }
 
     /// Publishes on any topic (QoS 1).

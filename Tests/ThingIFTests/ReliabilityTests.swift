@@ -58,10 +58,11 @@ struct ReliabilityTests {
     @Test("A command cut off by a crash is reported as interrupted on the next start, not run again")
     func interruptedCommand() throws {
         try withEnv { env in
-            let (t1, _) = try env.onlineAircon(start: false)
+            let (t1, tid1) = try env.onlineAircon(start: false)
             #expect(t1.destroy() == RC.ok)
             // What the ledger holds when the process died between "started" and "done".
             let id = "cmd-cut-off-1"
+            env.hub.recordCommand(id, for: tid1)
             let line = #"{"c":"\#(id)","a":[{"names":["turnPower","setFanSpeed"]}]}"# + "\n"
             try line.write(toFile: env.storage("thing") + "/ledger.jsonl", atomically: true, encoding: .utf8)
 
@@ -431,13 +432,13 @@ private func runTool(_ name: String, _ args: [String]) throws {
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
 private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore()) throws -> FrameworkSide {
-    guard let hub = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: env.broker.port,
-                                        advertisedPort: advertisedPort), store: store) else {
+    guard let hub = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker,
+                                                 advertisedPort: advertisedPort), store: store) else {
         throw HarnessError("cannot create a framework side")
     }
-    guard hub.start(timeoutMs: 5000) else {
+    guard hub.start(timeoutMs: 10_000) else {
         hub.stop()
-        throw HarnessError("the framework side did not connect")
+        throw HarnessError("the framework side did not start: \(hub.startProblem ?? "?")")
     }
     return hub
 }
