@@ -162,6 +162,27 @@ extension FrameworkSide {
         return o.dumpBytes()
     }
 
+    /// Broker credentials for an app's MQTT installation: client ID and
+    /// username `installationID`, allowed only to read its topic. A new
+    /// password each call. nil without a broker identity or when the broker
+    /// refuses.
+    public func pushCredentials(_ installation: AppInstallation) -> (username: String, password: String)? {
+        guard installation.kind == .mqtt, let topic = installation.target, let admin,
+              let pw = admin.pushCredentials(installationID: installation.installationID, topic: topic) else { return nil }
+        return (installation.installationID, pw)
+    }
+
+    /// Removes the broker client of an app's MQTT installation.
+    public func removePushCredentials(installationID: String) {
+        admin?.remove(username: installationID, role: BrokerAdmin.pushRole(installationID: installationID))
+    }
+
+    /// The broker as things and apps should reach it: host, plain port, TLS port (0: none).
+    public var advertisedBroker: (host: String, port: Int, tlsPort: Int) {
+        (options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
+         options.advertisedTLSPort ?? 0)
+    }
+
     /// Publishes a notification on an MQTT installation's topic (QoS 1).
     public func publishNotification(_ installation: AppInstallation, payload: [UInt8]) -> Bool {
         guard installation.kind == .mqtt, let topic = installation.target else { return false }

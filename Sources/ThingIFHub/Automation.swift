@@ -70,7 +70,7 @@ extension FrameworkSide {
         guard let msg = automationMessage(thingID: thingID), let t = store.thing(id: thingID) else { return false }
         var ok = true
         for topic in t.installations.values.sorted() {
-            ok = publishRetained(topic: "p/\(topic)/config", payload: msg.dumpBytes()) && ok
+            ok = publishRetained(topic: Topics.config(clientID: topic), payload: msg.dumpBytes()) && ok
         }
         return ok
     }

@@ -89,6 +89,13 @@ public final class FrameworkSide: @unchecked Sendable {
     public let options: Options
     public let store: HubStore
     private let client: MqttClient
+    /// The broker's dynamic-security administration, when the hub has a
+    /// broker identity (options.brokerUsername).
+    let admin: BrokerAdmin?
+    /// Why start() failed, when it did.
+    public private(set) var startProblem: String?
+    /// Requests kept for tests and logs: the newest ones only.
+    public static let requestLogSize = 512
     private let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
@@ -98,6 +105,9 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
     public let triggerEngine = TriggerEngine()
+    /// Requests per MQTT client: a thing's burst of state uploads passes,
+    /// a flood gets 429.
+    public let rateLimiter = RateLimiter(perSecond: 200, burst: 2000)
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
 
@@ -108,6 +118,12 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        if options.brokerUsername != nil {
+            guard let a = BrokerAdmin(options: options) else { return nil }
+            admin = a
+        } else {
+            admin = nil
+        }
         triggerEngine.hub = self
     }
 
@@ -115,6 +131,32 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// Connects, subscribes and starts the MQTT thread. Blocks up to `timeoutMs`.
     public func start(timeoutMs: Int = 5000) -> Bool {
+        startProblem = nil
+        if let tls = options.brokerTLS {
+            // Never a plain-text fallback: a TLS setup that fails stops here.
+            guard client.setTLS(cafile: tls.caFile, certfile: tls.certFile, keyfile: tls.keyFile) == MOSQ_ERR_SUCCESS.rawValue,
+                  admin?.setTLS(tls) ?? true else {
+                startProblem = "cannot use the TLS files (CA \(tls.caFile))"
+                return false
+            }
+        }
+        if options.brokerUsername != nil {
+            _ = client.setCredentials(username: options.brokerUsername, password: options.brokerPassword)
+        }
+        if let admin {
+            admin.onLog = { [weak self] line in self?.onEvent?(line) }
+            guard admin.start(host: options.brokerHost, port: options.brokerPort, timeoutMs: timeoutMs) else {
+                startProblem = "the broker did not accept the hub's admin connection as \(options.brokerUsername ?? "")"
+                admin.stop()
+                return false
+            }
+            if let problem = admin.provision(hubUsername: options.brokerUsername ?? "", appID: options.appID,
+                                             appKey: options.appKey) {
+                startProblem = problem
+                admin.stop()
+                return false
+            }
+        }
         client.onConnect = { [unowned self] rc in
             self.data.withLock { $0.connack = rc }
             guard rc == 0 else { return }
@@ -138,6 +180,7 @@ public final class FrameworkSide: @unchecked Sendable {
     public func stop() {
         client.disconnect()
         _ = client.stopThread(force: false)
+        admin?.stop()
     }
 
     /// Polls `condition` every 10 ms until it holds or `timeoutMs` passes.
@@ -232,6 +275,26 @@ public final class FrameworkSide: @unchecked Sendable {
         return publishRaw(topic: topic, payload: payload)
     }
 
+    /// Publishes any bytes on the thing's command topic; with `commandID`,
+    /// first records a command of that ID for the thing, so that the results
+    /// the thing reports for it are accepted (tests of bad payloads).
+    public func publishRawCommand(_ payload: [UInt8], commandID: String?, to thingID: String) -> Bool {
+        if let commandID { recordCommand(commandID, for: thingID) }
+        return publish(payload, to: thingID)
+    }
+
+    /// Records a command of `commandID` for the thing without sending it
+    /// (nothing when it exists), so that the thing's results for it are accepted.
+    public func recordCommand(_ commandID: String, for thingID: String) {
+        guard store.command(id: commandID) == nil else { return }
+        let placeholder = JSON.object()
+        placeholder.set("commandID", string: commandID)
+        let now = Platform.epochMs()
+        _ = store.insertCommand(CommandRecord(commandID: commandID, thingID: thingID, issuer: nil,
+                                              issuingInstallationID: nil, payload: placeholder.dump(),
+                                              createdAt: now, modifiedAt: now))
+    }
+
     /// Publishes on any topic (QoS 1).
     public func publishRaw(topic: String, payload: [UInt8]) -> Bool {
         client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
@@ -315,32 +378,41 @@ public final class FrameworkSide: @unchecked Sendable {
             }
             return
         }
-        guard let t = Topics.parseRequest(m.topic) else { return }
+        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID) else { return }
         let reply: KiiResponse
         var method = "?"
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             method = req.method
-            reply = t.appID == options.appID
-                ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+            if req.body.count > HubLimits.maxRequestBody(path: t.path) {
+                reply = error(413, "REQUEST_TOO_LARGE",
+                              "the body is larger than \(HubLimits.maxRequestBody(path: t.path)) bytes")
+            } else if !rateLimiter.allow("mqtt:" + t.clientID, now: Platform.nowMs()) {
+                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(t.clientID); slow down")
+            } else {
+                reply = t.appID == options.appID
+                    ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+            }
         } else {
-            // Without a Response Topic the answer would go to the request
-            // topic, where this hub (or another) would read it again: stay
-            // silent rather than answer an answer.
-            guard m.responseTopic != nil else { return }
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
         var answer = reply
         if let rid = request?.requestID {
             answer.headers.append((KiiFraming.requestIDHeader, rid))
         }
+        let logged = RequestRecord(clientID: t.clientID, method: method, path: t.path,
+                                   body: FrameworkSide.redacted(request?.body ?? [], path: t.path), status: reply.status)
         data.withLock {
-            $0.requests.append(RequestRecord(clientID: t.clientID, method: method, path: t.path,
-                                             body: String(decoding: request?.body ?? [], as: UTF8.self),
-                                             status: reply.status))
+            $0.requests.append(logged)
+            if $0.requests.count > FrameworkSide.requestLogSize {
+                $0.requests.removeFirst($0.requests.count - FrameworkSide.requestLogSize)
+            }
         }
-        // MQTT 3.1.1 clients have no Response Topic: answer on the request topic.
-        _ = client.publish(topic: m.responseTopic ?? m.topic, payload: answer.encode(), qos: 1,
+        // Always on the reply topic of the client ID the request came from
+        // (the broker lets a client publish only under its own ID), never on
+        // a Response Topic the request names: that would let any client make
+        // the hub publish anywhere.
+        _ = client.publish(topic: Topics.response(clientID: t.clientID), payload: answer.encode(), qos: 1,
                            correlationData: m.correlationData)
     }
 
@@ -364,31 +436,47 @@ public final class FrameworkSide: @unchecked Sendable {
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1])
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return commandReport(req, target: parts[1], commandID: parts[3])
+            return commandReport(req, from: t.clientID, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return actionResults(req, target: parts[1], commandID: parts[3])
+            return actionResults(req, from: t.clientID, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
              (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return state(req, target: parts[1])
+            return state(req, from: t.clientID, target: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "things" && parts[2] == "firmware-version":
-            return firmwareVersion(req, thingID: parts[1])
+            return firmwareVersion(req, from: t.clientID, thingID: parts[1])
         default:
             return error(404, "NOT_FOUND", "no \(req.method) \(t.path)")
         }
     }
 
-    /// A new MQTT installation (topic) for a thing; nil when the store fails.
-    func newInstallation(for t: ThingRecord) -> (String, MQTTEndpoint)? {
+    /// A new MQTT installation (topic) for a thing: its installationID and
+    /// topic, or nil when the store fails.
+    func newInstallation(for t: ThingRecord) -> (installationID: String, topic: String)? {
         let installationID = HubIDs.installationID()
         let topic = HubIDs.mqttTopic()
         guard store.addInstallation(thingID: t.thingID, installationID: installationID, mqttTopic: topic) else { return nil }
-        return (installationID, endpoint(for: t, installationID: installationID, topic: topic))
+        return (installationID, topic)
     }
 
-    private func endpoint(for t: ThingRecord, installationID: String, topic: String) -> MQTTEndpoint {
-        MQTTEndpoint(installationID: installationID, host: options.advertisedHost ?? options.brokerHost,
-                     portTCP: options.advertisedPort ?? options.brokerPort, portSSL: 0, username: t.thingID,
-                     password: t.accessToken, mqttTopic: topic, ttl: 2_147_483_647)
+    /// The endpoint of an installation with fresh broker credentials: the
+    /// broker client `topic`, bound to client ID `topic`, gets a new random
+    /// password each time the endpoint is handed out (the old one stops
+    /// working), so the hub stores none. nil when the broker refuses.
+    private func endpoint(for t: ThingRecord, installationID: String, topic: String) -> MQTTEndpoint? {
+        var username = ""
+        var password = ""
+        if let admin {
+            guard let pw = admin.thingCredentials(topic: topic, appID: options.appID) else { return nil }
+            username = topic
+            password = pw
+        }
+        return MQTTEndpoint(installationID: installationID, host: options.advertisedHost ?? options.brokerHost,
+                            portTCP: options.advertisedPort ?? options.brokerPort, portSSL: options.advertisedTLSPort ?? 0,
+                            username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647)
+    }
+
+    private var brokerRefused: KiiResponse {
+        error(503, "BROKER_UNAVAILABLE", "the broker did not make the thing's MQTT credentials; try again")
     }
 
     private func onboardByThing(_ req: KiiRequest) -> KiiResponse {
@@ -407,14 +495,18 @@ public final class FrameworkSide: @unchecked Sendable {
         case .failure(.storage):
             return error(500, HubError.storage.code, HubError.storage.message)
         case .success(let t):
-            // A thing that onboards again keeps its MQTT installation.
-            let ep: MQTTEndpoint
+            // A thing that onboards again keeps its MQTT installation (with
+            // a new broker password).
+            let installation: (installationID: String, topic: String)
             if let (iid, topic) = t.installations.sorted(by: { $0.key < $1.key }).first {
-                ep = endpoint(for: t, installationID: iid, topic: topic)
-            } else if let (_, fresh) = newInstallation(for: t) {
-                ep = fresh
+                installation = (iid, topic)
+            } else if let fresh = newInstallation(for: t) {
+                installation = fresh
             } else {
                 return error(500, HubError.storage.code, HubError.storage.message)
+            }
+            guard let ep = endpoint(for: t, installationID: installation.installationID, topic: installation.topic) else {
+                return brokerRefused
             }
             onEvent?("onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)")
             return ok(200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
@@ -437,11 +529,17 @@ public final class FrameworkSide: @unchecked Sendable {
         return .success(t)
     }
 
-    private func authorize(_ req: KiiRequest, thingID: String) -> KiiResponse? {
+    /// The request's token must be the thing's, and the request must come
+    /// from one of the thing's own MQTT installations (client IDs).
+    private func authorize(_ req: KiiRequest, thingID: String, clientID: String) -> KiiResponse? {
         switch authenticate(req) {
         case .failure(let r): return r
         case .success(let t):
-            return t.thingID == thingID ? nil : error(403, "FORBIDDEN", "the token does not belong to \(thingID)")
+            guard t.thingID == thingID else { return error(403, "FORBIDDEN", "the token does not belong to \(thingID)") }
+            guard t.installations.values.contains(clientID) else {
+                return error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)")
+            }
+            return nil
         }
     }
 
@@ -472,31 +570,31 @@ public final class FrameworkSide: @unchecked Sendable {
         guard let topic = t.installations[installationID] else {
             return error(404, "INSTALLATION_NOT_FOUND", "no installation \(installationID) for \(t.thingID)")
         }
-        return ok(200, endpoint(for: t, installationID: installationID, topic: topic).encode())
+        guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
+        return ok(200, ep.encode())
     }
 
     private func thingID(fromTarget target: String) -> String? {
         target.hasPrefix("thing:") ? String(target.dropFirst(6)) : nil
     }
 
-    private func actionResults(_ req: KiiRequest, target: String, commandID: String) -> KiiResponse {
+    private func actionResults(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
         guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
-        if let denied = authorize(req, thingID: tid) { return denied }
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
         guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
+        }
+        // Results only for a command this thing was given (by the hub, or
+        // one it reported running by itself): never for another thing's.
+        guard let command = store.command(id: commandID), command.thingID == tid else {
+            return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
         }
         data.withLock { $0.resultPosts[commandID, default: 0] += 1 }
         let text = j.dump()
         let now = Platform.epochMs()
-        if store.command(id: commandID) == nil {
-            // A command the framework did not send (a raw publish, or one a
-            // trigger on the thing fired): keep its results all the same.
-            let fired = JSON.object()
-            fired.set("commandID", string: commandID)
-            _ = store.insertCommand(CommandRecord(commandID: commandID, thingID: tid, issuer: nil,
-                                                  issuingInstallationID: nil, payload: fired.dump(),
-                                                  createdAt: now, modifiedAt: now))
-        }
+        // Results count once: a repeat (the thing sends again until it has an
+        // answer) is accepted and changes nothing.
+        guard command.results == nil else { return ok(204) }
         let state: CommandState = parsed.all.allSatisfy(\.succeeded) ? .done : .incomplete
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if store.recordResults(commandID: commandID, results: text, state: state, at: now),
@@ -509,9 +607,9 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// A command the thing ran by itself (an action set, or a timer trigger
     /// on the device): stored once by commandID, so that apps see it.
-    private func commandReport(_ req: KiiRequest, target: String, commandID: String) -> KiiResponse {
+    private func commandReport(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
         guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
-        if let denied = authorize(req, thingID: tid) { return denied }
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
         }
@@ -534,9 +632,9 @@ public final class FrameworkSide: @unchecked Sendable {
         return ok(204)
     }
 
-    private func state(_ req: KiiRequest, target: String) -> KiiResponse {
+    private func state(_ req: KiiRequest, from clientID: String, target: String) -> KiiResponse {
         guard let tid = thingID(fromTarget: target) else { return error(404, "TARGET_NOT_FOUND", "no target \(target)") }
-        if let denied = authorize(req, thingID: tid) { return denied }
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
@@ -549,8 +647,8 @@ public final class FrameworkSide: @unchecked Sendable {
         return ok(204)
     }
 
-    private func firmwareVersion(_ req: KiiRequest, thingID tid: String) -> KiiResponse {
-        if let denied = authorize(req, thingID: tid) { return denied }
+    private func firmwareVersion(_ req: KiiRequest, from clientID: String, thingID tid: String) -> KiiResponse {
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
         guard case .success(let j) = JSON.parse(req.body), let v = j["firmwareVersion"]?.stringValue, !v.isEmpty else {
             return error(400, "INVALID_INPUT_DATA", "firmwareVersion must be a non-empty string")
         }
@@ -560,4 +658,14 @@ public final class FrameworkSide: @unchecked Sendable {
     }
 
     private func quote(_ s: String) -> String { JSON.string(s)?.dump() ?? "\"\"" }
+
+    /// A request body as the request log keeps it: a thing's password is
+    /// not kept.
+    static func redacted(_ body: [UInt8], path: String) -> String {
+        guard path == "onboardings", case .success(let j) = JSON.parse(body), j.isObject else {
+            return String(decoding: body, as: UTF8.self)
+        }
+        if j["thingPassword"] != nil { j.set("thingPassword", string: "(not kept)") }
+        return j.dump()
+    }
 }

@@ -231,7 +231,19 @@ struct API: Sendable {
         let url = try Body.optionalString(body, "webhookURL")
         let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
         let o = Reply.object([("installationID", i.installationID)])
-        if kind == .mqtt, let topic = i.target { o.set("mqttTopic", string: topic) }
+        if kind == .mqtt, let topic = i.target {
+            o.set("mqttTopic", string: topic)
+            // Where and as whom the app reads its notifications: a broker
+            // client allowed only to subscribe to this topic.
+            if let creds = hub.pushCredentials(i) {
+                let b = hub.advertisedBroker
+                let ep = Reply.object([("host", b.host), ("username", creds.username), ("password", creds.password),
+                                       ("clientID", creds.username), ("mqttTopic", topic)])
+                ep.set("portTCP", JSON.int(b.port))
+                ep.set("portSSL", JSON.int(b.tlsPort))
+                o.set("mqttEndpoint", ep)
+            }
+        }
         return Reply.json(201, o)
     }
 
@@ -242,6 +254,7 @@ struct API: Sendable {
             throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
         }
         notifier.streams.closeInstallation(id)
+        hub.removePushCredentials(installationID: id)
         return Reply.noContent()
     }
 

@@ -183,7 +183,7 @@ struct DeviceAutomationTests {
             #expect(records.map(\.name) == ["turnPower", "setPresetTemperature", "setFanSpeed"])
             let cid = try #require(records.first?.commandID)
             #expect(env.hub.results(of: cid) == nil)
-            let broker2 = try Broker.start(port: port)
+            let broker2 = try env.broker.restarted()
             defer {
                 broker2.stop()
                 broker2.removeFiles()
@@ -224,6 +224,7 @@ struct DeviceAutomationTests {
     /// Publishes a retained message with a client of its own.
     func publishRetained(port: Int, topic: String, payload: String) throws {
         let c = try #require(MqttClient(clientID: "cfg-" + Platform.randomHex(bytes: 4), cleanStart: true))
+        _ = c.setCredentials(username: BrokerSecrets.adminUsername, password: BrokerSecrets.adminPassword)
         #expect(c.connect(host: "127.0.0.1", port: port, keepalive: 30) == 0)
         for _ in 0..<5 { _ = c.loop(timeoutMs: 20) }
         #expect(c.publish(topic: topic, payload: Array(payload.utf8), qos: 1, retain: true) == 0)

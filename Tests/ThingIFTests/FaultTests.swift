@@ -69,7 +69,8 @@ final class FaultRig {
         broker = try PersistentBroker()
         proxy = withProxy ? try CuttingProxy(upstreamPort: broker.port) : nil
         hubOptions = FrameworkSide.Options(appID: FaultRig.appID, appKey: FaultRig.appKey, brokerPort: broker.port,
-                                           advertisedPort: proxy?.port, sharedSubscription: sharedSubscription)
+                                           advertisedPort: proxy?.port, sharedSubscription: sharedSubscription,
+                                           brokerUsername: broker.adminUsername, brokerPassword: broker.adminPassword)
         hubStore = try makeHubStore(directory + "/hub.sqlite")
         guard let h = FrameworkSide(hubOptions, store: hubStore) else { throw HarnessError("cannot create the hub") }
         hub = h

@@ -204,12 +204,17 @@ final class HubAPIEnv {
         throw HarnessError("command \(cid) did not finish within \(timeoutMs) ms: \(last)")
     }
 
-    func installation(_ deviceType: String, token: String, webhookURL: String? = nil) async throws -> (id: String, topic: String?) {
+    /// An app installation; for MQTT, with the broker credentials the hub
+    /// made for it (mqttEndpoint).
+    func installation(_ deviceType: String, token: String,
+                      webhookURL: String? = nil) async throws -> (id: String, topic: String?, username: String?, password: String?) {
         var body: [String: Any] = ["deviceType": deviceType]
         if let webhookURL { body["webhookURL"] = webhookURL }
         let r = try await call("POST", "\(api)/installations", token: token, json: body)
         try #require(r.status == 201, "installation: \(r.status) \(r.text)")
-        return (try #require(r.string("installationID")), r.string("mqttTopic"))
+        let ep = r.json["mqttEndpoint"] as? [String: Any]
+        return (try #require(r.string("installationID")), r.string("mqttTopic"), ep?["username"] as? String,
+                ep?["password"] as? String)
     }
 }
 
@@ -355,8 +360,12 @@ final class TopicListener: @unchecked Sendable {
     let messages = Locked<[(topic: String, payload: String)]>([])
     private let subscribed = Locked(Set<Int32>())
 
-    init(port: Int, topics: [String]) throws {
-        client = try #require(MqttClient(clientID: "test-listener-\(Platform.randomHex(bytes: 4))", cleanStart: true))
+    /// Listens as `username` (default: the hub's admin identity, which may
+    /// read every topic) with `clientID` (default: a fresh one).
+    init(port: Int, topics: [String], username: String = BrokerSecrets.adminUsername,
+         password: String = BrokerSecrets.adminPassword, clientID: String? = nil) throws {
+        client = try #require(MqttClient(clientID: clientID ?? "test-listener-\(Platform.randomHex(bytes: 4))", cleanStart: true))
+        _ = client.setCredentials(username: username, password: password)
         let connected = Locked(false)
         client.onConnect = { rc in connected.withLock { $0 = rc == 0 } }
         client.onSubscribe = { [subscribed] mid in subscribed.withLock { _ = $0.insert(mid) } }

@@ -131,7 +131,11 @@ struct HubAPITests {
             let sse = try await e.installation("SSE", token: token)
             let webhook = try await e.installation("WEBHOOK", token: token, webhookURL: hook.url)
 
-            let listener = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: [topic]) } }.get()
+            // The app reads its topic with the credentials the hub made for it.
+            let (user, pass) = (try #require(mqtt.username), try #require(mqtt.password))
+            let listener = try await offPool {
+                Result { try TopicListener(port: e.env.broker.port, topics: [topic], username: user, password: pass, clientID: user) }
+            }.get()
             defer { listener.stop() }
             let stream = try RawStream(port: e.port, path: "\(e.api)/installations/\(sse.id)/events", token: token)
             #expect(await offPool { stream.waitFor(": connected") }, "stream: \(stream.text)")

@@ -173,14 +173,16 @@ struct OnboardingTests {
 struct ConnectionTests {
     @Test("A broker with no framework behind it: onboarding gives THINGIF_ERR_TIMEOUT within the request timeout")
     func noFrameworkTimesOut() throws {
-        let broker = try Broker.start()
+        // A hub made the app's bootstrap identity in the broker, then went away.
+        let env = try Env()
+        env.hub.stop()
+        let broker = env.broker
         let root = try makeTempDirectory(prefix: "thingif-nohub")
         defer {
-            broker.stop()
-            broker.removeFiles()
+            env.close()
             try? FileManager.default.removeItem(atPath: root)
         }
-        let made = ct_new("app", "key", root + "/thing", Int32(broker.port), LogLevel.info)
+        let made = ct_new(Env.appID, Env.appKey, root + "/thing", Int32(broker.port), LogLevel.info)
         let t = TestThing(ct: try #require(made))
         defer { t.destroy() }
         #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue), 300) == RC.ok)
@@ -209,7 +211,7 @@ struct ConnectionTests {
         env.broker.stop()
         #expect(poll { !t.isConnected })
         #expect(poll { t.logContains("connection to the broker lost") || t.logContains("disconnected from the broker") })
-        restarted = try Broker.start(port: env.broker.port)
+        restarted = try env.broker.restarted()
         // Both the thing and the framework side come back on their own.
         #expect(poll(timeoutMs: 10_000) { t.isConnected && env.hub.isOnline(tid) }, "\(t.logs)")
         #expect(poll(timeoutMs: 10_000) {

@@ -58,10 +58,11 @@ struct ReliabilityTests {
     @Test("A command cut off by a crash is reported as interrupted on the next start, not run again")
     func interruptedCommand() throws {
         try withEnv { env in
-            let (t1, _) = try env.onlineAircon(start: false)
+            let (t1, tid1) = try env.onlineAircon(start: false)
             #expect(t1.destroy() == RC.ok)
             // What the ledger holds when the process died between "started" and "done".
             let id = "cmd-cut-off-1"
+            env.hub.recordCommand(id, for: tid1)
             let line = #"{"c":"\#(id)","a":[{"names":["turnPower","setFanSpeed"]}]}"# + "\n"
             try line.write(toFile: env.storage("thing") + "/ledger.jsonl", atomically: true, encoding: .utf8)
 
@@ -242,7 +243,7 @@ struct ReliabilityTests {
             let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
-            let broker2 = try Broker.start(port: port)
+            let broker2 = try env.broker.restarted()
             defer {
                 broker2.stop()
                 broker2.removeFiles()
@@ -291,7 +292,7 @@ struct ReliabilityTests {
             usleep(200_000)
             let port = env.broker.port
             env.broker.stop()
-            let broker2 = try Broker.start(port: port)
+            let broker2 = try env.broker.restarted()
             defer {
                 broker2.stop()
                 broker2.removeFiles()
@@ -321,7 +322,7 @@ struct ReliabilityTests {
             let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
-            let authBroker = try Broker.start(port: port, passwordFile: passwords)
+            let authBroker = try env.broker.restarted(passwordFile: passwords)
             let brokerStarted = Date()
             defer {
                 authBroker.stop()
@@ -431,13 +432,13 @@ private func runTool(_ name: String, _ args: [String]) throws {
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
 private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore()) throws -> FrameworkSide {
-    guard let hub = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: env.broker.port,
-                                        advertisedPort: advertisedPort), store: store) else {
+    guard let hub = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker,
+                                                 advertisedPort: advertisedPort), store: store) else {
         throw HarnessError("cannot create a framework side")
     }
-    guard hub.start(timeoutMs: 5000) else {
+    guard hub.start(timeoutMs: 10_000) else {
         hub.stop()
-        throw HarnessError("the framework side did not connect")
+        throw HarnessError("the framework side did not start: \(hub.startProblem ?? "?")")
     }
     return hub
 }
@@ -481,6 +482,8 @@ private final class FakeFramework: @unchecked Sendable {
         }
         client = c
         self.policy = policy
+        // The hub's broker identity (the Env's hub gave it its role).
+        _ = c.setCredentials(username: BrokerSecrets.adminUsername, password: BrokerSecrets.adminPassword)
         let topics = Topics.hubSubscriptions(shared: false)
         client.onConnect = { [unowned self] rc in
             guard rc == 0 else { return }

@@ -3,7 +3,7 @@ import CThingIF
 /// Action sets and timer triggers on the thing: the C API's operations, the
 /// loop's firing of timers, and the framework's remote configuration.
 extension Thing {
-    static func configTopic(clientID: String) -> String { "p/\(clientID)/config" }
+    static func configTopic(clientID: String) -> String { Topics.config(clientID: clientID) }
 
     // MARK: clock
 

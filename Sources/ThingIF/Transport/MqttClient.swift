@@ -106,6 +106,12 @@ public final class MqttClient {
         mosquitto_tls_set(mosq, cafile, nil, certfile, keyfile, nil)
     }
 
+    /// How long libmosquitto's own thread (startThread) waits before it
+    /// reconnects a dropped connection.
+    public func setReconnectDelay(minS: UInt32, maxS: UInt32) {
+        _ = mosquitto_reconnect_delay_set(mosq, minS, maxS, true)
+    }
+
     /// Sets the Last Will: published by the broker when the connection dies
     /// without a DISCONNECT.
     public func setWill(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = true) -> Int32 {

@@ -152,6 +152,9 @@ public enum Topics {
     /// Where the framework answers: p/{clientID}/resp (MQTT 5 Response Topic).
     public static func response(clientID: String) -> String { "p/\(clientID)/resp" }
 
+    /// Where the framework hands a thing its remote configuration (retained).
+    public static func config(clientID: String) -> String { "p/\(clientID)/config" }
+
     /// The thing's availability topic: retained "online" / "offline".
     public static func status(clientID: String) -> String { "p/\(clientID)/status" }
 

@@ -3,7 +3,38 @@ import Foundation
 import Glibc
 #endif
 
-/// A private mosquitto broker on 127.0.0.1, one per test.
+/// The test PKI and the broker's admin identity, made once per test process
+/// by deploy/make-broker-config.sh (the same script as the demo's).
+enum BrokerSecrets {
+    /// The repository's root, found from this file's path.
+    static let repoRoot: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(4)   // Tests/ThingIFTests/Support/Broker.swift
+        return parts.joined(separator: "/")
+    }()
+    static let script = repoRoot + "/deploy/make-broker-config.sh"
+    /// The hub's broker identity in every test broker.
+    static let adminUsername = "thingif-hub"
+    static let adminPassword = "admin-" + randomHexString(16)
+    /// CA, server and client certificates (made at the first broker).
+    static let pkiDirectory: String = {
+        (try? makeTempDirectory(prefix: "thingif-pki")) ?? "/tmp/thingif-pki-\(getpid())"
+    }()
+    static var caFile: String { pkiDirectory + "/ca.crt" }
+    static var clientCert: String { pkiDirectory + "/client.crt" }
+    static var clientKey: String { pkiDirectory + "/client.key" }
+}
+
+func randomHexString(_ bytes: Int) -> String {
+    var g = SystemRandomNumberGenerator()
+    return (0..<bytes).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &g)) }.joined()
+}
+
+/// A private mosquitto broker on 127.0.0.1, one per test, secured as in
+/// production (docs/SECURITY.md): no anonymous clients, the dynamic-security
+/// plugin whose admin identity the hub uses (BrokerSecrets), a plain
+/// listener on `port`, a TLS listener on `tlsPort` and a mutual-TLS one on
+/// `mtlsPort`, with certificates made by openssl at run time.
 ///
 /// It is spawned with posix_spawn and an empty signal mask: Swift Testing's
 /// workers block SIGTERM, and a child would inherit that and ignore stop().
@@ -13,45 +44,75 @@ final class Broker {
     }
 
     let port: Int
+    let tlsPort: Int
+    let mtlsPort: Int
     let directory: String
     let logPath: String
     private(set) var pid: pid_t
     private var stopped = false
 
-    /// Starts a broker on a free port, retrying with a new port when the
-    /// chosen one was taken meanwhile; or on `port` (e.g. to restart a
-    /// stopped broker), retrying while the port is still being released.
-    /// With `passwordFile` (made by mosquitto_passwd), only its users may
-    /// connect.
-    static func start(port: Int? = nil, passwordFile: String? = nil) throws -> Broker {
+    var adminUsername: String { BrokerSecrets.adminUsername }
+    var adminPassword: String { BrokerSecrets.adminPassword }
+    var caFile: String { BrokerSecrets.caFile }
+    var dynsecFile: String { directory + "/dynamic-security.json" }
+
+    /// Starts a broker on free ports, retrying with new ports when a chosen
+    /// one was taken meanwhile. With `passwordFile` (made by
+    /// mosquitto_passwd), only its users may connect and the
+    /// dynamic-security plugin is not loaded.
+    static func start(passwordFile: String? = nil) throws -> Broker {
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<3 {
-            do { return try Broker(port: port, passwordFile: passwordFile) } catch { lastError = error }
-            if port != nil { usleep(200_000) }
+            do { return try Broker(ports: nil, passwordFile: passwordFile, state: nil) } catch { lastError = error }
         }
         throw lastError
     }
 
-    private init(port wanted: Int?, passwordFile: String?) throws {
+    /// A broker on the same ports as this stopped one, with its
+    /// dynamic-security state (the clients and roles the hub made), or with
+    /// `passwordFile` instead; retries while the ports are being released.
+    func restarted(passwordFile: String? = nil) throws -> Broker {
+        var lastError: Error = StartError(description: "no attempt")
+        for _ in 0..<10 {
+            do {
+                return try Broker(ports: (port, tlsPort, mtlsPort), passwordFile: passwordFile,
+                                  state: passwordFile == nil ? dynsecFile : nil)
+            } catch { lastError = error }
+            usleep(200_000)
+        }
+        throw lastError
+    }
+
+    private init(ports wanted: (Int, Int, Int)?, passwordFile: String?, state: String?) throws {
         guard let exe = Broker.executable() else {
             throw StartError(description: "mosquitto not found on PATH or in /usr/sbin")
         }
-        guard let port = wanted ?? Broker.freePort() else { throw StartError(description: "no free port") }
+        guard let ports = wanted ?? Broker.freePorts() else { throw StartError(description: "no free port") }
         let dir = try makeTempDirectory(prefix: "thingif-broker")
         let conf = dir + "/mosquitto.conf"
         let log = dir + "/mosquitto.log"
-        let text = """
-            listener \(port) 127.0.0.1
-            \(passwordFile.map { "allow_anonymous false\npassword_file \($0)" } ?? "allow_anonymous true")
-            persistence false
-            log_dest stdout
-            log_type error
-            log_type warning
-            log_type notice
-
-            """
         do {
-            try text.write(toFile: conf, atomically: true, encoding: .utf8)
+            let status = try runChild("/bin/bash", [BrokerSecrets.script, dir, "--port", String(ports.0),
+                                                    "--tls-port", String(ports.1), "--mtls-port", String(ports.2),
+                                                    "--pki", BrokerSecrets.pkiDirectory,
+                                                    "--admin-user", BrokerSecrets.adminUsername,
+                                                    "--admin-password", BrokerSecrets.adminPassword],
+                                      logPath: dir + "/setup.log")
+            guard status == 0 else {
+                throw StartError(description: "make-broker-config.sh failed: \(readText(dir + "/setup.log"))")
+            }
+            if let state {
+                // The previous broker's clients and roles.
+                _ = unlink(dir + "/dynamic-security.json")
+                try FileManager.default.copyItem(atPath: state, toPath: dir + "/dynamic-security.json")
+            }
+            if let passwordFile {
+                var text = try String(contentsOfFile: conf, encoding: .utf8)
+                text = text.split(separator: "\n", omittingEmptySubsequences: false)
+                    .filter { !$0.hasPrefix("plugin") }.joined(separator: "\n")
+                text += "\npassword_file \(passwordFile)\n"
+                try text.write(toFile: conf, atomically: true, encoding: .utf8)
+            }
         } catch {
             try? FileManager.default.removeItem(atPath: dir)
             throw error
@@ -64,14 +125,16 @@ final class Broker {
             try? FileManager.default.removeItem(atPath: dir)
             throw StartError(description: "\(error)")
         }
-        self.port = port
+        self.port = ports.0
+        self.tlsPort = ports.1
+        self.mtlsPort = ports.2
         self.directory = dir
         self.logPath = log
         self.pid = child
 
-        // Wait (bounded) until the port accepts connections.
+        // Wait (bounded) until every port accepts connections.
         let deadline = Date().addingTimeInterval(5)
-        while !Broker.accepts(port: port) {
+        while !(Broker.accepts(port: ports.0) && Broker.accepts(port: ports.1) && Broker.accepts(port: ports.2)) {
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
                 stopped = true
@@ -79,10 +142,19 @@ final class Broker {
             }
             if Date() > deadline {
                 stop()
-                throw StartError(description: "mosquitto did not listen on \(port) within 5 s: \(self.log)")
+                throw StartError(description: "mosquitto did not listen on \(ports) within 5 s: \(self.log)")
             }
             usleep(20_000)
         }
+    }
+
+    /// Three distinct ports that were free a moment ago.
+    static func freePorts() -> (Int, Int, Int)? {
+        var got: [Int] = []
+        for _ in 0..<10 where got.count < 3 {
+            if let p = freePort(), !got.contains(p) { got.append(p) }
+        }
+        return got.count == 3 ? (got[0], got[1], got[2]) : nil
     }
 
     deinit {

@@ -65,3 +65,19 @@ func endChild(_ pid: pid_t, signal: Int32 = SIGTERM, timeoutMs: Int = 3000) -> B
     return false
 }
 
+
+/// Runs a child to its end (bounded by `timeoutMs`; killed after that) and
+/// returns its exit status, or -1 when it did not exit normally.
+func runChild(_ exe: String, _ args: [String], logPath: String, timeoutMs: Int = 30_000) throws -> Int32 {
+    let pid = try spawnChild(exe, args, logPath: logPath)
+    var status: Int32 = 0
+    for _ in 0..<max(1, timeoutMs / 5) {
+        if waitpid(pid, &status, WNOHANG) == pid {
+            // WIFEXITED / WEXITSTATUS, which Swift does not import.
+            return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+        }
+        usleep(5_000)
+    }
+    endChild(pid, signal: SIGKILL)
+    return -1
+}

@@ -33,7 +33,10 @@ final class PersistentBroker {
                 port = p
                 pid = child
                 return
-            } catch { lastError = error }
+            } catch {
+                lastError = error
+                unlink(directory + "/mosquitto.conf")   // made for that port
+            }
         }
         try? FileManager.default.removeItem(atPath: directory)
         throw lastError
@@ -46,21 +49,21 @@ final class PersistentBroker {
 
     var log: String { readText(logPath) }
 
+    var adminUsername: String { BrokerSecrets.adminUsername }
+    var adminPassword: String { BrokerSecrets.adminPassword }
+
+    /// The first launch writes the secured configuration (with persistence)
+    /// into `directory`; a restart reuses it, with the clients and roles the
+    /// hub made since.
     private static func launch(port: Int, directory: String, logPath: String, pid: inout pid_t?) throws {
         let conf = directory + "/mosquitto.conf"
-        let text = """
-            listener \(port) 127.0.0.1
-            allow_anonymous true
-            persistence true
-            persistence_location \(directory)/
-            autosave_interval 1800
-            log_dest stdout
-            log_type error
-            log_type warning
-            log_type notice
-
-            """
-        try text.write(toFile: conf, atomically: true, encoding: .utf8)
+        if access(conf, F_OK) != 0 {
+            let status = try runChild("/bin/bash", [BrokerSecrets.script, directory, "--port", String(port), "--persistence",
+                                                    "--admin-user", BrokerSecrets.adminUsername,
+                                                    "--admin-password", BrokerSecrets.adminPassword],
+                                      logPath: directory + "/setup.log")
+            guard status == 0 else { throw HarnessError("make-broker-config.sh failed: \(readText(directory + "/setup.log"))") }
+        }
         let child = try spawnChild(Broker.executable()!, ["-c", conf], logPath: logPath)
         pid = child
         let deadline = Date().addingTimeInterval(5)

@@ -169,16 +169,25 @@ final class Env {
     init() throws {
         broker = try Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
-        guard let h = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: broker.port)) else {
+        guard let h = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)) else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")
         }
         hub = h
-        guard hub.start(timeoutMs: 5000) else {
+        guard hub.start(timeoutMs: 10_000) else {
             hub.stop()
             try? FileManager.default.removeItem(atPath: root)
-            throw HarnessError("the framework side did not connect; broker log: \(broker.log)")
+            throw HarnessError("the framework side did not start: \(hub.startProblem ?? "?"); broker log: \(broker.log)")
         }
+    }
+
+    /// The hub as the tests run it: the broker's admin identity, the plain
+    /// listener, and the TLS port advertised to things.
+    static func hubOptions(appID: String, appKey: String, broker: Broker, advertisedPort: Int? = nil,
+                           sharedSubscription: Bool = true) -> FrameworkSide.Options {
+        FrameworkSide.Options(appID: appID, appKey: appKey, brokerPort: broker.port, advertisedPort: advertisedPort,
+                              sharedSubscription: sharedSubscription, brokerUsername: broker.adminUsername,
+                              brokerPassword: broker.adminPassword, advertisedTLSPort: broker.tlsPort)
     }
 
     func close() {
@@ -231,9 +240,12 @@ final class Env {
         return (id, try parseResults(text))
     }
 
-    /// Publishes raw bytes on the thing's command topic.
+    /// Publishes raw bytes on the thing's command topic. When they hold a
+    /// commandID, the hub records that command first (as it does for every
+    /// command it sends), so that it accepts the thing's results for it.
     func publish(_ bytes: [UInt8], to tid: String) throws {
-        try #require(hub.publish(bytes, to: tid))
+        let id = (try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])?["commandID"] as? String
+        try #require(hub.publishRawCommand(bytes, commandID: id, to: tid))
     }
 
     func publish(_ text: String, to tid: String) throws { try publish(Array(text.utf8), to: tid) }

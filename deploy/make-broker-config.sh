@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Writes a secured mosquitto configuration for thingif into DIR:
+#   DIR/mosquitto.conf            no anonymous clients, the dynamic-security
+#                                 plugin, a plain listener (loopback only),
+#                                 a TLS listener and a mutual-TLS listener
+#   DIR/dynamic-security.json     the plugin's state, with one admin client
+#                                 (the hub's identity); the hub creates every
+#                                 other client and role over
+#                                 $CONTROL/dynamic-security/v1
+#   PKI/ca.crt ca.key server.crt server.key client.crt client.key
+#                                 made with openssl when missing (EC P-256,
+#                                 server SAN IP:127.0.0.1 and DNS:localhost)
+#
+# usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P]
+#          [--bind ADDR] [--pki DIR] [--admin-user U] [--admin-password PW]
+#          [--persistence] [--server-name NAME]
+# --admin-password defaults to a random one, printed on stdout as the only
+# output ("admin-password=..."), so a caller can read it.
+# The demo, the tests and docs/SECURITY.md use this one script; a production
+# broker uses deploy/mosquitto.conf, which has the same directives.
+set -euo pipefail
+
+dir=""; port=""; tls_port=""; mtls_port=""; bind="127.0.0.1"; pki=""
+admin_user="thingif-hub"; admin_password=""; persistence=false; server_name="localhost"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) port=$2; shift 2 ;;
+    --tls-port) tls_port=$2; shift 2 ;;
+    --mtls-port) mtls_port=$2; shift 2 ;;
+    --bind) bind=$2; shift 2 ;;
+    --pki) pki=$2; shift 2 ;;
+    --admin-user) admin_user=$2; shift 2 ;;
+    --admin-password) admin_password=$2; shift 2 ;;
+    --persistence) persistence=true; shift ;;
+    --server-name) server_name=$2; shift 2 ;;
+    -*) echo "make-broker-config: unknown option $1" >&2; exit 2 ;;
+    *) dir=$1; shift ;;
+  esac
+done
+[ -n "$dir" ] && [ -n "$port" ] || { echo "usage: make-broker-config.sh DIR --port P [options]" >&2; exit 2; }
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+pki=${pki:-$dir/pki}
+mkdir -p "$pki"
+pki=$(cd "$pki" && pwd)
+
+plugin=""
+for p in /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so /usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so \
+         /usr/lib/mosquitto_dynamic_security.so /usr/local/lib/mosquitto_dynamic_security.so \
+         /usr/lib/"$(uname -m)"-linux-gnu/mosquitto_dynamic_security.so; do
+  [ -f "$p" ] && { plugin=$p; break; }
+done
+[ -n "$plugin" ] || { echo "make-broker-config: mosquitto_dynamic_security.so not found (Debian: package mosquitto)" >&2; exit 1; }
+
+# The PKI: made once, then reused (a lock keeps parallel callers apart).
+if [ -n "$tls_port$mtls_port" ]; then
+  (
+    flock 9
+    if [ ! -s "$pki/client.crt" ]; then
+      cd "$pki"
+      umask 077
+      openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout ca.key -out ca.crt \
+        -days 3650 -subj "/CN=thingif test CA" -addext "basicConstraints=critical,CA:TRUE" \
+        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+      openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout server.key -out server.csr \
+        -subj "/CN=$server_name" 2>/dev/null
+      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:%s\nextendedKeyUsage=serverAuth\n' "$server_name" > server.ext
+      openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
+        -extfile server.ext 2>/dev/null
+      openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout client.key -out client.csr \
+        -subj "/CN=thingif test device" 2>/dev/null
+      printf 'extendedKeyUsage=clientAuth\n' > client.ext
+      openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt.tmp -days 3650 \
+        -extfile client.ext 2>/dev/null
+      rm -f server.csr client.csr server.ext client.ext
+      # The broker may run as another user: it must read its own key.
+      chmod 0644 ca.crt server.crt client.crt.tmp
+      chmod 0640 server.key
+      mv client.crt.tmp client.crt
+    fi
+  ) 9>"$pki/.lock"
+fi
+
+if [ -z "$admin_password" ]; then
+  admin_password=$(openssl rand -hex 16)
+  echo "admin-password=$admin_password"
+fi
+rm -f "$dir/dynamic-security.json"
+mosquitto_ctrl dynsec init "$dir/dynamic-security.json" "$admin_user" "$admin_password" >/dev/null
+# The hub's client also publishes commands, configurations and replies: the
+# role "thingif-hub" (as `mosquitto_ctrl dynsec createRole thingif-hub`,
+# `addRoleACL thingif-hub publishClientSend '#' allow` and
+# `addClientRole <admin> thingif-hub` would make it on a running broker).
+python3 - "$dir/dynamic-security.json" "$admin_user" <<'PY'
+import json, sys
+path, admin = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    d = json.load(f)
+d["roles"].append({"rolename": "thingif-hub", "acls": [
+    {"acltype": "publishClientSend", "topic": "#", "priority": 0, "allow": True},
+    {"acltype": "subscribePattern", "topic": "#", "priority": 0, "allow": True}]})
+for c in d["clients"]:
+    if c["username"] == admin:
+        c["roles"].append({"rolename": "thingif-hub"})
+with open(path, "w") as f:
+    json.dump(d, f, indent=2)
+PY
+chmod 0600 "$dir/dynamic-security.json"
+
+{
+  echo "# thingif: secured broker (see docs/SECURITY.md). Made by deploy/make-broker-config.sh."
+  echo "per_listener_settings false"
+  echo "allow_anonymous false"
+  echo "plugin $plugin"
+  echo "plugin_opt_config_file $dir/dynamic-security.json"
+  echo "max_packet_size 1048576"
+  if [ "$(id -u)" -eq 0 ]; then
+    # Run by root (CI, a container): mosquitto would switch to the user
+    # "mosquitto", which cannot read this private folder. A production
+    # broker (deploy/mosquitto.conf) runs as "mosquitto" and owns its files.
+    echo "user root"
+  fi
+  echo
+  echo "# Plain MQTT, on $bind only."
+  echo "listener $port $bind"
+  if [ -n "$tls_port" ]; then
+    echo
+    echo "# TLS: the server is verified by its certificate."
+    echo "listener $tls_port $bind"
+    echo "cafile $pki/ca.crt"
+    echo "certfile $pki/server.crt"
+    echo "keyfile $pki/server.key"
+    echo "tls_version tlsv1.2"
+  fi
+  if [ -n "$mtls_port" ]; then
+    echo
+    echo "# Mutual TLS: the client must present a certificate signed by the CA."
+    echo "listener $mtls_port $bind"
+    echo "cafile $pki/ca.crt"
+    echo "certfile $pki/server.crt"
+    echo "keyfile $pki/server.key"
+    echo "require_certificate true"
+    echo "tls_version tlsv1.2"
+  fi
+  echo
+  if $persistence; then
+    echo "persistence true"
+    echo "persistence_location $dir/"
+    echo "autosave_interval 1800"
+  else
+    echo "persistence false"
+  fi
+  echo "log_dest stdout"
+  echo "log_type error"
+  echo "log_type warning"
+  echo "log_type notice"
+  echo "log_type information"
+} > "$dir/mosquitto.conf"
