@@ -265,17 +265,168 @@ struct DeviceSecurityTests {
             #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
             #expect(ct_set_tls(t.ct, ca, nil, nil) == RC.ok)
             #expect(ct_onboard(t.ct, "AC-TLS", "password-1", "AirConditioner", "1.0.0", nil) == Self.tls, "logs:\n\(t.logs)")
-            #expect(!env.broker.log.contains("thingif-bootstrap-"), "a bootstrap client connected; broker log:\n\(env.broker.log)")
 
             // The thing's own connection: onboarded in plain text, then TLS set.
             let (u, tid) = try env.onlineAircon(vendorThingID: "AC-PLAIN", storage: "plain", start: false)
             let topic = try mqttTopic(env, tid)
             #expect(ct_set_tls(u.ct, ca, nil, nil) == RC.ok)
             #expect(ct_start(u.ct) == RC.ok)
-            #expect(poll { u.logContains("TLS setup failed") || u.logContains("(TLS): A TLS error") }, "logs:\n\(u.logs)")
+            #expect(poll { u.logContains("TLS setup failed") || u.logContains("(TLS): A TLS error")
+                           || u.logContains("TLS handshake with the broker failed") }, "logs:\n\(u.logs)")
             usleep(1_000_000)
             #expect(!env.hub.isOnline(tid))
-            #expect(!env.broker.log.contains("as \(topic)"), "the thing connected; broker log:\n\(env.broker.log)")
+            // The broker's log (flushed when it exits): one bootstrap session,
+            // the plain onboarding's; none of the thing.
+            t.destroy()
+            u.destroy()
+            env.broker.stop()
+            let log = env.broker.log
+            #expect(Self.sessionPorts(log, clientPrefix: "thingif-bootstrap-") == [env.broker.port], "broker:\n\(log)")
+            #expect(Self.sessionPorts(log, clientPrefix: topic).isEmpty, "the thing connected; broker:\n\(log)")
+        }
+    }
+
+    // MARK: 5. TLS against the test broker's TLS and mutual-TLS listeners
+
+    /// The listener port of every session of a client whose ID starts with
+    /// `clientPrefix`, from mosquitto's notice lines: "New connection from
+    /// A on port N." then "New client connected from A as ID (…)".
+    static func sessionPorts(_ log: String, clientPrefix: String) -> [Int] {
+        var portOf: [String: Int] = [:]
+        var ports: [Int] = []
+        for line in log.split(separator: "\n").map(String.init) {
+            if let r = line.range(of: "New connection from ") {
+                let rest = line[r.upperBound...].split(separator: " ")
+                if rest.count >= 4, rest[1] == "on", rest[2] == "port" {
+                    portOf[String(rest[0])] = Int(rest[3].trimmingCharacters(in: CharacterSet(charactersIn: ".")))
+                }
+            } else if let r = line.range(of: "New client connected from ") {
+                let rest = line[r.upperBound...].split(separator: " ")
+                if rest.count >= 3, rest[1] == "as", rest[2].hasPrefix(clientPrefix) {
+                    ports.append(portOf[String(rest[0])] ?? -1)
+                }
+            }
+        }
+        return ports
+    }
+
+    /// A CA the broker does not know, made with openssl.
+    func otherCA(_ env: Env) throws -> String {
+        let dir = env.storage("other-ca")
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let rc = try runChild("/usr/bin/openssl", ["req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt",
+                                                   "ec_paramgen_curve:P-256", "-keyout", dir + "/ca.key", "-out",
+                                                   dir + "/ca.crt", "-days", "2", "-subj", "/CN=another CA"],
+                              logPath: dir + "/openssl.log")
+        try #require(rc == 0, "openssl failed")
+        return dir + "/ca.crt"
+    }
+
+    /// A thing with the aircon handlers on `storage`, its bootstrap broker at
+    /// 127.0.0.1:`port`, TLS set with `ca` (and the client certificate when
+    /// `clientCert`).
+    func tlsThing(_ env: Env, storage: String, port: Int, ca: String, clientCert: Bool) throws -> TestThing {
+        let t = try env.newThing(storage: storage)
+        #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
+        #expect(ct_set_broker(t.ct, "127.0.0.1", Int32(port)) == RC.ok)
+        let rc = clientCert ? ct_set_tls(t.ct, ca, BrokerSecrets.clientCert, BrokerSecrets.clientKey)
+                            : ct_set_tls(t.ct, ca, nil, nil)
+        #expect(rc == RC.ok)
+        return t
+    }
+
+    @Test("TLS: onboarding on the mutual-TLS listener with the client certificate, then commands on the endpoint's portSSL")
+    func commandsOverTLS() throws {
+        try withEnv { env in
+            let t = try tlsThing(env, storage: "tls", port: env.broker.mtlsPort, ca: env.broker.caFile, clientCert: true)
+            let rc = ct_onboard(t.ct, "AC-TLS", "password-1", "AirConditioner", "1.0.0", nil)
+            try #require(rc == RC.ok, "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
+            let tid = try #require(t.thingID)
+            #expect(ct_start(t.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
+            try env.expectAlive(tid)
+            let topic = try mqttTopic(env, tid)
+            t.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            // Bootstrap on the port of thingif_set_broker; the thing on the
+            // mqttEndpoint's portSSL (the hub advertises the TLS listener).
+            #expect(Self.sessionPorts(log, clientPrefix: "thingif-bootstrap-") == [env.broker.mtlsPort], "broker:\n\(log)")
+            let ports = Self.sessionPorts(log, clientPrefix: topic)
+            #expect(!ports.isEmpty && ports.allSatisfy { $0 == env.broker.tlsPort }, "\(ports); broker:\n\(log)")
+        }
+    }
+
+    @Test("Mutual TLS: the thing's own connection works with the client certificate; without it onboarding fails")
+    func mutualTLS() throws {
+        try withEnv { env in
+            // A hub that hands out the mutual-TLS listener as portSSL.
+            env.hub.stop()
+            var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker)
+            options.advertisedTLSPort = env.broker.mtlsPort
+            let hub = try #require(FrameworkSide(options))
+            try #require(hub.start(timeoutMs: 10_000), "hub: \(hub.startProblem ?? "?")")
+            defer { hub.stop() }
+
+            // Without the client certificate: refused, and no session.
+            let bare = try tlsThing(env, storage: "bare", port: env.broker.mtlsPort, ca: env.broker.caFile, clientCert: false)
+            let refused = ct_onboard(bare.ct, "AC-BARE", "password-1", "AirConditioner", "1.0.0", nil)
+            #expect(refused != RC.ok, "logs:\n\(bare.logs)")
+            #expect(refused == Self.tls || refused == RC.connect, "\(refused); logs:\n\(bare.logs)")
+
+            // With it: onboarding, the thing's connection and a command.
+            let t = try tlsThing(env, storage: "mtls", port: env.broker.mtlsPort, ca: env.broker.caFile, clientCert: true)
+            try #require(ct_onboard(t.ct, "AC-MTLS", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok,
+                         "logs:\n\(t.logs)")
+            let tid = try #require(t.thingID)
+            #expect(ct_start(t.ct) == RC.ok)
+            #expect(hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
+            let id = try #require(hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOn))
+            let text = try #require(hub.waitForResults(of: id, timeoutMs: 5000), "logs:\n\(t.logs)")
+            #expect(try parseResults(text).map(\.succeeded) == [true])
+            let topic = try #require(hub.thing(tid)?.installations.values.sorted().first)
+            t.destroy()
+            bare.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            // One bootstrap session: the one with the certificate.
+            #expect(Self.sessionPorts(log, clientPrefix: "thingif-bootstrap-") == [env.broker.mtlsPort], "broker:\n\(log)")
+            let ports = Self.sessionPorts(log, clientPrefix: topic)
+            #expect(!ports.isEmpty && ports.allSatisfy { $0 == env.broker.mtlsPort }, "\(ports); broker:\n\(log)")
+        }
+    }
+
+    @Test("A CA that does not know the broker: THINGIF_ERR_TLS from onboarding, backoff on the running connection, no plain-text session")
+    func wrongCA() throws {
+        try withEnv { env in
+            let wrong = try otherCA(env)
+            let t = try tlsThing(env, storage: "wrong", port: env.broker.tlsPort, ca: wrong, clientCert: false)
+            #expect(ct_onboard(t.ct, "AC-WRONG", "password-1", "AirConditioner", "1.0.0", nil) == Self.tls,
+                    "logs:\n\(t.logs)")
+
+            // The running connection: onboarded over TLS, then restarted with the wrong CA.
+            let good = try tlsThing(env, storage: "good", port: env.broker.tlsPort, ca: env.broker.caFile, clientCert: false)
+            try #require(ct_onboard(good.ct, "AC-GOOD", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok,
+                         "logs:\n\(good.logs)")
+            let tid = try #require(good.thingID)
+            let topic = try mqttTopic(env, tid)
+            good.destroy()
+            let again = try tlsThing(env, storage: "good", port: env.broker.tlsPort, ca: wrong, clientCert: false)
+            #expect(ct_set_option(again.ct, Int32(THINGIF_OPT_RECONNECT_MIN_MS.rawValue), 100) == RC.ok)
+            #expect(ct_set_option(again.ct, Int32(THINGIF_OPT_RECONNECT_MAX_MS.rawValue), 400) == RC.ok)
+            #expect(ct_onboard(again.ct, "AC-GOOD", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok)  // stored
+            #expect(ct_start(again.ct) == RC.ok)
+            #expect(again.waitForLog("ERROR TLS handshake with the broker failed"), "logs:\n\(again.logs)")
+            usleep(1_500_000)
+            #expect(!again.isConnected)
+            #expect(!env.hub.isOnline(tid))
+            again.destroy()
+            t.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            // One bootstrap session (the good CA's), none of the thing.
+            #expect(Self.sessionPorts(log, clientPrefix: "thingif-bootstrap-") == [env.broker.tlsPort], "broker:\n\(log)")
+            #expect(Self.sessionPorts(log, clientPrefix: topic).isEmpty, "broker:\n\(log)")
         }
     }
 }

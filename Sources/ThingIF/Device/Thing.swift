@@ -434,7 +434,15 @@ final class Thing: @unchecked Sendable {
         if !inboxFull, let client = clientOpt {
             let rc = client.loop(timeoutMs: timeoutMs)
             if rc != MOSQ_ERR_SUCCESS.rawValue {
-                connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
+                // libmosquitto does the TLS handshake inside the loop: a
+                // failure before CONNACK is a handshake that failed (wrong
+                // CA, refused certificate). An error, then quiet retries.
+                if rc == MOSQ_ERR_TLS.rawValue && !shared.withLock({ $0.connected }) {
+                    connectionLost("TLS handshake with the broker failed (\(MqttClient.describe(rc))); retrying after the backoff, never without TLS",
+                                   handshake: true)
+                } else {
+                    connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
+                }
             }
         }
         reportInterrupted()
@@ -452,19 +460,26 @@ final class Thing: @unchecked Sendable {
         s.nextConnectAt = Platform.nowMs() + Int64(waitMs)
     }
 
-    private func connectionLost(_ why: String) {
+    private func connectionLost(_ why: String, handshake: Bool = false) {
         // Both the loop's error and libmosquitto's disconnect callback report
         // one loss; only the first counts for the backoff.
-        let wasUp = shared.withLock { s -> Bool in
-            guard s.socketOpen else { return false }
+        let attempt = shared.withLock { s -> Int? in
+            guard s.socketOpen else { return nil }
             s.socketOpen = false
             s.connected = false
             s.subscribed = false
             s.sentAt.removeAll()
             scheduleReconnect(&s)
-            return true
+            return s.reconnectAttempt
         }
-        if wasUp { logger.warning(why) }
+        guard let attempt else { return }
+        if !handshake {
+            logger.warning(why)
+        } else if attempt <= 1 {
+            logger.error(why)
+        } else {
+            logger.debug(why)
+        }
     }
 
     /// Opens the thing's connection. CONNACK arrives in a later loop call.
