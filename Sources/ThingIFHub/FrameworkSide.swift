@@ -35,6 +35,10 @@ public final class FrameworkSide: @unchecked Sendable {
         public var brokerTLS: TLSFiles?
         /// The broker's TLS port given to things in mqttEndpoint.portSSL (0: none).
         public var advertisedTLSPort: Int?
+        /// Requests per MQTT client ID: a burst of `requestBurst`, refilled at
+        /// `requestRatePerSecond`; beyond that, 429.
+        public var requestRatePerSecond: Double = 200
+        public var requestBurst: Double = 2000
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
                     advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
@@ -84,6 +88,7 @@ public final class FrameworkSide: @unchecked Sendable {
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
+        var subscriptionRefused = false
     }
 
     public let options: Options
@@ -107,7 +112,7 @@ public final class FrameworkSide: @unchecked Sendable {
     public let triggerEngine = TriggerEngine()
     /// Requests per MQTT client: a thing's burst of state uploads passes,
     /// a flood gets 429.
-    public let rateLimiter = RateLimiter(perSecond: 200, burst: 2000)
+    public let rateLimiter: RateLimiter
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
 
@@ -118,6 +123,7 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        rateLimiter = RateLimiter(perSecond: options.requestRatePerSecond, burst: options.requestBurst)
         if options.brokerUsername != nil {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
@@ -166,15 +172,26 @@ public final class FrameworkSide: @unchecked Sendable {
             }
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
+        client.onSubscribeGranted = { [unowned self] _, codes in
+            if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
+        }
         client.onMessage = { [unowned self] m in self.handle(m) }
         guard client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30) == MOSQ_ERR_SUCCESS.rawValue,
               client.startThread() == MOSQ_ERR_SUCCESS.rawValue else { return false }
-        return wait(timeoutMs: timeoutMs) {
+        let up = wait(timeoutMs: timeoutMs) {
             self.data.withLock { d in
                 d.connack == 0 && d.expectedMids.count == Topics.hubSubscriptions(shared: false).count
                     && d.expectedMids.isSubset(of: d.subscribedMids)
             }
         }
+        let (connack, refused) = data.withLock { ($0.connack, $0.subscriptionRefused) }
+        if !up {
+            startProblem = connack.map { $0 == 0 ? "no SUBACK from the broker" : "the broker refused the hub: \(MqttClient.describeConnack($0))" }
+                ?? "no CONNACK from the broker at \(options.brokerHost):\(options.brokerPort)"
+        } else if refused {
+            startProblem = "the broker refused the hub's subscriptions (its client lacks the rights)"
+        }
+        return up && !refused
     }
 
     public func stop() {
