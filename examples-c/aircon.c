@@ -414,7 +414,7 @@ int main(int argc, char **argv)
 {
     struct options o = {
         "127.0.0.1", 1883, "demoApp", "demoKey", "AC-0001", "demo-pass",
-        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, 0, 0, 0, 0
+        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0
     };
     struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
     struct sigaction sa;

@@ -85,6 +85,7 @@ public final class FrameworkSide: @unchecked Sendable {
         var requests: [RequestRecord] = []
         var online: [String: Bool] = [:]                 // thingID -> last status seen
         var resultPosts: [String: Int] = [:]             // commandID -> how many times results arrived
+        var resultPostOrder: [String] = []               // the same keys, oldest first (bounded)
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
@@ -101,6 +102,11 @@ public final class FrameworkSide: @unchecked Sendable {
     public private(set) var startProblem: String?
     /// Requests kept for tests and logs: the newest ones only.
     public static let requestLogSize = 512
+    /// How many commands' result deliveries are counted (the newest).
+    public static let resultCountLimit = 20_000
+    /// Onboarding attempts per vendorThingID: a burst of 10, then one per
+    /// 10 s; more get 429 (password guessing over the bootstrap identity).
+    let onboardingLimiter = RateLimiter(perSecond: 0.1, burst: 10)
     private let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
@@ -503,6 +509,9 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID and thingPassword are required strings")
         }
+        guard onboardingLimiter.allow("onboard:" + o.vendorThingID, now: Platform.nowMs()) else {
+            return error(429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
+        }
         switch store.registerThing(vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
                                    firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil) {
         case .failure(.wrongPassword):
@@ -606,7 +615,17 @@ public final class FrameworkSide: @unchecked Sendable {
         guard let command = store.command(id: commandID), command.thingID == tid else {
             return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
         }
-        data.withLock { $0.resultPosts[commandID, default: 0] += 1 }
+        data.withLock { d in
+            if d.resultPosts[commandID] == nil {
+                d.resultPostOrder.append(commandID)
+                if d.resultPostOrder.count > FrameworkSide.resultCountLimit {
+                    let excess = d.resultPostOrder.count - FrameworkSide.resultCountLimit
+                    for k in d.resultPostOrder.prefix(excess) { d.resultPosts[k] = nil }
+                    d.resultPostOrder.removeFirst(excess)
+                }
+            }
+            d.resultPosts[commandID, default: 0] += 1
+        }
         let text = j.dump()
         let now = Platform.epochMs()
         // Results count once: a repeat (the thing sends again until it has an

@@ -202,6 +202,32 @@ struct SecurityTests {
         }
     }
 
+    @Test("Password guessing over the bootstrap identity: wrong passwords are refused, then throttled with 429")
+    func passwordGuessing() throws {
+        try withEnv { env in
+            let (t, _) = try env.onlineAircon(vendorThingID: "AC-GUESS", storage: "guessed", start: false)
+            t.destroy()
+            let bootID = "thingif-bootstrap-" + randomHexString(8)
+            let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            defer { boot.stop() }
+            #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
+            let topic = Topics.request(clientID: bootID, appID: Env.appID, path: "onboardings")
+            for i in 0..<12 {
+                let body = #"{"vendorThingID":"AC-GUESS","thingPassword":"guess-\#(i)"}"#
+                boot.publish(topic, kiiRequest("POST", token: nil, contentType: MediaType.onboardingByThing,
+                                               requestID: "g\(i)", body: body), correlation: "g\(i)")
+            }
+            let replies = Topics.response(clientID: bootID)
+            #expect(poll { boot.messages(on: replies).count == 12 })
+            let statuses = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
+            #expect(statuses.filter { $0 == 403 }.count >= 8, "\(statuses)")
+            #expect(statuses.suffix(2) == [429, 429], "\(statuses)")
+            // Another thing onboards meanwhile.
+            let (other, _) = try env.onlineAircon(vendorThingID: "AC-NOT-GUESSED", storage: "other", start: false)
+            #expect(other.thingID != nil)
+        }
+    }
+
     @Test("Re-onboarding rotates the thing's broker password: the old one is refused, the new one works")
     func passwordRotation() throws {
         try withEnv { env in
