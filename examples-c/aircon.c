@@ -76,6 +76,9 @@ struct options {
     long run_seconds;     /* 0: until SIGINT / SIGTERM */
     int verbose;
     const char *effects_log;  /* one line per action run, for tests */
+    const char *cafile;       /* TLS: the CA that signed the broker's certificate */
+    const char *certfile;     /* mutual TLS: this appliance's certificate … */
+    const char *keyfile;      /* … and its key */
     long reconnect_min_ms;    /* 0: the library's default */
     long reconnect_max_ms;
     long request_timeout_ms;
@@ -274,6 +277,9 @@ static void usage(FILE *out)
         "\n"
         "  --host H                broker host (default 127.0.0.1)\n"
         "  --port P                broker port (default 1883)\n"
+        "  --cafile FILE           use TLS, verifying the broker with this CA\n"
+        "  --certfile FILE --keyfile FILE\n"
+        "                          mutual TLS: present this certificate and key\n"
         "  --app-id ID             application ID (default demoApp)\n"
         "  --app-key KEY           application key (default demoKey)\n"
         "  --vendor-thing-id ID    this appliance's vendor thing ID (default AC-0001)\n"
@@ -338,6 +344,9 @@ static int parse_args(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--thing-id") == 0) o->thing_id = value;
         else if (strcmp(flag, "--token") == 0) o->token = value;
         else if (strcmp(flag, "--effects-log") == 0) o->effects_log = value;
+        else if (strcmp(flag, "--cafile") == 0) o->cafile = value;
+        else if (strcmp(flag, "--certfile") == 0) o->certfile = value;
+        else if (strcmp(flag, "--keyfile") == 0) o->keyfile = value;
         else if (strcmp(flag, "--reconnect-ms") == 0) {
             char first[32];
             const char *comma = strchr(value, ',');
@@ -405,7 +414,7 @@ int main(int argc, char **argv)
 {
     struct options o = {
         "127.0.0.1", 1883, "demoApp", "demoKey", "AC-0001", "demo-pass",
-        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, 0, 0, 0, 0
+        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0
     };
     struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
     struct sigaction sa;
@@ -443,6 +452,16 @@ int main(int argc, char **argv)
     }
     thingif_set_log_callback(t, on_log, o.verbose ? THINGIF_LOG_DEBUG : THINGIF_LOG_INFO, NULL);
     thingif_set_broker(t, o.host, o.port);
+    if (o.cafile != NULL) {
+        /* Every connection then uses TLS; a TLS setup that fails is an error,
+         * never a plain-text connection. */
+        int rc = thingif_set_tls(t, o.cafile, o.certfile, o.keyfile);
+        if (rc != THINGIF_OK) {
+            fprintf(stderr, "aircon: TLS: %s\n", thingif_strerror(rc));
+            thingif_destroy(t);
+            return 1;
+        }
+    }
     if (o.reconnect_min_ms > 0) {
         thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
         thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The AirConditioner-Demo round trip, end to end, on this machine only:
 #
-#   mosquitto      a free port on 127.0.0.1
+#   mosquitto      free ports on 127.0.0.1, secured as docs/SECURITY.md says:
+#                  no anonymous clients, per-thing rights made by the hub,
+#                  TLS with certificates made here
 #   thingif-hub    the framework side: MQTT for things, the REST API for apps
 #                  (a free port on 127.0.0.1, data in memory)
 #   thingif        the CLI, as a person at a terminal would use it: creates a
@@ -124,17 +126,23 @@ show() {
 }
 
 # --- the broker ------------------------------------------------------------
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat > "$tmp/mosquitto.conf" <<EOF
-listener $port 127.0.0.1
-allow_anonymous true
-persistence false
-EOF
-echo "demo: mosquitto on 127.0.0.1:$port (files in $tmp)"
-"$mosquitto_bin" -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
+# The secured configuration of docs/SECURITY.md: no anonymous clients, the
+# dynamic-security plugin (the hub makes every client's credentials and
+# rights), and TLS with a CA and certificates made here by openssl.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+tls_port=$(free_port)
+while [ "$tls_port" = "$port" ]; do tls_port=$(free_port); done
+admin_password=$(openssl rand -hex 16)
+bash "$src/deploy/make-broker-config.sh" "$tmp/broker" --port "$port" --tls-port "$tls_port" \
+    --admin-user thingif-hub --admin-password "$admin_password" \
+    || { echo "run-demo: deploy/make-broker-config.sh failed" >&2; exit 1; }
+cafile=$tmp/broker/pki/ca.crt
+echo "demo: mosquitto on 127.0.0.1, TLS on port $tls_port (CA $cafile); no anonymous clients (files in $tmp)"
+"$mosquitto_bin" -c "$tmp/broker/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
 mosq_pid=$!
 deadline=$((SECONDS + 10))
-until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+until (exec 3<>"/dev/tcp/127.0.0.1/$tls_port") 2>/dev/null; do
     if ! kill -0 "$mosq_pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
         echo "run-demo: mosquitto did not start:" >&2
         cat "$tmp/mosquitto.log" >&2
@@ -145,7 +153,10 @@ done
 
 # --- the hub -----------------------------------------------------------------
 echo "demo: starting thingif-hub (the framework side: MQTT for the thing, REST for the CLI)"
-"$hub_bin" --broker-port "$port" --http-port 0 --memory \
+# The hub's broker password goes through the environment, not the command line.
+THINGIF_HUB_BROKER_PASSWORD=$admin_password \
+"$hub_bin" --broker-port "$tls_port" --broker-cafile "$cafile" --broker-username thingif-hub \
+    --advertised-tls-port "$tls_port" --http-port 0 --memory \
     > >(tee "$tmp/hub.log" | label hub) 2>&1 &
 hub_pid=$!
 hub_url=""
@@ -184,8 +195,8 @@ until grep -q "^watching" "$tmp/watch.log" 2>/dev/null; do
     sleep 0.1
 done
 
-aircon_cmd=("$aircon_bin" --port "$port" --storage "$tmp/aircon" --thing-id "$thing_id" --token "$thing_token"
-            --run-seconds $((wait_s * 10)))
+aircon_cmd=("$aircon_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/aircon" --thing-id "$thing_id"
+            --token "$thing_token" --run-seconds $((wait_s * 10)))
 if [ "$use_valgrind" -eq 1 ]; then
     aircon_cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
                 --log-file="$tmp/valgrind.log" "${aircon_cmd[@]}")

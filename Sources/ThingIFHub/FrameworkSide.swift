@@ -35,6 +35,10 @@ public final class FrameworkSide: @unchecked Sendable {
         public var brokerTLS: TLSFiles?
         /// The broker's TLS port given to things in mqttEndpoint.portSSL (0: none).
         public var advertisedTLSPort: Int?
+        /// Requests per MQTT client ID: a burst of `requestBurst`, refilled at
+        /// `requestRatePerSecond`; beyond that, 429.
+        public var requestRatePerSecond: Double = 200
+        public var requestBurst: Double = 2000
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
                     advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
@@ -81,9 +85,11 @@ public final class FrameworkSide: @unchecked Sendable {
         var requests: [RequestRecord] = []
         var online: [String: Bool] = [:]                 // thingID -> last status seen
         var resultPosts: [String: Int] = [:]             // commandID -> how many times results arrived
+        var resultPostOrder: [String] = []               // the same keys, oldest first (bounded)
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
+        var subscriptionRefused = false
     }
 
     public let options: Options
@@ -96,6 +102,11 @@ public final class FrameworkSide: @unchecked Sendable {
     public private(set) var startProblem: String?
     /// Requests kept for tests and logs: the newest ones only.
     public static let requestLogSize = 512
+    /// How many commands' result deliveries are counted (the newest).
+    public static let resultCountLimit = 20_000
+    /// Onboarding attempts per vendorThingID: a burst of 10, then one per
+    /// 10 s; more get 429 (password guessing over the bootstrap identity).
+    let onboardingLimiter = RateLimiter(perSecond: 0.1, burst: 10)
     private let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
@@ -107,7 +118,7 @@ public final class FrameworkSide: @unchecked Sendable {
     public let triggerEngine = TriggerEngine()
     /// Requests per MQTT client: a thing's burst of state uploads passes,
     /// a flood gets 429.
-    public let rateLimiter = RateLimiter(perSecond: 200, burst: 2000)
+    public let rateLimiter: RateLimiter
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
 
@@ -118,6 +129,7 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        rateLimiter = RateLimiter(perSecond: options.requestRatePerSecond, burst: options.requestBurst)
         if options.brokerUsername != nil {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
@@ -166,15 +178,26 @@ public final class FrameworkSide: @unchecked Sendable {
             }
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
+        client.onSubscribeGranted = { [unowned self] _, codes in
+            if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
+        }
         client.onMessage = { [unowned self] m in self.handle(m) }
         guard client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30) == MOSQ_ERR_SUCCESS.rawValue,
               client.startThread() == MOSQ_ERR_SUCCESS.rawValue else { return false }
-        return wait(timeoutMs: timeoutMs) {
+        let up = wait(timeoutMs: timeoutMs) {
             self.data.withLock { d in
                 d.connack == 0 && d.expectedMids.count == Topics.hubSubscriptions(shared: false).count
                     && d.expectedMids.isSubset(of: d.subscribedMids)
             }
         }
+        let (connack, refused) = data.withLock { ($0.connack, $0.subscriptionRefused) }
+        if !up {
+            startProblem = connack.map { $0 == 0 ? "no SUBACK from the broker" : "the broker refused the hub: \(MqttClient.describeConnack($0))" }
+                ?? "no CONNACK from the broker at \(options.brokerHost):\(options.brokerPort)"
+        } else if refused {
+            startProblem = "the broker refused the hub's subscriptions (its client lacks the rights)"
+        }
+        return up && !refused
     }
 
     public func stop() {
@@ -486,6 +509,9 @@ public final class FrameworkSide: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID and thingPassword are required strings")
         }
+        guard onboardingLimiter.allow("onboard:" + o.vendorThingID, now: Platform.nowMs()) else {
+            return error(429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
+        }
         switch store.registerThing(vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
                                    firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil) {
         case .failure(.wrongPassword):
@@ -589,7 +615,17 @@ public final class FrameworkSide: @unchecked Sendable {
         guard let command = store.command(id: commandID), command.thingID == tid else {
             return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
         }
-        data.withLock { $0.resultPosts[commandID, default: 0] += 1 }
+        data.withLock { d in
+            if d.resultPosts[commandID] == nil {
+                d.resultPostOrder.append(commandID)
+                if d.resultPostOrder.count > FrameworkSide.resultCountLimit {
+                    let excess = d.resultPostOrder.count - FrameworkSide.resultCountLimit
+                    for k in d.resultPostOrder.prefix(excess) { d.resultPosts[k] = nil }
+                    d.resultPostOrder.removeFirst(excess)
+                }
+            }
+            d.resultPosts[commandID, default: 0] += 1
+        }
         let text = j.dump()
         let now = Platform.epochMs()
         // Results count once: a repeat (the thing sends again until it has an

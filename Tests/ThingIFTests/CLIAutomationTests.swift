@@ -256,7 +256,7 @@ struct CLIAutomationEndToEndTests {
             try? FileManager.default.removeItem(atPath: root)
         }
 
-        let (hubPID, url) = try startHubProcess(hubExe, brokerPort: broker.port, logPath: root + "/hub.log")
+        let (hubPID, url) = try startHubProcess(hubExe, broker: broker, logPath: root + "/hub.log")
         children.append(hubPID)
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
         func thingif(_ args: String...) throws -> (status: Int32, output: String) {

@@ -286,7 +286,7 @@ struct CLIEndToEndTests {
         }
 
         let hubLog = root + "/hub.log"
-        let (hubPID, url) = try startHubProcess(hubExe, brokerPort: broker.port, logPath: hubLog)
+        let (hubPID, url) = try startHubProcess(hubExe, broker: broker, logPath: hubLog)
         children.append(hubPID)
         let config = root + "/cli/cli.json"
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
@@ -385,9 +385,13 @@ struct CLIEndToEndTests {
 /// Starts `thingif-hub --memory` on a free HTTP port as a child process and
 /// returns its PID and the HTTP URL it logged (bounded: 15 s). The caller
 /// ends the child.
-func startHubProcess(_ exe: String, brokerPort: Int, logPath: String) throws -> (pid: pid_t, url: String) {
-    let pid = try spawnChild(exe, ["--broker-port", "\(brokerPort)", "--http-port", "0", "--memory"],
-                             environment: [:], logPath: logPath)
+func startHubProcess(_ exe: String, broker: Broker, logPath: String) throws -> (pid: pid_t, url: String) {
+    // As a deployment runs it: over TLS, as the broker's admin client, with
+    // the password in the environment.
+    let pid = try spawnChild(exe, ["--broker-port", "\(broker.tlsPort)", "--broker-cafile", broker.caFile,
+                                   "--broker-username", broker.adminUsername, "--advertised-tls-port", "\(broker.tlsPort)",
+                                   "--http-port", "0", "--memory"],
+                             environment: ["THINGIF_HUB_BROKER_PASSWORD": broker.adminPassword], logPath: logPath)
     var url: String?
     _ = poll(timeoutMs: 15_000) {
         let log = readText(logPath)

@@ -7,6 +7,7 @@ THINGIF_HUB names thingif-hub (default: build-py/thingif-hub in the repo).
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -96,12 +97,22 @@ class LineLog:
             return len(self.lines)
 
 
+ADMIN_USER = "thingif-hub"
+
+
 class Broker:
-    def __init__(self, port, proc, log_path):
+    """A broker secured as in production (deploy/make-broker-config.sh): no
+    anonymous clients; the hub, as ADMIN_USER, makes every other identity."""
+
+    def __init__(self, port, tls_port, proc, log_path, admin_password, cafile):
         self.host = "127.0.0.1"
         self.port = port
+        self.tls_port = tls_port
         self.proc = proc
         self.log_path = log_path
+        self.admin_user = ADMIN_USER
+        self.admin_password = admin_password
+        self.cafile = cafile
 
 
 @pytest.fixture
@@ -110,8 +121,14 @@ def broker(tmp_path):
     if not os.access(exe, os.X_OK):
         pytest.fail("mosquitto not found (apt install mosquitto)")
     port = free_port()
-    conf = tmp_path / "mosquitto.conf"
-    conf.write_text("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n" % port)
+    tls_port = free_port()
+    while tls_port == port:
+        tls_port = free_port()
+    admin_password = secrets.token_hex(16)
+    subprocess.run(["bash", str(REPO / "deploy" / "make-broker-config.sh"), str(tmp_path / "broker"),
+                    "--port", str(port), "--tls-port", str(tls_port), "--admin-user", ADMIN_USER,
+                    "--admin-password", admin_password], check=True, timeout=60, stdin=subprocess.DEVNULL)
+    conf = tmp_path / "broker" / "mosquitto.conf"
     log_path = tmp_path / "mosquitto.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([exe, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
@@ -126,7 +143,7 @@ def broker(tmp_path):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError("mosquitto did not start:\n" + log_path.read_text())
                 time.sleep(0.05)
-        yield Broker(port, proc, log_path)
+        yield Broker(port, tls_port, proc, log_path, admin_password, str(tmp_path / "broker" / "pki" / "ca.crt"))
     finally:
         stop_process(proc)
 
@@ -139,16 +156,22 @@ def hub_path():
 
 
 class Hub:
-    """A running `thingif-hub --port P` and its stdout lines."""
+    """A running `thingif-hub` and its stdout lines; `sent` reads what things
+    send (mosquitto_sub as the hub's broker identity)."""
 
-    def __init__(self, proc, out):
+    def __init__(self, proc, out, sent):
         self.proc = proc
         self.out = out
+        self.sent = sent
 
     def wait_results(self, command_id, timeout=20.0):
-        """The actionResults the thing reported for a command, as a list."""
-        m = self.out.wait_for(r"^hub: results of %s from \S+: (.*)$" % re.escape(command_id), timeout)
-        return json.loads(m.group(1))["actionResults"]
+        """The actionResults the thing reported for a command, as a list. Read
+        from the broker, not the hub: the hub stores results only for commands
+        it issued, and these tests publish commands of their own."""
+        m = self.sent.wait_for(r"^p/\S+/thing-if/apps/\S+/targets/\S+/commands/%s/action-results ([0-9a-f]+)$"
+                               % re.escape(command_id), timeout)
+        body = bytes.fromhex(m.group(1)).split(b"\r\n\r\n", 1)[1]
+        return json.loads(body)["actionResults"]
 
     def wait_state(self, thing_id, start=0, timeout=20.0, predicate=None):
         """The first stored state of a thing after line `start` that satisfies predicate."""
@@ -159,13 +182,23 @@ class Hub:
 
 @pytest.fixture
 def hub(broker, tmp_path):
-    proc = subprocess.Popen([hub_path(), "--port", str(broker.port), "--http-port", "0", "--memory"], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    env = dict(os.environ, THINGIF_HUB_BROKER_PASSWORD=broker.admin_password)
+    proc = subprocess.Popen([hub_path(), "--port", str(broker.tls_port), "--broker-cafile", broker.cafile,
+                             "--broker-username", broker.admin_user, "--advertised-tls-port", str(broker.tls_port),
+                             "--http-port", "0", "--memory"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    sub = subprocess.Popen([shutil.which("mosquitto_sub") or "mosquitto_sub", "-V", "mqttv5", "-d", "-q", "1",
+                            "-h", broker.host, "-p", str(broker.port), "-u", broker.admin_user,
+                            "-P", broker.admin_password, "-t", "p/+/thing-if/apps/#", "-F", "%t %x"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         out = LineLog(proc.stdout, tmp_path / "hub.log")
+        sent = LineLog(sub.stdout, tmp_path / "sent.log")
         out.wait_for(r"serving app", timeout=15)
-        yield Hub(proc, out)
+        sent.wait_for(r"received SUBACK", timeout=15)
+        yield Hub(proc, out, sent)
     finally:
+        stop_process(sub)
         stop_process(proc)
 
 
@@ -211,6 +244,7 @@ def publish_command(broker, topic, command, timeout=15):
     if exe is None:
         pytest.fail("mosquitto_pub not found (apt install mosquitto-clients)")
     subprocess.run([exe, "-V", "mqttv5", "-q", "1", "-h", broker.host, "-p", str(broker.port),
+                    "-u", broker.admin_user, "-P", broker.admin_password,
                     "-t", topic, "-m", json.dumps(command)], check=True, timeout=timeout,
                    stdin=subprocess.DEVNULL)
 

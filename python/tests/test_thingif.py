@@ -133,8 +133,10 @@ def test_onboarding(make_thing, hub, broker, tmp_path):
 
 def test_demo_round_trip_with_the_python_appliance(broker, tmp_path):
     """thingif-hub --demo against python/examples/aircon.py; the hub must exit 0."""
-    hub = subprocess.Popen([hub_path(), "--demo", "--port", str(broker.port), "--timeout", "30"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    hub = subprocess.Popen([hub_path(), "--demo", "--port", str(broker.port), "--timeout", "30",
+                            "--broker-username", broker.admin_user],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           env=dict(os.environ, THINGIF_HUB_BROKER_PASSWORD=broker.admin_password))
     aircon = None
     try:
         hub_out = LineLog(hub.stdout, tmp_path / "hub.log")

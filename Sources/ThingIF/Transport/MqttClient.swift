@@ -28,6 +28,9 @@ public final class MqttClient {
     public var onDisconnect: ((_ reasonCode: Int32) -> Void)?
     public var onMessage: ((Message) -> Void)?
     public var onSubscribe: ((_ mid: Int32) -> Void)?
+    /// As onSubscribe, with the SUBACK's codes per topic: a granted QoS
+    /// (0–2) or a refusal (0x80 and up, e.g. 0x87 not authorised).
+    public var onSubscribeGranted: ((_ mid: Int32, _ granted: [Int32]) -> Void)?
     public var onLog: ((String) -> Void)?
 
     private let mosq: OpaquePointer
@@ -50,8 +53,14 @@ public final class MqttClient {
         mosquitto_disconnect_v5_callback_set(m) { _, obj, rc, _ in
             MqttClient.from(obj)?.onDisconnect?(rc)
         }
-        mosquitto_subscribe_v5_callback_set(m) { _, obj, mid, _, _, _ in
-            MqttClient.from(obj)?.onSubscribe?(mid)
+        mosquitto_subscribe_v5_callback_set(m) { _, obj, mid, count, granted, _ in
+            guard let client = MqttClient.from(obj) else { return }
+            if let report = client.onSubscribeGranted {
+                var codes: [Int32] = []
+                if let granted, count > 0 { codes = Array(UnsafeBufferPointer(start: granted, count: Int(count))) }
+                report(mid, codes)
+            }
+            client.onSubscribe?(mid)
         }
         mosquitto_message_v5_callback_set(m) { _, obj, msg, props in
             guard let client = MqttClient.from(obj), let handler = client.onMessage, let msg else { return }

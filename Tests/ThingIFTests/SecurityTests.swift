@@ -1,0 +1,288 @@
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The attack suite of docs/SECURITY.md, on the production broker
+/// configuration (deploy/make-broker-config.sh): each attack is made and
+/// must fail, and the legitimate path still works in the same test.
+@Suite("Security: attacks on the broker and the hub's MQTT side")
+struct SecurityTests {
+    static let refused: ClosedRange<Int32> = 0x80...0xFF
+
+    /// Two onboarded things: A (the victim, online) and B (the attacker's own
+    /// thing, with its broker credentials read from its storage).
+    func twoThings(_ env: Env, startVictim: Bool = true) throws -> (a: TestThing, aid: StoredIdentity, b: StoredIdentity) {
+        let (a, _) = try env.onlineAircon(vendorThingID: "AC-VICTIM", storage: "victim", start: startVictim)
+        let (bThing, _) = try env.onlineAircon(vendorThingID: "AC-ATTACKER", storage: "attacker", start: false)
+        bThing.destroy()
+        return (a, try StoredIdentity(storage: env.storage("victim")), try StoredIdentity(storage: env.storage("attacker")))
+    }
+
+    @Test("Nobody connects anonymously or with a wrong password; a thing's credentials work only with its own client ID")
+    func authentication() throws {
+        try withEnv { env in
+            let (a, aid, b) = try twoThings(env)
+            let anonymous = try MqttProbe(port: env.broker.port, clientID: "anon-" + randomHexString(4), username: nil, password: nil)
+            defer { anonymous.stop() }
+            #expect(anonymous.connackCode.map { $0 != 0 } ?? true, "anonymous: \(String(describing: anonymous.connackCode))")
+            let wrong = try MqttProbe(port: env.broker.port, clientID: aid.topic, username: aid.username, password: "guess")
+            defer { wrong.stop() }
+            #expect(!wrong.isConnected)
+            // Session takeover: B's valid credentials with A's client ID.
+            let takeover = try MqttProbe(port: env.broker.port, clientID: aid.topic, username: b.username, password: b.password)
+            defer { takeover.stop() }
+            #expect(!takeover.isConnected, "B took A's client ID")
+            // The app's bootstrap credentials cannot publish as A either (see the injection test); A is still there.
+            #expect(a.isConnected)
+            try env.expectAlive(aid.thingID)
+            // The legitimate path: B's credentials with B's own client ID.
+            let own = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { own.stop() }
+            #expect(own.isConnected)
+        }
+    }
+
+    @Test("Token harvest: bootstrap and thing identities cannot subscribe beyond their own reply topics")
+    func tokenHarvest() throws {
+        try withEnv { env in
+            let (_, aid, b) = try twoThings(env)
+            let bootID = "thingif-bootstrap-" + randomHexString(8)
+            let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            defer { boot.stop() }
+            try #require(boot.isConnected)
+            for filter in ["#", "p/#", "p/+/resp", "p/+/+", "+/+/resp", "p/+/thing-if/apps/#", "p/+/status",
+                           "$share/x/p/+/resp", "$share/x/#", aid.topic, "p/\(aid.topic)/config", "n/#"] {
+                let code = try #require(boot.subscribe(filter), "no SUBACK for \(filter)")
+                #expect(Self.refused.contains(code), "bootstrap identity subscribed to \(filter): \(code)")
+            }
+            #expect(boot.subscribe("p/\(bootID)/resp") == 1, "its own reply topic")
+            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            try #require(thingB.isConnected)
+            for filter in ["#", "p/+/resp", "p/\(aid.topic)/resp", aid.topic, "p/+/thing-if/apps/#", "p/\(aid.topic)/config"] {
+                let code = try #require(thingB.subscribe(filter), "no SUBACK for \(filter)")
+                #expect(Self.refused.contains(code), "thing B subscribed to \(filter): \(code)")
+            }
+            #expect(thingB.subscribe(b.topic) == 1)
+
+            // A new thing onboards (its token and broker password cross the
+            // broker) while both attackers listen where they could.
+            let (c, _) = try env.onlineAircon(vendorThingID: "AC-NEW", storage: "newcomer")
+            #expect(c.isConnected)
+            let cid = try StoredIdentity(storage: env.storage("newcomer"))
+            let seen = (boot.messages() + thingB.messages()).map { String(decoding: $0.payload, as: UTF8.self) }
+            #expect(!seen.contains { $0.contains(cid.token) || $0.contains(cid.password) }, "harvested: \(seen)")
+        }
+    }
+
+    @Test("Command injection and a retained configuration: only the hub writes a thing's command and config topics")
+    func injection() throws {
+        try withEnv { env in
+            let (a, aid, b) = try twoThings(env)
+            let boot = try MqttProbe(port: env.broker.port, clientID: "thingif-bootstrap-" + randomHexString(8),
+                                     username: Env.appID, password: Env.appKey)
+            defer { boot.stop() }
+            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            try #require(boot.isConnected && thingB.isConnected)
+            let before = a.records.count
+            for (n, probe) in [boot, thingB].enumerated() {
+                let command = #"{"commandID":"evil-\#(n)","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
+                probe.publish(aid.topic, Array(command.utf8))
+                let config = #"{"version":999999,"actionSets":[{"name":"evil","actions":[{"turnPower":{"power":false}}]}],"timers":[]}"#
+                probe.publish(Topics.config(clientID: aid.topic), Array(config.utf8), retain: true)
+            }
+            usleep(1_000_000)
+            #expect(a.records.count == before, "an injected command ran: \(a.records.map { $0.commandID ?? "" })")
+            #expect(!a.logContains("applied remote configuration"))
+            #expect(env.hub.results(of: "evil-0") == nil && env.hub.results(of: "evil-1") == nil)
+            try env.expectAlive(aid.thingID)
+        }
+    }
+
+    @Test("Results for another thing's command, or from a stolen token on another client ID, are refused; the real results count")
+    func crossThingResults() throws {
+        try withEnv { env in
+            let (a, aid, b) = try twoThings(env, startVictim: false)
+            // A command for A, stored while A is offline.
+            let cid = try #require(env.hub.sendCommand(to: aid.thingID, schema: Aircon.schema, schemaVersion: 1,
+                                                       actions: Aircon.powerOn))
+            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            try #require(thingB.isConnected)
+            #expect(thingB.subscribe(Topics.response(clientID: b.topic)) == 1)
+            let forged = #"{"actionResults":[{"turnPower":{"succeeded":false,"errorMessage":"forged"}}]}"#
+            let attempts: [(target: String, token: String, expected: Int)] = [
+                (b.thingID, b.token, 404),   // B's own target, A's command
+                (aid.thingID, b.token, 403), // A's target with B's token
+                (aid.thingID, aid.token, 403), // A's stolen token, from B's client ID
+            ]
+            for (i, at) in attempts.enumerated() {
+                let topic = Topics.request(clientID: b.topic, appID: Env.appID,
+                                           path: "targets/thing:\(at.target)/commands/\(cid)/action-results")
+                thingB.publish(topic, kiiRequest("PUT", token: at.token, requestID: "forge-\(i)", body: forged),
+                               correlation: "forge-\(i)")
+            }
+            #expect(poll { thingB.messages(on: Topics.response(clientID: b.topic)).count == attempts.count })
+            let statuses = thingB.messages(on: Topics.response(clientID: b.topic)).compactMap { KiiResponse.decode($0.payload) }
+                .sorted { ($0.requestID ?? "") < ($1.requestID ?? "") }.map(\.status)
+            #expect(statuses == attempts.map(\.expected))
+            #expect(env.hub.results(of: cid) == nil)
+            // A comes online and runs it: its real results are the ones kept.
+            #expect(ct_start(a.ct) == RC.ok)
+            let results = try env.results(of: cid, timeoutMs: 10_000)
+            #expect(results.map(\.succeeded) == [true])
+        }
+    }
+
+    @Test("Replies go to the requester's own reply topic, never to a Response Topic it names")
+    func chosenResponseTopic() throws {
+        try withEnv { env in
+            let (_, aid, b) = try twoThings(env)
+            let watcher = try MqttProbe(port: env.broker.port, clientID: "watch-" + randomHexString(4),
+                                        username: env.broker.adminUsername, password: env.broker.adminPassword)
+            defer { watcher.stop() }
+            #expect(watcher.subscribe("p/\(aid.topic)/resp") == 1)
+            #expect(watcher.subscribe("evil/#") == 1)
+            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            #expect(thingB.subscribe(Topics.response(clientID: b.topic)) == 1)
+            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
+            for (i, rt) in ["p/\(aid.topic)/resp", "evil/topic"].enumerated() {
+                thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "rt-\(i)", body: #"{"power":true}"#),
+                               responseTopic: rt, correlation: "rt-\(i)")
+            }
+            #expect(poll { thingB.messages(on: Topics.response(clientID: b.topic)).count == 2 })
+            let replies = thingB.messages(on: Topics.response(clientID: b.topic))
+            #expect(replies.compactMap { KiiResponse.decode($0.payload)?.status } == [204, 204])
+            #expect(Set(replies.compactMap { $0.correlationData.map { String(decoding: $0, as: UTF8.self) } }) == ["rt-0", "rt-1"])
+            usleep(300_000)
+            #expect(watcher.messages().isEmpty, "published on a chosen topic: \(watcher.messages().map(\.topic))")
+        }
+    }
+
+    @Test("An oversized body gets 413 and a flood gets 429; a normal upload still passes")
+    func limits() throws {
+        try withEnv { env in
+            let (_, _, b) = try twoThings(env)
+            // A hub of its own with a small burst, on the same broker.
+            env.hub.stop()
+            var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker)
+            options.requestRatePerSecond = 1
+            options.requestBurst = 20
+            let hub = try #require(FrameworkSide(options, store: env.hub.store))
+            try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+            defer { hub.stop() }
+            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            let replies = Topics.response(clientID: b.topic)
+            #expect(thingB.subscribe(replies) == 1)
+            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
+            let big = #"{"pad":""# + String(repeating: "x", count: HubLimits.maxStateBody) + #""}"#
+            thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "big", body: big), correlation: "big")
+            thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "ok", body: #"{"power":true}"#), correlation: "ok")
+            #expect(poll { thingB.messages(on: replies).count == 2 })
+            let first = thingB.messages(on: replies).compactMap { KiiResponse.decode($0.payload) }
+            #expect(first.first { $0.requestID == "big" }?.status == 413)
+            #expect(first.first { $0.requestID == "ok" }?.status == 204)
+            for i in 0..<40 {
+                thingB.publish(topic, kiiRequest("PATCH", token: b.token, requestID: "f\(i)", body: #"{"n":\#(i)}"#),
+                               correlation: "f\(i)")
+            }
+            #expect(poll { thingB.messages(on: replies).count == 42 })
+            let statuses = thingB.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
+            #expect(statuses.filter { $0 == 429 }.count >= 15, "\(statuses)")
+            #expect(statuses.filter { $0 == 204 }.count >= 18, "\(statuses)")
+        }
+    }
+
+    @Test("Password guessing over the bootstrap identity: wrong passwords are refused, then throttled with 429")
+    func passwordGuessing() throws {
+        try withEnv { env in
+            let (t, _) = try env.onlineAircon(vendorThingID: "AC-GUESS", storage: "guessed", start: false)
+            t.destroy()
+            let bootID = "thingif-bootstrap-" + randomHexString(8)
+            let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            defer { boot.stop() }
+            #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
+            let topic = Topics.request(clientID: bootID, appID: Env.appID, path: "onboardings")
+            for i in 0..<12 {
+                let body = #"{"vendorThingID":"AC-GUESS","thingPassword":"guess-\#(i)"}"#
+                boot.publish(topic, kiiRequest("POST", token: nil, contentType: MediaType.onboardingByThing,
+                                               requestID: "g\(i)", body: body), correlation: "g\(i)")
+            }
+            let replies = Topics.response(clientID: bootID)
+            #expect(poll { boot.messages(on: replies).count == 12 })
+            let statuses = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
+            #expect(statuses.filter { $0 == 403 }.count >= 8, "\(statuses)")
+            #expect(statuses.suffix(2) == [429, 429], "\(statuses)")
+            // Another thing onboards meanwhile.
+            let (other, _) = try env.onlineAircon(vendorThingID: "AC-NOT-GUESSED", storage: "other", start: false)
+            #expect(other.thingID != nil)
+        }
+    }
+
+    @Test("Re-onboarding rotates the thing's broker password: the old one is refused, the new one works")
+    func passwordRotation() throws {
+        try withEnv { env in
+            let (t1, _) = try env.onlineAircon(vendorThingID: "AC-ROT", storage: "first", start: false)
+            let first = try StoredIdentity(storage: env.storage("first"))
+            t1.destroy()
+            let (_, _) = try env.onlineAircon(vendorThingID: "AC-ROT", storage: "second", start: false)
+            let second = try StoredIdentity(storage: env.storage("second"))
+            #expect(first.topic == second.topic)
+            #expect(first.password != second.password)
+            let old = try MqttProbe(port: env.broker.port, clientID: first.topic, username: first.username, password: first.password)
+            defer { old.stop() }
+            #expect(!old.isConnected)
+            let new = try MqttProbe(port: env.broker.port, clientID: second.topic, username: second.username, password: second.password)
+            defer { new.stop() }
+            #expect(new.isConnected)
+        }
+    }
+
+    @Test("The hub reaches the broker over TLS; a CA that does not match fails, never falling back to plain text")
+    func hubTLS() throws {
+        let broker = try Broker.start()
+        defer {
+            broker.stop()
+            broker.removeFiles()
+        }
+        var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
+        options.brokerPort = broker.tlsPort
+        options.brokerTLS = FrameworkSide.TLSFiles(caFile: broker.caFile)
+        let hub = try #require(FrameworkSide(options))
+        #expect(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+        hub.stop()
+        // Mutual TLS: with the client certificate on the listener that requires one.
+        options.brokerPort = broker.mtlsPort
+        options.brokerTLS = FrameworkSide.TLSFiles(caFile: broker.caFile, certFile: BrokerSecrets.clientCert,
+                                                   keyFile: BrokerSecrets.clientKey)
+        let mutual = try #require(FrameworkSide(options))
+        #expect(mutual.start(timeoutMs: 10_000), "\(mutual.startProblem ?? "")")
+        mutual.stop()
+        // The server's own certificate as the CA: verification fails.
+        options.brokerPort = broker.tlsPort
+        options.brokerTLS = FrameworkSide.TLSFiles(caFile: BrokerSecrets.pkiDirectory + "/server.crt")
+        let wrongCA = try #require(FrameworkSide(options))
+        #expect(!wrongCA.start(timeoutMs: 3000))
+        wrongCA.stop()
+        // TLS against the plain listener: no session at all.
+        options.brokerPort = broker.port
+        options.brokerTLS = FrameworkSide.TLSFiles(caFile: broker.caFile)
+        let plain = try #require(FrameworkSide(options))
+        #expect(!plain.start(timeoutMs: 3000))
+        plain.stop()
+        // A missing CA file is refused before connecting.
+        options.brokerTLS = FrameworkSide.TLSFiles(caFile: "/nonexistent/ca.crt")
+        let missing = try #require(FrameworkSide(options))
+        #expect(!missing.start(timeoutMs: 3000))
+        #expect(missing.startProblem?.contains("TLS") == true)
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+import ThingIF
+
+/// A raw MQTT 5 client for the attack tests: connects with any identity,
+/// reports the CONNACK and each SUBACK's codes, and keeps what it receives.
+final class MqttProbe: @unchecked Sendable {
+    let client: MqttClient
+    private let lock = NSLock()
+    private var connack: Int32?
+    private var granted: [Int32: [Int32]] = [:]
+    private var received: [MqttClient.Message] = []
+    private var disconnects = 0
+
+    /// Connects (bounded wait) and returns the probe; `connackCode` tells
+    /// whether the broker took it (0) or refused it (e.g. 0x87, 0x86).
+    init(port: Int, clientID: String, username: String?, password: String?,
+         tls: (ca: String, cert: String?, key: String?)? = nil) throws {
+        client = try #require(MqttClient(clientID: clientID, cleanStart: true))
+        if username != nil { _ = client.setCredentials(username: username, password: password) }
+        if let tls { _ = client.setTLS(cafile: tls.ca, certfile: tls.cert, keyfile: tls.key) }
+        client.onConnect = { [unowned self] rc in self.lock.withLock { self.connack = rc } }
+        client.onDisconnect = { [unowned self] _ in self.lock.withLock { self.disconnects += 1 } }
+        client.onSubscribeGranted = { [unowned self] mid, codes in self.lock.withLock { self.granted[mid] = codes } }
+        client.onMessage = { [unowned self] m in self.lock.withLock { self.received.append(m) } }
+        let rc = client.connect(host: "127.0.0.1", port: port, keepalive: 30)
+        if rc == 0 {
+            _ = client.startThread()
+            poll(timeoutMs: 5000) { self.lock.withLock { self.connack != nil || self.disconnects > 0 } }
+        }
+    }
+
+    /// The CONNACK's reason code; nil when none came (TLS refused, socket closed).
+    var connackCode: Int32? { lock.withLock { connack } }
+    var isConnected: Bool { lock.withLock { connack == 0 && disconnects == 0 } }
+    var disconnectCount: Int { lock.withLock { disconnects } }
+
+    /// Subscribes and returns the SUBACK's code (a QoS, or ≥ 0x80 when refused); nil without a SUBACK.
+    func subscribe(_ topic: String) -> Int32? {
+        let mid = client.subscribe(topic, qos: 1).mid
+        var code: Int32?
+        poll(timeoutMs: 5000) {
+            code = self.lock.withLock { self.granted[mid]?.first }
+            return code != nil
+        }
+        return code
+    }
+
+    @discardableResult
+    func publish(_ topic: String, _ payload: [UInt8], retain: Bool = false, responseTopic: String? = nil,
+                 correlation: String? = nil) -> Bool {
+        client.publish(topic: topic, payload: payload, qos: 1, retain: retain, responseTopic: responseTopic,
+                       correlationData: correlation.map { Array($0.utf8) }) == 0
+    }
+
+    func messages(on topic: String? = nil) -> [MqttClient.Message] {
+        lock.withLock { received.filter { topic == nil || $0.topic == topic } }
+    }
+
+    /// Waits for a message on `topic` and returns it.
+    func waitForMessage(on topic: String, timeoutMs: Int = 5000) -> MqttClient.Message? {
+        var m: MqttClient.Message?
+        poll(timeoutMs: timeoutMs) {
+            m = self.messages(on: topic).first
+            return m != nil
+        }
+        return m
+    }
+
+    func stop() {
+        client.disconnect()
+        _ = client.stopThread(force: false)
+    }
+}
+
+/// A Kii MQTT request as a thing sends it (CRLF framing).
+func kiiRequest(_ method: String, token: String?, contentType: String? = "application/json", requestID: String,
+                body: String) -> [UInt8] {
+    var headers: [(name: String, value: String)] = []
+    if let token { headers.append(("Authorization", "Bearer \(token)")) }
+    if let contentType { headers.append(("Content-Type", contentType)) }
+    headers.append((KiiFraming.requestIDHeader, requestID))
+    return KiiRequest(method: method, headers: headers, body: Array(body.utf8)).encode()
+}
+
+/// The identity a thing stored in its storage folder (identity.json).
+struct StoredIdentity {
+    let thingID: String
+    let token: String
+    let topic: String
+    let username: String
+    let password: String
+
+    init(storage: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: storage + "/identity.json"))
+        let j = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let ep = try #require(j["mqttEndpoint"] as? [String: Any], "identity: \(j.keys)")
+        thingID = try #require(j["thingID"] as? String)
+        token = try #require(j["accessToken"] as? String)
+        topic = try #require(ep["mqttTopic"] as? String)
+        username = try #require(ep["username"] as? String)
+        password = try #require(ep["password"] as? String)
+    }
+}
