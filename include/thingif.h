@@ -79,7 +79,7 @@ enum thingif_status {
     THINGIF_ERR_PROTOCOL = 10,      /**< the framework's answer was malformed */
     THINGIF_ERR_STORAGE = 11,       /**< the storage directory could not be created, read or written */
     THINGIF_ERR_JSON = 12,          /**< a JSON argument is not valid JSON or not of the kind required */
-    THINGIF_ERR_TLS = 13,           /**< TLS files could not be used */
+    THINGIF_ERR_TLS = 13,           /**< TLS files could not be used, or the TLS handshake failed */
     THINGIF_ERR_MQTT = 14,          /**< libmosquitto reported an error not covered above */
     THINGIF_ERR_FULL = 15,          /**< the outbox is full of unanswered requests; the upload was refused */
     THINGIF_ERR_EXISTS = 16,        /**< an action set or timer trigger of that name exists already */
@@ -593,7 +593,9 @@ int thingif_deferred_complete(thingif_deferred *deferred, const char *error_mess
  * dropped with a warning; when none is left to drop (results and
  * firmware-version reports fill it), the upload is refused with
  * THINGIF_ERR_FULL. Results are never dropped; while they alone fill the
- * outbox, new commands wait until the framework answers.
+ * outbox, new commands wait until the framework answers, in the inbox and
+ * up to THINGIF_OPT_INBOX_MAX of them: when the inbox is full they run and
+ * their results go beyond THINGIF_OPT_OUTBOX_MAX.
  *
  * @param t the handle.
  * @param state a JSON object. Borrowed only during the call; the caller keeps

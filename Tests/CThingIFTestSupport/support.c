@@ -1123,6 +1123,10 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 7), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 100001), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 8), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_INBOX_MAX, 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_INBOX_MAX, 100001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_INBOX_MAX, 1), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_INBOX_MAX, 100000), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_OUTBOX_MAX, 100000), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 15), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 1000001), THINGIF_ERR_INVALID);

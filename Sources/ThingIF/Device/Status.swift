@@ -23,7 +23,7 @@ func statusText(_ status: Int32) -> StaticString {
     case THINGIF_ERR_PROTOCOL.rawValue: return "the framework's answer was malformed"
     case THINGIF_ERR_STORAGE.rawValue: return "storage directory error"
     case THINGIF_ERR_JSON.rawValue: return "invalid JSON argument"
-    case THINGIF_ERR_TLS.rawValue: return "TLS files could not be used"
+    case THINGIF_ERR_TLS.rawValue: return "TLS files could not be used, or the TLS handshake failed"
     case THINGIF_ERR_MQTT.rawValue: return "MQTT library error"
     case THINGIF_ERR_FULL.rawValue: return "the outbox is full"
     case THINGIF_ERR_EXISTS.rawValue: return "an action set or timer trigger of that name exists already"

@@ -543,6 +543,13 @@ final class Thing: @unchecked Sendable {
                 scheduleReconnect(&s)
                 return s.reconnectAttempt
             }
+            if rc == MOSQ_ERR_TLS.rawValue {
+                // The handshake may finish inside connect (or in the loop:
+                // see turn()); either way the same line.
+                let line = "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
+                if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
+                return false
+            }
             let tls = config.tls != nil ? " (TLS)" : ""
             let line = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
             if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
