@@ -153,12 +153,6 @@ struct DeviceSecurityTests {
 
     // MARK: 3. the bounded inbox
 
-    /// The library's Thing behind a test appliance (a test hook).
-    func inboxHighWater(_ t: TestThing) -> Int {
-        let th = Unmanaged<Thing>.fromOpaque(ct_handle(t.ct)!).takeUnretainedValue()
-        return th.shared.withLock { $0.inboxHighWater }
-    }
-
     @Test("A flood of commands while the handler is slow: every command runs exactly once and the inbox never passes THINGIF_OPT_INBOX_MAX")
     func boundedInbox() throws {
         try withEnv { env in
@@ -429,4 +423,11 @@ struct DeviceSecurityTests {
             #expect(Self.sessionPorts(log, clientPrefix: topic).isEmpty, "broker:\n\(log)")
         }
     }
+}
+
+/// The most messages the thing's inbox has held (a test hook on the library's
+/// internals, through the handle inside the test appliance).
+func inboxHighWater(_ t: TestThing) -> Int {
+    let th = Unmanaged<Thing>.fromOpaque(ct_handle(t.ct)!).takeUnretainedValue()
+    return th.shared.withLock { $0.inboxHighWater }
 }

@@ -190,6 +190,35 @@ struct ReliabilityTests {
         }
     }
 
+    @Test("Results fill the outbox while commands keep coming: commands wait up to THINGIF_OPT_INBOX_MAX, those beyond it run, and all complete when the framework answers")
+    func inboxBoundWhileOutboxFull() throws {
+        try withEnv { env in
+            let (t, tid) = try env.onlineAircon { t in
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_OUTBOX_MAX.rawValue), 8) == RC.ok)
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue), 300) == RC.ok)
+                #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_INBOX_MAX.rawValue), 2) == RC.ok)
+            }
+            let topic = try #require(env.hub.thing(tid)?.installations.values.first)
+            env.hub.stop()
+            let fake = try FakeFramework(port: env.broker.port) { _, _ in nil }
+            defer { fake.stop() }
+            for i in 0..<8 { #expect(fake.publish(commandJSON("cmd-fill-\(i)", Aircon.powerOn), topic: topic)) }
+            #expect(poll { t.records.count == 8 })
+            // Four more. The first waits in the inbox; each next one fills it
+            // (bound 2), so the oldest waiting runs: three run, one waits.
+            for i in 8..<12 { #expect(fake.publish(commandJSON("cmd-fill-\(i)", Aircon.powerOn), topic: topic)) }
+            #expect(poll { t.records.count == 11 }, "\(t.records.count) ran")
+            usleep(500_000)
+            #expect(t.records.count == 11, "a command ran though the inbox had room")
+            #expect(inboxHighWater(t) == 2)
+            // The framework answers: the last one runs and every result goes out.
+            fake.setPolicy { _, _ in 204 }
+            #expect(poll { t.records.count == 12 }, "the waiting command did not run")
+            #expect(poll { (0..<12).allSatisfy { i in fake.requests.contains { $0.path.contains("/commands/cmd-fill-\(i)/") } } })
+            #expect(t.records.compactMap(\.commandID) == (0..<12).map { "cmd-fill-\($0)" })
+        }
+    }
+
     @Test("Deferred actions: results wait for the completions, in action order, with data and messages")
     func deferredResults() throws {
         try withEnv { env in
