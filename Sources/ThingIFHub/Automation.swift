@@ -58,6 +58,12 @@ extension FrameworkSide {
             for x in timers { t.append(x) }
             c.set("actionSets", a)
             c.set("timerTriggers", t)
+            // The thing refuses a configuration over maxConfigBytes; the
+            // published one adds "version":N (at most 30 bytes).
+            let size = c.dump().utf8.count + 30
+            guard size <= AutomationLimits.maxConfigBytes else {
+                return .failure(.invalid("the thing's automation would take \(size) bytes, over AutomationLimits.maxConfigBytes (\(AutomationLimits.maxConfigBytes))"))
+            }
             guard store.saveAutomation(thingID: thingID, config: c.dump()) != nil else { return .failure(.storage) }
             publishAutomation(thingID: thingID)
             return .success(())

@@ -122,6 +122,28 @@ struct DeviceSecurityTests {
         }
     }
 
+    @Test("The hub refuses an automation change whose configuration would pass AutomationLimits.maxConfigBytes")
+    func hubKeepsConfigSize() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-SIZE-1", owner: "user:\(uid)", token: token)
+            let sets = "\(e.target(tid))/action-sets"
+            // Each action just under the hub's per-action limit (16 KiB).
+            let action: [String: Any] = ["schema": "AC", "schemaVersion": 1, "action": "turnPower",
+                                         "params": ["pad": String(repeating: "x", count: 15_000)]]
+            // (Each request stays under the hub's 64 KiB body limit.)
+            #expect(try await e.call("PUT", "\(sets)/three", token: token,
+                                     json: ["actions": Array(repeating: action, count: 3)]).status == 204)
+            // Together over the limit: refused, the first stays.
+            let two = try await e.call("PUT", "\(sets)/two", token: token, json: ["actions": Array(repeating: action, count: 2)])
+            #expect(two.status == 400 && two.text.contains("AutomationLimits.maxConfigBytes"), "\(two.status) \(two.text)")
+            let names = (try await e.get(sets, token: token).json["actionSets"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
+            #expect(names == ["three"])
+            let published = try #require(e.hub.automationMessage(thingID: tid)).dump().utf8.count
+            #expect(published <= AutomationLimits.maxConfigBytes)
+        }
+    }
+
     // MARK: 2. THINGIF_OPT_MAX_PAYLOAD on every topic
 
     @Test("A message over THINGIF_OPT_MAX_PAYLOAD is dropped before parsing on every topic: commands, replies, configuration")
