@@ -635,6 +635,8 @@ paths:
         or timer triggers the hub publishes the whole config, retained with QoS 1, on
         p/{mqttTopic}/config of each MQTT installation of the thing:
         {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing with every change.
+        A change that would make that config larger than 65536 bytes
+        (AutomationLimits.maxConfigBytes, which the thing enforces too) is refused with 400.
       requestBody:
         required: true
         content:
