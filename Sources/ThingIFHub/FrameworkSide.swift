@@ -431,9 +431,11 @@ public final class FrameworkSide: @unchecked Sendable {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        guard let t = store.thing(accessToken: token) else {
+        guard var t = store.thing(accessToken: token) else {
             return .failure(error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
         }
+        // A looked-up record has no raw token; the caller's is the one it knows.
+        t.accessToken = token
         return .success(t)
     }
 

@@ -386,7 +386,8 @@ struct CLIEndToEndTests {
 /// returns its PID and the HTTP URL it logged (bounded: 15 s). The caller
 /// ends the child.
 func startHubProcess(_ exe: String, brokerPort: Int, logPath: String) throws -> (pid: pid_t, url: String) {
-    let pid = try spawnChild(exe, ["--broker-port", "\(brokerPort)", "--http-port", "0", "--memory"],
+    let pid = try spawnChild(exe, ["--broker-port", "\(brokerPort)", "--http-port", "0", "--memory",
+                                   "--insecure-fast-password-hash", "--password-iterations", "1000"],
                              environment: [:], logPath: logPath)
     var url: String?
     _ = poll(timeoutMs: 15_000) {

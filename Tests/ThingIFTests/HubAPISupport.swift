@@ -14,6 +14,11 @@ import ThingIFHubServer
 import Glibc
 #endif
 
+extension HubSecrets {
+    /// For tests only: 1,000 PBKDF2 iterations instead of 600,000.
+    static let fastForTests = HubSecrets(passwordIterations: 1_000)
+}
+
 /// Runs a blocking body on a thread of its own, so that waits never hold a
 /// thread of the cooperative pool (which the HTTP server's handlers need).
 func offPool<T>(_ body: @escaping () -> T) async -> T {
@@ -68,10 +73,11 @@ final class HubAPIEnv {
         session = URLSession(configuration: config)
     }
 
-    static func start() async throws -> HubAPIEnv {
+    static func start(security: HubServer.Security = HubServer.Security()) async throws -> HubAPIEnv {
         let env = try await offPool { Result { try Env() } }.get()
         let logs = Locked<[String]>([])
-        let server = HubServer(hub: env.hub, host: "127.0.0.1", port: 0, log: { line in logs.withLock { $0.append(line) } })
+        let server = HubServer(hub: env.hub, host: "127.0.0.1", port: 0, security: security,
+                               log: { line in logs.withLock { $0.append(line) } })
         var logger = Logger(label: "hub-api-test")
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
@@ -214,8 +220,9 @@ final class HubAPIEnv {
 }
 
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
-func withHubAPI(_ body: (HubAPIEnv) async throws -> Void) async throws {
-    let e = try await HubAPIEnv.start()
+func withHubAPI(security: HubServer.Security = HubServer.Security(),
+                _ body: (HubAPIEnv) async throws -> Void) async throws {
+    let e = try await HubAPIEnv.start(security: security)
     do {
         try await body(e)
     } catch {

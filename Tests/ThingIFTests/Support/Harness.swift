@@ -169,7 +169,10 @@ final class Env {
     init() throws {
         broker = try Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
-        guard let h = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: broker.port)) else {
+        // Fast password hashes: the KDF's production cost (600,000 iterations)
+        // would add a quarter second to every onboarding and login.
+        guard let h = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: broker.port),
+                                    store: MemoryStore(secrets: .fastForTests)) else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")
         }
