@@ -57,7 +57,7 @@ public struct WebhookGuard: Sendable, Equatable {
     }
 
     /// The bytes of a literal IPv4 (4) or IPv6 (16) address, nil for a name.
-    static func literalAddress(_ host: String) -> [UInt8]? {
+    public static func literalAddress(_ host: String) -> [UInt8]? {
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
         var v6 = in6_addr()
@@ -94,7 +94,7 @@ public struct WebhookGuard: Sendable, Equatable {
     }
 
     /// Why an address is not public (loopback, private, …), nil when it is.
-    static func nonPublic(_ a: [UInt8]) -> String? {
+    public static func nonPublic(_ a: [UInt8]) -> String? {
         if a.count == 4 { return nonPublicV4(a) }
         guard a.count == 16 else { return "malformed" }
         if a.allSatisfy({ $0 == 0 }) { return "unspecified" }

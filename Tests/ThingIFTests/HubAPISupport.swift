@@ -32,6 +32,7 @@ struct HTTPReply {
     let status: Int
     let data: Data
     let contentType: String?
+    var retryAfter: String? = nil
     var text: String { String(decoding: data, as: UTF8.self) }
     var json: [String: Any] { ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any]) ?? [:] }
     func string(_ key: String) -> String? { json[key] as? String }
@@ -123,7 +124,8 @@ final class HubAPIEnv {
                 if let error { return c.resume(throwing: error) }
                 guard let http = response as? HTTPURLResponse else { return c.resume(throwing: HarnessError("no HTTP response")) }
                 c.resume(returning: HTTPReply(status: http.statusCode, data: data ?? Data(),
-                                              contentType: http.value(forHTTPHeaderField: "Content-Type")))
+                                              contentType: http.value(forHTTPHeaderField: "Content-Type"),
+                                              retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
             }.resume()
         }
     }
