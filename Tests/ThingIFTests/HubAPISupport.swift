@@ -295,8 +295,11 @@ final class WebhookReceiver: @unchecked Sendable {
     let bodies = Locked<[String]>([])
     private let stopFlag = Locked(false)
     private let done = DispatchSemaphore(value: 0)
+    /// When set, every POST is answered 302 with this Location.
+    private let redirectTo: String?
 
-    init() throws {
+    init(redirectTo: String? = nil) throws {
+        self.redirectTo = redirectTo
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket") }
         var one: Int32 = 1
@@ -344,7 +347,8 @@ final class WebhookReceiver: @unchecked Sendable {
                     if rest.count >= length { body = String(decoding: rest.prefix(length), as: UTF8.self) }
                 }
             }
-            let reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            let reply = redirectTo.map { "HTTP/1.1 302 Found\r\nLocation: \($0)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+                ?? "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             _ = reply.withCString { send(c, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             close(c)
             if let body { bodies.withLock { $0.append(body) } }

@@ -114,6 +114,44 @@ struct HubSecurityTests {
         }
     }
 
+    @Test("Webhook delivery: a 302 is not followed; a name that resolves to loopback is skipped at delivery; a revoked thing token gets 401 on MQTT")
+    func webhookDeliveryAndThingTokens() async throws {
+        let target = try WebhookReceiver()
+        defer { target.stop() }
+        let bouncer = try WebhookReceiver(redirectTo: target.url)
+        defer { bouncer.stop() }
+        let byName = try WebhookReceiver()
+        defer { byName.stop() }
+        // Both loopback receivers by address are allowed; the one by name is not.
+        let allow = ["127.0.0.1:\(target.port)", "127.0.0.1:\(bouncer.port)"]
+        try await withHubAPI(security: .init(webhooks: WebhookGuard(allow: allow))) { e in
+            let (uid, token) = try await e.user(loginName: "alice")
+            let (tid, thingToken) = try await e.onboard("AC-HOOKS", owner: "user:\(uid)", token: token)
+            _ = try await e.appliance(thingID: tid, token: thingToken)
+            _ = try await e.installation("WEBHOOK", token: token, webhookURL: bouncer.url)
+            _ = try await e.installation("WEBHOOK", token: token,
+                                         webhookURL: "http://localhost:\(byName.port)/hook")
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await e.waitForFinished(tid, cid, token: token)
+            #expect(await offPool { poll(timeoutMs: 10_000) { !bouncer.bodies.withLock { $0.isEmpty } } })
+            #expect(await offPool { poll(timeoutMs: 5_000) { e.logs.withLock { $0.contains { $0.contains("refused") } } } },
+                    "\(e.logs.withLock { $0 })")
+            // Time for a followed redirect or a delivery by name to show up.
+            try await Task.sleep(nanoseconds: 1_500_000_000)
+            #expect(target.bodies.withLock { $0.isEmpty }, "the redirect was followed")
+            #expect(byName.bodies.withLock { $0.isEmpty }, "a webhook reached a loopback address by name")
+
+            // The thing's token revoked: its next request over MQTT gets 401.
+            #expect(e.hub.store.revokeToken(thingToken))
+            let before = e.hub.requests.count
+            let cid2 = try await e.postCommand(tid, token: token, userID: uid)
+            #expect(await offPool {
+                poll(timeoutMs: 10_000) { e.hub.requests.dropFirst(before).contains { $0.status == 401 } }
+            }, "\(e.hub.requests.dropFirst(before).map { "\($0.method) \($0.path) \($0.status)" })")
+            #expect(e.hub.store.command(id: cid2)?.results == nil)
+        }
+    }
+
     @Test("Webhook guard: addresses classified; a name resolving to loopback is refused at delivery; the allow-list is per host and port")
     func webhookGuardUnit() throws {
         let g = WebhookGuard()

@@ -430,7 +430,7 @@ private func runTool(_ name: String, _ args: [String]) throws {
 }
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
-private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore()) throws -> FrameworkSide {
+private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore(secrets: .fastForTests)) throws -> FrameworkSide {
     guard let hub = FrameworkSide(.init(appID: Env.appID, appKey: Env.appKey, brokerPort: env.broker.port,
                                         advertisedPort: advertisedPort), store: store) else {
         throw HarnessError("cannot create a framework side")

@@ -269,5 +269,5 @@ func withEnv(_ body: (Env) throws -> Void) throws {
 func makeHubStore(_ path: String) throws -> HubStore {
     let parent = (path as NSString).deletingLastPathComponent
     if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
-    return try SQLiteStore(path: path)
+    return try SQLiteStore(path: path, secrets: .fastForTests)
 }
