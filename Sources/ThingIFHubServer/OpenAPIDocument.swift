@@ -316,7 +316,9 @@ paths:
         of a registered one, and binds `owner`: `user:{userID}` (the caller) or
         `group:{groupID}` (a group the caller owns or belongs to; else 403 FORBIDDEN).
         Several owners can share a thing. The reply's accessToken is the thing's: hand it
-        to the device (thingif_use_onboarded), it does not act as a user.
+        to the device (thingif_use_onboarded), it does not act as a user. Every onboarding
+        issues a NEW token (the hub keeps only its SHA-256); earlier tokens of the thing
+        stay valid until they expire (thingTokenLifetime, none by default) or are revoked.
       requestBody:
         required: true
         content:
@@ -334,7 +336,7 @@ paths:
                 required: [thingID, accessToken]
                 properties:
                   thingID: { type: string }
-                  accessToken: { type: string, description: the thing's token }
+                  accessToken: { type: string, description: "the thing's token, new on every onboarding" }
         "400": { $ref: "#/components/responses/BadRequest" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "403":
