@@ -1,6 +1,7 @@
 import CSQLite
 import Foundation
 import Testing
+import ThingIF
 @testable import ThingIFHub
 #if canImport(Glibc)
 import Glibc
@@ -340,6 +341,47 @@ struct StoreConformanceTests {
             // A new one (login) works again.
             let third = try #require(s.issueToken(kind: .user, subjectID: u.userID))
             #expect(s.user(accessToken: third)?.userID == u.userID)
+        }
+    }
+
+    @Test("Registration runs the KDF outside the store's lock: concurrent first registrations agree, lookups are not held up",
+          arguments: StoreFactory.all)
+    func registrationOutsideLock(_ factory: StoreFactory) throws {
+        try withStore(factory, secrets: HubSecrets(passwordIterations: 200_000)) { s in
+            let other = try register(s, "AC-OTHER")
+            let k0 = Platform.nowMs()
+            _ = PasswordHash.make("pw", iterations: 200_000)
+            let kdf = Platform.nowMs() - k0
+            // Eight threads register the same new vendorThingID at once.
+            let results = Locked<[Result<ThingRecord, RegisterError>]>([])
+            let lookups = Locked<[Int64]>([])
+            let group = DispatchGroup()
+            for _ in 0..<8 {
+                group.enter()
+                Thread {
+                    let r = s.registerThing(vendorThingID: "AC-RACE", password: "pw", thingType: nil,
+                                            firmwareVersion: nil, dataGroupingInterval: nil)
+                    results.withLock { $0.append(r) }
+                    group.leave()
+                }.start()
+            }
+            // Meanwhile, lookups answer without waiting for the KDF.
+            let start = Platform.nowMs()
+            while results.withLock({ $0.count }) < 8 && Platform.nowMs() - start < 30_000 {
+                let t0 = Platform.nowMs()
+                _ = s.thing(id: other.thingID)
+                lookups.withLock { $0.append(Platform.nowMs() - t0) }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            group.wait()
+            let ids = Set(results.withLock { $0 }.compactMap { try? $0.get().thingID })
+            #expect(ids.count == 1 && results.withLock { $0.count } == 8, "\(results.withLock { $0 })")
+            let tokens = results.withLock { $0 }.compactMap { try? $0.get().accessToken }
+            #expect(Set(tokens).count == 8)
+            for t in tokens { #expect(s.thing(accessToken: t)?.thingID == ids.first) }
+            // Behind the lock, a lookup would wait for at least one whole KDF.
+            let slowest = lookups.withLock { $0.max() ?? 0 }
+            #expect(slowest < max(60, kdf), "a lookup waited \(slowest) ms; one KDF takes \(kdf) ms")
         }
     }
 

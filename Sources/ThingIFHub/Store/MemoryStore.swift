@@ -79,29 +79,44 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     // MARK: things
 
+    /// The KDF (a quarter second at the production cost) runs outside the
+    /// lock, so one onboarding never stalls the rest of the hub.
     public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
                               dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
-        data.withLock { d in
-            if let id = d.byVendorID[vendorThingID], var t = d.things[id] {
-                guard let h = t.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
-                if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
-                if t.thingType == nil { t.thingType = thingType }
-                if let firmwareVersion { t.firmwareVersion = firmwareVersion }
-                if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
-                d.things[id] = t
-                t.accessToken = issue(&d, kind: .thing, subjectID: id)
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (or a password change) makes one repeat.
+        for _ in 0..<4 {
+            let known = data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
+                    guard var t = d.things[known.thingID], t.passwordHash == h else { return nil }
+                    if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                    if t.thingType == nil { t.thingType = thingType }
+                    if let firmwareVersion { t.firmwareVersion = firmwareVersion }
+                    if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
+                    d.things[t.thingID] = t
+                    t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
+                    return .success(t)
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
+                guard d.byVendorID[vendorThingID] == nil else { return nil }
+                var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                                    thingType: thingType, firmwareVersion: firmwareVersion,
+                                    accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                                    createdAt: Platform.epochMs())
+                d.things[t.thingID] = t
+                d.byVendorID[vendorThingID] = t.thingID
+                t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
                 return .success(t)
             }
-            var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID,
-                                passwordHash: PasswordHash.make(password, iterations: secrets.passwordIterations),
-                                thingType: thingType, firmwareVersion: firmwareVersion,
-                                accessToken: "", dataGroupingInterval: dataGroupingInterval,
-                                createdAt: Platform.epochMs())
-            d.things[t.thingID] = t
-            d.byVendorID[vendorThingID] = t.thingID
-            t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
-            return .success(t)
+            if let r { return r }
         }
+        return .failure(.storage)
     }
 
     public func thing(id: String) -> ThingRecord? { data.withLock { $0.things[id] } }

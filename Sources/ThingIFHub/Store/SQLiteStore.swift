@@ -368,47 +368,73 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     // MARK: things
 
+    /// The KDF (a quarter second at the production cost) runs outside the
+    /// connection's lock, so one onboarding never stalls the rest of the hub.
     public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
                               dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
-        db.withLock { c in
-            do {
-                return try c.transaction { () throws -> Result<ThingRecord, RegisterError> in
-                    if let t = try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID) {
-                        guard let h = t.passwordHash, PasswordHash.verify(password, h) else {
-                            return .failure(.wrongPassword)
-                        }
-                        if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
-                        try c.run("""
-                            UPDATE things SET thing_type = COALESCE(thing_type, ?),
-                                firmware_version = COALESCE(?, firmware_version),
-                                data_grouping_interval = COALESCE(?, data_grouping_interval)
-                            WHERE thing_id = ?
-                            """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
-                                  .text(t.thingID)])
-                        guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
-                            return .failure(.storage)
-                        }
-                        updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
-                        return .success(updated)
-                    }
-                    var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID,
-                                        passwordHash: PasswordHash.make(password, iterations: secrets.passwordIterations),
-                                        thingType: thingType, firmwareVersion: firmwareVersion,
-                                        accessToken: "", dataGroupingInterval: dataGroupingInterval,
-                                        createdAt: Platform.epochMs())
-                    try c.run("""
-                        INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-                            data_grouping_interval, state, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
-                        """, [.text(t.thingID), .text(vendorThingID), .text(t.passwordHash), .text(thingType),
-                              .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)])
-                    t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
-                    return .success(t)
-                }
-            } catch {
-                return .failure(.storage)
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (another hub on the file too) makes one repeat.
+        for _ in 0..<4 {
+            let found: Result<ThingRecord?, SQLiteError> = db.withLock { c in
+                do { return .success(try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID)) }
+                catch { return .failure(error as? SQLiteError ?? SQLiteError(code: SQLITE_ERROR, message: "\(error)")) }
             }
+            guard case .success(let known) = found else { return .failure(.storage) }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
+                    do {
+                        return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                            // Still the hash that was verified?
+                            guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID),
+                                  t.passwordHash == h else { return nil }
+                            if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                            try c.run("""
+                                UPDATE things SET thing_type = COALESCE(thing_type, ?),
+                                    firmware_version = COALESCE(?, firmware_version),
+                                    data_grouping_interval = COALESCE(?, data_grouping_interval)
+                                WHERE thing_id = ?
+                                """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
+                                      .text(t.thingID)])
+                            guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
+                                return .failure(.storage)
+                            }
+                            updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                            return .success(updated)
+                        }
+                    } catch {
+                        return .failure(.storage)
+                    }
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
+                do {
+                    return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                        guard try c.first("SELECT 1 FROM things WHERE vendor_thing_id = ?", [.text(vendorThingID)],
+                                          { _ in true }) == nil else { return nil }
+                        var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                                            thingType: thingType, firmwareVersion: firmwareVersion,
+                                            accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                                            createdAt: Platform.epochMs())
+                        try c.run("""
+                            INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                                data_grouping_interval, state, created_at)
+                            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                            """, [.text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
+                                  .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)])
+                        t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                        return .success(t)
+                    }
+                } catch {
+                    return .failure(.storage)
+                }
+            }
+            if let r { return r }
         }
+        return .failure(.storage)
     }
 
     public func thing(id: String) -> ThingRecord? {
