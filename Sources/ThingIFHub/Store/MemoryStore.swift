@@ -8,6 +8,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var byVendorID: [String: String] = [:]
         /// SHA-256 (hex) of a token -> the token's record.
         var tokens: [String: TokenEntry] = [:]
+        var lastTokenPruneMs: Int64 = 0
         var byTopic: [String: String] = [:]
         var history: [String: [StateSample]] = [:]
         var sampleSeq: Int64 = 0
@@ -44,8 +45,12 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     private func issue(_ d: inout Data, kind: TokenKind, subjectID: String) -> String {
         let now = Platform.epochMs()
-        // Prune what can no longer be used, so the table stays bounded.
-        d.tokens = d.tokens.filter { !$0.value.revoked && ($0.value.expiresAt == 0 || $0.value.expiresAt > now) }
+        // Prune what can no longer be used, so the table stays bounded (a
+        // pass over all tokens, so at most once a second).
+        if now - d.lastTokenPruneMs >= 1000 {
+            d.lastTokenPruneMs = now
+            d.tokens = d.tokens.filter { !$0.value.revoked && ($0.value.expiresAt == 0 || $0.value.expiresAt > now) }
+        }
         let raw = HubIDs.token()
         d.tokens[Crypto.sha256Hex(raw)] = TokenEntry(kind: kind, subjectID: subjectID, createdAt: now,
                                                      expiresAt: secrets.expiry(kind, now: now), revoked: false)
