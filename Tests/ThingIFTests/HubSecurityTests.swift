@@ -222,6 +222,28 @@ struct HubSecurityTests {
             #expect(plain.status != 0 && !plain.output.contains(#""status":"ok""#), "plain HTTP: \(plain.output)")
         }
     }
+
+    @Test("HTTPS: a certificate that does not load stops the server; it never falls back to plain HTTP")
+    func httpsNoFallback() async throws {
+        let dir = try makeTempDirectory(prefix: "thingif-tls")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "not a certificate".write(toFile: dir + "/bad.pem", atomically: true, encoding: .utf8)
+        let hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1),
+                                             store: MemoryStore(secrets: .fastForTests)))
+        for (cert, key) in [(dir + "/missing.pem", dir + "/missing.key"), (dir + "/bad.pem", dir + "/bad.pem")] {
+            let server = HubServer(hub: hub, host: "127.0.0.1", port: 0,
+                                   security: .init(tlsCertFile: cert, tlsKeyFile: key))
+            let failed: Bool
+            do {
+                try await server.run()
+                failed = false
+            } catch {
+                failed = true
+            }
+            #expect(failed, "run() with \(cert) did not fail")
+            #expect(server.listeningPort == nil, "the server listened without TLS")
+        }
+    }
 }
 
 /// A CA and a server certificate for IP 127.0.0.1 signed by it, made with the
