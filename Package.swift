@@ -33,7 +33,7 @@ let package = Package(
             name: "ThingIF",
             dependencies: ["CThingIF"],
             path: "Sources",
-            exclude: ["CThingIF", "CSQLite", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
+            exclude: ["CThingIF", "CSQLite", "CCrypto", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
             sources: ["ThingIF", "ThingIFC"],
             swiftSettings: swift5
         ),
@@ -43,10 +43,22 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
-        .target(name: "ThingIFHub", dependencies: ["ThingIF", "CSQLite"], swiftSettings: swift5),
+        // OpenSSL's libcrypto: PBKDF2-HMAC-SHA256 for passwords, SHA-256 for tokens.
+        .systemLibrary(
+            name: "CCrypto",
+            path: "Sources/CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "ThingIFHub", dependencies: ["ThingIF", "CSQLite", "CCrypto"], swiftSettings: swift5),
         .target(
             name: "ThingIFHubServer",
-            dependencies: ["ThingIFHub", .product(name: "Hummingbird", package: "hummingbird")],
+            dependencies: [
+                "ThingIFHub",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+            ],
             swiftSettings: swift5
         ),
         .executableTarget(name: "thingif-hub", dependencies: ["ThingIFHubServer"], swiftSettings: swift5),

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing thingif needs, when it is missing:
-# libmosquitto-dev, libjansson-dev, mosquitto (the broker the tests start),
+# libmosquitto-dev, libjansson-dev, libsqlite3-dev, libssl-dev (libcrypto for the
+# hub's password KDF and token hashes), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
 # mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen.
 # The Swift toolchain (6.x) must already be on PATH.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev libsqlite3-dev mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
   have_pkg "$p" || need+=("$p")
 done
 

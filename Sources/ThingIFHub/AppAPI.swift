@@ -72,6 +72,13 @@ extension FrameworkSide {
     /// The user a bearer token belongs to; nil for an unknown token or a thing's token.
     public func user(token: String) -> UserRecord? { store.user(accessToken: token) }
 
+    /// Revokes a raw access token of `user`'s own: false when it is not one
+    /// (unknown, already revoked, or another user's or a thing's).
+    public func revoke(token: String, by user: UserRecord) -> Bool {
+        guard store.user(accessToken: token)?.userID == user.userID else { return false }
+        return store.revokeToken(token)
+    }
+
     public func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
         appAPI.createGroup(name: name, owner: owner, members: members)
     }
@@ -129,8 +136,13 @@ extension FrameworkSide {
     /// The state history in [from, to), grouped by the thing's data grouping
     /// interval (one group per interval that has samples; a thing without an
     /// interval gets one group for the whole range).
-    public func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64) -> Result<[StateGroup], HubError> {
-        appAPI.stateHistory(user: user, thingID: thingID, from: from, to: to)
+    /// One page: at most `limit` samples (default and cap `maxPage`);
+    /// `next` is the paginationKey of the following page, nil at the end.
+    public func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+                             limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage)
+        -> Result<(groups: [StateGroup], next: String?), HubError> {
+        appAPI.stateHistory(user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
+                            limit: limit, maxPage: maxPage)
     }
 
     // MARK: app installations and notifications

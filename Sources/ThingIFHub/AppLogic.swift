@@ -17,7 +17,7 @@ struct AppAPI {
             guard let password, (4...128).contains(password.count) else {
                 return .failure(.invalid("password must be 4 to 128 characters"))
             }
-            hash = PasswordHash.make(password)
+            hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
             if store.user(loginName: loginName) != nil {
                 return .failure(HubError(409, "USER_ALREADY_EXISTS", "loginName \(loginName) is taken"))
             }
@@ -30,11 +30,24 @@ struct AppAPI {
         return .success(u)
     }
 
+    /// A good login issues a NEW token (returned in the record's
+    /// accessToken); earlier ones stay valid until they expire or are revoked.
     func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
-        guard let u = store.user(loginName: loginName), let hash = u.passwordHash,
-              PasswordHash.verify(password, hash) else {
-            return .failure(HubError(400, "invalid_grant", "the loginName or the password is wrong"))
+        let wrong = HubError(400, "invalid_grant", "the loginName or the password is wrong")
+        guard var u = store.user(loginName: loginName), let hash = u.passwordHash else {
+            // The same KDF work as for a known user: no timing oracle for
+            // which loginNames exist.
+            PasswordHash.dummyVerify(password, iterations: store.secrets.passwordIterations)
+            return .failure(wrong)
         }
+        guard PasswordHash.verify(password, hash) else { return .failure(wrong) }
+        if PasswordHash.isLegacy(hash) {
+            // The old hand-made chain: replaced by the KDF now that the password is known.
+            _ = store.setPasswordHash(userID: u.userID,
+                                      PasswordHash.make(password, iterations: store.secrets.passwordIterations))
+        }
+        guard let token = store.issueToken(kind: .user, subjectID: u.userID) else { return .failure(.storage) }
+        u.accessToken = token
         return .success(u)
     }
 
@@ -87,9 +100,11 @@ struct AppAPI {
         case .failure(.storage):
             return .failure(.storage)
         case .success(let t):
-            guard store.addOwner(thingID: t.thingID, owner: owner), let bound = store.thing(id: t.thingID) else {
+            guard store.addOwner(thingID: t.thingID, owner: owner), var bound = store.thing(id: t.thingID) else {
                 return .failure(.storage)
             }
+            // The token issued by this onboarding (a lookup does not know it).
+            bound.accessToken = t.accessToken
             return .success(bound)
         }
     }
@@ -231,16 +246,29 @@ struct AppAPI {
 
     // MARK: state
 
-    func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64) -> Result<[StateGroup], HubError> {
+    /// One page of at most `limit` samples (capped to `maxPage`), grouped;
+    /// `next` is the paginationKey of the following page, nil at the end.
+    func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+                      limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage)
+        -> Result<(groups: [StateGroup], next: String?), HubError> {
         let thing: ThingRecord
         switch ownedThing(user: user, thingID: thingID) {
         case .failure(let e): return .failure(e)
         case .success(let t): thing = t
         }
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
-        let samples = store.stateHistory(thingID: thingID, from: from, to: to)
+        if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
+        var after: Int64 = 0
+        if let paginationKey {
+            guard let v = Int64(paginationKey), v >= 0 else { return .failure(.invalid("bad paginationKey")) }
+            after = v
+        }
+        let page = store.stateHistoryPage(thingID: thingID, from: from, to: to, after: after,
+                                          limit: min(limit ?? maxPage, max(1, maxPage)))
+        let samples = page.samples
+        let next = page.next.map { String($0) }
         guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
-            return .success(samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)])
+            return .success((samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)], next))
         }
         var groups: [StateGroup] = []
         for s in samples {
@@ -251,7 +279,7 @@ struct AppAPI {
                 groups.append(StateGroup(from: start, to: start + interval, samples: [s]))
             }
         }
-        return .success(groups)
+        return .success((groups, next))
     }
 
     // MARK: app installations and notifications

@@ -38,7 +38,9 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Requests per MQTT client ID: a burst of `requestBurst`, refilled at
         /// `requestRatePerSecond`; beyond that, 429.
         public var requestRatePerSecond: Double = 200
-        public var requestBurst: Double = 2000
+        public var requestBurst = 2000
+        /// Body limits (the same settings as the REST API's).
+        public var limits = HubLimits()
 
         public init(appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
                     advertisedHost: String? = nil, advertisedPort: Int? = nil, sharedSubscription: Bool = true,
@@ -106,7 +108,7 @@ public final class FrameworkSide: @unchecked Sendable {
     public static let resultCountLimit = 20_000
     /// Onboarding attempts per vendorThingID: a burst of 10, then one per
     /// 10 s; more get 429 (password guessing over the bootstrap identity).
-    let onboardingLimiter = RateLimiter(perSecond: 0.1, burst: 10)
+    let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
     private let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the MQTT thread.
     public var onEvent: (@Sendable (String) -> Void)?
@@ -129,7 +131,7 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
-        rateLimiter = RateLimiter(perSecond: options.requestRatePerSecond, burst: options.requestBurst)
+        rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         if options.brokerUsername != nil {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
@@ -407,9 +409,8 @@ public final class FrameworkSide: @unchecked Sendable {
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             method = req.method
-            if req.body.count > HubLimits.maxRequestBody(path: t.path) {
-                reply = error(413, "REQUEST_TOO_LARGE",
-                              "the body is larger than \(HubLimits.maxRequestBody(path: t.path)) bytes")
+            if req.body.count > maxBody(path: t.path) {
+                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: t.path)) bytes")
             } else if !rateLimiter.allow("mqtt:" + t.clientID, now: Platform.nowMs()) {
                 reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(t.clientID); slow down")
             } else {
@@ -437,6 +438,11 @@ public final class FrameworkSide: @unchecked Sendable {
         // the hub publish anywhere.
         _ = client.publish(topic: Topics.response(clientID: t.clientID), payload: answer.encode(), qos: 1,
                            correlationData: m.correlationData)
+    }
+
+    /// The body limit of a request path: state uploads have their own.
+    private func maxBody(path: String) -> Int {
+        path.hasSuffix("/states") ? options.limits.maxStateBody : options.limits.maxBody
     }
 
     private func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse {
@@ -549,9 +555,11 @@ public final class FrameworkSide: @unchecked Sendable {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        guard let t = store.thing(accessToken: token) else {
+        guard var t = store.thing(accessToken: token) else {
             return .failure(error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
         }
+        // A looked-up record has no raw token; the caller's is the one it knows.
+        t.accessToken = token
         return .success(t)
     }
 

@@ -1,80 +1,134 @@
+import CCrypto
 import ThingIF
 
-/// Salted, iterated SHA-256 password hashes: "sha256$ITER$SALT$HASH" (hex).
-/// The hub stores only these, never a password.
-enum PasswordHash {
-    static let iterations = 4096
+/// Password hashes with PBKDF2-HMAC-SHA256 from OpenSSL's libcrypto:
+/// "pbkdf2-sha256$ITER$SALT$HASH" (salt 16 random bytes, hash 32 bytes, both
+/// hex). The iteration count travels in each hash, so a later change of the
+/// setting still verifies older hashes. The hub stores only these, never a
+/// password (users' and things' alike).
+public enum PasswordHash {
+    /// OWASP's current figure for PBKDF2-HMAC-SHA256; the hub refuses fewer
+    /// unless a test opts in (HubSecrets.allowFastPasswordHash).
+    public static let defaultIterations = 600_000
+    /// The most a stored hash may ask for (a corrupt row must not stall login).
+    static let maxIterations = 10_000_000
+    static let scheme = "pbkdf2-sha256"
 
-    static func make(_ password: String) -> String {
-        let salt = Platform.randomHex(bytes: 16)
-        return "sha256$\(iterations)$\(salt)$\(derive(password, salt: salt, iterations: iterations))"
+    public static func make(_ password: String, iterations: Int = defaultIterations) -> String {
+        let n = max(1, min(iterations, maxIterations))
+        let salt = Crypto.randomBytes(16)
+        return "\(scheme)$\(n)$\(Crypto.hex(salt))$\(Crypto.hex(Crypto.pbkdf2(password, salt: salt, iterations: n)))"
     }
 
-    static func verify(_ password: String, _ stored: String) -> Bool {
-        let parts = stored.split(separator: "$").map(String.init)
-        guard parts.count == 4, parts[0] == "sha256", let n = Int(parts[1]), n > 0, n <= 1_000_000 else { return false }
-        let expected = Array(parts[3].utf8)
-        let actual = Array(derive(password, salt: parts[2], iterations: n).utf8)
-        // Compare in constant time.
-        guard expected.count == actual.count else { return false }
-        var diff: UInt8 = 0
-        for i in 0..<expected.count { diff |= expected[i] ^ actual[i] }
-        return diff == 0
+    /// Whether `password` matches `stored`. Accepts the old hand-made
+    /// "sha256$ITER$SALT$HASH" chain too (see `isLegacy`): the caller
+    /// re-hashes those after a successful login.
+    public static func verify(_ password: String, _ stored: String) -> Bool {
+        let parts = stored.split(separator: "$", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, let n = Int(parts[1]), n > 0, n <= maxIterations else { return false }
+        switch parts[0] {
+        case scheme:
+            guard let salt = Crypto.unhex(parts[2]), let expected = Crypto.unhex(parts[3]), expected.count == 32 else {
+                return false
+            }
+            return Crypto.equal(Crypto.pbkdf2(password, salt: salt, iterations: n), expected)
+        case "sha256":
+            return Crypto.equal(Array(legacyDerive(password, salt: parts[2], iterations: n).utf8), Array(parts[3].utf8))
+        default:
+            return false
+        }
     }
 
-    private static func derive(_ password: String, salt: String, iterations: Int) -> String {
-        var digest = SHA256.hash(Array((salt + ":" + password).utf8))
-        for _ in 1..<iterations { digest = SHA256.hash(digest + Array(salt.utf8)) }
-        return digest.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+    /// A hash in the old format, to be replaced after the next good login.
+    public static func isLegacy(_ stored: String) -> Bool { stored.hasPrefix("sha256$") }
+
+    /// Work as long as verifying a real hash of `iterations`, for logins of
+    /// unknown users, so that their answer takes as long (no timing oracle).
+    public static func dummyVerify(_ password: String, iterations: Int) {
+        _ = Crypto.pbkdf2(password, salt: Array(repeating: 0x5a, count: 16), iterations: max(1, min(iterations, maxIterations)))
+    }
+
+    /// The hand-made chain of the first hubs: SHA-256 of "salt:password",
+    /// then SHA-256 of (digest + salt) ITER - 1 times, hex.
+    private static func legacyDerive(_ password: String, salt: String, iterations: Int) -> String {
+        var digest = Crypto.sha256(Array((salt + ":" + password).utf8))
+        for _ in 1..<iterations { digest = Crypto.sha256(digest + Array(salt.utf8)) }
+        return Crypto.hex(digest)
     }
 }
 
-/// SHA-256 (FIPS 180-4), for password hashes.
-enum SHA256 {
-    private static let k: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
-
-    static func hash(_ message: [UInt8]) -> [UInt8] {
-        var h: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
-        var m = message
-        let bitLength = UInt64(message.count) * 8
-        m.append(0x80)
-        while m.count % 64 != 56 { m.append(0) }
-        for i in (0..<8).reversed() { m.append(UInt8(truncatingIfNeeded: bitLength >> (UInt64(i) * 8))) }
-        var w = [UInt32](repeating: 0, count: 64)
-        for chunk in stride(from: 0, to: m.count, by: 64) {
-            for i in 0..<16 {
-                let b = chunk + i * 4
-                w[i] = UInt32(m[b]) << 24 | UInt32(m[b + 1]) << 16 | UInt32(m[b + 2]) << 8 | UInt32(m[b + 3])
-            }
-            for i in 16..<64 {
-                let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
-                let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
-                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-            }
-            var (a, b, c, d, e, f, g, hh) = (h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])
-            for i in 0..<64 {
-                let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-                let ch = (e & f) ^ (~e & g)
-                let t1 = hh &+ s1 &+ ch &+ k[i] &+ w[i]
-                let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-                let maj = (a & b) ^ (a & c) ^ (b & c)
-                let t2 = s0 &+ maj
-                (hh, g, f, e, d, c, b, a) = (g, f, e, d &+ t1, c, b, a, t1 &+ t2)
-            }
-            h[0] = h[0] &+ a; h[1] = h[1] &+ b; h[2] = h[2] &+ c; h[3] = h[3] &+ d
-            h[4] = h[4] &+ e; h[5] = h[5] &+ f; h[6] = h[6] &+ g; h[7] = h[7] &+ hh
-        }
-        return h.flatMap { v in (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - $0 * 8)) } }
+/// libcrypto's primitives the hub uses.
+public enum Crypto {
+    public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        bytes.withUnsafeBufferPointer { b in _ = SHA256(b.baseAddress, b.count, &out) }
+        return out
     }
 
-    @inline(__always) private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
+    /// SHA-256 of the UTF-8 text, as 64 lowercase hex digits: how tokens are stored.
+    public static func sha256Hex(_ text: String) -> String { hex(sha256(Array(text.utf8))) }
+
+    public static func pbkdf2(_ password: String, salt: [UInt8], iterations: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let pw = Array(password.utf8)
+        let ok = pw.withUnsafeBufferPointer { p in
+            p.withMemoryRebound(to: CChar.self) { pc in
+                PKCS5_PBKDF2_HMAC(pc.baseAddress, Int32(pc.count), salt, Int32(salt.count), Int32(iterations),
+                                  EVP_sha256(), Int32(out.count), &out)
+            }
+        }
+        // Only a failed allocation makes it fail; a zero key then matches nothing stored.
+        precondition(ok == 1, "PKCS5_PBKDF2_HMAC failed")
+        return out
+    }
+
+    public static func randomBytes(_ n: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: n)
+        guard RAND_bytes(&out, Int32(n)) == 1 else {
+            // The system's generator is not seeded: never hand out a guessable value.
+            fatalError("RAND_bytes failed")
+        }
+        return out
+    }
+
+    /// Constant time for equal lengths.
+    public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBufferPointer { pa in
+            b.withUnsafeBufferPointer { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 }
+        }
+    }
+
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func unhex(_ s: String) -> [UInt8]? {
+        let u = Array(s.utf8)
+        guard u.count % 2 == 0 else { return nil }
+        func v(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: return c - 48
+            case 97...102: return c - 87
+            case 65...70: return c - 55
+            default: return nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(u.count / 2)
+        var i = 0
+        while i < u.count {
+            guard let h = v(u[i]), let l = v(u[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
 }

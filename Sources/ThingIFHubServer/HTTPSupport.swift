@@ -6,10 +6,9 @@ import ThingIFHub
 // Request and response plumbing of the REST API: JSON replies, the error
 // body, bearer tokens, and reading a JSON request body with its limits.
 
-/// Limits of the HTTP layer (documented in docs/openapi.yaml).
+/// Limits of the HTTP layer (documented in docs/openapi.yaml). Body sizes
+/// are settings: HubLimits (ThingIFHub), in HubServer.Security.
 public enum HTTPLimits {
-    /// The largest request body accepted (64 KiB); larger ones get 413.
-    public static let maxBody = 64 * 1024
     /// Seconds between two keepalive comments on an event stream.
     public static let sseKeepaliveSeconds = 15
     /// Seconds a webhook POST may take.
@@ -43,9 +42,17 @@ enum Reply {
 extension HubError {
     static let unsupportedMediaType = HubError(415, "UNSUPPORTED_MEDIA_TYPE",
                                                "the body must be JSON: Content-Type application/json or application/…+json")
-    static let tooLarge = HubError(413, "REQUEST_TOO_LARGE", "the body is larger than \(HTTPLimits.maxBody) bytes")
+    static let tooLarge = HubError(413, "REQUEST_TOO_LARGE", "the body is larger than the hub accepts")
+    static func tooLarge(_ limit: Int) -> HubError {
+        HubError(413, "REQUEST_TOO_LARGE", "the body is larger than \(limit) bytes")
+    }
     static let appNotFound = HubError(404, "APP_NOT_FOUND", "no such app on this hub")
     static let invalidToken = HubError(401, "INVALID_ACCESS_TOKEN", "the access token is not a user's token of this app")
+}
+
+/// A spent rate budget: 429 with Retry-After and a Kii-style body.
+struct RateLimited: Error {
+    var retryAfterSeconds: Int
 }
 
 /// Turns every error into Thing-IF's {"errorCode","message"} body: the
@@ -60,6 +67,11 @@ struct ErrorBodyMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let e as HubError {
             return Reply.error(e)
+        } catch let e as RateLimited {
+            var r = Reply.error(HubError(429, "TOO_MANY_REQUESTS",
+                                         "too many requests; retry after \(e.retryAfterSeconds) s"))
+            r.headers[.retryAfter] = String(e.retryAfterSeconds)
+            return r
         } catch is NIOTooManyBytesError {
             return Reply.error(.tooLarge)
         } catch let e as HTTPError {
@@ -89,13 +101,18 @@ enum Body {
     }
 
     /// The request body as a JSON object: 415 for a non-JSON Content-Type,
-    /// 413 above HTTPLimits.maxBody, 400 for malformed JSON or a non-object.
-    static func object(_ request: Request) async throws -> JSON {
+    /// 413 above `limit` bytes, 400 for malformed JSON or a non-object.
+    static func object(_ request: Request, limit: Int) async throws -> JSON {
         guard let ct = request.headers[.contentType], isJSONMediaType(ct) else { throw HubError.unsupportedMediaType }
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > HTTPLimits.maxBody {
-            throw HubError.tooLarge
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw HubError.tooLarge(limit)
         }
-        let buffer = try await request.body.collect(upTo: HTTPLimits.maxBody)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw HubError.tooLarge(limit)
+        }
         let bytes = Array(buffer: buffer)
         switch JSON.parse(bytes) {
         case .failure(let e):

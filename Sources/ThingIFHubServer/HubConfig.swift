@@ -1,4 +1,5 @@
 import ThingIF
+import ThingIFHub
 
 /// The configuration of thingif-hub, from flags, environment (THINGIF_HUB_*)
 /// and a JSON file (`--config FILE` or THINGIF_HUB_CONFIG). Precedence:
@@ -19,6 +20,39 @@ public struct HubConfig: Equatable, Sendable {
     public var demo = false
     public var timeoutS = 30
     public var quiet = false
+    /// PBKDF2 iterations of new password hashes; at least 600,000 unless
+    /// insecureFastPasswordHash (tests only).
+    public var passwordIterations = 600_000
+    public var insecureFastPasswordHash = false
+    /// Connect without a broker identity (an open development broker only).
+    public var insecureAnonymousBroker = false
+    /// Seconds users' tokens live (0: no expiry); things' tokens likewise.
+    public var tokenLifetime: Int64 = 30 * 86_400
+    public var thingTokenLifetime: Int64 = 0
+    /// Bytes: the largest state upload, the largest other body.
+    public var maxStateBody = 64 * 1024
+    public var maxBody = 64 * 1024
+    /// The most state history samples one read returns.
+    public var maxHistoryPage = 1000
+    /// Requests a second each user and each thing may make on average, and
+    /// at once; rateLimit 0 turns the limit off.
+    public var rateLimit = 20
+    public var rateBurst = 100
+    /// Newest state samples kept per thing (0: all), and days kept (0: no limit).
+    public var stateRetention = 100_000
+    public var stateRetentionDays = 0
+    /// host:port entries webhooks may reach although they are not public.
+    public var webhookAllow: [String] = []
+    /// PEM files: serve the REST API over HTTPS.
+    public var tlsCert: String?
+    public var tlsKey: String?
+    /// The hub's own identity at the broker.
+    public var brokerUsername: String?
+    public var brokerPassword: String?
+    public var brokerCAFile: String?
+    public var brokerCertFile: String?
+    public var brokerKeyFile: String?
+    public var advertisedTLSPort: Int?
 
     public init() {}
 
@@ -48,14 +82,51 @@ public struct HubConfig: Equatable, Sendable {
                                       (MQTT only, in memory unless --db is given)
           --timeout S                 seconds to wait for the thing and each result in --demo (default 30)
           --quiet                     do not print every request
+        Security:
+          --password-iterations N     PBKDF2-HMAC-SHA256 iterations of new password hashes
+                                      (default and minimum 600000)
+          --insecure-fast-password-hash  allow fewer iterations: FOR TESTS ONLY, never in production
+          --token-lifetime S          seconds a user's access token lives (default 2592000, 30 days;
+                                      0: no expiry)
+          --thing-token-lifetime S    seconds a thing's access token lives (default 0: no expiry;
+                                      revocable)
+          --max-body N                largest request body in bytes (default 65536)
+          --max-state-body N          largest state upload in bytes (default 65536)
+          --max-history-page N        most state samples one history read returns (default 1000)
+          --rate-limit N              requests a second per user and per thing (default 20; 0: off)
+          --rate-burst N              requests at once per user and per thing (default 100)
+          --state-retention N         newest state samples kept per thing (default 100000; 0: all)
+          --state-retention-days D    days state samples are kept (default 0: no limit)
+          --webhook-allow LIST        comma-separated host:port webhooks may reach although not public
+          --tls-cert FILE             PEM certificate chain: serve the REST API over HTTPS
+          --tls-key FILE              its PEM private key (both or neither)
+        The hub's broker identity:
+          --broker-username U         user name at the broker
+          --broker-password P         its password (prefer THINGIF_HUB_BROKER_PASSWORD or the
+                                      config file: a flag is visible to every user in ps)
+          --broker-cafile FILE        CA of the broker's certificate: TLS to the broker
+          --broker-certfile FILE      client certificate for mutual TLS (with --broker-keyfile)
+          --broker-keyfile FILE       its private key
+          --advertised-tls-port P     broker TLS port given to things (mqttEndpoint.portSSL)
+          --insecure-anonymous-broker run without a broker identity, on an open broker (development
+                                      only: things then get no broker credentials)
         Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
-          _APP_KEY, _DB, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT, _QUIET, _CONFIG.
+          _APP_KEY, _DB, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT, _QUIET, _CONFIG,
+          _PASSWORD_ITERATIONS, _INSECURE_FAST_PASSWORD_HASH, _TOKEN_LIFETIME, _THING_TOKEN_LIFETIME,
+          _MAX_BODY, _MAX_STATE_BODY, _MAX_HISTORY_PAGE, _RATE_LIMIT, _RATE_BURST, _STATE_RETENTION,
+          _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
+          _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
+          _INSECURE_ANONYMOUS_BROKER.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
-          advertisedHost, advertisedPort, timeout, quiet.
+          advertisedHost, advertisedPort, timeout, quiet, passwordIterations,
+          insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
+          maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
+          (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
+          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker.
         Precedence: flags > environment > file > defaults.
         """
 
-    private enum Kind { case string, int, bool }
+    private enum Kind { case string, int, bool, list }
 
     private struct Option {
         var key: String
@@ -85,7 +156,67 @@ public struct HubConfig: Equatable, Sendable {
         return s
     }
 
+    private static func count(_ s: String, _ name: String, min: Int = 0) throws -> Int {
+        guard let n = Int(s), n >= min else {
+            throw ConfigError(description: "\(name) must be a whole number of at least \(min), not \(s)")
+        }
+        return n
+    }
+
     private static let options: [Option] = [
+        Option(key: "passwordIterations", flags: ["--password-iterations"], env: "PASSWORD_ITERATIONS", kind: .int) {
+            $0.passwordIterations = try count($1, "passwordIterations", min: 1)
+        },
+        Option(key: "insecureFastPasswordHash", flags: ["--insecure-fast-password-hash"], env: "INSECURE_FAST_PASSWORD_HASH", kind: .bool) {
+            $0.insecureFastPasswordHash = try bool($1, "insecureFastPasswordHash")
+        },
+        Option(key: "insecureAnonymousBroker", flags: ["--insecure-anonymous-broker"], env: "INSECURE_ANONYMOUS_BROKER", kind: .bool) {
+            $0.insecureAnonymousBroker = try bool($1, "insecureAnonymousBroker")
+        },
+        Option(key: "tokenLifetime", flags: ["--token-lifetime"], env: "TOKEN_LIFETIME", kind: .int) {
+            $0.tokenLifetime = Int64(try count($1, "tokenLifetime"))
+        },
+        Option(key: "thingTokenLifetime", flags: ["--thing-token-lifetime"], env: "THING_TOKEN_LIFETIME", kind: .int) {
+            $0.thingTokenLifetime = Int64(try count($1, "thingTokenLifetime"))
+        },
+        Option(key: "maxBody", flags: ["--max-body"], env: "MAX_BODY", kind: .int) { $0.maxBody = try count($1, "maxBody", min: 1024) },
+        Option(key: "maxStateBody", flags: ["--max-state-body"], env: "MAX_STATE_BODY", kind: .int) {
+            $0.maxStateBody = try count($1, "maxStateBody", min: 1024)
+        },
+        Option(key: "maxHistoryPage", flags: ["--max-history-page"], env: "MAX_HISTORY_PAGE", kind: .int) {
+            $0.maxHistoryPage = try count($1, "maxHistoryPage", min: 1)
+        },
+        Option(key: "rateLimit", flags: ["--rate-limit"], env: "RATE_LIMIT", kind: .int) { $0.rateLimit = try count($1, "rateLimit") },
+        Option(key: "rateBurst", flags: ["--rate-burst"], env: "RATE_BURST", kind: .int) { $0.rateBurst = try count($1, "rateBurst", min: 1) },
+        Option(key: "stateRetention", flags: ["--state-retention"], env: "STATE_RETENTION", kind: .int) {
+            $0.stateRetention = try count($1, "stateRetention")
+        },
+        Option(key: "stateRetentionDays", flags: ["--state-retention-days"], env: "STATE_RETENTION_DAYS", kind: .int) {
+            $0.stateRetentionDays = try count($1, "stateRetentionDays")
+        },
+        Option(key: "webhookAllow", flags: ["--webhook-allow"], env: "WEBHOOK_ALLOW", kind: .list) {
+            $0.webhookAllow = $1.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+        },
+        Option(key: "tlsCert", flags: ["--tls-cert"], env: "TLS_CERT", kind: .string) { $0.tlsCert = try nonEmpty($1, "tlsCert") },
+        Option(key: "tlsKey", flags: ["--tls-key"], env: "TLS_KEY", kind: .string) { $0.tlsKey = try nonEmpty($1, "tlsKey") },
+        Option(key: "brokerUsername", flags: ["--broker-username"], env: "BROKER_USERNAME", kind: .string) {
+            $0.brokerUsername = try nonEmpty($1, "brokerUsername")
+        },
+        Option(key: "brokerPassword", flags: ["--broker-password"], env: "BROKER_PASSWORD", kind: .string) {
+            $0.brokerPassword = $1
+        },
+        Option(key: "brokerCAFile", flags: ["--broker-cafile"], env: "BROKER_CAFILE", kind: .string) {
+            $0.brokerCAFile = try nonEmpty($1, "brokerCAFile")
+        },
+        Option(key: "brokerCertFile", flags: ["--broker-certfile"], env: "BROKER_CERTFILE", kind: .string) {
+            $0.brokerCertFile = try nonEmpty($1, "brokerCertFile")
+        },
+        Option(key: "brokerKeyFile", flags: ["--broker-keyfile"], env: "BROKER_KEYFILE", kind: .string) {
+            $0.brokerKeyFile = try nonEmpty($1, "brokerKeyFile")
+        },
+        Option(key: "advertisedTLSPort", flags: ["--advertised-tls-port"], env: "ADVERTISED_TLS_PORT", kind: .int) {
+            $0.advertisedTLSPort = try port($1, "advertisedTLSPort")
+        },
         Option(key: "brokerHost", flags: ["--broker-host", "--host"], env: "BROKER_HOST", kind: .string) { $0.brokerHost = try nonEmpty($1, "brokerHost") },
         Option(key: "brokerPort", flags: ["--broker-port", "--port"], env: "BROKER_PORT", kind: .int) { $0.brokerPort = try port($1, "brokerPort") },
         Option(key: "httpHost", flags: ["--http-host"], env: "HTTP_HOST", kind: .string) { $0.httpHost = try nonEmpty($1, "httpHost") },
@@ -155,6 +286,8 @@ public struct HubConfig: Equatable, Sendable {
                     text = String(n)
                 } else if let b = v.boolValue, o.kind == .bool {
                     text = b ? "true" : "false"
+                } else if o.kind == .list, v.isArray, v.elements.allSatisfy({ $0.stringValue != nil }) {
+                    text = v.elements.compactMap(\.stringValue).joined(separator: ",")
                 } else {
                     throw ConfigError(description: "\(key) in \(path) has the wrong type (\(v.typeName))")
                 }
@@ -167,6 +300,38 @@ public struct HubConfig: Equatable, Sendable {
         }
         // 4. The flags.
         for (o, v) in flagValues { try o.apply(&c, v) }
+        try c.validate()
         return .run(c)
+    }
+
+    /// Checks that span several settings.
+    func validate() throws {
+        if passwordIterations < PasswordHash.defaultIterations && !insecureFastPasswordHash {
+            throw ConfigError(description: "passwordIterations must be at least \(PasswordHash.defaultIterations) (fewer only with --insecure-fast-password-hash, for tests)")
+        }
+        if (tlsCert == nil) != (tlsKey == nil) {
+            throw ConfigError(description: "tlsCert and tlsKey go together")
+        }
+        if (brokerCertFile == nil) != (brokerKeyFile == nil) {
+            throw ConfigError(description: "brokerCertFile and brokerKeyFile go together")
+        }
+        if brokerCertFile != nil && brokerCAFile == nil {
+            throw ConfigError(description: "brokerCertFile needs brokerCAFile (TLS to the broker)")
+        }
+    }
+
+    /// The store's secrets settings.
+    public var secrets: HubSecrets {
+        HubSecrets(passwordIterations: passwordIterations, userTokenLifetime: tokenLifetime,
+                   thingTokenLifetime: thingTokenLifetime)
+    }
+
+    public var retention: StateRetention { StateRetention(maxSamples: stateRetention, maxAgeDays: stateRetentionDays) }
+
+    public var limits: HubLimits { HubLimits(maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage) }
+
+    /// TLS to the broker, when a CA file is set.
+    public var brokerTLS: FrameworkSide.TLSFiles? {
+        brokerCAFile.map { FrameworkSide.TLSFiles(caFile: $0, certFile: brokerCertFile, keyFile: brokerKeyFile) }
     }
 }

@@ -94,14 +94,17 @@ final class Notifier: @unchecked Sendable {
     let streams = EventStreams()
     private let log: @Sendable (String) -> Void
     private let session: URLSession
+    let webhooks: WebhookGuard
 
-    init(hub: FrameworkSide, log: @escaping @Sendable (String) -> Void) {
+    init(hub: FrameworkSide, webhooks: WebhookGuard = WebhookGuard(), log: @escaping @Sendable (String) -> Void) {
         self.hub = hub
         self.log = log
+        self.webhooks = webhooks
         let config = URLSessionConfiguration.ephemeral
         config.timeoutIntervalForRequest = TimeInterval(HTTPLimits.webhookTimeoutSeconds)
         config.timeoutIntervalForResource = TimeInterval(HTTPLimits.webhookTimeoutSeconds)
-        session = URLSession(configuration: config)
+        // No redirects: a public URL must not bounce the POST to an internal one.
+        session = URLSession(configuration: config, delegate: NoRedirects(), delegateQueue: nil)
     }
 
     /// Called on the MQTT thread; never blocks on the network.
@@ -129,21 +132,38 @@ final class Notifier: @unchecked Sendable {
             log("webhook of \(installationID): bad URL \(urlText)")
             return
         }
-        var request = URLRequest(url: url, timeoutInterval: TimeInterval(HTTPLimits.webhookTimeoutSeconds))
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(payload)
         let log = self.log
-        // URLSession runs the request on its own threads; the completion
-        // only logs.
-        session.dataTask(with: request) { _, response, error in
-            if let error {
-                log("webhook of \(installationID) for \(commandID) failed: \(error.localizedDescription)")
-            } else if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {
-                log("webhook of \(installationID) for \(commandID): HTTP \(http.statusCode)")
+        let webhooks = self.webhooks
+        let session = self.session
+        // Resolving the name may wait on DNS: off the MQTT thread.
+        DispatchQueue.global().async {
+            // Checked again at each delivery: the name may resolve elsewhere now.
+            if case .refused(let why) = webhooks.checkAtDelivery(url) {
+                log("webhook of \(installationID) for \(commandID) refused: \(why)")
+                return
             }
-        }.resume()
+            var request = URLRequest(url: url, timeoutInterval: TimeInterval(HTTPLimits.webhookTimeoutSeconds))
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(payload)
+            // URLSession runs the request on its own threads; the completion only logs.
+            session.dataTask(with: request) { _, response, error in
+                if let error {
+                    log("webhook of \(installationID) for \(commandID) failed: \(error.localizedDescription)")
+                } else if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {
+                    log("webhook of \(installationID) for \(commandID): HTTP \(http.statusCode)")
+                }
+            }.resume()
+        }
     }
 
     func invalidate() { session.finishTasksAndInvalidate() }
+}
+
+/// Answers every redirect with "do not follow": the 3xx itself is the answer.
+final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
 }

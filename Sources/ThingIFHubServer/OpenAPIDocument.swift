@@ -16,10 +16,18 @@ info:
     Rules that hold for every operation:
     - Every call except POST /api/apps/{appID}/users, POST /api/apps/{appID}/oauth2/token,
       GET /openapi.yaml and GET /health needs `Authorization: Bearer {accessToken}` of a
-      user. A missing or unknown token, or a thing's token, gets 401.
+      user. A missing, unknown, expired or revoked token, or a thing's token, gets 401
+      INVALID_ACCESS_TOKEN. Users' tokens expire after the hub's tokenLifetime (30 days by
+      default); each login issues a new one; POST …/oauth2/revoke ends one early. The hub
+      keeps only tokens' SHA-256, so it can never show a token again after issuing it.
     - An unknown {appID} gets 404 APP_NOT_FOUND.
     - Request bodies are JSON: Content-Type application/json or any application/…+json
-      (else 415 UNSUPPORTED_MEDIA_TYPE), at most 65536 bytes (else 413 REQUEST_TOO_LARGE).
+      (else 415 UNSUPPORTED_MEDIA_TYPE), at most the hub's maxBody, 65536 bytes by default
+      (else 413 REQUEST_TOO_LARGE).
+    - Each user (by token), each target thing and each loginName at login has a request
+      budget (the hub's rateLimit per second and rateBurst at once; 20 and 100 by default):
+      beyond it, 429 TOO_MANY_REQUESTS with a `Retry-After` header in seconds.
+    - With --tls-cert/--tls-key the hub serves this API over HTTPS only.
       Malformed JSON, a body that is not an object, wrong types or missing fields get
       400 INVALID_INPUT_DATA.
     - Errors always have the body `{"errorCode","message"}` and a 4xx/5xx status.
@@ -140,9 +148,10 @@ paths:
                 type: object
                 required: [access_token, token_type, id]
                 properties:
-                  access_token: { type: string }
+                  access_token: { type: string, description: a new token on every login }
                   token_type: { type: string, enum: [Bearer] }
                   id: { type: string, description: the userID }
+                  expires_in: { type: integer, description: "seconds the token is valid (absent: no expiry)" }
         "400":
           description: INVALID_INPUT_DATA, or invalid_grant for a wrong loginName or password.
           content:
@@ -151,6 +160,35 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
+  /api/apps/{appID}/oauth2/revoke:
+    parameters:
+      - $ref: "#/components/parameters/appID"
+    post:
+      tags: [users]
+      summary: Revoke one of the caller's own tokens
+      description: |
+        Ends a token of the caller's (as RFC 7009 and Kii's revoke): the one named in
+        `token`, or, without it, the token the request carries. Other tokens of the user
+        stay valid. A token of another user, a thing's, or an unknown or already revoked
+        one gets 400.
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                token: { type: string, description: "the access token to revoke (default: the caller's)" }
+      responses:
+        "204":
+          description: Revoked; the token now gets 401.
+        "400": { $ref: "#/components/responses/BadRequest" }
+        "401": { $ref: "#/components/responses/Unauthorized" }
+        "404": { $ref: "#/components/responses/NotFound" }
+        "413": { $ref: "#/components/responses/TooLarge" }
+        "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /api/apps/{appID}/groups:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -183,6 +221,7 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /api/apps/{appID}/installations:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -192,7 +231,11 @@ paths:
       description: |
         MQTT: the hub publishes on `mqttTopic` (`n/{installationID}`). SSE: open
         GET …/installations/{id}/events. WEBHOOK: the hub POSTs to `webhookURL`
-        (http:// or https://). Every notification body is NotificationPayload.
+        (http:// or https://), only to a public address: a URL whose host is a literal
+        loopback, private, shared, link-local, unique-local, unspecified or multicast
+        address (IPv4-mapped forms too) gets 400 here, and a name that resolves to one is
+        skipped at delivery, unless the operator's webhookAllow lists its host:port.
+        Redirects are not followed. Every notification body is NotificationPayload.
         A pseudo user is notified only on the installation a command was posted
         from (header X-Thingif-Installation-ID); a normal user on all of its installations;
         for a group issuer, every installation of the group's owner and members.
@@ -222,6 +265,7 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /api/apps/{appID}/installations/{installationID}:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -233,6 +277,7 @@ paths:
         "204": { description: Removed; its open event streams end. }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /api/apps/{appID}/installations/{installationID}/events:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -258,6 +303,7 @@ paths:
               schema: { $ref: "#/components/schemas/Error" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/onboardings:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -270,7 +316,9 @@ paths:
         of a registered one, and binds `owner`: `user:{userID}` (the caller) or
         `group:{groupID}` (a group the caller owns or belongs to; else 403 FORBIDDEN).
         Several owners can share a thing. The reply's accessToken is the thing's: hand it
-        to the device (thingif_use_onboarded), it does not act as a user.
+        to the device (thingif_use_onboarded), it does not act as a user. Every onboarding
+        issues a NEW token (the hub keeps only its SHA-256); earlier tokens of the thing
+        stay valid until they expire (thingTokenLifetime, none by default) or are revoked.
       requestBody:
         required: true
         content:
@@ -288,7 +336,7 @@ paths:
                 required: [thingID, accessToken]
                 properties:
                   thingID: { type: string }
-                  accessToken: { type: string, description: the thing's token }
+                  accessToken: { type: string, description: "the thing's token, new on every onboarding" }
         "400": { $ref: "#/components/responses/BadRequest" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "403":
@@ -304,6 +352,7 @@ paths:
               schema: { $ref: "#/components/schemas/Error" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/commands:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -357,6 +406,7 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
     get:
       tags: [commands]
       summary: listCommands (ascending, paginated)
@@ -386,6 +436,7 @@ paths:
               schema: { $ref: "#/components/schemas/Error" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/commands/{commandID}:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -409,6 +460,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/states:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -429,6 +481,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/states/history:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -440,8 +493,20 @@ paths:
         The states uploaded at from <= time < to, in groups of the dataGroupingInterval
         set at onboarding (one group per interval that has samples, oldest first; a
         thing without an interval gets one group for the whole range). Each object is
-        the whole state after an upload plus `_created` (milliseconds).
+        the whole state after an upload plus `_created` (milliseconds). One answer holds
+        at most bestEffortLimit samples (default and cap: the hub's maxHistoryPage, 1000);
+        `nextPaginationKey` is there when more follow. The hub keeps the newest
+        stateRetention samples per thing (100000 by default) and, when stateRetentionDays
+        is set, only that many days.
       parameters:
+        - name: bestEffortLimit
+          in: query
+          schema: { type: integer, minimum: 1 }
+          description: At most this many samples (capped at maxHistoryPage).
+        - name: paginationKey
+          in: query
+          schema: { type: string }
+          description: The nextPaginationKey of the previous page.
         - name: from
           in: query
           schema: { type: integer, format: int64, default: 0 }
@@ -479,9 +544,11 @@ paths:
                             properties:
                               _created: { type: integer, format: int64 }
                             additionalProperties: true
+                  nextPaginationKey: { type: string, description: present when more samples follow }
         "400": { $ref: "#/components/responses/BadRequest" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/triggers:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -525,6 +592,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
     get:
       tags: [triggers]
       summary: List the thing's server triggers (in creation order)
@@ -540,6 +608,7 @@ paths:
                   triggers: { type: array, items: { $ref: "#/components/schemas/Trigger" } }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -559,6 +628,7 @@ paths:
               schema: { $ref: "#/components/schemas/Trigger" }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
     delete:
       tags: [triggers]
       summary: Delete a server trigger
@@ -567,6 +637,7 @@ paths:
           description: Deleted.
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}/enable:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -583,6 +654,7 @@ paths:
           description: Enabled (a SCHEDULE trigger counts its next firing from now).
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/triggers/{triggerID}/disable:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -599,6 +671,7 @@ paths:
           description: Disabled.
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/action-sets:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -618,6 +691,7 @@ paths:
                   actionSets: { type: array, items: { $ref: "#/components/schemas/ActionSet" } }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/action-sets/{name}:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -658,6 +732,7 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
     delete:
       tags: [automation]
       summary: Delete an action set
@@ -671,6 +746,7 @@ paths:
           content:
             application/json:
               schema: { $ref: "#/components/schemas/Error" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -690,6 +766,7 @@ paths:
                   timerTriggers: { type: array, items: { $ref: "#/components/schemas/TimerTrigger" } }
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -721,6 +798,7 @@ paths:
         "404": { $ref: "#/components/responses/NotFound" }
         "413": { $ref: "#/components/responses/TooLarge" }
         "415": { $ref: "#/components/responses/UnsupportedMediaType" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
     delete:
       tags: [automation]
       summary: Delete a timer trigger
@@ -729,6 +807,7 @@ paths:
           description: Deleted and published to the thing.
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}/enable:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -746,6 +825,7 @@ paths:
           description: Enabled and published to the thing.
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
   /thing-if/apps/{appID}/targets/thing:{thingID}/timer-triggers/{name}/disable:
     parameters:
       - $ref: "#/components/parameters/appID"
@@ -763,6 +843,7 @@ paths:
           description: Disabled and published to the thing.
         "401": { $ref: "#/components/responses/Unauthorized" }
         "404": { $ref: "#/components/responses/NotFound" }
+        "429": { $ref: "#/components/responses/TooManyRequests" }
 components:
   securitySchemes:
     bearer:
@@ -793,7 +874,7 @@ components:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
     Unauthorized:
-      description: UNAUTHORIZED (no bearer token) or INVALID_ACCESS_TOKEN (unknown, or a thing's).
+      description: UNAUTHORIZED (no bearer token) or INVALID_ACCESS_TOKEN (unknown, expired, revoked, or a thing's).
       content:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
@@ -803,7 +884,16 @@ components:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }
     TooLarge:
-      description: REQUEST_TOO_LARGE (body above 65536 bytes).
+      description: REQUEST_TOO_LARGE (body above the hub's maxBody, 65536 bytes by default).
+      content:
+        application/json:
+          schema: { $ref: "#/components/schemas/Error" }
+    TooManyRequests:
+      description: TOO_MANY_REQUESTS (the caller's, the target thing's or the loginName's request budget is spent).
+      headers:
+        Retry-After:
+          description: Seconds until a request fits the budget again.
+          schema: { type: integer, minimum: 1 }
       content:
         application/json:
           schema: { $ref: "#/components/schemas/Error" }

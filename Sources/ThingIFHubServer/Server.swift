@@ -3,6 +3,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -16,9 +19,32 @@ import ThingIFHub
 /// does, with SIGTERM/SIGINT as graceful shutdown signals). A graceful
 /// shutdown ends the open event streams, then the HTTP server.
 public final class HubServer: Service, @unchecked Sendable {
+    /// The REST API's defences, from the hub's settings.
+    public struct Security: Sendable {
+        /// Body size limits (413) and the history page cap.
+        public var limits: HubLimits
+        /// Per-user and per-thing request budgets (429); nil for none.
+        public var rateLimiter: RateLimiter?
+        /// Where webhooks may go.
+        public var webhooks: WebhookGuard
+        /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
+        public var tlsCertFile: String?
+        public var tlsKeyFile: String?
+
+        public init(limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
+                    webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil) {
+            self.limits = limits
+            self.rateLimiter = rateLimiter
+            self.webhooks = webhooks
+            self.tlsCertFile = tlsCertFile
+            self.tlsKeyFile = tlsKeyFile
+        }
+    }
+
     public let hub: FrameworkSide
     public let host: String
     public let port: Int
+    public let security: Security
     let notifier: Notifier
     private let log: @Sendable (String) -> Void
     private let logLevel: Logger.Level
@@ -26,14 +52,15 @@ public final class HubServer: Service, @unchecked Sendable {
 
     /// Sets `hub.onCommandFinished` to deliver notifications. `port` 0 picks
     /// a free port (see `waitUntilListening`). `log` gets the hub's lines.
-    public init(hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080,
+    public init(hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080, security: Security = Security(),
                 logLevel: Logger.Level = .warning, log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.hub = hub
         self.host = host
         self.port = port
+        self.security = security
         self.log = log
         self.logLevel = logLevel
-        let notifier = Notifier(hub: hub, log: log)
+        let notifier = Notifier(hub: hub, webhooks: security.webhooks, log: log)
         self.notifier = notifier
         hub.onCommandFinished = { notifier.commandFinished($0) }
     }
@@ -57,13 +84,24 @@ public final class HubServer: Service, @unchecked Sendable {
     public func run() async throws {
         var logger = Logger(label: "thingif-hub.http")
         logger.logLevel = logLevel
+        var server: HTTPServerBuilder = .http1()
+        var scheme = "http"
+        if let cert = security.tlsCertFile, let key = security.tlsKeyFile {
+            // A TLS setup that fails stops the server: no fallback to plain HTTP.
+            let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
+            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain,
+                                                               privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            server = try .tls(.http1(), tlsConfiguration: tls)
+            scheme = "https"
+        }
         let app = Application(
             router: makeRouter(),
+            server: server,
             configuration: .init(address: .hostname(host, port: port), serverName: "thingif-hub"),
-            onServerRunning: { [boundPort, log, host] channel in
+            onServerRunning: { [boundPort, log, host, scheme] channel in
                 let p = channel.localAddress?.port ?? 0
                 boundPort.withLock { $0 = p }
-                log("HTTP API on http://\(host):\(p)/ (OpenAPI at /openapi.yaml)")
+                log("HTTP API on \(scheme)://\(host):\(p)/ (OpenAPI at /openapi.yaml)")
             },
             logger: logger
         )
@@ -82,7 +120,7 @@ public final class HubServer: Service, @unchecked Sendable {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.middlewares.add(ErrorBodyMiddleware<BasicRequestContext>(log: log))
-        let api = API(hub: hub, notifier: notifier)
+        let api = API(hub: hub, notifier: notifier, security: security)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
         router.get("/openapi.yaml") { _, _ in
@@ -93,6 +131,7 @@ public final class HubServer: Service, @unchecked Sendable {
 
         router.post("/api/apps/{appID}/users") { try await api.createUser($0, $1) }
         router.post("/api/apps/{appID}/oauth2/token") { try await api.token($0, $1) }
+        router.post("/api/apps/{appID}/oauth2/revoke") { try await api.revoke($0, $1) }
         router.post("/api/apps/{appID}/groups") { try await api.createGroup($0, $1) }
         router.post("/api/apps/{appID}/installations") { try await api.createInstallation($0, $1) }
         router.delete("/api/apps/{appID}/installations/{installationID}") { try await api.deleteInstallation($0, $1) }
@@ -131,6 +170,7 @@ public final class HubServer: Service, @unchecked Sendable {
 struct API: Sendable {
     let hub: FrameworkSide
     let notifier: Notifier
+    let security: HubServer.Security
 
     static let installationHeader = HTTPField.Name("X-Thingif-Installation-ID")!
 
@@ -149,7 +189,28 @@ struct API: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw HubError.unauthorized() }
         let token = String(parts[1]).trimmingSpaces()
         guard !token.isEmpty, let u = hub.user(token: token) else { throw HubError.invalidToken }
+        try spend("user:" + u.userID)
         return u
+    }
+
+    /// The raw bearer token of the request (after `user` accepted it).
+    func bearer(_ request: Request) -> String {
+        let value = request.headers[.authorization] ?? ""
+        let parts = value.split(separator: " ", maxSplits: 1)
+        return parts.count == 2 ? String(parts[1]).trimmingSpaces() : ""
+    }
+
+    /// Takes one request of `key`'s budget: 429 with Retry-After when spent.
+    func spend(_ key: String) throws {
+        guard let limiter = security.rateLimiter else { return }
+        let now = Platform.epochMs()
+        guard limiter.allow(key, now: now) else {
+            throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds(key, now: now))
+        }
+    }
+
+    func object(_ request: Request) async throws -> JSON {
+        try await Body.object(request, limit: security.limits.maxBody)
     }
 
     func param(_ context: BasicRequestContext, _ name: String) throws -> String {
@@ -165,7 +226,9 @@ struct API: Sendable {
         guard target.hasPrefix("thing:"), target.count > 6 else {
             throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
         }
-        return String(target.dropFirst(6))
+        let id = String(target.dropFirst(6))
+        try spend("thing:" + id)
+        return id
     }
 
     func value<T>(_ r: Result<T, HubError>) throws -> T {
@@ -185,7 +248,7 @@ struct API: Sendable {
 
     func createUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try checkApp(context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let loginName = try Body.optionalString(body, "loginName")
         let password = try Body.optionalString(body, "password")
         let u = try value(hub.createUser(loginName: loginName, password: password))
@@ -196,16 +259,34 @@ struct API: Sendable {
 
     func token(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try checkApp(context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let name = try Body.requiredString(body, "username")
         let password = try Body.requiredString(body, "password")
+        // Password guessing spends the login name's budget.
+        try spend("login:" + name)
         let u = try value(hub.login(loginName: name, password: password))
-        return Reply.json(200, Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)]))
+        let o = Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)])
+        let lifetime = hub.store.secrets.userTokenLifetime
+        if lifetime > 0 { o.set("expires_in", .int(Int(lifetime))) }
+        return Reply.json(200, o)
+    }
+
+    /// Revokes a token of the caller's own (RFC 7009 style): {"token": …};
+    /// without "token", the one the request carries. 204 either way for a
+    /// token of the caller's; 400 for another's or an unknown one.
+    func revoke(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let body = try await object(request)
+        let token = try Body.optionalString(body, "token") ?? bearer(request)
+        guard hub.revoke(token: token, by: user) else {
+            throw HubError.invalid("the token is not a valid token of the caller")
+        }
+        return Reply.noContent()
     }
 
     func createGroup(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let name = try Body.requiredString(body, "name")
         var members: [String] = []
         if let m = body["members"], !m.isNull {
@@ -223,12 +304,15 @@ struct API: Sendable {
 
     func createInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let type = try Body.requiredString(body, "deviceType")
         guard let kind = AppInstallation.Kind(rawValue: type) else {
             throw HubError.invalid("deviceType must be MQTT, SSE or WEBHOOK, not \(type)")
         }
         let url = try Body.optionalString(body, "webhookURL")
+        if kind == .webhook, let url, case .refused(let why) = security.webhooks.checkAtInstallation(url) {
+            throw HubError.invalid(why)
+        }
         let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
         let o = Reply.object([("installationID", i.installationID)])
         if kind == .mqtt, let topic = i.target {
@@ -283,7 +367,7 @@ struct API: Sendable {
 
     func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let vendorThingID = try Body.requiredString(body, "vendorThingID")
         let password = try Body.requiredString(body, "thingPassword")
         let owner = try Body.requiredString(body, "owner")
@@ -301,7 +385,7 @@ struct API: Sendable {
     func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid = try thingID(context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
         let c = try value(hub.postCommand(user: user, thingID: tid, form: body, installationID: installation))
         return Reply.json(201, Reply.object([("commandID", c.commandID)]))
@@ -349,7 +433,14 @@ struct API: Sendable {
         let tid = try thingID(context)
         let from = try int64Query(request, "from") ?? 0
         let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
-        let groups = try value(hub.stateHistory(user: user, thingID: tid, from: from, to: to))
+        var limit: Int?
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s), n > 0 else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
+            limit = n
+        }
+        let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
+        let (groups, next) = try value(hub.stateHistory(user: user, thingID: tid, from: from, to: to, paginationKey: key,
+                                                        limit: limit, maxPage: security.limits.maxHistoryPage))
         let results = JSON.array()
         for g in groups {
             let range = JSON.object()
@@ -369,6 +460,7 @@ struct API: Sendable {
         }
         let o = JSON.object()
         o.set("groupedResults", results)
+        if let next { o.set("nextPaginationKey", string: next) }
         return Reply.json(200, o)
     }
 
@@ -377,7 +469,7 @@ struct API: Sendable {
     func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid = try thingID(context)
-        let body = try await Body.object(request)
+        let body = try await object(request)
         let t = try value(hub.createTrigger(user: user, thingID: tid, body: body))
         return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
     }
@@ -429,7 +521,7 @@ struct API: Sendable {
         let user = try user(request, context)
         let tid = try thingID(context)
         let name = try param(context, "name")
-        let body = try await Body.object(request)
+        let body = try await object(request)
         try value(hub.putActionSet(user: user, thingID: tid, name: name, body: body))
         return Reply.noContent()
     }
@@ -452,7 +544,7 @@ struct API: Sendable {
         let user = try user(request, context)
         let tid = try thingID(context)
         let name = try param(context, "name")
-        let body = try await Body.object(request)
+        let body = try await object(request)
         try value(hub.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
         return Reply.noContent()
     }

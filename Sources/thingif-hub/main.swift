@@ -39,19 +39,33 @@ let timeoutS = config.timeoutS
 // unless --db was given.
 let store: HubStore
 if config.memory || (config.demo && !config.dbGiven) {
-    store = MemoryStore()
+    store = MemoryStore(secrets: config.secrets, retention: config.retention)
 } else {
     do {
-        store = try SQLiteStore(path: config.db)
+        store = try SQLiteStore(path: config.db, secrets: config.secrets, retention: config.retention)
     } catch {
         fputs("thingif-hub: cannot open the database \(config.db): \(error)\n", stderr)
         exit(1)
     }
 }
 
-guard let hub = FrameworkSide(.init(appID: config.appID, appKey: config.appKey, brokerHost: config.brokerHost,
-                                    brokerPort: config.brokerPort, advertisedHost: config.advertisedHost,
-                                    advertisedPort: config.advertisedPort), store: store) else {
+// Secure by default: the hub needs its broker identity (docs/SECURITY.md).
+if config.brokerUsername == nil {
+    guard config.insecureAnonymousBroker else {
+        fputs("thingif-hub: no broker identity: give --broker-username and its password (THINGIF_HUB_BROKER_PASSWORD or "
+              + "the config file; docs/SECURITY.md), or --insecure-anonymous-broker for an open development broker\n", stderr)
+        exit(2)
+    }
+    say("hub: WARNING: --insecure-anonymous-broker: no broker identity; things get no broker credentials")
+}
+
+var hubOptions = FrameworkSide.Options(appID: config.appID, appKey: config.appKey, brokerHost: config.brokerHost,
+                                       brokerPort: config.brokerPort, advertisedHost: config.advertisedHost,
+                                       advertisedPort: config.advertisedPort, brokerUsername: config.brokerUsername,
+                                       brokerPassword: config.brokerPassword, brokerTLS: config.brokerTLS,
+                                       advertisedTLSPort: config.advertisedTLSPort)
+hubOptions.limits = config.limits
+guard let hub = FrameworkSide(hubOptions, store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)
 }
@@ -60,10 +74,17 @@ if !config.quiet { hub.onEvent = { say("hub: " + $0) } }
 if !config.demo {
     // The REST API; it sets hub.onCommandFinished for notifications, so it
     // exists before the hub starts taking results.
-    let server = HubServer(hub: hub, host: config.httpHost, port: config.httpPort,
+    let security = HubServer.Security(
+        limits: config.limits,
+        rateLimiter: config.rateLimit > 0 ? RateLimiter(ratePerSecond: Double(config.rateLimit), burst: config.rateBurst) : nil,
+        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey)
+    if config.insecureFastPasswordHash {
+        say("hub: WARNING: --insecure-fast-password-hash is set (\(config.passwordIterations) iterations): for tests only")
+    }
+    let server = HubServer(hub: hub, host: config.httpHost, port: config.httpPort, security: security,
                            logLevel: config.quiet ? .error : .warning, log: { say("hub: " + $0) })
     guard hub.start() else {
-        fputs("thingif-hub: cannot connect to the broker at \(config.brokerHost):\(config.brokerPort)\n", stderr)
+        fputs("thingif-hub: cannot start on the broker at \(config.brokerHost):\(config.brokerPort): \(hub.startProblem ?? "")\n", stderr)
         exit(1)
     }
     // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE): one tick a second.
@@ -93,7 +114,7 @@ if !config.demo {
 }
 
 guard hub.start() else {
-    fputs("thingif-hub: cannot connect to the broker at \(config.brokerHost):\(config.brokerPort)\n", stderr)
+    fputs("thingif-hub: cannot start on the broker at \(config.brokerHost):\(config.brokerPort): \(hub.startProblem ?? "")\n", stderr)
     exit(1)
 }
 say("hub: serving app \(config.appID) on the broker at \(config.brokerHost):\(config.brokerPort)")

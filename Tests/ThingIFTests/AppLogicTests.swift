@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import ThingIF
 @testable import ThingIFHub
@@ -6,7 +7,7 @@ import ThingIF
 /// side is not started, so commands stay SENDING.
 @Suite("App logic")
 struct AppLogicTests {
-    let hub = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1))!
+    let hub = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1), store: MemoryStore(secrets: .fastForTests))!
 
     func user(_ login: String? = nil) throws -> UserRecord {
         try hub.createUser(loginName: login, password: login == nil ? nil : "pass-\(login!)").get()
@@ -19,18 +20,29 @@ struct AppLogicTests {
 
     func form(_ text: String) -> JSON { try! JSON.parse(text).get() }
 
-    @Test("SHA-256 matches the FIPS 180-4 examples; password hashes verify and differ by salt")
+    @Test("libcrypto: SHA-256 and PBKDF2-HMAC-SHA256 match the published vectors; password hashes carry their iterations, verify and differ by salt")
     func passwordHashes() {
-        let hex = { (b: [UInt8]) in b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() }
-        #expect(hex(SHA256.hash(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-        #expect(hex(SHA256.hash([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(hex(SHA256.hash(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+        #expect(Crypto.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(Crypto.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(Crypto.sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
-        let a = PasswordHash.make("secret"), b = PasswordHash.make("secret")
-        #expect(a != b)
+        // RFC 7914 section 11 / the PBKDF2-HMAC-SHA256 test vectors (dkLen 32).
+        #expect(Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 1))
+                == "120fb6cffcf8b32c43e7225256c4f837a86548c92ccc35480805987cb70be17b")
+        #expect(Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 4096))
+                == "c5e478d59288c841aa530db6845c4c8d962893a001ce4e11a4963873aa98134a")
+        #expect(PasswordHash.defaultIterations == 600_000)
+        let a = PasswordHash.make("secret", iterations: 1000), b = PasswordHash.make("secret", iterations: 2000)
+        #expect(a.hasPrefix("pbkdf2-sha256$1000$") && b.hasPrefix("pbkdf2-sha256$2000$"))
+        #expect(a.split(separator: "$").map(\.count) == [13, 4, 32, 64])
+        #expect(a != PasswordHash.make("secret", iterations: 1000))
         #expect(PasswordHash.verify("secret", a) && PasswordHash.verify("secret", b))
         #expect(!PasswordHash.verify("Secret", a))
         #expect(!PasswordHash.verify("secret", "garbage"))
+        // A hash with its iteration count changed no longer verifies.
+        #expect(!PasswordHash.verify("secret", a.replacingOccurrences(of: "$1000$", with: "$1001$")))
+        // The default: the full production cost.
+        #expect(PasswordHash.make("x").hasPrefix("pbkdf2-sha256$600000$"))
     }
 
     @Test("Users: pseudo and named; a taken loginName, a bad name or password is refused; login checks the password")
@@ -38,7 +50,7 @@ struct AppLogicTests {
         let pseudo = try user()
         #expect(pseudo.pseudo && pseudo.passwordHash == nil)
         let named = try user("alice")
-        #expect(!named.pseudo && named.passwordHash?.hasPrefix("sha256$") == true)
+        #expect(!named.pseudo && named.passwordHash?.hasPrefix("pbkdf2-sha256$1000$") == true)
         #expect(hub.createUser(loginName: "alice", password: "other").failureStatus == 409)
         #expect(hub.createUser(loginName: "a b", password: "pass").failureStatus == 400)
         #expect(hub.createUser(loginName: "bob", password: "x").failureStatus == 400)
@@ -46,6 +58,39 @@ struct AppLogicTests {
         #expect(try hub.login(loginName: "alice", password: "pass-alice").get().userID == named.userID)
         #expect(hub.login(loginName: "alice", password: "nope").failureStatus == 400)
         #expect(hub.user(token: named.accessToken)?.userID == named.userID)
+    }
+
+    @Test("Login issues a new token each time; earlier ones stay valid until revoked; only one's own token is revoked")
+    func loginTokens() throws {
+        let alice = try user("alice")
+        let bob = try user("bob")
+        let t1 = try hub.login(loginName: "alice", password: "pass-alice").get().accessToken
+        let t2 = try hub.login(loginName: "alice", password: "pass-alice").get().accessToken
+        #expect(Set([alice.accessToken, t1, t2]).count == 3)
+        for t in [alice.accessToken, t1, t2] { #expect(hub.user(token: t)?.userID == alice.userID) }
+        #expect(!hub.revoke(token: t1, by: bob))
+        #expect(hub.user(token: t1)?.userID == alice.userID)
+        #expect(hub.revoke(token: t1, by: alice))
+        #expect(hub.user(token: t1) == nil)
+        #expect(hub.user(token: t2)?.userID == alice.userID)
+        #expect(!hub.revoke(token: t1, by: alice))
+    }
+
+    @Test("A login of an unknown user costs the same KDF work as a wrong password (no timing oracle)")
+    func unknownUserTiming() throws {
+        let slow = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1),
+                                 store: MemoryStore(secrets: HubSecrets(passwordIterations: 100_000)))!
+        _ = try slow.createUser(loginName: "alice", password: "pass-alice").get()
+        func seconds(_ body: () -> Void) -> Double {
+            let start = Platform.nowMs()
+            for _ in 0..<3 { body() }
+            return Double(Platform.nowMs() - start) / 3000
+        }
+        let wrong = seconds { #expect(slow.login(loginName: "alice", password: "nope").failureStatus == 400) }
+        let unknown = seconds { #expect(slow.login(loginName: "nobody", password: "nope").failureStatus == 400) }
+        // 100,000 iterations take tens of milliseconds; skipping them would take microseconds.
+        #expect(wrong > 0.005, "a wrong password took \(wrong) s")
+        #expect(unknown > wrong * 0.3, "unknown \(unknown) s, wrong password \(wrong) s")
     }
 
     @Test("Onboarding by an owner binds it; another user sees nothing; a group's members see the group's thing")
@@ -138,7 +183,7 @@ struct AppLogicTests {
         for (i, at) in [base + 1_000, base + 2_000, base + 61_000, base + 3 * 60_000].enumerated() {
             _ = hub.store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"n":\#(i)}"#, at: at)
         }
-        let groups = try hub.stateHistory(user: alice, thingID: t.thingID, from: base, to: base + 10 * 60_000).get()
+        let groups = try hub.stateHistory(user: alice, thingID: t.thingID, from: base, to: base + 10 * 60_000).get().groups
         #expect(groups.map(\.from) == [base, base + 60_000, base + 180_000])
         #expect(groups.map(\.samples.count) == [2, 1, 1])
         #expect(groups.allSatisfy { $0.to - $0.from == 60_000 })

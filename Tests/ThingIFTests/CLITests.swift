@@ -387,10 +387,12 @@ struct CLIEndToEndTests {
 /// ends the child.
 func startHubProcess(_ exe: String, broker: Broker, logPath: String) throws -> (pid: pid_t, url: String) {
     // As a deployment runs it: over TLS, as the broker's admin client, with
-    // the password in the environment.
+    // the password in the environment; fast password hashes for the tests.
     let pid = try spawnChild(exe, ["--broker-port", "\(broker.tlsPort)", "--broker-cafile", broker.caFile,
-                                   "--broker-username", broker.adminUsername, "--advertised-tls-port", "\(broker.tlsPort)",
-                                   "--http-port", "0", "--memory"],
+                                   "--broker-username", broker.adminUsername, "--advertised-port", "\(broker.port)",
+                                   "--advertised-tls-port", "\(broker.tlsPort)",
+                                   "--http-port", "0", "--memory",
+                                   "--insecure-fast-password-hash", "--password-iterations", "1000"],
                              environment: ["THINGIF_HUB_BROKER_PASSWORD": broker.adminPassword], logPath: logPath)
     var url: String?
     _ = poll(timeoutMs: 15_000) {

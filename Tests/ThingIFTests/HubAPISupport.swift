@@ -14,6 +14,11 @@ import ThingIFHubServer
 import Glibc
 #endif
 
+extension HubSecrets {
+    /// For tests only: 1,000 PBKDF2 iterations instead of 600,000.
+    static let fastForTests = HubSecrets(passwordIterations: 1_000)
+}
+
 /// Runs a blocking body on a thread of its own, so that waits never hold a
 /// thread of the cooperative pool (which the HTTP server's handlers need).
 func offPool<T>(_ body: @escaping () -> T) async -> T {
@@ -27,6 +32,7 @@ struct HTTPReply {
     let status: Int
     let data: Data
     let contentType: String?
+    var retryAfter: String? = nil
     var text: String { String(decoding: data, as: UTF8.self) }
     var json: [String: Any] { ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any]) ?? [:] }
     func string(_ key: String) -> String? { json[key] as? String }
@@ -68,10 +74,11 @@ final class HubAPIEnv {
         session = URLSession(configuration: config)
     }
 
-    static func start() async throws -> HubAPIEnv {
+    static func start(security: HubServer.Security = HubServer.Security()) async throws -> HubAPIEnv {
         let env = try await offPool { Result { try Env() } }.get()
         let logs = Locked<[String]>([])
-        let server = HubServer(hub: env.hub, host: "127.0.0.1", port: 0, log: { line in logs.withLock { $0.append(line) } })
+        let server = HubServer(hub: env.hub, host: "127.0.0.1", port: 0, security: security,
+                               log: { line in logs.withLock { $0.append(line) } })
         var logger = Logger(label: "hub-api-test")
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
@@ -117,7 +124,8 @@ final class HubAPIEnv {
                 if let error { return c.resume(throwing: error) }
                 guard let http = response as? HTTPURLResponse else { return c.resume(throwing: HarnessError("no HTTP response")) }
                 c.resume(returning: HTTPReply(status: http.statusCode, data: data ?? Data(),
-                                              contentType: http.value(forHTTPHeaderField: "Content-Type")))
+                                              contentType: http.value(forHTTPHeaderField: "Content-Type"),
+                                              retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
             }.resume()
         }
     }
@@ -219,8 +227,9 @@ final class HubAPIEnv {
 }
 
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
-func withHubAPI(_ body: (HubAPIEnv) async throws -> Void) async throws {
-    let e = try await HubAPIEnv.start()
+func withHubAPI(security: HubServer.Security = HubServer.Security(),
+                _ body: (HubAPIEnv) async throws -> Void) async throws {
+    let e = try await HubAPIEnv.start(security: security)
     do {
         try await body(e)
     } catch {
@@ -291,8 +300,11 @@ final class WebhookReceiver: @unchecked Sendable {
     let bodies = Locked<[String]>([])
     private let stopFlag = Locked(false)
     private let done = DispatchSemaphore(value: 0)
+    /// When set, every POST is answered 302 with this Location.
+    private let redirectTo: String?
 
-    init() throws {
+    init(redirectTo: String? = nil) throws {
+        self.redirectTo = redirectTo
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket") }
         var one: Int32 = 1
@@ -340,7 +352,8 @@ final class WebhookReceiver: @unchecked Sendable {
                     if rest.count >= length { body = String(decoding: rest.prefix(length), as: UTF8.self) }
                 }
             }
-            let reply = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            let reply = redirectTo.map { "HTTP/1.1 302 Found\r\nLocation: \($0)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+                ?? "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             _ = reply.withCString { send(c, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             close(c)
             if let body { bodies.withLock { $0.append(body) } }

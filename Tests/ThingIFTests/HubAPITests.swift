@@ -121,7 +121,8 @@ struct HubAPITests {
     func notificationsAllChannels() async throws {
         let hook = try WebhookReceiver()
         defer { hook.stop() }
-        try await withHubAPI { e in
+        // The receiver is on loopback: only the operator's allow-list lets a webhook reach it.
+        try await withHubAPI(security: .init(webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)"]))) { e in
             let (uid, token) = try await e.user(loginName: "alice")
             let (tid, thingToken) = try await e.onboard("AC-NOTE-1", owner: "user:\(uid)", token: token)
             _ = try await e.appliance(thingID: tid, token: thingToken)
@@ -269,7 +270,7 @@ struct HubAPITests {
                  store.user(loginName: "baduser") == nil ? 0 : 1]
             }
             let before = snapshot()
-            let big = Data(repeating: UInt8(ascii: " "), count: HTTPLimits.maxBody + 1)
+            let big = Data(repeating: UInt8(ascii: " "), count: HubLimits.defaultMaxBody + 1)
             let goodCommand: [String: Any] = ["schema": Aircon.schema, "schemaVersion": 1, "issuer": "user:\(uid)",
                                               "actions": HubAPIEnv.threeActions]
             func command(_ change: (inout [String: Any]) -> Void) -> Data {
@@ -441,5 +442,58 @@ struct HubAPITests {
         #expect(throws: HubConfig.ConfigError.self) { try load(["--config", "x"], file: #"{"nope": 1}"#) }
         #expect(throws: HubConfig.ConfigError.self) { try load(["--config", "x"], file: nil) }
         #expect(try HubConfig.load(arguments: ["--help"], environment: [:], readFile: { _ in nil }) == .help)
+    }
+
+    @Test("Configuration: the security and broker identity settings, their minimums and pairs")
+    func securityConfiguration() throws {
+        func load(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> HubConfig {
+            let outcome = try HubConfig.load(arguments: args, environment: env, readFile: { _ in file.map { Array($0.utf8) } })
+            guard case .run(let c) = outcome else { throw HarnessError("help") }
+            return c
+        }
+        let d = try load([])
+        #expect(d.passwordIterations == 600_000 && !d.insecureFastPasswordHash)
+        #expect(d.tokenLifetime == 30 * 86_400 && d.thingTokenLifetime == 0)
+        #expect(d.maxBody == 65_536 && d.maxStateBody == 65_536 && d.maxHistoryPage == 1000)
+        #expect(d.rateLimit == 20 && d.rateBurst == 100 && d.webhookAllow.isEmpty && d.tlsCert == nil)
+        #expect(d.brokerUsername == nil && d.brokerPassword == nil && d.brokerTLS == nil && d.advertisedTLSPort == nil)
+        #expect(d.secrets == HubSecrets())
+        // Fewer iterations only with the test-only opt-in, from any source.
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--password-iterations", "1000"]) }
+        let fast = try load(["--password-iterations", "1000", "--insecure-fast-password-hash"])
+        #expect(fast.secrets.passwordIterations == 1000)
+        let fastEnv = try load([], ["THINGIF_HUB_PASSWORD_ITERATIONS": "2000", "THINGIF_HUB_INSECURE_FAST_PASSWORD_HASH": "1"])
+        #expect(fastEnv.passwordIterations == 2000)
+        #expect(try load(["--password-iterations", "700000"]).passwordIterations == 700_000)
+
+        let file = #"""
+            {"brokerUsername": "hub", "brokerPassword": "file-secret", "brokerCAFile": "/ca.pem",
+             "brokerCertFile": "/c.pem", "brokerKeyFile": "/k.pem", "advertisedTLSPort": 8883,
+             "webhookAllow": ["127.0.0.1:9000", "hooks.local:80"], "tokenLifetime": 60, "stateRetention": 10,
+             "maxBody": 4096, "rateLimit": 5, "tlsCert": "/s.pem", "tlsKey": "/s.key"}
+            """#
+        let f = try load(["--config", "hub.json"], file: file)
+        #expect(f.brokerUsername == "hub" && f.brokerPassword == "file-secret" && f.advertisedTLSPort == 8883)
+        #expect(f.brokerTLS == FrameworkSide.TLSFiles(caFile: "/ca.pem", certFile: "/c.pem", keyFile: "/k.pem"))
+        #expect(f.webhookAllow == ["127.0.0.1:9000", "hooks.local:80"])
+        #expect(f.secrets.userTokenLifetime == 60 && f.retention.maxSamples == 10 && f.limits.maxBody == 4096)
+        #expect(f.rateLimit == 5 && f.tlsCert == "/s.pem" && f.tlsKey == "/s.key")
+        let env = ["THINGIF_HUB_BROKER_PASSWORD": "env-secret", "THINGIF_HUB_BROKER_USERNAME": "envhub",
+                   "THINGIF_HUB_WEBHOOK_ALLOW": "a:1, b:2", "THINGIF_HUB_ADVERTISED_TLS_PORT": "18883"]
+        let fe = try load(["--config", "hub.json"], env, file: file)
+        #expect(fe.brokerPassword == "env-secret" && fe.brokerUsername == "envhub" && fe.webhookAllow == ["a:1", "b:2"])
+        #expect(fe.advertisedTLSPort == 18883)
+        let all = try load(["--config", "hub.json", "--broker-username", "flaghub", "--broker-cafile", "/ca2.pem",
+                            "--advertised-tls-port", "28883", "--max-body", "2048", "--rate-limit", "0"], env, file: file)
+        #expect(all.brokerUsername == "flaghub" && all.brokerTLS?.caFile == "/ca2.pem" && all.advertisedTLSPort == 28883)
+        #expect(all.maxBody == 2048 && all.rateLimit == 0 && all.brokerPassword == "env-secret")
+        // Pairs and ranges.
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--tls-cert", "/s.pem"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--broker-certfile", "/c.pem", "--broker-keyfile", "/k.pem"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--advertised-tls-port", "0"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--max-body", "10"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--token-lifetime", "-1"]) }
+        #expect(HubConfig.usage.contains("--insecure-fast-password-hash") && HubConfig.usage.contains("FOR TESTS ONLY"))
+        #expect(HubConfig.usage.contains("prefer THINGIF_HUB_BROKER_PASSWORD"))
     }
 }

@@ -2,6 +2,7 @@ import CThingIF
 import CThingIFTestSupport
 import Foundation
 import Testing
+import ThingIFHub
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,7 +27,7 @@ struct OnboardingTests {
             try #require(rc == RC.ok, "onboarding: \(rc)\n\(t.logs)")
             let record = try #require(env.hub.thing(vendorThingID: "AC-0001"))
             #expect(t.thingID == record.thingID)
-            #expect(record.password == "secret-pw")
+            #expect(record.passwordHash.map { ThingIFHub.PasswordHash.verify("secret-pw", $0) } == true)
             #expect(record.thingType == "AirConditioner")
             #expect(record.firmwareVersion == "1.0.3")
 

@@ -460,7 +460,7 @@ private func runTool(_ name: String, _ args: [String]) throws {
 }
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
-private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore()) throws -> FrameworkSide {
+private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore(secrets: .fastForTests)) throws -> FrameworkSide {
     guard let hub = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker,
                                                  advertisedPort: advertisedPort), store: store) else {
         throw HarnessError("cannot create a framework side")

@@ -184,7 +184,7 @@ struct SecurityTests {
             let replies = Topics.response(clientID: b.topic)
             #expect(thingB.subscribe(replies) == 1)
             let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
-            let big = #"{"pad":""# + String(repeating: "x", count: HubLimits.maxStateBody) + #""}"#
+            let big = #"{"pad":""# + String(repeating: "x", count: HubLimits.defaultMaxStateBody) + #""}"#
             thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "big", body: big), correlation: "big")
             thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "ok", body: #"{"power":true}"#), correlation: "ok")
             #expect(poll { thingB.messages(on: replies).count == 2 })

@@ -1,27 +1,32 @@
 import CSQLite
 import Foundation
 import Testing
-import ThingIFHub
+import ThingIF
+@testable import ThingIFHub
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Makes a fresh store of one kind; the directory (if any) is removed by `cleanup`.
 struct StoreFactory: CustomStringConvertible, Sendable {
     let description: String
-    let make: @Sendable () throws -> (HubStore, cleanup: () -> Void)
+    let make: @Sendable (HubSecrets, StateRetention) throws -> (HubStore, cleanup: () -> Void)
 
-    static let memory = StoreFactory(description: "MemoryStore") { (MemoryStore(), {}) }
-    static let sqlite = StoreFactory(description: "SQLiteStore") {
+    static let memory = StoreFactory(description: "MemoryStore") { (MemoryStore(secrets: $0, retention: $1), {}) }
+    static let sqlite = StoreFactory(description: "SQLiteStore") { secrets, retention in
         let dir = try makeTempDirectory(prefix: "thingif-store")
-        let store = try SQLiteStore(path: dir + "/hub.sqlite")
+        let store = try SQLiteStore(path: dir + "/hub.sqlite", secrets: secrets, retention: retention)
         return (store, { store.close(); try? FileManager.default.removeItem(atPath: dir) })
     }
     static let sqliteInMemory = StoreFactory(description: "SQLiteStore(:memory:)") {
-        (try SQLiteStore(path: ":memory:"), {})
+        (try SQLiteStore(path: ":memory:", secrets: $0, retention: $1), {})
     }
     static let all = [memory, sqlite, sqliteInMemory]
 }
 
-private func withStore(_ factory: StoreFactory, _ body: (HubStore) throws -> Void) throws {
-    let (store, cleanup) = try factory.make()
+private func withStore(_ factory: StoreFactory, secrets: HubSecrets = .fastForTests,
+                       retention: StateRetention = StateRetention(), _ body: (HubStore) throws -> Void) throws {
+    let (store, cleanup) = try factory.make(secrets, retention)
     defer { cleanup() }
     try body(store)
 }
@@ -57,18 +62,26 @@ struct StoreConformanceTests {
             #expect(t.thingID.count == 23)
             #expect(t.accessToken.count == 40)
             #expect(t.vendorThingID == "AC-1")
-            #expect(t.password == "pw")
+            // The password only as its KDF hash, with the store's iteration count.
+            let hash = try #require(t.passwordHash)
+            #expect(hash.hasPrefix("pbkdf2-sha256$1000$") && !hash.contains("pw"))
+            #expect(PasswordHash.verify("pw", hash) && !PasswordHash.verify("pw2", hash))
             #expect(t.thingType == nil)
             #expect(t.firmwareVersion == "1.0")
             #expect(t.dataGroupingInterval == "1_HOUR")
             #expect(t.installations.isEmpty && t.owners.isEmpty && t.state == nil && s.stateHistory(thingID: t.thingID, from: 0, to: .max).isEmpty)
             #expect(t.createdAt > 1_600_000_000_000)
 
-            // Again with the same password: the same thing; a nil type is set
-            // now, nil firmware and grouping leave what was stored.
+            // Again with the same password: the same thing with a NEW token
+            // (the old one stays valid); a nil type is set now, nil firmware
+            // and grouping leave what was stored.
             let again = try register(s, "AC-1", type: "AirConditioner")
             #expect(again.thingID == t.thingID)
-            #expect(again.accessToken == t.accessToken)
+            #expect(again.accessToken.count == 40 && again.accessToken != t.accessToken)
+            #expect(s.thing(accessToken: t.accessToken)?.thingID == t.thingID)
+            #expect(s.thing(accessToken: again.accessToken)?.thingID == t.thingID)
+            // A looked-up record does not know any raw token.
+            #expect(s.thing(id: t.thingID)?.accessToken == "")
             #expect(again.thingType == "AirConditioner")
             #expect(again.firmwareVersion == "1.0")
             #expect(again.dataGroupingInterval == "1_HOUR")
@@ -292,6 +305,117 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("Tokens: kept only as SHA-256, new ones on issue, revocation, expiry, kinds kept apart",
+          arguments: StoreFactory.all)
+    func tokens(_ factory: StoreFactory) throws {
+        let secrets = HubSecrets(passwordIterations: 1_000, userTokenLifetime: 1, thingTokenLifetime: 0)
+        try withStore(factory, secrets: secrets) { s in
+            let u = try #require(s.createUser(loginName: "alice", passwordHash: "h"))
+            let t = try register(s, "AC-TOK")
+            #expect(s.user(accessToken: u.accessToken)?.userID == u.userID)
+            #expect(s.user(accessToken: u.accessToken)?.accessToken == "")
+            // A user's token is no thing's and the other way round.
+            #expect(s.thing(accessToken: u.accessToken) == nil)
+            #expect(s.user(accessToken: t.accessToken) == nil)
+            // The SHA-256 of a token is not itself a token.
+            #expect(s.user(accessToken: Crypto.sha256Hex(u.accessToken)) == nil)
+
+            let second = try #require(s.issueToken(kind: .user, subjectID: u.userID))
+            #expect(second != u.accessToken && second.count == 40)
+            #expect(s.issueToken(kind: .user, subjectID: "u.nope") == nil)
+            #expect(s.issueToken(kind: .thing, subjectID: "th.nope") == nil)
+            #expect(s.revokeToken(u.accessToken))
+            #expect(!s.revokeToken(u.accessToken))
+            #expect(!s.revokeToken("nope"))
+            #expect(s.user(accessToken: u.accessToken) == nil)
+            #expect(s.user(accessToken: second)?.userID == u.userID)
+            let thingToken = try #require(s.issueToken(kind: .thing, subjectID: t.thingID))
+            #expect(s.revokeToken(t.accessToken))
+            #expect(s.thing(accessToken: t.accessToken) == nil)
+            #expect(s.thing(accessToken: thingToken)?.thingID == t.thingID)
+
+            // Users' tokens live 1 s here; things' do not expire.
+            Thread.sleep(forTimeInterval: 1.2)
+            #expect(s.user(accessToken: second) == nil)
+            #expect(s.thing(accessToken: thingToken)?.thingID == t.thingID)
+            // A new one (login) works again.
+            let third = try #require(s.issueToken(kind: .user, subjectID: u.userID))
+            #expect(s.user(accessToken: third)?.userID == u.userID)
+        }
+    }
+
+    @Test("Registration runs the KDF outside the store's lock: concurrent first registrations agree, lookups are not held up",
+          arguments: StoreFactory.all)
+    func registrationOutsideLock(_ factory: StoreFactory) throws {
+        try withStore(factory, secrets: HubSecrets(passwordIterations: 200_000)) { s in
+            let other = try register(s, "AC-OTHER")
+            let k0 = Platform.nowMs()
+            _ = PasswordHash.make("pw", iterations: 200_000)
+            let kdf = Platform.nowMs() - k0
+            // Eight threads register the same new vendorThingID at once.
+            let results = Locked<[Result<ThingRecord, RegisterError>]>([])
+            let lookups = Locked<[Int64]>([])
+            let group = DispatchGroup()
+            for _ in 0..<8 {
+                group.enter()
+                Thread {
+                    let r = s.registerThing(vendorThingID: "AC-RACE", password: "pw", thingType: nil,
+                                            firmwareVersion: nil, dataGroupingInterval: nil)
+                    results.withLock { $0.append(r) }
+                    group.leave()
+                }.start()
+            }
+            // Meanwhile, lookups answer without waiting for the KDF.
+            let start = Platform.nowMs()
+            while results.withLock({ $0.count }) < 8 && Platform.nowMs() - start < 30_000 {
+                let t0 = Platform.nowMs()
+                _ = s.thing(id: other.thingID)
+                lookups.withLock { $0.append(Platform.nowMs() - t0) }
+                Thread.sleep(forTimeInterval: 0.005)
+            }
+            group.wait()
+            let ids = Set(results.withLock { $0 }.compactMap { try? $0.get().thingID })
+            #expect(ids.count == 1 && results.withLock { $0.count } == 8, "\(results.withLock { $0 })")
+            let tokens = results.withLock { $0 }.compactMap { try? $0.get().accessToken }
+            #expect(Set(tokens).count == 8)
+            for t in tokens { #expect(s.thing(accessToken: t)?.thingID == ids.first) }
+            // Behind the lock, a lookup would wait for at least one whole KDF.
+            let slowest = lookups.withLock { $0.max() ?? 0 }
+            #expect(slowest < max(60, kdf), "a lookup waited \(slowest) ms; one KDF takes \(kdf) ms")
+        }
+    }
+
+    @Test("State history: pages by cursor, retention by count and by age", arguments: StoreFactory.all)
+    func historyPagesAndRetention(_ factory: StoreFactory) throws {
+        try withStore(factory, retention: StateRetention(maxSamples: 5, maxAgeDays: 1)) { s in
+            let t = try register(s, "AC-HIST")
+            let other = try register(s, "AC-HIST-2")
+            for i in 0..<8 {
+                _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: 1000 + Int64(i)))
+                _ = try #require(s.applyState(thingID: other.thingID, method: "PUT", upload: "{}", at: 1000 + Int64(i)))
+            }
+            // The newest five are kept.
+            let all = s.stateHistory(thingID: t.thingID, from: 0, to: .max)
+            #expect(all.map(\.upload) == (3..<8).map { #"{"i":\#($0)}"# })
+            var pages: [[String]] = []
+            var after: Int64 = 0
+            while pages.count < 10 {
+                let page = s.stateHistoryPage(thingID: t.thingID, from: 0, to: .max, after: after, limit: 2)
+                pages.append(page.samples.map(\.upload))
+                guard let next = page.next else { break }
+                after = next
+            }
+            #expect(pages.map(\.count) == [2, 2, 1])
+            #expect(pages.flatMap { $0 } == all.map(\.upload))
+            #expect(s.stateHistoryPage(thingID: t.thingID, from: 1005, to: 1007, after: 0, limit: 10).samples.count == 2)
+            // A sample two days newer drops those older than a day.
+            _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: "{}", at: 1000 + 2 * 86_400_000))
+            #expect(s.stateHistory(thingID: t.thingID, from: 0, to: .max).count == 1)
+            // Another thing's history is its own.
+            #expect(s.stateHistory(thingID: other.thingID, from: 0, to: .max).count == 5)
+        }
+    }
+
     @Test("Groups: found by owner or member, members in order", arguments: StoreFactory.all)
     func groups(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
@@ -427,7 +551,7 @@ struct SQLiteStoreTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/hub.sqlite"
 
-        var s: SQLiteStore? = try SQLiteStore(path: path)
+        var s: SQLiteStore? = try SQLiteStore(path: path, secrets: .fastForTests)
         let t = try register(s!, "AC-1", firmware: "1.0", grouping: "1_MINUTE")
         #expect(s!.addInstallation(thingID: t.thingID, installationID: "i1", mqttTopic: "ta1"))
         #expect(s!.addOwner(thingID: t.thingID, owner: "user:u.a"))
@@ -441,7 +565,7 @@ struct SQLiteStoreTests {
         s!.close()
         s = nil
 
-        let r = try SQLiteStore(path: path)
+        let r = try SQLiteStore(path: path, secrets: .fastForTests)
         defer { r.close() }
         let back = try #require(r.thing(accessToken: t.accessToken))
         #expect(back.thingID == t.thingID)
@@ -468,42 +592,117 @@ struct SQLiteStoreTests {
                                         dataGroupingInterval: nil)) == .wrongPassword)
     }
 
-    @Test("Triggers and automation survive a restart; a version 1 database is migrated to version 2")
+    @Test("Triggers and automation survive a restart; a version 1 database is migrated to the current version")
     func triggersSurviveAndMigrate() throws {
         let dir = try makeTempDirectory(prefix: "thingif-store")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/hub.sqlite"
-        var s: SQLiteStore? = try SQLiteStore(path: path)
+        var s: SQLiteStore? = try SQLiteStore(path: path, secrets: .fastForTests)
         let t = try register(s!, "AC-MIG")
         #expect(s!.insertTrigger(ServerTriggerRecord(triggerID: "trg-1", thingID: t.thingID, definition: "{}", createdAt: 1)))
         #expect(s!.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
         s!.close()
         s = nil
-        let r = try SQLiteStore(path: path)
+        let r = try SQLiteStore(path: path, secrets: .fastForTests)
         #expect(r.trigger(id: "trg-1")?.thingID == t.thingID)
         #expect(r.saveAutomation(thingID: t.thingID, config: "{}")?.version == 2)
         r.close()
 
         // A database as the version 1 hub left it: no trigger tables.
-        try execSQL(path, "DROP TABLE triggers; DROP TABLE thing_automation; PRAGMA user_version = 1")
-        let m = try SQLiteStore(path: path)
+        let v1 = dir + "/v1.sqlite"
+        try SQLiteStore(path: v1, secrets: .fastForTests, retention: StateRetention(), migrateTo: 1).close()
+        try execSQL(v1, """
+            INSERT INTO things (thing_id, vendor_thing_id, password, access_token, created_at)
+            VALUES ('th.v1', 'AC-MIG', 'pw', 'v1token', 1)
+            """)
+        let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 2)
-        #expect(m.thing(id: t.thingID)?.vendorThingID == "AC-MIG")
-        #expect(m.allTriggers().isEmpty && m.automation(thingID: t.thingID) == nil)
-        #expect(m.insertTrigger(ServerTriggerRecord(triggerID: "trg-2", thingID: t.thingID, definition: "{}", createdAt: 2)))
-        #expect(m.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
+        #expect(SQLiteStore.schemaVersion == 3)
+        #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
+        #expect(m.thing(accessToken: "v1token")?.thingID == "th.v1")
+        #expect(m.allTriggers().isEmpty && m.automation(thingID: "th.v1") == nil)
+        #expect(m.insertTrigger(ServerTriggerRecord(triggerID: "trg-2", thingID: "th.v1", definition: "{}", createdAt: 2)))
+        #expect(m.saveAutomation(thingID: "th.v1", config: "{}")?.version == 1)
+    }
+
+    @Test("A version 2 database is migrated to 3: raw tokens become SHA-256 rows, thing passwords KDF hashes, a legacy user hash is re-hashed at login")
+    func migratesSecrets() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        // The schema as the version 2 hub left it, with its plain secrets.
+        try SQLiteStore(path: path, secrets: .fastForTests, retention: StateRetention(), migrateTo: 2).close()
+        let legacy = legacyHash("secret1", salt: "abcd", iterations: 3)
+        try execSQL(path, """
+            INSERT INTO things (thing_id, vendor_thing_id, password, thing_type, firmware_version, access_token,
+                data_grouping_interval, state, created_at)
+            VALUES ('th.old', 'AC-OLD', 'pw', 'AirConditioner', '1.0', 'oldthingtoken', NULL, '{"p":1}', 1);
+            INSERT INTO thing_installations VALUES ('th.old', 'i1', 'told');
+            INSERT INTO thing_owners VALUES ('th.old', 'user:u.old');
+            INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES ('th.old', 5, 'PUT', '{"p":1}', '{"p":1}');
+            INSERT INTO users (user_id, login_name, password_hash, access_token, created_at)
+            VALUES ('u.old', 'olduser', '\(legacy)', 'olduserstoken', 2);
+            """)
+        let m = try SQLiteStore(path: path, secrets: .fastForTests)
+        defer { m.close() }
+        let t = try #require(m.thing(accessToken: "oldthingtoken"))
+        #expect(t.thingID == "th.old" && t.installations == ["i1": "told"] && t.owners == ["user:u.old"])
+        #expect(t.state == #"{"p":1}"# && m.stateHistory(thingID: "th.old", from: 0, to: .max).count == 1)
+        #expect(t.passwordHash?.hasPrefix("pbkdf2-sha256$") == true)
+        #expect(failure(m.registerThing(vendorThingID: "AC-OLD", password: "bad", thingType: nil, firmwareVersion: nil,
+                                        dataGroupingInterval: nil)) == .wrongPassword)
+        let again = try #require(try? m.registerThing(vendorThingID: "AC-OLD", password: "pw", thingType: nil,
+                                                      firmwareVersion: nil, dataGroupingInterval: nil).get())
+        #expect(again.thingID == "th.old")
+        #expect(m.user(accessToken: "olduserstoken")?.userID == "u.old")
+        // No raw token is left in any table.
+        #expect(try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash IN ('oldthingtoken', 'olduserstoken')") == 0)
+        #expect(try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash = '\(Crypto.sha256Hex("oldthingtoken"))'") == 1)
+        #expect(try sqlCount(path, "SELECT count(*) FROM pragma_table_info('things') WHERE name IN ('access_token', 'password')") == 0)
+        #expect(try sqlCount(path, "SELECT count(*) FROM pragma_table_info('users') WHERE name = 'access_token'") == 0)
+
+        // The legacy user hash verifies once and is replaced by the KDF.
+        let hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: m))
+        #expect(hub.login(loginName: "olduser", password: "wrong").failureStatus == 400)
+        #expect(m.user(id: "u.old")?.passwordHash == legacy)
+        let logged = try hub.login(loginName: "olduser", password: "secret1").get()
+        #expect(m.user(accessToken: logged.accessToken)?.userID == "u.old")
+        #expect(m.user(id: "u.old")?.passwordHash?.hasPrefix("pbkdf2-sha256$1000$") == true)
+        #expect((try? hub.login(loginName: "olduser", password: "secret1").get()) != nil)
+    }
+
+    @Test("The database file and its -wal and -shm files are 0600, whatever the umask")
+    func fileModes() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-store")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        let old = umask(0o022)
+        defer { umask(old) }
+        let s = try SQLiteStore(path: path, secrets: .fastForTests)
+        _ = try register(s, "AC-MODE")
+        for p in [path, path + "-wal", path + "-shm"] {
+            var st = stat()
+            #expect(stat(p, &st) == 0, "\(p) exists while the store is open")
+            #expect(st.st_mode & 0o777 == 0o600, "\(p) is \(String(st.st_mode & 0o777, radix: 8))")
+        }
+        s.close()
+        // A file an older hub left world-readable is tightened at open.
+        #expect(chmod(path, 0o644) == 0)
+        let r = try SQLiteStore(path: path, secrets: .fastForTests)
+        defer { r.close() }
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_mode & 0o777 == 0o600)
     }
 
     @Test("Two connections on one file see each other's writes")
     func twoConnections() throws {
         let dir = try makeTempDirectory(prefix: "thingif-store")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let a = try SQLiteStore(path: dir + "/hub.sqlite")
-        let b = try SQLiteStore(path: dir + "/hub.sqlite")
+        let a = try SQLiteStore(path: dir + "/hub.sqlite", secrets: .fastForTests)
+        let b = try SQLiteStore(path: dir + "/hub.sqlite", secrets: .fastForTests)
         defer { a.close(); b.close() }
         let t = try register(a, "AC-1")
-        #expect(b.thing(id: t.thingID)?.accessToken == t.accessToken)
+        #expect(b.thing(accessToken: t.accessToken)?.thingID == t.thingID)
         let c1 = try #require(a.insertCommand(command("c1", thing: t.thingID)))
         let c2 = try #require(b.insertCommand(command("c2", thing: t.thingID)))
         #expect(c2.seq > c1.seq)
@@ -529,15 +728,15 @@ struct SQLiteStoreTests {
         let dir = try makeTempDirectory(prefix: "thingif-store")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let path = dir + "/hub.sqlite"
-        try SQLiteStore(path: path).close()
+        try SQLiteStore(path: path, secrets: .fastForTests).close()
         // Bump the version with the sqlite3 API through a second store's file.
         try setUserVersion(path, SQLiteStore.schemaVersion + 1)
-        #expect(throws: SQLiteError.self) { try SQLiteStore(path: path) }
+        #expect(throws: SQLiteError.self) { try SQLiteStore(path: path, secrets: .fastForTests) }
     }
 
     @Test("After the connection is gone, calls fail as storage errors")
     func closedConnection() throws {
-        let s = try SQLiteStore(path: ":memory:")
+        let s = try SQLiteStore(path: ":memory:", secrets: .fastForTests)
         let t = try register(s, "AC-1")
         s.close()
         #expect(s.thing(id: t.thingID) == nil)
@@ -557,7 +756,7 @@ struct SQLiteStoreTests {
     func throughput() throws {
         let dir = try makeTempDirectory(prefix: "thingif-store")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let s = try SQLiteStore(path: dir + "/hub.sqlite")
+        let s = try SQLiteStore(path: dir + "/hub.sqlite", secrets: .fastForTests)
         defer { s.close() }
         let t = try register(s, "AC-1")
         let start = Date()
@@ -596,4 +795,26 @@ private func execSQL(_ path: String, _ sql: String) throws {
     }
     defer { sqlite3_close_v2(db) }
     guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw HarnessError("cannot run \(sql)") }
+}
+
+/// The first hubs' hand-made password chain, to seed a version 2 database.
+private func legacyHash(_ password: String, salt: String, iterations: Int) -> String {
+    var digest = Crypto.sha256(Array((salt + ":" + password).utf8))
+    for _ in 1..<iterations { digest = Crypto.sha256(digest + Array(salt.utf8)) }
+    return "sha256$\(iterations)$\(salt)$\(Crypto.hex(digest))"
+}
+
+/// The integer a one-value query gives.
+private func sqlCount(_ path: String, _ sql: String) throws -> Int64 {
+    var db: OpaquePointer?
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+        sqlite3_close_v2(db)
+        throw HarnessError("cannot open \(path)")
+    }
+    defer { sqlite3_close_v2(db) }
+    var stmt: OpaquePointer?
+    guard sqlite3_prepare_v2(db, sql, -1, &stmt, nil) == SQLITE_OK else { throw HarnessError("cannot prepare \(sql)") }
+    defer { sqlite3_finalize(stmt) }
+    guard sqlite3_step(stmt) == SQLITE_ROW else { throw HarnessError("no row for \(sql)") }
+    return sqlite3_column_int64(stmt, 0)
 }

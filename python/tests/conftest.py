@@ -184,7 +184,8 @@ class Hub:
 def hub(broker, tmp_path):
     env = dict(os.environ, THINGIF_HUB_BROKER_PASSWORD=broker.admin_password)
     proc = subprocess.Popen([hub_path(), "--port", str(broker.tls_port), "--broker-cafile", broker.cafile,
-                             "--broker-username", broker.admin_user, "--advertised-tls-port", str(broker.tls_port),
+                             "--broker-username", broker.admin_user, "--advertised-port", str(broker.port),
+                             "--advertised-tls-port", str(broker.tls_port),
                              "--http-port", "0", "--memory"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     sub = subprocess.Popen([shutil.which("mosquitto_sub") or "mosquitto_sub", "-V", "mqttv5", "-d", "-q", "1",

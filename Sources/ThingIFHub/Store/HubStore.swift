@@ -24,9 +24,13 @@ public enum CommandState: String, Sendable, CaseIterable {
 public struct ThingRecord: Sendable {
     public var thingID: String
     public var vendorThingID: String?
-    public var password: String?
+    /// The KDF hash of the thing's password (PasswordHash), never the password.
+    public var passwordHash: String?
     public var thingType: String?
     public var firmwareVersion: String?
+    /// The raw access token, only on the record that `registerThing` returns
+    /// when it issues one; empty on every lookup (the store keeps only its
+    /// SHA-256).
     public var accessToken: String
     /// "1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR" or "12_HOURS" (the
     /// state history grouping, set at onboarding); nil for none.
@@ -39,13 +43,13 @@ public struct ThingRecord: Sendable {
     public var state: String?
     public var createdAt: Int64
 
-    public init(thingID: String, vendorThingID: String?, password: String?, thingType: String?,
+    public init(thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
                 firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
                 installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
                 createdAt: Int64) {
         self.thingID = thingID
         self.vendorThingID = vendorThingID
-        self.password = password
+        self.passwordHash = passwordHash
         self.thingType = thingType
         self.firmwareVersion = firmwareVersion
         self.accessToken = accessToken
@@ -98,6 +102,9 @@ public struct UserRecord: Sendable {
     public var loginName: String?
     /// A salted hash, never the password itself; nil for pseudo users.
     public var passwordHash: String?
+    /// The raw access token, only on the record `createUser` returns; empty
+    /// on every lookup (the store keeps only its SHA-256; login issues a new
+    /// one with `issueToken`).
     public var accessToken: String
     public var pseudo: Bool { loginName == nil }
     public var createdAt: Int64
@@ -162,8 +169,11 @@ public struct StateSample: Sendable {
     public var upload: String
     /// The whole state after this upload (JSON text).
     public var state: String
+    /// Assigned by the store: increasing per store, the paging cursor.
+    public var cursor: Int64
 
-    public init(thingID: String, at: Int64, method: String, upload: String, state: String) {
+    public init(thingID: String, at: Int64, method: String, upload: String, state: String, cursor: Int64 = 0) {
+        self.cursor = cursor
         self.thingID = thingID
         self.at = at
         self.method = method
@@ -211,6 +221,52 @@ public struct ThingAutomation: Sendable {
     }
 }
 
+/// Whose access token it is.
+public enum TokenKind: String, Sendable, CaseIterable {
+    case user
+    case thing
+}
+
+/// How the store treats secrets: the KDF cost of passwords and the lifetime
+/// of the tokens it issues. Tokens are kept only as SHA-256 (hex).
+public struct HubSecrets: Sendable, Equatable {
+    /// PBKDF2-HMAC-SHA256 iterations for new password hashes (users' and things').
+    public var passwordIterations: Int
+    /// Seconds a user's token stays valid; 0 for no expiry.
+    public var userTokenLifetime: Int64
+    /// Seconds a thing's token stays valid; 0 for no expiry.
+    public var thingTokenLifetime: Int64
+
+    /// Users' tokens live 30 days; things' tokens do not expire by time (a
+    /// device in the field does not log in again by itself) but can be revoked.
+    public init(passwordIterations: Int = PasswordHash.defaultIterations,
+                userTokenLifetime: Int64 = 30 * 86_400, thingTokenLifetime: Int64 = 0) {
+        self.passwordIterations = passwordIterations
+        self.userTokenLifetime = userTokenLifetime
+        self.thingTokenLifetime = thingTokenLifetime
+    }
+
+    func lifetime(_ kind: TokenKind) -> Int64 { kind == .user ? userTokenLifetime : thingTokenLifetime }
+
+    /// When a token issued at `now` (ms) expires, in ms; 0 for never.
+    func expiry(_ kind: TokenKind, now: Int64) -> Int64 {
+        let l = lifetime(kind)
+        return l > 0 ? now + l * 1000 : 0
+    }
+}
+
+/// How many state samples a thing keeps.
+public struct StateRetention: Sendable, Equatable {
+    /// The newest samples kept per thing; 0 for no limit.
+    public var maxSamples: Int
+    /// Samples older than this many days are dropped; 0 for no limit.
+    public var maxAgeDays: Int
+    public init(maxSamples: Int = 100_000, maxAgeDays: Int = 0) {
+        self.maxSamples = maxSamples
+        self.maxAgeDays = maxAgeDays
+    }
+}
+
 public enum RegisterError: Error, Sendable {
     /// The vendorThingID is registered with another password.
     case wrongPassword
@@ -221,16 +277,23 @@ public enum RegisterError: Error, Sendable {
 }
 
 public protocol HubStore: AnyObject, Sendable {
+    /// The KDF cost and token lifetimes this store applies.
+    var secrets: HubSecrets { get }
+
     // MARK: things
 
     /// The first registration of a vendorThingID creates the thing (with a new
-    /// thingID and access token); later ones must give the same password and
-    /// thingType (a nil thingType matches), and update firmwareVersion and
-    /// dataGroupingInterval when given.
+    /// thingID; the password is stored as its KDF hash); later ones must give
+    /// the same password and thingType (a nil thingType matches), and update
+    /// firmwareVersion and dataGroupingInterval when given. Every successful
+    /// call issues a NEW access token, returned in the record's accessToken
+    /// (earlier tokens stay valid until they expire or are revoked).
     func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
                        dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError>
     func thing(id: String) -> ThingRecord?
     func thing(vendorThingID: String) -> ThingRecord?
+    /// The thing whose token this is (the raw token; the store hashes it),
+    /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func thing(accessToken: String) -> ThingRecord?
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
@@ -246,6 +309,11 @@ public protocol HubStore: AnyObject, Sendable {
     func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
+    /// At most `limit` uploads with from <= at < to, oldest first, starting
+    /// after the sample whose cursor is `after` (0: from the first). Returns
+    /// the cursor of the last sample when more may follow.
+    func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?)
 
     // MARK: commands
 
@@ -266,9 +334,12 @@ public protocol HubStore: AnyObject, Sendable {
 
     // MARK: users, groups, app installations
 
-    /// nil when the loginName is taken or the store cannot write.
+    /// nil when the loginName is taken or the store cannot write. The record
+    /// carries the user's first access token.
     func createUser(loginName: String?, passwordHash: String?) -> UserRecord?
     func user(id: String) -> UserRecord?
+    /// The user whose token this is (the raw token; the store hashes it),
+    /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func user(accessToken: String) -> UserRecord?
     func user(loginName: String) -> UserRecord?
     func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord?
@@ -280,6 +351,17 @@ public protocol HubStore: AnyObject, Sendable {
     func appInstallations(userID: String) -> [AppInstallation]
     /// False when unknown or not the user's.
     func removeAppInstallation(id: String, userID: String) -> Bool
+    /// Replaces a user's password hash (a legacy hash re-hashed at login).
+    func setPasswordHash(userID: String, _ hash: String) -> Bool
+
+    // MARK: tokens
+
+    /// A new raw token for the subject, valid for the lifetime `secrets`
+    /// gives its kind; nil when the store cannot write. Expired tokens are
+    /// pruned here.
+    func issueToken(kind: TokenKind, subjectID: String) -> String?
+    /// Revokes a raw token; false when it is unknown or already revoked.
+    func revokeToken(_ token: String) -> Bool
 
     // MARK: server triggers
 

@@ -6,14 +6,16 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     private struct Data {
         var things: [String: ThingRecord] = [:]
         var byVendorID: [String: String] = [:]
-        var byToken: [String: String] = [:]
+        /// SHA-256 (hex) of a token -> the token's record.
+        var tokens: [String: TokenEntry] = [:]
+        var lastTokenPruneMs: Int64 = 0
         var byTopic: [String: String] = [:]
         var history: [String: [StateSample]] = [:]
+        var sampleSeq: Int64 = 0
         var commands: [String: CommandRecord] = [:]
         var commandOrder: [String] = []
         var seq: Int64 = 0
         var users: [String: UserRecord] = [:]
-        var usersByToken: [String: String] = [:]
         var usersByLogin: [String: String] = [:]
         var groups: [String: GroupRecord] = [:]
         var installations: [String: AppInstallation] = [:]
@@ -22,33 +24,104 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var automations: [String: ThingAutomation] = [:]
     }
 
-    private let data = Locked(Data())
+    private struct TokenEntry {
+        var kind: TokenKind
+        var subjectID: String
+        var createdAt: Int64
+        var expiresAt: Int64
+        var revoked: Bool
+    }
 
-    public init() {}
+    private let data = Locked(Data())
+    public let secrets: HubSecrets
+    public let retention: StateRetention
+
+    public init(secrets: HubSecrets = HubSecrets(), retention: StateRetention = StateRetention()) {
+        self.secrets = secrets
+        self.retention = retention
+    }
+
+    // MARK: tokens
+
+    private func issue(_ d: inout Data, kind: TokenKind, subjectID: String) -> String {
+        let now = Platform.epochMs()
+        // Prune what can no longer be used, so the table stays bounded (a
+        // pass over all tokens, so at most once a second).
+        if now - d.lastTokenPruneMs >= 1000 {
+            d.lastTokenPruneMs = now
+            d.tokens = d.tokens.filter { !$0.value.revoked && ($0.value.expiresAt == 0 || $0.value.expiresAt > now) }
+        }
+        let raw = HubIDs.token()
+        d.tokens[Crypto.sha256Hex(raw)] = TokenEntry(kind: kind, subjectID: subjectID, createdAt: now,
+                                                     expiresAt: secrets.expiry(kind, now: now), revoked: false)
+        return raw
+    }
+
+    private func subject(_ d: Data, kind: TokenKind, token: String) -> String? {
+        guard let e = d.tokens[Crypto.sha256Hex(token)], e.kind == kind, !e.revoked else { return nil }
+        guard e.expiresAt == 0 || e.expiresAt > Platform.epochMs() else { return nil }
+        return e.subjectID
+    }
+
+    public func issueToken(kind: TokenKind, subjectID: String) -> String? {
+        data.withLock { d in
+            switch kind {
+            case .user: guard d.users[subjectID] != nil else { return nil }
+            case .thing: guard d.things[subjectID] != nil else { return nil }
+            }
+            return issue(&d, kind: kind, subjectID: subjectID)
+        }
+    }
+
+    public func revokeToken(_ token: String) -> Bool {
+        data.withLock { d in
+            let h = Crypto.sha256Hex(token)
+            guard let e = d.tokens[h], !e.revoked else { return false }
+            d.tokens[h]!.revoked = true
+            return true
+        }
+    }
 
     // MARK: things
 
+    /// The KDF (a quarter second at the production cost) runs outside the
+    /// lock, so one onboarding never stalls the rest of the hub.
     public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
                               dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
-        data.withLock { d in
-            if let id = d.byVendorID[vendorThingID], var t = d.things[id] {
-                guard t.password == password else { return .failure(.wrongPassword) }
-                if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
-                if t.thingType == nil { t.thingType = thingType }
-                if let firmwareVersion { t.firmwareVersion = firmwareVersion }
-                if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
-                d.things[id] = t
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (or a password change) makes one repeat.
+        for _ in 0..<4 {
+            let known = data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
+                    guard var t = d.things[known.thingID], t.passwordHash == h else { return nil }
+                    if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                    if t.thingType == nil { t.thingType = thingType }
+                    if let firmwareVersion { t.firmwareVersion = firmwareVersion }
+                    if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
+                    d.things[t.thingID] = t
+                    t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
+                    return .success(t)
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
+                guard d.byVendorID[vendorThingID] == nil else { return nil }
+                var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                                    thingType: thingType, firmwareVersion: firmwareVersion,
+                                    accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                                    createdAt: Platform.epochMs())
+                d.things[t.thingID] = t
+                d.byVendorID[vendorThingID] = t.thingID
+                t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
                 return .success(t)
             }
-            let t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, password: password,
-                                thingType: thingType, firmwareVersion: firmwareVersion,
-                                accessToken: HubIDs.token(), dataGroupingInterval: dataGroupingInterval,
-                                createdAt: Platform.epochMs())
-            d.things[t.thingID] = t
-            d.byVendorID[vendorThingID] = t.thingID
-            d.byToken[t.accessToken] = t.thingID
-            return .success(t)
+            if let r { return r }
         }
+        return .failure(.storage)
     }
 
     public func thing(id: String) -> ThingRecord? { data.withLock { $0.things[id] } }
@@ -56,7 +129,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
     }
     public func thing(accessToken: String) -> ThingRecord? {
-        data.withLock { d in d.byToken[accessToken].flatMap { d.things[$0] } }
+        data.withLock { d in subject(d, kind: .thing, token: accessToken).flatMap { d.things[$0] } }
     }
     public func thing(mqttTopic: String) -> ThingRecord? {
         data.withLock { d in d.byTopic[mqttTopic].flatMap { d.things[$0] } }
@@ -96,14 +169,36 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             let merged = StateMerge.apply(method: method, upload: upload, to: t.state)
             t.state = merged
             d.things[thingID] = t
-            d.history[thingID, default: []].append(StateSample(thingID: thingID, at: at, method: method,
-                                                               upload: upload, state: merged))
+            var h = d.history[thingID, default: []]
+            d.sampleSeq += 1
+            h.append(StateSample(thingID: thingID, at: at, method: method, upload: upload, state: merged,
+                                 cursor: d.sampleSeq))
+            if retention.maxAgeDays > 0 {
+                let oldest = at - Int64(retention.maxAgeDays) * 86_400_000
+                h.removeAll { $0.at < oldest }
+            }
+            if retention.maxSamples > 0, h.count > retention.maxSamples { h.removeFirst(h.count - retention.maxSamples) }
+            d.history[thingID] = h
             return merged
         }
     }
 
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
         data.withLock { d in (d.history[thingID] ?? []).filter { $0.at >= from && $0.at < to } }
+    }
+
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?) {
+        data.withLock { d in
+            var out: [StateSample] = []
+            var last: Int64 = 0
+            for s in d.history[thingID] ?? [] where s.cursor > after && s.at >= from && s.at < to {
+                if out.count == max(0, limit) { return (out, last) }
+                out.append(s)
+                last = s.cursor
+            }
+            return (out, nil)
+        }
     }
 
     // MARK: commands
@@ -162,21 +257,29 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
         data.withLock { d in
             if let loginName, d.usersByLogin[loginName] != nil { return nil }
-            let u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
-                               accessToken: HubIDs.token(), createdAt: Platform.epochMs())
+            var u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                               accessToken: "", createdAt: Platform.epochMs())
             d.users[u.userID] = u
-            d.usersByToken[u.accessToken] = u.userID
             if let loginName { d.usersByLogin[loginName] = u.userID }
+            u.accessToken = issue(&d, kind: .user, subjectID: u.userID)
             return u
         }
     }
 
     public func user(id: String) -> UserRecord? { data.withLock { $0.users[id] } }
     public func user(accessToken: String) -> UserRecord? {
-        data.withLock { d in d.usersByToken[accessToken].flatMap { d.users[$0] } }
+        data.withLock { d in subject(d, kind: .user, token: accessToken).flatMap { d.users[$0] } }
     }
     public func user(loginName: String) -> UserRecord? {
         data.withLock { d in d.usersByLogin[loginName].flatMap { d.users[$0] } }
+    }
+
+    public func setPasswordHash(userID: String, _ hash: String) -> Bool {
+        data.withLock { d in
+            guard d.users[userID] != nil else { return false }
+            d.users[userID]!.passwordHash = hash
+            return true
+        }
     }
 
     public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {

@@ -1,5 +1,8 @@
 import CSQLite
 import ThingIF
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A HubStore in an SQLite file: the default of thingif-hub, for data that
 /// outlives the process. Behaves exactly as MemoryStore (same IDs, same state
@@ -9,22 +12,61 @@ import ThingIF
 /// `.failure(.storage)`.
 public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
 
     private let db: Locked<SQLiteConnection>
     public let path: String
+    public let secrets: HubSecrets
+    public let retention: StateRetention
 
     /// Opens (creating when needed) the database at `path`; ":memory:" gives
     /// a private in-memory database. Throws when the file cannot be opened,
-    /// is not a database, or has a schema newer than this code.
-    public init(path: String) throws {
+    /// is not a database, or has a schema newer than this code. The file and
+    /// its -wal and -shm files are made 0600 (owner only): they hold secrets.
+    public convenience init(path: String, secrets: HubSecrets = HubSecrets(),
+                            retention: StateRetention = StateRetention()) throws {
+        try self.init(path: path, secrets: secrets, retention: retention, migrateTo: Self.schemaVersion)
+    }
+
+    /// `migrateTo` below schemaVersion leaves an older schema, for the migration tests.
+    init(path: String, secrets: HubSecrets, retention: StateRetention, migrateTo: Int64) throws {
         self.path = path
+        self.secrets = secrets
+        self.retention = retention
+        try Self.restrictFiles(path)
         let c = try SQLiteConnection(path: path)
         try c.exec("PRAGMA journal_mode=WAL")
         try c.exec("PRAGMA synchronous=NORMAL")
+        // Off while migrating: a table rebuild drops and renames `things`.
+        try c.exec("PRAGMA foreign_keys=OFF")
+        try Self.migrate(c, to: migrateTo, secrets: secrets)
         try c.exec("PRAGMA foreign_keys=ON")
-        try Self.migrate(c)
         db = Locked(c)
+        // SQLite gives -wal and -shm the mode of the database file; set them
+        // again in case an older hub made them with another.
+        try Self.restrictFiles(path)
+    }
+
+    /// Creates the database file 0600 when missing (before SQLite does, with
+    /// the umask's mode) and takes group and other access off it and its
+    /// -wal and -shm files when present.
+    private static func restrictFiles(_ path: String) throws {
+        guard path != ":memory:", !path.hasPrefix("file:") else { return }
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        if fd >= 0 {
+            defer { _ = Glibc.close(fd) }
+            if fchmod(fd, 0o600) != 0 {
+                throw SQLiteError(code: SQLITE_PERM, message: "cannot make \(path) 0600")
+            }
+        }
+        // A path SQLite cannot open either (a directory, a missing folder)
+        // fails in sqlite3_open_v2 with its own message.
+        for suffix in ["-wal", "-shm"] {
+            let p = path + suffix
+            if access(p, F_OK) == 0, chmod(p, 0o600) != 0 {
+                throw SQLiteError(code: SQLITE_PERM, message: "cannot make \(p) 0600")
+            }
+        }
     }
 
     /// Closes the connection; later calls fail as storage errors.
@@ -154,18 +196,140 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         ],
     ]
 
-    private static func migrate(_ c: SQLiteConnection) throws {
+    private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
         try c.transaction {
             let found = try c.userVersion
             guard found <= schemaVersion else {
                 throw SQLiteError(code: SQLITE_ERROR,
                                   message: "schema version \(found) is newer than this hub's \(schemaVersion)")
             }
-            for v in Int(found)..<Int(schemaVersion) {
-                for sql in migrations[v] { try c.exec(sql) }
+            guard found < target else { return }
+            for v in Int(found)..<Int(target) {
+                if v < migrations.count {
+                    for sql in migrations[v] { try c.exec(sql) }
+                } else if v == 2 {
+                    try migrateToHashedSecrets(c, secrets: secrets)
+                }
             }
             // PRAGMA takes no bound parameters; the value is this code's constant.
-            if found != schemaVersion { try c.exec("PRAGMA user_version = \(schemaVersion)") }
+            try c.exec("PRAGMA user_version = \(target)")
+            // Nothing may point at a missing thing after the rebuild.
+            if try c.first("PRAGMA foreign_key_check", [], { _ in true }) != nil {
+                throw SQLiteError(code: SQLITE_CONSTRAINT, message: "the migration broke a foreign key")
+            }
+        }
+    }
+
+    /// 2 -> 3: access tokens move to a `tokens` table as SHA-256 (hex), with
+    /// expiry and revocation; things' passwords become KDF hashes; `things`
+    /// and `users` are rebuilt without their raw-token columns.
+    private static func migrateToHashedSecrets(_ c: SQLiteConnection, secrets: HubSecrets) throws {
+        try c.exec("""
+            CREATE TABLE tokens (
+                token_hash TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                subject_id TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                revoked INTEGER NOT NULL DEFAULT 0
+            )
+            """)
+        try c.exec("CREATE INDEX tokens_subject ON tokens(kind, subject_id)")
+        // For the pruning at each issue, without a scan of the table.
+        try c.exec("CREATE INDEX tokens_expiry ON tokens(expires_at) WHERE expires_at <> 0")
+        try c.exec("CREATE INDEX tokens_revoked ON tokens(revoked) WHERE revoked = 1")
+        try c.exec("CREATE INDEX state_samples_thing_id ON state_samples(thing_id, id)")
+        let now = Platform.epochMs()
+        let things = try c.rows("SELECT thing_id, access_token, password FROM things", []) {
+            ($0.string(0), $0.string(1), $0.text(2))
+        }
+        let users = try c.rows("SELECT user_id, access_token FROM users", []) { ($0.string(0), $0.string(1)) }
+        try c.exec("""
+            CREATE TABLE things_new (
+                thing_id TEXT PRIMARY KEY,
+                vendor_thing_id TEXT UNIQUE,
+                password_hash TEXT,
+                thing_type TEXT,
+                firmware_version TEXT,
+                data_grouping_interval TEXT,
+                state TEXT,
+                created_at INTEGER NOT NULL
+            )
+            """)
+        try c.exec("""
+            INSERT INTO things_new (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                data_grouping_interval, state, created_at)
+            SELECT thing_id, vendor_thing_id, NULL, thing_type, firmware_version, data_grouping_interval, state,
+                created_at FROM things
+            """)
+        try c.exec("DROP TABLE things")
+        try c.exec("ALTER TABLE things_new RENAME TO things")
+        for (id, token, password) in things {
+            if let password {
+                try c.run("UPDATE things SET password_hash = ? WHERE thing_id = ?",
+                          [.text(PasswordHash.make(password, iterations: secrets.passwordIterations)), .text(id)])
+            }
+            try insertToken(c, hash: Crypto.sha256Hex(token), kind: .thing, subject: id, now: now, secrets: secrets)
+        }
+        try c.exec("""
+            CREATE TABLE users_new (
+                user_id TEXT PRIMARY KEY,
+                login_name TEXT UNIQUE,
+                password_hash TEXT,
+                created_at INTEGER NOT NULL
+            )
+            """)
+        try c.exec("""
+            INSERT INTO users_new (user_id, login_name, password_hash, created_at)
+            SELECT user_id, login_name, password_hash, created_at FROM users
+            """)
+        try c.exec("DROP TABLE users")
+        try c.exec("ALTER TABLE users_new RENAME TO users")
+        for (id, token) in users {
+            try insertToken(c, hash: Crypto.sha256Hex(token), kind: .user, subject: id, now: now, secrets: secrets)
+        }
+    }
+
+    private static func insertToken(_ c: SQLiteConnection, hash: String, kind: TokenKind, subject: String,
+                                    now: Int64, secrets: HubSecrets) throws {
+        try c.run("""
+            INSERT INTO tokens (token_hash, kind, subject_id, created_at, expires_at, revoked)
+            VALUES (?, ?, ?, ?, ?, 0)
+            """, [.text(hash), .text(kind.rawValue), .text(subject), .int(now), .int(secrets.expiry(kind, now: now))])
+    }
+
+    /// A new raw token for the subject; prunes expired and revoked ones.
+    private func issue(_ c: SQLiteConnection, kind: TokenKind, subject: String) throws -> String {
+        let now = Platform.epochMs()
+        try c.run("DELETE FROM tokens WHERE revoked = 1")
+        try c.run("DELETE FROM tokens WHERE expires_at <> 0 AND expires_at <= ?", [.int(now)])
+        let raw = HubIDs.token()
+        try Self.insertToken(c, hash: Crypto.sha256Hex(raw), kind: kind, subject: subject, now: now, secrets: secrets)
+        return raw
+    }
+
+    /// The subject of a valid (known, unexpired, unrevoked) raw token.
+    private static func subject(_ c: SQLiteConnection, kind: TokenKind, token: String) throws -> String? {
+        try c.first("""
+            SELECT subject_id FROM tokens
+            WHERE token_hash = ? AND kind = ? AND revoked = 0 AND (expires_at = 0 OR expires_at > ?)
+            """, [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]) { $0.string(0) }
+    }
+
+    public func issueToken(kind: TokenKind, subjectID: String) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                let table = kind == .user ? "SELECT 1 FROM users WHERE user_id = ?" : "SELECT 1 FROM things WHERE thing_id = ?"
+                guard try c.first(table, [.text(subjectID)], { _ in true }) != nil else { return nil }
+                return try issue(c, kind: kind, subject: subjectID)
+            }
+        }
+    }
+
+    public func revokeToken(_ token: String) -> Bool {
+        use(false) { c in
+            try c.run("UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0",
+                      [.text(Crypto.sha256Hex(token))]) == 1
         }
     }
 
@@ -177,7 +341,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     private static let thingColumns = """
-        SELECT thing_id, vendor_thing_id, password, thing_type, firmware_version, access_token,
+        SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
                data_grouping_interval, state, created_at FROM things
         """
 
@@ -186,9 +350,9 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     private static func thing(_ c: SQLiteConnection, where clause: String, _ value: String) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
         guard var t = try c.first(thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)], {
-            ThingRecord(thingID: $0.string(0), vendorThingID: $0.text(1), password: $0.text(2), thingType: $0.text(3),
-                        firmwareVersion: $0.text(4), accessToken: $0.string(5), dataGroupingInterval: $0.text(6),
-                        state: $0.text(7), createdAt: $0.int(8))
+            ThingRecord(thingID: $0.string(0), vendorThingID: $0.text(1), passwordHash: $0.text(2), thingType: $0.text(3),
+                        firmwareVersion: $0.text(4), accessToken: "", dataGroupingInterval: $0.text(5),
+                        state: $0.text(6), createdAt: $0.int(7))
         }) else { return nil }
         let id = [SQLValue.text(t.thingID)]
         try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ?", id) {
@@ -204,43 +368,73 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     // MARK: things
 
+    /// The KDF (a quarter second at the production cost) runs outside the
+    /// connection's lock, so one onboarding never stalls the rest of the hub.
     public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
                               dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
-        db.withLock { c in
-            do {
-                return try c.transaction { () throws -> Result<ThingRecord, RegisterError> in
-                    if let t = try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID) {
-                        guard t.password == password else { return .failure(.wrongPassword) }
-                        if let thingType, let known = t.thingType, known != thingType { return .failure(.wrongType) }
-                        try c.run("""
-                            UPDATE things SET thing_type = COALESCE(thing_type, ?),
-                                firmware_version = COALESCE(?, firmware_version),
-                                data_grouping_interval = COALESCE(?, data_grouping_interval)
-                            WHERE thing_id = ?
-                            """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
-                                  .text(t.thingID)])
-                        guard let updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
-                            return .failure(.storage)
-                        }
-                        return .success(updated)
-                    }
-                    let t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, password: password,
-                                        thingType: thingType, firmwareVersion: firmwareVersion,
-                                        accessToken: HubIDs.token(), dataGroupingInterval: dataGroupingInterval,
-                                        createdAt: Platform.epochMs())
-                    try c.run("""
-                        INSERT INTO things (thing_id, vendor_thing_id, password, thing_type, firmware_version,
-                            access_token, data_grouping_interval, state, created_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)
-                        """, [.text(t.thingID), .text(vendorThingID), .text(password), .text(thingType),
-                              .text(firmwareVersion), .text(t.accessToken), .text(dataGroupingInterval),
-                              .int(t.createdAt)])
-                    return .success(t)
-                }
-            } catch {
-                return .failure(.storage)
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (another hub on the file too) makes one repeat.
+        for _ in 0..<4 {
+            let found: Result<ThingRecord?, SQLiteError> = db.withLock { c in
+                do { return .success(try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID)) }
+                catch { return .failure(error as? SQLiteError ?? SQLiteError(code: SQLITE_ERROR, message: "\(error)")) }
             }
+            guard case .success(let known) = found else { return .failure(.storage) }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
+                    do {
+                        return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                            // Still the hash that was verified?
+                            guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID),
+                                  t.passwordHash == h else { return nil }
+                            if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                            try c.run("""
+                                UPDATE things SET thing_type = COALESCE(thing_type, ?),
+                                    firmware_version = COALESCE(?, firmware_version),
+                                    data_grouping_interval = COALESCE(?, data_grouping_interval)
+                                WHERE thing_id = ?
+                                """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
+                                      .text(t.thingID)])
+                            guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
+                                return .failure(.storage)
+                            }
+                            updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                            return .success(updated)
+                        }
+                    } catch {
+                        return .failure(.storage)
+                    }
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
+                do {
+                    return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                        guard try c.first("SELECT 1 FROM things WHERE vendor_thing_id = ?", [.text(vendorThingID)],
+                                          { _ in true }) == nil else { return nil }
+                        var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                                            thingType: thingType, firmwareVersion: firmwareVersion,
+                                            accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                                            createdAt: Platform.epochMs())
+                        try c.run("""
+                            INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                                data_grouping_interval, state, created_at)
+                            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                            """, [.text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
+                                  .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)])
+                        t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                        return .success(t)
+                    }
+                } catch {
+                    return .failure(.storage)
+                }
+            }
+            if let r { return r }
         }
+        return .failure(.storage)
     }
 
     public func thing(id: String) -> ThingRecord? {
@@ -252,7 +446,10 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func thing(accessToken: String) -> ThingRecord? {
-        use(nil) { try Self.thing($0, where: "access_token = ?", accessToken) }
+        use(nil) { c in
+            guard let id = try Self.subject(c, kind: .thing, token: accessToken) else { return nil }
+            return try Self.thing(c, where: "thing_id = ?", id)
+        }
     }
 
     public func thing(mqttTopic: String) -> ThingRecord? {
@@ -308,20 +505,52 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                 try c.run("UPDATE things SET state = ? WHERE thing_id = ?", [.text(merged), .text(thingID)])
                 try c.run("INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
                           [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
+                try prune(c, thingID: thingID, at: at)
                 return merged
             }
         }
     }
 
+    /// Applies the retention to one thing's samples (on each write, through
+    /// the (thing_id, id) and (thing_id, at) indexes).
+    private func prune(_ c: SQLiteConnection, thingID: String, at: Int64) throws {
+        if retention.maxAgeDays > 0 {
+            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND at < ?",
+                      [.text(thingID), .int(at - Int64(retention.maxAgeDays) * 86_400_000)])
+        }
+        if retention.maxSamples > 0,
+           let keep = try c.first("""
+               SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?
+               """, [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) }) {
+            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND id < ?", [.text(thingID), .int(keep)])
+        }
+    }
+
+    private static func sample(_ r: SQLRow) -> StateSample {
+        StateSample(thingID: r.string(0), at: r.int(1), method: r.string(2), upload: r.string(3), state: r.string(4),
+                    cursor: r.int(5))
+    }
+
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
         use([]) { c in
             try c.rows("""
-                SELECT thing_id, at, method, upload, state FROM state_samples
+                SELECT thing_id, at, method, upload, state, id FROM state_samples
                 WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id
-                """, [.text(thingID), .int(from), .int(to)]) {
-                StateSample(thingID: $0.string(0), at: $0.int(1), method: $0.string(2), upload: $0.string(3),
-                            state: $0.string(4))
-            }
+                """, [.text(thingID), .int(from), .int(to)], Self.sample)
+        }
+    }
+
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?) {
+        use(([], nil)) { c in
+            let n = max(0, limit)
+            var rows = try c.rows("""
+                SELECT thing_id, at, method, upload, state, id FROM state_samples
+                WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?
+                """, [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], Self.sample)
+            guard rows.count > n else { return (rows, nil) }
+            rows.removeLast()
+            return (rows, rows.last?.cursor ?? after)
         }
     }
 
@@ -396,25 +625,31 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     // MARK: users
 
-    private static let userColumns = "SELECT user_id, login_name, password_hash, access_token, created_at FROM users"
+    private static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"
 
     private static func user(_ r: SQLRow) -> UserRecord {
-        UserRecord(userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: r.string(3),
-                   createdAt: r.int(4))
+        UserRecord(userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: "",
+                   createdAt: r.int(3))
     }
 
     public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
         use(nil) { c in
-            let u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
-                               accessToken: HubIDs.token(), createdAt: Platform.epochMs())
-            // A taken loginName hits the UNIQUE constraint: nothing is stored.
-            try c.run("""
-                INSERT INTO users (user_id, login_name, password_hash, access_token, created_at)
-                VALUES (?, ?, ?, ?, ?)
-                """, [.text(u.userID), .text(loginName), .text(passwordHash), .text(u.accessToken),
-                      .int(u.createdAt)])
-            return u
+            var u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                               accessToken: "", createdAt: Platform.epochMs())
+            return try c.transaction {
+                // A taken loginName hits the UNIQUE constraint: nothing is stored.
+                try c.run("""
+                    INSERT INTO users (user_id, login_name, password_hash, created_at)
+                    VALUES (?, ?, ?, ?)
+                    """, [.text(u.userID), .text(loginName), .text(passwordHash), .int(u.createdAt)])
+                u.accessToken = try issue(c, kind: .user, subject: u.userID)
+                return u
+            }
         }
+    }
+
+    public func setPasswordHash(userID: String, _ hash: String) -> Bool {
+        use(false) { try $0.run("UPDATE users SET password_hash = ? WHERE user_id = ?", [.text(hash), .text(userID)]) == 1 }
     }
 
     public func user(id: String) -> UserRecord? {
@@ -422,7 +657,10 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func user(accessToken: String) -> UserRecord? {
-        use(nil) { try $0.first(Self.userColumns + " WHERE access_token = ?", [.text(accessToken)], Self.user) }
+        use(nil) { c in
+            guard let id = try Self.subject(c, kind: .user, token: accessToken) else { return nil }
+            return try c.first(Self.userColumns + " WHERE user_id = ?", [.text(id)], Self.user)
+        }
     }
 
     public func user(loginName: String) -> UserRecord? {

@@ -169,7 +169,10 @@ final class Env {
     init() throws {
         broker = try Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
-        guard let h = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)) else {
+        // Fast password hashes: the KDF's production cost (600,000 iterations)
+        // would add a quarter second to every onboarding and login.
+        guard let h = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker),
+                                    store: MemoryStore(secrets: .fastForTests)) else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")
         }
@@ -278,5 +281,5 @@ func withEnv(_ body: (Env) throws -> Void) throws {
 func makeHubStore(_ path: String) throws -> HubStore {
     let parent = (path as NSString).deletingLastPathComponent
     if !parent.isEmpty { try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true) }
-    return try SQLiteStore(path: path)
+    return try SQLiteStore(path: path, secrets: .fastForTests)
 }

@@ -1,0 +1,100 @@
+import ThingIF
+
+/// The hub's size limits, in one place for the REST API and the MQTT side.
+public struct HubLimits: Sendable, Equatable {
+    /// The largest state upload (PUT/PATCH of a state) accepted, in bytes.
+    public var maxStateBody: Int
+    /// The largest body of any other request, in bytes.
+    public var maxBody: Int
+    /// The most state history samples one read returns (bestEffortLimit is
+    /// capped to it; paginationKey gives the next page).
+    public var maxHistoryPage: Int
+
+    public static let defaultMaxStateBody = 64 * 1024
+    public static let defaultMaxBody = 64 * 1024
+    public static let defaultMaxHistoryPage = 1000
+
+    public init(maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
+                maxHistoryPage: Int = defaultMaxHistoryPage) {
+        self.maxStateBody = maxStateBody
+        self.maxBody = maxBody
+        self.maxHistoryPage = maxHistoryPage
+    }
+}
+
+/// Token buckets keyed by a string (a user's or a thing's ID): each key may
+/// spend `burst` requests at once and gets `ratePerSecond` back per second.
+/// Thread-safe. Memory is bounded: buckets idle long enough to be full again
+/// are dropped (a full bucket is the same as none), and beyond `maxKeys` the
+/// least recently used bucket goes.
+public final class RateLimiter: @unchecked Sendable {
+    public let ratePerSecond: Double
+    public let burst: Double
+    public let maxKeys: Int
+
+    private struct Bucket {
+        var tokens: Double
+        var lastMs: Int64
+    }
+
+    private struct State {
+        var buckets: [String: Bucket] = [:]
+        var lastSweepMs: Int64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// `ratePerSecond` > 0, `burst` >= 1.
+    public init(ratePerSecond: Double, burst: Int, maxKeys: Int = 100_000) {
+        self.ratePerSecond = max(ratePerSecond, 0.001)
+        self.burst = Double(max(burst, 1))
+        self.maxKeys = max(maxKeys, 1)
+    }
+
+    /// Takes one token of `key`'s bucket at `now` (ms); false when it is empty.
+    public func allow(_ key: String, now: Int64) -> Bool {
+        state.withLock { s in
+            sweep(&s, now: now)
+            var b = s.buckets[key] ?? Bucket(tokens: burst, lastMs: now)
+            b.tokens = refill(b, now: now)
+            b.lastMs = max(b.lastMs, now)
+            guard b.tokens >= 1 else {
+                s.buckets[key] = b
+                return false
+            }
+            b.tokens -= 1
+            if s.buckets[key] == nil, s.buckets.count >= maxKeys,
+               let oldest = s.buckets.min(by: { $0.value.lastMs < $1.value.lastMs })?.key {
+                s.buckets[oldest] = nil
+            }
+            s.buckets[key] = b
+            return true
+        }
+    }
+
+    /// Whole seconds until `key` has a token again (at least 1), for Retry-After.
+    public func retryAfterSeconds(_ key: String, now: Int64) -> Int {
+        state.withLock { s in
+            guard let b = s.buckets[key] else { return 1 }
+            let missing = 1 - refill(b, now: now)
+            guard missing > 0 else { return 1 }
+            return max(1, Int((missing / ratePerSecond).rounded(.up)))
+        }
+    }
+
+    /// How many buckets are kept (for tests).
+    public var bucketCount: Int { state.withLock { $0.buckets.count } }
+
+    private func refill(_ b: Bucket, now: Int64) -> Double {
+        let elapsed = Double(max(0, now - b.lastMs)) / 1000
+        return min(burst, b.tokens + elapsed * ratePerSecond)
+    }
+
+    /// Drops the buckets that are full again, at most once a second.
+    private func sweep(_ s: inout State, now: Int64) {
+        guard now - s.lastSweepMs >= 1000 else { return }
+        s.lastSweepMs = now
+        let fullAfterMs = Int64((burst / ratePerSecond) * 1000) + 1
+        s.buckets = s.buckets.filter { now - $0.value.lastMs < fullAfterMs }
+    }
+}
