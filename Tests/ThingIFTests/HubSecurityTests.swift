@@ -7,7 +7,7 @@ import ThingIF
 import ThingIFHub
 import ThingIFHubServer
 
-/// The REST API's defences (docs/SECURITY-hub.md): rate limits, body limits,
+/// The REST API's defences (docs/SECURITY.md): rate limits, body limits,
 /// token revocation, webhook destinations, history pages, HTTPS.
 @Suite("Hub security: the REST API's defences", .serialized)
 struct HubSecurityTests {
