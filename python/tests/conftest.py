@@ -188,7 +188,8 @@ def hub(broker, tmp_path):
                              "--advertised-tls-port", str(broker.tls_port),
                              "--http-port", "0", "--memory"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    sub = subprocess.Popen([shutil.which("mosquitto_sub") or "mosquitto_sub", "-V", "mqttv5", "-d", "-q", "1",
+    # stdbuf: mosquitto_sub's output is block-buffered on a pipe.
+    sub = subprocess.Popen(["stdbuf", "-oL", shutil.which("mosquitto_sub") or "mosquitto_sub", "-V", "mqttv5", "-d", "-q", "1",
                             "-h", broker.host, "-p", str(broker.port), "-u", broker.admin_user,
                             "-P", broker.admin_password, "-t", "p/+/thing-if/apps/#", "-F", "%t %x"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
