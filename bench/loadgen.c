@@ -242,6 +242,10 @@ int main(int argc, char **argv)
     mosquitto_lib_init();
     m = mosquitto_new(NULL, true, NULL);
     if (!m) { fprintf(stderr, "loadgen: mosquitto_new failed\n"); return 1; }
+    /* The publisher stands in for the hub: on the secured broker it uses the
+     * hub's identity (THINGIF_BENCH_USERNAME / THINGIF_BENCH_PASSWORD). */
+    if (getenv("THINGIF_BENCH_USERNAME"))
+        mosquitto_username_pw_set(m, getenv("THINGIF_BENCH_USERNAME"), getenv("THINGIF_BENCH_PASSWORD"));
     mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5);
     mosquitto_subscribe_callback_set(m, on_subscribe);
     mosquitto_message_callback_set(m, on_message);

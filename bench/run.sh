@@ -109,12 +109,14 @@ done < <(ldd "$lib" | awk '$1 ~ /^libswift/ && $3 ~ /^\// { print $1, $3 }')
 
 # --- broker and hub --------------------------------------------------------
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$tmp/mosquitto.conf" <<EOF
-listener $port 127.0.0.1
-allow_anonymous true
-persistence false
-max_queued_messages 0
-EOF
+# The secured broker of docs/SECURITY.md; the hub (and loadgen's publisher,
+# which stands in for it) use its admin identity.
+admin_password=$(openssl rand -hex 16)
+bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
+    --admin-password "$admin_password" >/dev/null
+echo "max_queued_messages 0" >>"$tmp/broker/mosquitto.conf"
+cp "$tmp/broker/mosquitto.conf" "$tmp/mosquitto.conf"
+export THINGIF_BENCH_USERNAME=thingif-hub THINGIF_BENCH_PASSWORD=$admin_password
 mosquitto -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
 pids+=($!)
 mosq_pid=$!
@@ -126,7 +128,8 @@ until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $por
     sleep 0.05
 done
 
-"$hub_bin" --port "$port" --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
+THINGIF_HUB_BROKER_PASSWORD=$admin_password "$hub_bin" --port "$port" --broker-username thingif-hub \
+    --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
 pids+=($!)
 hub_pid=$!
 wait_line "$tmp/hub.log" "serving app" "$hub_pid" 30
