@@ -139,14 +139,8 @@ final class Thing: @unchecked Sendable {
             s.identity = identity
             guard old != identity else { return nil }
             // A new identity needs a new connection.
-            let c = s.client
-            s.client = nil
-            s.socketOpen = false
-            s.connected = false
-            s.subscribed = false
-            s.nextConnectAt = 0
             s.reconnectAttempt = 0
-            return c
+            return Thing.detachClient(&s)
         }
         previous?.disconnect()
         thingIDCString.withLock { p in
@@ -571,16 +565,19 @@ final class Thing: @unchecked Sendable {
     /// Drops the connection, so that the next one is made with the current
     /// configuration (thingif_set_tls after onboarding). Not while a loop runs.
     func resetConnection() {
-        let previous = shared.withLock { s -> MqttClient? in
-            let c = s.client
-            s.client = nil
-            s.socketOpen = false
-            s.connected = false
-            s.subscribed = false
-            s.nextConnectAt = 0
-            return c
-        }
-        previous?.disconnect()
+        shared.withLock { Thing.detachClient(&$0) }?.disconnect()
+    }
+
+    /// Forgets the connection (the caller disconnects the client returned),
+    /// so that the next loop turn connects anew at once.
+    private static func detachClient(_ s: inout Shared) -> MqttClient? {
+        let c = s.client
+        s.client = nil
+        s.socketOpen = false
+        s.connected = false
+        s.subscribed = false
+        s.nextConnectAt = 0
+        return c
     }
 
     /// CONNACK (on the loop thread, inside libmosquitto's loop).
