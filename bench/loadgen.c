@@ -90,9 +90,9 @@ int fdatasync(int fd)
 
 static int n_commands = 2000;
 static int with_state = 0;
-static int serial = 0;      /* one command at a time: unloaded latency */
-static double *sent_at;     /* per command index */
-static double *done_at;     /* 0 until its results request arrives */
+static int serial = 0;  /* one command at a time: unloaded latency */
+static double *sent_at; /* per command index */
+static double *done_at; /* 0 until its results request arrives */
 static atomic_int n_done;
 static atomic_int n_handled;
 static atomic_int state_errors;
@@ -100,7 +100,7 @@ static const char *run_tag;
 static volatile int subscribed;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void noop(thingif_action *a, void *userdata)
+static void noop(thingif_action_t *a, void *userdata)
 {
     thingif_t *t = userdata;
     int i = atomic_fetch_add(&n_handled, 1);
@@ -116,7 +116,11 @@ static void noop(thingif_action *a, void *userdata)
 
 static void on_subscribe(struct mosquitto *m, void *ud, int mid, int qc, const int *q)
 {
-    (void)m; (void)ud; (void)mid; (void)qc; (void)q;
+    (void)m;
+    (void)ud;
+    (void)mid;
+    (void)qc;
+    (void)q;
     subscribed = 1;
 }
 
@@ -129,7 +133,8 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
     size_t len, taglen = strlen(run_tag);
     long idx;
 
-    (void)m; (void)ud;
+    (void)m;
+    (void)ud;
     c = strstr(msg->topic, "/commands/");
     if (!c)
         return;
@@ -164,8 +169,10 @@ static double pct(const double *sorted, int n, double p)
     if (n == 0)
         return 0;
     i = (int)(p / 100.0 * n + 0.5) - 1;
-    if (i < 0) i = 0;
-    if (i >= n) i = n - 1;
+    if (i < 0)
+        i = 0;
+    if (i >= n)
+        i = n - 1;
     return sorted[i];
 }
 
@@ -191,18 +198,38 @@ int main(int argc, char **argv)
 
     for (i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(argv[i], "--state") == 0) { with_state = 1; continue; }
-        if (strcmp(argv[i], "--serial") == 0) { serial = 1; continue; }
-        if (!v) { fprintf(stderr, "loadgen: %s needs a value\n", argv[i]); return 2; }
-        if (strcmp(argv[i], "--host") == 0) host = v;
-        else if (strcmp(argv[i], "--port") == 0) port = atoi(v);
-        else if (strcmp(argv[i], "--storage") == 0) storage = v;
-        else if (strcmp(argv[i], "-n") == 0) n_commands = atoi(v);
-        else if (strcmp(argv[i], "--app-id") == 0) app_id = v;
-        else if (strcmp(argv[i], "--app-key") == 0) app_key = v;
-        else if (strcmp(argv[i], "--vendor-thing-id") == 0) vtid = v;
-        else if (strcmp(argv[i], "--timeout") == 0) timeout_s = atoi(v);
-        else { fprintf(stderr, "loadgen: unknown flag %s\n", argv[i]); return 2; }
+        if (strcmp(argv[i], "--state") == 0) {
+            with_state = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--serial") == 0) {
+            serial = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "loadgen: %s needs a value\n", argv[i]);
+            return 2;
+        }
+        if (strcmp(argv[i], "--host") == 0)
+            host = v;
+        else if (strcmp(argv[i], "--port") == 0)
+            port = atoi(v);
+        else if (strcmp(argv[i], "--storage") == 0)
+            storage = v;
+        else if (strcmp(argv[i], "-n") == 0)
+            n_commands = atoi(v);
+        else if (strcmp(argv[i], "--app-id") == 0)
+            app_id = v;
+        else if (strcmp(argv[i], "--app-key") == 0)
+            app_key = v;
+        else if (strcmp(argv[i], "--vendor-thing-id") == 0)
+            vtid = v;
+        else if (strcmp(argv[i], "--timeout") == 0)
+            timeout_s = atoi(v);
+        else {
+            fprintf(stderr, "loadgen: unknown flag %s\n", argv[i]);
+            return 2;
+        }
         i++;
     }
     if (port <= 0 || !storage || n_commands <= 0) {
@@ -219,15 +246,24 @@ int main(int argc, char **argv)
 
     /* The thing. */
     t = thingif_new(app_id, app_key, storage);
-    if (!t) { fprintf(stderr, "loadgen: thingif_new failed\n"); return 1; }
-    if ((rc = thingif_set_broker(t, host, port)) != THINGIF_OK) return die("set_broker", rc);
-    if ((rc = thingif_on_action(t, "Bench", 1, "noop", noop, t)) != THINGIF_OK) return die("on_action", rc);
+    if (!t) {
+        fprintf(stderr, "loadgen: thingif_new failed\n");
+        return 1;
+    }
+    if ((rc = thingif_set_broker(t, host, port)) != THINGIF_OK)
+        return die("set_broker", rc);
+    if ((rc = thingif_on_action(t, "Bench", 1, "noop", noop, t)) != THINGIF_OK)
+        return die("on_action", rc);
     if ((rc = thingif_onboard(t, vtid, "bench-pass", "Bench", "1.0.0", NULL)) != THINGIF_OK)
         return die("onboard", rc);
-    if ((rc = thingif_loop_start(t)) != THINGIF_OK) return die("loop_start", rc);
+    if ((rc = thingif_loop_start(t)) != THINGIF_OK)
+        return die("loop_start", rc);
     deadline = now_s() + 15;
     while (!thingif_is_connected(t)) {
-        if (now_s() > deadline) { fprintf(stderr, "loadgen: the thing did not connect\n"); return 1; }
+        if (now_s() > deadline) {
+            fprintf(stderr, "loadgen: the thing did not connect\n");
+            return 1;
+        }
         usleep(10000);
     }
 
@@ -241,7 +277,10 @@ int main(int argc, char **argv)
     /* The publisher. */
     mosquitto_lib_init();
     m = mosquitto_new(NULL, true, NULL);
-    if (!m) { fprintf(stderr, "loadgen: mosquitto_new failed\n"); return 1; }
+    if (!m) {
+        fprintf(stderr, "loadgen: mosquitto_new failed\n");
+        return 1;
+    }
     /* The publisher stands in for the hub: on the secured broker it uses the
      * hub's identity (THINGIF_BENCH_USERNAME / THINGIF_BENCH_PASSWORD). */
     if (getenv("THINGIF_BENCH_USERNAME"))
@@ -257,7 +296,10 @@ int main(int argc, char **argv)
     mosquitto_subscribe(m, NULL, "p/+/thing-if/apps/+/targets/+/commands/+/action-results", 1);
     deadline = now_s() + 10;
     while (!subscribed) {
-        if (now_s() > deadline) { fprintf(stderr, "loadgen: no SUBACK\n"); return 1; }
+        if (now_s() > deadline) {
+            fprintf(stderr, "loadgen: no SUBACK\n");
+            return 1;
+        }
         usleep(1000);
     }
 
@@ -267,7 +309,8 @@ int main(int argc, char **argv)
     for (i = 0; i < n_commands; i++) {
         int len = snprintf(payload, sizeof payload,
                            "{\"commandID\":\"%s-%d\",\"schema\":\"Bench\",\"schemaVersion\":1,"
-                           "\"issuer\":\"user:bench\",\"actions\":[{\"noop\":{}}]}", tag, i);
+                           "\"issuer\":\"user:bench\",\"actions\":[{\"noop\":{}}]}",
+                           tag, i);
         sent_at[i] = now_s();
         rc = mosquitto_publish(m, NULL, mqtt_topic, len, payload, 1, false);
         if (rc != MOSQ_ERR_SUCCESS) {
@@ -303,11 +346,9 @@ int main(int argc, char **argv)
     printf("n=%d done=%d state=%d serial=%d publish_s=%.3f total_s=%.3f cmd_per_s=%.0f "
            "p50_ms=%.1f p95_ms=%.1f p99_ms=%.1f max_ms=%.1f "
            "fsyncs_per_cmd=%.1f fsync_ms_per_cmd=%.3f state_errors=%d\n",
-           n_commands, ok, with_state, serial, t_pub, ok ? t_last - t0 : 0.0,
-           ok ? ok / (t_last - t0) : 0.0,
-           pct(lat, ok, 50), pct(lat, ok, 95), pct(lat, ok, 99), ok ? lat[ok - 1] : 0.0,
-           ok ? (double)calls / ok : 0.0, ok ? (double)ns / 1e6 / ok : 0.0,
-           atomic_load(&state_errors));
+           n_commands, ok, with_state, serial, t_pub, ok ? t_last - t0 : 0.0, ok ? ok / (t_last - t0) : 0.0,
+           pct(lat, ok, 50), pct(lat, ok, 95), pct(lat, ok, 99), ok ? lat[ok - 1] : 0.0, ok ? (double)calls / ok : 0.0,
+           ok ? (double)ns / 1e6 / ok : 0.0, atomic_load(&state_errors));
     fflush(stdout);
 
     mosquitto_disconnect(m);

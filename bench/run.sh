@@ -81,13 +81,13 @@ if [ "$build" = 1 ]; then
         && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
         || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
 fi
-lib=build-bench/libthingif.so.0.1.0
+lib=$(ls build-bench/libthingif.so.*.*.* | head -1)   # libthingif.so.MAJOR.MINOR.PATCH
 hub_bin="$(swift build -c release --scratch-path .build-bench --show-bin-path)/thingif-hub"
 for f in "$lib" build-bench/aircon "$hub_bin"; do
     [ -x "$f" ] || [ -f "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
 done
 cc -O2 -std=c11 -Iinclude bench/loadgen.c -o "$tmp/loadgen" \
-    -L build-bench -l:libthingif.so.1 -ljansson -lmosquitto -lpthread -ldl -rdynamic \
+    -L build-bench -lthingif -ljansson -lmosquitto -lpthread -ldl -rdynamic \
     -Wl,-rpath,"$root/build-bench"
 
 # --- 1. footprint (files) ------------------------------------------------
@@ -179,7 +179,7 @@ echo
 echo "thingif benchmark: $(nproc) cores ($cpu), $(uname -sr), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
 echo "Footprint"
-printf '  %-34s %s\n' "libthingif.so.0.1.0" "$(kib "$lib_size")"
+printf '  %-34s %s\n' "$(basename "$lib")" "$(kib "$lib_size")"
 printf '  %-34s %s\n' "  stripped" "$(kib "$lib_stripped")"
 printf '  %-34s %s\n' "  NEEDED" "$needed"
 printf '  %-34s %s\n' "  Swift runtime (ldd, resolved)" "$(mib "$swift_total") in$swift_libs"

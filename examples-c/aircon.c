@@ -73,13 +73,13 @@ struct options {
     const char *storage;
     const char *thing_id; /* with token: use an identity the app onboarded */
     const char *token;
-    long run_seconds;     /* 0: until SIGINT / SIGTERM */
+    long run_seconds; /* 0: until SIGINT / SIGTERM */
     int verbose;
-    const char *effects_log;  /* one line per action run, for tests */
-    const char *cafile;       /* TLS: the CA that signed the broker's certificate */
-    const char *certfile;     /* mutual TLS: this appliance's certificate … */
-    const char *keyfile;      /* … and its key */
-    long reconnect_min_ms;    /* 0: the library's default */
+    const char *effects_log; /* one line per action run, for tests */
+    const char *cafile;      /* TLS: the CA that signed the broker's certificate */
+    const char *certfile;    /* mutual TLS: this appliance's certificate … */
+    const char *keyfile;     /* … and its key */
+    long reconnect_min_ms;   /* 0: the library's default */
     long reconnect_max_ms;
     long request_timeout_ms;
     long keepalive_s;
@@ -112,7 +112,7 @@ static void say(const char *fmt, ...)
  * the line is in the file even if the process is killed right after. Tests
  * count these lines to check that no command ran twice.
  */
-static void record_effect(const struct aircon *ac, thingif_action *action)
+static void record_effect(const struct aircon *ac, thingif_action_t *action)
 {
     char line[300];
     int n;
@@ -127,7 +127,7 @@ static void record_effect(const struct aircon *ac, thingif_action *action)
 }
 
 /* Fails the action with a message and prints it. */
-static void refuse(thingif_action *action, const char *message)
+static void refuse(thingif_action_t *action, const char *message)
 {
     thingif_action_fail(action, message);
     say("%s refused: %s", thingif_action_name(action), message);
@@ -138,7 +138,7 @@ static void refuse(thingif_action *action, const char *message)
  * On a missing field, a wrong type or a value out of range it fails the
  * action with a message for a person and returns -1.
  */
-static int int_param(thingif_action *action, const char *name, int lo, int hi, int *out)
+static int int_param(thingif_action_t *action, const char *name, int lo, int hi, int *out)
 {
     json_t *params = thingif_action_params(action);
     json_error_t error;
@@ -154,8 +154,7 @@ static int int_param(thingif_action *action, const char *name, int lo, int hi, i
         return -1;
     }
     if (value < lo || value > hi) {
-        snprintf(message, sizeof message, "%s %" JSON_INTEGER_FORMAT " is out of range %d..%d",
-                 name, value, lo, hi);
+        snprintf(message, sizeof message, "%s %" JSON_INTEGER_FORMAT " is out of range %d..%d", name, value, lo, hi);
         refuse(action, message);
         return -1;
     }
@@ -165,7 +164,7 @@ static int int_param(thingif_action *action, const char *name, int lo, int hi, i
 
 /* ---- action handlers: they run inside thingif_loop(), on this thread ---- */
 
-static void on_turn_power(thingif_action *action, void *userdata)
+static void on_turn_power(thingif_action_t *action, void *userdata)
 {
     struct aircon *ac = userdata;
     json_t *params = thingif_action_params(action);
@@ -185,7 +184,7 @@ static void on_turn_power(thingif_action *action, void *userdata)
     say("turnPower power=%s", ac->power ? "on" : "off");
 }
 
-static void on_set_preset_temperature(thingif_action *action, void *userdata)
+static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
 {
     struct aircon *ac = userdata;
     int previous = ac->preset_temperature;
@@ -196,12 +195,12 @@ static void on_set_preset_temperature(thingif_action *action, void *userdata)
     ac->preset_temperature = temperature;
     ac->dirty = 1;
     record_effect(ac, action);
-    /* The result carries data too; thingif_action_set_data steals the reference. */
-    thingif_action_set_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
+    /* The result carries data too; thingif_action_attach_data steals the reference. */
+    thingif_action_attach_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
     say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
 }
 
-static void on_set_fan_speed(thingif_action *action, void *userdata)
+static void on_set_fan_speed(thingif_action_t *action, void *userdata)
 {
     struct aircon *ac = userdata;
     int speed;
@@ -234,12 +233,9 @@ static void upload_state(thingif_t *t, struct aircon *ac)
     int rc;
 
     read_sensors(ac);
-    state = json_pack("{s:b, s:i, s:i, s:i, s:i}",
-                      "power", ac->power,
-                      "presetTemperature", ac->preset_temperature,
-                      "fanSpeed", ac->fan_speed,
-                      "currentTemperature", ac->current_temperature,
-                      "currentHumidity", ac->current_humidity);
+    state = json_pack("{s:b, s:i, s:i, s:i, s:i}", "power", ac->power, "presetTemperature", ac->preset_temperature,
+                      "fanSpeed", ac->fan_speed, "currentTemperature", ac->current_temperature, "currentHumidity",
+                      ac->current_humidity);
     if (state == NULL) {
         fprintf(stderr, "aircon: out of memory\n");
         return;
@@ -252,8 +248,7 @@ static void upload_state(thingif_t *t, struct aircon *ac)
     }
     ac->dirty = 0;
     say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
-        ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed,
-        ac->current_temperature, ac->current_humidity);
+        ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed, ac->current_temperature, ac->current_humidity);
 }
 
 /* ---- logging ---- */
@@ -262,41 +257,39 @@ static void on_log(int level, const char *message, void *userdata)
 {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     (void)userdata;
-    fprintf(stderr, "aircon: thingif %s: %s\n",
-            level >= 0 && level <= THINGIF_LOG_DEBUG ? names[level] : "?", message);
+    fprintf(stderr, "aircon: thingif %s: %s\n", level >= 0 && level <= THINGIF_LOG_DEBUG ? names[level] : "?", message);
 }
 
 /* ---- command line ---- */
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-        "usage: aircon [options]\n"
-        "The AirConditioner-Demo appliance: takes turnPower, setPresetTemperature and\n"
-        "setFanSpeed commands over MQTT and uploads its state.\n"
-        "\n"
-        "  --host H                broker host (default 127.0.0.1)\n"
-        "  --port P                broker port (default 1883)\n"
-        "  --cafile FILE           use TLS, verifying the broker with this CA\n"
-        "  --certfile FILE --keyfile FILE\n"
-        "                          mutual TLS: present this certificate and key\n"
-        "  --app-id ID             application ID (default demoApp)\n"
-        "  --app-key KEY           application key (default demoKey)\n"
-        "  --vendor-thing-id ID    this appliance's vendor thing ID (default AC-0001)\n"
-        "  --password PW           its thing password (default demo-pass)\n"
-        "  --thing-type TYPE       thing type (default AirConditioner)\n"
-        "  --firmware-version V    firmware version (default 1.0.0)\n"
-        "  --storage DIR           where the identity is kept (default ./aircon-data)\n"
-        "  --thing-id ID --token T use an identity the app onboarded instead of\n"
-        "                          onboarding with the vendor thing ID\n"
-        "  --run-seconds N         exit after N seconds (default: until SIGINT/SIGTERM)\n"
-        "  --reconnect-ms MIN,MAX  wait between reconnects (default 500,30000)\n"
-        "  --request-timeout-ms N  wait for the framework's answer (default 10000)\n"
-        "  --keepalive-s N         MQTT keepalive (default 60)\n"
-        "  --effects-log FILE      append \"commandID action\" to FILE for every action\n"
-        "                          run (for tests that count what ran)\n"
-        "  --verbose               log library debug lines to stderr\n"
-        "  --help                  show this text\n");
+    fprintf(out, "usage: aircon [options]\n"
+                 "The AirConditioner-Demo appliance: takes turnPower, setPresetTemperature and\n"
+                 "setFanSpeed commands over MQTT and uploads its state.\n"
+                 "\n"
+                 "  --host H                broker host (default 127.0.0.1)\n"
+                 "  --port P                broker port (default 1883)\n"
+                 "  --cafile FILE           use TLS, verifying the broker with this CA\n"
+                 "  --certfile FILE --keyfile FILE\n"
+                 "                          mutual TLS: present this certificate and key\n"
+                 "  --app-id ID             application ID (default demoApp)\n"
+                 "  --app-key KEY           application key (default demoKey)\n"
+                 "  --vendor-thing-id ID    this appliance's vendor thing ID (default AC-0001)\n"
+                 "  --password PW           its thing password (default demo-pass)\n"
+                 "  --thing-type TYPE       thing type (default AirConditioner)\n"
+                 "  --firmware-version V    firmware version (default 1.0.0)\n"
+                 "  --storage DIR           where the identity is kept (default ./aircon-data)\n"
+                 "  --thing-id ID --token T use an identity the app onboarded instead of\n"
+                 "                          onboarding with the vendor thing ID\n"
+                 "  --run-seconds N         exit after N seconds (default: until SIGINT/SIGTERM)\n"
+                 "  --reconnect-ms MIN,MAX  wait between reconnects (default 500,30000)\n"
+                 "  --request-timeout-ms N  wait for the framework's answer (default 10000)\n"
+                 "  --keepalive-s N         MQTT keepalive (default 60)\n"
+                 "  --effects-log FILE      append \"commandID action\" to FILE for every action\n"
+                 "                          run (for tests that count what ran)\n"
+                 "  --verbose               log library debug lines to stderr\n"
+                 "  --help                  show this text\n");
 }
 
 static int parse_long(const char *text, long lo, long hi, long *out)
@@ -333,20 +326,34 @@ static int parse_args(int argc, char **argv, struct options *o)
             return -1;
         }
         i++;
-        if (strcmp(flag, "--host") == 0) o->host = value;
-        else if (strcmp(flag, "--app-id") == 0) o->app_id = value;
-        else if (strcmp(flag, "--app-key") == 0) o->app_key = value;
-        else if (strcmp(flag, "--vendor-thing-id") == 0) o->vendor_thing_id = value;
-        else if (strcmp(flag, "--password") == 0) o->password = value;
-        else if (strcmp(flag, "--thing-type") == 0) o->thing_type = value;
-        else if (strcmp(flag, "--firmware-version") == 0) o->firmware_version = value;
-        else if (strcmp(flag, "--storage") == 0) o->storage = value;
-        else if (strcmp(flag, "--thing-id") == 0) o->thing_id = value;
-        else if (strcmp(flag, "--token") == 0) o->token = value;
-        else if (strcmp(flag, "--effects-log") == 0) o->effects_log = value;
-        else if (strcmp(flag, "--cafile") == 0) o->cafile = value;
-        else if (strcmp(flag, "--certfile") == 0) o->certfile = value;
-        else if (strcmp(flag, "--keyfile") == 0) o->keyfile = value;
+        if (strcmp(flag, "--host") == 0)
+            o->host = value;
+        else if (strcmp(flag, "--app-id") == 0)
+            o->app_id = value;
+        else if (strcmp(flag, "--app-key") == 0)
+            o->app_key = value;
+        else if (strcmp(flag, "--vendor-thing-id") == 0)
+            o->vendor_thing_id = value;
+        else if (strcmp(flag, "--password") == 0)
+            o->password = value;
+        else if (strcmp(flag, "--thing-type") == 0)
+            o->thing_type = value;
+        else if (strcmp(flag, "--firmware-version") == 0)
+            o->firmware_version = value;
+        else if (strcmp(flag, "--storage") == 0)
+            o->storage = value;
+        else if (strcmp(flag, "--thing-id") == 0)
+            o->thing_id = value;
+        else if (strcmp(flag, "--token") == 0)
+            o->token = value;
+        else if (strcmp(flag, "--effects-log") == 0)
+            o->effects_log = value;
+        else if (strcmp(flag, "--cafile") == 0)
+            o->cafile = value;
+        else if (strcmp(flag, "--certfile") == 0)
+            o->certfile = value;
+        else if (strcmp(flag, "--keyfile") == 0)
+            o->keyfile = value;
         else if (strcmp(flag, "--reconnect-ms") == 0) {
             char first[32];
             const char *comma = strchr(value, ',');
@@ -377,8 +384,7 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->keepalive_s = n;
-        }
-        else if (strcmp(flag, "--port") == 0) {
+        } else if (strcmp(flag, "--port") == 0) {
             if (parse_long(value, 1, 65535, &n) != 0) {
                 fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
                 return -1;
@@ -412,10 +418,27 @@ static double now_seconds(void)
 
 int main(int argc, char **argv)
 {
-    struct options o = {
-        "127.0.0.1", 1883, "demoApp", "demoKey", "AC-0001", "demo-pass",
-        "AirConditioner", "1.0.0", "./aircon-data", NULL, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0
-    };
+    struct options o = {"127.0.0.1",
+                        1883,
+                        "demoApp",
+                        "demoKey",
+                        "AC-0001",
+                        "demo-pass",
+                        "AirConditioner",
+                        "1.0.0",
+                        "./aircon-data",
+                        NULL,
+                        NULL,
+                        0,
+                        0,
+                        NULL,
+                        NULL,
+                        NULL,
+                        NULL,
+                        0,
+                        0,
+                        0,
+                        0};
     struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
     struct sigaction sa;
     thingif_t *t;
@@ -423,12 +446,8 @@ int main(int argc, char **argv)
     int rc, was_connected = 0, status = 0;
 
     switch (parse_args(argc, argv, &o)) {
-    case 1:
-        usage(stdout);
-        return 0;
-    case -1:
-        usage(stderr);
-        return 2;
+    case 1: usage(stdout); return 0;
+    case -1: usage(stderr); return 2;
     }
 
     memset(&sa, 0, sizeof sa);
@@ -479,8 +498,7 @@ int main(int argc, char **argv)
     if (o.thing_id != NULL)
         rc = thingif_use_onboarded(t, o.thing_id, o.token);
     else
-        rc = thingif_onboard(t, o.vendor_thing_id, o.password, o.thing_type,
-                             o.firmware_version, NULL);
+        rc = thingif_onboard(t, o.vendor_thing_id, o.password, o.thing_type, o.firmware_version, NULL);
     if (rc != THINGIF_OK) {
         fprintf(stderr, "aircon: onboarding failed: %s\n", thingif_strerror(rc));
         thingif_destroy(t);

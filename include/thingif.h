@@ -35,7 +35,7 @@
  *  - json_t values follow jansson's words: "borrowed" means the library keeps
  *    ownership and the value is valid only for the time stated; "steals"
  *    means the library takes over the caller's reference, also on failure.
- *  - A NULL thingif_t * or thingif_action * is never dereferenced: functions
+ *  - A NULL thingif_t * or thingif_action_t * is never dereferenced: functions
  *    return THINGIF_ERR_INVALID (or NULL / 0 for getters).
  */
 #ifndef THINGIF_H
@@ -48,50 +48,56 @@
 extern "C" {
 #endif
 
-#define THINGIF_VERSION_MAJOR 0          /**< the major version of this header */
-#define THINGIF_VERSION_MINOR 1          /**< the minor version of this header */
-#define THINGIF_VERSION_PATCH 0          /**< the patch version of this header */
-#define THINGIF_VERSION_STRING "0.1.0"   /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
+#define THINGIF_VERSION_MAJOR 0        /**< the major version of this header */
+#define THINGIF_VERSION_MINOR 2        /**< the minor version of this header */
+#define THINGIF_VERSION_PATCH 0        /**< the patch version of this header */
+#define THINGIF_VERSION_STRING "0.2.0" /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
+/** The ABI's number: the library's SONAME is libthingif.so.THINGIF_ABI_VERSION
+ * and its symbols carry the version node THINGIF_<n>.0. It goes up at every
+ * change that breaks a program linked against an earlier library (a
+ * function removed or renamed, a signature or a struct changed); the minor
+ * version alone goes up for additions. */
+#define THINGIF_ABI_VERSION 2
 
 /** The handle for one thing. Opaque; create with thingif_new(). */
 typedef struct thingif thingif_t;
 
 /** One action of a command, as a handler sees it. Opaque; valid only inside
  * the handler call that received it. */
-typedef struct thingif_action thingif_action;
+typedef struct thingif_action thingif_action_t;
 
 /** An action whose result comes later; see thingif_action_defer(). */
-typedef struct thingif_deferred thingif_deferred;
+typedef struct thingif_deferred thingif_deferred_t;
 
 /** Status codes. Functions return them as int (the width of a C enum is
  * implementation-defined). */
 enum thingif_status {
-    THINGIF_OK = 0,                 /**< success */
-    THINGIF_ERR_INVALID = 1,        /**< an argument is NULL, empty, malformed or out of range */
-    THINGIF_ERR_NOMEM = 2,          /**< out of memory */
-    THINGIF_ERR_STATE = 3,          /**< not allowed in the handle's current state (e.g. a loop runs) */
-    THINGIF_ERR_NOT_ONBOARDED = 4,  /**< the thing has no identity yet: call thingif_onboard() or thingif_use_onboarded() */
-    THINGIF_ERR_IN_CALLBACK = 5,    /**< not allowed from inside a thingif callback on the same handle */
-    THINGIF_ERR_CONNECT = 6,        /**< the broker could not be reached or refused the connection */
-    THINGIF_ERR_NO_CONN = 7,        /**< not connected to the broker right now (the loop reconnects) */
-    THINGIF_ERR_TIMEOUT = 8,        /**< the framework did not answer in time (THINGIF_OPT_REQUEST_TIMEOUT_MS) */
-    THINGIF_ERR_REJECTED = 9,       /**< the framework answered with an error status (4xx, 5xx) */
-    THINGIF_ERR_PROTOCOL = 10,      /**< the framework's answer was malformed */
-    THINGIF_ERR_STORAGE = 11,       /**< the storage directory could not be created, read or written */
-    THINGIF_ERR_JSON = 12,          /**< a JSON argument is not valid JSON or not of the kind required */
-    THINGIF_ERR_TLS = 13,           /**< TLS files could not be used, or the TLS handshake failed */
-    THINGIF_ERR_MQTT = 14,          /**< libmosquitto reported an error not covered above */
-    THINGIF_ERR_FULL = 15,          /**< the outbox is full of unanswered requests; the upload was refused */
-    THINGIF_ERR_EXISTS = 16,        /**< an action set or timer trigger of that name exists already */
-    THINGIF_ERR_NOT_FOUND = 17      /**< no action set or timer trigger of that name */
+    THINGIF_OK = 0,                /**< success */
+    THINGIF_ERR_INVALID = 1,       /**< an argument is NULL, empty, malformed or out of range */
+    THINGIF_ERR_NOMEM = 2,         /**< out of memory */
+    THINGIF_ERR_STATE = 3,         /**< not allowed in the handle's current state (e.g. a loop runs) */
+    THINGIF_ERR_NOT_ONBOARDED = 4, /**< no identity yet: call thingif_onboard() or thingif_use_onboarded() */
+    THINGIF_ERR_IN_CALLBACK = 5,   /**< not allowed from inside a thingif callback on the same handle */
+    THINGIF_ERR_CONNECT = 6,       /**< the broker could not be reached or refused the connection */
+    THINGIF_ERR_NO_CONN = 7,       /**< not connected to the broker right now (the loop reconnects) */
+    THINGIF_ERR_TIMEOUT = 8,       /**< the framework did not answer in time (THINGIF_OPT_REQUEST_TIMEOUT_MS) */
+    THINGIF_ERR_REJECTED = 9,      /**< the framework answered with an error status (4xx, 5xx) */
+    THINGIF_ERR_PROTOCOL = 10,     /**< the framework's answer was malformed */
+    THINGIF_ERR_STORAGE = 11,      /**< the storage directory could not be created, read or written */
+    THINGIF_ERR_JSON = 12,         /**< a JSON argument is not valid JSON or not of the kind required */
+    THINGIF_ERR_TLS = 13,          /**< TLS files could not be used, or the TLS handshake failed */
+    THINGIF_ERR_MQTT = 14,         /**< libmosquitto reported an error not covered above */
+    THINGIF_ERR_FULL = 15,         /**< the outbox is full of unanswered requests; the upload was refused */
+    THINGIF_ERR_EXISTS = 16,       /**< an action set or timer trigger of that name exists already */
+    THINGIF_ERR_NOT_FOUND = 17     /**< no action set or timer trigger of that name */
 };
 
 /** Log levels, most severe first. */
 enum thingif_log_level {
-    THINGIF_LOG_ERROR = 0,    /**< something failed */
-    THINGIF_LOG_WARNING = 1,  /**< something unexpected that the library handled */
-    THINGIF_LOG_INFO = 2,     /**< a change worth knowing: onboarded, connected, disconnected */
-    THINGIF_LOG_DEBUG = 3     /**< detail for finding a problem */
+    THINGIF_LOG_ERROR = 0,   /**< something failed */
+    THINGIF_LOG_WARNING = 1, /**< something unexpected that the library handled */
+    THINGIF_LOG_INFO = 2,    /**< a change worth knowing: onboarded, connected, disconnected */
+    THINGIF_LOG_DEBUG = 3    /**< detail for finding a problem */
 };
 
 /** Options for thingif_set_option(). */
@@ -99,8 +105,10 @@ enum thingif_option {
     /** Largest message accepted, in bytes, on every topic the thing reads
      * (commands, the framework's replies, the remote configuration). A larger
      * message is dropped before it is parsed, with an error log line naming
-     * its topic and size; a dropped command gets no result. Default 65536;
-     * range 256 .. 16777216. */
+     * its topic and size; a dropped command whose commandID its first 1024
+     * bytes give is reported to the framework with every action failed
+     * (docs/PROTOCOL.md 5.1), else it gets no result. Default 65536 (the
+     * framework refuses larger commands); range 256 .. 16777216. */
     THINGIF_OPT_MAX_PAYLOAD = 1,
     /** MQTT keepalive in seconds. Default 60; range 5 .. 65535. */
     THINGIF_OPT_KEEPALIVE_S = 2,
@@ -128,15 +136,19 @@ enum thingif_option {
 };
 
 /**
- * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.1.0".
- * The string is static: valid for the life of the process. Any thread.
+ * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.2.0".
+ * The string is static: valid for the life of the process.
+ * @par Thread
+ * any; the string is static.
  */
 const char *thingif_version(void);
 
 /**
  * Returns a one-line English description of a status code. Unknown codes
  * give "unknown status". The string is static: valid for the life of the
- * process; never NULL. Any thread.
+ * process; never NULL.
+ * @par Thread
+ * any; the string is static.
  */
 const char *thingif_strerror(int status);
 
@@ -306,9 +318,8 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  * @par Thread
  * any, while no loop runs; not from a callback.
  */
-int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password,
-                    const char *thing_type, const char *firmware_version,
-                    const char *properties_json);
+int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password, const char *thing_type,
+                    const char *firmware_version, const char *properties_json);
 
 /**
  * Takes an identity that the app onboarded and handed over (over BLE, say):
@@ -370,7 +381,7 @@ int thingif_is_connected(thingif_t *t);
  * thingif_loop(), thingif_loop_stop(), thingif_destroy(), thingif_onboard()
  * and thingif_use_onboarded() return THINGIF_ERR_IN_CALLBACK there.
  */
-typedef void (*thingif_action_cb)(thingif_action *action, void *userdata);
+typedef void (*thingif_action_cb)(thingif_action_t *action, void *userdata);
 
 /**
  * Registers the handler of an action of a schema command (Thing-IF schema
@@ -397,8 +408,8 @@ typedef void (*thingif_action_cb)(thingif_action *action, void *userdata);
  * any, also from inside a callback. A change applies from the next
  * action on.
  */
-int thingif_on_action(thingif_t *t, const char *schema, int schema_version,
-                      const char *action, thingif_action_cb cb, void *userdata);
+int thingif_on_action(thingif_t *t, const char *schema, int schema_version, const char *action, thingif_action_cb cb,
+                      void *userdata);
 
 /**
  * Registers the handler of an action under a trait alias (Thing-IF trait
@@ -414,8 +425,7 @@ int thingif_on_action(thingif_t *t, const char *schema, int schema_version,
  * any, also from inside
  * a callback.
  */
-int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action,
-                            thingif_action_cb cb, void *userdata);
+int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action, thingif_action_cb cb, void *userdata);
 
 /**
  * Registers the catch-all handler: it runs every action that no other
@@ -432,8 +442,10 @@ int thingif_on_any_action(thingif_t *t, thingif_action_cb cb, void *userdata);
 /**
  * The action's name, e.g.\ "turnPower". Borrowed: valid until the handler
  * returns. NULL only for a NULL action.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_name(const thingif_action *action);
+const char *thingif_action_name(const thingif_action_t *action);
 
 /**
  * The action's parameters as a jansson value: for schema commands usually an
@@ -441,67 +453,89 @@ const char *thingif_action_name(const thingif_action *action);
  * json_unpack() on it. Borrowed: do not json_decref() or change it; valid
  * until the handler returns (json_incref() it to keep it longer). Never
  * NULL for a non-NULL action: an action sent without a value gets JSON null.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-json_t *thingif_action_params(const thingif_action *action);
+json_t *thingif_action_params(const thingif_action_t *action);
 
 /**
  * The ID of the command this action belongs to. Borrowed: valid until the
  * handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_command_id(const thingif_action *action);
+const char *thingif_action_command_id(const thingif_action_t *action);
 
 /**
  * The command's issuer, e.g.\ "user:1234", or NULL when the command names
  * none. Borrowed: valid until the handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_issuer(const thingif_action *action);
+const char *thingif_action_issuer(const thingif_action_t *action);
 
 /**
  * The schema name of a schema command, or NULL for a trait command or a
  * command sent without one. Borrowed: valid until the handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_schema(const thingif_action *action);
+const char *thingif_action_schema(const thingif_action_t *action);
 
 /**
  * The schema version of a schema command; 0 for a trait command or none.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-int thingif_action_schema_version(const thingif_action *action);
+int thingif_action_schema_version(const thingif_action_t *action);
 
 /**
  * The trait alias of an action of a trait command, or NULL for a schema
  * command. Borrowed: valid until the handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_alias(const thingif_action *action);
+const char *thingif_action_alias(const thingif_action_t *action);
 
 /**
  * The command's title, or NULL when it has none. Borrowed: valid until the
  * handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_title(const thingif_action *action);
+const char *thingif_action_title(const thingif_action_t *action);
 
 /**
  * The command's description, or NULL when it has none. Borrowed: valid
  * until the handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-const char *thingif_action_description(const thingif_action *action);
+const char *thingif_action_description(const thingif_action_t *action);
 
 /**
  * The command's metadata object, or NULL when it has none. Borrowed: do not
  * decref or change it; valid until the handler returns.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-json_t *thingif_action_metadata(const thingif_action *action);
+json_t *thingif_action_metadata(const thingif_action_t *action);
 
 /**
  * The action's 0-based position among all actions of its command (trait
  * commands count across aliases), or -1 for a NULL action.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-int thingif_action_index(const thingif_action *action);
+int thingif_action_index(const thingif_action_t *action);
 
 /**
  * The handle that runs this action, so a handler can call
  * thingif_update_state() without a global. NULL for a NULL action.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
  */
-thingif_t *thingif_action_thing(const thingif_action *action);
+thingif_t *thingif_action_thing(const thingif_action_t *action);
 
 /**
  * Marks the action as failed. Its result becomes {"succeeded":false,
@@ -521,7 +555,7 @@ thingif_t *thingif_action_thing(const thingif_action *action);
  * @par Thread
  * the handler's own call only.
  */
-int thingif_action_fail(thingif_action *action, const char *error_message);
+int thingif_action_fail(thingif_action_t *action, const char *error_message);
 
 /**
  * Attaches a data object to the action's result ("data" in the result),
@@ -537,7 +571,7 @@ int thingif_action_fail(thingif_action *action, const char *error_message);
  * @par Thread
  * the handler's own call only.
  */
-int thingif_action_set_data(thingif_action *action, json_t *data);
+int thingif_action_attach_data(thingif_action_t *action, json_t *data);
 
 /**
  * Defers the action's result: the handler returns now (a firmware update or
@@ -546,7 +580,7 @@ int thingif_action_set_data(thingif_action *action, json_t *data);
  * action has a result. The following actions of the command run at once.
  * A deferred action survives reconnects; a restart before it completes
  * reports it as failed ("interrupted"). Calling it twice returns the same
- * handle. Whatever thingif_action_fail() or thingif_action_set_data() set
+ * handle. Whatever thingif_action_fail() or thingif_action_attach_data() set
  * before is discarded.
  *
  * @return a handle owned by the caller until it passes it to
@@ -556,7 +590,7 @@ int thingif_action_set_data(thingif_action *action, json_t *data);
  * @par Thread
  * the handler's own call only.
  */
-thingif_deferred *thingif_action_defer(thingif_action *action);
+thingif_deferred_t *thingif_action_defer(thingif_action_t *action);
 
 /**
  * Completes a deferred action and frees the handle.
@@ -579,7 +613,7 @@ thingif_deferred *thingif_action_defer(thingif_action *action);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_deferred_complete(thingif_deferred *deferred, const char *error_message, json_t *data);
+int thingif_deferred_complete(thingif_deferred_t *deferred, const char *error_message, json_t *data);
 
 /**
  * Uploads the thing's whole state (PUT targets/thing:{id}/states). The
@@ -612,8 +646,10 @@ int thingif_update_state(thingif_t *t, const json_t *state);
 
 /**
  * Uploads part of the state (PATCH targets/thing:{id}/states): the fields
- * given replace the stored ones, the others stay. Parameters, returns and
- * thread as thingif_update_state().
+ * given replace the stored ones, the others stay. Parameters and returns
+ * as thingif_update_state().
+ * @par Thread
+ * any, also from inside a handler.
  */
 int thingif_patch_state(thingif_t *t, const json_t *partial_state);
 
@@ -738,11 +774,11 @@ int thingif_loop_stop(thingif_t *t);
 
 /** Recurrence units for thingif_timer_create(). */
 enum thingif_recurrence {
-    THINGIF_RECUR_NONE = 0,    /**< fires once */
-    THINGIF_RECUR_MINUTE = 1,  /**< every count minutes (absolute time) */
-    THINGIF_RECUR_HOUR = 2,    /**< every count hours (absolute time) */
-    THINGIF_RECUR_DAY = 3,     /**< every count days at the same local wall-clock time */
-    THINGIF_RECUR_WEEK = 4     /**< every count weeks at the same local wall-clock time */
+    THINGIF_RECUR_NONE = 0,   /**< fires once */
+    THINGIF_RECUR_MINUTE = 1, /**< every count minutes (absolute time) */
+    THINGIF_RECUR_HOUR = 2,   /**< every count hours (absolute time) */
+    THINGIF_RECUR_DAY = 3,    /**< every count days at the same local wall-clock time */
+    THINGIF_RECUR_WEEK = 4    /**< every count weeks at the same local wall-clock time */
 };
 
 /**

@@ -26,7 +26,7 @@ done
 build_dir=$(cd "$build_dir" && pwd)
 
 lib=""
-for name in libthingif.so libthingif.so.1 libthingif.dylib; do
+for name in libthingif.so libthingif.dylib; do
     [ -e "$build_dir/$name" ] && { lib=$build_dir/$name; break; }
 done
 [ -n "$lib" ] || { echo "run-tests: no libthingif.so in $build_dir; build first (cmake --build $build_dir)" >&2; exit 2; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ABI guard: the functions declared in include/thingif.h and the thingif_*
 # symbols that libthingif.so exports must be the same set, and every export
-# must carry the version node of cmake/thingif.map (THINGIF_1.0). Catches a
+# must carry the version node of cmake/thingif.map (THINGIF_<ABI>.0). Catches a
 # @c function the header forgot and a declaration the library does not
 # implement (the compiler checks neither).
 #
@@ -14,7 +14,8 @@
 #                             [--cc CC] [--cflags FLAGS] [--version-node NODE]
 set -euo pipefail
 
-header="" lib="" cc=cc cflags="" node=THINGIF_1.0
+header="" lib="" cc=cc cflags=""
+node=$(sed -n 's/^\(THINGIF_[0-9.]*\) {.*/\1/p' "$(dirname "$0")/../cmake/thingif.map")
 while [ $# -gt 0 ]; do
     case "$1" in
         --header) header=$2; shift 2 ;;

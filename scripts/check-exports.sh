@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the shared library's ABI surface: only thingif_* symbols are
-# defined in its dynamic symbol table, its SONAME is libthingif.so.1, and it
+# defined in its dynamic symbol table, its SONAME is libthingif.so.N with N
+# the header's THINGIF_ABI_VERSION, and it
 # does not pull in Foundation.
 #
 # usage: scripts/check-exports.sh path/to/libthingif.so
@@ -20,10 +21,11 @@ if [ -n "$others" ]; then
     fail=1
 fi
 
+abi=$(sed -n 's/^#define THINGIF_ABI_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../include/thingif.h")
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 echo "exports: SONAME $soname"
-if [ "$soname" != "libthingif.so.1" ]; then
-    echo "exports: FAIL: SONAME is '$soname', expected libthingif.so.1" >&2
+if [ -z "$abi" ] || [ "$soname" != "libthingif.so.$abi" ]; then
+    echo "exports: FAIL: SONAME is '$soname', expected libthingif.so.$abi (THINGIF_ABI_VERSION)" >&2
     fail=1
 fi
 

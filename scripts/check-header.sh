@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles a small translation unit that includes include/thingif.h as strict
-# C99 and as C++, with warnings as errors, to prove the header is clean in both.
+# C99 and C11, and as C++11 and C++17, with warnings as errors, to prove the
+# header is clean in each (it uses long long: C89 and C++98 are not claimed).
 #
 # usage: scripts/check-header.sh --cc CC --cxx CXX --include DIR [--cflags FLAGS] --out DIR
 set -euo pipefail
@@ -29,10 +30,16 @@ static void on_log(int level, const char *message, void *userdata)
     (void)level; (void)message; (void)userdata;
 }
 
-static void on_action(thingif_action *action, void *userdata)
+static void on_action(thingif_action_t *action, void *userdata)
 {
     (void)userdata;
     thingif_action_fail(action, thingif_strerror(THINGIF_ERR_INVALID));
+}
+
+static long long clock_ms(void *userdata)
+{
+    (void)userdata;
+    return 0;
 }
 
 static json_t *state(thingif_t *t, void *userdata)
@@ -47,10 +54,14 @@ int header_check(thingif_t *t)
     thingif_log_cb log_cb = on_log;
     thingif_action_cb action_cb = on_action;
     thingif_state_cb state_cb = state;
+    thingif_clock_cb clock_cb = clock_ms;
+    const char *const sets[] = { "morning" };
     int rc = thingif_set_log_callback(t, log_cb, THINGIF_LOG_DEBUG, NULL);
     rc |= thingif_on_action(t, "AirConditioner-Demo", 1, "turnPower", action_cb, NULL);
     rc |= thingif_set_state_provider(t, state_cb, 1000, NULL);
     rc |= thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, 60L);
+    rc |= thingif_set_clock(t, clock_cb, NULL);
+    rc |= thingif_timer_create(t, "wake", 1LL, THINGIF_RECUR_DAY, 1, "UTC", sets, 1);
     return rc == THINGIF_OK ? THINGIF_VERSION_MAJOR : THINGIF_ERR_STATE;
 }
 SRC
@@ -58,7 +69,11 @@ cp "$out/header_check.c" "$out/header_check.cpp"
 
 # shellcheck disable=SC2086
 set -x
-"$cc" -std=c99 -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.c" -o "$out/header_check_c.o"
-"$cxx" -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.cpp" -o "$out/header_check_cpp.o"
+for std in c99 c11; do
+    "$cc" -std=$std -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.c" -o "$out/header_check_$std.o"
+done
+for std in c++11 c++17; do
+    "$cxx" -std=$std -Wall -Wextra -pedantic -Werror -I "$include" $cflags -c "$out/header_check.cpp" -o "$out/header_check_$std.o"
+done
 { set +x; } 2>/dev/null
-echo "check-header: thingif.h compiles as C99 and as C++"
+echo "check-header: thingif.h compiles as C99, C11, C++11 and C++17"

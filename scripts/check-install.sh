@@ -44,18 +44,21 @@ prefix=$tmp/prefix
 echo "check-install: cmake --install $build_dir --prefix $prefix"
 cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log" >&2; exit 1; }
 
-# What a package must hold.
+# What a package must hold. The version is the header's.
+version=$(sed -n 's/^#define THINGIF_VERSION_STRING "\([0-9.]*\)".*/\1/p' "$(dirname "$0")/../include/thingif.h")
+abi=$(sed -n 's/^#define THINGIF_ABI_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../include/thingif.h")
+[ -n "$version" ] || { echo "check-install: no THINGIF_VERSION_STRING in include/thingif.h" >&2; exit 1; }
 fail=0
-for f in lib/libthingif.so lib/libthingif.so.1 lib/libthingif.so.0.1.0 lib/libthingif.a \
+for f in lib/libthingif.so "lib/libthingif.so.$abi" "lib/libthingif.so.$version" lib/libthingif.a \
          include/thingif.h lib/pkgconfig/thingif.pc \
          lib/cmake/thingif/thingifConfig.cmake lib/cmake/thingif/thingifConfigVersion.cmake \
          lib/cmake/thingif/thingifTargets.cmake; do
     [ -e "$prefix/$f" ] || { echo "check-install: FAIL: $f not installed" >&2; fail=1; }
 done
-[ "$(readlink "$prefix/lib/libthingif.so")" = libthingif.so.1 ] \
-    || { echo "check-install: FAIL: lib/libthingif.so does not point to libthingif.so.1" >&2; fail=1; }
-[ "$(readlink "$prefix/lib/libthingif.so.1")" = libthingif.so.0.1.0 ] \
-    || { echo "check-install: FAIL: lib/libthingif.so.1 does not point to libthingif.so.0.1.0" >&2; fail=1; }
+[ "$(readlink "$prefix/lib/libthingif.so")" = "libthingif.so.$abi" ] \
+    || { echo "check-install: FAIL: lib/libthingif.so does not point to libthingif.so.$abi" >&2; fail=1; }
+[ "$(readlink "$prefix/lib/libthingif.so.$abi")" = "libthingif.so.$version" ] \
+    || { echo "check-install: FAIL: lib/libthingif.so.$abi does not point to libthingif.so.$version" >&2; fail=1; }
 [ "$fail" -eq 0 ] || exit 1
 
 # The outside project: a copy of the example, nothing from the source tree
@@ -86,10 +89,10 @@ find-package)
 esac
 
 # It must run on the installed library, not on the build folder's.
-resolved=$(ldd "$aircon" | awk '$1 == "libthingif.so.1" {print $3}')
+resolved=$(ldd "$aircon" | awk -v so="libthingif.so.$abi" '$1 == so {print $3}')
 echo "check-install: aircon uses $resolved"
-if [ "$resolved" != "$prefix/lib/libthingif.so.1" ]; then
-    echo "check-install: FAIL: expected $prefix/lib/libthingif.so.1" >&2
+if [ "$resolved" != "$prefix/lib/libthingif.so.$abi" ]; then
+    echo "check-install: FAIL: expected $prefix/lib/libthingif.so.$abi" >&2
     ldd "$aircon" >&2
     exit 1
 fi

@@ -29,7 +29,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$build_dir" ] || { echo "static-stdlib: --build-dir DIR is required" >&2; exit 2; }
 build_dir=$(cd "$build_dir" && pwd)
-lib=$build_dir/libthingif.so.1
+abi=$(sed -n 's/^#define THINGIF_ABI_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../include/thingif.h")
+lib=$build_dir/libthingif.so.$abi
 aircon=$build_dir/aircon
 [ -f "$lib" ] && [ -x "$aircon" ] || { echo "static-stdlib: build $build_dir first" >&2; exit 2; }
 

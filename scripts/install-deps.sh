@@ -2,13 +2,14 @@
 # Installs what building and testing thingif needs, when it is missing:
 # libmosquitto-dev, libjansson-dev, libsqlite3-dev, libssl-dev (libcrypto for the
 # hub's password KDF and token hashes), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
-# mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen.
+# mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen, clang-format (the C
+# formatting check).
 # The Swift toolchain (6.x) must already be on PATH.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format; do
   have_pkg "$p" || need+=("$p")
 done
 

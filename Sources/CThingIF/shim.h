@@ -1,6 +1,63 @@
 /* One C module for Swift: libmosquitto, jansson and the public header, so
- * that json_t and the thingif types exist once. */
+ * that json_t and the thingif types exist once.
+ *
+ * POSIX comes through this module too, never through `import Glibc`: the
+ * Glibc overlay does not exist in Embedded Swift, so the core spells every
+ * system call the same way in both modes. A macro (errno) or a variadic
+ * function (open) cannot be imported by Embedded Swift; the tiny wrappers
+ * below stand in for them, and read/write get wrappers so that a method of
+ * the same name (Storage.read) does not shadow them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 #include <jansson.h>
 #include "../../include/thingif.h"
+
+static inline int thingif_sys_errno(void)
+{
+    return errno;
+}
+
+static inline int thingif_sys_open(const char *path, int flags, mode_t mode)
+{
+    return open(path, flags, mode);
+}
+
+static inline ssize_t thingif_sys_read(int fd, void *buf, size_t count)
+{
+    return read(fd, buf, count);
+}
+
+static inline ssize_t thingif_sys_write(int fd, const void *buf, size_t count)
+{
+    return write(fd, buf, count);
+}
+
+/* S_IFMT and friends are macros whose type differs between the Glibc overlay
+ * (mode_t) and a plain import (int); the predicates have one type. */
+static inline int thingif_sys_is_dir(mode_t mode)
+{
+    return S_ISDIR(mode);
+}
+
+static inline int thingif_sys_is_reg(mode_t mode)
+{
+    return S_ISREG(mode);
+}
+
+/* The library's version: THINGIF_VERSION_STRING of the header, the one
+ * place it is written (static storage, for thingif_version()). */
+static inline const char *thingif_sys_version(void)
+{
+    return THINGIF_VERSION_STRING;
+}

@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import CThingIF
 
 /// A value behind a pthread mutex. Used instead of Synchronization.Mutex,
 /// whose futex hand-off ThreadSanitizer cannot follow on Linux (it reports
@@ -24,9 +22,9 @@ public final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the lock held. Not re-entrant: `body` must not take
-    /// the same lock again.
+    /// the same lock again. Typed throws: Embedded Swift has no untyped ones.
     @inline(__always)
-    public func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

@@ -1,9 +1,4 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 
 /// Small POSIX helpers: time, randomness, files. No Foundation.
 public enum Platform {
@@ -25,7 +20,7 @@ public enum Platform {
         guard ms > 0 else { return }
         var req = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
         var rem = timespec()
-        while nanosleep(&req, &rem) == -1 && errno == EINTR { req = rem }
+        while nanosleep(&req, &rem) == -1 && thingif_sys_errno() == EINTR { req = rem }
     }
 
     public static func randomHex(bytes: Int) -> String {
@@ -40,7 +35,7 @@ public enum Platform {
     }
 
     public static func isReadableFile(_ path: String) -> Bool {
-        let fd = open(path, O_RDONLY)
+        let fd = thingif_sys_open(path, O_RDONLY, 0)
         guard fd >= 0 else { return false }
         close(fd)
         return true
@@ -60,30 +55,30 @@ public struct Storage: Sendable {
 
     private static func makeDirectories(_ path: String) -> Bool {
         var st = stat()
-        if stat(path, &st) == 0 { return (st.st_mode & S_IFMT) == S_IFDIR }
+        if stat(path, &st) == 0 { return thingif_sys_is_dir(st.st_mode) != 0 }
         var prefix = path.hasPrefix("/") ? "/" : ""
         for part in path.split(separator: "/") {
             prefix += part
             if stat(prefix, &st) != 0 {
-                if mkdir(prefix, 0o700) != 0 && errno != EEXIST { return false }
+                if mkdir(prefix, 0o700) != 0 && thingif_sys_errno() != EEXIST { return false }
             }
             prefix += "/"
         }
-        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+        return stat(path, &st) == 0 && thingif_sys_is_dir(st.st_mode) != 0
     }
 
     public func path(_ name: String) -> String { directory + "/" + name }
 
     /// The file's bytes, or nil when it does not exist or cannot be read.
     public func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
-        let fd = open(path(name), O_RDONLY)
+        let fd = thingif_sys_open(path(name), O_RDONLY, 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) }
-            if n < 0 { if errno == EINTR { continue }; return nil }
+            let n = buf.withUnsafeMutableBytes { thingif_sys_read(fd, $0.baseAddress, 4096) }
+            if n < 0 { if thingif_sys_errno() == EINTR { continue }; return nil }
             if n == 0 { break }
             out += buf[0..<n]
             if out.count > limit { return nil }
@@ -95,14 +90,14 @@ public struct Storage: Sendable {
     public func write(_ name: String, _ bytes: [UInt8]) -> Bool {
         let final = path(name)
         let tmp = final + ".tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        let fd = thingif_sys_open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { return false }
         fchmod(fd, 0o600)
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, bytes.count - off) }
+            let n = bytes.withUnsafeBytes { thingif_sys_write(fd, $0.baseAddress! + off, bytes.count - off) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if thingif_sys_errno() == EINTR { continue }
                 close(fd); unlink(tmp); return false
             }
             off += n
@@ -110,7 +105,7 @@ public struct Storage: Sendable {
         guard fsync(fd) == 0 else { close(fd); unlink(tmp); return false }
         close(fd)
         guard rename(tmp, final) == 0 else { unlink(tmp); return false }
-        let dfd = open(directory, O_RDONLY | O_DIRECTORY)
+        let dfd = thingif_sys_open(directory, O_RDONLY | O_DIRECTORY, 0)
         if dfd >= 0 { fsync(dfd); close(dfd) }
         return true
     }

@@ -1,9 +1,6 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
-// The @c functions of thingif.h that act on a thingif_action (inside a handler).
+// The @c functions of thingif.h that act on a thingif_action_t (inside a handler).
 
 @c @implementation
 public func thingif_action_name(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
@@ -75,13 +72,15 @@ public func thingif_action_fail(_ a: OpaquePointer?, _ error_message: UnsafePoin
         ctx.fail("failed (thingif_action_fail was given no message)")
         return INVALID
     }
-    ctx.fail(String(decoding: UnsafeRawBufferPointer(start: error_message, count: strlen(error_message)),
-                    as: UTF8.self))
+    ctx.fail(
+        String(
+            decoding: UnsafeRawBufferPointer(start: error_message, count: strlen(error_message)),
+            as: UTF8.self))
     return OK
 }
 
 @c @implementation
-public func thingif_action_set_data(_ a: OpaquePointer?, _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
+public func thingif_action_attach_data(_ a: OpaquePointer?, _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
     guard let data else { return INVALID }
     let j = JSON(owning: data)  // stolen, also on failure
     guard let ctx = action(a) else { return INVALID }
@@ -93,8 +92,11 @@ public func thingif_action_set_data(_ a: OpaquePointer?, _ data: UnsafeMutablePo
 @c @implementation
 public func thingif_action_defer(_ a: OpaquePointer?) -> OpaquePointer? {
     guard let ctx = action(a) else { return nil }
-    let d = ctx.deferred ?? DeferredAction(thing: ctx.thing, commandID: String(cString: ctx.command.id),
-                                           index: Int(ctx.index), name: String(cString: ctx.name))
+    let d =
+        ctx.deferred
+        ?? DeferredAction(
+            thing: ctx.thing, commandID: String(cString: ctx.command.id),
+            index: Int(ctx.index), name: String(cString: ctx.name))
     if ctx.deferred == nil {
         ctx.deferred = d
         return OpaquePointer(Unmanaged.passRetained(d).toOpaque())
@@ -103,8 +105,10 @@ public func thingif_action_defer(_ a: OpaquePointer?) -> OpaquePointer? {
 }
 
 @c @implementation
-public func thingif_deferred_complete(_ deferred: OpaquePointer?, _ error_message: UnsafePointer<CChar>?,
-                                      _ data: UnsafeMutablePointer<json_t>?) -> Int32 {
+public func thingif_deferred_complete(
+    _ deferred: OpaquePointer?, _ error_message: UnsafePointer<CChar>?,
+    _ data: UnsafeMutablePointer<json_t>?
+) -> Int32 {
     let j = data.map { JSON(owning: $0) }  // stolen, also on failure
     guard let deferred else { return INVALID }
     // Check the arguments before taking the handle: after THINGIF_ERR_INVALID

@@ -9,11 +9,14 @@ public func thingif_action_set_create(_ t: OpaquePointer?, _ name: UnsafePointer
 }
 
 @c @implementation
-public func thingif_action_set_add_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?,
-                                          _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
-                                          _ action: UnsafePointer<CChar>?, _ params: UnsafePointer<json_t>?) -> Int32 {
+public func thingif_action_set_add_action(
+    _ t: OpaquePointer?, _ set: UnsafePointer<CChar>?,
+    _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
+    _ action: UnsafePointer<CChar>?, _ params: UnsafePointer<json_t>?
+) -> Int32 {
     guard let th = thing(t), let s = nonEmpty(set), let sc = nonEmpty(schema), schema_version >= 0,
-          let a = nonEmpty(action) else { return INVALID }
+        let a = nonEmpty(action)
+    else { return INVALID }
     let copy: JSON
     if let params {
         guard let c = json_deep_copy(params) else { return THINGIF_ERR_NOMEM.code }
@@ -21,11 +24,13 @@ public func thingif_action_set_add_action(_ t: OpaquePointer?, _ set: UnsafePoin
     } else {
         copy = JSON.object()
     }
-    return th.addAction(set: s, AutomationAction(schema: sc, schemaVersion: Int(schema_version), action: a, params: copy))
+    return th.addAction(
+        set: s, AutomationAction(schema: sc, schemaVersion: Int(schema_version), action: a, params: copy))
 }
 
 @c @implementation
-public func thingif_action_set_remove_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?, _ index: Int32) -> Int32 {
+public func thingif_action_set_remove_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?, _ index: Int32) -> Int32
+{
     guard let th = thing(t), let s = nonEmpty(set) else { return INVALID }
     return th.removeAction(set: s, index: Int(index))
 }
@@ -43,12 +48,15 @@ public func thingif_action_set_execute(_ t: OpaquePointer?, _ name: UnsafePointe
 }
 
 @c @implementation
-public func thingif_timer_create(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ fire_date_ms: Int64,
-                                 _ recurrence_unit: Int32, _ recurrence_count: Int32,
-                                 _ time_zone: UnsafePointer<CChar>?,
-                                 _ action_sets: UnsafePointer<UnsafePointer<CChar>?>?, _ n_action_sets: Int32) -> Int32 {
+public func thingif_timer_create(
+    _ t: OpaquePointer?, _ name: UnsafePointer<CChar>?, _ fire_date_ms: Int64,
+    _ recurrence_unit: Int32, _ recurrence_count: Int32,
+    _ time_zone: UnsafePointer<CChar>?,
+    _ action_sets: UnsafePointer<UnsafePointer<CChar>?>?, _ n_action_sets: Int32
+) -> Int32 {
     guard let th = thing(t), let n = nonEmpty(name), let tz = nonEmpty(time_zone), let action_sets,
-          n_action_sets >= 0 else { return INVALID }
+        n_action_sets >= 0
+    else { return INVALID }
     var sets: [String] = []
     for i in 0..<Int(n_action_sets) {
         guard let s = nonEmpty(action_sets[i]) else { return INVALID }
@@ -65,8 +73,10 @@ public func thingif_timer_create(_ t: OpaquePointer?, _ name: UnsafePointer<CCha
         th.logger.error("timer trigger \(n): unknown recurrence unit \(recurrence_unit)")
         return INVALID
     }
-    return th.createTimer(TimerTrigger(name: n, startDate: fire_date_ms, fireDate: fire_date_ms, recurrence: recurrence,
-                                       timeZone: tz, actionSets: sets, enabled: false, remote: false))
+    return th.createTimer(
+        TimerTrigger(
+            name: n, startDate: fire_date_ms, fireDate: fire_date_ms, recurrence: recurrence,
+            timeZone: tz, actionSets: sets, enabled: false, remote: false))
 }
 
 @c @implementation
@@ -82,7 +92,9 @@ public func thingif_timer_delete(_ t: OpaquePointer?, _ name: UnsafePointer<CCha
 }
 
 @c @implementation
-public func thingif_set_clock(_ t: OpaquePointer?, _ cb: thingif_clock_cb?, _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_set_clock(_ t: OpaquePointer?, _ cb: thingif_clock_cb?, _ userdata: UnsafeMutableRawPointer?)
+    -> Int32
+{
     guard let th = thing(t) else { return INVALID }
     th.setClock(cb, userdata: userdata)
     return OK

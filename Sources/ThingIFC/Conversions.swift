@@ -8,7 +8,7 @@ func thing(_ t: OpaquePointer?) -> Thing? {
     t.map { Unmanaged<Thing>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
-/// The ActionContext behind a `thingif_action *`.
+/// The ActionContext behind a `thingif_action_t *`.
 @inline(__always)
 func action(_ a: OpaquePointer?) -> ActionContext? {
     a.map { Unmanaged<ActionContext>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }

@@ -1,16 +1,11 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // The @c functions of thingif.h that act on a thingif_t. `@implementation`
 // makes the compiler check each signature against the header.
 
-private let versionString: StaticString = "0.1.0"
-
 @c @implementation
 public func thingif_version() -> UnsafePointer<CChar>? {
-    UnsafeRawPointer(versionString.utf8Start).assumingMemoryBound(to: CChar.self)
+    thingif_sys_version()  // THINGIF_VERSION_STRING of the header
 }
 
 @c @implementation
@@ -19,10 +14,13 @@ public func thingif_strerror(_ status: Int32) -> UnsafePointer<CChar>? {
 }
 
 @c @implementation
-public func thingif_new(_ app_id: UnsafePointer<CChar>?, _ app_key: UnsafePointer<CChar>?,
-                        _ storage_dir: UnsafePointer<CChar>?) -> OpaquePointer? {
+public func thingif_new(
+    _ app_id: UnsafePointer<CChar>?, _ app_key: UnsafePointer<CChar>?,
+    _ storage_dir: UnsafePointer<CChar>?
+) -> OpaquePointer? {
     guard let app = nonEmpty(app_id), let key = string(app_key), let dir = nonEmpty(storage_dir),
-          let t = Thing(appID: app, appKey: key, storageDir: dir) else { return nil }
+        let t = Thing(appID: app, appKey: key, storageDir: dir)
+    else { return nil }
     return OpaquePointer(Unmanaged.passRetained(t).toOpaque())
 }
 
@@ -31,13 +29,16 @@ public func thingif_destroy(_ t: OpaquePointer?) -> Int32 {
     guard let th = thing(t) else { return OK }
     let rc = th.shutdown()
     guard rc == OK else { return rc }
+    LiveThings.forget(th)  // deferred handles now answer THINGIF_ERR_STATE
     Unmanaged<Thing>.fromOpaque(UnsafeRawPointer(t!)).release()
     return OK
 }
 
 @c @implementation
-public func thingif_set_log_callback(_ t: OpaquePointer?, _ cb: thingif_log_cb?, _ max_level: Int32,
-                                     _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_set_log_callback(
+    _ t: OpaquePointer?, _ cb: thingif_log_cb?, _ max_level: Int32,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let th = thing(t), (0...Int32(THINGIF_LOG_DEBUG.rawValue)).contains(max_level) else { return INVALID }
     th.logger.set(callback: cb, maxLevel: max_level, userdata: userdata)
     return OK
@@ -88,8 +89,10 @@ public func thingif_set_broker(_ t: OpaquePointer?, _ host: UnsafePointer<CChar>
 }
 
 @c @implementation
-public func thingif_set_tls(_ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?, _ certfile: UnsafePointer<CChar>?,
-                            _ keyfile: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_set_tls(
+    _ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?, _ certfile: UnsafePointer<CChar>?,
+    _ keyfile: UnsafePointer<CChar>?
+) -> Int32 {
     guard let th = thing(t), let ca = nonEmpty(cafile) else { return INVALID }
     let cert = string(certfile), key = string(keyfile)
     if (certfile != nil && cert == nil) || (keyfile != nil && key == nil) { return INVALID }
@@ -112,29 +115,37 @@ public func thingif_set_tls(_ t: OpaquePointer?, _ cafile: UnsafePointer<CChar>?
 }
 
 @c @implementation
-public func thingif_onboard(_ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?,
-                            _ password: UnsafePointer<CChar>?, _ thing_type: UnsafePointer<CChar>?,
-                            _ firmware_version: UnsafePointer<CChar>?,
-                            _ properties_json: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_onboard(
+    _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?,
+    _ password: UnsafePointer<CChar>?, _ thing_type: UnsafePointer<CChar>?,
+    _ firmware_version: UnsafePointer<CChar>?,
+    _ properties_json: UnsafePointer<CChar>?
+) -> Int32 {
     guard let th = thing(t), let vid = nonEmpty(vendor_thing_id), let pw = nonEmpty(password) else { return INVALID }
-    if (thing_type != nil && string(thing_type) == nil) || (firmware_version != nil && string(firmware_version) == nil) {
+    if (thing_type != nil && string(thing_type) == nil) || (firmware_version != nil && string(firmware_version) == nil)
+    {
         return INVALID
     }
     var props: JSON?
     if let p = properties_json {
         guard case .success(let j) = JSON.parse(Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))),
-              j.isObject else { return THINGIF_ERR_JSON.code }
+            j.isObject
+        else { return THINGIF_ERR_JSON.code }
         props = j
     }
-    return th.onboard(vendorThingID: vid, password: pw, thingType: string(thing_type),
-                      firmwareVersion: string(firmware_version), properties: props)
+    return th.onboard(
+        vendorThingID: vid, password: pw, thingType: string(thing_type),
+        firmwareVersion: string(firmware_version), properties: props)
 }
 
 @c @implementation
-public func thingif_use_onboarded(_ t: OpaquePointer?, _ thing_id: UnsafePointer<CChar>?,
-                                  _ access_token: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_use_onboarded(
+    _ t: OpaquePointer?, _ thing_id: UnsafePointer<CChar>?,
+    _ access_token: UnsafePointer<CChar>?
+) -> Int32 {
     guard let th = thing(t), let id = nonEmpty(thing_id), Topics.isSafeLevel(id),
-          let token = nonEmpty(access_token) else { return INVALID }
+        let token = nonEmpty(access_token)
+    else { return INVALID }
     return th.useOnboarded(thingID: id, accessToken: token)
 }
 
@@ -150,31 +161,40 @@ public func thingif_is_connected(_ t: OpaquePointer?) -> Int32 {
 }
 
 @c @implementation
-public func thingif_on_action(_ t: OpaquePointer?, _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
-                              _ action: UnsafePointer<CChar>?, _ cb: thingif_action_cb?,
-                              _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_on_action(
+    _ t: OpaquePointer?, _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
+    _ action: UnsafePointer<CChar>?, _ cb: thingif_action_cb?,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let th = thing(t), let name = nonEmpty(action), schema_version >= 0 else { return INVALID }
     var scope: String?
     if schema != nil {
         guard let s = nonEmpty(schema) else { return INVALID }
         scope = s
     }
-    th.withHandlers { $0.setSchema(scope, version: Int(schema_version), action: name, cb.map { .init(callback: $0, userdata: userdata) }) }
+    th.withHandlers {
+        $0.setSchema(
+            scope, version: Int(schema_version), action: name, cb.map { .init(callback: $0, userdata: userdata) })
+    }
     return OK
 }
 
 @c @implementation
-public func thingif_on_alias_action(_ t: OpaquePointer?, _ alias: UnsafePointer<CChar>?,
-                                    _ action: UnsafePointer<CChar>?, _ cb: thingif_action_cb?,
-                                    _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_on_alias_action(
+    _ t: OpaquePointer?, _ alias: UnsafePointer<CChar>?,
+    _ action: UnsafePointer<CChar>?, _ cb: thingif_action_cb?,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let th = thing(t), let a = nonEmpty(alias), let name = nonEmpty(action) else { return INVALID }
     th.withHandlers { $0.setAlias(a, action: name, cb.map { .init(callback: $0, userdata: userdata) }) }
     return OK
 }
 
 @c @implementation
-public func thingif_on_any_action(_ t: OpaquePointer?, _ cb: thingif_action_cb?,
-                                  _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_on_any_action(
+    _ t: OpaquePointer?, _ cb: thingif_action_cb?,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let th = thing(t) else { return INVALID }
     th.withHandlers { $0.setCatchAll(cb.map { .init(callback: $0, userdata: userdata) }) }
     return OK
@@ -198,8 +218,10 @@ public func thingif_patch_state(_ t: OpaquePointer?, _ partial_state: UnsafePoin
 }
 
 @c @implementation
-public func thingif_set_state_provider(_ t: OpaquePointer?, _ cb: thingif_state_cb?, _ interval_ms: Int32,
-                                       _ userdata: UnsafeMutableRawPointer?) -> Int32 {
+public func thingif_set_state_provider(
+    _ t: OpaquePointer?, _ cb: thingif_state_cb?, _ interval_ms: Int32,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int32 {
     guard let th = thing(t) else { return INVALID }
     if cb != nil && !(100...86_400_000).contains(interval_ms) { return INVALID }
     th.setStateProvider(cb, intervalMs: Int(interval_ms), userdata: userdata)

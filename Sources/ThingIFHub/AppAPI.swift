@@ -14,7 +14,18 @@ public struct HubError: Error, Sendable, Equatable {
     }
 
     public static func invalid(_ message: String) -> HubError { HubError(400, "INVALID_INPUT_DATA", message) }
-    public static func unauthorized(_ message: String = "an Authorization: Bearer token of a user is required") -> HubError {
+    /// Kii's code for a command the API refuses.
+    public static func wrongCommand(_ message: String) -> HubError { HubError(400, "WRONG_COMMAND", message) }
+    /// Kii's code for a trigger the API refuses.
+    public static func wrongTrigger(_ message: String) -> HubError { HubError(400, "WRONG_TRIGGER", message) }
+    /// Kii Thing-IF's answer for a target thing the caller does not own or
+    /// that does not exist (its SDKs' tests: "Target thing:{id} not found").
+    public static func thingNotFound(_ thingID: String) -> HubError {
+        HubError(404, "TARGET_NOT_FOUND", "Target thing:\(thingID) not found")
+    }
+    public static func unauthorized(_ message: String = "an Authorization: Bearer token of a user is required")
+        -> HubError
+    {
         HubError(401, "UNAUTHORIZED", message)
     }
     public static func forbidden(_ message: String) -> HubError { HubError(403, "FORBIDDEN", message) }
@@ -41,7 +52,7 @@ public enum AppLimits {
     public static let maxPageSize = 100
     public static let groupingIntervals: [String: Int64] = [
         "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
-        "1_HOUR": 3_600_000, "12_HOURS": 43_200_000,
+        "1_HOUR": 3_600_000, "12_HOURS": 43_200_000
     ]
 }
 
@@ -88,12 +99,15 @@ extension FrameworkSide {
     /// Onboarding by the app (owner): registers or finds the thing by
     /// vendorThingID + password and binds `owner` ("user:…" or "group:…",
     /// which the user must own or belong to).
-    public func onboardByOwner(user: UserRecord, vendorThingID: String, password: String, owner: String,
-                               thingType: String?, firmwareVersion: String?,
-                               dataGroupingInterval: String?) -> Result<ThingRecord, HubError> {
-        appAPI.onboardByOwner(user: user, vendorThingID: vendorThingID, password: password, owner: owner,
-                              thingType: thingType, firmwareVersion: firmwareVersion,
-                              dataGroupingInterval: dataGroupingInterval)
+    public func onboardByOwner(
+        user: UserRecord, vendorThingID: String, password: String, owner: String,
+        thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, HubError> {
+        appAPI.onboardByOwner(
+            user: user, vendorThingID: vendorThingID, password: password, owner: owner,
+            thingType: thingType, firmwareVersion: firmwareVersion,
+            dataGroupingInterval: dataGroupingInterval)
     }
 
     /// The thing when `user` owns it directly or through a group; otherwise
@@ -107,8 +121,10 @@ extension FrameworkSide {
     /// postNewCommand: validates the CommandForm (schema, schemaVersion,
     /// actions, issuer, title, description, metadata), stores the command and
     /// publishes it to the thing.
-    public func postCommand(user: UserRecord, thingID: String, form: JSON,
-                            installationID: String?) -> Result<CommandRecord, HubError> {
+    public func postCommand(
+        user: UserRecord, thingID: String, form: JSON,
+        installationID: String?
+    ) -> Result<CommandRecord, HubError> {
         appAPI.postCommand(user: user, thingID: thingID, form: form, installationID: installationID)
     }
 
@@ -118,9 +134,12 @@ extension FrameworkSide {
 
     /// listCommands: ascending; `paginationKey` is the opaque key of the
     /// previous page; `next` is nil after the last page.
-    public func listCommands(user: UserRecord, thingID: String, paginationKey: String?,
-                             bestEffortLimit: Int?) -> Result<(commands: [CommandRecord], next: String?), HubError> {
-        appAPI.listCommands(user: user, thingID: thingID, paginationKey: paginationKey, bestEffortLimit: bestEffortLimit)
+    public func listCommands(
+        user: UserRecord, thingID: String, paginationKey: String?,
+        bestEffortLimit: Int?
+    ) -> Result<(commands: [CommandRecord], next: String?), HubError> {
+        appAPI.listCommands(
+            user: user, thingID: thingID, paginationKey: paginationKey, bestEffortLimit: bestEffortLimit)
     }
 
     /// The command as the app API shows it: the form's fields plus
@@ -138,19 +157,25 @@ extension FrameworkSide {
     /// interval gets one group for the whole range).
     /// One page: at most `limit` samples (default and cap `maxPage`);
     /// `next` is the paginationKey of the following page, nil at the end.
-    public func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-                             limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage)
-        -> Result<(groups: [StateGroup], next: String?), HubError> {
-        appAPI.stateHistory(user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
-                            limit: limit, maxPage: maxPage)
+    public func stateHistory(
+        user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+    )
+        -> Result<(groups: [StateGroup], next: String?), HubError>
+    {
+        appAPI.stateHistory(
+            user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
+            limit: limit, maxPage: maxPage)
     }
 
     // MARK: app installations and notifications
 
     /// MQTT installations get a topic of their own (`target`); WEBHOOK ones
     /// need an http:// or https:// URL; SSE ones stream from the REST API.
-    public func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind,
-                                   webhookURL: String?) -> Result<AppInstallation, HubError> {
+    public func addAppInstallation(
+        user: UserRecord, kind: AppInstallation.Kind,
+        webhookURL: String?
+    ) -> Result<AppInstallation, HubError> {
         appAPI.addAppInstallation(user: user, kind: kind, webhookURL: webhookURL)
     }
 
@@ -180,7 +205,8 @@ extension FrameworkSide {
     /// refuses.
     public func pushCredentials(_ installation: AppInstallation) -> (username: String, password: String)? {
         guard installation.kind == .mqtt, let topic = installation.target, let admin,
-              let pw = admin.pushCredentials(installationID: installation.installationID, topic: topic) else { return nil }
+            let pw = admin.pushCredentials(installationID: installation.installationID, topic: topic)
+        else { return nil }
         return (installation.installationID, pw)
     }
 
@@ -191,8 +217,10 @@ extension FrameworkSide {
 
     /// The broker as things and apps should reach it: host, plain port, TLS port (0: none).
     public var advertisedBroker: (host: String, port: Int, tlsPort: Int) {
-        (options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
-         options.advertisedTLSPort ?? 0)
+        (
+            options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
+            options.advertisedTLSPort ?? 0
+        )
     }
 
     /// Publishes a notification on an MQTT installation's topic (QoS 1).

@@ -43,8 +43,9 @@ struct AppAPI {
         guard PasswordHash.verify(password, hash) else { return .failure(wrong) }
         if PasswordHash.isLegacy(hash) {
             // The old hand-made chain: replaced by the KDF now that the password is known.
-            _ = store.setPasswordHash(userID: u.userID,
-                                      PasswordHash.make(password, iterations: store.secrets.passwordIterations))
+            _ = store.setPasswordHash(
+                userID: u.userID,
+                PasswordHash.make(password, iterations: store.secrets.passwordIterations))
         }
         guard let token = store.issueToken(kind: .user, subjectID: u.userID) else { return .failure(.storage) }
         u.accessToken = token
@@ -52,9 +53,11 @@ struct AppAPI {
     }
 
     static func isValidLoginName(_ s: String) -> Bool {
-        (3...64).contains(s.count) && s.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "._@-".unicodeScalars.contains($0)
-        }
+        (3...64).contains(s.count)
+            && s.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                    || "._@-".unicodeScalars.contains($0)
+            }
     }
 
     func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
@@ -76,9 +79,11 @@ struct AppAPI {
 
     // MARK: things
 
-    func onboardByOwner(user: UserRecord, vendorThingID: String, password: String, owner: String,
-                        thingType: String?, firmwareVersion: String?,
-                        dataGroupingInterval: String?) -> Result<ThingRecord, HubError> {
+    func onboardByOwner(
+        user: UserRecord, vendorThingID: String, password: String, owner: String,
+        thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, HubError> {
         guard !vendorThingID.isEmpty, vendorThingID.count <= 200, !password.isEmpty, password.count <= 200 else {
             return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
         }
@@ -89,14 +94,20 @@ struct AppAPI {
             return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
         }
         if let i = dataGroupingInterval, AppLimits.groupingIntervals[i] == nil {
-            return .failure(.invalid("dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"))
+            return .failure(
+                .invalid(
+                    "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"
+                ))
         }
-        switch store.registerThing(vendorThingID: vendorThingID, password: password, thingType: thingType,
-                                   firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval) {
+        switch store.registerThing(
+            vendorThingID: vendorThingID, password: password, thingType: thingType,
+            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval)
+        {
         case .failure(.wrongPassword):
             return .failure(HubError(403, "WRONG_PASSWORD", "the password of \(vendorThingID) does not match"))
         case .failure(.wrongType):
-            return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
+            return .failure(
+                HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
         case .failure(.storage):
             return .failure(.storage)
         case .success(let t):
@@ -111,14 +122,16 @@ struct AppAPI {
 
     func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
         guard let t = store.thing(id: thingID), !Set(t.owners).isDisjoint(with: identities(of: user)) else {
-            return .failure(.notFound("TARGET_NOT_FOUND", "no thing \(thingID) of this user"))
+            return .failure(.thingNotFound(thingID))
         }
         return .success(t)
     }
 
     // MARK: commands
 
-    func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<CommandRecord, HubError> {
+    func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<
+        CommandRecord, HubError
+    > {
         let thing: ThingRecord
         switch ownedThing(user: user, thingID: thingID) {
         case .failure(let e): return .failure(e)
@@ -134,8 +147,11 @@ struct AppAPI {
                 return .failure(.invalid("installation \(installationID) is not one of the caller's"))
             }
         }
-        guard let record = hub.stored(command, to: thing.thingID, issuer: command.issuer,
-                                      installationID: installationID) else {
+        guard
+            let record = hub.stored(
+                command, to: thing.thingID, issuer: command.issuer,
+                installationID: installationID)
+        else {
             return .failure(.storage)
         }
         return .success(record)
@@ -145,27 +161,38 @@ struct AppAPI {
     /// description, metadata) and builds the command with a new commandID.
     /// `issuerAllowed` says whether the issuer may issue it (else 403).
     func commandForm(_ form: JSON, issuerAllowed: (String) -> Bool) -> Result<Command, HubError> {
-        guard form.isObject else { return .failure(.invalid("the body must be a JSON object (a CommandForm)")) }
+        guard form.isObject else { return .failure(.wrongCommand("the body must be a JSON object (a CommandForm)")) }
         func string(_ key: String, max: Int, required: Bool) -> Result<String?, HubError> {
             guard let v = form[key], !v.isNull else {
-                return required ? .failure(.invalid("\"\(key)\" is required")) : .success(nil)
+                return required ? .failure(.wrongCommand("\"\(key)\" is required")) : .success(nil)
             }
-            guard let s = v.stringValue else { return .failure(.invalid("\"\(key)\" must be a string, not \(v.typeName)")) }
-            guard !required || !s.isEmpty else { return .failure(.invalid("\"\(key)\" must not be empty")) }
-            guard s.count <= max else { return .failure(.invalid("\"\(key)\" is longer than \(max) characters")) }
+            guard let s = v.stringValue else {
+                return .failure(.wrongCommand("\"\(key)\" must be a string, not \(v.typeName)"))
+            }
+            guard !required || !s.isEmpty else { return .failure(.wrongCommand("\"\(key)\" must not be empty")) }
+            guard s.count <= max else { return .failure(.wrongCommand("\"\(key)\" is longer than \(max) characters")) }
             return .success(s)
         }
+        // A trait command (Kii's CommandCreationRequest): no schema, the
+        // actions grouped by trait alias, [{"Alias":[{"action":value}…]}…].
+        let trait = (form["schema"] == nil || form["schema"]!.isNull) && Self.looksTrait(form["actions"])
         var fields: [String: String?] = [:]
-        for (key, max, required) in [("schema", 200, true), ("issuer", 200, true),
-                                     ("title", AppLimits.maxTitle, false),
-                                     ("description", AppLimits.maxDescription, false)] {
+        for (key, max, required) in [
+            ("schema", 200, !trait), ("issuer", 200, true),
+            ("title", AppLimits.maxTitle, false),
+            ("description", AppLimits.maxDescription, false)
+        ] {
             switch string(key, max: max, required: required) {
             case .failure(let e): return .failure(e)
             case .success(let v): fields[key] = v
             }
         }
-        guard let version = form["schemaVersion"]?.intValue, version >= 0, version <= Int(Int32.max) else {
-            return .failure(.invalid("\"schemaVersion\" is required: a non-negative integer"))
+        var version = 0
+        if !trait {
+            guard let v = form["schemaVersion"]?.intValue, v >= 0, v <= Int(Int32.max) else {
+                return .failure(.wrongCommand("\"schemaVersion\" is required: a non-negative integer"))
+            }
+            version = v
         }
         let issuer = fields["issuer"]!!
         guard issuerAllowed(issuer) else {
@@ -173,33 +200,82 @@ struct AppAPI {
         }
         var metadata: JSON?
         if let m = form["metadata"], !m.isNull {
-            guard m.isObject else { return .failure(.invalid("\"metadata\" must be an object, not \(m.typeName)")) }
+            guard m.isObject else {
+                return .failure(.wrongCommand("\"metadata\" must be an object, not \(m.typeName)"))
+            }
             guard m.dump().utf8.count <= AppLimits.maxMetadataBytes else {
-                return .failure(.invalid("\"metadata\" is larger than \(AppLimits.maxMetadataBytes) bytes"))
+                return .failure(.wrongCommand("\"metadata\" is larger than \(AppLimits.maxMetadataBytes) bytes"))
             }
             metadata = m
         }
         guard let actions = form["actions"], actions.isArray else {
-            return .failure(.invalid("\"actions\" is required: an array of one-key objects"))
+            return .failure(.wrongCommand("\"actions\" is required: an array of one-key objects"))
         }
-        let elements = actions.elements
-        guard (1...AppLimits.maxActions).contains(elements.count) else {
-            return .failure(.invalid("\"actions\" must hold 1 to \(AppLimits.maxActions) actions"))
-        }
-        var entries: [Command.Entry] = []
-        for (i, a) in elements.enumerated() {
-            guard a.isObject, a.count == 1, let (name, params) = a.members.first, !name.isEmpty else {
-                return .failure(.invalid("action \(i) must be an object with exactly one key, the action name"))
+        // (alias, its actions): one group without an alias for a schema command.
+        var lists: [(alias: String?, actions: [JSON])] = []
+        if trait {
+            for g in actions.elements {
+                let (alias, list) = g.members[0]
+                guard !alias.isEmpty, alias.utf8.count <= 200 else {
+                    return .failure(.wrongCommand("a trait alias must be 1 to 200 bytes"))
+                }
+                lists.append((alias, list.elements))
             }
-            guard a.dump().utf8.count <= AppLimits.maxActionBytes else {
-                return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
-            }
-            entries.append(.action(name: name, params: params))
+        } else {
+            lists = [(nil, actions.elements)]
         }
-        return .success(Command(id: FrameworkSide.newCommandID(), shape: .schema, schema: fields["schema"]!!,
-                              schemaVersion: version, issuer: issuer, title: fields["title"] ?? nil,
-                              description: fields["description"] ?? nil, metadata: metadata,
-                              groups: [Command.Group(alias: nil, entries: entries)]))
+        let total = lists.reduce(0) { $0 + $1.actions.count }
+        guard (1...AppLimits.maxActions).contains(total), lists.allSatisfy({ !$0.actions.isEmpty }) else {
+            return .failure(
+                .wrongCommand("\"actions\" must hold 1 to \(AppLimits.maxActions) actions (none of its aliases empty)"))
+        }
+        var groups: [Command.Group] = []
+        var i = 0
+        for (alias, list) in lists {
+            var entries: [Command.Entry] = []
+            for a in list {
+                guard a.isObject, a.count == 1, let (name, params) = a.members.first, !name.isEmpty else {
+                    return .failure(
+                        .wrongCommand("action \(i) must be an object with exactly one key, the action name"))
+                }
+                guard a.dump().utf8.count <= AppLimits.maxActionBytes else {
+                    return .failure(.wrongCommand("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
+                }
+                entries.append(.action(name: name, params: params))
+                i += 1
+            }
+            groups.append(Command.Group(alias: alias, entries: entries))
+        }
+        let command = Command(
+            id: FrameworkSide.newCommandID(), shape: trait ? .trait : .schema, schema: trait ? nil : fields["schema"]!!,
+            schemaVersion: version, issuer: issuer, title: fields["title"] ?? nil,
+            description: fields["description"] ?? nil, metadata: metadata, groups: groups)
+        return Self.deliverable(command)
+    }
+
+    /// Actions grouped by trait alias: every element an object with one key
+    /// whose value is an array.
+    static func looksTrait(_ actions: JSON?) -> Bool {
+        guard let actions, actions.isArray, !actions.elements.isEmpty else { return false }
+        return actions.elements.allSatisfy { e in
+            e.isObject && e.count == 1 && (e.members.first?.value.isArray ?? false)
+        }
+    }
+
+    /// The command, or 413 when its payload as the thing receives it is over
+    /// the thing's limit (WireLimits.maxPayload): the thing would drop it and
+    /// the command would never get a result. The margin covers what delivery
+    /// may add (a trigger's firedByTriggerID).
+    static func deliverable(_ command: Command) -> Result<Command, HubError> {
+        let size = command.encode().dumpBytes().count
+        guard size + 128 <= WireLimits.maxPayload else {
+            return .failure(
+                HubError(
+                    413, "REQUEST_TOO_LARGE",
+                    "the command would be \(size) bytes on the wire, over the thing's limit of \(WireLimits.maxPayload - 128) (WireLimits.maxPayload less room for what delivery adds)"
+                ))
+        }
+        return .success(command)
     }
 
     func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
@@ -210,8 +286,10 @@ struct AppAPI {
         return .success(c)
     }
 
-    func listCommands(user: UserRecord, thingID: String, paginationKey: String?,
-                      bestEffortLimit: Int?) -> Result<(commands: [CommandRecord], next: String?), HubError> {
+    func listCommands(
+        user: UserRecord, thingID: String, paginationKey: String?,
+        bestEffortLimit: Int?
+    ) -> Result<(commands: [CommandRecord], next: String?), HubError> {
         if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
         let limit = bestEffortLimit ?? AppLimits.defaultPageSize
         guard limit >= 1 else { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
@@ -248,9 +326,12 @@ struct AppAPI {
 
     /// One page of at most `limit` samples (capped to `maxPage`), grouped;
     /// `next` is the paginationKey of the following page, nil at the end.
-    func stateHistory(user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-                      limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage)
-        -> Result<(groups: [StateGroup], next: String?), HubError> {
+    func stateHistory(
+        user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+    )
+        -> Result<(groups: [StateGroup], next: String?), HubError>
+    {
         let thing: ThingRecord
         switch ownedThing(user: user, thingID: thingID) {
         case .failure(let e): return .failure(e)
@@ -263,8 +344,9 @@ struct AppAPI {
             guard let v = Int64(paginationKey), v >= 0 else { return .failure(.invalid("bad paginationKey")) }
             after = v
         }
-        let page = store.stateHistoryPage(thingID: thingID, from: from, to: to, after: after,
-                                          limit: min(limit ?? maxPage, max(1, maxPage)))
+        let page = store.stateHistoryPage(
+            thingID: thingID, from: from, to: to, after: after,
+            limit: min(limit ?? maxPage, max(1, maxPage)))
         let samples = page.samples
         let next = page.next.map { String($0) }
         guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
@@ -284,9 +366,15 @@ struct AppAPI {
 
     // MARK: app installations and notifications
 
-    func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind, webhookURL: String?) -> Result<AppInstallation, HubError> {
+    func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind, webhookURL: String?) -> Result<
+        AppInstallation, HubError
+    > {
         var target: String?
-        if kind == .webhook {
+        if !kind.isDelivered {
+            // A push service's token (Kii's installationRegistrationID),
+            // passed in webhookURL's place: kept, never called.
+            target = webhookURL
+        } else if kind == .webhook {
             guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
                 return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
             }

@@ -1,8 +1,4 @@
-import CThingIF
 import ThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 // Remote management of the automation a thing runs by itself: its action
 // sets and timer triggers. The hub keeps one config per thing and, after
@@ -10,8 +6,10 @@ import Glibc
 // thing's MQTT installations:
 // {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing.
 
-// Limits: ThingIF.AutomationLimits, shared with the thing, which refuses a
-// configuration over them.
+// The codec, the checks and the limits are the thing's own
+// (ThingIF.AutomationCodec, AutomationLimits): every change is checked as the
+// thing will check the configuration it produces, so the hub never publishes
+// one that the thing would refuse.
 
 extension FrameworkSide {
     // MARK: reading
@@ -31,10 +29,29 @@ extension FrameworkSide {
         appAPI.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
     }
 
+    /// GET …/automation: the version last published (0 before the first
+    /// change) and what the thing last said of it ("thingReport", null when
+    /// it has said nothing since): whether it applied it, or why it refused it.
+    public func automationStatus(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
+        appAPI.ownedThing(user: user, thingID: thingID).map { _ in
+            let a = store.automation(thingID: thingID)
+            let o = JSON.object()
+            o.set("version", .int(Int(a?.version ?? 0)))
+            if let r = a?.report, case .success(let j) = JSON.parse(r) {
+                o.set("thingReport", j)
+            } else {
+                o.set("thingReport", JSON.null())
+            }
+            return o
+        }
+    }
+
     /// The thing's automation config as published (with its version); nil
     /// before the first change.
     public func automationMessage(thingID: String) -> JSON? {
-        guard let a = store.automation(thingID: thingID), case .success(let j) = JSON.parse(a.config) else { return nil }
+        guard let a = store.automation(thingID: thingID), case .success(let j) = JSON.parse(a.config) else {
+            return nil
+        }
         let o = JSON.object()
         o.set("version", .int(Int(a.version)))
         o.set("actionSets", j["actionSets"] ?? JSON.array())
@@ -46,8 +63,10 @@ extension FrameworkSide {
 
     /// Reads, changes (the closure throws a HubError to refuse), saves and
     /// publishes the config, under one lock.
-    private func changeAutomation(user: UserRecord, thingID: String,
-                                  _ change: (inout [JSON], inout [JSON]) -> HubError?) -> Result<Void, HubError> {
+    private func changeAutomation(
+        user: UserRecord, thingID: String,
+        _ change: (inout [JSON], inout [JSON]) -> HubError?
+    ) -> Result<Void, HubError> {
         if case .failure(let e) = appAPI.ownedThing(user: user, thingID: thingID) { return .failure(e) }
         return automationLock.withLock { _ in
             var (sets, timers, _) = config(of: thingID)
@@ -58,11 +77,15 @@ extension FrameworkSide {
             for x in timers { t.append(x) }
             c.set("actionSets", a)
             c.set("timerTriggers", t)
+            if case .failure(let m) = AutomationCodec.decodeConfig(c) { return .failure(.invalid(m.description)) }
             // The thing refuses a configuration over maxConfigBytes; the
             // published one adds "version":N (at most 30 bytes).
             let size = c.dump().utf8.count + 30
             guard size <= AutomationLimits.maxConfigBytes else {
-                return .failure(.invalid("the thing's automation would take \(size) bytes, over AutomationLimits.maxConfigBytes (\(AutomationLimits.maxConfigBytes))"))
+                return .failure(
+                    .invalid(
+                        "the thing's automation would take \(size) bytes, over AutomationLimits.maxConfigBytes (\(AutomationLimits.maxConfigBytes))"
+                    ))
             }
             guard store.saveAutomation(thingID: thingID, config: c.dump()) != nil else { return .failure(.storage) }
             publishAutomation(thingID: thingID)
@@ -82,8 +105,7 @@ extension FrameworkSide {
     }
 
     private static func validName(_ name: String) -> HubError? {
-        (1...AutomationLimits.maxName).contains(name.count) && !name.unicodeScalars.contains { $0.value < 0x20 }
-            ? nil : .invalid("a name must be 1 to \(AutomationLimits.maxName) characters")
+        AutomationCodec.checkName(name, "an action set's or timer trigger's").map { .invalid($0) }
     }
 
     private static func named(_ list: [JSON], _ name: String) -> Int? {
@@ -94,29 +116,22 @@ extension FrameworkSide {
     public func putActionSet(user: UserRecord, thingID: String, name: String, body: JSON) -> Result<Void, HubError> {
         if let e = Self.validName(name) { return .failure(e) }
         guard body.isObject, let actions = body["actions"], actions.isArray,
-              (1...AutomationLimits.maxActionsPerSet).contains(actions.count) else {
-            return .failure(.invalid("\"actions\" is required: an array of 1 to \(AutomationLimits.maxActionsPerSet) actions"))
+            (1...AutomationLimits.maxActionsPerSet).contains(actions.count)
+        else {
+            return .failure(
+                .invalid("\"actions\" is required: an array of 1 to \(AutomationLimits.maxActionsPerSet) actions"))
         }
-        let list = JSON.array()
-        for (i, a) in actions.elements.enumerated() {
-            guard a.isObject, let schema = a["schema"]?.stringValue, (1...200).contains(schema.count),
-                  let version = a["schemaVersion"]?.intValue, version >= 0, version <= Int(Int32.max),
-                  let action = a["action"]?.stringValue, (1...200).contains(action.count) else {
-                return .failure(.invalid("action \(i) must be {\"schema\",\"schemaVersion\",\"action\",\"params\"}"))
-            }
-            guard a.dump().utf8.count <= AppLimits.maxActionBytes else {
-                return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
-            }
-            let o = JSON.object()
-            o.set("schema", string: schema)
-            o.set("schemaVersion", .int(version))
-            o.set("action", string: action)
-            o.set("params", a["params"]?.deepCopy() ?? JSON.null())
-            list.append(o)
+        for (i, a) in actions.elements.enumerated() where a.dump().utf8.count > AppLimits.maxActionBytes {
+            return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
         }
-        let set = JSON.object()
-        set.set("name", string: name)
-        set.set("actions", list)
+        let given = JSON.object()
+        given.set("name", string: name)
+        given.set("actions", actions)
+        let set: JSON
+        switch AutomationCodec.decodeSet(given) {
+        case .failure(let m): return .failure(.invalid(m.description))
+        case .success(let s): set = AutomationCodec.encode(s)
+        }
         return changeAutomation(user: user, thingID: thingID) { sets, _ in
             if let i = Self.named(sets, name) {
                 sets[i] = set
@@ -135,21 +150,16 @@ extension FrameworkSide {
             guard let i = Self.named(sets, name) else {
                 return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
             }
-            if let user = timers.first(where: { t in t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false }) {
-                return HubError(409, "ACTION_SET_IN_USE",
-                                "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
+            if let user = timers.first(where: { t in
+                t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false
+            }) {
+                return HubError(
+                    409, "ACTION_SET_IN_USE",
+                    "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
             }
             sets.remove(at: i)
             return nil
         }
-    }
-
-    /// True when `zone` names a file under /usr/share/zoneinfo.
-    public static func timeZoneExists(_ zone: String) -> Bool {
-        guard !zone.isEmpty, zone.count <= 64, !zone.hasPrefix("/"), !zone.contains(".."),
-              zone.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else { return false }
-        var st = stat()
-        return stat(AutomationLimits.zoneinfo + "/" + zone, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
     /// PUT …/timer-triggers/{name}: {"fireDate","recurrence"?,"timeZone","actionSets"}.
@@ -161,40 +171,23 @@ extension FrameworkSide {
             return .failure(.invalid("\"fireDate\" is required: milliseconds since the epoch"))
         }
         guard Int64(fire) > triggerEngine.now() else { return .failure(.invalid("\"fireDate\" must be in the future")) }
-        var recurrence: JSON?
-        if let r = body["recurrence"], !r.isNull {
-            guard r.isObject, let unit = r["unit"]?.stringValue, let ms = AutomationLimits.unitMs[unit],
-                  let count = r["count"]?.intValue, count >= 1, count <= 1_000_000 else {
-                return .failure(.invalid("\"recurrence\" must be {\"unit\":\"minute|hour|day|week\",\"count\":N}"))
-            }
-            let total = ms * Int64(count)
-            guard total >= AutomationLimits.minRecurrenceMs, total <= AutomationLimits.maxRecurrenceMs else {
-                return .failure(.invalid("the recurrence must be between 5 minutes and 5 weeks"))
-            }
-            let o = JSON.object()
-            o.set("unit", string: unit)
-            o.set("count", .int(count))
-            recurrence = o
-        }
-        guard let zone = body["timeZone"]?.stringValue else {
+        let given = JSON.object()
+        for key in ["recurrence", "timeZone", "actionSets"] { if let v = body[key] { given.set(key, v) } }
+        given.set("name", string: name)
+        given.set("fireDate", .int(fire))
+        given.set("enabled", .bool(false))
+        guard given["timeZone"]?.stringValue != nil else {
             return .failure(.invalid("\"timeZone\" is required: an IANA time zone such as Europe/Paris"))
         }
-        guard Self.timeZoneExists(zone) else { return .failure(.invalid("unknown time zone \(zone)")) }
-        guard let names = body["actionSets"], names.isArray,
-              (1...AutomationLimits.maxActionSetsPerTrigger).contains(names.count),
-              names.elements.allSatisfy({ $0.stringValue != nil }) else {
-            return .failure(.invalid("\"actionSets\" must be an array of 1 to \(AutomationLimits.maxActionSetsPerTrigger) names"))
+        let trigger: TimerTrigger
+        switch AutomationCodec.decodeTrigger(given) {
+        case .failure(let m): return .failure(.invalid(m.description))
+        case .success(let d): trigger = d
         }
-        let setNames = names.elements.compactMap(\.stringValue)
-        let t = JSON.object()
-        t.set("name", string: name)
-        t.set("fireDate", .int(fire))
-        if let recurrence { t.set("recurrence", recurrence) }
-        t.set("timeZone", string: zone)
-        let list = JSON.array()
-        for n in setNames { list.append(JSON.string(n) ?? JSON.null()) }
-        t.set("actionSets", list)
-        t.set("enabled", .bool(false))
+        // The set names are checked against the thing's sets below, inside the lock.
+        if let p = AutomationCodec.check(trigger, knownSets: { _ in true }) { return .failure(.invalid(p)) }
+        let setNames = trigger.actionSets
+        let t = AutomationCodec.encode(trigger)
         return changeAutomation(user: user, thingID: thingID) { sets, timers in
             for n in setNames where Self.named(sets, n) == nil {
                 return .invalid("unknown action set \(n)")
@@ -211,7 +204,9 @@ extension FrameworkSide {
         }
     }
 
-    public func setTimerTriggerEnabled(user: UserRecord, thingID: String, name: String, enabled: Bool) -> Result<Void, HubError> {
+    public func setTimerTriggerEnabled(user: UserRecord, thingID: String, name: String, enabled: Bool) -> Result<
+        Void, HubError
+    > {
         changeAutomation(user: user, thingID: thingID) { _, timers in
             guard let i = Self.named(timers, name) else {
                 return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")

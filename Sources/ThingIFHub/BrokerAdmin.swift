@@ -85,7 +85,8 @@ public final class BrokerAdmin: @unchecked Sendable {
         }
         client.onMessage = { [unowned self] m in self.received(m) }
         guard client.connect(host: host, port: port, keepalive: 30) == MOSQ_ERR_SUCCESS.rawValue,
-              client.startThread() == MOSQ_ERR_SUCCESS.rawValue else { return false }
+            client.startThread() == MOSQ_ERR_SUCCESS.rawValue
+        else { return false }
         return waitReady(timeoutMs: timeoutMs)
     }
 
@@ -105,7 +106,8 @@ public final class BrokerAdmin: @unchecked Sendable {
 
     private func received(_ m: MqttClient.Message) {
         guard m.topic == BrokerAdmin.responseTopic, case .success(let j) = JSON.parse(m.payload),
-              let first = j["responses"]?.elements.first, let tag = first["correlationData"]?.stringValue else { return }
+            let first = j["responses"]?.elements.first, let tag = first["correlationData"]?.stringValue
+        else { return }
         state.withLock { s in
             if s.pending == tag { s.answer = j }
         }
@@ -127,7 +129,12 @@ public final class BrokerAdmin: @unchecked Sendable {
     /// nil when no answer came within `timeoutMs`.
     public func run(_ commands: [JSON], timeoutMs: Int = 5000) -> [Outcome]? {
         serial.withLock { _ in
-            let tag = "thingif-" + String(counter.withLock { n -> Int in n += 1; return n })
+            let tag =
+                "thingif-"
+                + String(
+                    counter.withLock { n -> Int in
+                        n += 1; return n
+                    })
             let list = JSON.array()
             for c in commands {
                 c.set("correlationData", string: tag)
@@ -149,7 +156,9 @@ public final class BrokerAdmin: @unchecked Sendable {
                 // if it dropped since (the commands are idempotent).
                 let (ready, epoch) = state.withLock { ($0.connected && $0.subscribed, $0.epoch) }
                 if ready && epoch != sentOn
-                    && client.publish(topic: BrokerAdmin.controlTopic, payload: doc.dumpBytes(), qos: 1) == MOSQ_ERR_SUCCESS.rawValue {
+                    && client.publish(topic: BrokerAdmin.controlTopic, payload: doc.dumpBytes(), qos: 1)
+                        == MOSQ_ERR_SUCCESS.rawValue
+                {
                     sentOn = epoch
                 }
                 Platform.sleepMs(1)
@@ -157,8 +166,9 @@ public final class BrokerAdmin: @unchecked Sendable {
             }
             guard let answer, let responses = answer["responses"]?.elements else { return nil }
             return responses.map {
-                Outcome(command: $0["command"]?.stringValue ?? "", error: $0["error"]?.stringValue,
-                        data: $0["data"]?.dump())
+                Outcome(
+                    command: $0["command"]?.stringValue ?? "", error: $0["error"]?.stringValue,
+                    data: $0["data"]?.dump())
             }
         }
     }
@@ -207,9 +217,11 @@ public final class BrokerAdmin: @unchecked Sendable {
             acl("subscribeLiteral", topic, allow: true),
             acl("subscribeLiteral", Topics.response(clientID: topic), allow: true),
             acl("subscribeLiteral", Topics.config(clientID: topic), allow: true),
-            acl("publishClientSend", Topics.request(clientID: topic, api: .thingIF, appID: appID, path: "#"), allow: true),
+            acl(
+                "publishClientSend", Topics.request(clientID: topic, api: .thingIF, appID: appID, path: "#"),
+                allow: true),
             acl("publishClientSend", Topics.request(clientID: topic, api: .kii, appID: appID, path: "#"), allow: true),
-            acl("publishClientSend", Topics.status(clientID: topic), allow: true),
+            acl("publishClientSend", Topics.status(clientID: topic), allow: true)
         ]
     }
 
@@ -219,12 +231,19 @@ public final class BrokerAdmin: @unchecked Sendable {
     /// that pattern, is refused. Client IDs are unguessable (64 bits and more).
     public static func onboardingACLs(appID: String) -> [JSON] {
         [
-            acl("publishClientSend", Topics.request(clientID: "+", api: .thingIF, appID: appID, path: "onboardings"), allow: true),
-            acl("publishClientSend", Topics.request(clientID: "+", api: .kii, appID: appID, path: "installations"), allow: true),
-            acl("publishClientSend", Topics.request(clientID: "+", api: .kii, appID: appID,
-                                                    path: "installations/+/mqtt-endpoint"), allow: true),
+            acl(
+                "publishClientSend", Topics.request(clientID: "+", api: .thingIF, appID: appID, path: "onboardings"),
+                allow: true),
+            acl(
+                "publishClientSend", Topics.request(clientID: "+", api: .kii, appID: appID, path: "installations"),
+                allow: true),
+            acl(
+                "publishClientSend",
+                Topics.request(
+                    clientID: "+", api: .kii, appID: appID,
+                    path: "installations/+/mqtt-endpoint"), allow: true),
             acl("subscribeLiteral", Topics.response(clientID: "+"), allow: false, priority: 10),
-            acl("subscribePattern", Topics.response(clientID: "+"), allow: true),
+            acl("subscribePattern", Topics.response(clientID: "+"), allow: true)
         ]
     }
 
@@ -241,8 +260,11 @@ public final class BrokerAdmin: @unchecked Sendable {
         // The plugin drops a client whose roles change: the hub's role is
         // added only when missing, so a restarted hub is not kicked.
         guard let got = run([BrokerAdmin.command("getClient", [("username", BrokerAdmin.str(hubUsername))])]),
-              let info = got.first else { return "no answer from the broker's dynamic-security plugin" }
-        guard info.isSuccess else { return "the broker does not know the hub's client \(hubUsername): \(info.error ?? "")" }
+            let info = got.first
+        else { return "no answer from the broker's dynamic-security plugin" }
+        guard info.isSuccess else {
+            return "the broker does not know the hub's client \(hubUsername): \(info.error ?? "")"
+        }
         var roles: [String] = []
         if let text = info.data, case .success(let d) = JSON.parse(text) {
             roles = d["client"]?["roles"]?.elements.compactMap { $0["rolename"]?.stringValue } ?? []
@@ -258,20 +280,38 @@ public final class BrokerAdmin: @unchecked Sendable {
                 + "(deploy/make-broker-config.sh does it)"
         }
         let role = BrokerAdmin.onboardingRole(appID: appID)
-        guard let out = run([
-            BrokerAdmin.command("createRole", [("rolename", BrokerAdmin.str(role)),
-                                               ("acls", BrokerAdmin.list(BrokerAdmin.onboardingACLs(appID: appID)))]),
-            BrokerAdmin.command("createClient", [("username", BrokerAdmin.str(appID)), ("password", BrokerAdmin.str(appKey)),
-                                                 ("roles", BrokerAdmin.roles([role]))]),
-        ]) else { return "no answer from the broker's dynamic-security plugin" }
+        guard
+            let out = run([
+                BrokerAdmin.command(
+                    "createRole",
+                    [
+                        ("rolename", BrokerAdmin.str(role)),
+                        ("acls", BrokerAdmin.list(BrokerAdmin.onboardingACLs(appID: appID)))
+                    ]),
+                BrokerAdmin.command(
+                    "createClient",
+                    [
+                        ("username", BrokerAdmin.str(appID)), ("password", BrokerAdmin.str(appKey)),
+                        ("roles", BrokerAdmin.roles([role]))
+                    ])
+            ])
+        else { return "no answer from the broker's dynamic-security plugin" }
         if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
             return "cannot make the bootstrap identity: \(bad.command): \(bad.error ?? "")"
         }
         if out.last?.alreadyExists == true {
             // The app key may have changed since.
-            guard let set = run([BrokerAdmin.command("setClientPassword", [("username", BrokerAdmin.str(appID)),
-                                                                          ("password", BrokerAdmin.str(appKey))])]),
-                  set.allSatisfy(\.isSuccess) else { return "cannot set the bootstrap identity's password" }
+            guard
+                let set = run([
+                    BrokerAdmin.command(
+                        "setClientPassword",
+                        [
+                            ("username", BrokerAdmin.str(appID)),
+                            ("password", BrokerAdmin.str(appKey))
+                        ])
+                ]),
+                set.allSatisfy(\.isSuccess)
+            else { return "cannot set the bootstrap identity's password" }
         }
         return nil
     }
@@ -279,24 +319,33 @@ public final class BrokerAdmin: @unchecked Sendable {
     /// Makes (or re-keys) the broker client of a thing installation and
     /// returns its new password; nil when the broker did not agree.
     func thingCredentials(topic: String, appID: String) -> String? {
-        credentials(username: topic, role: BrokerAdmin.thingRole(topic: topic),
-                    acls: BrokerAdmin.thingACLs(topic: topic, appID: appID))
+        credentials(
+            username: topic, role: BrokerAdmin.thingRole(topic: topic),
+            acls: BrokerAdmin.thingACLs(topic: topic, appID: appID))
     }
 
     /// The same for an app's MQTT (push) installation, which reads `topic`.
     func pushCredentials(installationID: String, topic: String) -> String? {
-        credentials(username: installationID, role: BrokerAdmin.pushRole(installationID: installationID),
-                    acls: [BrokerAdmin.acl("subscribeLiteral", topic, allow: true)])
+        credentials(
+            username: installationID, role: BrokerAdmin.pushRole(installationID: installationID),
+            acls: [BrokerAdmin.acl("subscribeLiteral", topic, allow: true)])
     }
 
     private func credentials(username: String, role: String, acls: [JSON]) -> String? {
         let password = Platform.randomHex(bytes: 24)
-        guard let out = run([
-            BrokerAdmin.command("createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
-            BrokerAdmin.command("createClient", [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password)),
-                                                 ("clientid", BrokerAdmin.str(username)),
-                                                 ("roles", BrokerAdmin.roles([role]))]),
-        ]) else {
+        guard
+            let out = run([
+                BrokerAdmin.command(
+                    "createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
+                BrokerAdmin.command(
+                    "createClient",
+                    [
+                        ("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password)),
+                        ("clientid", BrokerAdmin.str(username)),
+                        ("roles", BrokerAdmin.roles([role]))
+                    ])
+            ])
+        else {
             onLog?("no answer from the broker's dynamic-security plugin for \(username)")
             return nil
         }
@@ -306,9 +355,17 @@ public final class BrokerAdmin: @unchecked Sendable {
         }
         if out.last?.alreadyExists == true {
             // A re-onboarding: a fresh password (the plugin drops the old session).
-            guard let set = run([BrokerAdmin.command("setClientPassword", [("username", BrokerAdmin.str(username)),
-                                                                          ("password", BrokerAdmin.str(password))])]),
-                  set.allSatisfy(\.isSuccess) else {
+            guard
+                let set = run([
+                    BrokerAdmin.command(
+                        "setClientPassword",
+                        [
+                            ("username", BrokerAdmin.str(username)),
+                            ("password", BrokerAdmin.str(password))
+                        ])
+                ]),
+                set.allSatisfy(\.isSuccess)
+            else {
                 onLog?("broker refused a new password for \(username)")
                 return nil
             }
@@ -318,7 +375,9 @@ public final class BrokerAdmin: @unchecked Sendable {
 
     /// Removes a client and its role (a deleted thing or installation).
     func remove(username: String, role: String) {
-        _ = run([BrokerAdmin.command("deleteClient", [("username", BrokerAdmin.str(username))]),
-                 BrokerAdmin.command("deleteRole", [("rolename", BrokerAdmin.str(role))])])
+        _ = run([
+            BrokerAdmin.command("deleteClient", [("username", BrokerAdmin.str(username))]),
+            BrokerAdmin.command("deleteRole", [("rolename", BrokerAdmin.str(role))])
+        ])
     }
 }

@@ -14,8 +14,10 @@ public struct HubLimits: Sendable, Equatable {
     public static let defaultMaxBody = 64 * 1024
     public static let defaultMaxHistoryPage = 1000
 
-    public init(maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
-                maxHistoryPage: Int = defaultMaxHistoryPage) {
+    public init(
+        maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
+        maxHistoryPage: Int = defaultMaxHistoryPage
+    ) {
         self.maxStateBody = maxStateBody
         self.maxBody = maxBody
         self.maxHistoryPage = maxHistoryPage
@@ -64,7 +66,8 @@ public final class RateLimiter: @unchecked Sendable {
             }
             b.tokens -= 1
             if s.buckets[key] == nil, s.buckets.count >= maxKeys,
-               let oldest = s.buckets.min(by: { $0.value.lastMs < $1.value.lastMs })?.key {
+                let oldest = s.buckets.min(by: { $0.value.lastMs < $1.value.lastMs })?.key
+            {
                 s.buckets[oldest] = nil
             }
             s.buckets[key] = b

@@ -45,7 +45,8 @@ public enum PasswordHash {
     /// Work as long as verifying a real hash of `iterations`, for logins of
     /// unknown users, so that their answer takes as long (no timing oracle).
     public static func dummyVerify(_ password: String, iterations: Int) {
-        _ = Crypto.pbkdf2(password, salt: Array(repeating: 0x5a, count: 16), iterations: max(1, min(iterations, maxIterations)))
+        _ = Crypto.pbkdf2(
+            password, salt: Array(repeating: 0x5a, count: 16), iterations: max(1, min(iterations, maxIterations)))
     }
 
     /// The hand-made chain of the first hubs: SHA-256 of "salt:password",
@@ -73,8 +74,9 @@ public enum Crypto {
         let pw = Array(password.utf8)
         let ok = pw.withUnsafeBufferPointer { p in
             p.withMemoryRebound(to: CChar.self) { pc in
-                PKCS5_PBKDF2_HMAC(pc.baseAddress, Int32(pc.count), salt, Int32(salt.count), Int32(iterations),
-                                  EVP_sha256(), Int32(out.count), &out)
+                PKCS5_PBKDF2_HMAC(
+                    pc.baseAddress, Int32(pc.count), salt, Int32(salt.count), Int32(iterations),
+                    EVP_sha256(), Int32(out.count), &out)
             }
         }
         // Only a failed allocation makes it fail; a zero key then matches nothing stored.

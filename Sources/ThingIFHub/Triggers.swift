@@ -4,11 +4,23 @@ import ThingIF
 // Server triggers (Thing-IF's trigger API): a predicate on a thing (its
 // state, a cron schedule, or one point in time) and the command it issues.
 
-/// A condition on the thing's state (top-level keys).
+/// A field of the thing's state: a top-level key, or with a trait alias
+/// (Kii's "alias" in a condition) a key of the state nested under it.
+struct StateField {
+    var alias: String?
+    var name: String
+
+    func value(in state: JSON) -> JSON? {
+        guard let alias else { return state[name] }
+        return state[alias]?[name]
+    }
+}
+
+/// A condition on the thing's state.
 indirect enum StateCondition {
-    case eq(field: String, value: JSON)
+    case eq(field: StateField, value: JSON)
     case not(StateCondition)
-    case range(field: String, upper: Double?, upperIncluded: Bool, lower: Double?, lowerIncluded: Bool)
+    case range(field: StateField, upper: Double?, upperIncluded: Bool, lower: Double?, lowerIncluded: Bool)
     case and([StateCondition])
     case or([StateCondition])
 
@@ -19,16 +31,25 @@ indirect enum StateCondition {
     static func parse(_ j: JSON, depth: Int = 0) -> Result<StateCondition, HubError> {
         guard depth < maxDepth else { return .failure(.invalid("the condition is nested deeper than \(maxDepth)")) }
         guard j.isObject else { return .failure(.invalid("a condition must be an object, not \(j.typeName)")) }
-        guard let type = j["type"]?.stringValue else { return .failure(.invalid("a condition needs \"type\": a string")) }
-        func field() -> Result<String, HubError> {
+        guard let type = j["type"]?.stringValue else {
+            return .failure(.invalid("a condition needs \"type\": a string"))
+        }
+        func field() -> Result<StateField, HubError> {
             guard let f = j["field"]?.stringValue, !f.isEmpty else {
                 return .failure(.invalid("a \(type) condition needs \"field\": a non-empty string"))
             }
-            return .success(f)
+            if let a = j["alias"], !a.isNull {
+                guard let alias = a.stringValue, !alias.isEmpty else {
+                    return .failure(.invalid("\"alias\" must be a non-empty string (a trait alias)"))
+                }
+                return .success(StateField(alias: alias, name: f))
+            }
+            return .success(StateField(alias: nil, name: f))
         }
         func clauses() -> Result<[StateCondition], HubError> {
             guard let list = j["clauses"], list.isArray, (1...maxClauses).contains(list.count) else {
-                return .failure(.invalid("an \(type) condition needs \"clauses\": an array of 1 to \(maxClauses) conditions"))
+                return .failure(
+                    .invalid("an \(type) condition needs \"clauses\": an array of 1 to \(maxClauses) conditions"))
             }
             var out: [StateCondition] = []
             for c in list.elements {
@@ -51,15 +72,19 @@ indirect enum StateCondition {
         case "range":
             func limit(_ key: String) -> Result<Double?, HubError> {
                 guard let v = j[key], !v.isNull else { return .success(nil) }
-                guard let d = number(v) else { return .failure(.invalid("\"\(key)\" must be a number, not \(v.typeName)")) }
+                guard let d = number(v) else {
+                    return .failure(.invalid("\"\(key)\" must be a number, not \(v.typeName)"))
+                }
                 return .success(d)
             }
             func flag(_ key: String) -> Result<Bool, HubError> {
                 guard let v = j[key], !v.isNull else { return .success(true) }
-                guard let b = v.boolValue else { return .failure(.invalid("\"\(key)\" must be a boolean, not \(v.typeName)")) }
+                guard let b = v.boolValue else {
+                    return .failure(.invalid("\"\(key)\" must be a boolean, not \(v.typeName)"))
+                }
                 return .success(b)
             }
-            let f: String, upper: Double?, lower: Double?, ui: Bool, li: Bool
+            let f: StateField, upper: Double?, lower: Double?, ui: Bool, li: Bool
             do {
                 f = try field().get()
                 upper = try limit("upperLimit").get()
@@ -93,13 +118,13 @@ indirect enum StateCondition {
     func matches(_ state: JSON) -> Bool {
         switch self {
         case .eq(let f, let value):
-            guard let v = state[f] else { return false }
+            guard let v = f.value(in: state) else { return false }
             if let a = Self.number(v), let b = Self.number(value) { return a == b }
             return json_equal(v.raw, value.raw) == 1
         case .not(let c):
             return !c.matches(state)
         case .range(let f, let upper, let ui, let lower, let li):
-            guard let v = state[f], let x = Self.number(v) else { return false }
+            guard let v = f.value(in: state), let x = Self.number(v) else { return false }
             if let upper, ui ? x > upper : x >= upper { return false }
             if let lower, li ? x < lower : x <= lower { return false }
             return true
@@ -127,8 +152,9 @@ public struct CronSchedule: Sendable, Equatable {
     public init?(_ text: String) {
         let f = text.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
         guard f.count == 5,
-              let mi = Self.field(f[0], 0, 59), let h = Self.field(f[1], 0, 23), let dom = Self.field(f[2], 1, 31),
-              let mo = Self.field(f[3], 1, 12), let dow = Self.field(f[4], 0, 7) else { return nil }
+            let mi = Self.field(f[0], 0, 59), let h = Self.field(f[1], 0, 23), let dom = Self.field(f[2], 1, 31),
+            let mo = Self.field(f[3], 1, 12), let dow = Self.field(f[4], 0, 7)
+        else { return nil }
         minutes = mi
         hours = h
         daysOfMonth = dom
@@ -175,13 +201,13 @@ public struct CronSchedule: Sendable, Equatable {
     /// The first minute strictly after `ms` (epoch milliseconds, UTC) that
     /// the schedule matches; nil when none within 5 years (31 February).
     public func next(after ms: Int64) -> Int64? {
-        var minute = ms / 60_000 + 1   // minutes since the epoch; the next whole minute
+        var minute = ms / 60_000 + 1  // minutes since the epoch; the next whole minute
         if ms < 0 { minute = (ms - 59_999) / 60_000 + 1 }
         var day = minute / 1440
         var minuteOfDay = Int(minute - day * 1440)
         for _ in 0..<(366 * 5) {
-            let (_, m, d) = Self.civil(fromDays: day)
-            let weekday = Int(((day % 7) + 11) % 7)   // 1970-01-01 was a Thursday (4)
+            let (_, m, d) = Civil.date(days: Int(day))
+            let weekday = Civil.weekday(days: Int(day))
             if dayMatches(day: d, month: m, weekday: weekday) {
                 for h in minuteOfDay / 60..<24 where hours.contains(h) {
                     let from = h == minuteOfDay / 60 ? minuteOfDay % 60 : 0
@@ -195,24 +221,13 @@ public struct CronSchedule: Sendable, Equatable {
         }
         return nil
     }
-
-    /// (year, month 1-12, day 1-31) of a day number since 1970-01-01.
-    static func civil(fromDays z0: Int64) -> (Int64, Int, Int) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = Int(doy - (153 * mp + 2) / 5 + 1)
-        let m = Int(mp < 10 ? mp + 3 : mp - 9)
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
-    }
 }
 
 /// A trigger's predicate, parsed.
 enum TriggerPredicate {
-    enum When: String { case conditionTrue = "CONDITION_TRUE", falseToTrue = "CONDITION_FALSE_TO_TRUE", changed = "CONDITION_CHANGED" }
+    enum When: String {
+        case conditionTrue = "CONDITION_TRUE", falseToTrue = "CONDITION_FALSE_TO_TRUE", changed = "CONDITION_CHANGED"
+    }
     case states(StateCondition, When)
     case schedule(CronSchedule)
     case scheduleOnce(Int64)
@@ -226,7 +241,8 @@ enum TriggerPredicate {
         switch source {
         case "STATES":
             guard let w = p["triggersWhen"]?.stringValue, let when = When(rawValue: w) else {
-                return .failure(.invalid("\"triggersWhen\" must be CONDITION_TRUE, CONDITION_FALSE_TO_TRUE or CONDITION_CHANGED"))
+                return .failure(
+                    .invalid("\"triggersWhen\" must be CONDITION_TRUE, CONDITION_FALSE_TO_TRUE or CONDITION_CHANGED"))
             }
             guard let c = p["condition"] else { return .failure(.invalid("a STATES predicate needs \"condition\"")) }
             return StateCondition.parse(c).map { .states($0, when) }
@@ -280,7 +296,8 @@ public final class TriggerEngine: @unchecked Sendable {
             var seen = Set<String>()
             for trig in hub.store.allTriggers() {
                 guard case .success(let def) = JSON.parse(trig.definition),
-                      case .success(let pred) = TriggerPredicate.parse(def["predicate"], now: nil) else { continue }
+                    case .success(let pred) = TriggerPredicate.parse(def["predicate"], now: nil)
+                else { continue }
                 switch pred {
                 case .states:
                     continue
@@ -316,8 +333,9 @@ public final class TriggerEngine: @unchecked Sendable {
     /// Starts a SCHEDULE trigger's next fire time from now (on create or enable).
     func reschedule(_ triggerID: String) {
         guard let hub, let trig = hub.store.trigger(id: triggerID), trig.enabled,
-              case .success(let def) = JSON.parse(trig.definition),
-              case .success(.schedule(let cron)) = TriggerPredicate.parse(def["predicate"], now: nil) else {
+            case .success(let def) = JSON.parse(trig.definition),
+            case .success(.schedule(let cron)) = TriggerPredicate.parse(def["predicate"], now: nil)
+        else {
             nextFire.withLock { $0[triggerID] = nil }
             return
         }
@@ -332,7 +350,8 @@ public final class TriggerEngine: @unchecked Sendable {
         guard case .success(let newState) = JSON.parse(new) else { return }
         for trig in hub.store.triggers(thingID: thingID) where trig.enabled {
             guard case .success(let def) = JSON.parse(trig.definition),
-                  case .success(.states(let cond, let when)) = TriggerPredicate.parse(def["predicate"], now: nil) else { continue }
+                case .success(.states(let cond, let when)) = TriggerPredicate.parse(def["predicate"], now: nil)
+            else { continue }
             let before = oldState.map { $0.isObject && cond.matches($0) } ?? false
             let after = newState.isObject && cond.matches(newState)
             _ = hub.store.setTriggerLastMatch(id: trig.triggerID, lastMatch: after)
@@ -349,7 +368,8 @@ public final class TriggerEngine: @unchecked Sendable {
     /// Issues the trigger's command; returns its commandID.
     private func fire(_ trig: ServerTriggerRecord, _ def: JSON) -> String? {
         guard let hub, let form = def["command"],
-              case .success(var command) = hub.appAPI.commandForm(form, issuerAllowed: { _ in true }) else { return nil }
+            case .success(var command) = hub.appAPI.commandForm(form, issuerAllowed: { _ in true })
+        else { return nil }
         command.firedByTriggerID = trig.triggerID
         guard let record = hub.stored(command, to: trig.thingID, issuer: command.issuer, installationID: nil) else {
             return nil
@@ -366,7 +386,58 @@ extension AppAPI {
     /// enabled trigger.
     func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
         if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        // Kii's code for every refused trigger, whatever part was wrong.
+        let def: JSON
+        switch triggerDefinition(user: user, body: body).mapError({ Self.asWrongTrigger($0) }) {
+        case .failure(let e): return .failure(e)
+        case .success(let d): def = d
+        }
+        let trig = ServerTriggerRecord(
+            triggerID: "trg-" + Platform.randomHex(bytes: 8), thingID: thingID,
+            definition: def.dump(), enabled: true, createdAt: Platform.epochMs())
+        guard store.insertTrigger(trig) else { return .failure(.storage) }
+        hub.triggerEngine.reschedule(trig.triggerID)
+        return .success(trig)
+    }
+
+    /// PATCH …/triggers/{id}: the members given (predicate, command, title,
+    /// description, metadata) replace the stored ones; the result is checked
+    /// as a new trigger is.
+    func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
+        ServerTriggerRecord, HubError
+    > {
+        let old: ServerTriggerRecord
+        switch ownedTrigger(user: user, thingID: thingID, triggerID: triggerID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): old = t
+        }
+        guard body.isObject, body.count > 0 else {
+            return .failure(.wrongTrigger("the body must be a non-empty JSON object"))
+        }
+        guard case .success(let merged) = JSON.parse(old.definition), merged.isObject else { return .failure(.storage) }
+        for (k, v) in body.members { merged.set(k, v) }
+        let def: JSON
+        switch triggerDefinition(user: user, body: merged).mapError({ Self.asWrongTrigger($0) }) {
+        case .failure(let e): return .failure(e)
+        case .success(let d): def = d
+        }
+        guard store.updateTrigger(id: triggerID, definition: def.dump()), let updated = store.trigger(id: triggerID)
+        else {
+            return .failure(.storage)
+        }
+        hub.triggerEngine.reschedule(triggerID)
+        return .success(updated)
+    }
+
+    private static func asWrongTrigger(_ e: HubError) -> HubError { e.status == 400 ? .wrongTrigger(e.message) : e }
+
+    /// The stored definition of a trigger body: predicate, command (a
+    /// CommandForm), title, description and metadata, each checked.
+    private func triggerDefinition(user: UserRecord, body: JSON) -> Result<JSON, HubError> {
         guard body.isObject else { return .failure(.invalid("the body must be a JSON object")) }
+        if body["serverCode"] != nil {
+            return .failure(.invalid("server-code triggers are not run by this hub: give a \"command\" instead"))
+        }
         if case .failure(let e) = TriggerPredicate.parse(body["predicate"], now: hub.triggerEngine.now()) {
             return .failure(e)
         }
@@ -388,11 +459,14 @@ extension AppAPI {
             }
             def.set(key, string: s)
         }
-        let trig = ServerTriggerRecord(triggerID: "trg-" + Platform.randomHex(bytes: 8), thingID: thingID,
-                                       definition: def.dump(), enabled: true, createdAt: Platform.epochMs())
-        guard store.insertTrigger(trig) else { return .failure(.storage) }
-        hub.triggerEngine.reschedule(trig.triggerID)
-        return .success(trig)
+        if let m = body["metadata"], !m.isNull {
+            guard m.isObject, m.dump().utf8.count <= AppLimits.maxMetadataBytes else {
+                return .failure(
+                    .invalid("\"metadata\" must be an object of at most \(AppLimits.maxMetadataBytes) bytes"))
+            }
+            def.set("metadata", m)
+        }
+        return .success(def)
     }
 
     func ownedTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
@@ -421,15 +495,25 @@ extension FrameworkSide {
         appAPI.createTrigger(user: user, thingID: thingID, body: body)
     }
 
+    public func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
+        ServerTriggerRecord, HubError
+    > {
+        appAPI.patchTrigger(user: user, thingID: thingID, triggerID: triggerID, body: body)
+    }
+
     public func listTriggers(user: UserRecord, thingID: String) -> Result<[ServerTriggerRecord], HubError> {
         appAPI.ownedThing(user: user, thingID: thingID).map { _ in store.triggers(thingID: thingID) }
     }
 
-    public func getTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
+    public func getTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<
+        ServerTriggerRecord, HubError
+    > {
         appAPI.ownedTrigger(user: user, thingID: thingID, triggerID: triggerID)
     }
 
-    public func setTriggerEnabled(user: UserRecord, thingID: String, triggerID: String, enabled: Bool) -> Result<Void, HubError> {
+    public func setTriggerEnabled(user: UserRecord, thingID: String, triggerID: String, enabled: Bool) -> Result<
+        Void, HubError
+    > {
         appAPI.ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
             guard store.setTriggerEnabled(id: t.triggerID, enabled: enabled) else { return .failure(.storage) }
             triggerEngine.reschedule(t.triggerID)

@@ -23,8 +23,9 @@ enum Reply {
     static func json(_ status: Int, text: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: .init(code: status), headers: headers,
-                        body: .init(byteBuffer: ByteBuffer(string: text)))
+        return Response(
+            status: .init(code: status), headers: headers,
+            body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     static func error(_ e: HubError) -> Response { json(e.status, e.body) }
@@ -40,14 +41,19 @@ enum Reply {
 }
 
 extension HubError {
-    static let unsupportedMediaType = HubError(415, "UNSUPPORTED_MEDIA_TYPE",
-                                               "the body must be JSON: Content-Type application/json or application/…+json")
+    static let unsupportedMediaType = HubError(
+        415, "UNSUPPORTED_MEDIA_TYPE",
+        "the body must be JSON: Content-Type application/json or application/…+json")
     static let tooLarge = HubError(413, "REQUEST_TOO_LARGE", "the body is larger than the hub accepts")
     static func tooLarge(_ limit: Int) -> HubError {
         HubError(413, "REQUEST_TOO_LARGE", "the body is larger than \(limit) bytes")
     }
     static let appNotFound = HubError(404, "APP_NOT_FOUND", "no such app on this hub")
-    static let invalidToken = HubError(401, "INVALID_ACCESS_TOKEN", "the access token is not a user's token of this app")
+    /// Kii's answer for a token that is unknown, expired, revoked or not a
+    /// user's (a missing Authorization header stays 401 UNAUTHORIZED).
+    static let invalidToken = HubError(
+        403, "WRONG_TOKEN", "the access token is not valid: unknown, expired, revoked or not a user's token of this app"
+    )
 }
 
 /// A spent rate budget: 429 with Retry-After and a Kii-style body.
@@ -61,15 +67,19 @@ struct RateLimited: Error {
 struct ErrorBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     let log: @Sendable (String) -> Void
 
-    func handle(_ request: Request, context: Context,
-                next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let e as HubError {
             return Reply.error(e)
         } catch let e as RateLimited {
-            var r = Reply.error(HubError(429, "TOO_MANY_REQUESTS",
-                                         "too many requests; retry after \(e.retryAfterSeconds) s"))
+            var r = Reply.error(
+                HubError(
+                    429, "TOO_MANY_REQUESTS",
+                    "too many requests; retry after \(e.retryAfterSeconds) s"))
             r.headers[.retryAfter] = String(e.retryAfterSeconds)
             return r
         } catch is NIOTooManyBytesError {
@@ -82,7 +92,8 @@ struct ErrorBodyMiddleware<Context: RequestContext>: RouterMiddleware {
             case 413: return Reply.error(.tooLarge)
             default: code = e.status.code < 500 ? "BAD_REQUEST" : "INTERNAL_ERROR"
             }
-            let message = e.body ?? (e.status.code == 404 ? "no \(request.method) \(request.uri.path)" : e.status.reasonPhrase)
+            let message =
+                e.body ?? (e.status.code == 404 ? "no \(request.method) \(request.uri.path)" : e.status.reasonPhrase)
             return Reply.error(HubError(e.status.code, code, message))
         } catch {
             log("error on \(request.method) \(request.uri.path): \(error)")
@@ -143,7 +154,9 @@ extension String {
         var it = Array(utf8)[...]
         while let b = it.popFirst() {
             if b == UInt8(ascii: "%") {
-                guard it.count >= 2, let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+                guard it.count >= 2, let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16) else {
+                    return nil
+                }
                 out.append(v)
                 it = it.dropFirst(2)
             } else {

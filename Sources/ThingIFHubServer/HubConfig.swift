@@ -17,8 +17,6 @@ public struct HubConfig: Equatable, Sendable {
     public var memory = false
     public var advertisedHost: String?
     public var advertisedPort: Int?
-    public var demo = false
-    public var timeoutS = 30
     public var quiet = false
     /// PBKDF2 iterations of new password hashes; at least 600,000 unless
     /// insecureFastPasswordHash (tests only).
@@ -78,9 +76,6 @@ public struct HubConfig: Equatable, Sendable {
           --advertised-host H         broker host given to things (default: the broker host)
           --advertised-port P         broker port given to things (default: the broker port)
           --config FILE               JSON file with any of the keys below
-          --demo                      wait for a thing, send the demo commands, print the results, exit
-                                      (MQTT only, in memory unless --db is given)
-          --timeout S                 seconds to wait for the thing and each result in --demo (default 30)
           --quiet                     do not print every request
         Security:
           --password-iterations N     PBKDF2-HMAC-SHA256 iterations of new password hashes
@@ -118,7 +113,7 @@ public struct HubConfig: Equatable, Sendable {
           _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
           _INSECURE_ANONYMOUS_BROKER.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
-          advertisedHost, advertisedPort, timeout, quiet, passwordIterations,
+          advertisedHost, advertisedPort, quiet, passwordIterations,
           insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
           maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
           (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
@@ -167,10 +162,16 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "passwordIterations", flags: ["--password-iterations"], env: "PASSWORD_ITERATIONS", kind: .int) {
             $0.passwordIterations = try count($1, "passwordIterations", min: 1)
         },
-        Option(key: "insecureFastPasswordHash", flags: ["--insecure-fast-password-hash"], env: "INSECURE_FAST_PASSWORD_HASH", kind: .bool) {
+        Option(
+            key: "insecureFastPasswordHash", flags: ["--insecure-fast-password-hash"],
+            env: "INSECURE_FAST_PASSWORD_HASH", kind: .bool
+        ) {
             $0.insecureFastPasswordHash = try bool($1, "insecureFastPasswordHash")
         },
-        Option(key: "insecureAnonymousBroker", flags: ["--insecure-anonymous-broker"], env: "INSECURE_ANONYMOUS_BROKER", kind: .bool) {
+        Option(
+            key: "insecureAnonymousBroker", flags: ["--insecure-anonymous-broker"], env: "INSECURE_ANONYMOUS_BROKER",
+            kind: .bool
+        ) {
             $0.insecureAnonymousBroker = try bool($1, "insecureAnonymousBroker")
         },
         Option(key: "tokenLifetime", flags: ["--token-lifetime"], env: "TOKEN_LIFETIME", kind: .int) {
@@ -179,15 +180,21 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "thingTokenLifetime", flags: ["--thing-token-lifetime"], env: "THING_TOKEN_LIFETIME", kind: .int) {
             $0.thingTokenLifetime = Int64(try count($1, "thingTokenLifetime"))
         },
-        Option(key: "maxBody", flags: ["--max-body"], env: "MAX_BODY", kind: .int) { $0.maxBody = try count($1, "maxBody", min: 1024) },
+        Option(key: "maxBody", flags: ["--max-body"], env: "MAX_BODY", kind: .int) {
+            $0.maxBody = try count($1, "maxBody", min: 1024)
+        },
         Option(key: "maxStateBody", flags: ["--max-state-body"], env: "MAX_STATE_BODY", kind: .int) {
             $0.maxStateBody = try count($1, "maxStateBody", min: 1024)
         },
         Option(key: "maxHistoryPage", flags: ["--max-history-page"], env: "MAX_HISTORY_PAGE", kind: .int) {
             $0.maxHistoryPage = try count($1, "maxHistoryPage", min: 1)
         },
-        Option(key: "rateLimit", flags: ["--rate-limit"], env: "RATE_LIMIT", kind: .int) { $0.rateLimit = try count($1, "rateLimit") },
-        Option(key: "rateBurst", flags: ["--rate-burst"], env: "RATE_BURST", kind: .int) { $0.rateBurst = try count($1, "rateBurst", min: 1) },
+        Option(key: "rateLimit", flags: ["--rate-limit"], env: "RATE_LIMIT", kind: .int) {
+            $0.rateLimit = try count($1, "rateLimit")
+        },
+        Option(key: "rateBurst", flags: ["--rate-burst"], env: "RATE_BURST", kind: .int) {
+            $0.rateBurst = try count($1, "rateBurst", min: 1)
+        },
         Option(key: "stateRetention", flags: ["--state-retention"], env: "STATE_RETENTION", kind: .int) {
             $0.stateRetention = try count($1, "stateRetention")
         },
@@ -197,8 +204,12 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "webhookAllow", flags: ["--webhook-allow"], env: "WEBHOOK_ALLOW", kind: .list) {
             $0.webhookAllow = $1.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
         },
-        Option(key: "tlsCert", flags: ["--tls-cert"], env: "TLS_CERT", kind: .string) { $0.tlsCert = try nonEmpty($1, "tlsCert") },
-        Option(key: "tlsKey", flags: ["--tls-key"], env: "TLS_KEY", kind: .string) { $0.tlsKey = try nonEmpty($1, "tlsKey") },
+        Option(key: "tlsCert", flags: ["--tls-cert"], env: "TLS_CERT", kind: .string) {
+            $0.tlsCert = try nonEmpty($1, "tlsCert")
+        },
+        Option(key: "tlsKey", flags: ["--tls-key"], env: "TLS_KEY", kind: .string) {
+            $0.tlsKey = try nonEmpty($1, "tlsKey")
+        },
         Option(key: "brokerUsername", flags: ["--broker-username"], env: "BROKER_USERNAME", kind: .string) {
             $0.brokerUsername = try nonEmpty($1, "brokerUsername")
         },
@@ -217,30 +228,43 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "advertisedTLSPort", flags: ["--advertised-tls-port"], env: "ADVERTISED_TLS_PORT", kind: .int) {
             $0.advertisedTLSPort = try port($1, "advertisedTLSPort")
         },
-        Option(key: "brokerHost", flags: ["--broker-host", "--host"], env: "BROKER_HOST", kind: .string) { $0.brokerHost = try nonEmpty($1, "brokerHost") },
-        Option(key: "brokerPort", flags: ["--broker-port", "--port"], env: "BROKER_PORT", kind: .int) { $0.brokerPort = try port($1, "brokerPort") },
-        Option(key: "httpHost", flags: ["--http-host"], env: "HTTP_HOST", kind: .string) { $0.httpHost = try nonEmpty($1, "httpHost") },
-        Option(key: "httpPort", flags: ["--http-port"], env: "HTTP_PORT", kind: .int) { $0.httpPort = try port($1, "httpPort", allowZero: true) },
-        Option(key: "appID", flags: ["--app-id"], env: "APP_ID", kind: .string) { $0.appID = try nonEmpty($1, "appID") },
-        Option(key: "appKey", flags: ["--app-key"], env: "APP_KEY", kind: .string) { $0.appKey = try nonEmpty($1, "appKey") },
+        Option(key: "brokerHost", flags: ["--broker-host", "--host"], env: "BROKER_HOST", kind: .string) {
+            $0.brokerHost = try nonEmpty($1, "brokerHost")
+        },
+        Option(key: "brokerPort", flags: ["--broker-port", "--port"], env: "BROKER_PORT", kind: .int) {
+            $0.brokerPort = try port($1, "brokerPort")
+        },
+        Option(key: "httpHost", flags: ["--http-host"], env: "HTTP_HOST", kind: .string) {
+            $0.httpHost = try nonEmpty($1, "httpHost")
+        },
+        Option(key: "httpPort", flags: ["--http-port"], env: "HTTP_PORT", kind: .int) {
+            $0.httpPort = try port($1, "httpPort", allowZero: true)
+        },
+        Option(key: "appID", flags: ["--app-id"], env: "APP_ID", kind: .string) {
+            $0.appID = try nonEmpty($1, "appID")
+        },
+        Option(key: "appKey", flags: ["--app-key"], env: "APP_KEY", kind: .string) {
+            $0.appKey = try nonEmpty($1, "appKey")
+        },
         Option(key: "db", flags: ["--db"], env: "DB", kind: .string) {
             $0.db = try nonEmpty($1, "db")
             $0.dbGiven = true
         },
         Option(key: "memory", flags: ["--memory"], env: "MEMORY", kind: .bool) { $0.memory = try bool($1, "memory") },
-        Option(key: "advertisedHost", flags: ["--advertised-host"], env: "ADVERTISED_HOST", kind: .string) { $0.advertisedHost = try nonEmpty($1, "advertisedHost") },
-        Option(key: "advertisedPort", flags: ["--advertised-port"], env: "ADVERTISED_PORT", kind: .int) { $0.advertisedPort = try port($1, "advertisedPort") },
-        Option(key: "demo", flags: ["--demo"], env: "DEMO", kind: .bool) { $0.demo = try bool($1, "demo") },
-        Option(key: "timeout", flags: ["--timeout"], env: "TIMEOUT", kind: .int) {
-            guard let t = Int($1), t > 0 else { throw ConfigError(description: "timeout must be a positive number of seconds, not \($1)") }
-            $0.timeoutS = t
+        Option(key: "advertisedHost", flags: ["--advertised-host"], env: "ADVERTISED_HOST", kind: .string) {
+            $0.advertisedHost = try nonEmpty($1, "advertisedHost")
         },
-        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") },
+        Option(key: "advertisedPort", flags: ["--advertised-port"], env: "ADVERTISED_PORT", kind: .int) {
+            $0.advertisedPort = try port($1, "advertisedPort")
+        },
+        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") }
     ]
 
     /// Parses the configuration. `readFile` reads the --config file.
-    public static func load(arguments: [String], environment: [String: String],
-                            readFile: (String) -> [UInt8]?) throws -> Outcome {
+    public static func load(
+        arguments: [String], environment: [String: String],
+        readFile: (String) -> [UInt8]?
+    ) throws -> Outcome {
         // 1. Flags, kept to apply last.
         var flagValues: [(Option, String)] = []
         var configPath = environment["THINGIF_HUB_CONFIG"]
@@ -254,7 +278,9 @@ public struct HubConfig: Equatable, Sendable {
                 inline = String(a[a.index(after: eq)...])
             }
             if name == "--config" {
-                guard let v = inline ?? args.popFirst() else { throw ConfigError(description: "--config needs a value") }
+                guard let v = inline ?? args.popFirst() else {
+                    throw ConfigError(description: "--config needs a value")
+                }
                 configPath = v
                 continue
             }
@@ -271,12 +297,14 @@ public struct HubConfig: Equatable, Sendable {
         var c = HubConfig()
         // 2. The file.
         if let path = configPath, !path.isEmpty {
-            guard let bytes = readFile(path) else { throw ConfigError(description: "cannot read the config file \(path)") }
+            guard let bytes = readFile(path) else {
+                throw ConfigError(description: "cannot read the config file \(path)")
+            }
             guard case .success(let j) = JSON.parse(bytes), j.isObject else {
                 throw ConfigError(description: "the config file \(path) must hold a JSON object")
             }
             for (key, v) in j.members {
-                guard let o = options.first(where: { $0.key == key }), key != "demo" else {
+                guard let o = options.first(where: { $0.key == key }) else {
                     throw ConfigError(description: "unknown key \(key) in \(path)")
                 }
                 let text: String
@@ -307,7 +335,10 @@ public struct HubConfig: Equatable, Sendable {
     /// Checks that span several settings.
     func validate() throws {
         if passwordIterations < PasswordHash.defaultIterations && !insecureFastPasswordHash {
-            throw ConfigError(description: "passwordIterations must be at least \(PasswordHash.defaultIterations) (fewer only with --insecure-fast-password-hash, for tests)")
+            throw ConfigError(
+                description:
+                    "passwordIterations must be at least \(PasswordHash.defaultIterations) (fewer only with --insecure-fast-password-hash, for tests)"
+            )
         }
         if (tlsCert == nil) != (tlsKey == nil) {
             throw ConfigError(description: "tlsCert and tlsKey go together")
@@ -322,13 +353,16 @@ public struct HubConfig: Equatable, Sendable {
 
     /// The store's secrets settings.
     public var secrets: HubSecrets {
-        HubSecrets(passwordIterations: passwordIterations, userTokenLifetime: tokenLifetime,
-                   thingTokenLifetime: thingTokenLifetime)
+        HubSecrets(
+            passwordIterations: passwordIterations, userTokenLifetime: tokenLifetime,
+            thingTokenLifetime: thingTokenLifetime)
     }
 
     public var retention: StateRetention { StateRetention(maxSamples: stateRetention, maxAgeDays: stateRetentionDays) }
 
-    public var limits: HubLimits { HubLimits(maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage) }
+    public var limits: HubLimits {
+        HubLimits(maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage)
+    }
 
     /// TLS to the broker, when a CA file is set.
     public var brokerTLS: FrameworkSide.TLSFiles? {

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Hummingbird
 import NIOCore
@@ -115,14 +115,20 @@ final class Notifier: @unchecked Sendable {
             switch target.kind {
             case .mqtt:
                 if !hub.publishNotification(target, payload: payload) {
-                    log("notification of \(command.commandID) to MQTT installation \(target.installationID) not published")
+                    log(
+                        "notification of \(command.commandID) to MQTT installation \(target.installationID) not published"
+                    )
                 }
             case .sse:
                 let n = streams.send(target.installationID, event: "command", data: text)
-                if n == 0 { log("notification of \(command.commandID): no open event stream of \(target.installationID)") }
+                if n == 0 {
+                    log("notification of \(command.commandID): no open event stream of \(target.installationID)")
+                }
             case .webhook:
                 guard let s = target.target else { continue }
                 post(payload, to: s, commandID: command.commandID, installationID: target.installationID)
+            case .ios, .android, .jpush:
+                continue  // kept for Kii clients; the hub reaches no push service
             }
         }
     }
@@ -162,8 +168,10 @@ final class Notifier: @unchecked Sendable {
 
 /// Answers every redirect with "do not follow": the 3xx itself is the answer.
 final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 }

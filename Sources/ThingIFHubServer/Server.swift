@@ -31,8 +31,10 @@ public final class HubServer: Service, @unchecked Sendable {
         public var tlsCertFile: String?
         public var tlsKeyFile: String?
 
-        public init(limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
-                    webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil) {
+        public init(
+            limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
+            webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil
+        ) {
             self.limits = limits
             self.rateLimiter = rateLimiter
             self.webhooks = webhooks
@@ -52,8 +54,10 @@ public final class HubServer: Service, @unchecked Sendable {
 
     /// Sets `hub.onCommandFinished` to deliver notifications. `port` 0 picks
     /// a free port (see `waitUntilListening`). `log` gets the hub's lines.
-    public init(hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080, security: Security = Security(),
-                logLevel: Logger.Level = .warning, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(
+        hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080, security: Security = Security(),
+        logLevel: Logger.Level = .warning, log: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.hub = hub
         self.host = host
         self.port = port
@@ -89,8 +93,9 @@ public final class HubServer: Service, @unchecked Sendable {
         if let cert = security.tlsCertFile, let key = security.tlsKeyFile {
             // A TLS setup that fails stops the server: no fallback to plain HTTP.
             let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
-            let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain,
-                                                               privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            let tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain,
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
             server = try .tls(.http1(), tlsConfiguration: tls)
             scheme = "https"
         }
@@ -123,10 +128,15 @@ public final class HubServer: Service, @unchecked Sendable {
         let api = API(hub: hub, notifier: notifier, security: security)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
+        let openAPI = OpenAPIDocument.load()
         router.get("/openapi.yaml") { _, _ in
+            guard let openAPI else {
+                return Reply.error(
+                    HubError.notFound("NOT_FOUND", "the OpenAPI document is not installed beside thingif-hub"))
+            }
             var headers = HTTPFields()
             headers[.contentType] = "application/yaml"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml + "\n")))
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: openAPI)))
         }
 
         router.post("/api/apps/{appID}/users") { try await api.createUser($0, $1) }
@@ -143,11 +153,16 @@ public final class HubServer: Service, @unchecked Sendable {
         router.get("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}") { try await api.getCommand($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states") { try await api.latestState($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states/history") { try await api.stateHistory($0, $1) }
+        router.post("/thing-if/apps/{appID}/targets/{target}/states/query") { try await api.queryStates($0, $1) }
+        router.post("/thing-if/apps/{appID}/targets/{target}/states/aliases/{alias}/query") {
+            try await api.queryStates($0, $1)
+        }
 
         let t = "/thing-if/apps/{appID}/targets/{target}"
         router.post("\(t)/triggers") { try await api.createTrigger($0, $1) }
         router.get("\(t)/triggers") { try await api.listTriggers($0, $1) }
         router.get("\(t)/triggers/{triggerID}") { try await api.getTrigger($0, $1) }
+        router.patch("\(t)/triggers/{triggerID}") { try await api.patchTrigger($0, $1) }
         router.put("\(t)/triggers/{triggerID}/enable") { try await api.enableTrigger($0, $1, true) }
         router.put("\(t)/triggers/{triggerID}/disable") { try await api.enableTrigger($0, $1, false) }
         router.delete("\(t)/triggers/{triggerID}") { try await api.deleteTrigger($0, $1) }
@@ -157,6 +172,7 @@ public final class HubServer: Service, @unchecked Sendable {
         router.delete("\(t)/action-sets/{name}") { try await api.deleteActionSet($0, $1) }
         router.put("\(t)/timer-triggers/{name}") { try await api.putTimerTrigger($0, $1) }
         router.get("\(t)/timer-triggers") { try await api.listTimerTriggers($0, $1) }
+        router.get("\(t)/automation") { try await api.automationStatus($0, $1) }
         router.put("\(t)/timer-triggers/{name}/enable") { try await api.enableTimerTrigger($0, $1, true) }
         router.put("\(t)/timer-triggers/{name}/disable") { try await api.enableTimerTrigger($0, $1, false) }
         router.delete("\(t)/timer-triggers/{name}") { try await api.deleteTimerTrigger($0, $1) }
@@ -252,7 +268,8 @@ struct API: Sendable {
         let loginName = try Body.optionalString(body, "loginName")
         let password = try Body.optionalString(body, "password")
         let u = try value(hub.createUser(loginName: loginName, password: password))
-        let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken)])
+        // "_accessToken" is the field Kii's clients read; "accessToken" stays for ours.
+        let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken), ("_accessToken", u.accessToken)])
         if let l = u.loginName { o.set("loginName", string: l) }
         return Reply.json(201, o)
     }
@@ -290,7 +307,9 @@ struct API: Sendable {
         let name = try Body.requiredString(body, "name")
         var members: [String] = []
         if let m = body["members"], !m.isNull {
-            guard m.isArray else { throw HubError.invalid("\"members\" must be an array of userIDs, not \(m.typeName)") }
+            guard m.isArray else {
+                throw HubError.invalid("\"members\" must be an array of userIDs, not \(m.typeName)")
+            }
             for e in m.elements {
                 guard let s = e.stringValue else { throw HubError.invalid("\"members\" must hold userID strings") }
                 members.append(s)
@@ -307,22 +326,36 @@ struct API: Sendable {
         let body = try await object(request)
         let type = try Body.requiredString(body, "deviceType")
         guard let kind = AppInstallation.Kind(rawValue: type) else {
-            throw HubError.invalid("deviceType must be MQTT, SSE or WEBHOOK, not \(type)")
+            throw HubError.invalid("deviceType must be MQTT, SSE, WEBHOOK, IOS, ANDROID or JPUSH, not \(type)")
         }
-        let url = try Body.optionalString(body, "webhookURL")
+        var url = try Body.optionalString(body, "webhookURL")
+        if !kind.isDelivered {
+            // Kii's installPush: the push service's token, 1 to 4096 bytes.
+            let token = try Body.requiredString(body, "installationRegistrationID")
+            guard (1...4096).contains(token.utf8.count), url == nil else {
+                throw HubError.invalid("installationRegistrationID must be 1 to 4096 bytes, and no webhookURL")
+            }
+            url = token
+        }
         if kind == .webhook, let url, case .refused(let why) = security.webhooks.checkAtInstallation(url) {
             throw HubError.invalid(why)
         }
         let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
         let o = Reply.object([("installationID", i.installationID)])
+        if kind == .mqtt {
+            // Kii's KiiMqttInstallationResponse carries it too.
+            o.set("installationRegistrationID", string: i.installationID)
+        }
         if kind == .mqtt, let topic = i.target {
             o.set("mqttTopic", string: topic)
             // Where and as whom the app reads its notifications: a broker
             // client allowed only to subscribe to this topic.
             if let creds = hub.pushCredentials(i) {
                 let b = hub.advertisedBroker
-                let ep = Reply.object([("host", b.host), ("username", creds.username), ("password", creds.password),
-                                       ("clientID", creds.username), ("mqttTopic", topic)])
+                let ep = Reply.object([
+                    ("host", b.host), ("username", creds.username), ("password", creds.password),
+                    ("clientID", creds.username), ("mqttTopic", topic)
+                ])
                 ep.set("portTCP", JSON.int(b.port))
                 ep.set("portSSL", JSON.int(b.tlsPort))
                 o.set("mqttEndpoint", ep)
@@ -354,13 +387,15 @@ struct API: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
-        return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-            defer { streams.remove(id, streamID) }
-            for await chunk in stream {
-                try await writer.write(chunk)
-            }
-            try await writer.finish(nil)
-        })
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { streams.remove(id, streamID) }
+                for await chunk in stream {
+                    try await writer.write(chunk)
+                }
+                try await writer.finish(nil)
+            })
     }
 
     // MARK: things
@@ -368,15 +403,31 @@ struct API: Sendable {
     func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let body = try await object(request)
-        let vendorThingID = try Body.requiredString(body, "vendorThingID")
+        // Kii's two forms: by vendorThingID (OnboardingWithVendorThingIDByOwner) or,
+        // for a thing that onboarded itself, by its thingID (OnboardingWithThingIDByOwner).
+        let byThingID =
+            request.headers[.contentType]?.contains("OnboardingWithThingIDByOwner") == true
+            || (body["thingID"] != nil && body["vendorThingID"] == nil)
+        let vendorThingID: String
+        if byThingID {
+            let tid = try Body.requiredString(body, "thingID")
+            guard let known = hub.store.thing(id: tid)?.vendorThingID else {
+                throw HubError.notFound("THING_NOT_FOUND", "no thing \(tid) in this app")
+            }
+            vendorThingID = known
+        } else {
+            vendorThingID = try Body.requiredString(body, "vendorThingID")
+        }
         let password = try Body.requiredString(body, "thingPassword")
         let owner = try Body.requiredString(body, "owner")
         let thingType = try Body.optionalString(body, "thingType")
         let firmware = try Body.optionalString(body, "firmwareVersion")
         let interval = try Body.optionalString(body, "dataGroupingInterval")
-        let t = try value(hub.onboardByOwner(user: user, vendorThingID: vendorThingID, password: password, owner: owner,
-                                             thingType: thingType, firmwareVersion: firmware,
-                                             dataGroupingInterval: interval))
+        let t = try value(
+            hub.onboardByOwner(
+                user: user, vendorThingID: vendorThingID, password: password, owner: owner,
+                thingType: thingType, firmwareVersion: firmware,
+                dataGroupingInterval: interval))
         return Reply.json(200, Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)]))
     }
 
@@ -435,31 +486,103 @@ struct API: Sendable {
         let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
         var limit: Int?
         if let s = request.uri.queryParameters.get("bestEffortLimit") {
-            guard let n = Int(s), n > 0 else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
+            guard let n = Int(s), n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)")
+            }
             limit = n
         }
         let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
-        let (groups, next) = try value(hub.stateHistory(user: user, thingID: tid, from: from, to: to, paginationKey: key,
-                                                        limit: limit, maxPage: security.limits.maxHistoryPage))
+        let (groups, next) = try value(
+            hub.stateHistory(
+                user: user, thingID: tid, from: from, to: to, paginationKey: key,
+                limit: limit, maxPage: security.limits.maxHistoryPage))
+        let o = JSON.object()
+        o.set("groupedResults", Self.groupedJSON(groups, alias: nil))
+        if let next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+    /// History groups as Kii answers them: [{"range":{"from","to"},"objects":[{…state,"_created"}]}].
+    /// With an alias, each object is the state of that trait alias, and samples without it are left out.
+    static func groupedJSON(_ groups: [StateGroup], alias: String?) -> JSON {
         let results = JSON.array()
         for g in groups {
             let range = JSON.object()
             range.set("from", .int(Int(g.from)))
             range.set("to", .int(Int(g.to)))
-            let objects = JSON.array()
-            for s in g.samples {
-                let o: JSON
-                if case .success(let p) = JSON.parse(s.state), p.isObject { o = p } else { o = JSON.object() }
-                o.set("_created", .int(Int(s.at)))
-                objects.append(o)
-            }
             let group = JSON.object()
             group.set("range", range)
-            group.set("objects", objects)
+            group.set("objects", objectsJSON(g.samples, alias: alias))
             results.append(group)
         }
+        return results
+    }
+
+    static func objectsJSON(_ samples: [StateSample], alias: String?) -> JSON {
+        let objects = JSON.array()
+        for s in samples {
+            guard case .success(let p) = JSON.parse(s.state), p.isObject else { continue }
+            let o: JSON
+            if let alias {
+                guard let a = p[alias], a.isObject, let copy = a.deepCopy() else { continue }
+                o = copy
+            } else {
+                o = p
+            }
+            o.set("_created", .int(Int(s.at)))
+            objects.append(o)
+        }
+        return objects
+    }
+
+    /// Kii's state query: POST …/states/query, and …/states/aliases/{alias}/query for a
+    /// trait alias. {"query":{"clause":{"type":"all"|"withinTimeRange","lowerLimit","upperLimit"},
+    /// "grouped"?},"bestEffortLimit"?,"paginationKey"?}: {"results":[…]} or, grouped,
+    /// {"groupedResults":[…]}; objects carry "_created".
+    func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let alias = context.parameters.get("alias").map { String($0) }
+        let body = try await object(request)
+        guard let query = body["query"], query.isObject, let clause = query["clause"], clause.isObject,
+            let type = clause["type"]?.stringValue
+        else { throw HubError.invalid("\"query\" must be {\"clause\":{\"type\":…}}") }
+        var from: Int64 = 0
+        var to = Platform.epochMs() + 1
+        switch type {
+        case "all": break
+        case "withinTimeRange":
+            guard let lo = clause["lowerLimit"]?.intValue, let hi = clause["upperLimit"]?.intValue, lo >= 0, lo < hi
+            else {
+                throw HubError.invalid("withinTimeRange needs integer lowerLimit < upperLimit (milliseconds)")
+            }
+            from = Int64(lo)
+            to = Int64(hi) + 1
+        default:
+            throw HubError.invalid("clause type \(type) is not supported: all or withinTimeRange")
+        }
+        let grouped = query["grouped"]?.boolValue ?? false
+        if grouped && type != "withinTimeRange" {
+            throw HubError.invalid("a grouped query needs a withinTimeRange clause")
+        }
+        var limit: Int?
+        if let v = body["bestEffortLimit"], !v.isNull {
+            guard let n = v.intValue, n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer")
+            }
+            limit = n
+        }
+        let key = body["paginationKey"]?.stringValue
+        let (groups, next) = try value(
+            hub.stateHistory(
+                user: user, thingID: tid, from: from, to: to, paginationKey: key, limit: limit,
+                maxPage: security.limits.maxHistoryPage))
         let o = JSON.object()
-        o.set("groupedResults", results)
+        if grouped {
+            o.set("groupedResults", Self.groupedJSON(groups, alias: alias))
+        } else {
+            o.set("results", Self.objectsJSON(groups.flatMap { $0.samples }, alias: alias))
+        }
         if let next { o.set("nextPaginationKey", string: next) }
         return Reply.json(200, o)
     }
@@ -477,11 +600,37 @@ struct API: Sendable {
     func listTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid = try thingID(context)
+        // Kii's paging: bestEffortLimit (at most 100 here) and the opaque
+        // paginationKey of the previous page (an offset).
+        var limit = 100
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s), n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)")
+            }
+            limit = min(n, 100)
+        }
+        var offset = 0
+        if let s = request.uri.queryParameters.get("paginationKey") {
+            guard let n = Int(s), n >= 0 else { throw HubError.invalid("paginationKey \(s) is not one this hub gave") }
+            offset = n
+        }
+        let all = try value(hub.listTriggers(user: user, thingID: tid))
+        let page = all.dropFirst(offset).prefix(limit)
         let list = JSON.array()
-        for t in try value(hub.listTriggers(user: user, thingID: tid)) { list.append(hub.triggerJSON(t)) }
+        for t in page { list.append(hub.triggerJSON(t)) }
         let o = JSON.object()
         o.set("triggers", list)
+        if offset + page.count < all.count { o.set("nextPaginationKey", string: String(offset + page.count)) }
         return Reply.json(200, o)
+    }
+
+    func patchTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        let id = try param(context, "triggerID")
+        let body = try await object(request)
+        return Reply.json(
+            200, hub.triggerJSON(try value(hub.patchTrigger(user: user, thingID: tid, triggerID: id, body: body))))
     }
 
     func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -549,13 +698,21 @@ struct API: Sendable {
         return Reply.noContent()
     }
 
+    func automationStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context)
+        return Reply.json(200, try value(hub.automationStatus(user: user, thingID: tid)))
+    }
+
     func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid = try thingID(context)
         return Reply.json(200, Self.list("timerTriggers", try value(hub.listTimerTriggers(user: user, thingID: tid))))
     }
 
-    func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
+    func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws
+        -> Response
+    {
         let user = try user(request, context)
         let tid = try thingID(context)
         let name = try param(context, "name")

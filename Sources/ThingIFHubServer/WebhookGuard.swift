@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where webhooks may go: only to public addresses, unless the operator's
@@ -22,7 +22,8 @@ public struct WebhookGuard: Sendable, Equatable {
     /// The URL's host (without brackets), lowercased, and port.
     static func hostAndPort(_ url: URL) -> (host: String, port: Int)? {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              var host = url.host?.lowercased(), !host.isEmpty else { return nil }
+            var host = url.host?.lowercased(), !host.isEmpty
+        else { return nil }
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         return (host, url.port ?? (scheme == "https" ? 443 : 80))
     }

@@ -21,9 +21,12 @@ enum Actions {
                 let key = String(word[..<eq])
                 let raw = String(word[word.index(after: eq)...])
                 guard !actions.isEmpty else {
-                    throw ActionParseError(message: "'\(word)' comes before any action: name the action first (e.g. turnPower \(word))")
+                    throw ActionParseError(
+                        message: "'\(word)' comes before any action: name the action first (e.g. turnPower \(word))")
                 }
-                guard !key.isEmpty else { throw ActionParseError(message: "'\(word)' has no parameter name before '='") }
+                guard !key.isEmpty else {
+                    throw ActionParseError(message: "'\(word)' has no parameter name before '='")
+                }
                 let name = actions[actions.count - 1].0
                 if actions[actions.count - 1].1.contains(where: { $0.0 == key }) {
                     throw ActionParseError(message: "parameter '\(key)' is given twice for action \(name)")
@@ -31,7 +34,8 @@ enum Actions {
                 actions[actions.count - 1].1.append((key, value(raw)))
             } else {
                 guard !word.isEmpty else { throw ActionParseError(message: "an empty word is not an action name") }
-                guard !word.hasPrefix("-"), !word.contains(where: { $0 == " " || $0 == "{" || $0 == "[" || $0 == "\"" }) else {
+                guard !word.hasPrefix("-"), !word.contains(where: { $0 == " " || $0 == "{" || $0 == "[" || $0 == "\"" })
+                else {
                     throw ActionParseError(message: "'\(word)' is not an action name (use key=value for parameters)")
                 }
                 actions.append((word, []))
@@ -54,11 +58,13 @@ enum Actions {
             throw ActionParseError(message: "--raw is not valid JSON: \(error)")
         }
         guard let items = v.arrayValue, !items.isEmpty else {
-            throw ActionParseError(message: #"--raw must be a non-empty JSON array of actions, e.g. [{"turnPower":{"power":true}}]"#)
+            throw ActionParseError(
+                message: #"--raw must be a non-empty JSON array of actions, e.g. [{"turnPower":{"power":true}}]"#)
         }
         for (i, item) in items.enumerated() {
             guard let members = item.objectValue, members.count == 1 else {
-                throw ActionParseError(message: "--raw: action \(i + 1) must be an object with one member, {\"actionName\": {…}}")
+                throw ActionParseError(
+                    message: "--raw: action \(i + 1) must be an object with one member, {\"actionName\": {…}}")
             }
         }
         return v

@@ -1,4 +1,5 @@
 import Foundation
+import ThingIF
 
 // The parts of `thingif actionset`, `thingif timer` and `thingif trigger`
 // that need no hub: condition expressions, times, recurrences and the
@@ -42,12 +43,16 @@ enum Condition {
         }
         switch type {
         case "eq":
-            guard v["field"]?.stringValue != nil, v["value"] != nil else { throw err(#"an eq condition needs "field" and "value": \#(v.text)"#) }
+            guard v["field"]?.stringValue != nil, v["value"] != nil else {
+                throw err(#"an eq condition needs "field" and "value": \#(v.text)"#)
+            }
         case "not":
             guard let c = v["clause"] else { throw err(#"a not condition needs "clause": \#(v.text)"#) }
             try check(c)
         case "and", "or":
-            guard let cs = v["clauses"]?.arrayValue, !cs.isEmpty else { throw err(#"an \#(type) condition needs a non-empty "clauses" array: \#(v.text)"#) }
+            guard let cs = v["clauses"]?.arrayValue, !cs.isEmpty else {
+                throw err(#"an \#(type) condition needs a non-empty "clauses" array: \#(v.text)"#)
+            }
             for c in cs { try check(c) }
         case "range":
             guard v["field"]?.stringValue != nil, v["upperLimit"] != nil || v["lowerLimit"] != nil else {
@@ -76,8 +81,12 @@ enum Condition {
             return "!(\(text(c, inside: nil)))"
         case "range":
             var parts: [String] = []
-            if let l = v["lowerLimit"] { parts.append("\(field)\(v["lowerIncluded"]?.boolValue == true ? ">=" : ">")\(l.text)") }
-            if let u = v["upperLimit"] { parts.append("\(field)\(v["upperIncluded"]?.boolValue == true ? "<=" : "<")\(u.text)") }
+            if let l = v["lowerLimit"] {
+                parts.append("\(field)\(v["lowerIncluded"]?.boolValue == true ? ">=" : ">")\(l.text)")
+            }
+            if let u = v["upperLimit"] {
+                parts.append("\(field)\(v["upperIncluded"]?.boolValue == true ? "<=" : "<")\(u.text)")
+            }
             let s = parts.joined(separator: "&&")
             return parts.count > 1 && inside == "or" ? "(\(s))" : s
         case "and", "or":
@@ -140,8 +149,10 @@ enum Condition {
             while i < chars.count, chars[i].isLetter || chars[i].isNumber || "_.-$:@".contains(chars[i]) { i += 1 }
             let field = String(chars[start..<i])
             guard !field.isEmpty else {
-                throw err(atEnd ? "the condition ends where a field was expected (e.g. power=true)"
-                                : "a field name was expected at '\(String(chars[i...]))'")
+                throw err(
+                    atEnd
+                        ? "the condition ends where a field was expected (e.g. power=true)"
+                        : "a field name was expected at '\(String(chars[i...]))'")
             }
             skipSpace()
             var op = ""
@@ -160,7 +171,7 @@ enum Condition {
                 return .object([
                     ("type", .string("range")), ("field", .string(field)),
                     (upper ? "upperLimit" : "lowerLimit", value),
-                    (upper ? "upperIncluded" : "lowerIncluded", .bool(op.hasSuffix("="))),
+                    (upper ? "upperIncluded" : "lowerIncluded", .bool(op.hasSuffix("=")))
                 ])
             }
         }
@@ -178,7 +189,11 @@ enum Condition {
                 return String(chars[start..<i])
             }
             while i < chars.count, !chars[i].isWhitespace, chars[i] != ")" {
-                if i + 1 < chars.count, (chars[i] == "&" && chars[i + 1] == "&") || (chars[i] == "|" && chars[i + 1] == "|") { break }
+                if i + 1 < chars.count,
+                    (chars[i] == "&" && chars[i + 1] == "&") || (chars[i] == "|" && chars[i + 1] == "|")
+                {
+                    break
+                }
                 i += 1
             }
             guard i > start else { throw err("a value is missing after the comparison") }
@@ -200,8 +215,9 @@ enum Schedule {
             return ms
         }
         if s.hasPrefix("+") {
-            let seconds = try duration(String(s.dropFirst()), units: ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800],
-                                       what: "'\(text)': a relative time is +N followed by s, m, h, d or w (e.g. +10m)")
+            let seconds = try duration(
+                String(s.dropFirst()), units: ["s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604_800],
+                what: "'\(text)': a relative time is +N followed by s, m, h, d or w (e.g. +10m)")
             return Int64((now.timeIntervalSince1970 * 1000).rounded()) + seconds * 1000
         }
         if let d = iso(s, zone: zone) { return Int64((d.timeIntervalSince1970 * 1000).rounded()) }
@@ -209,7 +225,9 @@ enum Schedule {
     }
 
     private static func iso(_ s: String, zone: TimeZone?) -> Date? {
-        for options: ISO8601DateFormatter.Options in [[.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds]] {
+        for options: ISO8601DateFormatter.Options in [
+            [.withInternetDateTime], [.withInternetDateTime, .withFractionalSeconds]
+        ] {
             let f = ISO8601DateFormatter()
             f.formatOptions = options
             if let d = f.date(from: s) { return d }
@@ -228,7 +246,7 @@ enum Schedule {
     }
 
     static let recurrenceUnits: [Character: (name: String, seconds: Int64)] = [
-        "m": ("minute", 60), "h": ("hour", 3600), "d": ("day", 86400), "w": ("week", 604_800),
+        "m": ("minute", 60), "h": ("hour", 3600), "d": ("day", 86400), "w": ("week", 604_800)
     ]
 
     /// `--every N{m,h,d,w}` as {"unit","count"}; from 5 minutes to 5 weeks.
@@ -237,9 +255,13 @@ enum Schedule {
         let what = "'\(text)': --every is N followed by m, h, d or w (e.g. 30m, 1h, 1d, 2w)"
         guard let last = s.last, let unit = recurrenceUnits[last] else { throw err(what) }
         let digits = s.dropLast()
-        guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), let count = Int64(digits), count > 0 else { throw err(what) }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), let count = Int64(digits), count > 0 else {
+            throw err(what)
+        }
         let total = count.multipliedReportingOverflow(by: unit.seconds)
-        guard !total.overflow, total.partialValue >= 300, total.partialValue <= 5 * 604_800 else {
+        guard !total.overflow, total.partialValue * 1000 >= AutomationLimits.minRecurrenceMs,
+            total.partialValue * 1000 <= AutomationLimits.maxRecurrenceMs
+        else {
             throw err("'\(text)': a recurrence must be at least 5 minutes and at most 5 weeks")
         }
         return .object([("unit", .string(unit.name)), ("count", .number(String(count)))])
@@ -248,7 +270,9 @@ enum Schedule {
     /// A recurrence back as the --every text (`30m`), for the tables.
     static func recurrenceText(_ v: JSONValue?) -> String {
         guard let v, let unit = v["unit"]?.stringValue, let count = v["count"]?.intValue else { return "-" }
-        guard let letter = recurrenceUnits.first(where: { $0.value.name == unit })?.key else { return "\(count) \(unit)" }
+        guard let letter = recurrenceUnits.first(where: { $0.value.name == unit })?.key else {
+            return "\(count) \(unit)"
+        }
         return "\(count)\(letter)"
     }
 
@@ -263,7 +287,7 @@ enum Schedule {
 
     /// A time zone name as the hub takes it (Area/City, or UTC).
     static func timeZone(_ name: String) throws -> TimeZone {
-        guard !name.isEmpty, let zone = TimeZone(identifier: name) else {
+        guard AutomationCodec.checkTimeZone(name) == nil, let zone = TimeZone(identifier: name) else {
             throw err("'\(name)' is not a time zone: give an IANA name such as Europe/Berlin or UTC")
         }
         return zone
@@ -274,7 +298,9 @@ enum Schedule {
     static func cron(_ text: String) throws -> String {
         let fields = text.split(whereSeparator: \.isWhitespace)
         guard fields.count == 5 else {
-            throw err("'\(text)': --cron takes five fields, \"minute hour day-of-month month day-of-week\" (e.g. \"0 8 * * 1-5\")")
+            throw err(
+                "'\(text)': --cron takes five fields, \"minute hour day-of-month month day-of-week\" (e.g. \"0 8 * * 1-5\")"
+            )
         }
         for f in fields where !f.allSatisfy({ $0.isASCIIDigit || $0.isLetter || "*,-/?".contains($0) }) {
             throw err("'\(f)' is not a cron field (digits, names, *, ',', '-' and '/')")
@@ -297,13 +323,14 @@ enum Automation {
     /// Actions in Thing-IF's form (`[{"turnPower":{"power":true}}]`) as an
     /// action set's list: `[{"schema","schemaVersion","action","params"}]`.
     static func actionSetActions(_ actions: JSONValue, schema: String, schemaVersion: Int) -> JSONValue {
-        .array((actions.arrayValue ?? []).compactMap { item in
-            guard let (name, params) = item.objectValue?.first else { return nil }
-            return .object([
-                ("schema", .string(schema)), ("schemaVersion", .number(String(schemaVersion))),
-                ("action", .string(name)), ("params", params),
-            ])
-        })
+        .array(
+            (actions.arrayValue ?? []).compactMap { item in
+                guard let (name, params) = item.objectValue?.first else { return nil }
+                return .object([
+                    ("schema", .string(schema)), ("schemaVersion", .number(String(schemaVersion))),
+                    ("action", .string(name)), ("params", params)
+                ])
+            })
     }
 
     /// `--raw` for an action set: the action set's own list
@@ -313,16 +340,21 @@ enum Automation {
         let v: JSONValue
         do { v = try JSONValue.parse(raw) } catch { throw Condition.err("--raw is not valid JSON: \(error)") }
         guard let items = v.arrayValue, !items.isEmpty else {
-            throw Condition.err(#"--raw must be a non-empty JSON array, e.g. '[{"turnPower":{"power":true}}]' or '[{"action":"turnPower","params":{"power":true}}]'"#)
+            throw Condition.err(
+                #"--raw must be a non-empty JSON array, e.g. '[{"turnPower":{"power":true}}]' or '[{"action":"turnPower","params":{"power":true}}]'"#
+            )
         }
         if items.allSatisfy({ $0["action"]?.stringValue != nil }) {
-            return .array(items.map { item in
-                var members = item.objectValue ?? []
-                if item["schema"] == nil { members.insert(("schema", .string(schema)), at: 0) }
-                if item["schemaVersion"] == nil { members.insert(("schemaVersion", .number(String(schemaVersion))), at: 1) }
-                if item["params"] == nil { members.append(("params", .object([]))) }
-                return .object(members)
-            })
+            return .array(
+                items.map { item in
+                    var members = item.objectValue ?? []
+                    if item["schema"] == nil { members.insert(("schema", .string(schema)), at: 0) }
+                    if item["schemaVersion"] == nil {
+                        members.insert(("schemaVersion", .number(String(schemaVersion))), at: 1)
+                    }
+                    if item["params"] == nil { members.append(("params", .object([]))) }
+                    return .object(members)
+                })
         }
         return actionSetActions(try Actions.parse(raw: raw), schema: schema, schemaVersion: schemaVersion)
     }
@@ -341,7 +373,33 @@ enum Automation {
         }.joined(separator: ", ")
     }
 
-    static func timerBody(fireDate: Int64, recurrence: JSONValue?, timeZone: String, actionSets: [String]) -> JSONValue {
+    /// Checks an action set as the hub and the thing will (AutomationCodec).
+    static func checkActionSet(name: String, actions: JSONValue) throws {
+        guard case .success(let list) = JSON.parse(Array(actions.text.utf8)) else {
+            throw AutomationParseError(message: "unreadable actions")
+        }
+        let j = JSON.object()
+        j.set("name", string: name)
+        j.set("actions", list)
+        if case .failure(let m) = AutomationCodec.decodeSet(j) { throw AutomationParseError(message: m.description) }
+    }
+
+    /// Checks a timer's body as the hub and the thing will (AutomationCodec),
+    /// but for the action set names, which only the hub knows.
+    static func checkTimer(name: String, body: JSONValue) throws {
+        guard case .success(let j) = JSON.parse(Array(body.text.utf8)) else {
+            throw AutomationParseError(message: "unreadable body")
+        }
+        j.set("name", string: name)
+        switch AutomationCodec.decodeTrigger(j) {
+        case .failure(let m): throw AutomationParseError(message: m.description)
+        case .success(let t):
+            if let p = AutomationCodec.check(t, knownSets: { _ in true }) { throw AutomationParseError(message: p) }
+        }
+    }
+
+    static func timerBody(fireDate: Int64, recurrence: JSONValue?, timeZone: String, actionSets: [String]) -> JSONValue
+    {
         var body: [(String, JSONValue)] = [("fireDate", .number(String(fireDate)))]
         if let recurrence { body.append(("recurrence", recurrence)) }
         body.append(("timeZone", .string(timeZone)))
@@ -366,14 +424,19 @@ enum Automation {
         }
     }
 
-    static func triggerBody(predicate: Predicate, schema: String, schemaVersion: Int, actions: JSONValue,
-                            userID: String) -> JSONValue {
+    static func triggerBody(
+        predicate: Predicate, schema: String, schemaVersion: Int, actions: JSONValue,
+        userID: String
+    ) -> JSONValue {
         .object([
             ("predicate", predicate.json),
-            ("command", .object([
-                ("schema", .string(schema)), ("schemaVersion", .number(String(schemaVersion))),
-                ("actions", actions), ("issuer", .string("user:" + userID)),
-            ])),
+            (
+                "command",
+                .object([
+                    ("schema", .string(schema)), ("schemaVersion", .number(String(schemaVersion))),
+                    ("actions", actions), ("issuer", .string("user:" + userID))
+                ])
+            )
         ])
     }
 
@@ -413,9 +476,11 @@ enum Automation {
         var rows = [["NAME", "ENABLED", "FIRE DATE", "EVERY", "TIME ZONE", "ACTION SETS"]]
         for t in timers {
             let sets = (t["actionSets"]?.arrayValue ?? []).map { $0.stringValue ?? $0.text }
-            rows.append([t["name"]?.stringValue ?? "-", yesNo(enabled(t)), Format.time(t["fireDate"]?.intValue),
-                         Schedule.recurrenceText(t["recurrence"]), t["timeZone"]?.stringValue ?? "-",
-                         sets.isEmpty ? "-" : sets.joined(separator: ", ")])
+            rows.append([
+                t["name"]?.stringValue ?? "-", yesNo(enabled(t)), Format.time(t["fireDate"]?.intValue),
+                Schedule.recurrenceText(t["recurrence"]), t["timeZone"]?.stringValue ?? "-",
+                sets.isEmpty ? "-" : sets.joined(separator: ", ")
+            ])
         }
         return Format.table(rows)
     }
@@ -423,8 +488,10 @@ enum Automation {
     static func triggerList(_ triggers: [JSONValue]) -> String {
         var rows = [["TRIGGER ID", "ENABLED", "PREDICATE", "COMMAND"]]
         for t in triggers {
-            rows.append([t["triggerID"]?.stringValue ?? "-", yesNo(enabled(t)), predicateSummary(t["predicate"]),
-                         Actions.summary(t["command"]?["actions"])])
+            rows.append([
+                t["triggerID"]?.stringValue ?? "-", yesNo(enabled(t)), predicateSummary(t["predicate"]),
+                Actions.summary(t["command"]?["actions"])
+            ])
         }
         return Format.table(rows)
     }

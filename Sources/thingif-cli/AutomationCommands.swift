@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import ThingIF
 
 // `thingif actionset`, `thingif timer` and `thingif trigger`: a thing's
 // action sets and timer triggers (run on the device) and the hub's server
@@ -32,7 +33,8 @@ func actionWords(_ words: [String], raw: String?) throws -> JSONValue {
 
 struct ActionSetGroup: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "actionset", abstract: "A thing's action sets: named lists of actions the thing runs (e.g. from its timers).",
+        commandName: "actionset",
+        abstract: "A thing's action sets: named lists of actions the thing runs (e.g. from its timers).",
         subcommands: [Put.self, List.self, Delete.self])
 
     static func path(_ client: HubClient, _ thingID: String, _ name: String? = nil) -> String {
@@ -61,23 +63,32 @@ struct ActionSetGroup: ParsableCommand {
 
         func actions() throws -> JSONValue {
             if let raw, words.isEmpty {
-                return try usage { try Automation.actionSetActions(raw: raw, schema: schema, schemaVersion: schemaVersion) }
+                return try usage {
+                    try Automation.actionSetActions(raw: raw, schema: schema, schemaVersion: schemaVersion)
+                }
             }
-            return Automation.actionSetActions(try actionWords(words, raw: raw), schema: schema, schemaVersion: schemaVersion)
+            return Automation.actionSetActions(
+                try actionWords(words, raw: raw), schema: schema, schemaVersion: schemaVersion)
         }
 
         func validate() throws {
-            if name.isEmpty { throw ValidationError("the action set's name is empty") }
-            _ = try actions()
+            if let p = AutomationCodec.checkName(name, "the action set's") { throw ValidationError(p) }
+            let list = try actions()
+            try usage { try Automation.checkActionSet(name: name, actions: list) }
         }
 
         func run() throws {
             try guarded {
                 let ctx = try Context(global)
                 let client = try ctx.userClient()
-                let answer = try client.call("PUT", ActionSetGroup.path(client, thingID, name),
-                                             body: Automation.actionSetBody(actions: try actions()))
-                if ctx.json { print(answer == .null ? "{}" : answer.pretty) } else { print("action set \(name) saved for \(thingID)") }
+                let answer = try client.call(
+                    "PUT", ActionSetGroup.path(client, thingID, name),
+                    body: Automation.actionSetBody(actions: try actions()))
+                if ctx.json {
+                    print(answer == .null ? "{}" : answer.pretty)
+                } else {
+                    print("action set \(name) saved for \(thingID)")
+                }
             }
         }
     }
@@ -144,26 +155,36 @@ struct TimerGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
         @Argument(help: "The timer's name (unique per thing).") var name: String
         @Option(help: ArgumentHelp("When it first fires (in the future).", valueName: "time")) var at: String
-        @Option(name: .customLong("time-zone"), help: ArgumentHelp("Its time zone, e.g. Europe/Berlin.", valueName: "Area/City"))
+        @Option(
+            name: .customLong("time-zone"),
+            help: ArgumentHelp("Its time zone, e.g. Europe/Berlin.", valueName: "Area/City"))
         var timeZone: String
-        @Option(name: .customLong("action-set"), help: ArgumentHelp("An action set to run (repeat for several, run in order).", valueName: "name"))
+        @Option(
+            name: .customLong("action-set"),
+            help: ArgumentHelp("An action set to run (repeat for several, run in order).", valueName: "name"))
         var actionSets: [String] = []
-        @Option(help: ArgumentHelp("Repeat every N minutes, hours, days or weeks (e.g. 30m, 1d, 2w).", valueName: "N{m,h,d,w}"))
+        @Option(
+            help: ArgumentHelp(
+                "Repeat every N minutes, hours, days or weeks (e.g. 30m, 1d, 2w).", valueName: "N{m,h,d,w}"))
         var every: String?
 
         func body(now: Date = Date()) throws -> JSONValue {
             try usage {
                 let zone = try Schedule.timeZone(timeZone)
-                guard !actionSets.isEmpty else { throw ActionParseError(message: "give at least one --action-set NAME") }
-                return Automation.timerBody(fireDate: try Schedule.time(at, now: now, zone: zone),
-                                            recurrence: try every.map(Schedule.recurrence),
-                                            timeZone: timeZone, actionSets: actionSets)
+                guard !actionSets.isEmpty else {
+                    throw ActionParseError(message: "give at least one --action-set NAME")
+                }
+                return Automation.timerBody(
+                    fireDate: try Schedule.time(at, now: now, zone: zone),
+                    recurrence: try every.map(Schedule.recurrence),
+                    timeZone: timeZone, actionSets: actionSets)
             }
         }
 
         func validate() throws {
-            if name.isEmpty { throw ValidationError("the timer's name is empty") }
-            _ = try body()
+            if let p = AutomationCodec.checkName(name, "the timer's") { throw ValidationError(p) }
+            let b = try body()
+            try usage { try Automation.checkTimer(name: name, body: b) }
         }
 
         func run() throws {
@@ -173,9 +194,10 @@ struct TimerGroup: ParsableCommand {
                 let body = try body()
                 let answer = try client.call("PUT", TimerGroup.path(client, thingID, name), body: body)
                 if ctx.json { print(answer == .null ? "{}" : answer.pretty); return }
-                print("timer \(name) saved for \(thingID): first at \(Format.time(body["fireDate"]?.intValue))"
-                      + (body["recurrence"].map { ", every \(Schedule.recurrenceText($0))" } ?? "")
-                      + "; disabled until `thingif timer enable \(thingID) \(name)`")
+                print(
+                    "timer \(name) saved for \(thingID): first at \(Format.time(body["fireDate"]?.intValue))"
+                        + (body["recurrence"].map { ", every \(Schedule.recurrenceText($0))" } ?? "")
+                        + "; disabled until `thingif timer enable \(thingID) \(name)`")
             }
         }
     }
@@ -231,7 +253,8 @@ struct TimerGroup: ParsableCommand {
 
 struct TriggerGroup: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "trigger", abstract: "The hub's server triggers: a command issued when the state matches, or on a schedule.",
+        commandName: "trigger",
+        abstract: "The hub's server triggers: a command issued when the state matches, or on a schedule.",
         subcommands: [Create.self, List.self, Enable.self, Disable.self, Delete.self])
 
     static func path(_ client: HubClient, _ thingID: String, _ id: String? = nil) -> String {
@@ -240,7 +263,8 @@ struct TriggerGroup: ParsableCommand {
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Create a trigger: a predicate and the command it issues (ACTION [key=value …] …, or --raw JSON).",
+            abstract:
+                "Create a trigger: a predicate and the command it issues (ACTION [key=value …] …, or --raw JSON).",
             discussion: """
                 Exactly one of --when-state CONDITION, --condition-json JSON, --cron "m h dom mon dow" or --once TIME. \
                 A CONDITION is power=true, temp>25, temp>=16&&temp<=30, !(power=true), a=1||b=2 (&& binds tighter \
@@ -254,13 +278,18 @@ struct TriggerGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
         @Argument(help: ArgumentHelp("The command's actions and their parameters.", valueName: "action-or-key=value"))
         var words: [String] = []
-        @Option(name: .customLong("when-state"), help: ArgumentHelp("Fire on the thing's state.", valueName: "condition"))
+        @Option(
+            name: .customLong("when-state"), help: ArgumentHelp("Fire on the thing's state.", valueName: "condition"))
         var whenState: String?
-        @Option(name: .customLong("condition-json"), help: ArgumentHelp("The state condition as Thing-IF JSON.", valueName: "json"))
+        @Option(
+            name: .customLong("condition-json"),
+            help: ArgumentHelp("The state condition as Thing-IF JSON.", valueName: "json"))
         var conditionJSON: String?
-        @Option(name: .customLong("triggers-when"), help: ArgumentHelp("When a state condition fires.", valueName: "mode"))
+        @Option(
+            name: .customLong("triggers-when"), help: ArgumentHelp("When a state condition fires.", valueName: "mode"))
         var triggersWhen = "CONDITION_FALSE_TO_TRUE"
-        @Option(help: ArgumentHelp("Fire on a cron schedule (five fields).", valueName: "m h dom mon dow")) var cron: String?
+        @Option(help: ArgumentHelp("Fire on a cron schedule (five fields).", valueName: "m h dom mon dow")) var cron:
+            String?
         @Option(help: ArgumentHelp("Fire once at this time.", valueName: "time")) var once: String?
         @Option(help: ArgumentHelp("The command's actions as a JSON array.", valueName: "json")) var raw: String?
         @Option(help: "The schema name.") var schema = "AirConditioner-Demo"
@@ -269,16 +298,20 @@ struct TriggerGroup: ParsableCommand {
         func predicate(now: Date = Date()) throws -> Automation.Predicate {
             let given = [whenState, conditionJSON, cron, once].compactMap { $0 }
             guard given.count == 1 else {
-                throw ValidationError(given.isEmpty
-                    ? "give the predicate: --when-state CONDITION, --condition-json JSON, --cron \"m h dom mon dow\" or --once TIME"
-                    : "give only one of --when-state, --condition-json, --cron and --once")
+                throw ValidationError(
+                    given.isEmpty
+                        ? "give the predicate: --when-state CONDITION, --condition-json JSON, --cron \"m h dom mon dow\" or --once TIME"
+                        : "give only one of --when-state, --condition-json, --cron and --once")
             }
             return try usage {
                 if whenState != nil || conditionJSON != nil {
                     guard Automation.triggersWhenModes.contains(triggersWhen) else {
-                        throw ActionParseError(message: "--triggers-when is one of \(Automation.triggersWhenModes.joined(separator: ", "))")
+                        throw ActionParseError(
+                            message: "--triggers-when is one of \(Automation.triggersWhenModes.joined(separator: ", "))"
+                        )
                     }
-                    let c = whenState != nil ? try Condition.parse(whenState!) : try Condition.parse(json: conditionJSON!)
+                    let c =
+                        whenState != nil ? try Condition.parse(whenState!) : try Condition.parse(json: conditionJSON!)
                     return .states(condition: c, triggersWhen: triggersWhen)
                 }
                 if let cron { return .schedule(cron: try Schedule.cron(cron)) }
@@ -295,13 +328,16 @@ struct TriggerGroup: ParsableCommand {
             try guarded {
                 let ctx = try Context(global)
                 let client = try ctx.userClient()
-                let body = Automation.triggerBody(predicate: try predicate(), schema: schema, schemaVersion: schemaVersion,
-                                                  actions: try actionWords(words, raw: raw), userID: try ctx.requireUserID())
+                let body = Automation.triggerBody(
+                    predicate: try predicate(), schema: schema, schemaVersion: schemaVersion,
+                    actions: try actionWords(words, raw: raw), userID: try ctx.requireUserID())
                 let answer = try client.call("POST", TriggerGroup.path(client, thingID), body: body)
                 guard let id = answer["triggerID"]?.stringValue else {
                     throw HubClientError(description: "the hub's answer lacks triggerID: \(answer.text)")
                 }
-                if ctx.json { print(answer.pretty) } else {
+                if ctx.json {
+                    print(answer.pretty)
+                } else {
                     print("trigger \(id) created for \(thingID): \(Automation.predicateSummary(body["predicate"]))")
                 }
             }
@@ -321,8 +357,9 @@ struct TriggerGroup: ParsableCommand {
                 var triggers: [JSONValue] = []
                 var key: String?
                 repeat {
-                    let page = try client.call("GET", TriggerGroup.path(client, thingID),
-                                               query: key.map { [("paginationKey", $0)] } ?? [])
+                    let page = try client.call(
+                        "GET", TriggerGroup.path(client, thingID),
+                        query: key.map { [("paginationKey", $0)] } ?? [])
                     let items = try list(page, "triggers")
                     triggers += items
                     key = page["nextPaginationKey"]?.stringValue
@@ -364,8 +401,10 @@ struct TriggerGroup: ParsableCommand {
 }
 
 /// enable / disable (PUT …/{id}/{verb}) or delete (DELETE …/{id}) a timer or trigger.
-private func changeResource(_ global: GlobalOptions, _ thingID: String, _ id: String, _ verb: String, noun: String,
-                            path: (HubClient, String, String?) -> String) throws {
+private func changeResource(
+    _ global: GlobalOptions, _ thingID: String, _ id: String, _ verb: String, noun: String,
+    path: (HubClient, String, String?) -> String
+) throws {
     try guarded {
         let ctx = try Context(global)
         let client = try ctx.userClient()

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The saved credentials: $THINGIF_CONFIG, else ~/.config/thingif/cli.json,
@@ -43,8 +43,9 @@ struct SavedConfig: Codable, Equatable {
         let dir = (path as NSString).deletingLastPathComponent
         if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
             do {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
+                try FileManager.default.createDirectory(
+                    atPath: dir, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
             } catch { throw Error(description: "cannot create \(dir): \(error)") }
         }
         let encoder = JSONEncoder()

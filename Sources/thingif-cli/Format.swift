@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // How the CLI prints the hub's answers as tables (without --json).
@@ -46,8 +46,9 @@ enum Format {
         guard let items = v?.arrayValue else { return [] }
         return items.compactMap { item in
             guard let (name, body) = item.objectValue?.first else { return nil }
-            return Result(name: name, succeeded: body["succeeded"]?.boolValue ?? false,
-                          errorMessage: body["errorMessage"]?.stringValue, data: body["data"])
+            return Result(
+                name: name, succeeded: body["succeeded"]?.boolValue ?? false,
+                errorMessage: body["errorMessage"]?.stringValue, data: body["data"])
         }
     }
 
@@ -63,7 +64,7 @@ enum Format {
     static func command(_ c: JSONValue) -> String {
         var fields: [[String]] = [
             ["commandID", c["commandID"]?.stringValue ?? "-"],
-            ["state", c["commandState"]?.stringValue ?? "-"],
+            ["state", c["commandState"]?.stringValue ?? "-"]
         ]
         if let t = c["target"]?.stringValue { fields.append(["target", t]) }
         if let i = c["issuer"]?.stringValue { fields.append(["issuer", i]) }
@@ -83,7 +84,9 @@ enum Format {
             let name = action.objectValue?.first?.0 ?? "?"
             let params = action.objectValue?.first.map { Actions.summary(action: .object([$0])) } ?? action.text
             let paramText = params.hasPrefix(name) ? String(params.dropFirst(name.count)).trimmingLeadingSpace : params
-            rows.append(["\(i + 1)", name, paramText.isEmpty ? "-" : paramText, resultText(i < results.count ? results[i] : nil)])
+            rows.append([
+                "\(i + 1)", name, paramText.isEmpty ? "-" : paramText, resultText(i < results.count ? results[i] : nil)
+            ])
         }
         return table(fields) + "\n\n" + table(rows, indent: "  ")
     }
@@ -103,8 +106,10 @@ enum Format {
     static func commandList(_ commands: [JSONValue]) -> String {
         var rows = [["COMMAND ID", "STATE", "CREATED", "ACTIONS", "RESULTS"]]
         for c in commands {
-            rows.append([c["commandID"]?.stringValue ?? "-", c["commandState"]?.stringValue ?? "-",
-                         time(c["createdAt"]?.intValue), Actions.summary(c["actions"]), resultsSummary(c)])
+            rows.append([
+                c["commandID"]?.stringValue ?? "-", c["commandState"]?.stringValue ?? "-",
+                time(c["createdAt"]?.intValue), Actions.summary(c["actions"]), resultsSummary(c)
+            ])
         }
         return table(rows)
     }

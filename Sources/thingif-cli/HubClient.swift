@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An error answer of the hub: the HTTP status and Thing-IF's
@@ -27,7 +27,8 @@ final class HubClient: @unchecked Sendable {
     private let session: URLSession
 
     init(hub: String, appID: String, token: String?, timeout: TimeInterval = 30) throws {
-        guard let url = URL(string: hub), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil else {
+        guard let url = URL(string: hub), let scheme = url.scheme, ["http", "https"].contains(scheme), url.host != nil
+        else {
             throw HubClientError(description: "--hub must be an http:// or https:// URL, not '\(hub)'")
         }
         self.base = url
@@ -58,9 +59,11 @@ final class HubClient: @unchecked Sendable {
         return c.url!
     }
 
-    func request(_ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
-                 contentType: String = "application/json", headers: [String: String] = [:],
-                 authorized: Bool = true) -> URLRequest {
+    func request(
+        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
+        contentType: String = "application/json", headers: [String: String] = [:],
+        authorized: Bool = true
+    ) -> URLRequest {
         var r = URLRequest(url: url(path, query: query))
         r.httpMethod = method
         r.timeoutInterval = timeout
@@ -77,11 +80,14 @@ final class HubClient: @unchecked Sendable {
     /// Sends a request and returns the parsed JSON body (`.null` for an
     /// empty one). A 4xx/5xx answer throws HubHTTPError.
     @discardableResult
-    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
-              contentType: String = "application/json", headers: [String: String] = [:],
-              authorized: Bool = true) throws -> JSONValue {
-        let req = request(method, path, query: query, body: body, contentType: contentType, headers: headers,
-                          authorized: authorized)
+    func call(
+        _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
+        contentType: String = "application/json", headers: [String: String] = [:],
+        authorized: Bool = true
+    ) throws -> JSONValue {
+        let req = request(
+            method, path, query: query, body: body, contentType: contentType, headers: headers,
+            authorized: authorized)
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var answer: (Data?, URLResponse?, Error?) = (nil, nil, nil)
         let task = session.dataTask(with: req) { data, response, error in
@@ -92,7 +98,8 @@ final class HubClient: @unchecked Sendable {
         done.wait()
         let (data, response, error) = answer
         if let error {
-            throw HubClientError(description: "cannot reach the hub at \(base.absoluteString): \(error.localizedDescription)")
+            throw HubClientError(
+                description: "cannot reach the hub at \(base.absoluteString): \(error.localizedDescription)")
         }
         guard let http = response as? HTTPURLResponse else {
             throw HubClientError(description: "no HTTP answer from \(base.absoluteString)")
@@ -100,12 +107,16 @@ final class HubClient: @unchecked Sendable {
         let text = String(decoding: data ?? Data(), as: UTF8.self)
         let json: JSONValue? = text.allSatisfy(\.isWhitespace) ? .null : try? JSONValue.parse(text)
         guard (200..<300).contains(http.statusCode) else {
-            let code = json?["errorCode"]?.stringValue ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode)
+            let code =
+                json?["errorCode"]?.stringValue ?? HTTPURLResponse.localizedString(forStatusCode: http.statusCode)
             let message = json?["message"]?.stringValue ?? (text.isEmpty ? "(no message)" : text)
             throw HubHTTPError(status: http.statusCode, errorCode: code, message: message)
         }
         guard let json else {
-            throw HubClientError(description: "\(method) \(path): the hub answered \(http.statusCode) with a body that is not JSON: \(text.prefix(200))")
+            throw HubClientError(
+                description:
+                    "\(method) \(path): the hub answered \(http.statusCode) with a body that is not JSON: \(text.prefix(200))"
+            )
         }
         return json
     }
@@ -159,8 +170,10 @@ final class EventStream: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         return timedOut
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         status = (response as? HTTPURLResponse)?.statusCode ?? 0
         if (200..<300).contains(status) { onOpen(status) }
         completionHandler(.allow)
@@ -192,7 +205,9 @@ final class EventStream: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 let line = String(decoding: lineBytes, as: UTF8.self)
                 buffer.removeSubrange(...nl)
                 if line.isEmpty {
-                    if !data.isEmpty { events.append(Event(name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"))) }
+                    if !data.isEmpty {
+                        events.append(Event(name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n")))
+                    }
                     name = ""
                     data = []
                     continue

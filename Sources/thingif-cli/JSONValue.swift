@@ -209,7 +209,8 @@ enum JSONValue: Equatable {
         }
 
         mutating func hex4() throws -> UInt32 {
-            guard i + 4 <= bytes.count, let v = UInt32(String(decoding: bytes[i..<i + 4], as: UTF8.self), radix: 16) else {
+            guard i + 4 <= bytes.count, let v = UInt32(String(decoding: bytes[i..<i + 4], as: UTF8.self), radix: 16)
+            else {
                 throw fail("invalid \\u escape")
             }
             i += 4
@@ -217,11 +218,13 @@ enum JSONValue: Equatable {
         }
 
         mutating func string() throws -> String {
-            i += 1 // opening quote
+            i += 1  // opening quote
             var scalars = String.UnicodeScalarView()
             var run = [UInt8]()
             func flush() {
-                if !run.isEmpty { scalars.append(contentsOf: String(decoding: run, as: UTF8.self).unicodeScalars); run.removeAll() }
+                if !run.isEmpty {
+                    scalars.append(contentsOf: String(decoding: run, as: UTF8.self).unicodeScalars); run.removeAll()
+                }
             }
             while true {
                 guard i < bytes.count else { throw fail("unterminated string") }
@@ -245,7 +248,9 @@ enum JSONValue: Equatable {
                 case UInt8(ascii: "t"): scalars.append("\t")
                 case UInt8(ascii: "u"):
                     var v = try hex4()
-                    if (0xD800...0xDBFF).contains(v), i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") {
+                    if (0xD800...0xDBFF).contains(v), i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"),
+                        bytes[i + 1] == UInt8(ascii: "u")
+                    {
                         i += 2
                         let low = try hex4()
                         guard (0xDC00...0xDFFF).contains(low) else { throw fail("invalid surrogate pair") }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // thingif: the app side of a Thing Interaction Framework at a terminal. It
@@ -22,8 +22,10 @@ struct ThingIFCLI: ParsableCommand {
             THINGIF_CONFIG (the saved credentials, default ~/.config/thingif/cli.json).
             Exit status: 0 on success, 1 when the hub refused or could not be reached, 2 on a usage error.
             """,
-        subcommands: [UserGroup.self, Onboard.self, CommandGroup.self, StateGroup.self, Watch.self,
-                      ActionSetGroup.self, TimerGroup.self, TriggerGroup.self]
+        subcommands: [
+            UserGroup.self, Onboard.self, CommandGroup.self, StateGroup.self, Watch.self,
+            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self
+        ]
     )
 
     /// Like ArgumentParser's main, but usage errors exit with status 2.
@@ -45,18 +47,23 @@ struct ThingIFCLI: ParsableCommand {
 // MARK: - options every command takes
 
 struct GlobalOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The hub's URL (env THINGIF_HUB_URL; else the saved one; default http://127.0.0.1:8080).",
-                               valueName: "url"))
+    @Option(
+        help: ArgumentHelp(
+            "The hub's URL (env THINGIF_HUB_URL; else the saved one; default http://127.0.0.1:8080).",
+            valueName: "url"))
     var hub: String?
 
-    @Option(name: .customLong("app-id"), help: ArgumentHelp("The application ID (env THINGIF_APP_ID; default demoApp).", valueName: "id"))
+    @Option(
+        name: .customLong("app-id"),
+        help: ArgumentHelp("The application ID (env THINGIF_APP_ID; default demoApp).", valueName: "id"))
     var appID: String?
 
     @Option(help: ArgumentHelp("A user's access token (env THINGIF_TOKEN; else the saved one).", valueName: "token"))
     var token: String?
 
-    @Option(name: .customLong("user-id"),
-            help: ArgumentHelp("The user the token belongs to (env THINGIF_USER_ID; else the saved one).", valueName: "id"))
+    @Option(
+        name: .customLong("user-id"),
+        help: ArgumentHelp("The user the token belongs to (env THINGIF_USER_ID; else the saved one).", valueName: "id"))
     var userID: String?
 
     @Flag(help: "Print the hub's JSON instead of tables.")
@@ -108,14 +115,17 @@ struct Context {
     /// A client with a user's token; a clear error without one.
     func userClient() throws -> HubClient {
         guard token != nil else {
-            throw HubClientError(description: "no user token for \(hub) (app \(appID)): run `thingif user create` or pass --token")
+            throw HubClientError(
+                description: "no user token for \(hub) (app \(appID)): run `thingif user create` or pass --token")
         }
         return try client()
     }
 
     func requireUserID() throws -> String {
         guard let userID else {
-            throw HubClientError(description: "the user ID is not known: run `thingif user create`/`user login`, or pass --user-id with --token")
+            throw HubClientError(
+                description:
+                    "the user ID is not known: run `thingif user create`/`user login`, or pass --user-id with --token")
         }
         return userID
     }
@@ -172,7 +182,8 @@ struct UserGroup: ParsableCommand {
                 let ctx = try Context(global)
                 var body: [(String, JSONValue)] = []
                 if let login, let password { body = [("loginName", .string(login)), ("password", .string(password))] }
-                let answer = try ctx.client().call("POST", try ctx.client().app + "/users", body: .object(body), authorized: false)
+                let answer = try ctx.client().call(
+                    "POST", try ctx.client().app + "/users", body: .object(body), authorized: false)
                 guard let userID = answer["userID"]?.stringValue, let token = answer["accessToken"]?.stringValue else {
                     throw HubClientError(description: "the hub's answer lacks userID or accessToken: \(answer.text)")
                 }
@@ -197,9 +208,10 @@ struct UserGroup: ParsableCommand {
             try guarded {
                 let ctx = try Context(global)
                 let client = try ctx.client()
-                let answer = try client.call("POST", client.app + "/oauth2/token",
-                                             body: .object([("username", .string(name)), ("password", .string(password))]),
-                                             authorized: false)
+                let answer = try client.call(
+                    "POST", client.app + "/oauth2/token",
+                    body: .object([("username", .string(name)), ("password", .string(password))]),
+                    authorized: false)
                 guard let userID = answer["id"]?.stringValue, let token = answer["access_token"]?.stringValue else {
                     throw HubClientError(description: "the hub's answer lacks id or access_token: \(answer.text)")
                 }
@@ -221,15 +233,20 @@ struct Onboard: ParsableCommand {
     @OptionGroup var global: GlobalOptions
     @Argument(help: "The thing's vendor thing ID (e.g. AC-0001).") var vendorThingID: String
     @Argument(help: "The thing's password.") var password: String
-    @Option(name: .customLong("thing-type"), help: ArgumentHelp("Its thing type (e.g. AirConditioner).", valueName: "type"))
+    @Option(
+        name: .customLong("thing-type"), help: ArgumentHelp("Its thing type (e.g. AirConditioner).", valueName: "type"))
     var thingType: String?
     @Option(name: .customLong("firmware-version"), help: ArgumentHelp("Its firmware version.", valueName: "version"))
     var firmwareVersion: String?
-    @Option(help: ArgumentHelp("The state history's grouping interval: 1_MINUTE, 15_MINUTES, 30_MINUTES, 1_HOUR or 12_HOURS.",
-                               valueName: "interval"))
+    @Option(
+        help: ArgumentHelp(
+            "The state history's grouping interval: 1_MINUTE, 15_MINUTES, 30_MINUTES, 1_HOUR or 12_HOURS.",
+            valueName: "interval"))
     var interval: String?
-    @Option(help: ArgumentHelp("The owner as a typed ID (default user:{your userID}; a group: group:{groupID}).",
-                               valueName: "typed-id"))
+    @Option(
+        help: ArgumentHelp(
+            "The owner as a typed ID (default user:{your userID}; a group: group:{groupID}).",
+            valueName: "typed-id"))
     var owner: String?
 
     static let intervals = ["1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR", "12_HOURS"]
@@ -247,13 +264,14 @@ struct Onboard: ParsableCommand {
             var body: [(String, JSONValue)] = [
                 ("vendorThingID", .string(vendorThingID)),
                 ("thingPassword", .string(password)),
-                ("owner", .string(try owner ?? "user:" + ctx.requireUserID())),
+                ("owner", .string(try owner ?? "user:" + ctx.requireUserID()))
             ]
             if let thingType { body.append(("thingType", .string(thingType))) }
             if let firmwareVersion { body.append(("firmwareVersion", .string(firmwareVersion))) }
             if let interval { body.append(("dataGroupingInterval", .string(interval))) }
-            let answer = try client.call("POST", client.thingIF + "/onboardings", body: .object(body),
-                                         contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            let answer = try client.call(
+                "POST", client.thingIF + "/onboardings", body: .object(body),
+                contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
             if ctx.json { print(answer.pretty); return }
             let thingID = answer["thingID"]?.stringValue ?? "-"
             let token = answer["accessToken"]?.stringValue ?? "-"
@@ -289,17 +307,23 @@ struct CommandGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
         @Argument(help: ArgumentHelp("Actions and their parameters.", valueName: "action-or-key=value"))
         var words: [String] = []
-        @Option(help: ArgumentHelp(#"The actions as a JSON array, e.g. '[{"turnPower":{"power":true}}]'."#, valueName: "json"))
+        @Option(
+            help: ArgumentHelp(
+                #"The actions as a JSON array, e.g. '[{"turnPower":{"power":true}}]'."#, valueName: "json"))
         var raw: String?
         @Option(help: "The schema name.") var schema = "AirConditioner-Demo"
         @Option(name: .customLong("schema-version"), help: "The schema version.") var schemaVersion = 1
         @Option(help: "A title (up to 50 characters).") var title: String?
-        @Option(name: .customLong("description"), help: "A description (up to 200 characters).") var commandDescription: String?
+        @Option(name: .customLong("description"), help: "A description (up to 200 characters).") var commandDescription:
+            String?
         @Option(help: ArgumentHelp("Metadata, a JSON object.", valueName: "json")) var metadata: String?
-        @Option(help: ArgumentHelp("Wait up to this many seconds for the results and print them.", valueName: "seconds"))
+        @Option(
+            help: ArgumentHelp("Wait up to this many seconds for the results and print them.", valueName: "seconds"))
         var wait: Double?
-        @Option(name: .customLong("installation-id"),
-                help: ArgumentHelp("The issuing installation to notify (default: the one `thingif watch` saved).", valueName: "id"))
+        @Option(
+            name: .customLong("installation-id"),
+            help: ArgumentHelp(
+                "The issuing installation to notify (default: the one `thingif watch` saved).", valueName: "id"))
         var installationID: String?
 
         func actions() throws -> JSONValue {
@@ -334,7 +358,7 @@ struct CommandGroup: ParsableCommand {
                     ("schema", .string(schema)),
                     ("schemaVersion", .number(String(schemaVersion))),
                     ("actions", try actions()),
-                    ("issuer", .string("user:" + userID)),
+                    ("issuer", .string("user:" + userID))
                 ]
                 if let title { body.append(("title", .string(title))) }
                 if let commandDescription { body.append(("description", .string(commandDescription))) }
@@ -343,7 +367,8 @@ struct CommandGroup: ParsableCommand {
                 if let inst = installationID ?? (ctx.usesSavedUser ? ctx.saved?.installationID : nil) {
                     headers["X-Thingif-Installation-ID"] = inst
                 }
-                let answer = try client.call("POST", client.target(thingID) + "/commands", body: .object(body), headers: headers)
+                let answer = try client.call(
+                    "POST", client.target(thingID) + "/commands", body: .object(body), headers: headers)
                 guard let commandID = answer["commandID"]?.stringValue else {
                     throw HubClientError(description: "the hub's answer lacks commandID: \(answer.text)")
                 }
@@ -351,16 +376,23 @@ struct CommandGroup: ParsableCommand {
                     if ctx.json { print(answer.pretty) } else { print("command \(commandID) sent to \(thingID)") }
                     return
                 }
-                if !ctx.json { print("command \(commandID) sent to \(thingID); waiting up to \(seconds(wait)) for its results …") }
+                if !ctx.json {
+                    print("command \(commandID) sent to \(thingID); waiting up to \(seconds(wait)) for its results …")
+                }
                 let deadline = Date().addingTimeInterval(wait)
-                var command = try client.call("GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
+                var command = try client.call(
+                    "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
                 while !CommandGroup.finished.contains(command["commandState"]?.stringValue ?? ""), Date() < deadline {
                     Thread.sleep(forTimeInterval: 0.25)
-                    command = try client.call("GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
+                    command = try client.call(
+                        "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
                 }
                 if ctx.json { print(command.pretty) } else { print(Format.command(command)) }
                 guard CommandGroup.finished.contains(command["commandState"]?.stringValue ?? "") else {
-                    throw HubClientError(description: "command \(commandID) has no results after \(seconds(wait)) (state \(command["commandState"]?.stringValue ?? "?"))")
+                    throw HubClientError(
+                        description:
+                            "command \(commandID) has no results after \(seconds(wait)) (state \(command["commandState"]?.stringValue ?? "?"))"
+                    )
                 }
             }
         }
@@ -379,7 +411,8 @@ struct CommandGroup: ParsableCommand {
             try guarded {
                 let ctx = try Context(global)
                 let client = try ctx.userClient()
-                let c = try client.call("GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
+                let c = try client.call(
+                    "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
                 print(ctx.json ? c.pretty : Format.command(c))
             }
         }
@@ -480,7 +513,8 @@ struct Watch: ParsableCommand {
             let say: (String) -> Void = ctx.json ? printErr : { print($0) }
 
             func newInstallation() throws -> String {
-                let answer = try client.call("POST", client.app + "/installations", body: .object([("deviceType", .string("SSE"))]))
+                let answer = try client.call(
+                    "POST", client.app + "/installations", body: .object([("deviceType", .string("SSE"))]))
                 guard let id = answer["installationID"]?.stringValue else {
                     throw HubClientError(description: "the hub's answer lacks installationID: \(answer.text)")
                 }
@@ -499,26 +533,31 @@ struct Watch: ParsableCommand {
             for attempt in 0..<2 {
                 let stream = EventStream(
                     onOpen: { _ in
-                        say("watching \(thingID) (installation \(installation))\(timeout.map { " for \(Int($0)) s" } ?? "; Ctrl-C to stop") …")
+                        say(
+                            "watching \(thingID) (installation \(installation))\(timeout.map { " for \(Int($0)) s" } ?? "; Ctrl-C to stop") …"
+                        )
                     },
                     onEvent: { event in
                         queue.async { Watch.handle(event, thingID: thingID, client: client, json: json) }
                     })
-                let req = client.request("GET", client.app + "/installations/" + HubClient.pathComponent(installation) + "/events")
+                let req = client.request(
+                    "GET", client.app + "/installations/" + HubClient.pathComponent(installation) + "/events")
                 let timedOut = stream.run(req, timeout: deadline.map { max(0.1, $0.timeIntervalSinceNow) })
                 queue.sync {}
                 if timedOut { return }
                 if stream.status == 404, attempt == 0 {
-                    installation = try newInstallation() // the saved installation is gone
+                    installation = try newInstallation()  // the saved installation is gone
                     continue
                 }
                 if !(200..<300).contains(stream.status), stream.status != 0 {
                     let body = (try? JSONValue.parse(String(decoding: stream.errorBody, as: UTF8.self)))
-                    throw HubHTTPError(status: stream.status, errorCode: body?["errorCode"]?.stringValue ?? "HTTP \(stream.status)",
-                                       message: body?["message"]?.stringValue ?? "the event stream was refused")
+                    throw HubHTTPError(
+                        status: stream.status, errorCode: body?["errorCode"]?.stringValue ?? "HTTP \(stream.status)",
+                        message: body?["message"]?.stringValue ?? "the event stream was refused")
                 }
                 if let failure = stream.failure {
-                    throw HubClientError(description: "the event stream from \(ctx.hub) failed: \(failure.localizedDescription)")
+                    throw HubClientError(
+                        description: "the event stream from \(ctx.hub) failed: \(failure.localizedDescription)")
                 }
                 throw HubClientError(description: "the hub closed the event stream")
             }
@@ -527,7 +566,8 @@ struct Watch: ParsableCommand {
 
     static func handle(_ event: EventStream.Event, thingID: String, client: HubClient, json: Bool) {
         guard event.name == "command", let data = try? JSONValue.parse(event.data),
-              data["thingID"]?.stringValue == thingID, let commandID = data["commandID"]?.stringValue else { return }
+            data["thingID"]?.stringValue == thingID, let commandID = data["commandID"]?.stringValue
+        else { return }
         let state = data["commandState"]?.stringValue ?? "?"
         guard CommandGroup.finished.contains(state) else {
             if !json { print("command \(commandID): \(state)") }

@@ -37,7 +37,7 @@ struct behavior {
 /* A deferred action waiting for ct_complete_deferred. */
 struct pending {
     char *action;
-    thingif_deferred *d;
+    thingif_deferred_t *d;
 };
 
 enum handler_kind { KIND_RECORDER = 0, KIND_AIRCON = 1, KIND_ALIAS_AIRCON = 2 };
@@ -326,8 +326,8 @@ static struct behavior *behavior_slot_locked(ct_thing *ct, const char *action)
 static json_t *device_state(ct_thing *ct, int tick)
 {
     pthread_mutex_lock(&ct->mu);
-    json_t *s = json_pack("{s:b,s:i,s:i}", "power", ct->power, "presetTemperature", ct->preset_temperature,
-                          "fanSpeed", ct->fan_speed);
+    json_t *s = json_pack("{s:b,s:i,s:i}", "power", ct->power, "presetTemperature", ct->preset_temperature, "fanSpeed",
+                          ct->fan_speed);
     pthread_mutex_unlock(&ct->mu);
     if (s && tick >= 0)
         json_object_set_new(s, "tick", json_integer(tick));
@@ -336,7 +336,7 @@ static json_t *device_state(ct_thing *ct, int tick)
 
 /* The AirConditioner-Demo logic. Returns NULL on success, or the reason
  * (written into buf) for thingif_action_fail(). */
-static const char *run_aircon(ct_thing *ct, thingif_action *a, int kind, char *buf, size_t len)
+static const char *run_aircon(ct_thing *ct, thingif_action_t *a, int kind, char *buf, size_t len)
 {
     const char *name = thingif_action_name(a);
     json_t *params = thingif_action_params(a);
@@ -383,7 +383,7 @@ invalid:
     return buf;
 }
 
-static json_t *probe(thingif_action *a, ct_thing *ct, json_t **allowed_out)
+static json_t *probe(thingif_action_t *a, ct_thing *ct, json_t **allowed_out)
 {
     thingif_t *t = thingif_action_thing(a);
     int loop_stop = thingif_loop_stop(t);
@@ -402,17 +402,16 @@ static json_t *probe(thingif_action *a, ct_thing *ct, json_t **allowed_out)
     int on_alias = thingif_on_alias_action(t, "ProbeAlias", "probe", NULL, NULL);
     int firmware = thingif_update_firmware_version(t, "probe-1.0");
     int fail_bad_utf8 = thingif_action_fail(a, "\xff\xfe not UTF-8");
-    int data_array = thingif_action_set_data(a, json_array());
-    int data_null = thingif_action_set_data(a, NULL);
+    int data_array = thingif_action_attach_data(a, json_array());
+    int data_null = thingif_action_attach_data(a, NULL);
     *allowed_out = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "thing_id", thing_id, "is_connected",
-                             connected, "set_option", set_option, "set_log_callback", set_log, "on_action",
-                             on_action, "on_alias_action", on_alias, "update_firmware_version", firmware,
-                             "fail_bad_utf8", fail_bad_utf8, "set_data_array", data_array, "set_data_null",
-                             data_null);
+                             connected, "set_option", set_option, "set_log_callback", set_log, "on_action", on_action,
+                             "on_alias_action", on_alias, "update_firmware_version", firmware, "fail_bad_utf8",
+                             fail_bad_utf8, "set_data_array", data_array, "set_data_null", data_null);
     return forbidden;
 }
 
-static void handle(thingif_action *a, void *userdata)
+static void handle(thingif_action_t *a, void *userdata)
 {
     struct registration *reg = userdata;
     ct_thing *ct = reg->ct;
@@ -420,13 +419,12 @@ static void handle(thingif_action *a, void *userdata)
 
     char *params = dump_or_null(thingif_action_params(a));
     char *metadata = dump_or_null(thingif_action_metadata(a));
-    json_t *rec = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:i,s:s?,s:s?,s:s?,s:s?,s:i,s:b}", "tag", reg->tag,
-                            "name", name, "params", params, "commandID", thingif_action_command_id(a), "issuer",
+    json_t *rec = json_pack("{s:s?,s:s?,s:s?,s:s?,s:s?,s:s?,s:i,s:s?,s:s?,s:s?,s:s?,s:i,s:b}", "tag", reg->tag, "name",
+                            name, "params", params, "commandID", thingif_action_command_id(a), "issuer",
                             thingif_action_issuer(a), "schema", thingif_action_schema(a), "schemaVersion",
                             thingif_action_schema_version(a), "alias", thingif_action_alias(a), "title",
-                            thingif_action_title(a), "description", thingif_action_description(a), "metadata",
-                            metadata, "index", thingif_action_index(a), "thingMatches",
-                            thingif_action_thing(a) == ct->t);
+                            thingif_action_title(a), "description", thingif_action_description(a), "metadata", metadata,
+                            "index", thingif_action_index(a), "thingMatches", thingif_action_thing(a) == ct->t);
     free(params);
     free(metadata);
     if (!rec)
@@ -466,7 +464,7 @@ static void handle(thingif_action *a, void *userdata)
         json_object_set_new(rec, "failRc", json_integer(thingif_action_fail(a, fail_message)));
     if (data_json) {
         json_t *data = json_loads(data_json, 0, NULL);
-        json_object_set_new(rec, "dataRc", json_integer(thingif_action_set_data(a, data)));
+        json_object_set_new(rec, "dataRc", json_integer(thingif_action_attach_data(a, data)));
     }
     if (upload_mode) {
         json_t *state = device_state(ct, -1);
@@ -479,7 +477,7 @@ static void handle(thingif_action *a, void *userdata)
     free(data_json);
 
     /* Last, so whatever fail/set_data set above is discarded by the defer. */
-    thingif_deferred *d = NULL;
+    thingif_deferred_t *d = NULL;
     if (do_defer) {
         d = thingif_action_defer(a);
         int same = d != NULL && thingif_action_defer(a) == d;
@@ -654,7 +652,7 @@ int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_mes
         if (!data)
             return -1;
     }
-    thingif_deferred *d = NULL;
+    thingif_deferred_t *d = NULL;
     char *taken = NULL;
     pthread_mutex_lock(&ct->mu);
     for (int i = 0; i < ct->ndeferred; i++) {
@@ -874,8 +872,8 @@ int ct_action_set_create(ct_thing *ct, const char *name)
     return thingif_action_set_create(ct->t, name);
 }
 
-int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version,
-                             const char *action, const char *params_json)
+int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version, const char *action,
+                             const char *params_json)
 {
     json_t *params = NULL;
     if (params_json) {
@@ -903,16 +901,15 @@ int ct_action_set_execute(ct_thing *ct, const char *name)
     return thingif_action_set_execute(ct->t, name);
 }
 
-int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit,
-                    int recurrence_count, const char *time_zone, const char *action_sets_csv)
+int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit, int recurrence_count,
+                    const char *time_zone, const char *action_sets_csv)
 {
     const char *names[32];
     char *copy = strdup(action_sets_csv ? action_sets_csv : "");
     int n = 0;
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok && n < 32; tok = strtok_r(NULL, ",", &save))
         names[n++] = tok;
-    int rc = thingif_timer_create(ct->t, name, fire_date_ms, recurrence_unit, recurrence_count, time_zone,
-                                  names, n);
+    int rc = thingif_timer_create(ct->t, name, fire_date_ms, recurrence_unit, recurrence_count, time_zone, names, n);
     free(copy);
     return rc;
 }
@@ -971,21 +968,20 @@ __attribute__((format(printf, 2, 3))) static void report_add(struct report *r, c
         r->used = r->used + (size_t)n < r->len ? r->used + (size_t)n : r->len - 1;
 }
 
-#define CHECK_RC(expr, want)                                                                    \
-    do {                                                                                        \
-        int got_ = (expr);                                                                      \
-        if (got_ != (want))                                                                     \
-            report_add(&rep, "line %d: %s gave %d, expected %d (%s)\n", __LINE__, #expr, got_,  \
-                       (int)(want), #want);                                                     \
+#define CHECK_RC(expr, want)                                                                                        \
+    do {                                                                                                            \
+        int got_ = (expr);                                                                                          \
+        if (got_ != (want))                                                                                         \
+            report_add(&rep, "line %d: %s gave %d, expected %d (%s)\n", __LINE__, #expr, got_, (int)(want), #want); \
     } while (0)
 
-#define CHECK_TRUE(cond)                                                                        \
-    do {                                                                                        \
-        if (!(cond))                                                                            \
-            report_add(&rep, "line %d: %s does not hold\n", __LINE__, #cond);                   \
+#define CHECK_TRUE(cond)                                                      \
+    do {                                                                      \
+        if (!(cond))                                                          \
+            report_add(&rep, "line %d: %s does not hold\n", __LINE__, #cond); \
     } while (0)
 
-static void noop_action(thingif_action *a, void *userdata)
+static void noop_action(thingif_action_t *a, void *userdata)
 {
     (void)a;
     (void)userdata;
@@ -1090,8 +1086,8 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_action_index(NULL), -1);
     CHECK_TRUE(thingif_action_thing(NULL) == NULL);
     CHECK_RC(thingif_action_fail(NULL, "why"), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_data(NULL, json_object()), THINGIF_ERR_INVALID); /* stolen, also on failure */
-    CHECK_RC(thingif_action_set_data(NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_attach_data(NULL, json_object()), THINGIF_ERR_INVALID); /* stolen, also on failure */
+    CHECK_RC(thingif_action_attach_data(NULL, NULL), THINGIF_ERR_INVALID);
     CHECK_TRUE(thingif_action_defer(NULL) == NULL);
     CHECK_RC(thingif_deferred_complete(NULL, NULL, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_deferred_complete(NULL, "why", json_object()), THINGIF_ERR_INVALID); /* stolen */
@@ -1144,8 +1140,7 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_tls(t, ca, ca, NULL), THINGIF_ERR_TLS); /* a certificate without its key */
     CHECK_RC(thingif_set_tls(t, ca, NULL, ca), THINGIF_ERR_TLS);
     CHECK_RC(thingif_set_tls(t, "/nonexistent/thingif/ca.pem", NULL, NULL), THINGIF_ERR_TLS);
-    CHECK_RC(thingif_set_tls(t, ca, "/nonexistent/thingif/cert.pem", "/nonexistent/thingif/key.pem"),
-             THINGIF_ERR_TLS);
+    CHECK_RC(thingif_set_tls(t, ca, "/nonexistent/thingif/cert.pem", "/nonexistent/thingif/key.pem"), THINGIF_ERR_TLS);
 
     /* Onboarding arguments (checked before any network use). */
     CHECK_RC(thingif_onboard(t, NULL, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);

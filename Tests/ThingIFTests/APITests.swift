@@ -70,7 +70,8 @@ struct APITests {
             }
             // The limit of 300 bytes still holds: a longer command is dropped.
             let pad = String(repeating: "y", count: 400)
-            try env.publish(#"{"commandID":"cmd-300","actions":[{"turnPower":{"power":true,"pad":"\#(pad)"}}]}"#, to: tid)
+            try env.publish(
+                #"{"commandID":"cmd-300","actions":[{"turnPower":{"power":true,"pad":"\#(pad)"}}]}"#, to: tid)
             #expect(t.waitForLog("over the limit of 300 bytes"))
             try env.expectAlive(tid)
         }

@@ -7,29 +7,37 @@ import ThingIF
 /// side is not started, so commands stay SENDING.
 @Suite("App logic")
 struct AppLogicTests {
-    let hub = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1), store: MemoryStore(secrets: .fastForTests))!
+    let hub = FrameworkSide(
+        .init(appID: "app", appKey: "key", brokerPort: 1), store: MemoryStore(secrets: .fastForTests))!
 
     func user(_ login: String? = nil) throws -> UserRecord {
         try hub.createUser(loginName: login, password: login == nil ? nil : "pass-\(login!)").get()
     }
 
     func ownedThing(_ u: UserRecord, _ vendor: String = "AC-1", interval: String? = nil) throws -> ThingRecord {
-        try hub.onboardByOwner(user: u, vendorThingID: vendor, password: "pw", owner: "user:\(u.userID)",
-                               thingType: "AirConditioner", firmwareVersion: nil, dataGroupingInterval: interval).get()
+        try hub.onboardByOwner(
+            user: u, vendorThingID: vendor, password: "pw", owner: "user:\(u.userID)",
+            thingType: "AirConditioner", firmwareVersion: nil, dataGroupingInterval: interval
+        ).get()
     }
 
     func form(_ text: String) -> JSON { try! JSON.parse(text).get() }
 
-    @Test("libcrypto: SHA-256 and PBKDF2-HMAC-SHA256 match the published vectors; password hashes carry their iterations, verify and differ by salt")
+    @Test(
+        "libcrypto: SHA-256 and PBKDF2-HMAC-SHA256 match the published vectors; password hashes carry their iterations, verify and differ by salt"
+    )
     func passwordHashes() {
         #expect(Crypto.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
         #expect(Crypto.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
-        #expect(Crypto.sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+        #expect(
+            Crypto.sha256Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
                 == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         // RFC 7914 section 11 / the PBKDF2-HMAC-SHA256 test vectors (dkLen 32).
-        #expect(Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 1))
+        #expect(
+            Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 1))
                 == "120fb6cffcf8b32c43e7225256c4f837a86548c92ccc35480805987cb70be17b")
-        #expect(Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 4096))
+        #expect(
+            Crypto.hex(Crypto.pbkdf2("password", salt: Array("salt".utf8), iterations: 4096))
                 == "c5e478d59288c841aa530db6845c4c8d962893a001ce4e11a4963873aa98134a")
         #expect(PasswordHash.defaultIterations == 600_000)
         let a = PasswordHash.make("secret", iterations: 1000), b = PasswordHash.make("secret", iterations: 2000)
@@ -78,8 +86,9 @@ struct AppLogicTests {
 
     @Test("A login of an unknown user costs the same KDF work as a wrong password (no timing oracle)")
     func unknownUserTiming() throws {
-        let slow = FrameworkSide(.init(appID: "app", appKey: "key", brokerPort: 1),
-                                 store: MemoryStore(secrets: HubSecrets(passwordIterations: 100_000)))!
+        let slow = FrameworkSide(
+            .init(appID: "app", appKey: "key", brokerPort: 1),
+            store: MemoryStore(secrets: HubSecrets(passwordIterations: 100_000)))!
         _ = try slow.createUser(loginName: "alice", password: "pass-alice").get()
         func seconds(_ body: () -> Void) -> Double {
             let start = Platform.nowMs()
@@ -101,20 +110,33 @@ struct AppLogicTests {
         #expect(hub.ownedThing(user: alice, thingID: t.thingID).isSuccess)
         #expect(hub.ownedThing(user: bob, thingID: t.thingID).failureStatus == 404)
         // Owning as someone else, or with a wrong password, is refused.
-        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(alice.userID)",
-                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).failureStatus == 403)
-        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "wrong", owner: "user:\(bob.userID)",
-                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).failureStatus == 403)
-        #expect(hub.onboardByOwner(user: bob, vendorThingID: "AC-9", password: "pw", owner: "user:\(bob.userID)",
-                                   thingType: nil, firmwareVersion: nil, dataGroupingInterval: "2_HOURS").failureStatus == 400)
+        #expect(
+            hub.onboardByOwner(
+                user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(alice.userID)",
+                thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil
+            ).failureStatus == 403)
+        #expect(
+            hub.onboardByOwner(
+                user: bob, vendorThingID: "AC-1", password: "wrong", owner: "user:\(bob.userID)",
+                thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil
+            ).failureStatus == 403)
+        #expect(
+            hub.onboardByOwner(
+                user: bob, vendorThingID: "AC-9", password: "pw", owner: "user:\(bob.userID)",
+                thingType: nil, firmwareVersion: nil, dataGroupingInterval: "2_HOURS"
+            ).failureStatus == 400)
         // Several owners can share a thing.
-        let shared = try hub.onboardByOwner(user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(bob.userID)",
-                                            thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).get()
+        let shared = try hub.onboardByOwner(
+            user: bob, vendorThingID: "AC-1", password: "pw", owner: "user:\(bob.userID)",
+            thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil
+        ).get()
         #expect(Set(shared.owners) == ["user:\(alice.userID)", "user:\(bob.userID)"])
         // A group owns a thing; its member carol sees it.
         let g = try hub.createGroup(name: "home", owner: alice, members: [carol.userID]).get()
-        let gt = try hub.onboardByOwner(user: alice, vendorThingID: "AC-2", password: "pw", owner: "group:\(g.groupID)",
-                                        thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil).get()
+        let gt = try hub.onboardByOwner(
+            user: alice, vendorThingID: "AC-2", password: "pw", owner: "group:\(g.groupID)",
+            thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil
+        ).get()
         #expect(hub.ownedThing(user: carol, thingID: gt.thingID).isSuccess)
         #expect(hub.ownedThing(user: bob, thingID: gt.thingID).failureStatus == 404)
         #expect(hub.createGroup(name: "x", owner: alice, members: ["u.nobody"]).failureStatus == 400)
@@ -125,7 +147,8 @@ struct AppLogicTests {
         let alice = try user("alice")
         let t = try ownedThing(alice)
         let issuer = "user:\(alice.userID)"
-        let good = #"{"schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"turnPower":{"power":true}}]}"#
+        let good =
+            #"{"schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"turnPower":{"power":true}}]}"#
         let c = try hub.postCommand(user: alice, thingID: t.thingID, form: form(good), installationID: nil).get()
         #expect(c.state == .sending && c.issuer == issuer)
         let bad: [String] = [
@@ -138,15 +161,23 @@ struct AppLogicTests {
             #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1,"b":2}]}"#,
             #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"title":7}"#,
             #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"title":"\#(String(repeating: "t", count: 51))"}"#,
-            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"metadata":[1]}"#,
+            #"{"schema":"S","schemaVersion":1,"issuer":"\#(issuer)","actions":[{"a":1}],"metadata":[1]}"#
         ]
         for b in bad {
-            #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(b), installationID: nil).failureStatus == 400, "\(b)")
+            #expect(
+                hub.postCommand(user: alice, thingID: t.thingID, form: form(b), installationID: nil).failureStatus
+                    == 400, "\(b)")
         }
         let otherIssuer = #"{"schema":"S","schemaVersion":1,"issuer":"user:someone","actions":[{"a":1}]}"#
-        #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(otherIssuer), installationID: nil).failureStatus == 403)
-        #expect(hub.postCommand(user: alice, thingID: "th.none", form: form(good), installationID: nil).failureStatus == 404)
-        #expect(hub.postCommand(user: alice, thingID: t.thingID, form: form(good), installationID: "nope").failureStatus == 400)
+        #expect(
+            hub.postCommand(user: alice, thingID: t.thingID, form: form(otherIssuer), installationID: nil).failureStatus
+                == 403)
+        #expect(
+            hub.postCommand(user: alice, thingID: "th.none", form: form(good), installationID: nil).failureStatus == 404
+        )
+        #expect(
+            hub.postCommand(user: alice, thingID: t.thingID, form: form(good), installationID: "nope").failureStatus
+                == 400)
         // Only the good one was stored.
         #expect(hub.store.commands(thingID: t.thingID, afterSeq: 0, limit: 100).map(\.commandID) == [c.commandID])
     }
@@ -157,22 +188,31 @@ struct AppLogicTests {
         let t = try ownedThing(alice)
         var ids: [String] = []
         for i in 0..<30 {
-            let f = #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(alice.userID)","actions":[{"setFanSpeed":{"fanSpeed":\#(i % 10)}}]}"#
-            ids.append(try hub.postCommand(user: alice, thingID: t.thingID, form: form(f), installationID: nil).get().commandID)
+            let f =
+                #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(alice.userID)","actions":[{"setFanSpeed":{"fanSpeed":\#(i % 10)}}]}"#
+            ids.append(
+                try hub.postCommand(user: alice, thingID: t.thingID, form: form(f), installationID: nil).get().commandID
+            )
         }
         var key: String?
         var seen: [String] = []
         var pages = 0
         repeat {
-            let (page, next) = try hub.listCommands(user: alice, thingID: t.thingID, paginationKey: key, bestEffortLimit: 10).get()
+            let (page, next) = try hub.listCommands(
+                user: alice, thingID: t.thingID, paginationKey: key, bestEffortLimit: 10
+            ).get()
             #expect(page.count == 10)
             seen += page.map(\.commandID)
             key = next
             pages += 1
         } while key != nil && pages < 5
         #expect(pages == 3 && seen == ids)
-        #expect(hub.listCommands(user: alice, thingID: t.thingID, paginationKey: "x", bestEffortLimit: 10).failureStatus == 400)
-        #expect(hub.listCommands(user: alice, thingID: t.thingID, paginationKey: nil, bestEffortLimit: 0).failureStatus == 400)
+        #expect(
+            hub.listCommands(user: alice, thingID: t.thingID, paginationKey: "x", bestEffortLimit: 10).failureStatus
+                == 400)
+        #expect(
+            hub.listCommands(user: alice, thingID: t.thingID, paginationKey: nil, bestEffortLimit: 0).failureStatus
+                == 400)
     }
 
     @Test("State history groups by the thing's data grouping interval")
@@ -183,7 +223,8 @@ struct AppLogicTests {
         for (i, at) in [base + 1_000, base + 2_000, base + 61_000, base + 3 * 60_000].enumerated() {
             _ = hub.store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"n":\#(i)}"#, at: at)
         }
-        let groups = try hub.stateHistory(user: alice, thingID: t.thingID, from: base, to: base + 10 * 60_000).get().groups
+        let groups = try hub.stateHistory(user: alice, thingID: t.thingID, from: base, to: base + 10 * 60_000).get()
+            .groups
         #expect(groups.map(\.from) == [base, base + 60_000, base + 180_000])
         #expect(groups.map(\.samples.count) == [2, 1, 1])
         #expect(groups.allSatisfy { $0.to - $0.from == 60_000 })
@@ -203,9 +244,15 @@ struct AppLogicTests {
 
         let pt = try ownedThing(pseudo, "AC-P")
         let nt = try ownedThing(named, "AC-N")
-        let f = { (u: UserRecord) in #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(u.userID)","actions":[{"a":1}]}"# }
-        let pc = try hub.postCommand(user: pseudo, thingID: pt.thingID, form: form(f(pseudo)), installationID: p1.installationID).get()
-        let nc = try hub.postCommand(user: named, thingID: nt.thingID, form: form(f(named)), installationID: n1.installationID).get()
+        let f = { (u: UserRecord) in
+            #"{"schema":"S","schemaVersion":1,"issuer":"user:\#(u.userID)","actions":[{"a":1}]}"#
+        }
+        let pc = try hub.postCommand(
+            user: pseudo, thingID: pt.thingID, form: form(f(pseudo)), installationID: p1.installationID
+        ).get()
+        let nc = try hub.postCommand(
+            user: named, thingID: nt.thingID, form: form(f(named)), installationID: n1.installationID
+        ).get()
         #expect(hub.notificationTargets(for: pc).map(\.installationID) == [p1.installationID])
         #expect(Set(hub.notificationTargets(for: nc).map(\.installationID)) == [n1.installationID, n2.installationID])
         #expect(hub.removeAppInstallation(user: pseudo, installationID: n1.installationID) == false)

@@ -8,14 +8,33 @@ import Testing
 /// then checks that a good command still runs.
 @Suite("Bad input")
 struct BadInputTests {
-    @Test("Malformed JSON: a log line, no results, the thing still works")
+    @Test("Malformed JSON: a log line; with a readable commandID, every action of the sent command failed, once")
     func malformedJSON() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            try env.publish(#"{"commandID":"cmd-malformed","actions":[{"turnPower":{"power":true}}"#, to: tid)
+            // No readable commandID: a log line and nothing else.
+            try env.publish(#"{"actions":[{"turnPower":{"power":true}}"#, to: tid)
             #expect(t.waitForLog("not valid JSON"))
+            // An unsafe commandID is not reported either.
+            #expect(
+                env.hub.publishRawCommand(Array(#"{"commandID":"cmd/evil","actions":["#.utf8), commandID: nil, to: tid))
+            // A readable one: the command the hub sent gets every action failed.
+            let sent =
+                #"{"commandID":"cmd-malformed","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":3}}]}"#
+            let cut = Array(sent.utf8.dropLast(3))
+            #expect(env.hub.publishRawCommand(cut, commandID: "cmd-malformed", to: tid, stored: sent))
+            let results = try env.results(of: "cmd-malformed")
+            #expect(results.map(\.name) == ["turnPower", "setFanSpeed"])
+            #expect(
+                results.allSatisfy { !$0.succeeded && ($0.errorMessage ?? "").contains("not valid JSON") }, "\(results)"
+            )
+            #expect(env.hub.store.command(id: "cmd-malformed")?.state == .incomplete)
+            // Delivered again (the hub resends what has no results): reported once.
+            #expect(env.hub.publishRawCommand(cut, commandID: "cmd-malformed", to: tid))
             try env.expectAlive(tid)
-            #expect(env.hub.results(of: "cmd-malformed") == nil)
+            #expect(env.hub.resultPostCount(of: "cmd-malformed") == 1)
+            #expect(env.hub.results(of: "cmd/evil") == nil)
+            #expect(t.records.count == 1, "no handler ran for the dropped commands")
         }
     }
 
@@ -23,7 +42,9 @@ struct BadInputTests {
     func actionsNotAnArray() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            try env.publish(#"{"commandID":"cmd-not-array","schema":"AirConditioner-Demo","schemaVersion":1,"actions":{"turnPower":{"power":true}}}"#, to: tid)
+            try env.publish(
+                #"{"commandID":"cmd-not-array","schema":"AirConditioner-Demo","schemaVersion":1,"actions":{"turnPower":{"power":true}}}"#,
+                to: tid)
             let results = try env.results(of: "cmd-not-array")
             try #require(results.count == 1)
             #expect(results[0].succeeded == false)
@@ -39,7 +60,9 @@ struct BadInputTests {
     func actionWithZeroKeys() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            try env.publish(#"{"commandID":"cmd-zero-keys","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}},{},{"setFanSpeed":{"fanSpeed":3}}]}"#, to: tid)
+            try env.publish(
+                #"{"commandID":"cmd-zero-keys","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}},{},{"setFanSpeed":{"fanSpeed":3}}]}"#,
+                to: tid)
             let results = try env.results(of: "cmd-zero-keys")
             try #require(results.count == 3)
             #expect(results[0].succeeded && results[0].name == "turnPower")
@@ -55,7 +78,9 @@ struct BadInputTests {
     func actionWithTwoKeys() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            try env.publish(#"{"commandID":"cmd-two-keys","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":20},"setFanSpeed":{"fanSpeed":1}},{"setFanSpeed":{"fanSpeed":3}}]}"#, to: tid)
+            try env.publish(
+                #"{"commandID":"cmd-two-keys","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":20},"setFanSpeed":{"fanSpeed":1}},{"setFanSpeed":{"fanSpeed":3}}]}"#,
+                to: tid)
             let results = try env.results(of: "cmd-two-keys")
             try #require(results.count == 3)
             #expect(results[0].succeeded)
@@ -93,7 +118,9 @@ struct BadInputTests {
     func missingCommandID() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            try env.publish(#"{"schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}]}"#, to: tid)
+            try env.publish(
+                #"{"schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}]}"#, to: tid
+            )
             #expect(t.waitForLog("without \"commandID\""))
             try env.expectAlive(tid)
             // Only the good command ran.
@@ -115,10 +142,16 @@ struct BadInputTests {
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_MAX_PAYLOAD.rawValue), 512) == RC.ok)
             }
             let pad = String(repeating: "x", count: 600)
-            try env.publish(#"{"commandID":"cmd-big","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true,"pad":"\#(pad)"}}]}"#, to: tid)
+            let sent =
+                #"{"commandID":"cmd-big","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true,"pad":"\#(pad)"}}]}"#
+            #expect(env.hub.publishRawCommand(Array(sent.utf8), commandID: "cmd-big", to: tid, stored: sent))
             #expect(t.waitForLog("over the limit of 512 bytes"))
+            // The commandID is read from the first bytes: the command is
+            // reported with its action failed and the reason, never left open.
+            let results = try env.results(of: "cmd-big")
+            #expect(results.count == 1 && results[0].name == "turnPower" && !results[0].succeeded)
+            #expect(results[0].errorMessage?.contains("over the limit of 512 bytes") == true)
             try env.expectAlive(tid)
-            #expect(env.hub.results(of: "cmd-big") == nil)
             #expect(t.records.count == 1)
         }
     }
@@ -127,13 +160,19 @@ struct BadInputTests {
     func nonUTF8() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            var bytes = Array(#"{"commandID":"cmd-latin1","schema":"AirConditioner-Demo","schemaVersion":1,"title":""#.utf8)
+            var bytes = Array(
+                #"{"commandID":"cmd-latin1","schema":"AirConditioner-Demo","schemaVersion":1,"title":""#.utf8)
             bytes += [0xC9, 0x74, 0xE9, 0xFF, 0xFE]
             bytes += Array(#"","actions":[{"turnPower":{"power":true}}]}"#.utf8)
-            try env.publish(bytes, to: tid)
+            let stored =
+                #"{"commandID":"cmd-latin1","schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}]}"#
+            #expect(env.hub.publishRawCommand(bytes, commandID: "cmd-latin1", to: tid, stored: stored))
             #expect(t.waitForLog("not valid JSON"))
+            let results = try env.results(of: "cmd-latin1")
+            #expect(
+                results.count == 1 && !results[0].succeeded
+                    && results[0].errorMessage?.contains("not valid JSON") == true)
             try env.expectAlive(tid)
-            #expect(env.hub.results(of: "cmd-latin1") == nil)
         }
     }
 

@@ -18,7 +18,9 @@ private func decode(_ text: String, maxSize: Int = 65536) -> Result<Command, Com
 struct CodecTests {
     @Test("Command.decode: a schema (v0) command with every field")
     func decodeSchemaCommand() throws {
-        let c = try decode(#"{"commandID":"c1","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:1","title":"T","description":"D","metadata":{"k":"v"},"actions":[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":25}}]}"#).get()
+        let c = try decode(
+            #"{"commandID":"c1","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:1","title":"T","description":"D","metadata":{"k":"v"},"actions":[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":25}}]}"#
+        ).get()
         #expect(c.id == "c1")
         #expect(c.shape == .schema)
         #expect(c.schema == "AirConditioner-Demo")
@@ -40,7 +42,9 @@ struct CodecTests {
 
     @Test("Command.decode: a trait (v1) command groups actions by alias")
     func decodeTraitCommand() throws {
-        let c = try decode(#"{"commandID":"c2","issuer":"user:1","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]},{"FanAlias":[{"setFanSpeed":3}]}]}"#).get()
+        let c = try decode(
+            #"{"commandID":"c2","issuer":"user:1","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]},{"FanAlias":[{"setFanSpeed":3}]}]}"#
+        ).get()
         #expect(c.shape == .trait)
         #expect(c.schema == nil)
         #expect(c.groups.map(\.alias) == ["AirConditionerAlias", "FanAlias"])
@@ -77,12 +81,14 @@ struct CodecTests {
         }
         #expect(name == "ok")
 
-        for (doc, words) in [(#"{"commandID":"c4","actions":{}}"#, "must be an array"),
-                             (#"{"commandID":"c5"}"#, "\"actions\" is missing"),
-                             (#"{"commandID":"c6","actions":[]}"#, "\"actions\" is empty"),
-                             (#"{"commandID":"c7","schemaVersion":-1,"actions":[{"a":{}}]}"#, "schemaVersion"),
-                             (#"{"commandID":"c8","metadata":[1],"actions":[{"a":{}}]}"#, "\"metadata\" must be an object"),
-                             (#"{"commandID":"c9","issuer":7,"actions":[{"a":{}}]}"#, "\"issuer\" must be a string")] {
+        for (doc, words) in [
+            (#"{"commandID":"c4","actions":{}}"#, "must be an array"),
+            (#"{"commandID":"c5"}"#, "\"actions\" is missing"),
+            (#"{"commandID":"c6","actions":[]}"#, "\"actions\" is empty"),
+            (#"{"commandID":"c7","schemaVersion":-1,"actions":[{"a":{}}]}"#, "schemaVersion"),
+            (#"{"commandID":"c8","metadata":[1],"actions":[{"a":{}}]}"#, "\"metadata\" must be an object"),
+            (#"{"commandID":"c9","issuer":7,"actions":[{"a":{}}]}"#, "\"issuer\" must be a string")
+        ] {
             let cmd = try decode(doc).get()
             #expect(cmd.actionCount == 1, "\(doc)")
             guard case .invalid(_, let reason) = cmd.groups[0].entries[0] else {
@@ -104,7 +110,7 @@ struct CodecTests {
             (#"[1]"#, "an array, not a JSON object"),
             (#"{"commandID":"x""#, "not valid JSON"),
             (#"{"commandID":"x","commandID":"y","actions":[]}"#, "not valid JSON"),
-            (#"{"commandID":"\#(String(repeating: "z", count: 300))","actions":[]}"#, "longer than 256"),
+            (#"{"commandID":"\#(String(repeating: "z", count: 300))","actions":[]}"#, "longer than 256")
         ]
         for (doc, words) in cases {
             switch decode(doc) {
@@ -124,8 +130,10 @@ struct CodecTests {
 
     @Test("Command encode/decode round trip, both shapes")
     func commandRoundTrip() throws {
-        for doc in [#"{"commandID":"r1","schema":"S","schemaVersion":2,"issuer":"user:1","title":"t","actions":[{"a":{"x":1}},{"b":{}}]}"#,
-                    #"{"commandID":"r2","issuer":"user:1","actions":[{"A":[{"a":true},{"b":25}]},{"B":[{"c":null}]}]}"#] {
+        for doc in [
+            #"{"commandID":"r1","schema":"S","schemaVersion":2,"issuer":"user:1","title":"t","actions":[{"a":{"x":1}},{"b":{}}]}"#,
+            #"{"commandID":"r2","issuer":"user:1","actions":[{"A":[{"a":true},{"b":25}]},{"B":[{"c":null}]}]}"#
+        ] {
             let c = try decode(doc).get()
             let again = try Command.decode(c.encode()).get()
             #expect(again.id == c.id)
@@ -142,12 +150,19 @@ struct CodecTests {
     func actionResultsRoundTrip() throws {
         let data = JSON.object()
         data.set("note", string: "naïve \"quote\"\n")
-        let flat = ActionResults(groups: [ActionResults.Group(alias: nil, results: [
-            ActionResult(name: "turnPower", succeeded: true),
-            ActionResult(name: "setFanSpeed", succeeded: false, errorMessage: "jammed \"hard\"\t✓", data: data),
-        ])])
+        let flat = ActionResults(groups: [
+            ActionResults.Group(
+                alias: nil,
+                results: [
+                    ActionResult(name: "turnPower", succeeded: true),
+                    ActionResult(name: "setFanSpeed", succeeded: false, errorMessage: "jammed \"hard\"\t✓", data: data)
+                ])
+        ])
         let text = flat.encode().dump()
-        #expect(text.hasPrefix(#"{"actionResults":[{"turnPower":{"succeeded":true}},{"setFanSpeed":{"succeeded":false,"errorMessage":"jammed \"hard\"\t\u2713""#))
+        #expect(
+            text.hasPrefix(
+                #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setFanSpeed":{"succeeded":false,"errorMessage":"jammed \"hard\"\t\u2713""#
+            ))
         #expect(text.utf8.allSatisfy { $0 < 0x80 }, "the payload is plain ASCII")
         let back = try #require(ActionResults.decode(try parse(text)))
         #expect(back.groups.count == 1)
@@ -156,29 +171,45 @@ struct CodecTests {
         #expect(back.all[1].data?["note"]?.stringValue == "naïve \"quote\"\n")
 
         let grouped = ActionResults(groups: [
-            ActionResults.Group(alias: "AirConditionerAlias", results: [ActionResult(name: "turnPower", succeeded: true),
-                                                                       .failure("setPresetTemperature", "too hot")]),
-            ActionResults.Group(alias: "FanAlias", results: [ActionResult(name: "setFanSpeed", succeeded: true)]),
+            ActionResults.Group(
+                alias: "AirConditionerAlias",
+                results: [
+                    ActionResult(name: "turnPower", succeeded: true),
+                    .failure("setPresetTemperature", "too hot")
+                ]),
+            ActionResults.Group(alias: "FanAlias", results: [ActionResult(name: "setFanSpeed", succeeded: true)])
         ])
         let gtext = grouped.encode().dump()
-        #expect(gtext == #"{"actionResults":[{"AirConditionerAlias":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":false,"errorMessage":"too hot"}}]},{"FanAlias":[{"setFanSpeed":{"succeeded":true}}]}]}"#)
+        #expect(
+            gtext
+                == #"{"actionResults":[{"AirConditionerAlias":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":false,"errorMessage":"too hot"}}]},{"FanAlias":[{"setFanSpeed":{"succeeded":true}}]}]}"#
+        )
         let gback = try #require(ActionResults.decode(try parse(gtext)))
         #expect(gback.groups.map(\.alias) == ["AirConditionerAlias", "FanAlias"])
         #expect(gback.all.map(\.succeeded) == [true, false, true])
 
-        for bad in [#"{}"#, #"{"actionResults":{}}"#, #"{"actionResults":[{"a":{}}]}"#, #"{"actionResults":[{"a":{"succeeded":1}}]}"#,
-                    #"{"actionResults":[{"a":{"succeeded":true},"b":{"succeeded":true}}]}"#] {
+        for bad in [
+            #"{}"#, #"{"actionResults":{}}"#, #"{"actionResults":[{"a":{}}]}"#,
+            #"{"actionResults":[{"a":{"succeeded":1}}]}"#,
+            #"{"actionResults":[{"a":{"succeeded":true},"b":{"succeeded":true}}]}"#
+        ] {
             #expect(ActionResults.decode(try parse(bad)) == nil, "\(bad)")
         }
     }
 
     @Test("KiiRequest / KiiResponse framing: CRLF lines, headers, empty line, body")
     func kiiFraming() throws {
-        let req = KiiRequest(method: "PUT", headers: [("Authorization", "Bearer tok-1"), ("Content-Type", "application/json"),
-                                                      ("X-Kii-RequestID", "r-1")], body: Array(#"{"power":true}"#.utf8))
+        let req = KiiRequest(
+            method: "PUT",
+            headers: [
+                ("Authorization", "Bearer tok-1"), ("Content-Type", "application/json"),
+                ("X-Kii-RequestID", "r-1")
+            ], body: Array(#"{"power":true}"#.utf8))
         let bytes = req.encode()
-        #expect(String(decoding: bytes, as: UTF8.self)
-            == "PUT\r\nAuthorization: Bearer tok-1\r\nContent-Type: application/json\r\nX-Kii-RequestID: r-1\r\n\r\n{\"power\":true}")
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == "PUT\r\nAuthorization: Bearer tok-1\r\nContent-Type: application/json\r\nX-Kii-RequestID: r-1\r\n\r\n{\"power\":true}"
+        )
         let back = try #require(KiiRequest.decode(bytes))
         #expect(back == req)
         #expect(back.bearerToken == "tok-1")
@@ -193,7 +224,8 @@ struct CodecTests {
         let bare = try #require(KiiRequest.decode(Array("GET".utf8)))
         #expect(bare.headers.isEmpty && bare.body.isEmpty)
 
-        for bad in ["", "FETCH\r\n\r\n", "PUT\r\nno colon here\r\n\r\n", "PUT\r\n: empty name\r\n\r\n", "\r\n\r\nbody"] {
+        for bad in ["", "FETCH\r\n\r\n", "PUT\r\nno colon here\r\n\r\n", "PUT\r\n: empty name\r\n\r\n", "\r\n\r\nbody"]
+        {
             #expect(KiiRequest.decode(Array(bad.utf8)) == nil, "\(bad.debugDescription)")
         }
         #expect(KiiRequest.decode([0x50, 0x55, 0x54, 0x0D, 0x0A, 0xFF, 0x3A, 0x20, 0x0D, 0x0A, 0x0D, 0x0A]) == nil)
@@ -207,7 +239,9 @@ struct CodecTests {
         #expect(rback.isSuccess)
         #expect(rback.requestID == "r-1")
         #expect(rback.body.isEmpty)
-        let err = try #require(KiiResponse.decode(Array("403\r\nContent-Type: application/json\r\n\r\n{\"errorCode\":\"WRONG_PASSWORD\"}".utf8)))
+        let err = try #require(
+            KiiResponse.decode(
+                Array("403\r\nContent-Type: application/json\r\n\r\n{\"errorCode\":\"WRONG_PASSWORD\"}".utf8)))
         #expect(!err.isSuccess)
         #expect(err.bodyText.contains("WRONG_PASSWORD"))
         for bad in ["abc\r\n\r\n", "99\r\n\r\n", "600\r\n\r\n", ""] {
@@ -220,16 +254,22 @@ struct CodecTests {
         let t = Topics.request(clientID: "tABC", appID: "app1", path: "targets/thing:th.1/commands/c1/action-results")
         #expect(t == "p/tABC/thing-if/apps/app1/targets/thing:th.1/commands/c1/action-results")
         let parsed = Topics.parseRequest(t)
-        #expect(parsed == Topics.ParsedRequest(clientID: "tABC", api: .thingIF, appID: "app1",
-                                               path: "targets/thing:th.1/commands/c1/action-results"))
-        let kii = Topics.parseRequest(Topics.request(clientID: "b1", api: .kii, appID: "app1", path: "installations/i1/mqtt-endpoint"))
+        #expect(
+            parsed
+                == Topics.ParsedRequest(
+                    clientID: "tABC", api: .thingIF, appID: "app1",
+                    path: "targets/thing:th.1/commands/c1/action-results"))
+        let kii = Topics.parseRequest(
+            Topics.request(clientID: "b1", api: .kii, appID: "app1", path: "installations/i1/mqtt-endpoint"))
         #expect(kii?.api == .kii)
         #expect(kii?.path == "installations/i1/mqtt-endpoint")
         #expect(Topics.parseRequest("p/c/thing-if/apps/app1/onboardings")?.path == "onboardings")
 
-        for bad in ["", "p", "p/c/thing-if/apps/app1", "p/c/thing-if/apps/app1/", "q/c/thing-if/apps/app1/onboardings",
-                    "p//thing-if/apps/app1/onboardings", "p/c/other/apps/app1/onboardings", "p/c/thing-if/app/app1/onboardings",
-                    "p/c/thing-if/apps//onboardings", "p/c/resp", "p/c/status"] {
+        for bad in [
+            "", "p", "p/c/thing-if/apps/app1", "p/c/thing-if/apps/app1/", "q/c/thing-if/apps/app1/onboardings",
+            "p//thing-if/apps/app1/onboardings", "p/c/other/apps/app1/onboardings", "p/c/thing-if/app/app1/onboardings",
+            "p/c/thing-if/apps//onboardings", "p/c/resp", "p/c/status"
+        ] {
             #expect(Topics.parseRequest(bad) == nil, "\(bad)")
         }
         #expect(Topics.response(clientID: "tABC") == "p/tABC/resp")
@@ -250,8 +290,9 @@ struct CodecTests {
 
     @Test("Onboarding answer and stored identity decode what they encode; bad endpoints are refused")
     func onboardingMessages() throws {
-        let ep = MQTTEndpoint(installationID: "i1", host: "127.0.0.1", portTCP: 1883, portSSL: 8883, username: "th.1",
-                              password: "tok", mqttTopic: "tTOPIC", ttl: 100)
+        let ep = MQTTEndpoint(
+            installationID: "i1", host: "127.0.0.1", portTCP: 1883, portSSL: 8883, username: "th.1",
+            password: "tok", mqttTopic: "tTOPIC", ttl: 100)
         let answer = OnboardingResponse(thingID: "th.1", accessToken: "tok", mqttEndpoint: ep)
         let again = try #require(OnboardingResponse.decode(try parse(answer.encode().dump())))
         #expect(again.thingID == "th.1")
@@ -261,24 +302,35 @@ struct CodecTests {
 
         #expect(MQTTEndpoint.decode(try parse(#"{"installationID":"i","mqttTopic":"a/b"}"#)) == nil)
         #expect(MQTTEndpoint.decode(try parse(#"{"installationID":"i","mqttTopic":"t","portTCP":70000}"#)) == nil)
-        #expect(OnboardingResponse.decode(try parse(#"{"thingID":"th/1","accessToken":"t","mqttEndpoint":{"installationID":"i","mqttTopic":"t"}}"#)) == nil)
+        #expect(
+            OnboardingResponse.decode(
+                try parse(
+                    #"{"thingID":"th/1","accessToken":"t","mqttEndpoint":{"installationID":"i","mqttTopic":"t"}}"#))
+                == nil)
 
-        let req = OnboardingRequest(vendorThingID: "AC-1", thingPassword: "pw", thingType: "AirConditioner",
-                                    firmwareVersion: "1.0", thingProperties: try parse(#"{"m":"Acme"}"#))
+        let req = OnboardingRequest(
+            vendorThingID: "AC-1", thingPassword: "pw", thingType: "AirConditioner",
+            firmwareVersion: "1.0", thingProperties: try parse(#"{"m":"Acme"}"#))
         let rback = try #require(OnboardingRequest.decode(try parse(req.encode().dump())))
         #expect(rback.vendorThingID == "AC-1")
         #expect(rback.thingProperties?["m"]?.stringValue == "Acme")
         #expect(rback.layoutPosition == "STANDALONE")
-        #expect(OnboardingRequest.decode(try parse(#"{"vendorThingID":"v","thingPassword":"p","thingProperties":[1]}"#)) == nil)
+        #expect(
+            OnboardingRequest.decode(try parse(#"{"vendorThingID":"v","thingPassword":"p","thingProperties":[1]}"#))
+                == nil)
         #expect(OnboardingRequest.decode(try parse(#"{"vendorThingID":"","thingPassword":"p"}"#)) == nil)
     }
 
     @Test("HandlerRegistry lookup order, without a broker")
     func handlerRegistry() {
         let cb: thingif_action_cb = { _, _ in }
-        func h(_ n: Int) -> HandlerRegistry.Handler { .init(callback: cb, userdata: UnsafeMutableRawPointer(bitPattern: n)) }
+        func h(_ n: Int) -> HandlerRegistry.Handler {
+            .init(callback: cb, userdata: UnsafeMutableRawPointer(bitPattern: n))
+        }
         func tag(_ r: HandlerRegistry, schema: String?, version: Int, alias: String? = nil, _ action: String) -> Int? {
-            r.lookup(schema: schema, version: version, alias: alias, action: action).map { Int(bitPattern: $0.userdata) }
+            r.lookup(schema: schema, version: version, alias: alias, action: action).map {
+                Int(bitPattern: $0.userdata)
+            }
         }
         var r = HandlerRegistry()
         #expect(tag(r, schema: "S", version: 1, "a") == nil)
@@ -298,5 +350,51 @@ struct CodecTests {
         #expect(tag(r, schema: "S", version: 1, "a") == 2)
         r.setCatchAll(nil)
         #expect(tag(r, schema: "S", version: 1, "b") == nil)
+    }
+
+    @Test("A payload that cannot be decoded still gives its commandID when the first bytes hold a safe one")
+    func recoverCommandID() {
+        func id(_ text: String, maxSize: Int = 65536) -> String? {
+            guard case .failure(let e) = Command.decode(Array(text.utf8), maxSize: maxSize) else { return "decoded" }
+            return e.commandID
+        }
+        let big = #"{"commandID":"c-1","actions":[{"a":{"pad":"\#(String(repeating: "x", count: 300))"}}]}"#
+        #expect(id(big, maxSize: 100) == "c-1")
+        #expect(id(#"{"commandID" : "c-2", "actions":["#) == "c-2")
+        #expect(id(#"{"actions":[1],"commandID":"c-3""#) == "c-3")
+        for bad in [
+            #"{"actions":["#,  // none
+            #"{"commandID":"a/b","actions":["#,  // a topic separator
+            #"{"commandID":"a+b","#, #"{"commandID":"a#","#,
+            #"{"commandID":"a\"b","#,  // an escape
+            #"{"commandID":"","actions":["#,  // empty
+            #"{"commandID":7,"actions":["#,  // not a string
+            #"{"commandID":"unterminated"#,
+            #"{"title":"\"commandID\":\"x\"","actions":["#,  // inside another string
+            #"{"commandID":"\#(String(repeating: "i", count: 257))","#
+        ] {
+            #expect(id(bad) == nil, "\(bad)")
+        }
+        // Only the first bytes are read.
+        #expect(id("{" + String(repeating: " ", count: 1100) + #""commandID":"late","#) == nil)
+        var latin1 = Array(#"{"commandID":"c-4","title":""#.utf8)
+        latin1 += [0xC9, 0xFF]
+        guard case .failure(let e) = Command.decode(latin1, maxSize: 65536) else { Issue.record("decoded"); return }
+        #expect(e.commandID == "c-4")
+    }
+
+    @Test("Every action failed, in the command's layout; the dropped body has no results and the reason")
+    func allFailedAndDropped() throws {
+        let c = try decode(
+            #"{"commandID":"c","actions":[{"AC":[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":1}}]},{"Light":[{"on":{}}]}]}"#
+        ).get()
+        let failed = ActionResults.allFailed(c, message: "dropped").encode().dump()
+        #expect(
+            failed
+                == #"{"actionResults":[{"AC":[{"turnPower":{"succeeded":false,"errorMessage":"dropped"}},{"setFanSpeed":{"succeeded":false,"errorMessage":"dropped"}}]},{"Light":[{"on":{"succeeded":false,"errorMessage":"dropped"}}]}]}"#
+        )
+        let body = ActionResults.dropped(reason: "too big")
+        #expect(body.dump() == #"{"actionResults":[],"errorMessage":"too big"}"#)
+        #expect(ActionResults.decode(body)?.all.isEmpty == true)
     }
 }

@@ -61,9 +61,10 @@ struct CommandTests {
     func commandFieldsReachHandler() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            let (id, results) = try env.command(Aircon.allActions, to: tid, title: "Evening \"cool\" down",
-                                                description: "Cool the room before 19:00 — ✓",
-                                                metadata: #"{"source":"schedule","priority":2}"#)
+            let (id, results) = try env.command(
+                Aircon.allActions, to: tid, title: "Evening \"cool\" down",
+                description: "Cool the room before 19:00 — ✓",
+                metadata: #"{"source":"schedule","priority":2}"#)
             #expect(results.count == 3)
             let records = t.waitForRecords(3)
             try #require(records.count == 3)
@@ -94,7 +95,9 @@ struct CommandTests {
                 #expect(ct_register_alias_recorder(t.ct, "FanAlias", "setFanSpeed", "fan") == RC.ok)
             }
             let id = "cmd-trait-1"
-            try env.publish(#"{"commandID":"\#(id)","issuer":"user:1234","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]},{"FanAlias":[{"setFanSpeed":3}]}]}"#, to: tid)
+            try env.publish(
+                #"{"commandID":"\#(id)","issuer":"user:1234","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]},{"FanAlias":[{"setFanSpeed":3}]}]}"#,
+                to: tid)
             let results = try env.results(of: id)
             #expect(results.map(\.alias) == ["AirConditionerAlias", "AirConditionerAlias", "FanAlias"])
             #expect(results.map(\.name) == ["turnPower", "setPresetTemperature", "setFanSpeed"])
@@ -146,7 +149,10 @@ struct CommandTests {
                 #expect(results.allSatisfy { $0.succeeded })
                 return t.waitForRecords(results.count).map(\.tag)
             }
-            #expect(try tags(#"[{"a1":{}},{"a2":{}},{"a3":{}},{"a4":{}}]"#) == ["exact", "schema", "any-schema", "catch-all"])
+            #expect(
+                try tags(#"[{"a1":{}},{"a2":{}},{"a3":{}},{"a4":{}}]"#) == [
+                    "exact", "schema", "any-schema", "catch-all"
+                ])
             #expect(try tags(#"[{"a4":{}}]"#, version: 3) == ["other-version"])
             #expect(try tags(#"[{"a1":{}}]"#, version: 0) == ["schema"])
 

@@ -28,10 +28,16 @@ struct DeviceAutomationTests {
 
     func addMorning(_ t: TestThing, name: String = "morning") {
         #expect(ct_action_set_create(t.ct, name) == RC.ok)
-        #expect(ct_action_set_add_action(t.ct, name, Aircon.schema, Aircon.version, "turnPower", #"{"power":true}"#) == RC.ok)
-        #expect(ct_action_set_add_action(t.ct, name, Aircon.schema, Aircon.version, "setPresetTemperature",
-                                         #"{"presetTemperature":23}"#) == RC.ok)
-        #expect(ct_action_set_add_action(t.ct, name, Aircon.schema, Aircon.version, "setFanSpeed", #"{"fanSpeed":2}"#) == RC.ok)
+        #expect(
+            ct_action_set_add_action(t.ct, name, Aircon.schema, Aircon.version, "turnPower", #"{"power":true}"#)
+                == RC.ok)
+        #expect(
+            ct_action_set_add_action(
+                t.ct, name, Aircon.schema, Aircon.version, "setPresetTemperature",
+                #"{"presetTemperature":23}"#) == RC.ok)
+        #expect(
+            ct_action_set_add_action(t.ct, name, Aircon.schema, Aircon.version, "setFanSpeed", #"{"fanSpeed":2}"#)
+                == RC.ok)
     }
 
     /// One loop turn at clock `ms`; returns the records added.
@@ -42,7 +48,8 @@ struct DeviceAutomationTests {
         return Int(ct_record_count(t.ct) - before)
     }
 
-    @Test("Action set CRUD, duplicate name, execute runs the handlers in order; the hub gets the command and its results")
+    @Test(
+        "Action set CRUD, duplicate name, execute runs the handlers in order; the hub gets the command and its results")
     func actionSetExecute() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
@@ -142,21 +149,28 @@ struct DeviceAutomationTests {
                 }
             }
             // 08:00 CET = 07:00Z; from March 30 (CEST) 08:00 = 06:00Z.
-            #expect(ct_timer_create(t.ct, "wake", Self.utc(2025, 3, 28, 7), Self.day, 1, "Europe/Paris", "wake") == RC.ok)
+            #expect(
+                ct_timer_create(t.ct, "wake", Self.utc(2025, 3, 28, 7), Self.day, 1, "Europe/Paris", "wake") == RC.ok)
             #expect(ct_timer_enable(t.ct, "wake", 1) == RC.ok)
-            expectFirings([Self.utc(2025, 3, 28, 7), Self.utc(2025, 3, 29, 7), Self.utc(2025, 3, 30, 6),
-                           Self.utc(2025, 3, 31, 6)])
+            expectFirings([
+                Self.utc(2025, 3, 28, 7), Self.utc(2025, 3, 29, 7), Self.utc(2025, 3, 30, 6),
+                Self.utc(2025, 3, 31, 6)
+            ])
             #expect(ct_timer_delete(t.ct, "wake") == RC.ok)
             // 08:00 CEST = 06:00Z; from October 26 (CET) 08:00 = 07:00Z.
             ct_clock_set(t.ct, Self.utc(2025, 10, 23, 12))
-            #expect(ct_timer_create(t.ct, "wake", Self.utc(2025, 10, 24, 6), Self.day, 1, "Europe/Paris", "wake") == RC.ok)
+            #expect(
+                ct_timer_create(t.ct, "wake", Self.utc(2025, 10, 24, 6), Self.day, 1, "Europe/Paris", "wake") == RC.ok)
             #expect(ct_timer_enable(t.ct, "wake", 1) == RC.ok)
-            expectFirings([Self.utc(2025, 10, 24, 6), Self.utc(2025, 10, 25, 6), Self.utc(2025, 10, 26, 7),
-                           Self.utc(2025, 10, 27, 7)])
+            expectFirings([
+                Self.utc(2025, 10, 24, 6), Self.utc(2025, 10, 25, 6), Self.utc(2025, 10, 26, 7),
+                Self.utc(2025, 10, 27, 7)
+            ])
             // Weekly keeps local time too: 2 weeks after Oct 20 08:00 CEST is Nov 3 08:00 CET.
             #expect(ct_timer_delete(t.ct, "wake") == RC.ok)
             ct_clock_set(t.ct, Self.utc(2025, 10, 19, 12))
-            #expect(ct_timer_create(t.ct, "wake", Self.utc(2025, 10, 20, 6), Self.week, 2, "Europe/Paris", "wake") == RC.ok)
+            #expect(
+                ct_timer_create(t.ct, "wake", Self.utc(2025, 10, 20, 6), Self.week, 2, "Europe/Paris", "wake") == RC.ok)
             #expect(ct_timer_enable(t.ct, "wake", 1) == RC.ok)
             expectFirings([Self.utc(2025, 10, 20, 6), Self.utc(2025, 11, 3, 7)])
         }
@@ -204,8 +218,10 @@ struct DeviceAutomationTests {
             let (t1, _) = try env.onlineAircon(storage: "persist", start: false)
             #expect(ct_use_fake_clock(t1.ct, t0) == RC.ok)
             addMorning(t1)
-            #expect(ct_timer_create(t1.ct, "hourly", t0 + 60 * Self.minuteMs, Int32(THINGIF_RECUR_HOUR.rawValue), 1,
-                                    "UTC", "morning") == RC.ok)
+            #expect(
+                ct_timer_create(
+                    t1.ct, "hourly", t0 + 60 * Self.minuteMs, Int32(THINGIF_RECUR_HOUR.rawValue), 1,
+                    "UTC", "morning") == RC.ok)
             #expect(ct_timer_enable(t1.ct, "hourly", 1) == RC.ok)
             #expect(step(t1, to: t0 + 60 * Self.minuteMs) == 3)
             #expect(t1.destroy() == RC.ok)
@@ -213,7 +229,9 @@ struct DeviceAutomationTests {
             let (t2, _) = try env.onlineAircon(storage: "persist", start: false)
             #expect(ct_use_fake_clock(t2.ct, t0 + 61 * Self.minuteMs) == RC.ok)
             #expect(ct_action_set_create(t2.ct, "morning") == Self.exists)
-            #expect(ct_timer_create(t2.ct, "hourly", t0 + 500 * Self.minuteMs, Self.none, 0, "UTC", "morning") == Self.exists)
+            #expect(
+                ct_timer_create(t2.ct, "hourly", t0 + 500 * Self.minuteMs, Self.none, 0, "UTC", "morning")
+                    == Self.exists)
             // The next fire date (t0 + 2 h) and the enabled flag were kept.
             #expect(step(t2, to: t0 + 120 * Self.minuteMs - 1) == 0)
             #expect(step(t2, to: t0 + 120 * Self.minuteMs) == 3)
@@ -233,7 +251,9 @@ struct DeviceAutomationTests {
         _ = c.loop(timeoutMs: 20)
     }
 
-    @Test("Remote configuration from a retained message replaces remote sets and timers; remote wins a name; bad config applies nothing")
+    @Test(
+        "Remote configuration from a retained message replaces remote sets and timers; remote wins a name; bad config applies nothing"
+    )
     func remoteConfig() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon(start: false)
@@ -241,13 +261,14 @@ struct DeviceAutomationTests {
             let t0 = Self.utc(2025, 6, 1, 12)
             #expect(ct_use_fake_clock(t.ct, t0) == RC.ok)
             #expect(ct_action_set_create(t.ct, "evening") == RC.ok)
-            #expect(ct_action_set_add_action(t.ct, "evening", Aircon.schema, 1, "setFanSpeed", #"{"fanSpeed":1}"#) == RC.ok)
+            #expect(
+                ct_action_set_add_action(t.ct, "evening", Aircon.schema, 1, "setFanSpeed", #"{"fanSpeed":1}"#) == RC.ok)
             #expect(ct_action_set_create(t.ct, "local") == RC.ok)
             let config = """
-            {"version":1,"actionSets":[{"name":"evening","actions":[{"schema":"\(Aircon.schema)","schemaVersion":1,\
-            "action":"turnPower","params":{"power":false}}]}],"timerTriggers":[{"name":"remoteTimer","fireDate":\(t0 + 30 * Self.minuteMs),\
-            "recurrence":{"unit":"day","count":1},"timeZone":"Europe/Paris","actionSets":["evening"],"enabled":true}]}
-            """
+                {"version":1,"actionSets":[{"name":"evening","actions":[{"schema":"\(Aircon.schema)","schemaVersion":1,\
+                "action":"turnPower","params":{"power":false}}]}],"timerTriggers":[{"name":"remoteTimer","fireDate":\(t0 + 30 * Self.minuteMs),\
+                "recurrence":{"unit":"day","count":1},"timeZone":"Europe/Paris","actionSets":["evening"],"enabled":true}]}
+                """
             try publishRetained(port: env.broker.port, topic: "p/\(topic)/config", payload: config)
             #expect(ct_start(t.ct) == RC.ok)
             #expect(t.waitForLog("applied remote configuration version 1"), "logs:\n\(t.logs)")
@@ -264,9 +285,9 @@ struct DeviceAutomationTests {
 
             // A bad configuration (4-minute recurrence) is refused whole.
             let bad = """
-            {"version":2,"actionSets":[],"timerTriggers":[{"name":"bad","fireDate":\(t0 + 90 * Self.minuteMs),\
-            "recurrence":{"unit":"minute","count":4},"timeZone":"UTC","actionSets":["local"],"enabled":true}]}
-            """
+                {"version":2,"actionSets":[],"timerTriggers":[{"name":"bad","fireDate":\(t0 + 90 * Self.minuteMs),\
+                "recurrence":{"unit":"minute","count":4},"timeZone":"UTC","actionSets":["local"],"enabled":true}]}
+                """
             try publishRetained(port: env.broker.port, topic: "p/\(topic)/config", payload: bad)
             #expect(t.waitForLog("remote configuration refused"), "logs:\n\(t.logs)")
             #expect(ct_action_set_execute(t.ct, "evening") == RC.ok)

@@ -2,7 +2,7 @@ import CThingIF
 import CThingIFTestSupport
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import ServiceLifecycle
 import Logging
@@ -11,13 +11,8 @@ import ThingIF
 import ThingIFHub
 import ThingIFHubServer
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
-
-extension HubSecrets {
-    /// For tests only: 1,000 PBKDF2 iterations instead of 600,000.
-    static let fastForTests = HubSecrets(passwordIterations: 1_000)
-}
 
 /// Runs a blocking body on a thread of its own, so that waits never hold a
 /// thread of the cooperative pool (which the HTTP server's handlers need).
@@ -59,8 +54,10 @@ final class HubAPIEnv {
     var hub: FrameworkSide { env.hub }
     var appID: String { Env.appID }
 
-    private init(env: Env, server: HubServer, port: Int, group: ServiceGroup, task: Task<Void, Error>,
-                 logs: Locked<[String]>) {
+    private init(
+        env: Env, server: HubServer, port: Int, group: ServiceGroup, task: Task<Void, Error>,
+        logs: Locked<[String]>
+    ) {
         self.env = env
         self.logs = logs
         self.server = server
@@ -77,8 +74,9 @@ final class HubAPIEnv {
     static func start(security: HubServer.Security = HubServer.Security()) async throws -> HubAPIEnv {
         let env = try await offPool { Result { try Env() } }.get()
         let logs = Locked<[String]>([])
-        let server = HubServer(hub: env.hub, host: "127.0.0.1", port: 0, security: security,
-                               log: { line in logs.withLock { $0.append(line) } })
+        let server = HubServer(
+            hub: env.hub, host: "127.0.0.1", port: 0, security: security,
+            log: { line in logs.withLock { $0.append(line) } })
         var logger = Logger(label: "hub-api-test")
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
@@ -95,8 +93,12 @@ final class HubAPIEnv {
         await group.triggerGracefulShutdown()
         // Bounded: a server that does not stop fails the test, not the run.
         let stopped = await withTaskGroup(of: Bool.self) { g in
-            g.addTask { _ = try? await self.task.value; return true }
-            g.addTask { try? await Task.sleep(nanoseconds: 10_000_000_000); return false }
+            g.addTask {
+                _ = try? await self.task.value; return true
+            }
+            g.addTask {
+                try? await Task.sleep(nanoseconds: 10_000_000_000); return false
+            }
             let first = await g.next() ?? false
             g.cancelAll()
             return first
@@ -109,8 +111,10 @@ final class HubAPIEnv {
 
     // MARK: HTTP
 
-    func call(_ method: String, _ path: String, token: String? = nil, body: Data? = nil,
-              contentType: String? = "application/json", headers: [String: String] = [:]) async throws -> HTTPReply {
+    func call(
+        _ method: String, _ path: String, token: String? = nil, body: Data? = nil,
+        contentType: String? = "application/json", headers: [String: String] = [:]
+    ) async throws -> HTTPReply {
         var request = URLRequest(url: URL(string: base + path)!, timeoutInterval: 10)
         request.httpMethod = method
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -122,16 +126,22 @@ final class HubAPIEnv {
         return try await withCheckedThrowingContinuation { c in
             session.dataTask(with: request) { data, response, error in
                 if let error { return c.resume(throwing: error) }
-                guard let http = response as? HTTPURLResponse else { return c.resume(throwing: HarnessError("no HTTP response")) }
-                c.resume(returning: HTTPReply(status: http.statusCode, data: data ?? Data(),
-                                              contentType: http.value(forHTTPHeaderField: "Content-Type"),
-                                              retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
+                guard let http = response as? HTTPURLResponse else {
+                    return c.resume(throwing: HarnessError("no HTTP response"))
+                }
+                c.resume(
+                    returning: HTTPReply(
+                        status: http.statusCode, data: data ?? Data(),
+                        contentType: http.value(forHTTPHeaderField: "Content-Type"),
+                        retryAfter: http.value(forHTTPHeaderField: "Retry-After")))
             }.resume()
         }
     }
 
-    func call(_ method: String, _ path: String, token: String? = nil, json: Any,
-              contentType: String = "application/json", headers: [String: String] = [:]) async throws -> HTTPReply {
+    func call(
+        _ method: String, _ path: String, token: String? = nil, json: Any,
+        contentType: String = "application/json", headers: [String: String] = [:]
+    ) async throws -> HTTPReply {
         let data = try JSONSerialization.data(withJSONObject: json)
         return try await call(method, path, token: token, body: data, contentType: contentType, headers: headers)
     }
@@ -153,19 +163,26 @@ final class HubAPIEnv {
     }
 
     /// Onboarding by the owner: (thingID, the thing's token).
-    func onboard(_ vendorThingID: String, owner: String, token: String, interval: String? = "1_MINUTE") async throws -> (id: String, token: String) {
-        var body: [String: Any] = ["vendorThingID": vendorThingID, "thingPassword": "pw", "owner": owner,
-                                   "thingType": "AirConditioner", "firmwareVersion": "1.0.0"]
+    func onboard(_ vendorThingID: String, owner: String, token: String, interval: String? = "1_MINUTE") async throws
+        -> (id: String, token: String)
+    {
+        var body: [String: Any] = [
+            "vendorThingID": vendorThingID, "thingPassword": "pw", "owner": owner,
+            "thingType": "AirConditioner", "firmwareVersion": "1.0.0"
+        ]
         if let interval { body["dataGroupingInterval"] = interval }
-        let r = try await call("POST", "\(thingIF)/onboardings", token: token, json: body,
-                               contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+        let r = try await call(
+            "POST", "\(thingIF)/onboardings", token: token, json: body,
+            contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
         try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
         return (try #require(r.string("thingID")), try #require(r.string("accessToken")))
     }
 
     /// The C appliance on the handed-over identity, loop running, online.
-    func appliance(thingID: String, token: String, storage: String = "ac",
-                   configure: @escaping (TestThing) -> Void = { _ in }) async throws -> TestThing {
+    func appliance(
+        thingID: String, token: String, storage: String = "ac",
+        configure: @escaping (TestThing) -> Void = { _ in }
+    ) async throws -> TestThing {
         let env = self.env
         return try await offPool { () -> Result<TestThing, Error> in
             Result {
@@ -185,21 +202,29 @@ final class HubAPIEnv {
     }
 
     static let threeActions: [[String: Any]] = [
-        ["turnPower": ["power": true]], ["setPresetTemperature": ["presetTemperature": 25]], ["setFanSpeed": ["fanSpeed": 5]],
+        ["turnPower": ["power": true]], ["setPresetTemperature": ["presetTemperature": 25]],
+        ["setFanSpeed": ["fanSpeed": 5]]
     ]
 
-    func postCommand(_ tid: String, token: String, userID: String, actions: [[String: Any]] = HubAPIEnv.threeActions,
-                     extra: [String: Any] = [:], installationID: String? = nil) async throws -> String {
-        var body: [String: Any] = ["schema": Aircon.schema, "schemaVersion": 1, "issuer": "user:\(userID)", "actions": actions]
+    func postCommand(
+        _ tid: String, token: String, userID: String, actions: [[String: Any]] = HubAPIEnv.threeActions,
+        extra: [String: Any] = [:], installationID: String? = nil
+    ) async throws -> String {
+        var body: [String: Any] = [
+            "schema": Aircon.schema, "schemaVersion": 1, "issuer": "user:\(userID)", "actions": actions
+        ]
         for (k, v) in extra { body[k] = v }
-        let r = try await call("POST", "\(target(tid))/commands", token: token, json: body,
-                               headers: installationID.map { ["X-Thingif-Installation-ID": $0] } ?? [:])
+        let r = try await call(
+            "POST", "\(target(tid))/commands", token: token, json: body,
+            headers: installationID.map { ["X-Thingif-Installation-ID": $0] } ?? [:])
         try #require(r.status == 201, "post command: \(r.status) \(r.text)")
         return try #require(r.string("commandID"))
     }
 
     /// GETs the command until its state is final (bounded).
-    func waitForFinished(_ tid: String, _ cid: String, token: String, timeoutMs: Int = 10_000) async throws -> [String: Any] {
+    func waitForFinished(_ tid: String, _ cid: String, token: String, timeoutMs: Int = 10_000) async throws -> [String:
+        Any]
+    {
         let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         var last: [String: Any] = [:]
         while Date() < deadline {
@@ -214,21 +239,27 @@ final class HubAPIEnv {
 
     /// An app installation; for MQTT, with the broker credentials the hub
     /// made for it (mqttEndpoint).
-    func installation(_ deviceType: String, token: String,
-                      webhookURL: String? = nil) async throws -> (id: String, topic: String?, username: String?, password: String?) {
+    func installation(
+        _ deviceType: String, token: String,
+        webhookURL: String? = nil
+    ) async throws -> (id: String, topic: String?, username: String?, password: String?) {
         var body: [String: Any] = ["deviceType": deviceType]
         if let webhookURL { body["webhookURL"] = webhookURL }
         let r = try await call("POST", "\(api)/installations", token: token, json: body)
         try #require(r.status == 201, "installation: \(r.status) \(r.text)")
         let ep = r.json["mqttEndpoint"] as? [String: Any]
-        return (try #require(r.string("installationID")), r.string("mqttTopic"), ep?["username"] as? String,
-                ep?["password"] as? String)
+        return (
+            try #require(r.string("installationID")), r.string("mqttTopic"), ep?["username"] as? String,
+            ep?["password"] as? String
+        )
     }
 }
 
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
-func withHubAPI(security: HubServer.Security = HubServer.Security(),
-                _ body: (HubAPIEnv) async throws -> Void) async throws {
+func withHubAPI(
+    security: HubServer.Security = HubServer.Security(),
+    _ body: (HubAPIEnv) async throws -> Void
+) async throws {
     let e = try await HubAPIEnv.start(security: security)
     do {
         try await body(e)
@@ -264,14 +295,17 @@ final class RawStream: @unchecked Sendable {
         guard fd >= 0 else { throw HarnessError("socket") }
         var addr = loopbackAddress(port: port)
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard rc == 0 else {
             close(fd)
             throw HarnessError("connect to \(port)")
         }
         setReceiveTimeout(fd, ms: 100)
-        let request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
+        let request =
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
@@ -311,7 +345,9 @@ final class WebhookReceiver: @unchecked Sendable {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = loopbackAddress(port: 0)
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &addr) {
@@ -323,7 +359,7 @@ final class WebhookReceiver: @unchecked Sendable {
         }
         self.fd = fd
         port = Int(UInt16(bigEndian: addr.sin_port))
-        setReceiveTimeout(fd, ms: 100)   // accept() wakes up to check stopFlag
+        setReceiveTimeout(fd, ms: 100)  // accept() wakes up to check stopFlag
         let t = Thread { [self] in self.serve() }
         t.start()
     }
@@ -346,13 +382,18 @@ final class WebhookReceiver: @unchecked Sendable {
                 let text = String(decoding: data, as: UTF8.self)
                 if let r = text.range(of: "\r\n\r\n") {
                     let head = text[..<r.lowerBound].lowercased()
-                    let length = head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
-                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                    let length =
+                        head.split(separator: "\r\n").first { $0.hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                        ?? 0
                     let rest = Array(text[r.upperBound...].utf8)
                     if rest.count >= length { body = String(decoding: rest.prefix(length), as: UTF8.self) }
                 }
             }
-            let reply = redirectTo.map { "HTTP/1.1 302 Found\r\nLocation: \($0)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" }
+            let reply =
+                redirectTo.map {
+                    "HTTP/1.1 302 Found\r\nLocation: \($0)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                }
                 ?? "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             _ = reply.withCString { send(c, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             close(c)
@@ -375,9 +416,12 @@ final class TopicListener: @unchecked Sendable {
 
     /// Listens as `username` (default: the hub's admin identity, which may
     /// read every topic) with `clientID` (default: a fresh one).
-    init(port: Int, topics: [String], username: String = BrokerSecrets.adminUsername,
-         password: String = BrokerSecrets.adminPassword, clientID: String? = nil) throws {
-        client = try #require(MqttClient(clientID: clientID ?? "test-listener-\(Platform.randomHex(bytes: 4))", cleanStart: true))
+    init(
+        port: Int, topics: [String], username: String = BrokerSecrets.adminUsername,
+        password: String = BrokerSecrets.adminPassword, clientID: String? = nil
+    ) throws {
+        client = try #require(
+            MqttClient(clientID: clientID ?? "test-listener-\(Platform.randomHex(bytes: 4))", cleanStart: true))
         _ = client.setCredentials(username: username, password: password)
         let connected = Locked(false)
         client.onConnect = { rc in connected.withLock { $0 = rc == 0 } }
@@ -386,7 +430,8 @@ final class TopicListener: @unchecked Sendable {
             messages.withLock { $0.append((m.topic, String(decoding: m.payload, as: UTF8.self))) }
         }
         guard client.connect(host: "127.0.0.1", port: port, keepalive: 30) == 0, client.startThread() == 0,
-              poll(timeoutMs: 5000, { connected.withLock { $0 } }) else {
+            poll(timeoutMs: 5000, { connected.withLock { $0 } })
+        else {
             throw HarnessError("the listener did not connect")
         }
         var mids: Set<Int32> = []

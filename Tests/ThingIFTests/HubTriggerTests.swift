@@ -15,9 +15,12 @@ private final class Offline {
     init() throws {
         hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1)))
         user = try #require(hub.store.createUser(loginName: nil, passwordHash: nil))
-        guard case .success(let t) = hub.store.registerThing(vendorThingID: "V-\(Platform.randomHex(bytes: 4))",
-                                                              password: "pw", thingType: nil, firmwareVersion: nil,
-                                                              dataGroupingInterval: nil) else {
+        guard
+            case .success(let t) = hub.store.registerThing(
+                vendorThingID: "V-\(Platform.randomHex(bytes: 4))",
+                password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil)
+        else {
             throw HarnessError("register")
         }
         thingID = t.thingID
@@ -35,8 +38,9 @@ private final class Offline {
     }
 
     func create(_ predicate: String) throws -> String {
-        let r = hub.createTrigger(user: user, thingID: thingID,
-                                  body: try body("{\"predicate\":\(predicate),\"command\":\(command())}"))
+        let r = hub.createTrigger(
+            user: user, thingID: thingID,
+            body: try body("{\"predicate\":\(predicate),\"command\":\(command())}"))
         return try r.get().triggerID
     }
 
@@ -58,27 +62,46 @@ private final class Offline {
 struct HubTriggerTests {
     /// Sequences of uploads and, after each, whether the condition matches.
     static let conditions: [(String, [(String, Bool)])] = [
-        ("{\"type\":\"eq\",\"field\":\"power\",\"value\":true}",
-         [("{\"power\":false}", false), ("{\"power\":true}", true), ("{\"fan\":1}", true), ("{\"power\":\"true\"}", false)]),
+        (
+            "{\"type\":\"eq\",\"field\":\"power\",\"value\":true}",
+            [
+                ("{\"power\":false}", false), ("{\"power\":true}", true), ("{\"fan\":1}", true),
+                ("{\"power\":\"true\"}", false)
+            ]
+        ),
         ("{\"type\":\"eq\",\"field\":\"t\",\"value\":25}", [("{\"t\":25.0}", true), ("{\"t\":26}", false)]),
-        ("{\"type\":\"not\",\"clause\":{\"type\":\"eq\",\"field\":\"power\",\"value\":true}}",
-         [("{\"power\":true}", false), ("{\"power\":false}", true)]),
-        ("{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":30,\"lowerLimit\":20}",
-         [("{\"t\":19}", false), ("{\"t\":20}", true), ("{\"t\":30}", true), ("{\"t\":30.5}", false), ("{\"t\":\"25\"}", false)]),
-        ("{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":30,\"upperIncluded\":false,\"lowerLimit\":20,\"lowerIncluded\":false}",
-         [("{\"t\":20}", false), ("{\"t\":20.5}", true), ("{\"t\":29}", true), ("{\"t\":30}", false)]),
+        (
+            "{\"type\":\"not\",\"clause\":{\"type\":\"eq\",\"field\":\"power\",\"value\":true}}",
+            [("{\"power\":true}", false), ("{\"power\":false}", true)]
+        ),
+        (
+            "{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":30,\"lowerLimit\":20}",
+            [
+                ("{\"t\":19}", false), ("{\"t\":20}", true), ("{\"t\":30}", true), ("{\"t\":30.5}", false),
+                ("{\"t\":\"25\"}", false)
+            ]
+        ),
+        (
+            "{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":30,\"upperIncluded\":false,\"lowerLimit\":20,\"lowerIncluded\":false}",
+            [("{\"t\":20}", false), ("{\"t\":20.5}", true), ("{\"t\":29}", true), ("{\"t\":30}", false)]
+        ),
         ("{\"type\":\"range\",\"field\":\"t\",\"lowerLimit\":20}", [("{\"t\":1000}", true), ("{\"t\":-1}", false)]),
-        ("{\"type\":\"and\",\"clauses\":[{\"type\":\"eq\",\"field\":\"power\",\"value\":true},{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":25}]}",
-         [("{\"power\":true,\"t\":30}", false), ("{\"t\":20}", true), ("{\"power\":false}", false)]),
-        ("{\"type\":\"or\",\"clauses\":[{\"type\":\"eq\",\"field\":\"power\",\"value\":true},{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":25}]}",
-         [("{\"power\":false,\"t\":30}", false), ("{\"t\":20}", true), ("{\"power\":true,\"t\":30}", true)]),
+        (
+            "{\"type\":\"and\",\"clauses\":[{\"type\":\"eq\",\"field\":\"power\",\"value\":true},{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":25}]}",
+            [("{\"power\":true,\"t\":30}", false), ("{\"t\":20}", true), ("{\"power\":false}", false)]
+        ),
+        (
+            "{\"type\":\"or\",\"clauses\":[{\"type\":\"eq\",\"field\":\"power\",\"value\":true},{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":25}]}",
+            [("{\"power\":false,\"t\":30}", false), ("{\"t\":20}", true), ("{\"power\":true,\"t\":30}", true)]
+        )
     ]
 
     @Test("Each state predicate (eq, not, range with included/excluded bounds, and, or) under CONDITION_TRUE")
     func predicates() throws {
         for (condition, steps) in Self.conditions {
             let o = try Offline()
-            let id = try o.create("{\"eventSource\":\"STATES\",\"condition\":\(condition),\"triggersWhen\":\"CONDITION_TRUE\"}")
+            let id = try o.create(
+                "{\"eventSource\":\"STATES\",\"condition\":\(condition),\"triggersWhen\":\"CONDITION_TRUE\"}")
             var expected = 0
             for (state, matches) in steps {
                 o.upload(state)
@@ -108,7 +131,8 @@ struct HubTriggerTests {
         let p = try JSON.parse(c.payload).get()
         #expect(p["firedByTriggerID"]?.stringValue != nil)
         #expect(c.issuer == "user:\(o.user.userID)")
-        let listed = try o.hub.listCommands(user: o.user, thingID: o.thingID, paginationKey: nil, bestEffortLimit: 100).get()
+        let listed = try o.hub.listCommands(user: o.user, thingID: o.thingID, paginationKey: nil, bestEffortLimit: 100)
+            .get()
         #expect(listed.commands.count == 8)
         #expect(o.hub.commandJSON(c)["firedByTriggerID"]?.stringValue == p["firedByTriggerID"]?.stringValue)
     }
@@ -116,12 +140,18 @@ struct HubTriggerTests {
     @Test("Disabled triggers do not fire; enable, disable and delete")
     func enableDisableDelete() throws {
         let o = try Offline()
-        let id = try o.create("{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"p\",\"value\":1},\"triggersWhen\":\"CONDITION_TRUE\"}")
-        #expect(throws: Never.self) { try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: false).get() }
+        let id = try o.create(
+            "{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"p\",\"value\":1},\"triggersWhen\":\"CONDITION_TRUE\"}"
+        )
+        #expect(throws: Never.self) {
+            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: false).get()
+        }
         o.upload("{\"p\":1}")
         #expect(o.fired(by: id) == 0)
         #expect(o.hub.triggerJSON(o.hub.store.trigger(id: id)!)["disabled"]?.boolValue == true)
-        #expect(throws: Never.self) { try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: true).get() }
+        #expect(throws: Never.self) {
+            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: true).get()
+        }
         o.upload("{\"p\":1}")
         #expect(o.fired(by: id) == 1)
         #expect(throws: Never.self) { try o.hub.deleteTrigger(user: o.user, thingID: o.thingID, triggerID: id).get() }
@@ -133,7 +163,9 @@ struct HubTriggerTests {
         #expect(e.status == 404 && e.code == "TRIGGER_NOT_FOUND")
         // Another user's thing looks unknown.
         let other = try #require(o.hub.store.createUser(loginName: nil, passwordHash: nil))
-        guard case .failure(let e2) = o.hub.listTriggers(user: other, thingID: o.thingID) else { Issue.record("listed"); return }
+        guard case .failure(let e2) = o.hub.listTriggers(user: other, thingID: o.thingID) else {
+            Issue.record("listed"); return
+        }
         #expect(e2.status == 404)
     }
 
@@ -145,8 +177,10 @@ struct HubTriggerTests {
         #expect(c.daysOfWeek == [1, 2, 3, 4, 5])
         #expect(CronSchedule("0 0 * * 7")?.daysOfWeek == [0])
         #expect(CronSchedule("5 4 1,15 2-3/1 *")?.daysOfMonth == [1, 15])
-        for bad in ["", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *",
-                    "* * * * 8", "*/0 * * * *", "a * * * *", "5-1 * * * *", "1,,2 * * * *", "*/x * * * *"] {
+        for bad in [
+            "", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *",
+            "* * * * 8", "*/0 * * * *", "a * * * *", "5-1 * * * *", "1,,2 * * * *", "*/x * * * *"
+        ] {
             #expect(CronSchedule(bad) == nil, "\(bad)")
         }
     }
@@ -173,10 +207,10 @@ struct HubTriggerTests {
     @Test("SCHEDULE fires on each matching minute while the clock ticks through a simulated day")
     func scheduleThroughADay() throws {
         let o = try Offline()
-        let start: Int64 = 1_700_006_400_000   // 2023-11-15 00:00 UTC
+        let start: Int64 = 1_700_006_400_000  // 2023-11-15 00:00 UTC
         o.advance(to: start + 1)
         let every = try o.create("{\"eventSource\":\"SCHEDULE\",\"schedule\":\"0 */6 * * *\"}")
-        let once = try o.create("{\"eventSource\":\"SCHEDULE\",\"schedule\":\"30 9 * * 3\"}")   // Wednesday
+        let once = try o.create("{\"eventSource\":\"SCHEDULE\",\"schedule\":\"30 9 * * 3\"}")  // Wednesday
         #expect(o.hub.triggerEngine.nextFireTime(of: every) == start + 6 * 3_600_000)
         var t = start + 1
         while t <= start + 86_400_000 + 1 {
@@ -184,14 +218,18 @@ struct HubTriggerTests {
             o.hub.triggerEngine.tick()
             t += 20_000
         }
-        #expect(o.fired(by: every) == 4)   // 06:00, 12:00, 18:00, 00:00 next day
+        #expect(o.fired(by: every) == 4)  // 06:00, 12:00, 18:00, 00:00 next day
         #expect(o.fired(by: once) == 1)
         // Disabled: no firing; enabled again: counts from now.
-        #expect(throws: Never.self) { try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: false).get() }
+        #expect(throws: Never.self) {
+            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: false).get()
+        }
         o.advance(to: start + 86_400_000 + 6 * 3_600_000)
         o.hub.triggerEngine.tick()
         #expect(o.fired(by: every) == 4)
-        #expect(throws: Never.self) { try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: true).get() }
+        #expect(throws: Never.self) {
+            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: true).get()
+        }
         o.hub.triggerEngine.tick()
         #expect(o.fired(by: every) == 4)
         o.advance(to: start + 86_400_000 + 12 * 3_600_000)
@@ -229,16 +267,43 @@ struct HubTriggerTests {
             ("{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":5},\"command\":\(cmd)}", 400),
             ("{\"predicate\":{\"eventSource\":\"SCHEDULE_ONCE\",\"scheduleAt\":\(now - 1)},\"command\":\(cmd)}", 400),
             ("{\"predicate\":{\"eventSource\":\"SCHEDULE_ONCE\",\"scheduleAt\":\"soon\"},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"a\",\"value\":1}},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"like\",\"field\":\"a\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\",\"upperLimit\":\"9\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}", 400),
-            ("{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"and\",\"clauses\":[]},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}", 400),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"a\",\"value\":1}},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"like\",\"field\":\"a\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\",\"upperLimit\":\"9\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"and\",\"clauses\":[]},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
             ("{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"}}", 400),
-            ("{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":{\"schema\":\"AC\"}}", 400),
-            ("{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":\(cmd),\"title\":7}", 400),
-            ("{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":{\"schema\":\"AC\",\"schemaVersion\":1,\"issuer\":\"user:someoneelse\",\"actions\":[{\"a\":1}]}}", 403),
+            (
+                "{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":{\"schema\":\"AC\"}}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":\(cmd),\"title\":7}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"SCHEDULE\",\"schedule\":\"* * * * *\"},\"command\":{\"schema\":\"AC\",\"schemaVersion\":1,\"issuer\":\"user:someoneelse\",\"actions\":[{\"a\":1}]}}",
+                403
+            )
         ]
         for (text, status) in cases {
             let r = o.hub.createTrigger(user: o.user, thingID: o.thingID, body: try o.body(text))
@@ -253,24 +318,32 @@ struct HubTriggerTests {
 /// The REST API of triggers and of the thing's automation, end to end.
 @Suite("Hub triggers and automation over REST and MQTT", .serialized)
 struct HubTriggerAPITests {
-    @Test("Triggers over REST: create, list, get, disable, enable, delete; bad JSON is a 400 with nothing stored; a firing is listed")
+    @Test(
+        "Triggers over REST: create, list, get, disable, enable, delete; bad JSON is a 400 with nothing stored; a firing is listed"
+    )
     func triggersREST() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user()
             let (tid, _) = try await e.onboard("AC-TRG-1", owner: "user:\(uid)", token: token)
             let base = "\(e.target(tid))/triggers"
-            let command: [String: Any] = ["schema": "AC", "schemaVersion": 1, "issuer": "user:\(uid)",
-                                          "actions": [["turnPower": ["power": true]]]]
-            let bad = try await e.call("POST", base, token: token,
-                                       json: ["predicate": ["eventSource": "NOPE"], "command": command])
+            let command: [String: Any] = [
+                "schema": "AC", "schemaVersion": 1, "issuer": "user:\(uid)",
+                "actions": [["turnPower": ["power": true]]]
+            ]
+            let bad = try await e.call(
+                "POST", base, token: token,
+                json: ["predicate": ["eventSource": "NOPE"], "command": command])
             #expect(bad.status == 400 && bad.isErrorBody)
             let empty = try await e.get(base, token: token)
             #expect((empty.json["triggers"] as? [Any])?.isEmpty == true)
 
             let at = Platform.epochMs() + 3_600_000
-            let r = try await e.call("POST", base, token: token,
-                                     json: ["predicate": ["eventSource": "SCHEDULE_ONCE", "scheduleAt": at],
-                                            "command": command, "title": "wake"])
+            let r = try await e.call(
+                "POST", base, token: token,
+                json: [
+                    "predicate": ["eventSource": "SCHEDULE_ONCE", "scheduleAt": at],
+                    "command": command, "title": "wake"
+                ])
             #expect(r.status == 201)
             let id = try #require(r.string("triggerID"))
             let got = try await e.get("\(base)/\(id)", token: token)
@@ -297,26 +370,87 @@ struct HubTriggerAPITests {
         }
     }
 
-    @Test("Thing automation over REST: CRUD, validation, 409 for a used action set, the retained config with increasing versions")
+    @Test(
+        "The thing reports what became of its configuration: applied, or refused with the reason, in GET …/automation")
+    func automationReport() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-AUTO-REPORT", owner: "user:\(uid)", token: token)
+            _ = try await e.appliance(thingID: tid, token: thingToken)
+            let status = "\(e.target(tid))/automation"
+            let first = try await e.get(status, token: token)
+            #expect(first.status == 200 && first.json["version"] as? Int == 0 && first.json["thingReport"] is NSNull)
+            func report(until done: ([String: Any]) -> Bool) async throws -> [String: Any] {
+                var last: [String: Any] = [:]
+                for _ in 0..<200 {
+                    last = try await e.get(status, token: token).json
+                    if let r = last["thingReport"] as? [String: Any], done(r) { return last }
+                    try await Task.sleep(nanoseconds: 50_000_000)
+                }
+                throw HarnessError("no such report: \(last)")
+            }
+            let action: [String: Any] = [
+                "schema": Aircon.schema, "schemaVersion": 1, "action": "turnPower", "params": ["power": true]
+            ]
+            #expect(
+                try await e.call(
+                    "PUT", "\(e.target(tid))/action-sets/morning", token: token,
+                    json: ["actions": [action]]
+                ).status == 204)
+            let applied = try await report { $0["applied"] as? Bool == true }
+            #expect(applied["version"] as? Int == 1)
+            #expect((applied["thingReport"] as? [String: Any])?["version"] as? Int == 1)
+
+            // A configuration the thing refuses (published as a hub of another
+            // version might): the refusal and its reason reach the owner.
+            let topic = try #require(e.hub.thing(tid)?.installations.values.first)
+            let bad = #"{"version":99,"actionSets":[{"name":"x","actions":"no"}]}"#
+            #expect(e.hub.publishRetained(topic: Topics.config(clientID: topic), payload: Array(bad.utf8)))
+            let refused = try await report { $0["applied"] as? Bool == false }
+            let r = try #require(refused["thingReport"] as? [String: Any])
+            #expect(r["version"] as? Int == 99)
+            #expect((r["message"] as? String)?.contains("\"actions\" must be an array") == true, "\(r)")
+            #expect(refused["version"] as? Int == 1, "the hub's own version is unchanged")
+            // Another user cannot read it.
+            let (_, other) = try await e.user()
+            let foreign = try await e.get(status, token: other).status
+            #expect(foreign == 403 || foreign == 404)
+        }
+    }
+
+    @Test(
+        "Thing automation over REST: CRUD, validation, 409 for a used action set, the retained config with increasing versions"
+    )
     func automationREST() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user()
             let (tid, _) = try await e.onboard("AC-AUTO-1", owner: "user:\(uid)", token: token)
             let topic = "t" + Platform.randomHex(bytes: 11)
-            #expect(e.hub.store.addInstallation(thingID: tid, installationID: Platform.randomHex(bytes: 10), mqttTopic: topic))
+            #expect(
+                e.hub.store.addInstallation(
+                    thingID: tid, installationID: Platform.randomHex(bytes: 10), mqttTopic: topic))
             let sets = "\(e.target(tid))/action-sets"
             let timers = "\(e.target(tid))/timer-triggers"
-            let action: [String: Any] = ["schema": "AC", "schemaVersion": 1, "action": "turnPower", "params": ["power": true]]
+            let action: [String: Any] = [
+                "schema": "AC", "schemaVersion": 1, "action": "turnPower", "params": ["power": true]
+            ]
 
-            #expect(try await e.call("PUT", "\(sets)/morning", token: token, json: ["actions": [action, action]]).status == 204)
+            #expect(
+                try await e.call("PUT", "\(sets)/morning", token: token, json: ["actions": [action, action]]).status
+                    == 204)
             #expect(try await e.call("PUT", "\(sets)/night", token: token, json: ["actions": [action]]).status == 204)
             let listed = try await e.get(sets, token: token)
             let names = (listed.json["actionSets"] as? [[String: Any]])?.compactMap { $0["name"] as? String }
             #expect(names == ["morning", "night"])
             #expect(try await e.call("PUT", "\(sets)/bad", token: token, json: ["actions": []]).status == 400)
-            #expect(try await e.call("PUT", "\(sets)/bad", token: token, json: ["actions": [["schema": "AC"]]]).status == 400)
-            #expect(try await e.call("PUT", "\(sets)/\(String(repeating: "n", count: 65))", token: token,
-                                     json: ["actions": [action]]).status == 400)
+            #expect(
+                try await e.call("PUT", "\(sets)/bad", token: token, json: ["actions": [["schema": "AC"]]]).status
+                    == 400)
+            #expect(
+                try await e.call(
+                    "PUT", "\(sets)/\(String(repeating: "n", count: 65))", token: token,
+                    json: ["actions": [action]]
+                ).status == 400)
 
             let future = Platform.epochMs() + 86_400_000
             func timer(_ extra: [String: Any]) -> [String: Any] {
@@ -332,19 +466,29 @@ struct HubTriggerAPITests {
                 timer(["timeZone": "Mars/Olympus_Mons"]),
                 timer(["timeZone": "../../etc/passwd"]),
                 timer(["timeZone": "/etc/passwd"]),
+                // A regular file under zoneinfo that is not a zone: the thing
+                // cannot parse it, so the hub refuses it too.
+                timer(["timeZone": "zone.tab"]),
+                timer(["recurrence": ["unit": "week", "count": 9_000_000_000_000_000]]),
                 timer(["actionSets": ["nope"]]),
                 timer(["actionSets": []]),
-                timer(["actionSets": Array(repeating: "morning", count: 17)]),
+                timer(["actionSets": Array(repeating: "morning", count: 17)])
             ]
             for b in refused {
                 let r = try await e.call("PUT", "\(timers)/wake", token: token, json: b)
                 #expect(r.status == 400 && r.isErrorBody, "\(b): \(r.text)")
             }
             #expect((try await e.get(timers, token: token).json["timerTriggers"] as? [Any])?.isEmpty == true)
-            #expect(try await e.call("PUT", "\(timers)/five", token: token,
-                                     json: timer(["recurrence": ["unit": "minute", "count": 5]])).status == 204)
-            #expect(try await e.call("PUT", "\(timers)/wake", token: token,
-                                     json: timer(["recurrence": ["unit": "week", "count": 5]])).status == 204)
+            #expect(
+                try await e.call(
+                    "PUT", "\(timers)/five", token: token,
+                    json: timer(["recurrence": ["unit": "minute", "count": 5]])
+                ).status == 204)
+            #expect(
+                try await e.call(
+                    "PUT", "\(timers)/wake", token: token,
+                    json: timer(["recurrence": ["unit": "week", "count": 5]])
+                ).status == 204)
             var list = try #require(try await e.get(timers, token: token).json["timerTriggers"] as? [[String: Any]])
             #expect(list.map { $0["name"] as? String } == ["five", "wake"])
             #expect(list.allSatisfy { $0["enabled"] as? Bool == false })
@@ -373,10 +517,15 @@ struct HubTriggerAPITests {
             #expect(msg["timerTriggers"]?.count == 0)
             // One more change: version 10, live.
             #expect(try await e.call("PUT", "\(sets)/late", token: token, json: ["actions": [action]]).status == 204)
-            #expect(poll(timeoutMs: 5000) {
-                listener.payloads(on: "p/\(topic)/config").contains { (try? JSON.parse($0).get())?["version"]?.intValue == 10 }
-            })
-            let versions = listener.payloads(on: "p/\(topic)/config").compactMap { try? JSON.parse($0).get()["version"]?.intValue }
+            #expect(
+                poll(timeoutMs: 5000) {
+                    listener.payloads(on: "p/\(topic)/config").contains {
+                        (try? JSON.parse($0).get())?["version"]?.intValue == 10
+                    }
+                })
+            let versions = listener.payloads(on: "p/\(topic)/config").compactMap {
+                try? JSON.parse($0).get()["version"]?.intValue
+            }
             #expect(versions == versions.sorted())
         }
     }
@@ -387,27 +536,35 @@ struct HubTriggerAPITests {
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-REP-1", owner: "user:\(uid)", token: token)
             let topic = "t" + Platform.randomHex(bytes: 11)
-            #expect(e.hub.store.addInstallation(thingID: tid, installationID: Platform.randomHex(bytes: 10), mqttTopic: topic))
+            #expect(
+                e.hub.store.addInstallation(
+                    thingID: tid, installationID: Platform.randomHex(bytes: 10), mqttTopic: topic))
             let listener = try TopicListener(port: e.env.broker.port, topics: ["p/\(topic)/resp"])
             defer { listener.stop() }
             let cid = "cmd-local-1"
-            let body = "{\"commandID\":\"\(cid)\",\"schema\":\"AC\",\"schemaVersion\":1,\"issuer\":\"thing:\(tid)\",\"actions\":[{\"turnPower\":{\"power\":true}}],\"firedByTriggerID\":\"wake\",\"title\":\"wake\"}"
+            let body =
+                "{\"commandID\":\"\(cid)\",\"schema\":\"AC\",\"schemaVersion\":1,\"issuer\":\"thing:\(tid)\",\"actions\":[{\"turnPower\":{\"power\":true}}],\"firedByTriggerID\":\"wake\",\"title\":\"wake\"}"
             func report(_ b: String, as t: String = thingToken) {
-                let req = KiiRequest(method: "PUT", headers: [("Authorization", "Bearer \(t)"), ("Content-Type", "application/json")],
-                                     body: Array(b.utf8))
-                _ = listener.client.publish(topic: Topics.request(clientID: topic, appID: e.appID,
-                                                                  path: "targets/thing:\(tid)/commands/\(cid)"),
-                                            payload: req.encode(), qos: 1)
+                let req = KiiRequest(
+                    method: "PUT", headers: [("Authorization", "Bearer \(t)"), ("Content-Type", "application/json")],
+                    body: Array(b.utf8))
+                _ = listener.client.publish(
+                    topic: Topics.request(
+                        clientID: topic, appID: e.appID,
+                        path: "targets/thing:\(tid)/commands/\(cid)"),
+                    payload: req.encode(), qos: 1)
             }
             report(body, as: "wrong-token")
             report(body)
             report(body)
-            #expect(poll(timeoutMs: 5000) { e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.count == 3 })
+            #expect(
+                poll(timeoutMs: 5000) { e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.count == 3 })
             #expect(e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.map(\.status) == [401, 204, 204])
             let c = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)
             #expect(c.status == 200)
             #expect(c.json["firedByTriggerID"] as? String == "wake" && c.json["issuer"] as? String == "thing:\(tid)")
-            let list = try #require(try await e.get("\(e.target(tid))/commands", token: token).json["commands"] as? [Any])
+            let list = try #require(
+                try await e.get("\(e.target(tid))/commands", token: token).json["commands"] as? [Any])
             #expect(list.count == 1)
         }
     }

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 private func mode(_ path: String) -> mode_t? {
@@ -22,8 +22,9 @@ struct OnboardingTests {
             let t = try env.newThing()
             #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
             #expect(t.thingID == nil)
-            let rc = ct_onboard(t.ct, "AC-0001", "secret-pw", "AirConditioner", "1.0.3",
-                                #"{"manufacturer":"Acme","productName":"Breeze 9000","_serial":"SN-1"}"#)
+            let rc = ct_onboard(
+                t.ct, "AC-0001", "secret-pw", "AirConditioner", "1.0.3",
+                #"{"manufacturer":"Acme","productName":"Breeze 9000","_serial":"SN-1"}"#)
             try #require(rc == RC.ok, "onboarding: \(rc)\n\(t.logs)")
             let record = try #require(env.hub.thing(vendorThingID: "AC-0001"))
             #expect(t.thingID == record.thingID)
@@ -52,7 +53,8 @@ struct OnboardingTests {
     @Test("An identity handed over by the app: one installation, endpoint fetched, commands arrive")
     func handedOverIdentity() throws {
         try withEnv { env in
-            let (tid, token) = try #require(env.hub.onboardByApp(vendorThingID: "AC-BLE-1", password: "pw", thingType: "AirConditioner"))
+            let (tid, token) = try #require(
+                env.hub.onboardByApp(vendorThingID: "AC-BLE-1", password: "pw", thingType: "AirConditioner"))
             let t = try env.newThing()
             #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
             let rc = ct_use_onboarded(t.ct, tid, token)
@@ -70,7 +72,9 @@ struct OnboardingTests {
         }
     }
 
-    @Test("A restart on the same storage dir onboards from storage: no new request, commands still arrive, file mode 0600")
+    @Test(
+        "A restart on the same storage dir onboards from storage: no new request, commands still arrive, file mode 0600"
+    )
     func persistedOnboarding() throws {
         try withEnv { env in
             let storage = "nested/dir/ac"
@@ -94,7 +98,8 @@ struct OnboardingTests {
 
             let (second, tid2) = try env.onlineAircon(storage: storage)
             #expect(tid2 == tid)
-            #expect(env.hub.requests.filter { $0.path == "onboardings" || $0.path == "installations" }.count == onboardings)
+            #expect(
+                env.hub.requests.filter { $0.path == "onboardings" || $0.path == "installations" }.count == onboardings)
             #expect(env.hub.thing(tid)?.installations.count == 1)
             _ = try env.command(Aircon.allActions, to: tid)
             #expect(second.records.count == 3)
@@ -211,13 +216,18 @@ struct ConnectionTests {
         try env.expectAlive(tid)
         env.broker.stop()
         #expect(poll { !t.isConnected })
-        #expect(poll { t.logContains("connection to the broker lost") || t.logContains("disconnected from the broker") })
+        #expect(
+            poll { t.logContains("connection to the broker lost") || t.logContains("disconnected from the broker") })
         restarted = try env.broker.restarted()
         // Both the thing and the framework side come back on their own.
         #expect(poll(timeoutMs: 10_000) { t.isConnected && env.hub.isOnline(tid) }, "\(t.logs)")
-        #expect(poll(timeoutMs: 10_000) {
-            guard let id = env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOff) else { return false }
-            return env.hub.waitForResults(of: id, timeoutMs: 1000) != nil
-        })
+        #expect(
+            poll(timeoutMs: 10_000) {
+                guard
+                    let id = env.hub.sendCommand(
+                        to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOff)
+                else { return false }
+                return env.hub.waitForResults(of: id, timeoutMs: 1000) != nil
+            })
     }
 }

@@ -5,7 +5,7 @@ import Testing
 import ThingIF
 import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The reliability contract (docs/FAILURE_MODEL.md): at most once execution,
@@ -91,14 +91,17 @@ struct ReliabilityTests {
             let (t1, tid) = try startAircon(env, hub: hubA)
             // The loop pauses so that the command is taken only after the hub is gone.
             #expect(ct_stop(t1.ct, 5000) == RC.ok)
-            let id = try #require(hubA.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                   actions: Aircon.powerOn))
+            let id = try #require(
+                hubA.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: Aircon.powerOn))
             usleep(300_000)
             hubA.stop()
             #expect(ct_start(t1.ct) == RC.ok)
             #expect(poll { t1.records.count == 1 })
-            #expect(poll { pendingOutbox(env.storage("thing")).map(\.kind) == ["results"] },
-                    "\(pendingOutbox(env.storage("thing")))")
+            #expect(
+                poll { pendingOutbox(env.storage("thing")).map(\.kind) == ["results"] },
+                "\(pendingOutbox(env.storage("thing")))")
             #expect(t1.destroy() == RC.ok)
             #expect(pendingOutbox(env.storage("thing")).count == 1)
 
@@ -139,14 +142,17 @@ struct ReliabilityTests {
                 #expect(sent.count == 2, "\(step): \(sent.count) sends")
                 #expect(Set(sent.map(\.requestID)).count == 1, "the request ID changed on the resend")
             }
-            #expect(fake.requests.filter { $0.path.hasSuffix("/firmware-version") }.count == 1, "the 4xx was sent again")
+            #expect(
+                fake.requests.filter { $0.path.hasSuffix("/firmware-version") }.count == 1, "the 4xx was sent again")
             #expect(t.logContains("no answer from the framework to partial state; sending it again"))
             #expect(t.logContains("framework failed on partial state: 503"))
             #expect(t.logContains("framework rejected firmware version 9.9.9: 400"))
         }
     }
 
-    @Test("Outbox: a full state supersedes waiting ones; when full the oldest state goes; results are kept, uploads refused and commands wait")
+    @Test(
+        "Outbox: a full state supersedes waiting ones; when full the oldest state goes; results are kept, uploads refused and commands wait"
+    )
     func outboxFullPolicy() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon { t in
@@ -190,7 +196,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("Results fill the outbox while commands keep coming: commands wait up to THINGIF_OPT_INBOX_MAX, those beyond it run, and all complete when the framework answers")
+    @Test(
+        "Results fill the outbox while commands keep coming: commands wait up to THINGIF_OPT_INBOX_MAX, those beyond it run, and all complete when the framework answers"
+    )
     func inboxBoundWhileOutboxFull() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon { t in
@@ -214,7 +222,10 @@ struct ReliabilityTests {
             // The framework answers: the last one runs and every result goes out.
             fake.setPolicy { _, _ in 204 }
             #expect(poll { t.records.count == 12 }, "the waiting command did not run")
-            #expect(poll { (0..<12).allSatisfy { i in fake.requests.contains { $0.path.contains("/commands/cmd-fill-\(i)/") } } })
+            #expect(
+                poll {
+                    (0..<12).allSatisfy { i in fake.requests.contains { $0.path.contains("/commands/cmd-fill-\(i)/") } }
+                })
             #expect(t.records.compactMap(\.commandID) == (0..<12).map { "cmd-fill-\($0)" })
         }
     }
@@ -227,8 +238,10 @@ struct ReliabilityTests {
                 #expect(ct_behave_defer(t.ct, "setPresetTemperature", 1) == 0)
                 #expect(ct_behave_defer(t.ct, "setFanSpeed", 1) == 0)
             }
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                      actions: Aircon.allActions))
+            let id = try #require(
+                env.hub.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: Aircon.allActions))
             let records = t.waitForRecords(3)
             #expect(records.map { $0.deferred ?? false } == [false, true, true])
             #expect(ct_deferred_count(t.ct) == 2)
@@ -247,8 +260,10 @@ struct ReliabilityTests {
             #expect(results[2].errorMessage == "the fan motor is stuck")
 
             // Data that is not an object: THINGIF_ERR_JSON, and the action succeeds without it.
-            let id2 = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                       actions: #"[{"setFanSpeed":{"fanSpeed":2}}]"#))
+            let id2 = try #require(
+                env.hub.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: #"[{"setFanSpeed":{"fanSpeed":2}}]"#))
             _ = t.waitForRecords(4)
             #expect(ct_complete_deferred(t.ct, "setFanSpeed", nil, "[1,2]") == RC.json)
             let r2 = try env.results(of: id2)
@@ -266,8 +281,10 @@ struct ReliabilityTests {
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MAX_MS.rawValue), 500) == RC.ok)
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue), 500) == RC.ok)
             }
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                      actions: Aircon.powerOn))
+            let id = try #require(
+                env.hub.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: Aircon.powerOn))
             _ = t.waitForRecords(1)
             let port = env.broker.port
             env.broker.stop()
@@ -286,14 +303,18 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("A deferred action pending at destroy: completing returns THINGIF_ERR_STATE; the next start reports it interrupted")
+    @Test(
+        "A deferred action pending at destroy: completing returns THINGIF_ERR_STATE; the next start reports it interrupted"
+    )
     func deferredAcrossRestart() throws {
         try withEnv { env in
             let (t1, tid) = try env.onlineAircon { t in
                 #expect(ct_behave_defer(t.ct, "setFanSpeed", 1) == 0)
             }
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                      actions: #"[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":3}}]"#))
+            let id = try #require(
+                env.hub.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: #"[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":3}}]"#))
             _ = t1.waitForRecords(2)
             #expect(ct_destroy_handle(t1.ct, 5000) == RC.ok)
             #expect(ct_complete_deferred(t1.ct, "setFanSpeed", nil, nil) == RC.state)
@@ -302,7 +323,8 @@ struct ReliabilityTests {
             let (t2, _) = try env.onlineAircon()
             let results = try env.results(of: id)
             #expect(results.map(\.name) == ["turnPower", "setFanSpeed"])
-            #expect(results.allSatisfy { !$0.succeeded && $0.errorMessage?.hasPrefix("interrupted") == true }, "\(results)")
+            #expect(
+                results.allSatisfy { !$0.succeeded && $0.errorMessage?.hasPrefix("interrupted") == true }, "\(results)")
             usleep(200_000)
             #expect(t2.records.isEmpty)
         }
@@ -316,8 +338,10 @@ struct ReliabilityTests {
             #expect(poll { !env.hub.isOnline(tid) })
             // Queued in the thing's session at the broker, which then restarts
             // without persistence: the session and the command are gone.
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1,
-                                                      actions: Aircon.powerOn))
+            let id = try #require(
+                env.hub.sendCommand(
+                    to: tid, schema: Aircon.schema, schemaVersion: 1,
+                    actions: Aircon.powerOn))
             usleep(200_000)
             let port = env.broker.port
             env.broker.stop()
@@ -364,16 +388,18 @@ struct ReliabilityTests {
             let attempts = occurrences(of: refused, in: t.logs) - before
             // Min 100 ms, cap 800 ms: about 7 in 3 s; a spin would make hundreds.
             #expect((2...15).contains(attempts), "\(attempts) refused attempts in 3 s")
-            #expect(poll(timeoutMs: 3000) { occurrences(of: refused, in: t.logs) > before + attempts },
-                    "the thing stopped trying")
+            #expect(
+                poll(timeoutMs: 3000) { occurrences(of: refused, in: t.logs) > before + attempts },
+                "the thing stopped trying")
             #expect(!t.isConnected)
             // The broker's own count (its log is flushed when it exits): at
             // most 5 connections a second over its life, not a spin.
             let lived = Date().timeIntervalSince(brokerStarted)
             authBroker.stop()
             let connections = occurrences(of: "New connection from", in: authBroker.log)
-            #expect(connections >= 2 && Double(connections) <= lived * 5 + 2,
-                    "the broker saw \(connections) connections in \(lived) s")
+            #expect(
+                connections >= 2 && Double(connections) <= lived * 5 + 2,
+                "the broker saw \(connections) connections in \(lived) s")
             #expect(!t.isConnected)
         }
     }
@@ -398,7 +424,8 @@ struct ReliabilityTests {
             #expect(noticed >= 4 && noticed <= 11, "noticed after \(noticed) s")
             proxy.unfreeze()
             #expect(poll(timeoutMs: 3000) { t.isConnected }, "no reconnect; logs:\n\(t.logs)")
-            let id = try #require(hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOn))
+            let id = try #require(
+                hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOn))
             #expect(hub.waitForResults(of: id, timeoutMs: 5000) != nil)
         }
     }
@@ -460,9 +487,15 @@ private func runTool(_ name: String, _ args: [String]) throws {
 }
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
-private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore(secrets: .fastForTests)) throws -> FrameworkSide {
-    guard let hub = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker,
-                                                 advertisedPort: advertisedPort), store: store) else {
+private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = MemoryStore(secrets: .fastForTests))
+    throws -> FrameworkSide
+{
+    guard
+        let hub = FrameworkSide(
+            Env.hubOptions(
+                appID: Env.appID, appKey: Env.appKey, broker: env.broker,
+                advertisedPort: advertisedPort), store: store)
+    else {
         throw HarnessError("cannot create a framework side")
     }
     guard hub.start(timeoutMs: 10_000) else {
@@ -473,8 +506,10 @@ private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = 
 }
 
 /// Env.onlineAircon against another hub.
-private func startAircon(_ env: Env, hub: FrameworkSide, storage: String = "thing",
-                         configure: (TestThing) -> Void = { _ in }) throws -> (TestThing, String) {
+private func startAircon(
+    _ env: Env, hub: FrameworkSide, storage: String = "thing",
+    configure: (TestThing) -> Void = { _ in }
+) throws -> (TestThing, String) {
     let t = try env.newThing(storage: storage)
     #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
     configure(t)
@@ -482,7 +517,9 @@ private func startAircon(_ env: Env, hub: FrameworkSide, storage: String = "thin
     guard rc == RC.ok else { throw HarnessError("onboarding failed: \(rc); logs:\n\(t.logs)") }
     let tid = try #require(t.thingID)
     #expect(ct_start(t.ct) == RC.ok)
-    guard hub.waitForOnline(tid, timeoutMs: 5000) else { throw HarnessError("\(tid) did not come online; logs:\n\(t.logs)") }
+    guard hub.waitForOnline(tid, timeoutMs: 5000) else {
+        throw HarnessError("\(tid) did not come online; logs:\n\(t.logs)")
+    }
     return (t, tid)
 }
 
@@ -521,7 +558,8 @@ private final class FakeFramework: @unchecked Sendable {
         client.onSubscribe = { [unowned self] _ in self.lock.withLock { self.subacks += 1 } }
         client.onMessage = { [unowned self] m in self.handle(m) }
         guard client.connect(host: "127.0.0.1", port: port, keepalive: 30) == 0, client.startThread() == 0,
-              poll(timeoutMs: 5000, { lock.withLock { subacks >= topics.count } }) else {
+            poll(timeoutMs: 5000, { lock.withLock { subacks >= topics.count } })
+        else {
             stop()
             throw HarnessError("the fake framework did not subscribe")
         }

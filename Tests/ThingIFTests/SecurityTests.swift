@@ -5,7 +5,7 @@ import Testing
 import ThingIF
 import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The attack suite of docs/SECURITY.md, on the production broker
@@ -17,32 +17,43 @@ struct SecurityTests {
 
     /// Two onboarded things: A (the victim, online) and B (the attacker's own
     /// thing, with its broker credentials read from its storage).
-    func twoThings(_ env: Env, startVictim: Bool = true) throws -> (a: TestThing, aid: StoredIdentity, b: StoredIdentity) {
+    func twoThings(_ env: Env, startVictim: Bool = true) throws -> (
+        a: TestThing, aid: StoredIdentity, b: StoredIdentity
+    ) {
         let (a, _) = try env.onlineAircon(vendorThingID: "AC-VICTIM", storage: "victim", start: startVictim)
         let (bThing, _) = try env.onlineAircon(vendorThingID: "AC-ATTACKER", storage: "attacker", start: false)
         bThing.destroy()
-        return (a, try StoredIdentity(storage: env.storage("victim")), try StoredIdentity(storage: env.storage("attacker")))
+        return (
+            a, try StoredIdentity(storage: env.storage("victim")), try StoredIdentity(storage: env.storage("attacker"))
+        )
     }
 
-    @Test("Nobody connects anonymously or with a wrong password; a thing's credentials work only with its own client ID")
+    @Test(
+        "Nobody connects anonymously or with a wrong password; a thing's credentials work only with its own client ID")
     func authentication() throws {
         try withEnv { env in
             let (a, aid, b) = try twoThings(env)
-            let anonymous = try MqttProbe(port: env.broker.port, clientID: "anon-" + randomHexString(4), username: nil, password: nil)
+            let anonymous = try MqttProbe(
+                port: env.broker.port, clientID: "anon-" + randomHexString(4), username: nil, password: nil)
             defer { anonymous.stop() }
-            #expect(anonymous.connackCode.map { $0 != 0 } ?? true, "anonymous: \(String(describing: anonymous.connackCode))")
-            let wrong = try MqttProbe(port: env.broker.port, clientID: aid.topic, username: aid.username, password: "guess")
+            #expect(
+                anonymous.connackCode.map { $0 != 0 } ?? true, "anonymous: \(String(describing: anonymous.connackCode))"
+            )
+            let wrong = try MqttProbe(
+                port: env.broker.port, clientID: aid.topic, username: aid.username, password: "guess")
             defer { wrong.stop() }
             #expect(!wrong.isConnected)
             // Session takeover: B's valid credentials with A's client ID.
-            let takeover = try MqttProbe(port: env.broker.port, clientID: aid.topic, username: b.username, password: b.password)
+            let takeover = try MqttProbe(
+                port: env.broker.port, clientID: aid.topic, username: b.username, password: b.password)
             defer { takeover.stop() }
             #expect(!takeover.isConnected, "B took A's client ID")
             // The app's bootstrap credentials cannot publish as A either (see the injection test); A is still there.
             #expect(a.isConnected)
             try env.expectAlive(aid.thingID)
             // The legitimate path: B's credentials with B's own client ID.
-            let own = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let own = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { own.stop() }
             #expect(own.isConnected)
         }
@@ -56,16 +67,21 @@ struct SecurityTests {
             let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
             defer { boot.stop() }
             try #require(boot.isConnected)
-            for filter in ["#", "p/#", "p/+/resp", "p/+/+", "+/+/resp", "p/+/thing-if/apps/#", "p/+/status",
-                           "$share/x/p/+/resp", "$share/x/#", aid.topic, "p/\(aid.topic)/config", "n/#"] {
+            for filter in [
+                "#", "p/#", "p/+/resp", "p/+/+", "+/+/resp", "p/+/thing-if/apps/#", "p/+/status",
+                "$share/x/p/+/resp", "$share/x/#", aid.topic, "p/\(aid.topic)/config", "n/#"
+            ] {
                 let code = try #require(boot.subscribe(filter), "no SUBACK for \(filter)")
                 #expect(Self.refused.contains(code), "bootstrap identity subscribed to \(filter): \(code)")
             }
             #expect(boot.subscribe("p/\(bootID)/resp") == 1, "its own reply topic")
-            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { thingB.stop() }
             try #require(thingB.isConnected)
-            for filter in ["#", "p/+/resp", "p/\(aid.topic)/resp", aid.topic, "p/+/thing-if/apps/#", "p/\(aid.topic)/config"] {
+            for filter in [
+                "#", "p/+/resp", "p/\(aid.topic)/resp", aid.topic, "p/+/thing-if/apps/#", "p/\(aid.topic)/config"
+            ] {
                 let code = try #require(thingB.subscribe(filter), "no SUBACK for \(filter)")
                 #expect(Self.refused.contains(code), "thing B subscribed to \(filter): \(code)")
             }
@@ -85,17 +101,21 @@ struct SecurityTests {
     func injection() throws {
         try withEnv { env in
             let (a, aid, b) = try twoThings(env)
-            let boot = try MqttProbe(port: env.broker.port, clientID: "thingif-bootstrap-" + randomHexString(8),
-                                     username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe(
+                port: env.broker.port, clientID: "thingif-bootstrap-" + randomHexString(8),
+                username: Env.appID, password: Env.appKey)
             defer { boot.stop() }
-            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { thingB.stop() }
             try #require(boot.isConnected && thingB.isConnected)
             let before = a.records.count
             for (n, probe) in [boot, thingB].enumerated() {
-                let command = #"{"commandID":"evil-\#(n)","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
+                let command =
+                    #"{"commandID":"evil-\#(n)","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
                 probe.publish(aid.topic, Array(command.utf8))
-                let config = #"{"version":999999,"actionSets":[{"name":"evil","actions":[{"turnPower":{"power":false}}]}],"timers":[]}"#
+                let config =
+                    #"{"version":999999,"actionSets":[{"name":"evil","actions":[{"turnPower":{"power":false}}]}],"timers":[]}"#
                 probe.publish(Topics.config(clientID: aid.topic), Array(config.utf8), retain: true)
             }
             usleep(1_000_000)
@@ -106,32 +126,41 @@ struct SecurityTests {
         }
     }
 
-    @Test("Results for another thing's command, or from a stolen token on another client ID, are refused; the real results count")
+    @Test(
+        "Results for another thing's command, or from a stolen token on another client ID, are refused; the real results count"
+    )
     func crossThingResults() throws {
         try withEnv { env in
             let (a, aid, b) = try twoThings(env, startVictim: false)
             // A command for A, stored while A is offline.
-            let cid = try #require(env.hub.sendCommand(to: aid.thingID, schema: Aircon.schema, schemaVersion: 1,
-                                                       actions: Aircon.powerOn))
-            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let cid = try #require(
+                env.hub.sendCommand(
+                    to: aid.thingID, schema: Aircon.schema, schemaVersion: 1,
+                    actions: Aircon.powerOn))
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { thingB.stop() }
             try #require(thingB.isConnected)
             #expect(thingB.subscribe(Topics.response(clientID: b.topic)) == 1)
             let forged = #"{"actionResults":[{"turnPower":{"succeeded":false,"errorMessage":"forged"}}]}"#
             let attempts: [(target: String, token: String, expected: Int)] = [
-                (b.thingID, b.token, 404),   // B's own target, A's command
-                (aid.thingID, b.token, 403), // A's target with B's token
-                (aid.thingID, aid.token, 403), // A's stolen token, from B's client ID
+                (b.thingID, b.token, 404),  // B's own target, A's command
+                (aid.thingID, b.token, 403),  // A's target with B's token
+                (aid.thingID, aid.token, 403)  // A's stolen token, from B's client ID
             ]
             for (i, at) in attempts.enumerated() {
-                let topic = Topics.request(clientID: b.topic, appID: Env.appID,
-                                           path: "targets/thing:\(at.target)/commands/\(cid)/action-results")
-                thingB.publish(topic, kiiRequest("PUT", token: at.token, requestID: "forge-\(i)", body: forged),
-                               correlation: "forge-\(i)")
+                let topic = Topics.request(
+                    clientID: b.topic, appID: Env.appID,
+                    path: "targets/thing:\(at.target)/commands/\(cid)/action-results")
+                thingB.publish(
+                    topic, kiiRequest("PUT", token: at.token, requestID: "forge-\(i)", body: forged),
+                    correlation: "forge-\(i)")
             }
             #expect(poll { thingB.messages(on: Topics.response(clientID: b.topic)).count == attempts.count })
-            let statuses = thingB.messages(on: Topics.response(clientID: b.topic)).compactMap { KiiResponse.decode($0.payload) }
-                .sorted { ($0.requestID ?? "") < ($1.requestID ?? "") }.map(\.status)
+            let statuses = thingB.messages(on: Topics.response(clientID: b.topic)).compactMap {
+                KiiResponse.decode($0.payload)
+            }
+            .sorted { ($0.requestID ?? "") < ($1.requestID ?? "") }.map(\.status)
             #expect(statuses == attempts.map(\.expected))
             #expect(env.hub.results(of: cid) == nil)
             // A comes online and runs it: its real results are the ones kept.
@@ -145,23 +174,29 @@ struct SecurityTests {
     func chosenResponseTopic() throws {
         try withEnv { env in
             let (_, aid, b) = try twoThings(env)
-            let watcher = try MqttProbe(port: env.broker.port, clientID: "watch-" + randomHexString(4),
-                                        username: env.broker.adminUsername, password: env.broker.adminPassword)
+            let watcher = try MqttProbe(
+                port: env.broker.port, clientID: "watch-" + randomHexString(4),
+                username: env.broker.adminUsername, password: env.broker.adminPassword)
             defer { watcher.stop() }
             #expect(watcher.subscribe("p/\(aid.topic)/resp") == 1)
             #expect(watcher.subscribe("evil/#") == 1)
-            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { thingB.stop() }
             #expect(thingB.subscribe(Topics.response(clientID: b.topic)) == 1)
             let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
             for (i, rt) in ["p/\(aid.topic)/resp", "evil/topic"].enumerated() {
-                thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "rt-\(i)", body: #"{"power":true}"#),
-                               responseTopic: rt, correlation: "rt-\(i)")
+                thingB.publish(
+                    topic, kiiRequest("PUT", token: b.token, requestID: "rt-\(i)", body: #"{"power":true}"#),
+                    responseTopic: rt, correlation: "rt-\(i)")
             }
             #expect(poll { thingB.messages(on: Topics.response(clientID: b.topic)).count == 2 })
             let replies = thingB.messages(on: Topics.response(clientID: b.topic))
             #expect(replies.compactMap { KiiResponse.decode($0.payload)?.status } == [204, 204])
-            #expect(Set(replies.compactMap { $0.correlationData.map { String(decoding: $0, as: UTF8.self) } }) == ["rt-0", "rt-1"])
+            #expect(
+                Set(replies.compactMap { $0.correlationData.map { String(decoding: $0, as: UTF8.self) } }) == [
+                    "rt-0", "rt-1"
+                ])
             usleep(300_000)
             #expect(watcher.messages().isEmpty, "published on a chosen topic: \(watcher.messages().map(\.topic))")
         }
@@ -179,21 +214,24 @@ struct SecurityTests {
             let hub = try #require(FrameworkSide(options, store: env.hub.store))
             try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
             defer { hub.stop() }
-            let thingB = try MqttProbe(port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
             defer { thingB.stop() }
             let replies = Topics.response(clientID: b.topic)
             #expect(thingB.subscribe(replies) == 1)
             let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
             let big = #"{"pad":""# + String(repeating: "x", count: HubLimits.defaultMaxStateBody) + #""}"#
             thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "big", body: big), correlation: "big")
-            thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "ok", body: #"{"power":true}"#), correlation: "ok")
+            thingB.publish(
+                topic, kiiRequest("PUT", token: b.token, requestID: "ok", body: #"{"power":true}"#), correlation: "ok")
             #expect(poll { thingB.messages(on: replies).count == 2 })
             let first = thingB.messages(on: replies).compactMap { KiiResponse.decode($0.payload) }
             #expect(first.first { $0.requestID == "big" }?.status == 413)
             #expect(first.first { $0.requestID == "ok" }?.status == 204)
             for i in 0..<40 {
-                thingB.publish(topic, kiiRequest("PATCH", token: b.token, requestID: "f\(i)", body: #"{"n":\#(i)}"#),
-                               correlation: "f\(i)")
+                thingB.publish(
+                    topic, kiiRequest("PATCH", token: b.token, requestID: "f\(i)", body: #"{"n":\#(i)}"#),
+                    correlation: "f\(i)")
             }
             #expect(poll { thingB.messages(on: replies).count == 42 })
             let statuses = thingB.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
@@ -214,8 +252,11 @@ struct SecurityTests {
             let topic = Topics.request(clientID: bootID, appID: Env.appID, path: "onboardings")
             for i in 0..<12 {
                 let body = #"{"vendorThingID":"AC-GUESS","thingPassword":"guess-\#(i)"}"#
-                boot.publish(topic, kiiRequest("POST", token: nil, contentType: MediaType.onboardingByThing,
-                                               requestID: "g\(i)", body: body), correlation: "g\(i)")
+                boot.publish(
+                    topic,
+                    kiiRequest(
+                        "POST", token: nil, contentType: MediaType.onboardingByThing,
+                        requestID: "g\(i)", body: body), correlation: "g\(i)")
             }
             let replies = Topics.response(clientID: bootID)
             #expect(poll { boot.messages(on: replies).count == 12 })
@@ -238,10 +279,12 @@ struct SecurityTests {
             let second = try StoredIdentity(storage: env.storage("second"))
             #expect(first.topic == second.topic)
             #expect(first.password != second.password)
-            let old = try MqttProbe(port: env.broker.port, clientID: first.topic, username: first.username, password: first.password)
+            let old = try MqttProbe(
+                port: env.broker.port, clientID: first.topic, username: first.username, password: first.password)
             defer { old.stop() }
             #expect(!old.isConnected)
-            let new = try MqttProbe(port: env.broker.port, clientID: second.topic, username: second.username, password: second.password)
+            let new = try MqttProbe(
+                port: env.broker.port, clientID: second.topic, username: second.username, password: second.password)
             defer { new.stop() }
             #expect(new.isConnected)
         }
@@ -262,8 +305,9 @@ struct SecurityTests {
         hub.stop()
         // Mutual TLS: with the client certificate on the listener that requires one.
         options.brokerPort = broker.mtlsPort
-        options.brokerTLS = FrameworkSide.TLSFiles(caFile: broker.caFile, certFile: BrokerSecrets.clientCert,
-                                                   keyFile: BrokerSecrets.clientKey)
+        options.brokerTLS = FrameworkSide.TLSFiles(
+            caFile: broker.caFile, certFile: BrokerSecrets.clientCert,
+            keyFile: BrokerSecrets.clientKey)
         let mutual = try #require(FrameworkSide(options))
         #expect(mutual.start(timeoutMs: 10_000), "\(mutual.startProblem ?? "")")
         mutual.stop()

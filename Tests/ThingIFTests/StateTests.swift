@@ -10,7 +10,8 @@ struct StateTests {
     func putThenPatch() throws {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon()
-            #expect(ct_update_state(t.ct, #"{"power":true,"presetTemperature":25,"fanSpeed":3,"mode":"cool"}"#) == RC.ok)
+            #expect(
+                ct_update_state(t.ct, #"{"power":true,"presetTemperature":25,"fanSpeed":3,"mode":"cool"}"#) == RC.ok)
             #expect(ct_patch_state(t.ct, #"{"presetTemperature":20,"humidity":40}"#) == RC.ok)
             let uploads = env.hub.waitForStateUploads(of: tid, count: 2, timeoutMs: 5000)
             try #require(uploads.count == 2)
@@ -31,7 +32,8 @@ struct StateTests {
             #expect(replaced["power"] as? Bool == false)
             // Not an object.
             #expect(ct_update_state(t.ct, "[1,2]") == RC.json)
-            #expect(ct_patch_state(t.ct, "\"on\"") == -1, "jansson itself refuses a bare string without JSON_DECODE_ANY")
+            #expect(
+                ct_patch_state(t.ct, "\"on\"") == -1, "jansson itself refuses a bare string without JSON_DECODE_ANY")
         }
     }
 

@@ -4,7 +4,7 @@ import Testing
 import ThingIF
 @testable import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Makes a fresh store of one kind; the directory (if any) is removed by `cleanup`.
@@ -16,7 +16,12 @@ struct StoreFactory: CustomStringConvertible, Sendable {
     static let sqlite = StoreFactory(description: "SQLiteStore") { secrets, retention in
         let dir = try makeTempDirectory(prefix: "thingif-store")
         let store = try SQLiteStore(path: dir + "/hub.sqlite", secrets: secrets, retention: retention)
-        return (store, { store.close(); try? FileManager.default.removeItem(atPath: dir) })
+        return (
+            store,
+            {
+                store.close(); try? FileManager.default.removeItem(atPath: dir)
+            }
+        )
     }
     static let sqliteInMemory = StoreFactory(description: "SQLiteStore(:memory:)") {
         (try SQLiteStore(path: ":memory:", secrets: $0, retention: $1), {})
@@ -24,25 +29,32 @@ struct StoreFactory: CustomStringConvertible, Sendable {
     static let all = [memory, sqlite, sqliteInMemory]
 }
 
-private func withStore(_ factory: StoreFactory, secrets: HubSecrets = .fastForTests,
-                       retention: StateRetention = StateRetention(), _ body: (HubStore) throws -> Void) throws {
+private func withStore(
+    _ factory: StoreFactory, secrets: HubSecrets = .fastForTests,
+    retention: StateRetention = StateRetention(), _ body: (HubStore) throws -> Void
+) throws {
     let (store, cleanup) = try factory.make(secrets, retention)
     defer { cleanup() }
     try body(store)
 }
 
-private func register(_ s: HubStore, _ vendor: String, password: String = "pw", type: String? = "AirConditioner",
-                      firmware: String? = nil, grouping: String? = nil) throws -> ThingRecord {
-    switch s.registerThing(vendorThingID: vendor, password: password, thingType: type, firmwareVersion: firmware,
-                           dataGroupingInterval: grouping) {
+private func register(
+    _ s: HubStore, _ vendor: String, password: String = "pw", type: String? = "AirConditioner",
+    firmware: String? = nil, grouping: String? = nil
+) throws -> ThingRecord {
+    switch s.registerThing(
+        vendorThingID: vendor, password: password, thingType: type, firmwareVersion: firmware,
+        dataGroupingInterval: grouping)
+    {
     case .success(let t): return t
     case .failure(let e): throw HarnessError("registration of \(vendor) failed: \(e)")
     }
 }
 
 private func command(_ id: String, thing: String, issuer: String? = "user:u1", at: Int64 = 1000) -> CommandRecord {
-    CommandRecord(commandID: id, thingID: thing, issuer: issuer, issuingInstallationID: nil,
-                  payload: #"{"commandID":"\#(id)"}"#, createdAt: at, modifiedAt: at)
+    CommandRecord(
+        commandID: id, thingID: thing, issuer: issuer, issuingInstallationID: nil,
+        payload: #"{"commandID":"\#(id)"}"#, createdAt: at, modifiedAt: at)
 }
 
 private func failure(_ r: Result<ThingRecord, RegisterError>) -> RegisterError? {
@@ -53,8 +65,9 @@ private func failure(_ r: Result<ThingRecord, RegisterError>) -> RegisterError? 
 /// The HubStore contract, run against every store.
 @Suite("Store conformance")
 struct StoreConformanceTests {
-    @Test("Registering a thing: created once, same password again, wrong password, wrong type",
-          arguments: StoreFactory.all)
+    @Test(
+        "Registering a thing: created once, same password again, wrong password, wrong type",
+        arguments: StoreFactory.all)
     func registerThing(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
             let t = try register(s, "AC-1", type: nil, firmware: "1.0", grouping: "1_HOUR")
@@ -69,7 +82,9 @@ struct StoreConformanceTests {
             #expect(t.thingType == nil)
             #expect(t.firmwareVersion == "1.0")
             #expect(t.dataGroupingInterval == "1_HOUR")
-            #expect(t.installations.isEmpty && t.owners.isEmpty && t.state == nil && s.stateHistory(thingID: t.thingID, from: 0, to: .max).isEmpty)
+            #expect(
+                t.installations.isEmpty && t.owners.isEmpty && t.state == nil
+                    && s.stateHistory(thingID: t.thingID, from: 0, to: .max).isEmpty)
             #expect(t.createdAt > 1_600_000_000_000)
 
             // Again with the same password: the same thing with a NEW token
@@ -93,10 +108,16 @@ struct StoreConformanceTests {
             #expect(updated.firmwareVersion == "2.0")
             #expect(updated.dataGroupingInterval == "15_MINUTES")
 
-            #expect(failure(s.registerThing(vendorThingID: "AC-1", password: "other", thingType: nil,
-                                            firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongPassword)
-            #expect(failure(s.registerThing(vendorThingID: "AC-1", password: "pw", thingType: "Lamp",
-                                            firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongType)
+            #expect(
+                failure(
+                    s.registerThing(
+                        vendorThingID: "AC-1", password: "other", thingType: nil,
+                        firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongPassword)
+            #expect(
+                failure(
+                    s.registerThing(
+                        vendorThingID: "AC-1", password: "pw", thingType: "Lamp",
+                        firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongType)
             // A refused registration changes nothing.
             #expect(s.thing(id: t.thingID)?.firmwareVersion == "2.0")
             #expect(s.thing(id: t.thingID)?.thingType == "AirConditioner")
@@ -161,20 +182,26 @@ struct StoreConformanceTests {
             let t = try register(s, "AC-1")
             #expect(s.applyState(thingID: "th.nope", method: "PUT", upload: #"{"a":1}"#, at: 1) == nil)
 
-            let put = try #require(s.applyState(thingID: t.thingID, method: "PUT",
-                                                upload: #"{"power":true, "fanSpeed":3}"#, at: 100))
+            let put = try #require(
+                s.applyState(
+                    thingID: t.thingID, method: "PUT",
+                    upload: #"{"power":true, "fanSpeed":3}"#, at: 100))
             #expect(parseObject(put)?.count == 2)
             // A PATCH on no state yet stores the upload as it is.
-            let patched = try #require(s.applyState(thingID: t.thingID, method: "PATCH",
-                                                    upload: #"{"fanSpeed":5,"mode":"cool"}"#, at: 200))
+            let patched = try #require(
+                s.applyState(
+                    thingID: t.thingID, method: "PATCH",
+                    upload: #"{"fanSpeed":5,"mode":"cool"}"#, at: 200))
             let o = try #require(parseObject(patched))
             #expect(o["power"] as? Bool == true)
             #expect(o["fanSpeed"] as? Int == 5)
             #expect(o["mode"] as? String == "cool")
             #expect(s.thing(id: t.thingID)?.state == patched)
 
-            let replaced = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"power":false}"#,
-                                                     at: 300))
+            let replaced = try #require(
+                s.applyState(
+                    thingID: t.thingID, method: "PUT", upload: #"{"power":false}"#,
+                    at: 300))
             #expect(parseObject(replaced)?.count == 1)
             let record = try #require(s.thing(id: t.thingID))
             #expect(record.state == replaced)
@@ -305,8 +332,9 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("Tokens: kept only as SHA-256, new ones on issue, revocation, expiry, kinds kept apart",
-          arguments: StoreFactory.all)
+    @Test(
+        "Tokens: kept only as SHA-256, new ones on issue, revocation, expiry, kinds kept apart",
+        arguments: StoreFactory.all)
     func tokens(_ factory: StoreFactory) throws {
         let secrets = HubSecrets(passwordIterations: 1_000, userTokenLifetime: 1, thingTokenLifetime: 0)
         try withStore(factory, secrets: secrets) { s in
@@ -344,8 +372,9 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("Registration runs the KDF outside the store's lock: concurrent first registrations agree, lookups are not held up",
-          arguments: StoreFactory.all)
+    @Test(
+        "Registration runs the KDF outside the store's lock: concurrent first registrations agree, lookups are not held up",
+        arguments: StoreFactory.all)
     func registrationOutsideLock(_ factory: StoreFactory) throws {
         try withStore(factory, secrets: HubSecrets(passwordIterations: 200_000)) { s in
             let other = try register(s, "AC-OTHER")
@@ -359,8 +388,9 @@ struct StoreConformanceTests {
             for _ in 0..<8 {
                 group.enter()
                 Thread {
-                    let r = s.registerThing(vendorThingID: "AC-RACE", password: "pw", thingType: nil,
-                                            firmwareVersion: nil, dataGroupingInterval: nil)
+                    let r = s.registerThing(
+                        vendorThingID: "AC-RACE", password: "pw", thingType: nil,
+                        firmwareVersion: nil, dataGroupingInterval: nil)
                     results.withLock { $0.append(r) }
                     group.leave()
                 }.start()
@@ -391,7 +421,8 @@ struct StoreConformanceTests {
             let t = try register(s, "AC-HIST")
             let other = try register(s, "AC-HIST-2")
             for i in 0..<8 {
-                _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: 1000 + Int64(i)))
+                _ = try #require(
+                    s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: 1000 + Int64(i)))
                 _ = try #require(s.applyState(thingID: other.thingID, method: "PUT", upload: "{}", at: 1000 + Int64(i)))
             }
             // The newest five are kept.
@@ -407,7 +438,8 @@ struct StoreConformanceTests {
             }
             #expect(pages.map(\.count) == [2, 2, 1])
             #expect(pages.flatMap { $0 } == all.map(\.upload))
-            #expect(s.stateHistoryPage(thingID: t.thingID, from: 1005, to: 1007, after: 0, limit: 10).samples.count == 2)
+            #expect(
+                s.stateHistoryPage(thingID: t.thingID, from: 1005, to: 1007, after: 0, limit: 10).samples.count == 2)
             // A sample two days newer drops those older than a day.
             _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: "{}", at: 1000 + 2 * 86_400_000))
             #expect(s.stateHistory(thingID: t.thingID, from: 0, to: .max).count == 1)
@@ -455,7 +487,8 @@ struct StoreConformanceTests {
             #expect(read.createdAt == m.createdAt)
             #expect(s.appInstallation(id: w.installationID)?.kind == .webhook)
             #expect(s.appInstallation(id: "nope") == nil)
-            #expect(Set(s.appInstallations(userID: "u.a").map(\.installationID))
+            #expect(
+                Set(s.appInstallations(userID: "u.a").map(\.installationID))
                     == [m.installationID, e.installationID, w.installationID])
             #expect(s.appInstallations(userID: "u.b").map(\.installationID) == [other.installationID])
             #expect(s.appInstallations(userID: "u.z").isEmpty)
@@ -466,23 +499,33 @@ struct StoreConformanceTests {
             #expect(!s.removeAppInstallation(id: e.installationID, userID: "u.a"))
             #expect(!s.removeAppInstallation(id: "nope", userID: "u.a"))
             #expect(s.appInstallation(id: e.installationID) == nil)
-            #expect(Set(s.appInstallations(userID: "u.a").map(\.installationID))
+            #expect(
+                Set(s.appInstallations(userID: "u.a").map(\.installationID))
                     == [m.installationID, w.installationID])
         }
     }
 
-    @Test("Server triggers: insert once, listed in order, enabled and last match kept, deleted", arguments: StoreFactory.all)
+    @Test(
+        "Server triggers: insert once, listed in order, enabled and last match kept, deleted",
+        arguments: StoreFactory.all)
     func serverTriggers(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
             let t = try register(s, "AC-TRG")
-            let a = ServerTriggerRecord(triggerID: "trg-a", thingID: t.thingID, definition: #"{"predicate":{}}"#, createdAt: 5)
+            let a = ServerTriggerRecord(
+                triggerID: "trg-a", thingID: t.thingID, definition: #"{"predicate":{}}"#, createdAt: 5)
             #expect(s.insertTrigger(a))
             #expect(!s.insertTrigger(a))
-            #expect(s.insertTrigger(ServerTriggerRecord(triggerID: "trg-b", thingID: t.thingID, definition: "{}",
-                                                        enabled: false, lastMatch: true, createdAt: 6)))
-            #expect(s.insertTrigger(ServerTriggerRecord(triggerID: "trg-c", thingID: "th.other", definition: "{}", createdAt: 7)))
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(
+                        triggerID: "trg-b", thingID: t.thingID, definition: "{}",
+                        enabled: false, lastMatch: true, createdAt: 6)))
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-c", thingID: "th.other", definition: "{}", createdAt: 7)))
             let back = try #require(s.trigger(id: "trg-a"))
-            #expect(back.thingID == t.thingID && back.definition == #"{"predicate":{}}"# && back.enabled
+            #expect(
+                back.thingID == t.thingID && back.definition == #"{"predicate":{}}"# && back.enabled
                     && back.lastMatch == nil && back.createdAt == 5)
             #expect(s.trigger(id: "trg-b")?.enabled == false && s.trigger(id: "trg-b")?.lastMatch == true)
             #expect(s.triggers(thingID: t.thingID).map(\.triggerID) == ["trg-a", "trg-b"])
@@ -497,10 +540,15 @@ struct StoreConformanceTests {
             #expect(!s.deleteTrigger(id: "trg-a"))
             #expect(s.trigger(id: "trg-a") == nil)
             #expect(s.triggers(thingID: t.thingID).map(\.triggerID) == ["trg-b"])
+            // PATCH: a new definition, the last match forgotten.
+            #expect(s.updateTrigger(id: "trg-b", definition: #"{"title":"x"}"#))
+            #expect(s.trigger(id: "trg-b")?.definition == #"{"title":"x"}"# && s.trigger(id: "trg-b")?.lastMatch == nil)
+            #expect(!s.updateTrigger(id: "nope", definition: "{}"))
         }
     }
 
-    @Test("Thing automation: saved per thing, the version increases, unknown things refused", arguments: StoreFactory.all)
+    @Test(
+        "Thing automation: saved per thing, the version increases, unknown things refused", arguments: StoreFactory.all)
     func thingAutomation(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
             let t = try register(s, "AC-AUTO")
@@ -513,6 +561,16 @@ struct StoreConformanceTests {
             #expect(a.config == #"{"actionSets":[1]}"# && a.version == 2 && a.thingID == t.thingID)
             #expect(s.saveAutomation(thingID: "th.nope", config: "{}") == nil)
             #expect(s.automation(thingID: "th.nope") == nil)
+            // The thing's report: kept until the next change.
+            #expect(a.report == nil)
+            #expect(s.saveAutomationReport(thingID: t.thingID, report: #"{"applied":false}"#))
+            #expect(s.automation(thingID: t.thingID)?.report == #"{"applied":false}"#)
+            #expect(s.automation(thingID: u.thingID)?.report == nil)
+            #expect(s.saveAutomation(thingID: t.thingID, config: "{}")?.version == 3)
+            #expect(s.automation(thingID: t.thingID)?.report == nil)
+            #expect(!s.saveAutomationReport(thingID: "th.nope", report: "{}"))
+            let w = try register(s, "AC-AUTO-3")
+            #expect(!s.saveAutomationReport(thingID: w.thingID, report: "{}"), "no configuration, no report")
         }
     }
 
@@ -588,8 +646,11 @@ struct SQLiteStoreTests {
         #expect(r.group(id: g.groupID)?.members == ["u.x"])
         #expect(r.groups(ofUser: "u.x").map(\.groupID) == [g.groupID])
         #expect(r.appInstallation(id: i.installationID)?.target == HubIDs.notificationTopic(i.installationID))
-        #expect(failure(r.registerThing(vendorThingID: "AC-1", password: "bad", thingType: nil, firmwareVersion: nil,
-                                        dataGroupingInterval: nil)) == .wrongPassword)
+        #expect(
+            failure(
+                r.registerThing(
+                    vendorThingID: "AC-1", password: "bad", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)) == .wrongPassword)
     }
 
     @Test("Triggers and automation survive a restart; a version 1 database is migrated to the current version")
@@ -599,7 +660,9 @@ struct SQLiteStoreTests {
         let path = dir + "/hub.sqlite"
         var s: SQLiteStore? = try SQLiteStore(path: path, secrets: .fastForTests)
         let t = try register(s!, "AC-MIG")
-        #expect(s!.insertTrigger(ServerTriggerRecord(triggerID: "trg-1", thingID: t.thingID, definition: "{}", createdAt: 1)))
+        #expect(
+            s!.insertTrigger(
+                ServerTriggerRecord(triggerID: "trg-1", thingID: t.thingID, definition: "{}", createdAt: 1)))
         #expect(s!.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
         s!.close()
         s = nil
@@ -611,21 +674,29 @@ struct SQLiteStoreTests {
         // A database as the version 1 hub left it: no trigger tables.
         let v1 = dir + "/v1.sqlite"
         try SQLiteStore(path: v1, secrets: .fastForTests, retention: StateRetention(), migrateTo: 1).close()
-        try execSQL(v1, """
+        try execSQL(
+            v1,
+            """
             INSERT INTO things (thing_id, vendor_thing_id, password, access_token, created_at)
             VALUES ('th.v1', 'AC-MIG', 'pw', 'v1token', 1)
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 3)
+        #expect(SQLiteStore.schemaVersion == 4)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         #expect(m.thing(accessToken: "v1token")?.thingID == "th.v1")
         #expect(m.allTriggers().isEmpty && m.automation(thingID: "th.v1") == nil)
-        #expect(m.insertTrigger(ServerTriggerRecord(triggerID: "trg-2", thingID: "th.v1", definition: "{}", createdAt: 2)))
+        #expect(
+            m.insertTrigger(ServerTriggerRecord(triggerID: "trg-2", thingID: "th.v1", definition: "{}", createdAt: 2)))
         #expect(m.saveAutomation(thingID: "th.v1", config: "{}")?.version == 1)
+        // Version 4's column: the thing's report.
+        #expect(m.saveAutomationReport(thingID: "th.v1", report: #"{"applied":true}"#))
+        #expect(m.automation(thingID: "th.v1")?.report == #"{"applied":true}"#)
     }
 
-    @Test("A version 2 database is migrated to 3: raw tokens become SHA-256 rows, thing passwords KDF hashes, a legacy user hash is re-hashed at login")
+    @Test(
+        "A version 2 database is migrated to 3: raw tokens become SHA-256 rows, thing passwords KDF hashes, a legacy user hash is re-hashed at login"
+    )
     func migratesSecrets() throws {
         let dir = try makeTempDirectory(prefix: "thingif-store")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -633,7 +704,9 @@ struct SQLiteStoreTests {
         // The schema as the version 2 hub left it, with its plain secrets.
         try SQLiteStore(path: path, secrets: .fastForTests, retention: StateRetention(), migrateTo: 2).close()
         let legacy = legacyHash("secret1", salt: "abcd", iterations: 3)
-        try execSQL(path, """
+        try execSQL(
+            path,
+            """
             INSERT INTO things (thing_id, vendor_thing_id, password, thing_type, firmware_version, access_token,
                 data_grouping_interval, state, created_at)
             VALUES ('th.old', 'AC-OLD', 'pw', 'AirConditioner', '1.0', 'oldthingtoken', NULL, '{"p":1}', 1);
@@ -649,16 +722,29 @@ struct SQLiteStoreTests {
         #expect(t.thingID == "th.old" && t.installations == ["i1": "told"] && t.owners == ["user:u.old"])
         #expect(t.state == #"{"p":1}"# && m.stateHistory(thingID: "th.old", from: 0, to: .max).count == 1)
         #expect(t.passwordHash?.hasPrefix("pbkdf2-sha256$") == true)
-        #expect(failure(m.registerThing(vendorThingID: "AC-OLD", password: "bad", thingType: nil, firmwareVersion: nil,
-                                        dataGroupingInterval: nil)) == .wrongPassword)
-        let again = try #require(try? m.registerThing(vendorThingID: "AC-OLD", password: "pw", thingType: nil,
-                                                      firmwareVersion: nil, dataGroupingInterval: nil).get())
+        #expect(
+            failure(
+                m.registerThing(
+                    vendorThingID: "AC-OLD", password: "bad", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)) == .wrongPassword)
+        let again = try #require(
+            try? m.registerThing(
+                vendorThingID: "AC-OLD", password: "pw", thingType: nil,
+                firmwareVersion: nil, dataGroupingInterval: nil
+            ).get())
         #expect(again.thingID == "th.old")
         #expect(m.user(accessToken: "olduserstoken")?.userID == "u.old")
         // No raw token is left in any table.
-        #expect(try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash IN ('oldthingtoken', 'olduserstoken')") == 0)
-        #expect(try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash = '\(Crypto.sha256Hex("oldthingtoken"))'") == 1)
-        #expect(try sqlCount(path, "SELECT count(*) FROM pragma_table_info('things') WHERE name IN ('access_token', 'password')") == 0)
+        #expect(
+            try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash IN ('oldthingtoken', 'olduserstoken')")
+                == 0)
+        #expect(
+            try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash = '\(Crypto.sha256Hex("oldthingtoken"))'")
+                == 1)
+        #expect(
+            try sqlCount(
+                path, "SELECT count(*) FROM pragma_table_info('things') WHERE name IN ('access_token', 'password')")
+                == 0)
         #expect(try sqlCount(path, "SELECT count(*) FROM pragma_table_info('users') WHERE name = 'access_token'") == 0)
 
         // The legacy user hash verifies once and is replaced by the KDF.
@@ -740,8 +826,11 @@ struct SQLiteStoreTests {
         let t = try register(s, "AC-1")
         s.close()
         #expect(s.thing(id: t.thingID) == nil)
-        #expect(failure(s.registerThing(vendorThingID: "AC-2", password: "p", thingType: nil, firmwareVersion: nil,
-                                        dataGroupingInterval: nil)) == .storage)
+        #expect(
+            failure(
+                s.registerThing(
+                    vendorThingID: "AC-2", password: "p", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)) == .storage)
         #expect(s.insertCommand(command("c1", thing: t.thingID)) == nil)
         #expect(!s.recordResults(commandID: "c1", results: "{}", state: .done, at: 1))
         #expect(!s.addOwner(thingID: t.thingID, owner: "user:x"))

@@ -16,7 +16,8 @@ struct ThreadTests {
             #expect(ct_stop(t.ct, 5000) == RC.state, "stopping a stopped loop")
 
             // Stopped: nothing services the connection, so the command waits.
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOff))
+            let id = try #require(
+                env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOff))
             #expect(env.hub.waitForResults(of: id, timeoutMs: 300) == nil)
             // The caller's thread takes over.
             #expect(poll { ct_loop_for(t.ct, 100) == RC.ok && env.hub.results(of: id) != nil })
@@ -34,10 +35,17 @@ struct ThreadTests {
         try withEnv { env in
             let (t, tid) = try env.onlineAircon(start: false)
             #expect(!t.isConnected)
-            #expect(poll { ct_loop_for(t.ct, 50); return t.isConnected && env.hub.isOnline(tid) })
+            #expect(
+                poll {
+                    ct_loop_for(t.ct, 50); return t.isConnected && env.hub.isOnline(tid)
+                })
             #expect(ct_loop_once(t.ct, 0) == RC.ok)
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.allActions))
-            #expect(poll { ct_loop_for(t.ct, 50); return env.hub.results(of: id) != nil })
+            let id = try #require(
+                env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.allActions))
+            #expect(
+                poll {
+                    ct_loop_for(t.ct, 50); return env.hub.results(of: id) != nil
+                })
             let results = try parseResults(try #require(env.hub.results(of: id)))
             #expect(results.map(\.name) == ["turnPower", "setPresetTemperature", "setFanSpeed"])
             #expect(results.allSatisfy { $0.succeeded })
@@ -51,7 +59,8 @@ struct ThreadTests {
             let (t, tid) = try env.onlineAircon { t in
                 #expect(ct_behave_probe(t.ct, "turnPower") == 0)
             }
-            let (_, results) = try env.command(#"[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":2}}]"#, to: tid)
+            let (_, results) = try env.command(
+                #"[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":2}}]"#, to: tid)
             #expect(results.count == 2)
             // A message that is not UTF-8 still fails the action (repaired);
             // a refused set_data leaves it as it was.
@@ -86,9 +95,16 @@ struct ThreadTests {
             let (t, tid) = try env.onlineAircon(start: false) { t in
                 #expect(ct_behave_probe(t.ct, "setFanSpeed") == 0)
             }
-            #expect(poll { ct_loop_for(t.ct, 50); return env.hub.isOnline(tid) })
-            let id = try #require(env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.allActions))
-            #expect(poll { ct_loop_for(t.ct, 50); return env.hub.results(of: id) != nil })
+            #expect(
+                poll {
+                    ct_loop_for(t.ct, 50); return env.hub.isOnline(tid)
+                })
+            let id = try #require(
+                env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.allActions))
+            #expect(
+                poll {
+                    ct_loop_for(t.ct, 50); return env.hub.results(of: id) != nil
+                })
             let probe = try #require(t.records.last)
             #expect(probe.name == "setFanSpeed")
             let forbidden = try #require(probe.forbidden)

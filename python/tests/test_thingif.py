@@ -3,6 +3,7 @@
 import gc
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -131,40 +132,39 @@ def test_onboarding(make_thing, hub, broker, tmp_path):
     hub.out.wait_for(r"^hub: created MQTT installation \S+ for %s$" % t.thing_id)
 
 
-def test_demo_round_trip_with_the_python_appliance(broker, tmp_path):
-    """thingif-hub --demo against python/examples/aircon.py; the hub must exit 0."""
-    hub = subprocess.Popen([hub_path(), "--demo", "--port", str(broker.port), "--timeout", "30",
-                            "--broker-username", broker.admin_user],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                           env=dict(os.environ, THINGIF_HUB_BROKER_PASSWORD=broker.admin_password))
-    aircon = None
+def test_demo_round_trip_with_the_python_appliance(hub, broker, tmp_path):
+    """python/examples/aircon.py onboards itself and runs the seeds' three commands: the
+    three-action one succeeds, 99 degrees is refused with its range, power off succeeds."""
+    aircon = subprocess.Popen([sys.executable, str(PYTHON_DIR / "examples" / "aircon.py"),
+                               "--port", str(broker.port), "--storage", str(tmp_path / "aircon"),
+                               "--run-seconds", "120"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=child_env())
     try:
-        hub_out = LineLog(hub.stdout, tmp_path / "hub.log")
-        hub_out.wait_for(r"serving app", timeout=15)
-        aircon = subprocess.Popen([sys.executable, str(PYTHON_DIR / "examples" / "aircon.py"),
-                                   "--port", str(broker.port), "--storage", str(tmp_path / "aircon"),
-                                   "--run-seconds", "120"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  env=child_env())
         aircon_out = LineLog(aircon.stdout, tmp_path / "aircon.log")
-        deadline = time.monotonic() + 90
-        while hub.poll() is None and aircon.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        try:
-            status = hub.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            status = None
-        assert status == 0, "thingif-hub --demo: status %s\nhub:\n%s\naircon:\n%s" % (
-            status, "\n".join(hub_out.lines), "\n".join(aircon_out.lines))
-        assert any("all round trips came back as expected" in line for line in hub_out.lines)
+        m = aircon_out.wait_for(r"onboarded as (\S+);", timeout=30)
+        thing_id = m.group(1)
+        hub.out.wait_for(r"^hub: %s is online" % re.escape(thing_id), timeout=30)
+        topic = find_key(identity(tmp_path / "aircon"), "mqttTopic")
+        steps = [
+            ([{"turnPower": {"power": True}}, {"setPresetTemperature": {"presetTemperature": 25}},
+              {"setFanSpeed": {"fanSpeed": 5}}], [True, True, True]),
+            ([{"setPresetTemperature": {"presetTemperature": 99}}], [False]),
+            ([{"turnPower": {"power": False}}], [True]),
+        ]
+        for actions, expected in steps:
+            cid, cmd = command(actions, title="demo")
+            publish_command(broker, topic, cmd)
+            results = [list(r.values())[0] for r in hub.wait_results(cid)]
+            assert [r["succeeded"] for r in results] == expected, results
+            if not expected[0]:
+                assert results[0]["errorMessage"] == "presetTemperature 99 is out of range 16..30", results
         aircon_out.wait_for(r"setPresetTemperature refused: presetTemperature 99 is out of range 16\.\.30")
         aircon_out.wait_for(r"state uploaded: power=off presetTemperature=25 fanSpeed=5")
         stop_process(aircon)
         assert aircon.returncode == 0, "\n".join(aircon_out.lines)
     finally:
-        if aircon is not None:
-            stop_process(aircon)
-        stop_process(hub)
+        stop_process(aircon)
 
 
 def test_handler_results_exceptions_and_data(make_thing, hub, broker, tmp_path):
@@ -357,3 +357,97 @@ def test_close_from_a_handler_raises_in_callback_and_defer_completes(make_thing,
     assert t.loop(50) in (True, False)  # the caller-driven loop works after loop_stop()
     t.close()
     t.close()
+
+
+def test_one_version_everywhere():
+    """The header's THINGIF_VERSION_STRING is the version: the library's, the package's."""
+    import re
+    header = (PYTHON_DIR.parent / "include" / "thingif.h").read_text()
+    version = re.search(r'^#define THINGIF_VERSION_STRING "([0-9.]+)"', header, re.M).group(1)
+    assert thingif.version() == version
+    assert thingif.__version__ == version
+    pyproject = (PYTHON_DIR / "pyproject.toml").read_text()
+    assert re.search(r'^version = "([0-9.]+)"', pyproject, re.M).group(1) == version
+    from thingif import _native
+    abi = re.search(r'^#define THINGIF_ABI_VERSION ([0-9]+)', header, re.M).group(1)
+    assert _native._LIB_NAMES[0] == "libthingif.so.%s" % abi
+
+
+def test_binding_covers_the_whole_header():
+    """Every function and enum constant of include/thingif.h is in the binding:
+    a function added to the header without the binding fails here."""
+    import re
+    from thingif import _native
+    header = (PYTHON_DIR.parent / "include" / "thingif.h").read_text()
+    functions = set(re.findall(r"^[a-z][^()\n;]*?\b(thingif_[a-z0-9_]+)\(", header, re.M))
+    assert len(functions) >= 47, sorted(functions)
+    assert sorted(functions - set(_native.declared)) == []
+    for prefix, enum_type, python_prefix in ((r"THINGIF_ERR_", thingif.Status, "ERR_"),
+                                             (r"THINGIF_OPT_", thingif.Option, ""),
+                                             (r"THINGIF_LOG_", thingif.LogLevel, ""),
+                                             (r"THINGIF_RECUR_", thingif.Recurrence, "")):
+        constants = re.findall(r"\b%s([A-Z0-9_]+)\s*=\s*(\d+)" % prefix, header)
+        assert constants, prefix
+        for name, value in constants:
+            assert enum_type[python_prefix + name] == int(value), prefix + name
+
+
+def test_action_sets_and_timers_with_an_injected_clock(make_thing, hub):
+    t = onboarded(make_thing, hub)
+    now = [1_900_000_000_000]
+    t.set_clock(lambda: now[0])
+    runs = []
+
+    @t.action("turnPower", schema=SCHEMA, schema_version=1)
+    def turn_power(action):
+        runs.append((action.command_id, action.params["power"]))
+
+    S = thingif.Status
+    t.action_set_create("on")
+    t.action_set_add_action("on", "turnPower", {"power": True}, schema=SCHEMA, schema_version=1)
+    t.action_set_add_action("on", "turnPower", {"power": False}, schema=SCHEMA, schema_version=1)
+    t.action_set_remove_action("on", 1)
+    for call, status in ((lambda: t.action_set_create("on"), S.ERR_EXISTS),
+                         (lambda: t.action_set_remove_action("on", 5), S.ERR_INVALID),
+                         (lambda: t.action_set_execute("nope"), S.ERR_NOT_FOUND),
+                         (lambda: t.action_set_add_action("on", "x", {1, 2}, schema=SCHEMA), S.ERR_JSON)):
+        with pytest.raises(thingif.ThingIFError) as e:
+            call()
+        assert e.value.status == status
+    started(t)
+    t.action_set_execute("on")
+    deadline = time.monotonic() + 20
+    while not runs and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(runs) == 1 and runs[0][1] is True and runs[0][0].startswith("local-"), runs
+    assert list(hub.wait_results(runs[0][0])[0].values())[0] == {"succeeded": True}
+
+    R = thingif.Recurrence
+    for kwargs, status in (({"recurrence": R.MINUTE, "recurrence_count": 4}, S.ERR_INVALID),
+                           ({"time_zone": "zone.tab"}, S.ERR_INVALID),
+                           ({"fire_date_ms": now[0] - 1}, S.ERR_INVALID)):
+        args = dict(name="bad", fire_date_ms=now[0] + 60_000, action_sets=["on"])
+        args.update(kwargs)
+        with pytest.raises(thingif.ThingIFError) as e:
+            t.timer_create(**args)
+        assert e.value.status == status, kwargs
+    with pytest.raises(thingif.ThingIFError) as e:
+        t.timer_create("bad", now[0] + 60_000, ["nope"])
+    assert e.value.status == S.ERR_INVALID
+    t.timer_create("wake", now[0] + 60_000, ["on"], time_zone="Europe/Paris", recurrence=R.MINUTE, recurrence_count=5)
+    t.timer_enable("wake")
+    now[0] += 61_000
+    deadline = time.monotonic() + 20
+    while len(runs) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(runs) == 2 and runs[1][0] != runs[0][0], runs
+    assert list(hub.wait_results(runs[1][0])[0].values())[0] == {"succeeded": True}
+    with pytest.raises(thingif.ThingIFError) as e:
+        t.action_set_delete("on")
+    assert e.value.status == S.ERR_STATE
+    t.timer_delete("wake")
+    t.action_set_delete("on")
+    with pytest.raises(thingif.ThingIFError) as e:
+        t.timer_enable("wake")
+    assert e.value.status == S.ERR_NOT_FOUND
+    t.set_clock(None)

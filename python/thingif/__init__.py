@@ -26,6 +26,7 @@ from ._thing import (
     Deferred,
     LogLevel,
     Option,
+    Recurrence,
     Status,
     Thing,
     ThingIFError,
@@ -33,9 +34,19 @@ from ._thing import (
     version,
 )
 
-__version__ = "0.1.0"
+def _package_version():
+    # The version of the installed package (python/pyproject.toml, which a
+    # test keeps equal to the header's THINGIF_VERSION_STRING).
+    try:
+        from importlib.metadata import version as _v
+        return _v("thingif")
+    except Exception:  # noqa: BLE001 - not installed (run from the source tree)
+        return version()
+
+
+__version__ = _package_version()
 
 __all__ = [
-    "Action", "ActionFailed", "Deferred", "LogLevel", "Option", "Status", "Thing", "ThingIFError",
+    "Action", "ActionFailed", "Deferred", "LogLevel", "Option", "Recurrence", "Status", "Thing", "ThingIFError",
     "strerror", "version", "library_path",
 ]

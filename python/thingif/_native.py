@@ -8,11 +8,12 @@ import sys
 
 __all__ = ["lib", "jansson", "libc", "library_path"]
 
-# The callback types of include/thingif.h. thingif_t * and thingif_action *
+# The callback types of include/thingif.h. thingif_t * and thingif_action_t *
 # travel as plain addresses (c_void_p).
 LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 ACTION_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 STATE_CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+CLOCK_CB = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_void_p)
 
 # jansson flags (jansson.h).
 JSON_DECODE_ANY = 0x4
@@ -29,7 +30,8 @@ _LIB_DIRS = (
     "/usr/lib/arm-linux-gnueabihf",
     "/opt/homebrew/lib",
 )
-_LIB_NAMES = ("libthingif.so.1", "libthingif.so", "libthingif.dylib")
+# libthingif.so.N: N is the header's THINGIF_ABI_VERSION (a test checks it).
+_LIB_NAMES = ("libthingif.so.2", "libthingif.so", "libthingif.dylib")
 
 
 def _candidates():
@@ -92,7 +94,13 @@ jansson = _load_jansson()
 libc = ctypes.CDLL(ctypes.util.find_library("c") or ("libc.dylib" if sys.platform == "darwin" else "libc.so.6"))
 
 
+# Every libthingif function the binding declares (a test compares it with
+# include/thingif.h).
+declared = []
+
+
 def _proto(name, restype, *argtypes):
+    declared.append(name)
     f = getattr(lib, name)
     f.restype = restype
     f.argtypes = list(argtypes)
@@ -130,13 +138,22 @@ _proto("thingif_action_metadata", _p, _p)
 _proto("thingif_action_index", _i, _p)
 _proto("thingif_action_thing", _p, _p)
 _proto("thingif_action_fail", _i, _p, _s)
-_proto("thingif_action_set_data", _i, _p, _p)
+_proto("thingif_action_attach_data", _i, _p, _p)
 _proto("thingif_action_defer", _p, _p)
 _proto("thingif_deferred_complete", _i, _p, _s, _p)
 _proto("thingif_update_state", _i, _p, _p)
 _proto("thingif_patch_state", _i, _p, _p)
 _proto("thingif_set_state_provider", _i, _p, STATE_CB, _i, _p)
 _proto("thingif_update_firmware_version", _i, _p, _s)
+_proto("thingif_action_set_create", _i, _p, _s)
+_proto("thingif_action_set_add_action", _i, _p, _s, _s, _i, _s, _p)
+_proto("thingif_action_set_remove_action", _i, _p, _s, _i)
+_proto("thingif_action_set_delete", _i, _p, _s)
+_proto("thingif_action_set_execute", _i, _p, _s)
+_proto("thingif_timer_create", _i, _p, _s, ctypes.c_longlong, _i, _i, _s, ctypes.POINTER(_s), _i)
+_proto("thingif_timer_enable", _i, _p, _s, _i)
+_proto("thingif_timer_delete", _i, _p, _s)
+_proto("thingif_set_clock", _i, _p, CLOCK_CB, _p)
 _proto("thingif_loop", _i, _p, _i)
 _proto("thingif_loop_start", _i, _p)
 _proto("thingif_loop_stop", _i, _p)

@@ -11,7 +11,7 @@ from . import _native
 from ._native import lib
 
 __all__ = [
-    "Status", "LogLevel", "Option", "ThingIFError", "ActionFailed", "Action", "Deferred", "Thing",
+    "Status", "LogLevel", "Option", "Recurrence", "ThingIFError", "ActionFailed", "Action", "Deferred", "Thing",
     "version", "strerror",
 ]
 
@@ -56,6 +56,15 @@ class Option(enum.IntEnum):
     OUTBOX_MAX = 6
     LEDGER_SIZE = 7
     INBOX_MAX = 8
+
+
+class Recurrence(enum.IntEnum):
+    """enum thingif_recurrence (see Thing.timer_create)."""
+    NONE = 0
+    MINUTE = 1
+    HOUR = 2
+    DAY = 3
+    WEEK = 4
 
 
 _PY_LEVELS = {
@@ -133,6 +142,18 @@ _keys = itertools.count(1)
 _log = logging.getLogger("thingif")
 
 
+def _json_arg(value, context, none_is_null=False):
+    """A Python value as a NEW json_t * for a C argument; None stays NULL
+    unless none_is_null (then JSON null). ThingIFError(ERR_JSON) when it is
+    not JSON."""
+    if value is None and not none_is_null:
+        return None
+    try:
+        return _native.json_to_c(value)
+    except (TypeError, ValueError) as e:
+        raise ThingIFError(Status.ERR_JSON, "%s: %s" % (context, e)) from None
+
+
 def _new_key(entry):
     key = next(_keys)
     _registry[key] = entry
@@ -193,7 +214,24 @@ def _state_trampoline(thing_ptr, userdata):
         return None
 
 
+def _clock_trampoline(userdata):
+    # A clock that fails falls back to the system's, with a log line.
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is not None:
+            return int(entry())
+    except BaseException as e:  # noqa: BLE001
+        try:
+            _log.error("clock callback failed, using the system clock: %s", _describe(e))
+        except BaseException:  # noqa: BLE001
+            pass
+    import time
+    return int(time.time() * 1000)
+
+
 _ACTION_CB = _native.ACTION_CB(_action_trampoline)
+_CLOCK_CB = _native.CLOCK_CB(_clock_trampoline)
+_NULL_CLOCK_CB = _native.CLOCK_CB()
 _LOG_CB = _native.LOG_CB(_log_trampoline)
 _STATE_CB = _native.STATE_CB(_state_trampoline)
 _NULL_ACTION_CB = _native.ACTION_CB()
@@ -241,13 +279,10 @@ class Action:
         _check(lib.thingif_action_fail(self._live("fail"), _b(str(message), "message")), "thingif_action_fail")
 
     def set_data(self, data):
-        """Attaches a dict as the result's "data" (thingif_action_set_data)."""
+        """Attaches a dict as the result's "data" (thingif_action_attach_data)."""
         ptr = self._live("set_data")
-        try:
-            j = _native.json_to_c(data)
-        except (TypeError, ValueError) as e:
-            raise ThingIFError(Status.ERR_JSON, "set_data: %s" % e) from None
-        _check(lib.thingif_action_set_data(ptr, j), "thingif_action_set_data")  # steals j, also on failure
+        j = _json_arg(data, "set_data", none_is_null=True)
+        _check(lib.thingif_action_attach_data(ptr, j), "thingif_action_attach_data")  # steals j, also on failure
 
     def defer(self):
         """Defers the result: returns a Deferred to complete later, from any thread."""
@@ -304,12 +339,7 @@ class Deferred:
 
     def complete(self, error=None, data=None):
         """Sends the result: success when error is None, else failed with that message."""
-        j = None
-        if data is not None:
-            try:
-                j = _native.json_to_c(data)
-            except (TypeError, ValueError) as e:
-                raise ThingIFError(Status.ERR_JSON, "Deferred.complete: %s" % e) from None
+        j = _json_arg(data, "Deferred.complete")
         with self._lock:
             ptr, self._ptr = self._ptr, None
         if ptr is None:
@@ -540,10 +570,7 @@ class Thing:
 
     def _upload(self, fn, state, context):
         h = self._handle()
-        try:
-            j = _native.json_to_c(state)
-        except (TypeError, ValueError) as e:
-            raise ThingIFError(Status.ERR_JSON, "%s: %s" % (context, e)) from None
+        j = _json_arg(state, context, none_is_null=True)
         try:
             rc = fn(h, j)  # borrows j
         finally:
@@ -577,6 +604,78 @@ class Thing:
                 _registry.pop(key, None)
             raise ThingIFError(rc, "thingif_set_state_provider")
         self._state_key = key
+        if old is not None:
+            self._retired.append(old)
+
+    # -- action sets and timer triggers (kept in storage_dir) --
+
+    def action_set_create(self, name):
+        """thingif_action_set_create: a new, empty action set."""
+        _check(lib.thingif_action_set_create(self._handle(), _b(name, "name")), "thingif_action_set_create")
+
+    def action_set_add_action(self, set_name, action, params=None, schema=None, schema_version=0):
+        """thingif_action_set_add_action: appends action(params) of schema to the set."""
+        j = _json_arg(params, "thingif_action_set_add_action")
+        try:
+            rc = lib.thingif_action_set_add_action(self._handle(), _b(set_name, "set_name"), _b(schema, "schema"),
+                                                   int(schema_version), _b(action, "action"), j)
+        finally:
+            if j:
+                _native.jansson.json_delete(j)
+        _check(rc, "thingif_action_set_add_action")
+
+    def action_set_remove_action(self, set_name, index):
+        """thingif_action_set_remove_action: removes the action at index (0-based)."""
+        _check(lib.thingif_action_set_remove_action(self._handle(), _b(set_name, "set_name"), int(index)),
+               "thingif_action_set_remove_action")
+
+    def action_set_delete(self, name):
+        """thingif_action_set_delete."""
+        _check(lib.thingif_action_set_delete(self._handle(), _b(name, "name")), "thingif_action_set_delete")
+
+    def action_set_execute(self, name):
+        """thingif_action_set_execute: queued; the loop runs it as one command."""
+        _check(lib.thingif_action_set_execute(self._handle(), _b(name, "name")), "thingif_action_set_execute")
+
+    def timer_create(self, name, fire_date_ms, action_sets, time_zone="UTC", recurrence=Recurrence.NONE,
+                     recurrence_count=0):
+        """thingif_timer_create: a disabled timer trigger running action_sets (a list of names)."""
+        names = [_b(n, "action_sets[%d]" % i) for i, n in enumerate(action_sets)]
+        arr = (ctypes.c_char_p * max(1, len(names)))(*names)
+        _check(lib.thingif_timer_create(self._handle(), _b(name, "name"), int(fire_date_ms), int(recurrence),
+                                        int(recurrence_count), _b(time_zone, "time_zone"), arr, len(names)),
+               "thingif_timer_create")
+
+    def timer_enable(self, name, enabled=True):
+        """thingif_timer_enable."""
+        _check(lib.thingif_timer_enable(self._handle(), _b(name, "name"), 1 if enabled else 0), "thingif_timer_enable")
+
+    def timer_delete(self, name):
+        """thingif_timer_delete."""
+        _check(lib.thingif_timer_delete(self._handle(), _b(name, "name")), "thingif_timer_delete")
+
+    def set_clock(self, clock):
+        """thingif_set_clock: clock() returns epoch milliseconds (for timers); None restores the system clock.
+
+        It is called from the loop thread and from timer_create/timer_enable."""
+        h = self._handle()
+        old = self._keys.get(("clock",))
+        if clock is None:
+            rc = lib.thingif_set_clock(h, _NULL_CLOCK_CB, None)
+            key = None
+        else:
+            if not callable(clock):
+                raise TypeError("clock must be callable")
+            key = _new_key(clock)
+            rc = lib.thingif_set_clock(h, _CLOCK_CB, key)
+        if rc != Status.OK:
+            if key is not None:
+                _registry.pop(key, None)
+            raise ThingIFError(rc, "thingif_set_clock")
+        if key is None:
+            self._keys.pop(("clock",), None)
+        else:
+            self._keys[("clock",)] = key
         if old is not None:
             self._retired.append(old)
 

@@ -1,7 +1,4 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// C copies of a command's strings, shared by its actions and freed when
 /// the command is done, so the `const char *` getters stay valid for the
@@ -30,9 +27,11 @@ final class CommandStrings {
     }
 }
 
-/// What a handler sees as `thingif_action *`. Lives for one handler call.
+/// What a handler sees as `thingif_action_t *`. Lives for one handler call.
 final class ActionContext {
-    unowned let thing: Thing
+    // unowned(unsafe): the thing creates the context for one handler call and
+    // drops it when the call returns (Embedded Swift has no plain unowned).
+    unowned(unsafe) let thing: Thing
     let command: CommandStrings
     let name: UnsafeMutablePointer<CChar>
     let alias: UnsafeMutablePointer<CChar>?
@@ -76,6 +75,7 @@ final class ActionContext {
     func setData(_ j: JSON) { data = j }
 
     var result: ActionResult {
-        ActionResult(name: String(cString: name), succeeded: errorMessage == nil, errorMessage: errorMessage, data: data)
+        ActionResult(
+            name: String(cString: name), succeeded: errorMessage == nil, errorMessage: errorMessage, data: data)
     }
 }

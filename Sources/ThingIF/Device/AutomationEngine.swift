@@ -3,8 +3,6 @@ import CThingIF
 /// Action sets and timer triggers on the thing: the C API's operations, the
 /// loop's firing of timers, and the framework's remote configuration.
 extension Thing {
-    static func configTopic(clientID: String) -> String { Topics.config(clientID: clientID) }
-
     // MARK: clock
 
     func setClock(_ cb: thingif_clock_cb?, userdata: UnsafeMutableRawPointer?) {
@@ -30,7 +28,7 @@ extension Thing {
     // MARK: action sets
 
     func createActionSet(_ name: String) -> Int32 {
-        if let p = Automation.checkName(name, "an action set") {
+        if let p = AutomationCodec.checkName(name, "an action set") {
             logger.error(p)
             return THINGIF_ERR_INVALID.code
         }
@@ -69,7 +67,9 @@ extension Thing {
             a.sets.remove(at: i)
             return OK
         }
-        if let usedBy { logger.error("action set \(name) is used by timer trigger \(usedBy); delete the trigger first") }
+        if let usedBy {
+            logger.error("action set \(name) is used by timer trigger \(usedBy); delete the trigger first")
+        }
         return rc
     }
 
@@ -88,12 +88,13 @@ extension Thing {
         let now = epochNow()
         var problem: String?
         let rc = mutate { a in
-            if let p = Automation.check(trigger, knownSets: { a.set(named: $0) != nil }) {
+            if let p = AutomationCodec.check(trigger, knownSets: { a.set(named: $0) != nil }) {
                 problem = p
                 return THINGIF_ERR_INVALID.code
             }
             guard trigger.fireDate > now else {
-                problem = "timer trigger \(trigger.name): fireDate \(trigger.fireDate) is not in the future (now \(now))"
+                problem =
+                    "timer trigger \(trigger.name): fireDate \(trigger.fireDate) is not in the future (now \(now))"
                 return THINGIF_ERR_INVALID.code
             }
             guard a.trigger(named: trigger.name) == nil else { return THINGIF_ERR_EXISTS.code }
@@ -156,7 +157,9 @@ extension Thing {
                 var t = a.triggers[i]
                 var sets: [ActionSet] = []
                 for n in t.actionSets {
-                    if let j = a.set(named: n) { sets.append(a.sets[j]) } else {
+                    if let j = a.set(named: n) {
+                        sets.append(a.sets[j])
+                    } else {
                         notes.append("timer trigger \(t.name): action set \(n) no longer exists; skipped")
                     }
                 }
@@ -202,14 +205,22 @@ extension Thing {
         }
         for chunk in chunks {
             let id = "local-" + Platform.randomHex(bytes: 8)
-            let command = Command(id: id, shape: .schema, schema: chunk[0].schema, schemaVersion: chunk[0].schemaVersion,
-                                  issuer: "thing:\(thingID)", title: set.name, firedByTriggerID: firedBy,
-                                  groups: [Command.Group(alias: nil, entries: chunk.map {
-                                      .action(name: $0.action, params: $0.params)
-                                  })])
-            let what = firedBy.map { "command \(id) fired by timer trigger \($0)" } ?? "command \(id) of action set \(set.name)"
-            _ = sendRequest(method: "PUT", path: "targets/thing:\(thingID)/commands/\(id)", contentType: MediaType.json,
-                            body: command.encode().dumpBytes(), what: what, kind: .results)
+            let command = Command(
+                id: id, shape: .schema, schema: chunk[0].schema, schemaVersion: chunk[0].schemaVersion,
+                issuer: "thing:\(thingID)", title: set.name, firedByTriggerID: firedBy,
+                groups: [
+                    Command.Group(
+                        alias: nil,
+                        entries: chunk.map {
+                            .action(name: $0.action, params: $0.params)
+                        })
+                ])
+            let what =
+                firedBy.map { "command \(id) fired by timer trigger \($0)" }
+                ?? "command \(id) of action set \(set.name)"
+            _ = sendRequest(
+                method: "PUT", path: "targets/thing:\(thingID)/commands/\(id)", contentType: MediaType.json,
+                body: command.encode().dumpBytes(), what: what, kind: .results)
             let persisted = shared.withLock { s -> Bool in
                 let ok = s.ledger.start(id, skeleton: CommandLedger.skeleton(of: command))
                 s.running[id] = RunningCommand(command, thingID: thingID)
@@ -232,6 +243,7 @@ extension Thing {
         switch parseRemoteConfig(payload, now: now) {
         case .failure(let e):
             logger.error("remote configuration refused, nothing applied: \(e)")
+            reportConfig(version: Self.configVersion(payload), applied: false, message: e.description)
         case .success(let config):
             guard let (version, sets, triggers) = config else { return }
             let saved = shared.withLock { s -> Bool in
@@ -245,20 +257,50 @@ extension Thing {
                 return a.save()
             }
             if saved {
-                logger.info("applied remote configuration version \(version): \(sets.count) action sets, \(triggers.count) timer triggers")
+                logger.info(
+                    "applied remote configuration version \(version): \(sets.count) action sets, \(triggers.count) timer triggers"
+                )
             } else {
-                logger.error("applied remote configuration version \(version) but cannot write \(storage.path(Automation.fileName))")
+                logger.error(
+                    "applied remote configuration version \(version) but cannot write \(storage.path(Automation.fileName))"
+                )
             }
+            reportConfig(
+                version: version, applied: true,
+                message: saved ? nil : "applied, but not saved: it is lost at a restart")
         }
+    }
+
+    /// Tells the framework what became of a configuration it sent
+    /// (PUT …/automation-report), so that the owner can see a refusal.
+    private func reportConfig(version: Int?, applied: Bool, message: String?) {
+        guard let thingID = shared.withLock({ $0.identity?.thingID }) else { return }
+        let body = JSON.object()
+        if let version { body.set("version", .int(version)) }
+        body.set("applied", .bool(applied))
+        if let message { body.set("message", string: message) }
+        _ = sendRequest(
+            method: "PUT", path: "targets/thing:\(thingID)/automation-report", contentType: MediaType.json,
+            body: body.dumpBytes(), what: "automation report", kind: .other)
+    }
+
+    /// The "version" of a configuration payload, when it has one (size first).
+    private static func configVersion(_ payload: [UInt8]) -> Int? {
+        guard payload.count <= AutomationLimits.maxConfigBytes, case .success(let j) = JSON.parse(payload) else {
+            return nil
+        }
+        return j["version"]?.intValue
     }
 
     /// nil inside success: not newer than the applied version (logged).
     private func parseRemoteConfig(_ payload: [UInt8], now: Int64)
-        -> Result<(Int, [ActionSet], [TimerTrigger])?, StatusMessage> {
+        -> Result<(Int, [ActionSet], [TimerTrigger])?, StatusMessage>
+    {
         typealias L = AutomationLimits
         // Size first: nothing larger is parsed.
         guard payload.count <= L.maxConfigBytes else {
-            return .failure(StatusMessage("\(payload.count) bytes, over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"))
+            return .failure(
+                StatusMessage("\(payload.count) bytes, over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"))
         }
         guard case .success(let j) = JSON.parse(payload), j.isObject else { return .failure("not a JSON object") }
         guard let version = j["version"]?.intValue else { return .failure("\"version\" must be an integer") }
@@ -266,57 +308,31 @@ extension Thing {
             if version == applied {
                 logger.debug("remote configuration version \(version) is applied already")
             } else {
-                logger.warning("remote configuration version \(version) ignored: version \(applied) is applied, and only a higher version replaces it")
+                logger.warning(
+                    "remote configuration version \(version) ignored: version \(applied) is applied, and only a higher version replaces it"
+                )
             }
             return .success(nil)
         }
-        if let v = j["actionSets"], !v.isArray { return .failure("\"actionSets\" must be an array") }
-        if let v = j["timerTriggers"], !v.isArray { return .failure("\"timerTriggers\" must be an array") }
-        // Counts before decoding: a configuration over a limit is refused whole.
-        let setList = j["actionSets"]?.elements ?? [], triggerList = j["timerTriggers"]?.elements ?? []
-        guard setList.count <= L.maxActionSets else {
-            return .failure(StatusMessage("\(setList.count) action sets, over AutomationLimits.maxActionSets (\(L.maxActionSets))"))
-        }
-        guard triggerList.count <= L.maxTimerTriggers else {
-            return .failure(StatusMessage("\(triggerList.count) timer triggers, over AutomationLimits.maxTimerTriggers (\(L.maxTimerTriggers))"))
-        }
-        var sets: [ActionSet] = []
-        for e in setList {
-            if let n = e["actions"]?.elements.count, n > L.maxActionsPerSet {
-                let name = e["name"]?.stringValue ?? "?"
-                return .failure(StatusMessage("action set \(name): \(n) actions, over AutomationLimits.maxActionsPerSet (\(L.maxActionsPerSet))"))
-            }
-            switch Automation.decodeSet(e) {
-            case .failure(let m): return .failure(m)
-            case .success(let s):
-                if sets.contains(where: { $0.name == s.name }) { return .failure(StatusMessage("action set \(s.name) appears twice")) }
-                sets.append(s)
-            }
-        }
         let localSets = shared.withLock { s in s.automation.sets.filter { !$0.remote }.map { $0.name } }
+        let sets: [ActionSet], decoded: [TimerTrigger]
+        switch AutomationCodec.decodeConfig(j, localSets: localSets) {
+        case .failure(let m): return .failure(m)
+        case .success(let c): (sets, decoded) = (c.sets, c.triggers)
+        }
         var triggers: [TimerTrigger] = []
-        for e in triggerList {
-            switch Automation.decodeTrigger(e) {
-            case .failure(let m): return .failure(m)
-            case .success(var t):
-                if triggers.contains(where: { $0.name == t.name }) {
-                    return .failure(StatusMessage("timer trigger \(t.name) appears twice"))
+        for var t in decoded {
+            if t.fireDate <= now {
+                // A configuration published earlier: a recurring trigger
+                // continues from its next occurrence; a one-time trigger
+                // whose date has passed counts as fired.
+                if let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) {
+                    t.fireDate = next
+                } else {
+                    t.enabled = false
                 }
-                if let p = Automation.check(t, knownSets: { n in sets.contains { $0.name == n } || localSets.contains(n) }) {
-                    return .failure(StatusMessage(p))
-                }
-                if t.fireDate <= now {
-                    // A configuration published earlier: a recurring trigger
-                    // continues from its next occurrence; a one-time trigger
-                    // whose date has passed counts as fired.
-                    if let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) {
-                        t.fireDate = next
-                    } else {
-                        t.enabled = false
-                    }
-                }
-                triggers.append(t)
             }
+            triggers.append(t)
         }
         return .success((version, sets, triggers))
     }

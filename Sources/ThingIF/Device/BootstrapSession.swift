@@ -4,7 +4,9 @@ import CThingIF
 /// has its own: onboarding, or creating its MQTT installation. Requests are
 /// answered on p/{clientID}/resp, matched by Correlation Data.
 final class BootstrapSession {
-    private unowned let thing: Thing
+    // unowned(unsafe) (Embedded Swift has no unowned refcounting): the thing
+    // creates the session inside one of its calls and drops it before returning.
+    private unowned(unsafe) let thing: Thing
     private let config: Thing.Config
     private var client: MqttClient?
     private var connack: Int32?
@@ -41,10 +43,12 @@ final class BootstrapSession {
                 return THINGIF_ERR_TLS.code
             }
         }
-        c.onConnect = { [unowned self] rc in self.connack = rc }
-        c.onSubscribe = { [unowned self] mid in if mid == self.subscribeMid { self.subscribed = true } }
-        c.onMessage = { [unowned self] m in self.replies.append(m) }
-        c.onLog = { [unowned self] line in self.thing.logger.debug("bootstrap mqtt: \(line)") }
+        // unowned(unsafe): the session owns the client, and its callbacks run only
+        // inside pump(), i.e. while a method of this session is on the stack.
+        c.onConnect = { [unowned(unsafe) self] rc in self.connack = rc }
+        c.onSubscribe = { [unowned(unsafe) self] mid in if mid == self.subscribeMid { self.subscribed = true } }
+        c.onMessage = { [unowned(unsafe) self] m in self.replies.append(m) }
+        c.onLog = { [unowned(unsafe) self] line in self.thing.logger.debug("bootstrap mqtt: \(line)") }
         let tlsNote = config.tls != nil ? " (TLS)" : ""
         let rc = c.connect(host: config.host, port: config.port, keepalive: config.keepaliveS)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
@@ -85,8 +89,10 @@ final class BootstrapSession {
         return true
     }
 
-    func request(api: Topics.API, path: String, method: String, token: String?, contentType: String?,
-                 body: [UInt8]) -> Result<KiiResponse, StatusError> {
+    func request(
+        api: Topics.API, path: String, method: String, token: String?, contentType: String?,
+        body: [UInt8]
+    ) -> Result<KiiResponse, StatusError> {
         guard let c = client else { return .failure(StatusError(THINGIF_ERR_NO_CONN.code)) }
         counter += 1
         let rid = "\(c.clientID)-\(counter)"
@@ -96,8 +102,9 @@ final class BootstrapSession {
         headers.append((KiiFraming.requestIDHeader, rid))
         let payload = KiiRequest(method: method, headers: headers, body: body).encode()
         let topic = Topics.request(clientID: c.clientID, api: api, appID: thing.appID, path: path)
-        let rc = c.publish(topic: topic, payload: payload, qos: 1, responseTopic: Topics.response(clientID: c.clientID),
-                           correlationData: Array(rid.utf8))
+        let rc = c.publish(
+            topic: topic, payload: payload, qos: 1, responseTopic: Topics.response(clientID: c.clientID),
+            correlationData: Array(rid.utf8))
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
             thing.logger.error("cannot send \(method) \(path): \(MqttClient.describe(rc))")
             return .failure(StatusError(THINGIF_ERR_MQTT.code))

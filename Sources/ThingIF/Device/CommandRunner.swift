@@ -22,9 +22,12 @@ final class RunningCommand {
         var groups: [ActionResults.Group] = []
         var i = 0
         for (alias, count) in layout {
-            groups.append(ActionResults.Group(alias: alias, results: (i..<i + count).map {
-                results[$0] ?? .failure("", "no result")
-            }))
+            groups.append(
+                ActionResults.Group(
+                    alias: alias,
+                    results: (i..<i + count).map {
+                        results[$0] ?? .failure("", "no result")
+                    }))
             i += count
         }
         return ActionResults(groups: groups)
@@ -34,16 +37,61 @@ final class RunningCommand {
 /// What `thingif_action_defer()` hands out: completes one action later,
 /// from any thread.
 final class DeferredAction {
-    weak var thing: Thing?
+    /// The thing, or nil once thingif_destroy() has run. Embedded Swift has no
+    /// weak references, so the handle finds its thing in `LiveThings`.
+    var thing: Thing? { LiveThings.thing(key) }
+    private let key: LiveThings.Key
     let commandID: String
     let index: Int
     let name: String
 
     init(thing: Thing, commandID: String, index: Int, name: String) {
-        self.thing = thing
+        self.key = LiveThings.remember(thing)
         self.commandID = commandID
         self.index = index
         self.name = name
+    }
+}
+
+/// The things that deferred handles point at and thingif_destroy() has not
+/// released yet: what a weak reference did before Embedded Swift. A key holds
+/// a generation, so a new thing at a freed thing's address is not taken for it.
+enum LiveThings {
+    struct Key: Equatable {
+        let id: ObjectIdentifier
+        let generation: UInt64
+    }
+
+    private struct Table {
+        var things: [ObjectIdentifier: (thing: Unmanaged<Thing>, generation: UInt64)] = [:]
+        var nextGeneration: UInt64 = 1
+    }
+
+    private static let table = Locked(Table())
+
+    static func remember(_ thing: Thing) -> Key {
+        let id = ObjectIdentifier(thing)
+        return table.withLock { t in
+            if let e = t.things[id] { return Key(id: id, generation: e.generation) }
+            let g = t.nextGeneration
+            t.nextGeneration += 1
+            t.things[id] = (Unmanaged.passUnretained(thing), g)
+            return Key(id: id, generation: g)
+        }
+    }
+
+    /// The thing, retained while the lock is held, so thingif_destroy() cannot
+    /// free it in between; nil when it is gone.
+    static func thing(_ key: Key) -> Thing? {
+        table.withLock { t in
+            guard let e = t.things[key.id], e.generation == key.generation else { return nil }
+            return e.thing.takeUnretainedValue()
+        }
+    }
+
+    /// Called by thingif_destroy() before it releases the thing.
+    static func forget(_ thing: Thing) {
+        _ = table.withLock { $0.things.removeValue(forKey: ObjectIdentifier(thing)) }
     }
 }
 
@@ -56,6 +104,7 @@ extension Thing {
         switch Command.decode(payload, maxSize: maxPayload) {
         case .failure(let e):
             logger.error(e.message)
+            if let id = e.commandID { reportDropped(id, reason: e.message, thingID: identity.thingID) }
             return
         case .success(let c):
             command = c
@@ -77,17 +126,36 @@ extension Thing {
         case .running:
             logger.info("command \(command.id) arrived again while it still runs; ignored")
         case .done(let results, let queued):
-            logger.info("command \(command.id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
+            logger.info(
+                "command \(command.id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
             if !queued { _ = sendResults(results, commandID: command.id, thingID: identity.thingID) }
         case .interrupted(let skeleton):
             logger.warning("command \(command.id) arrived again after it was cut off; reporting it as interrupted")
             finishInterrupted(command.id, skeleton: skeleton, thingID: identity.thingID)
         case .new(let persisted):
             if !persisted {
-                logger.error("cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard")
+                logger.error(
+                    "cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard"
+                )
                 shared.withLock { $0.running[command.id] = RunningCommand(command, thingID: identity.thingID) }
             }
             run(command)
+        }
+    }
+
+    /// A command dropped before its actions could be read, whose commandID
+    /// could: recorded as done and reported once (ActionResults.dropped), so
+    /// that it gets an outcome; a repeat of it changes nothing.
+    func reportDropped(_ id: String, reason: String, thingID: String) {
+        let body = ActionResults.dropped(reason: reason)
+        let first = shared.withLock { s -> Bool in
+            guard s.running[id] == nil, s.ledger.state(of: id) == nil else { return false }
+            _ = s.ledger.finish(id, results: body)
+            return true
+        }
+        if first {
+            logger.warning("reporting command \(id) as dropped, with every action failed")
+            _ = sendResults(body, commandID: id, thingID: thingID)
         }
     }
 
@@ -96,9 +164,10 @@ extension Thing {
     }
 
     private func sendResults(_ results: JSON, commandID: String, thingID: String) -> Int32 {
-        sendRequest(method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
-                    contentType: MediaType.json, body: results.dumpBytes(), what: "results of command \(commandID)",
-                    kind: .results)
+        sendRequest(
+            method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
+            contentType: MediaType.json, body: results.dumpBytes(), what: "results of command \(commandID)",
+            kind: .results)
     }
 
     /// Reports the commands that a crash cut off, once per handle.
@@ -133,8 +202,10 @@ extension Thing {
                     logger.warning(reason)
                     complete(command.id, index: index, result: .failure(name, reason))
                 case .action(let name, let params):
-                    if let result = runAction(name: name, params: params, alias: g.alias, command: command,
-                                              strings: strings, index: index) {
+                    if let result = runAction(
+                        name: name, params: params, alias: g.alias, command: command,
+                        strings: strings, index: index)
+                    {
                         complete(command.id, index: index, result: result)
                     }
                 }
@@ -144,16 +215,22 @@ extension Thing {
     }
 
     /// Runs one handler; nil when the handler deferred its result.
-    private func runAction(name: String, params: JSON, alias: String?, command: Command, strings: CommandStrings,
-                           index: Int) -> ActionResult? {
+    private func runAction(
+        name: String, params: JSON, alias: String?, command: Command, strings: CommandStrings,
+        index: Int
+    ) -> ActionResult? {
         let handler = shared.withLock {
             $0.handlers.lookup(schema: command.schema, version: command.schemaVersion, alias: alias, action: name)
         }
         guard let handler else {
             let scope: String
-            if let alias { scope = "alias \"\(alias)\"" } else if let schema = command.schema {
+            if let alias {
+                scope = "alias \"\(alias)\""
+            } else if let schema = command.schema {
                 scope = "schema \"\(schema)\" version \(command.schemaVersion)"
-            } else { scope = "a command without schema" }
+            } else {
+                scope = "a command without schema"
+            }
             return .failure(name, "no handler for action \"\(name)\" of \(scope)")
         }
         let ctx = ActionContext(thing: self, command: strings, name: name, alias: alias, params: params, index: index)
@@ -184,7 +261,9 @@ extension Thing {
 
     /// Completes a deferred action (any thread).
     func completeDeferred(_ d: DeferredAction, errorMessage: String?, data: JSON?) -> Int32 {
-        let known = shared.withLock { s in s.running[d.commandID]?.results[d.index] == nil && s.running[d.commandID] != nil }
+        let known = shared.withLock { s in
+            s.running[d.commandID]?.results[d.index] == nil && s.running[d.commandID] != nil
+        }
         guard known else { return THINGIF_ERR_STATE.code }
         var result = ActionResult(name: d.name, succeeded: errorMessage == nil, errorMessage: nil, data: data)
         if let m = errorMessage {

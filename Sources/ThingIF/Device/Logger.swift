@@ -1,9 +1,5 @@
 import CThingIF
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Routes log lines to the firmware's callback, or to stderr by default.
 final class Logger: @unchecked Sendable {
     private struct Sink {
@@ -16,8 +12,9 @@ final class Logger: @unchecked Sendable {
 
     func set(callback: thingif_log_cb?, maxLevel: Int32, userdata: UnsafeMutableRawPointer?) {
         sink.withLock {
-            $0 = Sink(callback: callback, maxLevel: callback == nil ? Int32(THINGIF_LOG_WARNING.rawValue) : maxLevel,
-                      userdata: userdata)
+            $0 = Sink(
+                callback: callback, maxLevel: callback == nil ? Int32(THINGIF_LOG_WARNING.rawValue) : maxLevel,
+                userdata: userdata)
         }
     }
 

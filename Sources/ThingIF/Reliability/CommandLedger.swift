@@ -107,9 +107,11 @@ final class CommandLedger {
 
     /// Failed results for every action of a skeleton.
     static func failedResults(skeleton: JSON, message: String) -> ActionResults {
-        ActionResults(groups: skeleton.elements.map { g in
-            ActionResults.Group(alias: g["alias"]?.stringValue,
-                                results: (g["names"]?.elements ?? []).map { .failure($0.stringValue ?? "", message) })
-        })
+        ActionResults(
+            groups: skeleton.elements.map { g in
+                ActionResults.Group(
+                    alias: g["alias"]?.stringValue,
+                    results: (g["names"]?.elements ?? []).map { .failure($0.stringValue ?? "", message) })
+            })
     }
 }

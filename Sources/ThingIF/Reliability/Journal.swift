@@ -1,7 +1,4 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// An append-only file of JSON lines in the storage directory, one record a
 /// line, each append fsync'd before it returns. A torn last line (power lost
@@ -36,7 +33,7 @@ public final class Journal {
 
     private func openForAppend() -> Bool {
         if fd >= 0 { return true }
-        fd = open(storage.path(name), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        fd = thingif_sys_open(storage.path(name), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         return fd >= 0
     }
 
@@ -47,9 +44,9 @@ public final class Journal {
         line.append(10)
         var off = 0
         while off < line.count {
-            let n = line.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + off, line.count - off) }
+            let n = line.withUnsafeBytes { thingif_sys_write(fd, $0.baseAddress! + off, line.count - off) }
             if n < 0 {
-                if errno == EINTR { continue }
+                if thingif_sys_errno() == EINTR { continue }
                 return false
             }
             off += n

@@ -49,10 +49,13 @@ final class Outbox {
             switch r["op"]?.stringValue {
             case "add":
                 guard let method = r["m"]?.stringValue, let path = r["p"]?.stringValue,
-                      let body = r["b"]?.stringValue else { continue }
-                items.append(Item(id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
-                                  body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
-                                  kind: Kind(rawValue: r["k"]?.stringValue ?? "") ?? .other))
+                    let body = r["b"]?.stringValue
+                else { continue }
+                items.append(
+                    Item(
+                        id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
+                        body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
+                        kind: Kind(rawValue: r["k"]?.stringValue ?? "") ?? .other))
             case "ack", "drop":
                 items.removeAll { $0.id == id }
             default:
@@ -95,7 +98,7 @@ final class Outbox {
         for old in drop {
             guard mark("drop", old.id) else { return nil }
         }
-        let ids = Set(drop.map(\.id))
+        let ids = Set(drop.map { $0.id })
         items.removeAll { ids.contains($0.id) }
         guard journal.append(encode(item)) else { return nil }
         items.append(item)

@@ -1,11 +1,10 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import CThingIF
 
 /// Proleptic Gregorian calendar arithmetic on days since 1970-01-01
-/// (Howard Hinnant's civil-date algorithms). No Foundation.
-enum Civil {
-    static func days(year: Int, month: Int, day: Int) -> Int {
+/// (Howard Hinnant's civil-date algorithms). No Foundation. The thing's
+/// timers and the hub's cron schedules both use it.
+public enum Civil {
+    public static func days(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -15,7 +14,7 @@ enum Civil {
         return era * 146_097 + doe - 719_468
     }
 
-    static func date(days z0: Int) -> (year: Int, month: Int, day: Int) {
+    public static func date(days z0: Int) -> (year: Int, month: Int, day: Int) {
         let z = z0 + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
@@ -28,7 +27,7 @@ enum Civil {
     }
 
     /// 0 = Sunday.
-    static func weekday(days: Int) -> Int { ((days % 7) + 11) % 7 }
+    public static func weekday(days: Int) -> Int { ((days % 7) + 11) % 7 }
 
     static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
 
@@ -36,7 +35,7 @@ enum Civil {
         [31, isLeap(year) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
     }
 
-    static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
+    public static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
 }
 
 /// A POSIX TZ string as found in the footer of a TZif v2+ file, e.g.
@@ -44,12 +43,12 @@ enum Civil {
 /// file's last transition.
 struct PosixTZ {
     enum Rule {
-        case julianNoLeap(Int)      // Jn, 1...365, February 29 never counted
-        case zeroBased(Int)         // n, 0...365
-        case monthWeekDay(Int, Int, Int) // Mm.w.d
+        case julianNoLeap(Int)  // Jn, 1...365, February 29 never counted
+        case zeroBased(Int)  // n, 0...365
+        case monthWeekDay(Int, Int, Int)  // Mm.w.d
     }
 
-    var stdOffset: Int          // seconds east of UTC
+    var stdOffset: Int  // seconds east of UTC
     var dst: (offset: Int, start: Rule, startTime: Int, end: Rule, endTime: Int)?
 
     init?(_ text: String) {
@@ -193,8 +192,11 @@ struct TimeZoneRules {
         guard !name.isEmpty, name.utf8.count <= 128, !name.hasPrefix("/"), !name.hasSuffix("/") else { return false }
         for part in name.split(separator: "/", omittingEmptySubsequences: false) {
             guard !part.isEmpty, part != ".", part != "..",
-                  part.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a)
-                      || $0 == 0x5f || $0 == 0x2d || $0 == 0x2b }) else { return false }
+                part.utf8.allSatisfy({
+                    ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a)
+                        || $0 == 0x5f || $0 == 0x2d || $0 == 0x2b
+                })
+            else { return false }
         }
         return true
     }
@@ -207,16 +209,16 @@ struct TimeZoneRules {
     }
 
     private static func readFile(_ path: String, limit: Int) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = thingif_sys_open(path, O_RDONLY | O_CLOEXEC, 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard fstat(fd, &st) == 0, thingif_sys_is_reg(st.st_mode) != 0 else { return nil }
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
         while true {
-            let n = buf.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, 4096) }
-            if n < 0 { if errno == EINTR { continue }; return nil }
+            let n = buf.withUnsafeMutableBytes { thingif_sys_read(fd, $0.baseAddress, 4096) }
+            if n < 0 { if thingif_sys_errno() == EINTR { continue }; return nil }
             if n == 0 { return out }
             out += buf[0..<n]
             if out.count > limit { return nil }
@@ -236,8 +238,9 @@ struct TimeZoneRules {
         }
         func header(_ at: Int) -> (isut: Int, isstd: Int, leap: Int, time: Int, type: Int, char: Int)? {
             guard b.count >= at + 44, b[at] == 0x54, b[at + 1] == 0x5a, b[at + 2] == 0x69, b[at + 3] == 0x66,
-                  let a = u32(at + 20), let c = u32(at + 24), let d = u32(at + 28), let e = u32(at + 32),
-                  let f = u32(at + 36), let g = u32(at + 40) else { return nil }
+                let a = u32(at + 20), let c = u32(at + 24), let d = u32(at + 28), let e = u32(at + 32),
+                let f = u32(at + 36), let g = u32(at + 40)
+            else { return nil }
             return (a, c, d, e, f, g)
         }
         guard let h1 = header(0) else { return nil }

@@ -1,7 +1,4 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 private let mosquittoLibrary: Void = { _ = mosquitto_lib_init() }()
 
@@ -88,13 +85,16 @@ public final class MqttClient {
         var correlation: [UInt8]?
         if let props {
             var s: UnsafeMutablePointer<CChar>?
-            if mosquitto_property_read_string(props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), &s, false) != nil, let s {
+            if mosquitto_property_read_string(props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), &s, false) != nil, let s
+            {
                 responseTopic = String(cString: s)
                 free(s)
             }
             var value: UnsafeMutableRawPointer?
             var len: UInt16 = 0
-            if mosquitto_property_read_binary(props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), &value, &len, false) != nil {
+            if mosquitto_property_read_binary(props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue), &value, &len, false)
+                != nil
+            {
                 if let value {
                     correlation = Array(UnsafeRawBufferPointer(start: value, count: Int(len)))
                     free(value)
@@ -103,8 +103,9 @@ public final class MqttClient {
                 }
             }
         }
-        return Message(topic: topic, payload: payload, qos: m.qos, retain: m.retain,
-                       responseTopic: responseTopic, correlationData: correlation)
+        return Message(
+            topic: topic, payload: payload, qos: m.qos, retain: m.retain,
+            responseTopic: responseTopic, correlationData: correlation)
     }
 
     public func setCredentials(username: String?, password: String?) -> Int32 {
@@ -154,8 +155,10 @@ public final class MqttClient {
     }
 
     /// Publishes. Thread-safe: may be called while another thread loops.
-    public func publish(topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false,
-                        responseTopic: String? = nil, correlationData: [UInt8]? = nil) -> Int32 {
+    public func publish(
+        topic: String, payload: [UInt8], qos: Int32 = 1, retain: Bool = false,
+        responseTopic: String? = nil, correlationData: [UInt8]? = nil
+    ) -> Int32 {
         var props: OpaquePointer?
         defer { mosquitto_property_free_all(&props) }
         if let responseTopic {
@@ -163,8 +166,9 @@ public final class MqttClient {
         }
         if let correlationData {
             correlationData.withUnsafeBytes { buf in
-                _ = mosquitto_property_add_binary(&props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue),
-                                                  buf.baseAddress, UInt16(clamping: buf.count))
+                _ = mosquitto_property_add_binary(
+                    &props, Int32(MQTT_PROP_CORRELATION_DATA.rawValue),
+                    buf.baseAddress, UInt16(clamping: buf.count))
             }
         }
         return payload.withUnsafeBytes { buf in

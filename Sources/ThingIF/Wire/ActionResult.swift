@@ -53,7 +53,7 @@ public struct ActionResults {
     public var groups: [Group]
     public init(groups: [Group]) { self.groups = groups }
 
-    public var all: [ActionResult] { groups.flatMap(\.results) }
+    public var all: [ActionResult] { groups.flatMap { $0.results } }
 
     public func encode() -> JSON {
         let list = JSON.array()
@@ -96,5 +96,32 @@ public struct ActionResults {
             }
         }
         return ActionResults(groups: groups)
+    }
+
+    /// Every action of `command` failed with `message`, in the command's
+    /// layout (flat, or grouped by alias).
+    public static func allFailed(_ command: Command, message: String) -> ActionResults {
+        ActionResults(
+            groups: command.groups.map { g in
+                Group(
+                    alias: g.alias,
+                    results: g.entries.map { e in
+                        switch e {
+                        case .action(let name, _), .invalid(let name, _): return .failure(name, message)
+                        }
+                    })
+            })
+    }
+
+    /// The body a thing sends for a command it had to drop before it could
+    /// read its actions (too large, not JSON) but whose commandID it could
+    /// read: no results and the reason. The framework marks every action of
+    /// the command it sent as failed with that reason (allFailed), so no
+    /// command is left without an outcome.
+    public static func dropped(reason: String) -> JSON {
+        let o = JSON.object()
+        o.set("actionResults", JSON.array())
+        o.set("errorMessage", string: reason)
+        return o
     }
 }

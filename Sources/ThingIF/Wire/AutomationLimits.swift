@@ -4,9 +4,13 @@
 /// (p/{mqttTopic}/config) that passes any of them. docs/PROTOCOL.md lists
 /// them; docs/openapi.yaml gives the API's side.
 public enum AutomationLimits {
-    /// Largest name of an action set or timer trigger (1 ... maxName bytes
-    /// on the thing; the hub counts characters, which is never more).
+    /// Largest name of an action set or timer trigger, in bytes of UTF-8
+    /// (the thing, the hub and the CLI all count bytes).
     public static let maxName = 64
+    /// Largest schema or action name of an action in an action set, in bytes.
+    public static let maxIdentifier = 200
+    /// Largest recurrence count (so that count x unit never overflows).
+    public static let maxRecurrenceCount = 1_000_000
     /// Action sets in one configuration.
     public static let maxActionSets = 100
     /// Timer triggers in one configuration.
@@ -18,12 +22,8 @@ public enum AutomationLimits {
     /// Largest configuration message, in bytes. The thing also drops any
     /// message over its THINGIF_OPT_MAX_PAYLOAD (default 65536) before
     /// parsing it, so the smaller of the two applies.
-    public static let maxConfigBytes = 65536
+    public static let maxConfigBytes = WireLimits.maxPayload
     /// Shortest and longest recurrence of a timer trigger.
     public static let minRecurrenceMs: Int64 = 5 * 60_000
     public static let maxRecurrenceMs: Int64 = 5 * 7 * 86_400_000
-    /// Where time zone names are looked up.
-    public static let zoneinfo = "/usr/share/zoneinfo"
-    /// Milliseconds of each recurrence unit.
-    public static let unitMs: [String: Int64] = ["minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000]
 }

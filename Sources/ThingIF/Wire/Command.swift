@@ -42,9 +42,11 @@ public struct Command {
     public var firedByTriggerID: String?
     public var groups: [Group]
 
-    public init(id: String, shape: Shape, schema: String? = nil, schemaVersion: Int = 0, issuer: String? = nil,
-                title: String? = nil, description: String? = nil, metadata: JSON? = nil,
-                firedByTriggerID: String? = nil, groups: [Group]) {
+    public init(
+        id: String, shape: Shape, schema: String? = nil, schemaVersion: Int = 0, issuer: String? = nil,
+        title: String? = nil, description: String? = nil, metadata: JSON? = nil,
+        firedByTriggerID: String? = nil, groups: [Group]
+    ) {
         self.id = id
         self.shape = shape
         self.schema = schema
@@ -63,7 +65,59 @@ public struct Command {
     /// nothing can be reported to the framework; the thing logs it.
     public struct DecodeError: Error, CustomStringConvertible {
         public let message: String
+        /// The commandID read from a payload that could not be decoded as a
+        /// whole (over the size limit, or not JSON): the thing reports such a
+        /// command as dropped (ActionResults.dropped) instead of leaving it
+        /// without an outcome. nil when no commandID could be read.
+        public var commandID: String?
         public var description: String { message }
+
+        public init(message: String, commandID: String? = nil) {
+            self.message = message
+            self.commandID = commandID
+        }
+    }
+
+    /// How far into a payload that cannot be parsed the commandID is looked for.
+    static let recoveryWindow = 1024
+
+    /// The commandID of a payload that is not parsed (too large, or not
+    /// JSON), read from its first bytes: `"commandID"`, optional white space,
+    /// `:`, a string of printable ASCII without escapes, '/', '+' or '#'.
+    /// nil when there is none that a topic level could carry.
+    static func recoverID(_ bytes: [UInt8]) -> String? {
+        let key: [UInt8] = [0x22, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x49, 0x44, 0x22]  // "commandID"
+        let end = min(bytes.count, recoveryWindow)
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0a || b == 0x0d }
+        var i = 0
+        while i + key.count <= end {
+            var match = i == 0 || bytes[i - 1] != 0x5c  // not an escaped quote inside a string
+            var k = 0
+            while match && k < key.count {
+                if bytes[i + k] != key[k] { match = false }
+                k += 1
+            }
+            if !match {
+                i += 1
+                continue
+            }
+            var j = i + key.count
+            while j < end && isSpace(bytes[j]) { j += 1 }
+            guard j < end, bytes[j] == 0x3a else { return nil }
+            j += 1
+            while j < end && isSpace(bytes[j]) { j += 1 }
+            guard j < end, bytes[j] == 0x22 else { return nil }
+            j += 1
+            let start = j
+            while j < end, bytes[j] != 0x22 {
+                let b = bytes[j]
+                guard b > 0x20, b < 0x7f, b != 0x5c, b != 0x2f, b != 0x2b, b != 0x23 else { return nil }
+                j += 1
+            }
+            guard j < end, j > start, j - start <= maxCommandIDLength else { return nil }
+            return String(decoding: bytes[start..<j], as: UTF8.self)
+        }
+        return nil
     }
 
     public static let maxCommandIDLength = 256
@@ -73,12 +127,17 @@ public struct Command {
     /// into failed action results.
     public static func decode(_ bytes: [UInt8], maxSize: Int) -> Result<Command, DecodeError> {
         if bytes.count > maxSize {
-            return .failure(DecodeError(message: "dropped a command of \(bytes.count) bytes: over the limit of \(maxSize) bytes"))
+            return .failure(
+                DecodeError(
+                    message: "dropped a command of \(bytes.count) bytes: over the limit of \(maxSize) bytes",
+                    commandID: recoverID(bytes)))
         }
         let doc: JSON
         switch JSON.parse(bytes) {
         case .success(let d): doc = d
-        case .failure(let e): return .failure(DecodeError(message: "dropped a command that is not valid JSON: \(e)"))
+        case .failure(let e):
+            return .failure(
+                DecodeError(message: "dropped a command that is not valid JSON: \(e)", commandID: recoverID(bytes)))
         }
         return decode(doc)
     }
@@ -91,10 +150,15 @@ public struct Command {
             return .failure(DecodeError(message: "dropped a command without \"commandID\""))
         }
         guard let id = idValue.stringValue else {
-            return .failure(DecodeError(message: "dropped a command whose \"commandID\" is \(idValue.typeName), not a string"))
+            return .failure(
+                DecodeError(message: "dropped a command whose \"commandID\" is \(idValue.typeName), not a string"))
         }
         guard Topics.isSafeLevel(id), id.utf8.count <= maxCommandIDLength else {
-            return .failure(DecodeError(message: "dropped a command whose \"commandID\" is empty, longer than \(maxCommandIDLength) bytes, or holds '/', '+', '#' or NUL"))
+            return .failure(
+                DecodeError(
+                    message:
+                        "dropped a command whose \"commandID\" is empty, longer than \(maxCommandIDLength) bytes, or holds '/', '+', '#' or NUL"
+                ))
         }
 
         var cmd = Command(id: id, shape: .schema, groups: [])
@@ -110,19 +174,29 @@ public struct Command {
 
         var problems: [String] = []
         let schemaPresent = doc["schema"] != nil
-        for (key, slot) in [("schema", \Command.schema), ("issuer", \Command.issuer), ("title", \Command.title),
-                            ("description", \Command.description), ("firedByTriggerID", \Command.firedByTriggerID)] {
+        // Setters, not key paths: Embedded Swift has no key paths.
+        let slots: [(String, (inout Command, String?) -> Void)] = [
+            ("schema", { $0.schema = $1 }), ("issuer", { $0.issuer = $1 }), ("title", { $0.title = $1 }),
+            ("description", { $0.description = $1 }), ("firedByTriggerID", { $0.firedByTriggerID = $1 })
+        ]
+        for (key, slot) in slots {
             let (value, problem) = optionalString(key)
-            cmd[keyPath: slot] = value
+            slot(&cmd, value)
             if let problem { problems.append(problem) }
         }
         if let v = doc["schemaVersion"], !v.isNull {
-            if let n = v.intValue, n >= 0, n <= Int(Int32.max) { cmd.schemaVersion = n } else {
+            if let n = v.intValue, n >= 0, n <= Int(Int32.max) {
+                cmd.schemaVersion = n
+            } else {
                 problems.append("\"schemaVersion\" must be a non-negative integer, not \(v.typeName)")
             }
         }
         if let m = doc["metadata"], !m.isNull {
-            if m.isObject { cmd.metadata = m } else { problems.append("\"metadata\" must be an object, not \(m.typeName)") }
+            if m.isObject {
+                cmd.metadata = m
+            } else {
+                problems.append("\"metadata\" must be an object, not \(m.typeName)")
+            }
         }
         if let first = problems.first { return fail(first) }
 
@@ -131,9 +205,11 @@ public struct Command {
         let elements = actions.elements
         guard !elements.isEmpty else { return fail("\"actions\" is empty") }
 
-        let looksTrait = !schemaPresent && elements.allSatisfy { e in
-            e.isObject && e.count == 1 && (e.members.first?.value.isArray ?? false)
-        }
+        let looksTrait =
+            !schemaPresent
+            && elements.allSatisfy { e in
+                e.isObject && e.count == 1 && (e.members.first?.value.isArray ?? false)
+            }
         var index = 0
         if looksTrait {
             cmd.shape = .trait
@@ -145,7 +221,8 @@ public struct Command {
                     index += 1
                 }
                 if entries.isEmpty {
-                    entries.append(.invalid(name: "", reason: "command \(id): action \(index): alias \"\(alias)\" has no actions"))
+                    entries.append(
+                        .invalid(name: "", reason: "command \(id): action \(index): alias \"\(alias)\" has no actions"))
                     index += 1
                 }
                 cmd.groups.append(Group(alias: alias, entries: entries))
@@ -169,8 +246,9 @@ public struct Command {
         }
         let members = e.members
         guard members.count == 1 else {
-            return .invalid(name: members.first?.key ?? "",
-                            reason: "\(at): an action object must have exactly one key, it has \(members.count)")
+            return .invalid(
+                name: members.first?.key ?? "",
+                reason: "\(at): an action object must have exactly one key, it has \(members.count)")
         }
         let (name, value) = members[0]
         guard !name.isEmpty else { return .invalid(name: "", reason: "\(at): the action name is empty") }

@@ -1,7 +1,4 @@
 import CThingIF
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// An owned reference to a jansson value. Dropping it decrefs the value.
 /// jansson's macros (json_is_object, json_object_foreach) are not visible to
@@ -35,8 +32,9 @@ public final class JSON {
             // A NULL base (empty buffer) is fine for jansson with length 0, but
             // pass a valid pointer anyway.
             let base = UnsafeRawPointer(buf.baseAddress) ?? UnsafeRawPointer(bitPattern: 1)!
-            return json_loadb(base.assumingMemoryBound(to: CChar.self), buf.count,
-                              Int(JSON_REJECT_DUPLICATES), &error)
+            return json_loadb(
+                base.assumingMemoryBound(to: CChar.self), buf.count,
+                Int(JSON_REJECT_DUPLICATES), &error)
         }
         if let value { return .success(JSON(owning: value)) }
         let text = withUnsafeBytes(of: &error.text) { raw -> String in
@@ -60,8 +58,9 @@ public final class JSON {
     public static func string(_ s: String) -> JSON? {
         var s = s
         let v = s.withUTF8 { buf in
-            json_stringn(UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
-                .assumingMemoryBound(to: CChar.self), buf.count)
+            json_stringn(
+                UnsafeRawPointer(buf.baseAddress ?? UnsafePointer(bitPattern: 1)!)
+                    .assumingMemoryBound(to: CChar.self), buf.count)
         }
         return v.map { JSON(owning: $0) }
     }
@@ -119,7 +118,7 @@ public final class JSON {
     /// Object members in document order.
     public var members: [(key: String, value: JSON)] {
         guard isObject else { return [] }
-        var out: [(String, JSON)] = []
+        var out: [(key: String, value: JSON)] = []
         var it = json_object_iter(raw)
         while let i = it {
             let key = String(cString: json_object_iter_key(i))

@@ -59,7 +59,8 @@ public struct KiiResponse: Sendable {
 
     public static func decode(_ bytes: [UInt8]) -> KiiResponse? {
         guard let (first, headers, body) = KiiFraming.decode(bytes),
-              let status = Int(first), (100...599).contains(status) else { return nil }
+            let status = Int(first), (100...599).contains(status)
+        else { return nil }
         return KiiResponse(status: status, headers: headers, body: body)
     }
 }
@@ -185,7 +186,8 @@ public enum Topics {
     public static func parseRequest(_ topic: String) -> ParsedRequest? {
         let parts = topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 6, parts[0] == "p", !parts[1].isEmpty,
-              let api = API(rawValue: parts[2]), parts[3] == "apps", !parts[4].isEmpty else { return nil }
+            let api = API(rawValue: parts[2]), parts[3] == "apps", !parts[4].isEmpty
+        else { return nil }
         let path = parts[5...].joined(separator: "/")
         guard !path.isEmpty else { return nil }
         return ParsedRequest(clientID: parts[1], api: api, appID: parts[4], path: path)

@@ -16,8 +16,10 @@ public struct MQTTEndpoint: Equatable, Sendable {
     public var mqttTopic: String
     public var ttl: Int
 
-    public init(installationID: String, host: String, portTCP: Int, portSSL: Int, username: String,
-                password: String, mqttTopic: String, ttl: Int) {
+    public init(
+        installationID: String, host: String, portTCP: Int, portSSL: Int, username: String,
+        password: String, mqttTopic: String, ttl: Int
+    ) {
         self.installationID = installationID
         self.host = host
         self.portTCP = portTCP
@@ -37,22 +39,29 @@ public struct MQTTEndpoint: Equatable, Sendable {
         o.set("username", string: username)
         o.set("password", string: password)
         o.set("mqttTopic", string: mqttTopic)
+        // Kii's name, which Kii's thing SDKs require; "ttl" for older readers.
+        o.set("X-MQTT-TTL", .int(ttl))
         o.set("ttl", .int(ttl))
+        // No MQTT over WebSocket is offered: 0, as Kii's clients read a port.
+        o.set("portWS", .int(0))
+        o.set("portWSS", .int(0))
         return o
     }
 
     public static func decode(_ j: JSON) -> MQTTEndpoint? {
         guard j.isObject,
-              let installationID = j["installationID"]?.stringValue,
-              let mqttTopic = j["mqttTopic"]?.stringValue, Topics.isSafeLevel(mqttTopic) else { return nil }
+            let installationID = j["installationID"]?.stringValue,
+            let mqttTopic = j["mqttTopic"]?.stringValue, Topics.isSafeLevel(mqttTopic)
+        else { return nil }
         let host = j["host"]?.stringValue ?? ""
         let portTCP = j["portTCP"]?.intValue ?? 0
         guard portTCP >= 0 && portTCP <= 65535 else { return nil }
-        return MQTTEndpoint(installationID: installationID, host: host, portTCP: portTCP,
-                            portSSL: j["portSSL"]?.intValue ?? 0,
-                            username: j["username"]?.stringValue ?? "",
-                            password: j["password"]?.stringValue ?? "",
-                            mqttTopic: mqttTopic, ttl: j["ttl"]?.intValue ?? 0)
+        return MQTTEndpoint(
+            installationID: installationID, host: host, portTCP: portTCP,
+            portSSL: j["portSSL"]?.intValue ?? 0,
+            username: j["username"]?.stringValue ?? "",
+            password: j["password"]?.stringValue ?? "",
+            mqttTopic: mqttTopic, ttl: j["X-MQTT-TTL"]?.intValue ?? j["ttl"]?.intValue ?? 0)
     }
 }
 
@@ -65,8 +74,10 @@ public struct OnboardingRequest {
     public var thingProperties: JSON?
     public var layoutPosition: String
 
-    public init(vendorThingID: String, thingPassword: String, thingType: String? = nil,
-                firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE") {
+    public init(
+        vendorThingID: String, thingPassword: String, thingType: String? = nil,
+        firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE"
+    ) {
         self.vendorThingID = vendorThingID
         self.thingPassword = thingPassword
         self.thingType = thingType
@@ -88,12 +99,14 @@ public struct OnboardingRequest {
 
     public static func decode(_ j: JSON) -> OnboardingRequest? {
         guard j.isObject, let v = j["vendorThingID"]?.stringValue, !v.isEmpty,
-              let p = j["thingPassword"]?.stringValue, !p.isEmpty else { return nil }
+            let p = j["thingPassword"]?.stringValue, !p.isEmpty
+        else { return nil }
         let props = j["thingProperties"]
         if let props, !props.isObject { return nil }
-        return OnboardingRequest(vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
-                                 firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
-                                 layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE")
+        return OnboardingRequest(
+            vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
+            firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
+            layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE")
     }
 }
 
@@ -119,8 +132,9 @@ public struct OnboardingResponse {
 
     public static func decode(_ j: JSON) -> OnboardingResponse? {
         guard let thingID = j["thingID"]?.stringValue, Topics.isSafeLevel(thingID),
-              let token = j["accessToken"]?.stringValue, !token.isEmpty,
-              let ep = j["mqttEndpoint"].flatMap(MQTTEndpoint.decode) else { return nil }
+            let token = j["accessToken"]?.stringValue, !token.isEmpty,
+            let ep = j["mqttEndpoint"].flatMap(MQTTEndpoint.decode)
+        else { return nil }
         return OnboardingResponse(thingID: thingID, accessToken: token, mqttEndpoint: ep)
     }
 }
@@ -154,7 +168,8 @@ public struct Identity: Equatable, Sendable {
 
     public static func decode(_ j: JSON) -> Identity? {
         guard let app = j["appID"]?.stringValue, let r = OnboardingResponse.decode(j) else { return nil }
-        return Identity(appID: app, vendorThingID: j["vendorThingID"]?.stringValue, thingID: r.thingID,
-                        accessToken: r.accessToken, endpoint: r.mqttEndpoint)
+        return Identity(
+            appID: app, vendorThingID: j["vendorThingID"]?.stringValue, thingID: r.thingID,
+            accessToken: r.accessToken, endpoint: r.mqttEndpoint)
     }
 }

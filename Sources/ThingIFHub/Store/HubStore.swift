@@ -43,10 +43,12 @@ public struct ThingRecord: Sendable {
     public var state: String?
     public var createdAt: Int64
 
-    public init(thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
-                firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
-                installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
-                createdAt: Int64) {
+    public init(
+        thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
+        firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
+        installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
+        createdAt: Int64
+    ) {
         self.thingID = thingID
         self.vendorThingID = vendorThingID
         self.passwordHash = passwordHash
@@ -80,9 +82,11 @@ public struct CommandRecord: Sendable {
     public var createdAt: Int64
     public var modifiedAt: Int64
 
-    public init(commandID: String, thingID: String, seq: Int64 = 0, issuer: String?, issuingInstallationID: String?,
-                payload: String, results: String? = nil, state: CommandState = .sending, createdAt: Int64,
-                modifiedAt: Int64) {
+    public init(
+        commandID: String, thingID: String, seq: Int64 = 0, issuer: String?, issuingInstallationID: String?,
+        payload: String, results: String? = nil, state: CommandState = .sending, createdAt: Int64,
+        modifiedAt: Int64
+    ) {
         self.commandID = commandID
         self.thingID = thingID
         self.seq = seq
@@ -142,6 +146,16 @@ public struct AppInstallation: Sendable {
         case sse = "SSE"
         /// An HTTP POST to `target`.
         case webhook = "WEBHOOK"
+        /// Kii's push installations (APNs, FCM, JPush): kept with their
+        /// installationRegistrationID in `target`, as Kii keeps them, so Kii
+        /// clients install as usual; the hub reaches no push service and
+        /// sends nothing to them (its channels are MQTT, SSE and webhooks).
+        case ios = "IOS"
+        case android = "ANDROID"
+        case jpush = "JPUSH"
+
+        /// Whether the hub itself delivers notifications to it.
+        public var isDelivered: Bool { self == .mqtt || self == .sse || self == .webhook }
     }
 
     public var installationID: String
@@ -194,8 +208,10 @@ public struct ServerTriggerRecord: Sendable {
     public var lastMatch: Bool?
     public var createdAt: Int64
 
-    public init(triggerID: String, thingID: String, definition: String, enabled: Bool = true,
-                lastMatch: Bool? = nil, createdAt: Int64) {
+    public init(
+        triggerID: String, thingID: String, definition: String, enabled: Bool = true,
+        lastMatch: Bool? = nil, createdAt: Int64
+    ) {
         self.triggerID = triggerID
         self.thingID = thingID
         self.definition = definition
@@ -213,11 +229,16 @@ public struct ThingAutomation: Sendable {
     public var config: String
     /// Increases with every change (1 for the first).
     public var version: Int64
+    /// What the thing last said of a configuration it was sent (JSON text:
+    /// {"version","applied","message"?,"reportedAt"}); nil when it has said
+    /// nothing since the last change.
+    public var report: String?
 
-    public init(thingID: String, config: String, version: Int64) {
+    public init(thingID: String, config: String, version: Int64, report: String? = nil) {
         self.thingID = thingID
         self.config = config
         self.version = version
+        self.report = report
     }
 }
 
@@ -239,8 +260,10 @@ public struct HubSecrets: Sendable, Equatable {
 
     /// Users' tokens live 30 days; things' tokens do not expire by time (a
     /// device in the field does not log in again by itself) but can be revoked.
-    public init(passwordIterations: Int = PasswordHash.defaultIterations,
-                userTokenLifetime: Int64 = 30 * 86_400, thingTokenLifetime: Int64 = 0) {
+    public init(
+        passwordIterations: Int = PasswordHash.defaultIterations,
+        userTokenLifetime: Int64 = 30 * 86_400, thingTokenLifetime: Int64 = 0
+    ) {
         self.passwordIterations = passwordIterations
         self.userTokenLifetime = userTokenLifetime
         self.thingTokenLifetime = thingTokenLifetime
@@ -288,8 +311,10 @@ public protocol HubStore: AnyObject, Sendable {
     /// firmwareVersion and dataGroupingInterval when given. Every successful
     /// call issues a NEW access token, returned in the record's accessToken
     /// (earlier tokens stay valid until they expire or are revoked).
-    func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
-                       dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError>
+    func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError>
     func thing(id: String) -> ThingRecord?
     func thing(vendorThingID: String) -> ThingRecord?
     /// The thing whose token this is (the raw token; the store hashes it),
@@ -374,6 +399,8 @@ public protocol HubStore: AnyObject, Sendable {
     func allTriggers() -> [ServerTriggerRecord]
     /// False when the trigger is unknown or the store cannot write.
     func setTriggerEnabled(id: String, enabled: Bool) -> Bool
+    /// Replaces a trigger's definition (PATCH) and forgets its last match.
+    func updateTrigger(id: String, definition: String) -> Bool
     func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool
     func deleteTrigger(id: String) -> Bool
 
@@ -381,7 +408,11 @@ public protocol HubStore: AnyObject, Sendable {
 
     /// The thing's automation config; nil before the first save.
     func automation(thingID: String) -> ThingAutomation?
-    /// Replaces the thing's automation config and increments its version;
-    /// returns the stored record, nil for an unknown thing or a storage error.
+    /// Replaces the thing's automation config and increments its version
+    /// (forgetting the thing's last report); returns the stored record, nil
+    /// for an unknown thing or a storage error.
     func saveAutomation(thingID: String, config: String) -> ThingAutomation?
+    /// Keeps the thing's report on the configuration; false when the thing
+    /// has no configuration or the store fails.
+    func saveAutomationReport(thingID: String, report: String) -> Bool
 }

@@ -1,4 +1,3 @@
-import CThingIF
 import ThingIF
 
 /// A HubStore in memory: for tests and for a hub that needs to keep nothing.
@@ -52,8 +51,9 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             d.tokens = d.tokens.filter { !$0.value.revoked && ($0.value.expiresAt == 0 || $0.value.expiresAt > now) }
         }
         let raw = HubIDs.token()
-        d.tokens[Crypto.sha256Hex(raw)] = TokenEntry(kind: kind, subjectID: subjectID, createdAt: now,
-                                                     expiresAt: secrets.expiry(kind, now: now), revoked: false)
+        d.tokens[Crypto.sha256Hex(raw)] = TokenEntry(
+            kind: kind, subjectID: subjectID, createdAt: now,
+            expiresAt: secrets.expiry(kind, now: now), revoked: false)
         return raw
     }
 
@@ -86,14 +86,18 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     /// The KDF (a quarter second at the production cost) runs outside the
     /// lock, so one onboarding never stalls the rest of the hub.
-    public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
-                              dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
+    public func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError> {
         // A few rounds at most: only a concurrent first registration of the
         // same vendorThingID (or a password change) makes one repeat.
         for _ in 0..<4 {
             let known = data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
             if let known {
-                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else {
+                    return .failure(.wrongPassword)
+                }
                 let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
                     guard var t = d.things[known.thingID], t.passwordHash == h else { return nil }
                     if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
@@ -110,10 +114,11 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
             let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
                 guard d.byVendorID[vendorThingID] == nil else { return nil }
-                var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
-                                    thingType: thingType, firmwareVersion: firmwareVersion,
-                                    accessToken: "", dataGroupingInterval: dataGroupingInterval,
-                                    createdAt: Platform.epochMs())
+                var t = ThingRecord(
+                    thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                    thingType: thingType, firmwareVersion: firmwareVersion,
+                    accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                    createdAt: Platform.epochMs())
                 d.things[t.thingID] = t
                 d.byVendorID[vendorThingID] = t.thingID
                 t.accessToken = issue(&d, kind: .thing, subjectID: t.thingID)
@@ -171,13 +176,17 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             d.things[thingID] = t
             var h = d.history[thingID, default: []]
             d.sampleSeq += 1
-            h.append(StateSample(thingID: thingID, at: at, method: method, upload: upload, state: merged,
-                                 cursor: d.sampleSeq))
+            h.append(
+                StateSample(
+                    thingID: thingID, at: at, method: method, upload: upload, state: merged,
+                    cursor: d.sampleSeq))
             if retention.maxAgeDays > 0 {
                 let oldest = at - Int64(retention.maxAgeDays) * 86_400_000
                 h.removeAll { $0.at < oldest }
             }
-            if retention.maxSamples > 0, h.count > retention.maxSamples { h.removeFirst(h.count - retention.maxSamples) }
+            if retention.maxSamples > 0, h.count > retention.maxSamples {
+                h.removeFirst(h.count - retention.maxSamples)
+            }
             d.history[thingID] = h
             return merged
         }
@@ -188,7 +197,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     }
 
     public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
-        -> (samples: [StateSample], next: Int64?) {
+        -> (samples: [StateSample], next: Int64?)
+    {
         data.withLock { d in
             var out: [StateSample] = []
             var last: Int64 = 0
@@ -241,8 +251,9 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
         data.withLock { d in
             let all = d.commands
-            return Array(d.commandOrder.compactMap { all[$0] }
-                .filter { $0.thingID == thingID && $0.seq > afterSeq }.prefix(max(0, limit)))
+            return Array(
+                d.commandOrder.compactMap { all[$0] }
+                    .filter { $0.thingID == thingID && $0.seq > afterSeq }.prefix(max(0, limit)))
         }
     }
 
@@ -257,8 +268,9 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
         data.withLock { d in
             if let loginName, d.usersByLogin[loginName] != nil { return nil }
-            var u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
-                               accessToken: "", createdAt: Platform.epochMs())
+            var u = UserRecord(
+                userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                accessToken: "", createdAt: Platform.epochMs())
             d.users[u.userID] = u
             if let loginName { d.usersByLogin[loginName] = u.userID }
             u.accessToken = issue(&d, kind: .user, subjectID: u.userID)
@@ -302,9 +314,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
         data.withLock { d in
             let id = HubIDs.installationID()
-            let i = AppInstallation(installationID: id, userID: userID, kind: kind,
-                                    target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
-                                    createdAt: Platform.epochMs())
+            let i = AppInstallation(
+                installationID: id, userID: userID, kind: kind,
+                target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                createdAt: Platform.epochMs())
             d.installations[id] = i
             return i
         }
@@ -347,6 +360,15 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in d.triggerOrder.compactMap { d.triggers[$0] } }
     }
 
+    public func updateTrigger(id: String, definition: String) -> Bool {
+        data.withLock { d in
+            guard d.triggers[id] != nil else { return false }
+            d.triggers[id]!.definition = definition
+            d.triggers[id]!.lastMatch = nil
+            return true
+        }
+    }
+
     public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
         data.withLock { d in
             guard d.triggers[id] != nil else { return false }
@@ -378,36 +400,19 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func saveAutomation(thingID: String, config: String) -> ThingAutomation? {
         data.withLock { d in
             guard d.things[thingID] != nil else { return nil }
-            let a = ThingAutomation(thingID: thingID, config: config,
-                                    version: (d.automations[thingID]?.version ?? 0) + 1)
+            let a = ThingAutomation(
+                thingID: thingID, config: config,
+                version: (d.automations[thingID]?.version ?? 0) + 1)
             d.automations[thingID] = a
             return a
         }
     }
-}
 
-
-/// New IDs and tokens, the same for every store.
-public enum HubIDs {
-    public static func thingID() -> String { "th." + Platform.randomHex(bytes: 10) }
-    public static func userID() -> String { "u." + Platform.randomHex(bytes: 10) }
-    public static func groupID() -> String { "g." + Platform.randomHex(bytes: 10) }
-    public static func installationID() -> String { Platform.randomHex(bytes: 10) }
-    public static func token() -> String { Platform.randomHex(bytes: 20) }
-    public static func mqttTopic() -> String { "t" + Platform.randomHex(bytes: 11) }
-    /// The MQTT topic an app installation is notified on.
-    public static func notificationTopic(_ installationID: String) -> String { "n/\(installationID)" }
-}
-
-/// How a state upload changes the stored state, the same for every store.
-public enum StateMerge {
-    /// PUT replaces; PATCH sets the upload's members on the old state.
-    public static func apply(method: String, upload: String, to old: String?) -> String {
-        guard method == "PATCH", let old, case .success(let o) = JSON.parse(old),
-              case .success(let u) = JSON.parse(upload), o.isObject, u.isObject else {
-            return (try? JSON.parse(upload).get().dump()) ?? upload
+    public func saveAutomationReport(thingID: String, report: String) -> Bool {
+        data.withLock { d in
+            guard d.automations[thingID] != nil else { return false }
+            d.automations[thingID]?.report = report
+            return true
         }
-        json_object_update(o.raw, u.raw)
-        return o.dump()
     }
 }

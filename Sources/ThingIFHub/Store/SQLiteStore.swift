@@ -1,7 +1,7 @@
 import CSQLite
 import ThingIF
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A HubStore in an SQLite file: the default of thingif-hub, for data that
@@ -12,7 +12,7 @@ import Glibc
 /// `.failure(.storage)`.
 public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -23,8 +23,10 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// a private in-memory database. Throws when the file cannot be opened,
     /// is not a database, or has a schema newer than this code. The file and
     /// its -wal and -shm files are made 0600 (owner only): they hold secrets.
-    public convenience init(path: String, secrets: HubSecrets = HubSecrets(),
-                            retention: StateRetention = StateRetention()) throws {
+    public convenience init(
+        path: String, secrets: HubSecrets = HubSecrets(),
+        retention: StateRetention = StateRetention()
+    ) throws {
         try self.init(path: path, secrets: secrets, retention: retention, migrateTo: Self.schemaVersion)
     }
 
@@ -170,7 +172,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                 created_at INTEGER NOT NULL
             )
             """,
-            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at)",
+            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at)"
         ],
         // 1 -> 2: server triggers and the things' automation config.
         [
@@ -192,22 +194,28 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                 config TEXT NOT NULL,
                 version INTEGER NOT NULL
             )
-            """,
+            """
         ],
+        // 2 -> 3: hashed secrets, in code (migrateToHashedSecrets).
+        [],
+        // 3 -> 4: the thing's report on its automation configuration.
+        ["ALTER TABLE thing_automation ADD COLUMN report TEXT"]
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
         try c.transaction {
             let found = try c.userVersion
             guard found <= schemaVersion else {
-                throw SQLiteError(code: SQLITE_ERROR,
-                                  message: "schema version \(found) is newer than this hub's \(schemaVersion)")
+                throw SQLiteError(
+                    code: SQLITE_ERROR,
+                    message: "schema version \(found) is newer than this hub's \(schemaVersion)")
             }
             guard found < target else { return }
             for v in Int(found)..<Int(target) {
                 if v < migrations.count {
                     for sql in migrations[v] { try c.exec(sql) }
-                } else if v == 2 {
+                }
+                if v == 2 {
                     try migrateToHashedSecrets(c, secrets: secrets)
                 }
             }
@@ -224,7 +232,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// expiry and revocation; things' passwords become KDF hashes; `things`
     /// and `users` are rebuilt without their raw-token columns.
     private static func migrateToHashedSecrets(_ c: SQLiteConnection, secrets: HubSecrets) throws {
-        try c.exec("""
+        try c.exec(
+            """
             CREATE TABLE tokens (
                 token_hash TEXT PRIMARY KEY,
                 kind TEXT NOT NULL,
@@ -244,7 +253,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             ($0.string(0), $0.string(1), $0.text(2))
         }
         let users = try c.rows("SELECT user_id, access_token FROM users", []) { ($0.string(0), $0.string(1)) }
-        try c.exec("""
+        try c.exec(
+            """
             CREATE TABLE things_new (
                 thing_id TEXT PRIMARY KEY,
                 vendor_thing_id TEXT UNIQUE,
@@ -256,7 +266,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                 created_at INTEGER NOT NULL
             )
             """)
-        try c.exec("""
+        try c.exec(
+            """
             INSERT INTO things_new (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
                 data_grouping_interval, state, created_at)
             SELECT thing_id, vendor_thing_id, NULL, thing_type, firmware_version, data_grouping_interval, state,
@@ -266,12 +277,14 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         try c.exec("ALTER TABLE things_new RENAME TO things")
         for (id, token, password) in things {
             if let password {
-                try c.run("UPDATE things SET password_hash = ? WHERE thing_id = ?",
-                          [.text(PasswordHash.make(password, iterations: secrets.passwordIterations)), .text(id)])
+                try c.run(
+                    "UPDATE things SET password_hash = ? WHERE thing_id = ?",
+                    [.text(PasswordHash.make(password, iterations: secrets.passwordIterations)), .text(id)])
             }
             try insertToken(c, hash: Crypto.sha256Hex(token), kind: .thing, subject: id, now: now, secrets: secrets)
         }
-        try c.exec("""
+        try c.exec(
+            """
             CREATE TABLE users_new (
                 user_id TEXT PRIMARY KEY,
                 login_name TEXT UNIQUE,
@@ -279,7 +292,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                 created_at INTEGER NOT NULL
             )
             """)
-        try c.exec("""
+        try c.exec(
+            """
             INSERT INTO users_new (user_id, login_name, password_hash, created_at)
             SELECT user_id, login_name, password_hash, created_at FROM users
             """)
@@ -290,9 +304,12 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         }
     }
 
-    private static func insertToken(_ c: SQLiteConnection, hash: String, kind: TokenKind, subject: String,
-                                    now: Int64, secrets: HubSecrets) throws {
-        try c.run("""
+    private static func insertToken(
+        _ c: SQLiteConnection, hash: String, kind: TokenKind, subject: String,
+        now: Int64, secrets: HubSecrets
+    ) throws {
+        try c.run(
+            """
             INSERT INTO tokens (token_hash, kind, subject_id, created_at, expires_at, revoked)
             VALUES (?, ?, ?, ?, ?, 0)
             """, [.text(hash), .text(kind.rawValue), .text(subject), .int(now), .int(secrets.expiry(kind, now: now))])
@@ -310,16 +327,19 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     /// The subject of a valid (known, unexpired, unrevoked) raw token.
     private static func subject(_ c: SQLiteConnection, kind: TokenKind, token: String) throws -> String? {
-        try c.first("""
+        try c.first(
+            """
             SELECT subject_id FROM tokens
             WHERE token_hash = ? AND kind = ? AND revoked = 0 AND (expires_at = 0 OR expires_at > ?)
-            """, [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]) { $0.string(0) }
+            """, [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
+        ) { $0.string(0) }
     }
 
     public func issueToken(kind: TokenKind, subjectID: String) -> String? {
         use(nil) { c in
             try c.transaction { () throws -> String? in
-                let table = kind == .user ? "SELECT 1 FROM users WHERE user_id = ?" : "SELECT 1 FROM things WHERE thing_id = ?"
+                let table =
+                    kind == .user ? "SELECT 1 FROM users WHERE user_id = ?" : "SELECT 1 FROM things WHERE thing_id = ?"
                 guard try c.first(table, [.text(subjectID)], { _ in true }) != nil else { return nil }
                 return try issue(c, kind: kind, subject: subjectID)
             }
@@ -328,8 +348,9 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func revokeToken(_ token: String) -> Bool {
         use(false) { c in
-            try c.run("UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0",
-                      [.text(Crypto.sha256Hex(token))]) == 1
+            try c.run(
+                "UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0",
+                [.text(Crypto.sha256Hex(token))]) == 1
         }
     }
 
@@ -349,11 +370,17 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// history: stateHistory reads that, so lookups stay cheap).
     private static func thing(_ c: SQLiteConnection, where clause: String, _ value: String) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
-        guard var t = try c.first(thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)], {
-            ThingRecord(thingID: $0.string(0), vendorThingID: $0.text(1), passwordHash: $0.text(2), thingType: $0.text(3),
+        guard
+            var t = try c.first(
+                thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)],
+                {
+                    ThingRecord(
+                        thingID: $0.string(0), vendorThingID: $0.text(1), passwordHash: $0.text(2),
+                        thingType: $0.text(3),
                         firmwareVersion: $0.text(4), accessToken: "", dataGroupingInterval: $0.text(5),
                         state: $0.text(6), createdAt: $0.int(7))
-        }) else { return nil }
+                })
+        else { return nil }
         let id = [SQLValue.text(t.thingID)]
         try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ?", id) {
             t.installations[$0.string(0)] = $0.string(1)
@@ -370,32 +397,42 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     /// The KDF (a quarter second at the production cost) runs outside the
     /// connection's lock, so one onboarding never stalls the rest of the hub.
-    public func registerThing(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
-                              dataGroupingInterval: String?) -> Result<ThingRecord, RegisterError> {
+    public func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError> {
         // A few rounds at most: only a concurrent first registration of the
         // same vendorThingID (another hub on the file too) makes one repeat.
         for _ in 0..<4 {
             let found: Result<ThingRecord?, SQLiteError> = db.withLock { c in
-                do { return .success(try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID)) }
-                catch { return .failure(error as? SQLiteError ?? SQLiteError(code: SQLITE_ERROR, message: "\(error)")) }
+                do { return .success(try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID)) } catch {
+                    return .failure(error as? SQLiteError ?? SQLiteError(code: SQLITE_ERROR, message: "\(error)"))
+                }
             }
             guard case .success(let known) = found else { return .failure(.storage) }
             if let known {
-                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .failure(.wrongPassword) }
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else {
+                    return .failure(.wrongPassword)
+                }
                 let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
                     do {
                         return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
                             // Still the hash that was verified?
                             guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID),
-                                  t.passwordHash == h else { return nil }
+                                t.passwordHash == h
+                            else { return nil }
                             if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
-                            try c.run("""
+                            try c.run(
+                                """
                                 UPDATE things SET thing_type = COALESCE(thing_type, ?),
                                     firmware_version = COALESCE(?, firmware_version),
                                     data_grouping_interval = COALESCE(?, data_grouping_interval)
                                 WHERE thing_id = ?
-                                """, [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
-                                      .text(t.thingID)])
+                                """,
+                                [
+                                    .text(thingType), .text(firmwareVersion), .text(dataGroupingInterval),
+                                    .text(t.thingID)
+                                ])
                             guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
                                 return .failure(.storage)
                             }
@@ -413,18 +450,26 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             let r: Result<ThingRecord, RegisterError>? = db.withLock { c in
                 do {
                     return try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
-                        guard try c.first("SELECT 1 FROM things WHERE vendor_thing_id = ?", [.text(vendorThingID)],
-                                          { _ in true }) == nil else { return nil }
-                        var t = ThingRecord(thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
-                                            thingType: thingType, firmwareVersion: firmwareVersion,
-                                            accessToken: "", dataGroupingInterval: dataGroupingInterval,
-                                            createdAt: Platform.epochMs())
-                        try c.run("""
+                        guard
+                            try c.first(
+                                "SELECT 1 FROM things WHERE vendor_thing_id = ?", [.text(vendorThingID)],
+                                { _ in true }) == nil
+                        else { return nil }
+                        var t = ThingRecord(
+                            thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                            thingType: thingType, firmwareVersion: firmwareVersion,
+                            accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                            createdAt: Platform.epochMs())
+                        try c.run(
+                            """
                             INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
                                 data_grouping_interval, state, created_at)
                             VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
-                            """, [.text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
-                                  .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)])
+                            """,
+                            [
+                                .text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
+                                .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)
+                            ])
                         t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
                         return .success(t)
                     }
@@ -455,9 +500,12 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     public func thing(mqttTopic: String) -> ThingRecord? {
         use(nil) { c in
             // The thing that most recently took the topic.
-            guard let id = try c.first("""
-                SELECT thing_id FROM thing_installations WHERE mqtt_topic = ? ORDER BY rowid DESC LIMIT 1
-                """, [.text(mqttTopic)], { $0.string(0) }) else { return nil }
+            guard
+                let id = try c.first(
+                    """
+                    SELECT thing_id FROM thing_installations WHERE mqtt_topic = ? ORDER BY rowid DESC LIMIT 1
+                    """, [.text(mqttTopic)], { $0.string(0) })
+            else { return nil }
             return try Self.thing(c, where: "thing_id = ?", id)
         }
     }
@@ -467,7 +515,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             try c.transaction {
                 guard try Self.exists(c, thing: thingID) else { return false }
                 // Replacing deletes the old row, so the new one gets the newest rowid.
-                try c.run("""
+                try c.run(
+                    """
                     INSERT OR REPLACE INTO thing_installations (thing_id, installation_id, mqtt_topic)
                     VALUES (?, ?, ?)
                     """, [.text(thingID), .text(installationID), .text(mqttTopic)])
@@ -478,8 +527,9 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
         use(false) { c in
-            try c.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?",
-                      [.text(version), .text(thingID)]) == 1
+            try c.run(
+                "UPDATE things SET firmware_version = ? WHERE thing_id = ?",
+                [.text(version), .text(thingID)]) == 1
         }
     }
 
@@ -487,8 +537,9 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(false) { c in
             try c.transaction {
                 guard try Self.exists(c, thing: thingID) else { return false }
-                try c.run("INSERT OR IGNORE INTO thing_owners (thing_id, owner) VALUES (?, ?)",
-                          [.text(thingID), .text(owner)])
+                try c.run(
+                    "INSERT OR IGNORE INTO thing_owners (thing_id, owner) VALUES (?, ?)",
+                    [.text(thingID), .text(owner)])
                 return true
             }
         }
@@ -499,12 +550,16 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
         use(nil) { c in
             try c.transaction { () throws -> String? in
-                guard let old = try c.first("SELECT state FROM things WHERE thing_id = ?", [.text(thingID)],
-                                            { $0.text(0) }) else { return nil }
+                guard
+                    let old = try c.first(
+                        "SELECT state FROM things WHERE thing_id = ?", [.text(thingID)],
+                        { $0.text(0) })
+                else { return nil }
                 let merged = StateMerge.apply(method: method, upload: upload, to: old)
                 try c.run("UPDATE things SET state = ? WHERE thing_id = ?", [.text(merged), .text(thingID)])
-                try c.run("INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
-                          [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
+                try c.run(
+                    "INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
+                    [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
                 try prune(c, thingID: thingID, at: at)
                 return merged
             }
@@ -515,25 +570,30 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// the (thing_id, id) and (thing_id, at) indexes).
     private func prune(_ c: SQLiteConnection, thingID: String, at: Int64) throws {
         if retention.maxAgeDays > 0 {
-            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND at < ?",
-                      [.text(thingID), .int(at - Int64(retention.maxAgeDays) * 86_400_000)])
+            try c.run(
+                "DELETE FROM state_samples WHERE thing_id = ? AND at < ?",
+                [.text(thingID), .int(at - Int64(retention.maxAgeDays) * 86_400_000)])
         }
         if retention.maxSamples > 0,
-           let keep = try c.first("""
-               SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?
-               """, [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) }) {
+            let keep = try c.first(
+                """
+                SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?
+                """, [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) })
+        {
             try c.run("DELETE FROM state_samples WHERE thing_id = ? AND id < ?", [.text(thingID), .int(keep)])
         }
     }
 
     private static func sample(_ r: SQLRow) -> StateSample {
-        StateSample(thingID: r.string(0), at: r.int(1), method: r.string(2), upload: r.string(3), state: r.string(4),
-                    cursor: r.int(5))
+        StateSample(
+            thingID: r.string(0), at: r.int(1), method: r.string(2), upload: r.string(3), state: r.string(4),
+            cursor: r.int(5))
     }
 
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
         use([]) { c in
-            try c.rows("""
+            try c.rows(
+                """
                 SELECT thing_id, at, method, upload, state, id FROM state_samples
                 WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id
                 """, [.text(thingID), .int(from), .int(to)], Self.sample)
@@ -541,10 +601,12 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
-        -> (samples: [StateSample], next: Int64?) {
+        -> (samples: [StateSample], next: Int64?)
+    {
         use(([], nil)) { c in
             let n = max(0, limit)
-            var rows = try c.rows("""
+            var rows = try c.rows(
+                """
                 SELECT thing_id, at, method, upload, state, id FROM state_samples
                 WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?
                 """, [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], Self.sample)
@@ -562,10 +624,11 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         """
 
     private static func command(_ r: SQLRow) -> CommandRecord {
-        CommandRecord(commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
-                      issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
-                      state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
-                      modifiedAt: r.int(9))
+        CommandRecord(
+            commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
+            issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
+            state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
+            modifiedAt: r.int(9))
     }
 
     public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
@@ -573,16 +636,22 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             // One statement: the next seq is computed and taken atomically
             // (the UNIQUE index makes MAX(seq) a lookup); a duplicate ID
             // inserts nothing and returns no row.
-            guard let seq = try c.first("""
-                INSERT INTO commands (command_id, seq, thing_id, issuer, issuing_installation_id, payload,
-                    results, state, created_at, modified_at)
-                VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM commands), ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (command_id) DO NOTHING
-                RETURNING seq
-                """, [.text(command.commandID), .text(command.thingID), .text(command.issuer),
-                      .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
-                      .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)],
-                { $0.int(0) }) else { return nil }
+            guard
+                let seq = try c.first(
+                    """
+                    INSERT INTO commands (command_id, seq, thing_id, issuer, issuing_installation_id, payload,
+                        results, state, created_at, modified_at)
+                    VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM commands), ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (command_id) DO NOTHING
+                    RETURNING seq
+                    """,
+                    [
+                        .text(command.commandID), .text(command.thingID), .text(command.issuer),
+                        .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
+                        .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)
+                    ],
+                    { $0.int(0) })
+            else { return nil }
             var stored = command
             stored.seq = seq
             return stored
@@ -595,14 +664,16 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func markDelivered(commandID: String, at: Int64) -> Bool {
         use(false) { c in
-            try c.run("UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND results IS NULL",
-                      [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
+            try c.run(
+                "UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND results IS NULL",
+                [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
         }
     }
 
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
         use(false) { c in
-            try c.run("""
+            try c.run(
+                """
                 UPDATE commands SET results = ?, state = ?, modified_at = ?
                 WHERE command_id = ? AND results IS NULL
                 """, [.text(results), .text(state.rawValue), .int(at), .text(commandID)]) == 1
@@ -611,15 +682,17 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
         use([]) { c in
-            try c.rows(Self.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                       [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], Self.command)
+            try c.rows(
+                Self.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], Self.command)
         }
     }
 
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
         use([]) { c in
-            try c.rows(Self.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq",
-                       [.text(thingID)], Self.command)
+            try c.rows(
+                Self.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq",
+                [.text(thingID)], Self.command)
         }
     }
 
@@ -628,17 +701,20 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     private static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"
 
     private static func user(_ r: SQLRow) -> UserRecord {
-        UserRecord(userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: "",
-                   createdAt: r.int(3))
+        UserRecord(
+            userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: "",
+            createdAt: r.int(3))
     }
 
     public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
         use(nil) { c in
-            var u = UserRecord(userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
-                               accessToken: "", createdAt: Platform.epochMs())
+            var u = UserRecord(
+                userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                accessToken: "", createdAt: Platform.epochMs())
             return try c.transaction {
                 // A taken loginName hits the UNIQUE constraint: nothing is stored.
-                try c.run("""
+                try c.run(
+                    """
                     INSERT INTO users (user_id, login_name, password_hash, created_at)
                     VALUES (?, ?, ?, ?)
                     """, [.text(u.userID), .text(loginName), .text(passwordHash), .int(u.createdAt)])
@@ -649,7 +725,9 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func setPasswordHash(userID: String, _ hash: String) -> Bool {
-        use(false) { try $0.run("UPDATE users SET password_hash = ? WHERE user_id = ?", [.text(hash), .text(userID)]) == 1 }
+        use(false) {
+            try $0.run("UPDATE users SET password_hash = ? WHERE user_id = ?", [.text(hash), .text(userID)]) == 1
+        }
     }
 
     public func user(id: String) -> UserRecord? {
@@ -679,11 +757,13 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(nil) { c in
             let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
             return try c.transaction {
-                try c.run("INSERT INTO groups (group_id, name, owner_user_id) VALUES (?, ?, ?)",
-                          [.text(g.groupID), .text(name), .text(ownerUserID)])
+                try c.run(
+                    "INSERT INTO groups (group_id, name, owner_user_id) VALUES (?, ?, ?)",
+                    [.text(g.groupID), .text(name), .text(ownerUserID)])
                 for (i, m) in members.enumerated() {
-                    try c.run("INSERT INTO group_members (group_id, position, user_id) VALUES (?, ?, ?)",
-                              [.text(g.groupID), .int(Int64(i)), .text(m)])
+                    try c.run(
+                        "INSERT INTO group_members (group_id, position, user_id) VALUES (?, ?, ?)",
+                        [.text(g.groupID), .int(Int64(i)), .text(m)])
                 }
                 return g
             }
@@ -692,11 +772,16 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func group(id: String) -> GroupRecord? {
         use(nil) { c in
-            guard let g = try c.first("SELECT group_id, name, owner_user_id FROM groups WHERE group_id = ?",
-                                      [.text(id)], {
-                                          GroupRecord(groupID: $0.string(0), name: $0.string(1),
-                                                      ownerUserID: $0.string(2), members: [])
-                                      }) else { return nil }
+            guard
+                let g = try c.first(
+                    "SELECT group_id, name, owner_user_id FROM groups WHERE group_id = ?",
+                    [.text(id)],
+                    {
+                        GroupRecord(
+                            groupID: $0.string(0), name: $0.string(1),
+                            ownerUserID: $0.string(2), members: [])
+                    })
+            else { return nil }
             var out = g
             out.members = try Self.members(c, of: g.groupID)
             return out
@@ -706,12 +791,14 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     public func groups(ofUser userID: String) -> [GroupRecord] {
         use([]) { c in
             // Ordered by groupID as MemoryStore does (binary collation = String's <).
-            let found = try c.rows("""
+            let found = try c.rows(
+                """
                 SELECT group_id, name, owner_user_id FROM groups
                 WHERE owner_user_id = ?
                    OR group_id IN (SELECT group_id FROM group_members WHERE user_id = ?)
                 ORDER BY group_id
-                """, [.text(userID), .text(userID)]) {
+                """, [.text(userID), .text(userID)]
+            ) {
                 GroupRecord(groupID: $0.string(0), name: $0.string(1), ownerUserID: $0.string(2), members: [])
             }
             return try found.map { g in
@@ -728,18 +815,21 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         "SELECT installation_id, user_id, kind, target, created_at FROM app_installations"
 
     private static func installation(_ r: SQLRow) -> AppInstallation {
-        AppInstallation(installationID: r.string(0), userID: r.string(1),
-                        kind: AppInstallation.Kind(rawValue: r.string(2)) ?? .sse, target: r.text(3),
-                        createdAt: r.int(4))
+        AppInstallation(
+            installationID: r.string(0), userID: r.string(1),
+            kind: AppInstallation.Kind(rawValue: r.string(2)) ?? .sse, target: r.text(3),
+            createdAt: r.int(4))
     }
 
     public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
         use(nil) { c in
             let id = HubIDs.installationID()
-            let i = AppInstallation(installationID: id, userID: userID, kind: kind,
-                                    target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
-                                    createdAt: Platform.epochMs())
-            try c.run("""
+            let i = AppInstallation(
+                installationID: id, userID: userID, kind: kind,
+                target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                createdAt: Platform.epochMs())
+            try c.run(
+                """
                 INSERT INTO app_installations (installation_id, user_id, kind, target, created_at)
                 VALUES (?, ?, ?, ?, ?)
                 """, [.text(id), .text(userID), .text(kind.rawValue), .text(i.target), .int(i.createdAt)])
@@ -748,20 +838,24 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func appInstallation(id: String) -> AppInstallation? {
-        use(nil) { try $0.first(Self.installationColumns + " WHERE installation_id = ?", [.text(id)], Self.installation) }
+        use(nil) {
+            try $0.first(Self.installationColumns + " WHERE installation_id = ?", [.text(id)], Self.installation)
+        }
     }
 
     public func appInstallations(userID: String) -> [AppInstallation] {
         use([]) { c in
-            try c.rows(Self.installationColumns + " WHERE user_id = ? ORDER BY created_at, rowid", [.text(userID)],
-                       Self.installation)
+            try c.rows(
+                Self.installationColumns + " WHERE user_id = ? ORDER BY created_at, rowid", [.text(userID)],
+                Self.installation)
         }
     }
 
     public func removeAppInstallation(id: String, userID: String) -> Bool {
         use(false) { c in
-            try c.run("DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?",
-                      [.text(id), .text(userID)]) == 1
+            try c.run(
+                "DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?",
+                [.text(id), .text(userID)]) == 1
         }
     }
 
@@ -771,19 +865,24 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         "SELECT trigger_id, thing_id, definition, enabled, last_match, created_at FROM triggers"
 
     private static func trigger(_ r: SQLRow) -> ServerTriggerRecord {
-        ServerTriggerRecord(triggerID: r.string(0), thingID: r.string(1), definition: r.string(2),
-                            enabled: r.int(3) != 0, lastMatch: r.isNull(4) ? nil : r.int(4) != 0,
-                            createdAt: r.int(5))
+        ServerTriggerRecord(
+            triggerID: r.string(0), thingID: r.string(1), definition: r.string(2),
+            enabled: r.int(3) != 0, lastMatch: r.isNull(4) ? nil : r.int(4) != 0,
+            createdAt: r.int(5))
     }
 
     public func insertTrigger(_ t: ServerTriggerRecord) -> Bool {
         use(false) { c in
-            try c.run("""
+            try c.run(
+                """
                 INSERT INTO triggers (trigger_id, seq, thing_id, definition, enabled, last_match, created_at)
                 VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM triggers), ?, ?, ?, ?, ?)
                 ON CONFLICT (trigger_id) DO NOTHING
-                """, [.text(t.triggerID), .text(t.thingID), .text(t.definition), .int(t.enabled ? 1 : 0),
-                      .int(t.lastMatch.map { $0 ? 1 : 0 }), .int(t.createdAt)]) == 1
+                """,
+                [
+                    .text(t.triggerID), .text(t.thingID), .text(t.definition), .int(t.enabled ? 1 : 0),
+                    .int(t.lastMatch.map { $0 ? 1 : 0 }), .int(t.createdAt)
+                ]) == 1
         }
     }
 
@@ -792,21 +891,34 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func triggers(thingID: String) -> [ServerTriggerRecord] {
-        use([]) { try $0.rows(Self.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], Self.trigger) }
+        use([]) {
+            try $0.rows(Self.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], Self.trigger)
+        }
     }
 
     public func allTriggers() -> [ServerTriggerRecord] {
         use([]) { try $0.rows(Self.triggerColumns + " ORDER BY seq", [], Self.trigger) }
     }
 
+    public func updateTrigger(id: String, definition: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE triggers SET definition = ?, last_match = NULL WHERE trigger_id = ?",
+                [.text(definition), .text(id)]) == 1
+        }
+    }
+
     public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
-        use(false) { try $0.run("UPDATE triggers SET enabled = ? WHERE trigger_id = ?", [.int(enabled ? 1 : 0), .text(id)]) == 1 }
+        use(false) {
+            try $0.run("UPDATE triggers SET enabled = ? WHERE trigger_id = ?", [.int(enabled ? 1 : 0), .text(id)]) == 1
+        }
     }
 
     public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
         use(false) { c in
-            try c.run("UPDATE triggers SET last_match = ? WHERE trigger_id = ?",
-                      [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
+            try c.run(
+                "UPDATE triggers SET last_match = ? WHERE trigger_id = ?",
+                [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
         }
     }
 
@@ -818,8 +930,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func automation(thingID: String) -> ThingAutomation? {
         use(nil) { c in
-            try c.first("SELECT config, version FROM thing_automation WHERE thing_id = ?", [.text(thingID)]) {
-                ThingAutomation(thingID: thingID, config: $0.string(0), version: $0.int(1))
+            try c.first("SELECT config, version, report FROM thing_automation WHERE thing_id = ?", [.text(thingID)]) {
+                ThingAutomation(thingID: thingID, config: $0.string(0), version: $0.int(1), report: $0.text(2))
             }
         }
     }
@@ -828,14 +940,22 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(nil) { c in
             try c.transaction { () throws -> ThingAutomation? in
                 guard try Self.exists(c, thing: thingID) else { return nil }
-                return try c.first("""
+                return try c.first(
+                    """
                     INSERT INTO thing_automation (thing_id, config, version) VALUES (?, ?, 1)
-                    ON CONFLICT (thing_id) DO UPDATE SET config = excluded.config, version = version + 1
+                    ON CONFLICT (thing_id) DO UPDATE SET config = excluded.config, version = version + 1, report = NULL
                     RETURNING version
-                    """, [.text(thingID), .text(config)]) {
+                    """, [.text(thingID), .text(config)]
+                ) {
                     ThingAutomation(thingID: thingID, config: config, version: $0.int(0))
                 }
             }
+        }
+    }
+
+    public func saveAutomationReport(thingID: String, report: String) -> Bool {
+        use(false) { c in
+            try c.run("UPDATE thing_automation SET report = ? WHERE thing_id = ?", [.text(report), .text(thingID)]) > 0
         }
     }
 }

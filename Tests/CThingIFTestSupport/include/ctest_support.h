@@ -103,13 +103,13 @@ int ct_state_provider_calls(ct_thing *ct);
  * text or NULL (-1 when unparsable); action_sets_csv names the action sets
  * separated by commas. */
 int ct_action_set_create(ct_thing *ct, const char *name);
-int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version,
-                             const char *action, const char *params_json);
+int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version, const char *action,
+                             const char *params_json);
 int ct_action_set_remove_action(ct_thing *ct, const char *set, int index);
 int ct_action_set_delete(ct_thing *ct, const char *name);
 int ct_action_set_execute(ct_thing *ct, const char *name);
-int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit,
-                    int recurrence_count, const char *time_zone, const char *action_sets_csv);
+int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit, int recurrence_count,
+                    const char *time_zone, const char *action_sets_csv);
 int ct_timer_enable(ct_thing *ct, const char *name, int enabled);
 int ct_timer_delete(ct_thing *ct, const char *name);
 /* thingif_set_clock with a clock the test sets (ct_clock_set), starting at

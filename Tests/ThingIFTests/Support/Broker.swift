@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The test PKI and the broker's admin identity, made once per test process
@@ -9,7 +9,7 @@ enum BrokerSecrets {
     /// The repository's root, found from this file's path.
     static let repoRoot: String = {
         var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        parts.removeLast(4)   // Tests/ThingIFTests/Support/Broker.swift
+        parts.removeLast(4)  // Tests/ThingIFTests/Support/Broker.swift
         return parts.joined(separator: "/")
     }()
     static let script = repoRoot + "/deploy/make-broker-config.sh"
@@ -75,8 +75,9 @@ final class Broker {
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<10 {
             do {
-                return try Broker(ports: (port, tlsPort, mtlsPort), passwordFile: passwordFile,
-                                  state: passwordFile == nil ? dynsecFile : nil)
+                return try Broker(
+                    ports: (port, tlsPort, mtlsPort), passwordFile: passwordFile,
+                    state: passwordFile == nil ? dynsecFile : nil)
             } catch { lastError = error }
             usleep(200_000)
         }
@@ -92,12 +93,16 @@ final class Broker {
         let conf = dir + "/mosquitto.conf"
         let log = dir + "/mosquitto.log"
         do {
-            let status = try runChild("/bin/bash", [BrokerSecrets.script, dir, "--port", String(ports.0),
-                                                    "--tls-port", String(ports.1), "--mtls-port", String(ports.2),
-                                                    "--pki", BrokerSecrets.pkiDirectory,
-                                                    "--admin-user", BrokerSecrets.adminUsername,
-                                                    "--admin-password", BrokerSecrets.adminPassword],
-                                      logPath: dir + "/setup.log")
+            let status = try runChild(
+                "/bin/bash",
+                [
+                    BrokerSecrets.script, dir, "--port", String(ports.0),
+                    "--tls-port", String(ports.1), "--mtls-port", String(ports.2),
+                    "--pki", BrokerSecrets.pkiDirectory,
+                    "--admin-user", BrokerSecrets.adminUsername,
+                    "--admin-password", BrokerSecrets.adminPassword
+                ],
+                logPath: dir + "/setup.log")
             guard status == 0 else {
                 throw StartError(description: "make-broker-config.sh failed: \(readText(dir + "/setup.log"))")
             }
@@ -191,7 +196,9 @@ final class Broker {
         defer { close(fd) }
         var addr = loopback(port: 0)
         let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else { return nil }
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -209,7 +216,9 @@ final class Broker {
         defer { close(fd) }
         var addr = loopback(port: port)
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         return rc == 0
     }
@@ -228,6 +237,8 @@ func makeTempDirectory(prefix: String) throws -> String {
     let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
     var template = Array("\(base)/\(prefix)-XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    guard made != nil else { throw Broker.StartError(description: "mkdtemp failed: \(String(cString: strerror(errno)))") }
+    guard made != nil else {
+        throw Broker.StartError(description: "mkdtemp failed: \(String(cString: strerror(errno)))")
+    }
     return String(cString: template)
 }

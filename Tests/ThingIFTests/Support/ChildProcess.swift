@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Starts a child process with posix_spawn, an empty signal mask and default
@@ -8,8 +8,10 @@ import Glibc
 /// child would inherit that), stdin from /dev/null and stdout + stderr
 /// appended to `logPath`. With `environment`, the child gets exactly those
 /// variables plus PATH, HOME and LD_LIBRARY_PATH; without, this process's.
-func spawnChild(_ exe: String, _ args: [String], environment: [String: String]? = nil,
-                logPath: String) throws -> pid_t {
+func spawnChild(
+    _ exe: String, _ args: [String], environment: [String: String]? = nil,
+    logPath: String
+) throws -> pid_t {
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
@@ -40,8 +42,10 @@ func spawnChild(_ exe: String, _ args: [String], environment: [String: String]? 
     }
     defer { for p in argv + envp { free(p) } }
     var child: pid_t = 0
-    let rc = envp.isEmpty ? posix_spawn(&child, exe, &actions, &attr, &argv, environ)
-                          : posix_spawn(&child, exe, &actions, &attr, &argv, &envp)
+    let rc =
+        envp.isEmpty
+        ? posix_spawn(&child, exe, &actions, &attr, &argv, environ)
+        : posix_spawn(&child, exe, &actions, &attr, &argv, &envp)
     guard rc == 0 else { throw HarnessError("posix_spawn \(exe) failed: \(String(cString: strerror(rc)))") }
     return child
 }
@@ -64,7 +68,6 @@ func endChild(_ pid: pid_t, signal: Int32 = SIGTERM, timeoutMs: Int = 3000) -> B
     }
     return false
 }
-
 
 /// Runs a child to its end (bounded by `timeoutMs`; killed after that) and
 /// returns its exit status, or -1 when it did not exit normally.

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A TCP proxy on 127.0.0.1 between a thing and the broker that can cut
@@ -28,7 +28,9 @@ final class CuttingProxy: @unchecked Sendable {
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = CuttingProxy.loopback(port: 0)
         let ok = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard ok == 0, listen(fd, 16) == 0 else {
             close(fd)
@@ -60,7 +62,9 @@ final class CuttingProxy: @unchecked Sendable {
         guard fd >= 0 else { return nil }
         var addr = CuttingProxy.loopback(port: upstreamPort)
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard rc == 0 else {
             close(fd)

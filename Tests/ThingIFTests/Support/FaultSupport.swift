@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func readText(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
@@ -35,7 +35,7 @@ final class PersistentBroker {
                 return
             } catch {
                 lastError = error
-                unlink(directory + "/mosquitto.conf")   // made for that port
+                unlink(directory + "/mosquitto.conf")  // made for that port
             }
         }
         try? FileManager.default.removeItem(atPath: directory)
@@ -58,11 +58,17 @@ final class PersistentBroker {
     private static func launch(port: Int, directory: String, logPath: String, pid: inout pid_t?) throws {
         let conf = directory + "/mosquitto.conf"
         if access(conf, F_OK) != 0 {
-            let status = try runChild("/bin/bash", [BrokerSecrets.script, directory, "--port", String(port), "--persistence",
-                                                    "--admin-user", BrokerSecrets.adminUsername,
-                                                    "--admin-password", BrokerSecrets.adminPassword],
-                                      logPath: directory + "/setup.log")
-            guard status == 0 else { throw HarnessError("make-broker-config.sh failed: \(readText(directory + "/setup.log"))") }
+            let status = try runChild(
+                "/bin/bash",
+                [
+                    BrokerSecrets.script, directory, "--port", String(port), "--persistence",
+                    "--admin-user", BrokerSecrets.adminUsername,
+                    "--admin-password", BrokerSecrets.adminPassword
+                ],
+                logPath: directory + "/setup.log")
+            guard status == 0 else {
+                throw HarnessError("make-broker-config.sh failed: \(readText(directory + "/setup.log"))")
+            }
         }
         let child = try spawnChild(Broker.executable()!, ["-c", conf], logPath: logPath)
         pid = child
@@ -119,7 +125,8 @@ final class ApplianceProcess {
 
     init(args: [String], logPath: String) throws {
         guard let exe = ApplianceProcess.locate() else {
-            throw HarnessError("the aircon executable was not found next to the test bundle (swift build --build-tests builds it)")
+            throw HarnessError(
+                "the aircon executable was not found next to the test bundle (swift build --build-tests builds it)")
         }
         executable = exe
         self.args = args

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Status codes of thingif.h as the C functions return them.
@@ -47,7 +47,8 @@ func poll(timeoutMs: Int = 5000, _ condition: () -> Bool) -> Bool {
 enum Aircon {
     static let schema = "AirConditioner-Demo"
     static let version: Int32 = 1
-    static let allActions = #"[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":25}},{"setFanSpeed":{"fanSpeed":5}}]"#
+    static let allActions =
+        #"[{"turnPower":{"power":true}},{"setPresetTemperature":{"presetTemperature":25}},{"setFanSpeed":{"fanSpeed":5}}]"#
     static let powerOn = #"[{"turnPower":{"power":true}}]"#
     static let powerOff = #"[{"turnPower":{"power":false}}]"#
 }
@@ -94,9 +95,11 @@ func parseResults(_ text: String) throws -> [ResultEntry] {
     }
     func entry(_ any: Any, alias: String?) throws -> ResultEntry {
         guard let o = any as? [String: Any], o.count == 1, let (name, v) = o.first, let body = v as? [String: Any],
-              let ok = body["succeeded"] as? Bool else { throw HarnessError("not an action result: \(any)") }
-        return ResultEntry(alias: alias, name: name, succeeded: ok, errorMessage: body["errorMessage"] as? String,
-                           data: body["data"] as? [String: Any])
+            let ok = body["succeeded"] as? Bool
+        else { throw HarnessError("not an action result: \(any)") }
+        return ResultEntry(
+            alias: alias, name: name, succeeded: ok, errorMessage: body["errorMessage"] as? String,
+            data: body["data"] as? [String: Any])
     }
     var out: [ResultEntry] = []
     for e in list {
@@ -171,8 +174,11 @@ final class Env {
         root = try makeTempDirectory(prefix: "thingif-test")
         // Fast password hashes: the KDF's production cost (600,000 iterations)
         // would add a quarter second to every onboarding and login.
-        guard let h = FrameworkSide(Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker),
-                                    store: MemoryStore(secrets: .fastForTests)) else {
+        guard
+            let h = FrameworkSide(
+                Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker),
+                store: MemoryStore(secrets: .fastForTests))
+        else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")
         }
@@ -180,17 +186,21 @@ final class Env {
         guard hub.start(timeoutMs: 10_000) else {
             hub.stop()
             try? FileManager.default.removeItem(atPath: root)
-            throw HarnessError("the framework side did not start: \(hub.startProblem ?? "?"); broker log: \(broker.log)")
+            throw HarnessError(
+                "the framework side did not start: \(hub.startProblem ?? "?"); broker log: \(broker.log)")
         }
     }
 
     /// The hub as the tests run it: the broker's admin identity, the plain
     /// listener, and the TLS port advertised to things.
-    static func hubOptions(appID: String, appKey: String, broker: Broker, advertisedPort: Int? = nil,
-                           sharedSubscription: Bool = true) -> FrameworkSide.Options {
-        FrameworkSide.Options(appID: appID, appKey: appKey, brokerPort: broker.port, advertisedPort: advertisedPort,
-                              sharedSubscription: sharedSubscription, brokerUsername: broker.adminUsername,
-                              brokerPassword: broker.adminPassword, advertisedTLSPort: broker.tlsPort)
+    static func hubOptions(
+        appID: String, appKey: String, broker: Broker, advertisedPort: Int? = nil,
+        sharedSubscription: Bool = true
+    ) -> FrameworkSide.Options {
+        FrameworkSide.Options(
+            appID: appID, appKey: appKey, brokerPort: broker.port, advertisedPort: advertisedPort,
+            sharedSubscription: sharedSubscription, brokerUsername: broker.adminUsername,
+            brokerPassword: broker.adminPassword, advertisedTLSPort: broker.tlsPort)
     }
 
     func close() {
@@ -204,7 +214,8 @@ final class Env {
     func storage(_ name: String) -> String { root + "/" + name }
 
     /// A new handle (not onboarded) on `storage`, pointed at this broker.
-    func newThing(storage name: String = "thing", port: Int? = nil, logLevel: Int32 = LogLevel.info) throws -> TestThing {
+    func newThing(storage name: String = "thing", port: Int? = nil, logLevel: Int32 = LogLevel.info) throws -> TestThing
+    {
         guard let ct = ct_new(Env.appID, Env.appKey, storage(name), Int32(port ?? broker.port), logLevel) else {
             throw HarnessError("ct_new failed")
         }
@@ -216,8 +227,10 @@ final class Env {
 
     /// A thing with the AirConditioner-Demo handlers, onboarded by itself,
     /// its loop thread running and online at the hub.
-    func onlineAircon(vendorThingID: String = "AC-0001", storage name: String = "thing", start: Bool = true,
-                      configure: (TestThing) -> Void = { _ in }) throws -> (TestThing, String) {
+    func onlineAircon(
+        vendorThingID: String = "AC-0001", storage name: String = "thing", start: Bool = true,
+        configure: (TestThing) -> Void = { _ in }
+    ) throws -> (TestThing, String) {
         let t = try newThing(storage: name)
         #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
         configure(t)
@@ -234,11 +247,15 @@ final class Env {
     }
 
     /// Sends a schema command and waits for its results.
-    func command(_ actions: String, to tid: String, schema: String = Aircon.schema, version: Int = 1,
-                 title: String? = nil, description: String? = nil, metadata: String? = nil,
-                 timeoutMs: Int = 5000) throws -> (id: String, results: [ResultEntry]) {
-        let id = try #require(hub.sendCommand(to: tid, schema: schema, schemaVersion: version, actions: actions,
-                                              title: title, description: description, metadata: metadata))
+    func command(
+        _ actions: String, to tid: String, schema: String = Aircon.schema, version: Int = 1,
+        title: String? = nil, description: String? = nil, metadata: String? = nil,
+        timeoutMs: Int = 5000
+    ) throws -> (id: String, results: [ResultEntry]) {
+        let id = try #require(
+            hub.sendCommand(
+                to: tid, schema: schema, schemaVersion: version, actions: actions,
+                title: title, description: description, metadata: metadata))
         let text = try #require(hub.waitForResults(of: id, timeoutMs: timeoutMs), "no results for \(id)")
         return (id, try parseResults(text))
     }

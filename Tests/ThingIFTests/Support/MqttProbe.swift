@@ -14,8 +14,10 @@ final class MqttProbe: @unchecked Sendable {
 
     /// Connects (bounded wait) and returns the probe; `connackCode` tells
     /// whether the broker took it (0) or refused it (e.g. 0x87, 0x86).
-    init(port: Int, clientID: String, username: String?, password: String?,
-         tls: (ca: String, cert: String?, key: String?)? = nil) throws {
+    init(
+        port: Int, clientID: String, username: String?, password: String?,
+        tls: (ca: String, cert: String?, key: String?)? = nil
+    ) throws {
         client = try #require(MqttClient(clientID: clientID, cleanStart: true))
         if username != nil { _ = client.setCredentials(username: username, password: password) }
         if let tls { _ = client.setTLS(cafile: tls.ca, certfile: tls.cert, keyfile: tls.key) }
@@ -47,10 +49,13 @@ final class MqttProbe: @unchecked Sendable {
     }
 
     @discardableResult
-    func publish(_ topic: String, _ payload: [UInt8], retain: Bool = false, responseTopic: String? = nil,
-                 correlation: String? = nil) -> Bool {
-        client.publish(topic: topic, payload: payload, qos: 1, retain: retain, responseTopic: responseTopic,
-                       correlationData: correlation.map { Array($0.utf8) }) == 0
+    func publish(
+        _ topic: String, _ payload: [UInt8], retain: Bool = false, responseTopic: String? = nil,
+        correlation: String? = nil
+    ) -> Bool {
+        client.publish(
+            topic: topic, payload: payload, qos: 1, retain: retain, responseTopic: responseTopic,
+            correlationData: correlation.map { Array($0.utf8) }) == 0
     }
 
     func messages(on topic: String? = nil) -> [MqttClient.Message] {
@@ -74,8 +79,10 @@ final class MqttProbe: @unchecked Sendable {
 }
 
 /// A Kii MQTT request as a thing sends it (CRLF framing).
-func kiiRequest(_ method: String, token: String?, contentType: String? = "application/json", requestID: String,
-                body: String) -> [UInt8] {
+func kiiRequest(
+    _ method: String, token: String?, contentType: String? = "application/json", requestID: String,
+    body: String
+) -> [UInt8] {
     var headers: [(name: String, value: String)] = []
     if let token { headers.append(("Authorization", "Bearer \(token)")) }
     if let contentType { headers.append(("Content-Type", contentType)) }

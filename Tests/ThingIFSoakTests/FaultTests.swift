@@ -3,7 +3,7 @@ import Testing
 import ThingIF
 import ThingIFHub
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Counts what the hub reports through onEvent (its MQTT thread).
@@ -68,22 +68,24 @@ final class FaultRig {
         directory = try makeTempDirectory(prefix: "thingif-fault")
         broker = try PersistentBroker()
         proxy = withProxy ? try CuttingProxy(upstreamPort: broker.port) : nil
-        hubOptions = FrameworkSide.Options(appID: FaultRig.appID, appKey: FaultRig.appKey, brokerPort: broker.port,
-                                           advertisedPort: proxy?.port, sharedSubscription: sharedSubscription,
-                                           brokerUsername: broker.adminUsername, brokerPassword: broker.adminPassword)
+        hubOptions = FrameworkSide.Options(
+            appID: FaultRig.appID, appKey: FaultRig.appKey, brokerPort: broker.port,
+            advertisedPort: proxy?.port, sharedSubscription: sharedSubscription,
+            brokerUsername: broker.adminUsername, brokerPassword: broker.adminPassword)
         hubStore = try makeHubStore(directory + "/hub.sqlite")
         guard let h = FrameworkSide(hubOptions, store: hubStore) else { throw HarnessError("cannot create the hub") }
         hub = h
         events.attach(to: hub)
         guard hub.start(timeoutMs: 5000) else { throw HarnessError("the hub did not connect to the broker") }
         effectsPath = directory + "/effects.log"
-        appliance = try ApplianceProcess(args: [
-            "--host", "127.0.0.1", "--port", String(proxy?.port ?? broker.port),
-            "--app-id", FaultRig.appID, "--app-key", FaultRig.appKey,
-            "--vendor-thing-id", "AC-\(name)", "--password", "fault-pass",
-            "--storage", directory + "/thing", "--effects-log", effectsPath,
-            "--reconnect-ms", "50,400", "--request-timeout-ms", "2000", "--keepalive-s", "10",
-        ], logPath: directory + "/aircon.log")
+        appliance = try ApplianceProcess(
+            args: [
+                "--host", "127.0.0.1", "--port", String(proxy?.port ?? broker.port),
+                "--app-id", FaultRig.appID, "--app-key", FaultRig.appKey,
+                "--vendor-thing-id", "AC-\(name)", "--password", "fault-pass",
+                "--storage", directory + "/thing", "--effects-log", effectsPath,
+                "--reconnect-ms", "50,400", "--request-timeout-ms", "2000", "--keepalive-s", "10"
+            ], logPath: directory + "/aircon.log")
     }
 
     deinit {
@@ -117,7 +119,9 @@ final class FaultRig {
         hub.stop()
         for id in sent { earlierPosts[id, default: 0] += hub.resultPostCount(of: id) }
         hubStore = try makeHubStore(directory + "/hub.sqlite")
-        guard let h = FrameworkSide(hubOptions, store: hubStore) else { throw HarnessError("cannot create the restarted hub") }
+        guard let h = FrameworkSide(hubOptions, store: hubStore) else {
+            throw HarnessError("cannot create the restarted hub")
+        }
         hub = h
         events.attach(to: hub)
         guard hub.start(timeoutMs: 5000) else { throw HarnessError("the restarted hub did not connect") }
@@ -126,10 +130,12 @@ final class FaultRig {
 
     static func command(_ i: Int) -> (Command, String) {
         let id = FrameworkSide.newCommandID()
-        let (action, actions) = i % 2 == 0
+        let (action, actions) =
+            i % 2 == 0
             ? ("turnPower", "[{\"turnPower\":{\"power\":\(i % 4 == 0)}}]")
             : ("setFanSpeed", "[{\"setFanSpeed\":{\"fanSpeed\":\(i % 11)}}]")
-        let doc = "{\"commandID\":\"\(id)\",\"schema\":\"AirConditioner-Demo\",\"schemaVersion\":1,"
+        let doc =
+            "{\"commandID\":\"\(id)\",\"schema\":\"AirConditioner-Demo\",\"schemaVersion\":1,"
             + "\"issuer\":\"user:fault\",\"actions\":\(actions)}"
         guard case .success(let j) = JSON.parse(doc), case .success(let c) = Command.decode(j) else {
             fatalError("bad test command \(doc)")
@@ -149,7 +155,9 @@ final class FaultRig {
             if let fault = faults[i] {
                 let t0 = Date()
                 try fault()
-                print("fault \(name): fault at command \(i) took \(String(format: "%.2f", Date().timeIntervalSince(t0))) s")
+                print(
+                    "fault \(name): fault at command \(i) took \(String(format: "%.2f", Date().timeIntervalSince(t0))) s"
+                )
             }
             let waitStart = Date()
             var reported = false
@@ -161,8 +169,10 @@ final class FaultRig {
                 }
                 if !reported && Date().timeIntervalSince(waitStart) > 3 {
                     reported = true
-                    print("fault \(name): no results for 3 s at command \(i) "
-                        + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.isOnline(thingID)))")
+                    print(
+                        "fault \(name): no results for 3 s at command \(i) "
+                            + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.isOnline(thingID)))"
+                    )
                 }
                 usleep(2_000)
             }
@@ -284,17 +294,23 @@ struct FaultTests {
     static let total = 1000
 
     /// Runs one fault scenario end to end and prints one line of counts.
-    private func run(_ name: String, total: Int = FaultTests.total, proxy: Bool = false,
-                     sharedSubscription: Bool = true, allowInterrupted: Bool = false,
-                     faults: (FaultRig) -> [Int: () throws -> Void],
-                     background: ((FaultRig, @escaping () -> Bool) -> Void)? = nil,
-                     extra: (FaultRig) -> String) throws {
+    private func run(
+        _ name: String, total: Int = FaultTests.total, proxy: Bool = false,
+        sharedSubscription: Bool = true, allowInterrupted: Bool = false,
+        faults: (FaultRig) -> [Int: () throws -> Void],
+        background: ((FaultRig, @escaping () -> Bool) -> Void)? = nil,
+        extra: (FaultRig) -> String
+    ) throws {
         let rig = try FaultRig(name: name, withProxy: proxy, sharedSubscription: sharedSubscription)
         try rig.startThing()
         let deadline = Date().addingTimeInterval(45)
         var ok = false
         defer {
-            if !ok { print("fault \(name) FAILED after \(String(format: "%.1f", Date().timeIntervalSince(rig.started))) s\n\(rig.diagnostics())") }
+            if !ok {
+                print(
+                    "fault \(name) FAILED after \(String(format: "%.1f", Date().timeIntervalSince(rig.started))) s\n\(rig.diagnostics())"
+                )
+            }
         }
         let done = StopFlag()
         var bg: Thread?
@@ -320,64 +336,74 @@ struct FaultTests {
         rig.appliance.stop()
         let t = try checkContract(rig, allowInterrupted: allowInterrupted)
         let seconds = Date().timeIntervalSince(rig.started)
-        print("fault \(name): sent=\(rig.sent.count) results=\(t.results) effects=\(t.effects) "
-            + "interrupted=\(t.interrupted) (of which ran=\(t.interruptedRan)) hubResends=\(rig.events.resends) "
-            + "duplicateResultPosts=\(t.duplicatePosts) publishFailures=\(rig.publishFailures) "
-            + "thingTimeoutResends=\(rig.thingResends) reconnects=\(rig.reconnects) \(extra(rig)) time=\(String(format: "%.1f", seconds))s")
+        print(
+            "fault \(name): sent=\(rig.sent.count) results=\(t.results) effects=\(t.effects) "
+                + "interrupted=\(t.interrupted) (of which ran=\(t.interruptedRan)) hubResends=\(rig.events.resends) "
+                + "duplicateResultPosts=\(t.duplicatePosts) publishFailures=\(rig.publishFailures) "
+                + "thingTimeoutResends=\(rig.thingResends) reconnects=\(rig.reconnects) \(extra(rig)) time=\(String(format: "%.1f", seconds))s"
+        )
         #expect(t.results == rig.sent.count)
         #expect(rig.sent.count == total)
         ok = drained && t.results == rig.sent.count
         if ProcessInfo.processInfo.environment["THINGIF_FAULT_LOGS"] != nil {
-            try? rig.appliance.log.write(toFile: "/tmp/thingif-fault-\(name)-aircon.log", atomically: true, encoding: .utf8)
-            try? rig.broker.log.write(toFile: "/tmp/thingif-fault-\(name)-broker.log", atomically: true, encoding: .utf8)
+            try? rig.appliance.log.write(
+                toFile: "/tmp/thingif-fault-\(name)-aircon.log", atomically: true, encoding: .utf8)
+            try? rig.broker.log.write(
+                toFile: "/tmp/thingif-fault-\(name)-broker.log", atomically: true, encoding: .utf8)
         }
     }
 
     @Test("Broker killed and restarted mid-stream (SIGTERM with persistence, then SIGKILL)")
     func brokerRestart() throws {
-        try run("broker", faults: { rig in
-            [
-                350: {
-                    rig.broker.stop(signal: SIGTERM)
-                    usleep(300_000)
-                    try rig.broker.start()
-                },
-                700: {
-                    rig.broker.stop(signal: SIGKILL)
-                    usleep(300_000)
-                    try rig.broker.start()
-                },
-            ]
-        }, extra: { "brokerRestarts=\($0.broker.restarts)" })
+        try run(
+            "broker",
+            faults: { rig in
+                [
+                    350: {
+                        rig.broker.stop(signal: SIGTERM)
+                        usleep(300_000)
+                        try rig.broker.start()
+                    },
+                    700: {
+                        rig.broker.stop(signal: SIGKILL)
+                        usleep(300_000)
+                        try rig.broker.start()
+                    }
+                ]
+            }, extra: { "brokerRestarts=\($0.broker.restarts)" })
     }
 
     @Test("Appliance SIGKILLed mid-stream and restarted on the same storage")
     func applianceKill() throws {
-        try run("appliance", allowInterrupted: true, faults: { rig in
-            let kill: () throws -> Void = {
-                rig.appliance.kill9()
-                usleep(100_000)
-                try rig.appliance.start()
-            }
-            return [300: kill, 550: kill, 800: kill]
-        }, extra: { "applianceKills=\($0.appliance.starts - 1)" })
+        try run(
+            "appliance", allowInterrupted: true,
+            faults: { rig in
+                let kill: () throws -> Void = {
+                    rig.appliance.kill9()
+                    usleep(100_000)
+                    try rig.appliance.start()
+                }
+                return [300: kill, 550: kill, 800: kill]
+            }, extra: { "applianceKills=\($0.appliance.starts - 1)" })
     }
 
     @Test("A proxy cuts the thing's connection every 1-2 s")
     func connectionCuts() throws {
         // More commands than the others so that the stream sees several cuts
         // (the ledger remembers 1000 commands; at most 50 are in flight).
-        try run("cuts", total: 2 * FaultTests.total, proxy: true, faults: { _ in [:] }, background: { rig, done in
-            // First cut after ~0.5 s of streaming, then every 1-2 s.
-            var next = Date().addingTimeInterval(0.5)
-            while !done() {
-                if Date() >= next {
-                    rig.proxy?.cutAll()
-                    next = Date().addingTimeInterval(Double.random(in: 1.0...2.0))
+        try run(
+            "cuts", total: 2 * FaultTests.total, proxy: true, faults: { _ in [:] },
+            background: { rig, done in
+                // First cut after ~0.5 s of streaming, then every 1-2 s.
+                var next = Date().addingTimeInterval(0.5)
+                while !done() {
+                    if Date() >= next {
+                        rig.proxy?.cutAll()
+                        next = Date().addingTimeInterval(Double.random(in: 1.0...2.0))
+                    }
+                    usleep(20_000)
                 }
-                usleep(20_000)
-            }
-        }, extra: { "cuts=\($0.proxy?.cuts ?? 0)" })
+            }, extra: { "cuts=\($0.proxy?.cuts ?? 0)" })
     }
 
     @Test("Hub restarted mid-stream on the same store")
@@ -386,13 +412,17 @@ struct FaultTests {
         // the shared subscription ($share/thingif-hub/…), the restarted hub
         // received only part of the requests for ~30 s after the restart
         // (nothing was lost, but the run took ~42 s instead of ~6 s).
-        try run("hub", sharedSubscription: false, faults: { rig in
-            [400: {
-                // Down for a moment: results posted meanwhile reach no one.
-                rig.hub.stop()
-                usleep(300_000)
-                try rig.restartHub()
-            }]
-        }, extra: { "hubRestarts=\($0.hubRestarts)" })
+        try run(
+            "hub", sharedSubscription: false,
+            faults: { rig in
+                [
+                    400: {
+                        // Down for a moment: results posted meanwhile reach no one.
+                        rig.hub.stop()
+                        usleep(300_000)
+                        try rig.restartHub()
+                    }
+                ]
+            }, extra: { "hubRestarts=\($0.hubRestarts)" })
     }
 }

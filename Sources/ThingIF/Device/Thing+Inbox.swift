@@ -1,0 +1,128 @@
+import CThingIF
+
+/// Inbound messages: the bounded inbox, its dispatch to commands, replies and the remote
+/// configuration, and the periodic state provider.
+extension Thing {
+    // MARK: inbound
+
+    /// A message from libmosquitto (loop thread, inside client.loop). One
+    /// over THINGIF_OPT_MAX_PAYLOAD is dropped here, whatever its topic,
+    /// before anything parses it. When the inbox reaches its bound, the
+    /// loop handles messages now, before libmosquitto reads the next packet:
+    /// the inbox never holds more than config.inboxMax, nothing is dropped,
+    /// and while a slow handler runs the socket is not read, so the broker
+    /// (and TCP) hold what follows.
+    func received(_ m: MqttClient.Message) {
+        let outcome = shared.withLock { s -> (oversize: Int?, full: Bool) in
+            if m.payload.count > s.config.maxPayload {
+                // A command whose commandID its first bytes give is reported
+                // as dropped, so that it gets an outcome.
+                if let id = s.identity, m.topic == id.endpoint.mqttTopic, s.droppedCommands.count < s.config.inboxMax,
+                    let commandID = Command.recoverID(m.payload)
+                {
+                    s.droppedCommands.append(
+                        (
+                            commandID,
+                            "dropped a command of \(m.payload.count) bytes: over the limit of \(s.config.maxPayload) bytes (THINGIF_OPT_MAX_PAYLOAD)"
+                        ))
+                }
+                return (s.config.maxPayload, false)
+            }
+            s.inbox.append(m)
+            s.inboxHighWater = max(s.inboxHighWater, s.inbox.count)
+            return (nil, s.inbox.count >= s.config.inboxMax)
+        }
+        if let limit = outcome.oversize {
+            logger.error(
+                "dropped a message of \(m.payload.count) bytes on \(m.topic): over the limit of \(limit) bytes (THINGIF_OPT_MAX_PAYLOAD)"
+            )
+            return
+        }
+        if outcome.full { processInbox() }
+    }
+
+    func processInbox() {
+        let drops = shared.withLock { s -> ([(id: String, reason: String)], String?) in
+            defer { s.droppedCommands.removeAll() }
+            return (s.droppedCommands, s.identity?.thingID)
+        }
+        if let thingID = drops.1 {
+            for d in drops.0 { reportDropped(d.id, reason: d.reason, thingID: thingID) }
+        }
+        while true {
+            let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
+                guard let id = s.identity else { return nil }
+                // Results are never dropped: while they fill the outbox, new
+                // commands wait here until the framework answers. The replies
+                // behind them are taken, since they are what empties it. A
+                // full inbox runs its commands anyway (results may exceed the
+                // outbox's capacity): otherwise the socket would stay unread
+                // and the replies that empty the outbox would never come.
+                let commandsWait = s.outbox.resultCount >= s.outbox.capacity && s.inbox.count < s.config.inboxMax
+                guard let i = s.inbox.firstIndex(where: { !commandsWait || $0.topic != id.endpoint.mqttTopic })
+                else { return nil }
+                return (s.inbox.remove(at: i), id, s.config.maxPayload)
+            }
+            guard let (message, identity, maxPayload) = next else { return }
+            let topic = identity.endpoint.mqttTopic
+            if message.topic == Topics.response(clientID: topic) {
+                handleReply(message)
+            } else if message.topic == topic {
+                handleCommand(message.payload, identity: identity, maxPayload: maxPayload)
+            } else if message.topic == Topics.config(clientID: topic) {
+                applyRemoteConfig(message.payload)
+            } else {
+                logger.debug("ignored a message on \(message.topic)")
+            }
+        }
+    }
+
+    func handleReply(_ m: MqttClient.Message) {
+        guard let reply = KiiResponse.decode(m.payload) else {
+            logger.warning("ignored a malformed reply of \(m.payload.count) bytes")
+            return
+        }
+        let rid = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? reply.requestID ?? ""
+        // 2xx: done. 4xx: the request itself is wrong and sending it again
+        // cannot help. 5xx: keep it; it goes out again after the timeout.
+        let retry = reply.status >= 500
+        let item = shared.withLock { s -> Outbox.Item? in
+            guard let item = s.outbox.item(rid) else { return nil }
+            if !retry {
+                s.outbox.ack(rid)
+                s.sentAt[rid] = nil
+            }
+            return item
+        }
+        guard let item else {
+            logger.debug("ignored a reply to unknown request \(rid)")
+            return
+        }
+        if reply.isSuccess {
+            logger.debug("framework accepted \(item.what): \(reply.status)")
+        } else if retry {
+            logger.warning("framework failed on \(item.what): \(reply.status) \(reply.bodyText); it will be sent again")
+        } else {
+            logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
+        }
+    }
+
+    func runStateProvider() {
+        let now = Platform.nowMs()
+        let due = shared.withLock { s -> StateProvider? in
+            guard s.connected, var p = s.provider, p.nextAt <= now else { return nil }
+            p.nextAt = now + Int64(p.intervalMs)
+            s.provider = p
+            return p
+        }
+        guard let p = due else { return }
+        let handle = OpaquePointer(Unmanaged.passUnretained(self).toOpaque())
+        guard let state = p.callback(handle, p.userdata) else { return }
+        let j = JSON(owning: state)
+        guard j.isObject else {
+            logger.error("the state provider returned \(j.typeName), not an object; skipped")
+            return
+        }
+        _ = updateState(j, partial: false)
+    }
+}

@@ -1,0 +1,169 @@
+import CThingIF
+
+/// Onboarding: the identity the thing keeps (storage_dir/identity.json), onboarding by the
+/// thing through a bootstrap session, and an identity handed over by the app.
+extension Thing {
+    // MARK: identity
+
+    var thingIDPointer: UnsafePointer<CChar>? {
+        thingIDCString.withLock { UnsafePointer($0) }
+    }
+
+    func adopt(_ identity: Identity) {
+        let previous = shared.withLock { s -> MqttClient? in
+            let old = s.identity
+            s.identity = identity
+            guard old != identity else { return nil }
+            // A new identity needs a new connection.
+            s.reconnectAttempt = 0
+            return Thing.detachClient(&s)
+        }
+        previous?.disconnect()
+        thingIDCString.withLock { p in
+            free(p)
+            p = strdup(identity.thingID)
+        }
+    }
+
+    func storedIdentity() -> Identity? {
+        guard let bytes = storage.read(Thing.identityFile), case .success(let j) = JSON.parse(bytes),
+            let id = Identity.decode(j), id.appID == appID
+        else { return nil }
+        return id
+    }
+
+    func store(_ identity: Identity) -> Bool {
+        storage.write(Thing.identityFile, identity.encode().dumpBytes())
+    }
+
+    /// True while thingif_loop_start's thread runs or a thread is inside thingif_loop().
+    var isLoopRunning: Bool { shared.withLock { $0.ownThread != nil || $0.loopThread != nil } }
+
+    func checkCanBlock() -> Int32 {
+        if isOnLoopThread { return THINGIF_ERR_IN_CALLBACK.code }
+        if isLoopRunning { return THINGIF_ERR_STATE.code }
+        return OK
+    }
+
+    /// Onboarding by the thing (POST onboardings on a bootstrap connection).
+    func onboard(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        properties: JSON?
+    ) -> Int32 {
+        let rc = checkCanBlock()
+        guard rc == OK else { return rc }
+        if let stored = storedIdentity(), stored.vendorThingID == vendorThingID {
+            logger.info("using the stored onboarding of \(vendorThingID): thing \(stored.thingID)")
+            adopt(stored)
+            return OK
+        }
+        let request = OnboardingRequest(
+            vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
+            firmwareVersion: firmwareVersion, thingProperties: properties)
+        let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs)
+        defer { session.close() }
+        var status = session.open()
+        guard status == OK else { return status }
+        let reply: KiiResponse
+        switch session.request(
+            api: .thingIF, path: "onboardings", method: "POST", token: nil,
+            contentType: MediaType.onboardingByThing, body: request.encode().dumpBytes())
+        {
+        case .failure(let e): return e.code
+        case .success(let r): reply = r
+        }
+        guard reply.isSuccess else {
+            logger.error("onboarding of \(vendorThingID) rejected: \(reply.status) \(reply.bodyText)")
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let body) = JSON.parse(reply.body), let answer = OnboardingResponse.decode(body) else {
+            logger.error("onboarding of \(vendorThingID): malformed answer: \(reply.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        let identity = Identity(
+            appID: appID, vendorThingID: vendorThingID, thingID: answer.thingID,
+            accessToken: answer.accessToken, endpoint: answer.mqttEndpoint)
+        status = store(identity) ? OK : THINGIF_ERR_STORAGE.code
+        guard status == OK else {
+            logger.error("cannot write \(storage.path(Thing.identityFile))")
+            return status
+        }
+        logger.info("onboarded \(vendorThingID) as thing \(answer.thingID)")
+        adopt(identity)
+        return OK
+    }
+
+    /// A thingID + token handed over by the app: create one installation and
+    /// read its MQTT endpoint (Kii's thing SDK flow), unless stored.
+    func useOnboarded(thingID: String, accessToken: String) -> Int32 {
+        let rc = checkCanBlock()
+        guard rc == OK else { return rc }
+        if let stored = storedIdentity(), stored.thingID == thingID, stored.accessToken == accessToken {
+            logger.info("using the stored MQTT installation of thing \(thingID)")
+            adopt(stored)
+            return OK
+        }
+        let session = BootstrapSession(thing: self, budgetMs: 2 * config.requestTimeoutMs)
+        defer { session.close() }
+        let status = session.open()
+        guard status == OK else { return status }
+        let body = JSON.object()
+        body.set("deviceType", string: "MQTT")
+        let created: KiiResponse
+        switch session.request(
+            api: .kii, path: "installations", method: "POST", token: accessToken,
+            contentType: MediaType.installationCreation, body: body.dumpBytes())
+        {
+        case .failure(let e): return e.code
+        case .success(let r): created = r
+        }
+        guard created.isSuccess else {
+            logger.error("installation for thing \(thingID) rejected: \(created.status) \(created.bodyText)")
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let cj) = JSON.parse(created.body), let installationID = cj["installationID"]?.stringValue,
+            Topics.isSafeLevel(installationID)
+        else {
+            logger.error("installation for thing \(thingID): malformed answer: \(created.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        var endpointReply: KiiResponse?
+        for attempt in 0..<5 {
+            switch session.request(
+                api: .kii, path: "installations/\(installationID)/mqtt-endpoint", method: "GET",
+                token: accessToken, contentType: nil, body: [])
+            {
+            case .failure(let e): return e.code
+            case .success(let r):
+                // Kii answers 503 while the endpoint is being prepared.
+                let pause = 200 << attempt
+                if r.status == 503 && attempt < 4 && Platform.nowMs() + Int64(pause) < session.deadline {
+                    Platform.sleepMs(pause)
+                    continue
+                }
+                endpointReply = r
+            }
+            break
+        }
+        guard let er = endpointReply, er.isSuccess else {
+            logger.error(
+                "MQTT endpoint of thing \(thingID) refused: \(endpointReply?.status ?? 0) \(endpointReply?.bodyText ?? "")"
+            )
+            return THINGIF_ERR_REJECTED.code
+        }
+        guard case .success(let ej) = JSON.parse(er.body), let endpoint = MQTTEndpoint.decode(ej) else {
+            logger.error("MQTT endpoint of thing \(thingID): malformed answer: \(er.bodyText)")
+            return THINGIF_ERR_PROTOCOL.code
+        }
+        let identity = Identity(
+            appID: appID, vendorThingID: nil, thingID: thingID, accessToken: accessToken,
+            endpoint: endpoint)
+        guard store(identity) else {
+            logger.error("cannot write \(storage.path(Thing.identityFile))")
+            return THINGIF_ERR_STORAGE.code
+        }
+        logger.info("thing \(thingID) uses MQTT installation \(endpoint.installationID)")
+        adopt(identity)
+        return OK
+    }
+}

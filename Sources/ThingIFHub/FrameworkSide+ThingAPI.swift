@@ -1,0 +1,318 @@
+import CThingIF
+import ThingIF
+
+/// What a thing asks of the framework: onboarding, installations, its MQTT endpoint,
+/// action results, commands it ran by itself, state, firmware version and its
+/// automation report; each checked against the thing's token and client ID.
+extension FrameworkSide {
+    /// A new MQTT installation (topic) for a thing: its installationID and
+    /// topic, or nil when the store fails.
+    func newInstallation(for t: ThingRecord) -> (installationID: String, topic: String)? {
+        let installationID = HubIDs.installationID()
+        let topic = HubIDs.mqttTopic()
+        guard store.addInstallation(thingID: t.thingID, installationID: installationID, mqttTopic: topic) else {
+            return nil
+        }
+        return (installationID, topic)
+    }
+
+    /// The endpoint of an installation with fresh broker credentials: the
+    /// broker client `topic`, bound to client ID `topic`, gets a new random
+    /// password each time the endpoint is handed out (the old one stops
+    /// working), so the hub stores none. nil when the broker refuses.
+    func endpoint(for t: ThingRecord, installationID: String, topic: String) -> MQTTEndpoint? {
+        var username = ""
+        var password = ""
+        if let admin {
+            guard let pw = admin.thingCredentials(topic: topic, appID: options.appID) else { return nil }
+            username = topic
+            password = pw
+        }
+        return MQTTEndpoint(
+            installationID: installationID, host: options.advertisedHost ?? options.brokerHost,
+            portTCP: options.advertisedPort ?? options.brokerPort, portSSL: options.advertisedTLSPort ?? 0,
+            username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647)
+    }
+
+    var brokerRefused: KiiResponse {
+        error(503, "BROKER_UNAVAILABLE", "the broker did not make the thing's MQTT credentials; try again")
+    }
+
+    func onboardByThing(_ req: KiiRequest) -> KiiResponse {
+        guard req.header("Content-Type") == MediaType.onboardingByThing else {
+            return error(415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be \(MediaType.onboardingByThing)")
+        }
+        guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "vendorThingID and thingPassword are required strings")
+        }
+        guard onboardingLimiter.allow("onboard:" + o.vendorThingID, now: Platform.nowMs()) else {
+            return error(
+                429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
+        }
+        switch store.registerThing(
+            vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
+            firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil)
+        {
+        case .failure(.wrongPassword):
+            return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
+        case .failure(.wrongType):
+            return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
+        case .failure(.storage):
+            return error(500, HubError.storage.code, HubError.storage.message)
+        case .success(let t):
+            // A thing that onboards again keeps its MQTT installation (with
+            // a new broker password).
+            let installation: (installationID: String, topic: String)
+            if let (iid, topic) = t.installations.sorted(by: { $0.key < $1.key }).first {
+                installation = (iid, topic)
+            } else if let fresh = newInstallation(for: t) {
+                installation = fresh
+            } else {
+                return error(500, HubError.storage.code, HubError.storage.message)
+            }
+            guard let ep = endpoint(for: t, installationID: installation.installationID, topic: installation.topic)
+            else {
+                return brokerRefused
+            }
+            onEvent?("onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)")
+            return ok(
+                200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
+        }
+    }
+
+    enum Auth {
+        case success(ThingRecord)
+        case failure(KiiResponse)
+    }
+
+    /// The thing whose token the request carries, or a 401.
+    func authenticate(_ req: KiiRequest) -> Auth {
+        guard let token = req.bearerToken else {
+            return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
+        }
+        guard var t = store.thing(accessToken: token) else {
+            return .failure(error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
+        }
+        // A looked-up record has no raw token; the caller's is the one it knows.
+        t.accessToken = token
+        return .success(t)
+    }
+
+    /// The request's token must be the thing's, and the request must come
+    /// from one of the thing's own MQTT installations (client IDs).
+    func authorize(_ req: KiiRequest, thingID: String, clientID: String) -> KiiResponse? {
+        switch authenticate(req) {
+        case .failure(let r): return r
+        case .success(let t):
+            guard t.thingID == thingID else {
+                return error(403, "FORBIDDEN", "the token does not belong to \(thingID)")
+            }
+            guard t.installations.values.contains(clientID) else {
+                return error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)")
+            }
+            return nil
+        }
+    }
+
+    func createInstallation(_ req: KiiRequest) -> KiiResponse {
+        let t: ThingRecord
+        switch authenticate(req) {
+        case .failure(let r): return r
+        case .success(let x): t = x
+        }
+        guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
+            return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
+        }
+        guard let (iid, _) = newInstallation(for: t) else {
+            return error(500, HubError.storage.code, HubError.storage.message)
+        }
+        let body = JSON.object()
+        body.set("installationID", string: iid)
+        onEvent?("created MQTT installation \(iid) for \(t.thingID)")
+        return ok(201, body)
+    }
+
+    func endpoint(_ req: KiiRequest, installationID: String) -> KiiResponse {
+        let t: ThingRecord
+        switch authenticate(req) {
+        case .failure(let r): return r
+        case .success(let x): t = x
+        }
+        guard let topic = t.installations[installationID] else {
+            return error(404, "INSTALLATION_NOT_FOUND", "no installation \(installationID) for \(t.thingID)")
+        }
+        guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
+        return ok(200, ep.encode())
+    }
+
+    func thingID(fromTarget target: String) -> String? {
+        target.hasPrefix("thing:") ? String(target.dropFirst(6)) : nil
+    }
+
+    enum Target {
+        case thing(String)
+        case refused(KiiResponse)
+    }
+
+    /// The thing of a "thing:{thingID}" target when the request may act for
+    /// it (its token, one of its client IDs), else the answer that refuses it.
+    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String) -> Target {
+        guard let tid = thingID(fromTarget: target) else {
+            return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
+        }
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return .refused(denied) }
+        return .thing(tid)
+    }
+
+    func actionResults(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
+        let tid: String
+        switch authorizedTarget(req, target, clientID: clientID) {
+        case .refused(let answer): return answer
+        case .thing(let id): tid = id
+        }
+        guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
+        }
+        // Results only for a command this thing was given (by the hub, or
+        // one it reported running by itself): never for another thing's.
+        guard let command = store.command(id: commandID), command.thingID == tid else {
+            return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
+        }
+        data.withLock { d in
+            if d.resultPosts[commandID] == nil {
+                d.resultPostOrder.append(commandID)
+                if d.resultPostOrder.count > FrameworkSide.resultCountLimit {
+                    let excess = d.resultPostOrder.count - FrameworkSide.resultCountLimit
+                    for k in d.resultPostOrder.prefix(excess) { d.resultPosts[k] = nil }
+                    d.resultPostOrder.removeFirst(excess)
+                }
+            }
+            d.resultPosts[commandID, default: 0] += 1
+        }
+        var text = j.dump()
+        var all = parsed.all
+        if all.isEmpty {
+            // A command the thing dropped before it could read the actions
+            // (ActionResults.dropped): every action failed with its reason.
+            // No results and no reason is not an outcome.
+            guard let reason = j["errorMessage"]?.stringValue, case .success(let payload) = JSON.parse(command.payload),
+                case .success(let sent) = Command.decode(payload)
+            else {
+                return error(400, "INVALID_INPUT_DATA", "no action results and no errorMessage")
+            }
+            let failed = ActionResults.allFailed(sent, message: reason)
+            text = failed.encode().dump()
+            all = failed.all
+        }
+        let now = Platform.epochMs()
+        // Results count once: a repeat (the thing sends again until it has an
+        // answer) is accepted and changes nothing.
+        guard command.results == nil else { return ok(204) }
+        let state: CommandState = !all.isEmpty && all.allSatisfy(\.succeeded) ? .done : .incomplete
+        // Results are idempotent by commandID: a repeat is accepted and ignored.
+        if store.recordResults(commandID: commandID, results: text, state: state, at: now),
+            let record = store.command(id: commandID)
+        {
+            onEvent?("results of \(commandID) from \(tid): \(text)")
+            onCommandFinished?(record)
+        }
+        return ok(204)
+    }
+
+    /// A command the thing ran by itself (an action set, or a timer trigger
+    /// on the device): stored once by commandID, so that apps see it.
+    func commandReport(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
+        let tid: String
+        switch authorizedTarget(req, target, clientID: clientID) {
+        case .refused(let answer): return answer
+        case .thing(let id): tid = id
+        }
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
+        }
+        if let id = j["commandID"], id.stringValue != commandID {
+            return error(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
+        }
+        guard case .success(let command) = Command.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "the body is not a valid command")
+        }
+        if let issuer = command.issuer, issuer != "thing:\(tid)" {
+            return error(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
+        }
+        guard store.command(id: commandID) == nil else { return ok(204) }  // a repeat
+        let now = Platform.epochMs()
+        if store.insertCommand(
+            CommandRecord(
+                commandID: commandID, thingID: tid, issuer: command.issuer ?? "thing:\(tid)",
+                issuingInstallationID: nil, payload: j.dump(),
+                createdAt: now, modifiedAt: now)) != nil
+        {
+            onEvent?("\(tid) reported command \(commandID) it ran by itself")
+        }
+        return ok(204)
+    }
+
+    func state(_ req: KiiRequest, from clientID: String, target: String) -> KiiResponse {
+        let tid: String
+        switch authorizedTarget(req, target, clientID: clientID) {
+        case .refused(let answer): return answer
+        case .thing(let id): tid = id
+        }
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+        }
+        let old = store.thing(id: tid)?.state
+        guard let merged = store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs())
+        else {
+            return error(500, HubError.storage.code, HubError.storage.message)
+        }
+        onEvent?("state of \(tid): \(merged)")
+        triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
+        return ok(204)
+    }
+
+    func firmwareVersion(_ req: KiiRequest, from clientID: String, thingID tid: String) -> KiiResponse {
+        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
+        guard case .success(let j) = JSON.parse(req.body), let v = j["firmwareVersion"]?.stringValue, !v.isEmpty else {
+            return error(400, "INVALID_INPUT_DATA", "firmwareVersion must be a non-empty string")
+        }
+        _ = store.setFirmwareVersion(thingID: tid, v)
+        onEvent?("firmware version of \(tid): \(v)")
+        return ok(204)
+    }
+
+    /// The thing's word on the automation configuration it was sent:
+    /// {"version"?,"applied","message"?} (docs/PROTOCOL.md 11.2).
+    func automationReport(_ req: KiiRequest, from clientID: String, target: String) -> KiiResponse {
+        let tid: String
+        switch authorizedTarget(req, target, clientID: clientID) {
+        case .refused(let answer): return answer
+        case .thing(let id): tid = id
+        }
+        guard case .success(let j) = JSON.parse(req.body), j.isObject, let applied = j["applied"]?.boolValue else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be {\"version\",\"applied\",\"message\"}")
+        }
+        let report = JSON.object()
+        if let v = j["version"]?.intValue { report.set("version", .int(v)) }
+        report.set("applied", .bool(applied))
+        if let m = j["message"]?.stringValue { report.set("message", string: String(m.prefix(1024))) }
+        report.set("reportedAt", .int(Int(Platform.epochMs())))
+        guard store.saveAutomationReport(thingID: tid, report: report.dump()) else {
+            return error(404, "CONFIGURATION_NOT_FOUND", "\(tid) was sent no automation configuration")
+        }
+        onEvent?("automation report of \(tid): \(report.dump())")
+        return ok(204)
+    }
+
+    func quote(_ s: String) -> String { JSON.string(s)?.dump() ?? "\"\"" }
+
+    /// A request body as the request log keeps it: a thing's password is
+    /// not kept.
+    static func redacted(_ body: [UInt8], path: String) -> String {
+        guard path == "onboardings", case .success(let j) = JSON.parse(body), j.isObject else {
+            return String(decoding: body, as: UTF8.self)
+        }
+        if j["thingPassword"] != nil { j.set("thingPassword", string: "(not kept)") }
+        return j.dump()
+    }
+}

@@ -1,0 +1,369 @@
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+
+/// Kii Thing-IF clients against the hub: the exact requests Kii's SDKs send,
+/// and the answers parsed as they parse them. Each vector names its source.
+@Suite("Kii compatibility")
+struct KiiCompatTests {
+    static let traitContentType = "application/vnd.kii.CommandCreationRequest+json"
+
+    @Test(
+        "A trait command (CommandCreationRequest, no schema) runs on the thing's alias handlers and comes back as sent")
+    func traitCommandRoundTrip() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-KII-TRAIT", owner: "user:\(uid)", token: token)
+            _ = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_register_alias_handlers(t.ct, "AirConditionerAlias") == RC.ok)
+            }
+            let commands = "\(e.target(tid))/commands"
+            // KiiPlatform/thing-if-JSSDK, the trait usage guide (1.1.4 "Send command") and the
+            // REST example of the same request; Content-Type as MEDIA_TYPE_POST_NEW_COMMAND_TRAIT
+            // in KiiPlatform/thing-if-AndroidSDK thingif/src/main/java/com/kii/thingif/internal/http.
+            let body =
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]}]}"#
+            let posted = try await e.call(
+                "POST", commands, token: token, body: Data(body.utf8), contentType: Self.traitContentType)
+            try #require(posted.status == 201, "\(posted.status) \(posted.text)")
+            let cid = try #require(posted.string("commandID"))
+            let c = try await e.waitForFinished(tid, cid, token: token)
+            #expect(c["commandState"] as? String == "DONE")
+            #expect(c["schema"] == nil && c["schemaVersion"] == nil, "a trait command has no schema")
+            // "actions" as sent; results grouped by alias, as Kii's AliasActionResult parses them.
+            let actions = try #require(c["actions"] as? [[String: [[String: Any]]]])
+            #expect(actions.count == 1 && actions[0]["AirConditionerAlias"]?.count == 2)
+            #expect(actions[0]["AirConditionerAlias"]?[0]["turnPower"] as? Bool == true)
+            #expect(actions[0]["AirConditionerAlias"]?[1]["setPresetTemperature"] as? Int == 25)
+            let results = try #require(c["actionResults"] as? [[String: [[String: [String: Any]]]]])
+            let group = try #require(results.first?["AirConditionerAlias"])
+            #expect(group.count == 2)
+            #expect(group[0]["turnPower"]?["succeeded"] as? Bool == true)
+            #expect(group[1]["setPresetTemperature"]?["succeeded"] as? Bool == true)
+
+            // A value the thing refuses: INCOMPLETE, the failure in its alias group.
+            let bad =
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"setPresetTemperature":"hot"}]}],"title":"t"}"#
+            let r2 = try await e.call(
+                "POST", commands, token: token, body: Data(bad.utf8), contentType: Self.traitContentType)
+            try #require(r2.status == 201, "\(r2.status) \(r2.text)")
+            let c2 = try await e.waitForFinished(tid, try #require(r2.string("commandID")), token: token)
+            #expect(c2["commandState"] as? String == "INCOMPLETE")
+            let g2 = try #require(
+                (c2["actionResults"] as? [[String: [[String: [String: Any]]]]])?.first?["AirConditionerAlias"])
+            #expect(g2.first?["setPresetTemperature"]?["succeeded"] as? Bool == false)
+
+            // Malformed trait forms: 400 and nothing stored.
+            for form in [
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[]}]}"#,
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"turnPower":true,"x":1}]}]}"#,
+                #"{"issuer":"user:\#(uid)","actions":[{"":[{"turnPower":true}]}]}"#,
+                #"{"actions":[{"AirConditionerAlias":[{"turnPower":true}]}]}"#
+            ] {
+                let r = try await e.call(
+                    "POST", commands, token: token, body: Data(form.utf8), contentType: Self.traitContentType)
+                #expect(r.status == 400 && r.isErrorBody, "\(form): \(r.status) \(r.text)")
+            }
+            let listed = try #require(try await e.get(commands, token: token).json["commands"] as? [[String: Any]])
+            #expect(listed.count == 2)
+        }
+    }
+
+    @Test("Pseudo-user registration answers _accessToken, the field Kii's clients read, and it works")
+    func pseudoUserAccessToken() async throws {
+        try await withHubAPI { e in
+            let r = try await e.call("POST", "\(e.api)/users", json: [String: Any]())
+            try #require(r.status == 201, "\(r.status) \(r.text)")
+            let token = try #require(r.string("_accessToken"))
+            #expect(r.string("accessToken") == token)
+            let uid = try #require(r.string("userID"))
+            let (tid, _) = try await e.onboard("AC-KII-PSEUDO", owner: "user:\(uid)", token: token)
+            #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
+        }
+    }
+
+    @Test("The MQTT endpoint answer carries X-MQTT-TTL and the WebSocket ports; Kii's own answer decodes")
+    func mqttEndpointFields() throws {
+        let ep = MQTTEndpoint(
+            installationID: "i1", host: "127.0.0.1", portTCP: 1883, portSSL: 8883, username: "u", password: "p",
+            mqttTopic: "t1", ttl: 2_147_483_647)
+        let o = ep.encode()
+        // The fields Kii's C thing SDKs (KiiPlatform/thing-if-ThingSDK, ebisu) require of the
+        // answer: username, password, mqttTopic, host and X-MQTT-TTL; portWS and portWSS as
+        // Kii's KiiMqttEndpoint declares them.
+        for key in [
+            "username", "password", "mqttTopic", "host", "X-MQTT-TTL", "portTCP", "portSSL", "portWS", "portWSS"
+        ] {
+            #expect(o[key] != nil, "\(key) missing")
+        }
+        #expect(
+            o["X-MQTT-TTL"]?.intValue == 2_147_483_647 && o["portSSL"]?.intValue == 8883 && o["portWS"]?.intValue == 0)
+        // Kii Cloud's answer (as in the kii_json tests of Kii's thing SDK): no "ttl".
+        let kii =
+            #"{"installationID":"XXXXXXXXXXXXXXXXXXXXXXXXX","username":"XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX","password":"XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX","mqttTopic":"XXXXXXXXXXXXXXXXXXXXXXX","host":"XXXXXXXXXXXXXXXXXXXX.kii.com","portTCP":1883,"portSSL":8883,"X-MQTT-TTL":2147483647}"#
+        guard case .success(let j) = JSON.parse(kii), let d = MQTTEndpoint.decode(j) else {
+            Issue.record("Kii's endpoint answer did not decode")
+            return
+        }
+        #expect(
+            d.ttl == 2_147_483_647 && d.portTCP == 1883 && d.portSSL == 8883 && d.mqttTopic == "XXXXXXXXXXXXXXXXXXXXXXX"
+        )
+    }
+
+    @Test(
+        "installPush: IOS, ANDROID and JPUSH installations are kept as Kii keeps them; MQTT answers installationRegistrationID"
+    )
+    func installPush() async throws {
+        try await withHubAPI { e in
+            let (_, token) = try await e.user()
+            let installations = "\(e.api)/installations"
+            let kiiType = "application/vnd.kii.InstallationCreationRequest+json"
+            // KiiPlatform/thing-if-JSSDK test/small/PushOpsTest.ts ("Test installFCM",
+            // "Test installMQTT", "Test uninstall").
+            for deviceType in ["ANDROID", "IOS", "JPUSH"] {
+                let body =
+                    #"{"installationRegistrationID":"69lp6jr0evcirfcfk2mmwiow5","deviceType":"\#(deviceType)","development":true}"#
+                let r = try await e.call(
+                    "POST", installations, token: token, body: Data(body.utf8), contentType: kiiType)
+                #expect(r.status == 201, "\(deviceType): \(r.status) \(r.text)")
+                let id = try #require(r.string("installationID"))
+                let stored = try #require(e.hub.store.appInstallation(id: id))
+                #expect(stored.kind.rawValue == deviceType && stored.target == "69lp6jr0evcirfcfk2mmwiow5")
+                #expect(try await e.call("DELETE", "\(installations)/\(id)", token: token).status == 204)
+                let again = try await e.call("DELETE", "\(installations)/\(id)", token: token)
+                #expect(again.status == 404 && again.errorCode == "INSTALLATION_NOT_FOUND")
+            }
+            // A push installation needs its token.
+            let missing = #"{"deviceType":"IOS","development":false}"#
+            let r = try await e.call(
+                "POST", installations, token: token, body: Data(missing.utf8), contentType: kiiType)
+            #expect(r.status == 400 && r.isErrorBody)
+            let mqtt = try await e.call(
+                "POST", installations, token: token, body: Data(#"{"deviceType":"MQTT","development":true}"#.utf8),
+                contentType: kiiType)
+            #expect(mqtt.status == 201, "\(mqtt.status) \(mqtt.text)")
+            #expect(mqtt.string("installationRegistrationID") != nil && mqtt.string("installationID") != nil)
+        }
+    }
+
+    @Test("Onboarding by thingID (OnboardingWithThingIDByOwner): the owner binds a thing that onboarded itself")
+    func onboardingByThingID() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            // The thing onboards itself through the real C library.
+            let env = e.env
+            let thing = try await offPool { () -> Result<TestThing, Error> in
+                Result {
+                    let t = try env.newThing(storage: "self")
+                    let rc = ct_onboard(t.ct, "AC-KII-SELF", "password", "AirConditioner", "1.0.0", nil)
+                    guard rc == RC.ok else { throw HarnessError("onboard: \(rc)\n\(t.logs)") }
+                    return t
+                }
+            }.get()
+            let tid = try #require(e.hub.store.thing(vendorThingID: "AC-KII-SELF")?.thingID)
+            #expect(String(cString: ct_thing_id(thing.ct)) == tid)
+            let onboardings = "\(e.thingIF)/onboardings"
+            let kiiType = "application/vnd.kii.OnboardingWithThingIDByOwner+json"
+            // KiiPlatform/thing-if-JSSDK test/small/OnboardingOpsTest.ts ("#onboardWithThingID()").
+            let body = #"{"thingID":"\#(tid)","thingPassword":"password","owner":"user:\#(uid)"}"#
+            let r = try await e.call("POST", onboardings, token: token, body: Data(body.utf8), contentType: kiiType)
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            #expect(r.string("thingID") == tid && r.string("accessToken") != nil)
+            #expect(e.hub.store.thing(id: tid)?.owners == ["user:\(uid)"])
+            #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
+            // A wrong password, an unknown thingID.
+            let wrong = #"{"thingID":"\#(tid)","thingPassword":"nope","owner":"user:\#(uid)"}"#
+            let w = try await e.call("POST", onboardings, token: token, body: Data(wrong.utf8), contentType: kiiType)
+            #expect(w.status == 403 && w.isErrorBody, "\(w.status) \(w.text)")
+            let unknown = #"{"thingID":"th.nope","thingPassword":"password","owner":"user:\#(uid)"}"#
+            let u = try await e.call("POST", onboardings, token: token, body: Data(unknown.utf8), contentType: kiiType)
+            #expect(u.status == 404 && u.errorCode == "THING_NOT_FOUND")
+        }
+    }
+
+    @Test("Error bodies carry Kii's codes and statuses: WRONG_COMMAND, WRONG_TOKEN, TARGET_NOT_FOUND, WRONG_TRIGGER")
+    func errorCodes() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-KII-ERR", owner: "user:\(uid)", token: token)
+            let commands = "\(e.target(tid))/commands"
+            // KiiPlatform/thing-if-JSSDK test/small/CommandOpsTest.ts ("handle 400 response"):
+            // an empty actions list is 400 WRONG_COMMAND.
+            let empty = #"{"schema":"led","schemaVersion":1,"actions":[],"issuer":"user:\#(uid)"}"#
+            let r1 = try await e.call("POST", commands, token: token, body: Data(empty.utf8))
+            #expect(r1.status == 400 && r1.errorCode == "WRONG_COMMAND", "\(r1.status) \(r1.text)")
+            // KiiPlatform/thing-if-JSSDK test/small/PushOpsTest.ts ("handle 403 error response"):
+            // a token that is not valid is 403 WRONG_TOKEN.
+            let r2 = try await e.get(commands, token: "dummy-token")
+            #expect(r2.status == 403 && r2.errorCode == "WRONG_TOKEN", "\(r2.status) \(r2.text)")
+            // KiiPlatform/thing-if-JSSDK test/small/QueryOps/GroupedQueryTest.ts ("handle 404
+            // respones"): an unknown target is 404 TARGET_NOT_FOUND, "Target thing:… not found".
+            let r3 = try await e.get("\(e.target("th.nope"))/commands", token: token)
+            #expect(r3.status == 404 && r3.errorCode == "TARGET_NOT_FOUND", "\(r3.status) \(r3.text)")
+            #expect(r3.string("message") == "Target thing:th.nope not found")
+            // A server-code trigger (Kii's "serverCode" in place of "command"): the hub runs none.
+            let serverCode =
+                #"{"predicate":{"eventSource":"STATES","triggersWhen":"CONDITION_CHANGED","condition":{"type":"eq","field":"power","value":true}},"serverCode":{"endpoint":"fn","executorAccessToken":"t"}}"#
+            let r4 = try await e.call("POST", "\(e.target(tid))/triggers", token: token, body: Data(serverCode.utf8))
+            #expect(r4.status == 400 && r4.errorCode == "WRONG_TRIGGER", "\(r4.status) \(r4.text)")
+            #expect(r4.text.contains("server-code"))
+            // Nothing of these was stored.
+            #expect((try await e.get(commands, token: token).json["commands"] as? [Any])?.isEmpty == true)
+        }
+    }
+
+    @Test("Triggers: metadata kept, PATCH, list paging with bestEffortLimit and paginationKey, a trait command")
+    func triggers() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-KII-TRG", owner: "user:\(uid)", token: token)
+            let triggers = "\(e.target(tid))/triggers"
+            let predicate =
+                #"{"eventSource":"STATES","triggersWhen":"CONDITION_CHANGED","condition":{"type":"eq","field":"power","value":true}}"#
+            // A trigger with a trait command, as KiiPlatform/thing-if-JSSDK's trait usage guide
+            // (1.1.5 "Create Trigger") builds it, with Kii's triggersWhat and metadata.
+            let traitCommand =
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"setPresetTemperature":25}]}]}"#
+            let body =
+                #"{"triggersWhat":"COMMAND","predicate":\#(predicate),"command":\#(traitCommand),"title":"t1","metadata":{"k":"v"}}"#
+            let created = try await e.call("POST", triggers, token: token, body: Data(body.utf8))
+            try #require(created.status == 201, "\(created.status) \(created.text)")
+            let id = try #require(created.string("triggerID"))
+            var got = try await e.get("\(triggers)/\(id)", token: token).json
+            #expect((got["metadata"] as? [String: Any])?["k"] as? String == "v" && got["title"] as? String == "t1")
+            #expect(
+                ((got["command"] as? [String: Any])?["actions"] as? [[String: Any]])?.first?["AirConditionerAlias"]
+                    != nil)
+            // PATCH: title and metadata replaced, the predicate kept.
+            let patch = #"{"title":"t2","metadata":{"k":"w"}}"#
+            let patched = try await e.call("PATCH", "\(triggers)/\(id)", token: token, body: Data(patch.utf8))
+            #expect(patched.status == 200, "\(patched.status) \(patched.text)")
+            got = try await e.get("\(triggers)/\(id)", token: token).json
+            #expect(got["title"] as? String == "t2" && (got["metadata"] as? [String: Any])?["k"] as? String == "w")
+            #expect((got["predicate"] as? [String: Any])?["eventSource"] as? String == "STATES")
+            let bad = try await e.call(
+                "PATCH", "\(triggers)/\(id)", token: token, body: Data(#"{"predicate":{"eventSource":"NEVER"}}"#.utf8))
+            #expect(bad.status == 400 && bad.errorCode == "WRONG_TRIGGER", "\(bad.status) \(bad.text)")
+            let unknown = try await e.call("PATCH", "\(triggers)/trg-nope", token: token, body: Data(patch.utf8))
+            #expect(unknown.status == 404 && unknown.errorCode == "TRIGGER_NOT_FOUND")
+            // Two more, then pages of two.
+            for _ in 0..<2 {
+                let r = try await e.call("POST", triggers, token: token, body: Data(body.utf8))
+                #expect(r.status == 201)
+            }
+            let first = try await e.get("\(triggers)?bestEffortLimit=2", token: token).json
+            #expect((first["triggers"] as? [Any])?.count == 2)
+            let key = try #require(first["nextPaginationKey"] as? String)
+            let second = try await e.get("\(triggers)?bestEffortLimit=2&paginationKey=\(key)", token: token).json
+            #expect((second["triggers"] as? [Any])?.count == 1 && second["nextPaginationKey"] == nil)
+            let ids = ((first["triggers"] as? [[String: Any]]) ?? []) + ((second["triggers"] as? [[String: Any]]) ?? [])
+            #expect(Set(ids.compactMap { $0["triggerID"] as? String }).count == 3)
+        }
+    }
+
+    @Test("State queries: ungrouped and grouped, per trait alias, withinTimeRange, _created, paging")
+    func stateQueries() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-KII-STATE", owner: "user:\(uid)", token: token, interval: "1_MINUTE")
+            // Three uploads a thing made (trait state nested by alias), in two grouping minutes.
+            let base = (Platform.epochMs() / 60_000 - 10) * 60_000
+            let uploads: [(Int64, String)] = [
+                (base, #"{"AirConditionerAlias":{"power":true},"power":true}"#),
+                (base + 10_000, #"{"AirConditionerAlias":{"power":true,"currentTemperature":23},"power":true}"#),
+                (base + 70_000, #"{"AirConditionerAlias":{"power":false},"power":false}"#)
+            ]
+            for (at, body) in uploads {
+                #expect(e.hub.store.applyState(thingID: tid, method: "PUT", upload: body, at: at) != nil)
+            }
+            let states = "\(e.target(tid))/states"
+            let kiiType = "application/vnd.kii.TraitStateQueryRequest+json"
+            func query(_ path: String, _ body: String) async throws -> HTTPReply {
+                try await e.call("POST", path, token: token, body: Data(body.utf8), contentType: kiiType)
+            }
+            // KiiPlatform/thing-if-JSSDK test/small/QueryOps/UngroupedQueryTest.ts: {"query":{"clause":{"type":"all"}}}.
+            let all = try await query("\(states)/query", #"{"query":{"clause":{"type":"all"}}}"#)
+            try #require(all.status == 200, "\(all.status) \(all.text)")
+            let results = try #require(all.json["results"] as? [[String: Any]])
+            #expect(results.map { $0["_created"] as? Int } == uploads.map { Int($0.0) })
+            #expect(results.last?["power"] as? Bool == false)
+            // KiiPlatform/thing-if-JSSDK test/small/QueryOps/GroupedQueryTest.ts: per alias, grouped.
+            let grouped = try await query(
+                "\(states)/aliases/AirConditionerAlias/query",
+                #"{"query":{"grouped":true,"clause":{"type":"withinTimeRange","lowerLimit":\#(base),"upperLimit":\#(base + 120_000)}}}"#
+            )
+            try #require(grouped.status == 200, "\(grouped.status) \(grouped.text)")
+            let groups = try #require(grouped.json["groupedResults"] as? [[String: Any]])
+            #expect(groups.count == 2)
+            let first = try #require(groups.first)
+            #expect((first["range"] as? [String: Any])?["from"] as? Int == Int(base))
+            let objects = try #require(first["objects"] as? [[String: Any]])
+            #expect(
+                objects.count == 2 && objects[1]["currentTemperature"] as? Int == 23
+                    && objects[1]["_created"] as? Int == Int(base + 10_000))
+            #expect(objects.allSatisfy { $0["AirConditionerAlias"] == nil }, "the alias's own state, not the whole")
+            // Paging.
+            let page1 = try await query("\(states)/query", #"{"query":{"clause":{"type":"all"}},"bestEffortLimit":2}"#)
+            #expect((page1.json["results"] as? [Any])?.count == 2)
+            let key = try #require(page1.json["nextPaginationKey"] as? String)
+            let page2 = try await query(
+                "\(states)/query", #"{"query":{"clause":{"type":"all"}},"bestEffortLimit":2,"paginationKey":"\#(key)"}"#
+            )
+            #expect((page2.json["results"] as? [Any])?.count == 1 && page2.json["nextPaginationKey"] == nil)
+            // Bad queries.
+            for bad in [
+                #"{"query":{"clause":{"type":"eq"}}}"#, #"{"query":{"grouped":true,"clause":{"type":"all"}}}"#, #"{}"#
+            ] {
+                let r = try await query("\(states)/query", bad)
+                #expect(r.status == 400 && r.isErrorBody, "\(bad): \(r.status)")
+            }
+        }
+    }
+
+    @Test("A trigger condition naming a trait alias fires on that alias's state, uploaded by a real thing")
+    func aliasCondition() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-KII-ALIAS", owner: "user:\(uid)", token: token)
+            let t = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_register_alias_handlers(t.ct, "AirConditionerAlias") == RC.ok)
+            }
+            // KiiPlatform/thing-if-JSSDK, the trait usage guide (1.1.5 "Create Trigger"):
+            // GreaterThan("currentTemperature", 30, "AirConditionerAlias") under CONDITION_CHANGED.
+            let predicate =
+                #"{"eventSource":"STATES","triggersWhen":"CONDITION_FALSE_TO_TRUE","condition":{"type":"range","field":"currentTemperature","lowerLimit":30,"lowerIncluded":false,"alias":"AirConditionerAlias"}}"#
+            let command =
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"setPresetTemperature":25}]}]}"#
+            let created = try await e.call(
+                "POST", "\(e.target(tid))/triggers", token: token,
+                body: Data(#"{"predicate":\#(predicate),"command":\#(command)}"#.utf8))
+            try #require(created.status == 201, "\(created.status) \(created.text)")
+            let commands = "\(e.target(tid))/commands"
+            func fired() async throws -> [[String: Any]] {
+                (try await e.get(commands, token: token).json["commands"] as? [[String: Any]] ?? [])
+                    .filter { $0["firedByTriggerID"] != nil }
+            }
+            // A top-level currentTemperature of 35 is not the alias's: no firing.
+            #expect(
+                ct_update_state(t.ct, #"{"currentTemperature":35,"AirConditionerAlias":{"currentTemperature":20}}"#)
+                    == RC.ok)
+            try await Task.sleep(nanoseconds: 500_000_000)
+            #expect(try await fired().isEmpty)
+            // The alias's own field passes 30: one firing, a trait command run by the thing.
+            #expect(ct_update_state(t.ct, #"{"AirConditionerAlias":{"currentTemperature":31}}"#) == RC.ok)
+            var list: [[String: Any]] = []
+            for _ in 0..<100 {
+                list = try await fired()
+                if !list.isEmpty { break }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            try #require(list.count == 1, "\(list)")
+            let cid = try #require(list[0]["commandID"] as? String)
+            let done = try await e.waitForFinished(tid, cid, token: token)
+            #expect(done["commandState"] as? String == "DONE")
+        }
+    }
+}

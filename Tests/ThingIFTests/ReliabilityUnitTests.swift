@@ -1,0 +1,139 @@
+import Foundation
+import Testing
+@testable import ThingIF
+
+private func json(_ text: String) -> JSON {
+    guard case .success(let j) = JSON.parse(text) else { fatalError("bad JSON in a test: \(text)") }
+    return j
+}
+
+/// A fresh storage directory, removed afterwards.
+private func withStorage(_ body: (Storage, String) throws -> Void) throws {
+    let dir = try makeTempDirectory(prefix: "thingif-unit")
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    try body(try #require(Storage(directory: dir)), dir)
+}
+
+/// The journal, the outbox and the command ledger on a real directory,
+/// without a broker: seconds for what the fault streams take minutes to reach.
+@Suite("Journal, outbox and ledger (fast)")
+struct ReliabilityUnitTests {
+    @Test(
+        "Journal: appended records come back in order; a torn last line and garbage lines are skipped; rewrite compacts"
+    )
+    func journal() throws {
+        try withStorage { storage, dir in
+            let j = Journal(storage: storage, name: "j.jsonl")
+            for i in 0..<5 { #expect(j.append(json(#"{"n":\#(i)}"#))) }
+            // A power cut mid-write leaves a torn line; a stray line is not an object.
+            let fh = try #require(FileHandle(forWritingAtPath: dir + "/j.jsonl"))
+            fh.seekToEndOfFile()
+            fh.write(Data("[1,2]\n{\"n\":99".utf8))
+            fh.closeFile()
+            let again = Journal(storage: storage, name: "j.jsonl")
+            let loaded = again.load()
+            #expect(loaded.compactMap { $0["n"]?.intValue } == [0, 1, 2, 3, 4])
+            #expect(again.lineCount == 5)
+            #expect(again.rewrite([json(#"{"n":7}"#)]))
+            #expect(again.append(json(#"{"n":8}"#)))
+            #expect(Journal(storage: storage, name: "j.jsonl").load().compactMap { $0["n"]?.intValue } == [7, 8])
+            let mode = try FileManager.default.attributesOfItem(atPath: dir + "/j.jsonl")[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+        }
+    }
+
+    private static func item(_ id: String, _ kind: Outbox.Kind, method: String = "PUT") -> Outbox.Item {
+        Outbox.Item(
+            id: id, method: method, path: "targets/thing:t/\(kind.rawValue)", contentType: "application/json",
+            body: Array(#"{"id":"\#(id)"}"#.utf8), what: id, kind: kind)
+    }
+
+    @Test("Outbox: items survive a reload until acknowledged; a full state upload supersedes older ones")
+    func outboxPersistsAndSupersedes() throws {
+        try withStorage { storage, _ in
+            let o = Outbox(storage: storage, capacity: 10)
+            #expect(o.add(Self.item("r1", .results)) != nil)
+            #expect(o.add(Self.item("s1", .state)) != nil)
+            #expect(o.add(Self.item("f1", .other)) != nil)
+            // A PUT of the whole state drops the older state upload.
+            guard case .added(let dropped, let superseded)? = o.add(Self.item("s2", .state)) else {
+                Issue.record("not added")
+                return
+            }
+            #expect(superseded && dropped.map(\.id) == ["s1"])
+            #expect(o.items.map(\.id) == ["r1", "f1", "s2"])
+            #expect(o.ack("f1")?.id == "f1")
+            #expect(o.ack("f1") == nil)
+            let reloaded = Outbox(storage: storage, capacity: 10)
+            #expect(reloaded.items.map(\.id) == ["r1", "s2"])
+            #expect(reloaded.items.first?.body == Array(#"{"id":"r1"}"#.utf8))
+            #expect(reloaded.resultCount == 1)
+        }
+    }
+
+    @Test("Outbox: when full, the oldest state goes first; results are never dropped and other uploads are refused")
+    func outboxFull() throws {
+        try withStorage { storage, _ in
+            let o = Outbox(storage: storage, capacity: 3)
+            #expect(o.add(Self.item("p1", .state, method: "PATCH")) != nil)
+            #expect(o.add(Self.item("r1", .results)) != nil)
+            #expect(o.add(Self.item("r2", .results)) != nil)
+            // Full: a new upload pushes out the oldest state.
+            guard case .added(let dropped, _)? = o.add(Self.item("f1", .other)) else {
+                Issue.record("not added")
+                return
+            }
+            #expect(dropped.map(\.id) == ["p1"])
+            // No state left to drop: refused, but results still go in.
+            guard case .full? = o.add(Self.item("f2", .other)) else {
+                Issue.record("accepted over capacity")
+                return
+            }
+            guard case .added? = o.add(Self.item("r3", .results)) else {
+                Issue.record("results refused")
+                return
+            }
+            #expect(o.items.map(\.id) == ["r1", "r2", "f1", "r3"])
+        }
+    }
+
+    @Test("Outbox: a thousand add/ack pairs leave a journal compacted to what is pending")
+    func outboxCompacts() throws {
+        try withStorage { storage, dir in
+            let o = Outbox(storage: storage, capacity: 10)
+            for i in 0..<1000 {
+                #expect(o.add(Self.item("x\(i)", .other)) != nil)
+                #expect(o.ack("x\(i)") != nil)
+            }
+            #expect(o.add(Self.item("last", .results)) != nil)
+            let lines = try String(contentsOfFile: dir + "/" + Outbox.fileName, encoding: .utf8).split(separator: "\n")
+                .count
+            #expect(lines < 200, "the journal kept \(lines) lines for one pending item")
+            #expect(Outbox(storage: storage, capacity: 10).items.map(\.id) == ["last"])
+        }
+    }
+
+    @Test("Ledger: started, then done; a reload knows both and lists what a restart cut off; capacity trims the oldest")
+    func ledger() throws {
+        try withStorage { storage, _ in
+            let l = CommandLedger(storage: storage, capacity: 3)
+            let skeleton = json(#"[{"names":["turnPower","setFanSpeed"]}]"#)
+            #expect(l.start("c1", skeleton: skeleton))
+            #expect(l.start("c2", skeleton: skeleton))
+            #expect(l.finish("c2", results: json(#"{"actionResults":[]}"#)))
+            let r = CommandLedger(storage: storage, capacity: 3)
+            guard case .started? = r.state(of: "c1"), case .done? = r.state(of: "c2") else {
+                Issue.record(
+                    "states lost: \(String(describing: r.state(of: "c1"))) \(String(describing: r.state(of: "c2")))")
+                return
+            }
+            #expect(r.interrupted.map(\.id) == ["c1"])
+            let failed = CommandLedger.failedResults(skeleton: r.interrupted[0].skeleton, message: "cut").all
+            #expect(failed.map(\.name) == ["turnPower", "setFanSpeed"] && failed.allSatisfy { !$0.succeeded })
+            #expect(r.finish("c1", results: json(#"{"actionResults":[]}"#)))
+            #expect(r.interrupted.isEmpty)
+            for i in 3...6 { #expect(r.start("c\(i)", skeleton: skeleton)) }
+            #expect(r.count == 3 && r.state(of: "c1") == nil && r.state(of: "c6") != nil)
+        }
+    }
+}

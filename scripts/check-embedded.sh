@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Proves that a libthingif.so built with -DTHINGIF_EMBEDDED=ON (Embedded
+# Swift) needs no Swift runtime at all:
+#   1. ldd lists no libswift* library (and the .so has no RUNPATH into a
+#      Swift toolchain);
+#   2. its stripped size is printed (the figure docs/DECISIONS.md tracks);
+#   3. only thingif_* is exported (nm -D), with SONAME libthingif.so.N
+#      (N: THINGIF_ABI_VERSION of the header);
+#   4. aircon links against it (NEEDED libthingif.so.N, no libswift*), takes
+#      only thingif_* from it, and runs (aircon --help).
+# The demo round trip with this library is the aircon_demo test of the same
+# build folder.
+#
+# usage: scripts/check-embedded.sh --build-dir DIR
+set -euo pipefail
+
+build_dir=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build-dir) build_dir=$2; shift 2 ;;
+        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        *) echo "embedded: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+[ -n "$build_dir" ] || { echo "embedded: --build-dir DIR is required" >&2; exit 2; }
+build_dir=$(cd "$build_dir" && pwd)
+abi=$(sed -n 's/^#define THINGIF_ABI_VERSION \([0-9]*\).*/\1/p' "$(dirname "$0")/../include/thingif.h")
+lib=$(readlink -f "$build_dir/libthingif.so.$abi" 2>/dev/null || true)
+aircon=$build_dir/aircon
+[ -f "$lib" ] && [ -x "$aircon" ] || { echo "embedded: build $build_dir first" >&2; exit 2; }
+fail=0
+
+# 1. No Swift runtime.
+echo "embedded: ldd $lib"
+ldd "$lib" | sed 's/^/  /'
+if ldd "$lib" | grep -q 'libswift'; then
+    echo "embedded: FAIL: the library needs a Swift runtime library" >&2
+    fail=1
+fi
+if readelf -d "$lib" | grep -E 'RPATH|RUNPATH' | grep -qi swift; then
+    echo "embedded: FAIL: the library has a run path into a Swift toolchain:" >&2
+    readelf -d "$lib" | grep -E 'RPATH|RUNPATH' >&2
+    fail=1
+fi
+
+# 2. Size, as built and stripped.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-embedded.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+strip -o "$tmp/libthingif.so" "$lib"
+echo "embedded: size $(stat -c %s "$lib") bytes as built, $(stat -c %s "$tmp/libthingif.so") bytes stripped"
+
+# 3. Exports.
+others=$(nm -D --defined-only "$lib" | awk '{print $NF}' | grep -v '^thingif_' || true)
+echo "embedded: $(nm -D --defined-only "$lib" | grep -c .) defined dynamic symbols"
+if [ -n "$others" ]; then
+    echo "embedded: FAIL: symbols not starting with thingif_:" >&2
+    printf '  %s\n' $others >&2
+    fail=1
+fi
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
+[ "$soname" = "libthingif.so.$abi" ] || { echo "embedded: FAIL: SONAME is '$soname'" >&2; fail=1; }
+
+# 4. The C appliance against it.
+needed=$(readelf -d "$aircon" | sed -n 's/.*Shared library: \[\(.*\)\].*/\1/p')
+echo "embedded: aircon needs: $(echo $needed)"
+echo "$needed" | grep -qx "libthingif.so.$abi" || { echo "embedded: FAIL: aircon does not link libthingif.so.$abi" >&2; fail=1; }
+if ldd "$aircon" | grep -q 'libswift'; then
+    echo "embedded: FAIL: aircon pulls in a Swift runtime library" >&2
+    fail=1
+fi
+# Whatever aircon takes from libthingif is thingif_*.
+nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort > "$tmp/lib-defined"
+nm -D --undefined-only "$aircon" | awk '{print $NF}' | sed 's/@.*//' | sort > "$tmp/aircon-undefined"
+from_lib=$(comm -12 "$tmp/lib-defined" "$tmp/aircon-undefined")
+echo "embedded: aircon uses $(echo "$from_lib" | grep -c .) symbols of libthingif"
+if echo "$from_lib" | grep -v '^thingif_' | grep -q .; then
+    echo "embedded: FAIL: aircon uses non-thingif_ symbols of libthingif" >&2
+    fail=1
+fi
+if ! LD_LIBRARY_PATH="$build_dir" "$aircon" --help > "$tmp/help" 2>&1; then
+    echo "embedded: FAIL: aircon --help failed:" >&2
+    cat "$tmp/help" >&2
+    fail=1
+fi
+
+[ "$fail" -eq 0 ] && echo "embedded: ok"
+exit "$fail"
