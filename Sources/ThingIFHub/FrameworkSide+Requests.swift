@@ -10,7 +10,10 @@ extension FrameworkSide {
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else { return }
-            data.withLock { $0.online[tid] = up }
+            data.withLock {
+                $0.online[tid] = up
+                if up { $0.commandTopic[tid] = clientID }
+            }
             onEvent?("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = resendUnanswered(to: tid)
@@ -31,7 +34,8 @@ extension FrameworkSide {
             } else {
                 reply =
                     t.appID == options.appID
-                    ? route(req, t) : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+                    ? route(req, api: t.api, path: t.path, clientID: t.clientID)
+                    : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
             }
         } else {
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
@@ -40,15 +44,7 @@ extension FrameworkSide {
         if let rid = request?.requestID {
             answer.headers.append((KiiFraming.requestIDHeader, rid))
         }
-        let logged = RequestRecord(
-            clientID: t.clientID, method: method, path: t.path,
-            body: FrameworkSide.redacted(request?.body ?? [], path: t.path), status: reply.status)
-        data.withLock {
-            $0.requests.append(logged)
-            if $0.requests.count > FrameworkSide.requestLogSize {
-                $0.requests.removeFirst($0.requests.count - FrameworkSide.requestLogSize)
-            }
-        }
+        logRequest(clientID: t.clientID, method: method, path: t.path, body: request?.body ?? [], status: reply.status)
         // Always on the reply topic of the client ID the request came from
         // (the broker lets a client publish only under its own ID), never on
         // a Response Topic the request names: that would let any client make
@@ -58,8 +54,38 @@ extension FrameworkSide {
             correlationData: m.correlationData)
     }
 
+    /// A thing's request over HTTP (Kii's thing SDKs make these calls over
+    /// REST): the same routes and checks as over MQTT, with the thing's
+    /// token as the only credential, since HTTP has no client ID. `path` is
+    /// what follows /thing-if/apps/{appID}/ or /api/apps/{appID}/; the
+    /// caller has checked the appID and read at most `maxBody(path:)` bytes.
+    public func thingRequestOverHTTP(_ req: KiiRequest, api: Topics.API, path: String) -> KiiResponse {
+        let reply: KiiResponse
+        if req.body.count > maxBody(path: path) {
+            reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
+        } else if !rateLimiter.allow("http:" + (req.bearerToken ?? "onboarding"), now: Platform.nowMs()) {
+            reply = error(429, "TOO_MANY_REQUESTS", "too many requests with this token; slow down")
+        } else {
+            reply = route(req, api: api, path: path, clientID: nil)
+        }
+        logRequest(clientID: "(http)", method: req.method, path: path, body: req.body, status: reply.status)
+        return reply
+    }
+
+    func logRequest(clientID: String, method: String, path: String, body: [UInt8], status: Int) {
+        let logged = RequestRecord(
+            clientID: clientID, method: method, path: path,
+            body: FrameworkSide.redacted(body, path: path), status: status)
+        data.withLock {
+            $0.requests.append(logged)
+            if $0.requests.count > FrameworkSide.requestLogSize {
+                $0.requests.removeFirst($0.requests.count - FrameworkSide.requestLogSize)
+            }
+        }
+    }
+
     /// The body limit of a request path: state uploads have their own.
-    func maxBody(path: String) -> Int {
+    public func maxBody(path: String) -> Int {
         path.hasSuffix("/states") ? options.limits.maxStateBody : options.limits.maxBody
     }
 
@@ -74,9 +100,12 @@ extension FrameworkSide {
         return KiiResponse(status: status, headers: [("Content-Type", MediaType.json)], body: body.dumpBytes())
     }
 
-    func route(_ req: KiiRequest, _ t: Topics.ParsedRequest) -> KiiResponse {
-        let parts = t.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        switch (t.api, req.method, parts.count) {
+    /// One router for both transports. `clientID` is the MQTT client the
+    /// request came from (it must be one of the thing's installations), nil
+    /// over HTTP.
+    func route(_ req: KiiRequest, api: Topics.API, path: String, clientID: String?) -> KiiResponse {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        switch (api, req.method, parts.count) {
         case (.thingIF, "POST", 1) where parts[0] == "onboardings":
             return onboardByThing(req)
         case (.kii, "POST", 1) where parts[0] == "installations":
@@ -84,18 +113,18 @@ extension FrameworkSide {
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1])
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return commandReport(req, from: t.clientID, target: parts[1], commandID: parts[3])
+            return commandReport(req, from: clientID, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return actionResults(req, from: t.clientID, target: parts[1], commandID: parts[3])
+            return actionResults(req, from: clientID, target: parts[1], commandID: parts[3])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return state(req, from: t.clientID, target: parts[1])
+            return state(req, from: clientID, target: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "things" && parts[2] == "firmware-version":
-            return firmwareVersion(req, from: t.clientID, thingID: parts[1])
+            return firmwareVersion(req, from: clientID, thingID: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
-            return automationReport(req, from: t.clientID, target: parts[1])
+            return automationReport(req, from: clientID, target: parts[1])
         default:
-            return error(404, "NOT_FOUND", "no \(req.method) \(t.path)")
+            return error(404, "NOT_FOUND", "no \(req.method) \(path)")
         }
     }
 }

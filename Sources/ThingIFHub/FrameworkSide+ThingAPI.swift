@@ -34,12 +34,29 @@ extension FrameworkSide {
             username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647)
     }
 
+    /// MQTT installations a thing may have: each is a broker client.
+    public static let installationLimit = 16
+
+    /// The endpoint an owner's onboarding answer carries, as Kii's does: a
+    /// new MQTT installation for the thing the app hands it to, so that the
+    /// installations (and broker passwords) a running thing uses stay as
+    /// they are. Owner onboardings fill at most half of the thing's
+    /// installations, leaving the rest to the thing; past that, or when the
+    /// broker refuses, nil (the answer then has no mqttEndpoint, and the
+    /// thing makes its own installation with its token).
+    public func handoverEndpoint(for t: ThingRecord) -> MQTTEndpoint? {
+        guard t.installations.count < Self.installationLimit / 2, let (iid, topic) = newInstallation(for: t) else {
+            return nil
+        }
+        return endpoint(for: t, installationID: iid, topic: topic)
+    }
+
     var brokerRefused: KiiResponse {
         error(503, "BROKER_UNAVAILABLE", "the broker did not make the thing's MQTT credentials; try again")
     }
 
     func onboardByThing(_ req: KiiRequest) -> KiiResponse {
-        guard req.header("Content-Type") == MediaType.onboardingByThing else {
+        guard let type = req.header("Content-Type"), MediaType.isOnboardingByThing(type) else {
             return error(415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be \(MediaType.onboardingByThing)")
         }
         guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
@@ -98,16 +115,17 @@ extension FrameworkSide {
         return .success(t)
     }
 
-    /// The request's token must be the thing's, and the request must come
-    /// from one of the thing's own MQTT installations (client IDs).
-    func authorize(_ req: KiiRequest, thingID: String, clientID: String) -> KiiResponse? {
+    /// The request's token must be the thing's and, over MQTT, the request
+    /// must come from one of the thing's own MQTT installations (client IDs);
+    /// over HTTP (`clientID` nil) the token is the whole credential.
+    func authorize(_ req: KiiRequest, thingID: String, clientID: String?) -> KiiResponse? {
         switch authenticate(req) {
         case .failure(let r): return r
         case .success(let t):
             guard t.thingID == thingID else {
                 return error(403, "FORBIDDEN", "the token does not belong to \(thingID)")
             }
-            guard t.installations.values.contains(clientID) else {
+            if let clientID, !t.installations.values.contains(clientID) {
                 return error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)")
             }
             return nil
@@ -122,6 +140,10 @@ extension FrameworkSide {
         }
         guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
+        }
+        guard t.installations.count < Self.installationLimit else {
+            return error(
+                409, "TOO_MANY_INSTALLATIONS", "\(t.thingID) has \(Self.installationLimit) MQTT installations already")
         }
         guard let (iid, _) = newInstallation(for: t) else {
             return error(500, HubError.storage.code, HubError.storage.message)
@@ -156,7 +178,7 @@ extension FrameworkSide {
 
     /// The thing of a "thing:{thingID}" target when the request may act for
     /// it (its token, one of its client IDs), else the answer that refuses it.
-    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String) -> Target {
+    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String?) -> Target {
         guard let tid = thingID(fromTarget: target) else {
             return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
         }
@@ -164,7 +186,7 @@ extension FrameworkSide {
         return .thing(tid)
     }
 
-    func actionResults(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
+    func actionResults(_ req: KiiRequest, from clientID: String?, target: String, commandID: String) -> KiiResponse {
         let tid: String
         switch authorizedTarget(req, target, clientID: clientID) {
         case .refused(let answer): return answer
@@ -221,7 +243,7 @@ extension FrameworkSide {
 
     /// A command the thing ran by itself (an action set, or a timer trigger
     /// on the device): stored once by commandID, so that apps see it.
-    func commandReport(_ req: KiiRequest, from clientID: String, target: String, commandID: String) -> KiiResponse {
+    func commandReport(_ req: KiiRequest, from clientID: String?, target: String, commandID: String) -> KiiResponse {
         let tid: String
         switch authorizedTarget(req, target, clientID: clientID) {
         case .refused(let answer): return answer
@@ -252,7 +274,7 @@ extension FrameworkSide {
         return ok(204)
     }
 
-    func state(_ req: KiiRequest, from clientID: String, target: String) -> KiiResponse {
+    func state(_ req: KiiRequest, from clientID: String?, target: String) -> KiiResponse {
         let tid: String
         switch authorizedTarget(req, target, clientID: clientID) {
         case .refused(let answer): return answer
@@ -271,7 +293,7 @@ extension FrameworkSide {
         return ok(204)
     }
 
-    func firmwareVersion(_ req: KiiRequest, from clientID: String, thingID tid: String) -> KiiResponse {
+    func firmwareVersion(_ req: KiiRequest, from clientID: String?, thingID tid: String) -> KiiResponse {
         if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
         guard case .success(let j) = JSON.parse(req.body), let v = j["firmwareVersion"]?.stringValue, !v.isEmpty else {
             return error(400, "INVALID_INPUT_DATA", "firmwareVersion must be a non-empty string")
@@ -283,7 +305,7 @@ extension FrameworkSide {
 
     /// The thing's word on the automation configuration it was sent:
     /// {"version"?,"applied","message"?} (docs/PROTOCOL.md 11.2).
-    func automationReport(_ req: KiiRequest, from clientID: String, target: String) -> KiiResponse {
+    func automationReport(_ req: KiiRequest, from clientID: String?, target: String) -> KiiResponse {
         let tid: String
         switch authorizedTarget(req, target, clientID: clientID) {
         case .refused(let answer): return answer

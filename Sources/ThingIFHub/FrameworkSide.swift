@@ -88,6 +88,7 @@ public final class FrameworkSide: @unchecked Sendable {
     struct Data {
         var requests: [RequestRecord] = []
         var online: [String: Bool] = [:]  // thingID -> last status seen
+        var commandTopic: [String: String] = [:]  // thingID -> the installation whose "online" came last
         var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
         var resultPostOrder: [String] = []  // the same keys, oldest first (bounded)
         var connack: Int32?
@@ -267,9 +268,17 @@ public final class FrameworkSide: @unchecked Sendable {
         return record
     }
 
-    /// Publishes any bytes on the thing's command topic.
+    /// Publishes any bytes on the thing's command topic: that of the
+    /// installation the thing last came online with (its status is retained,
+    /// so a restarted hub learns it again), else the first of its
+    /// installations. A thing can have several (an owner's onboarding makes
+    /// one to hand over); commands go where the thing listens.
     public func publish(_ payload: [UInt8], to thingID: String) -> Bool {
-        guard let topic = store.thing(id: thingID)?.installations.values.sorted().first else { return false }
+        guard let topics = store.thing(id: thingID)?.installations.values else { return false }
+        let live = data.withLock { $0.commandTopic[thingID] }
+        guard let topic = live.flatMap({ topics.contains($0) ? $0 : nil }) ?? topics.sorted().first else {
+            return false
+        }
         return publishRaw(topic: topic, payload: payload)
     }
 

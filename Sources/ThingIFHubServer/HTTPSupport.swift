@@ -1,3 +1,4 @@
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import ThingIF
@@ -31,6 +32,16 @@ enum Reply {
     static func error(_ e: HubError) -> Response { json(e.status, e.body) }
 
     static func noContent() -> Response { Response(status: .noContent) }
+
+    /// A framework answer (status, headers, body) as an HTTP response.
+    static func kii(_ r: KiiResponse) -> Response {
+        var headers = HTTPFields()
+        for (name, value) in r.headers {
+            if let n = HTTPField.Name(name) { headers[n] = value }
+        }
+        return Response(
+            status: .init(code: r.status), headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: r.body)))
+    }
 
     /// An object of string members.
     static func object(_ members: [(String, String)]) -> JSON {
@@ -115,22 +126,24 @@ enum Body {
     /// 413 above `limit` bytes, 400 for malformed JSON or a non-object.
     static func object(_ request: Request, limit: Int) async throws -> JSON {
         guard let ct = request.headers[.contentType], isJSONMediaType(ct) else { throw HubError.unsupportedMediaType }
-        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
-            throw HubError.tooLarge(limit)
-        }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch is NIOTooManyBytesError {
-            throw HubError.tooLarge(limit)
-        }
-        let bytes = Array(buffer: buffer)
-        switch JSON.parse(bytes) {
+        switch JSON.parse(try await bytes(request, limit: limit)) {
         case .failure(let e):
             throw HubError.invalid("the body is not valid JSON: \(e)")
         case .success(let j):
             guard j.isObject else { throw HubError.invalid("the body must be a JSON object, not \(j.typeName)") }
             return j
+        }
+    }
+
+    /// The raw request body: 413 above `limit` bytes, declared or streamed.
+    static func bytes(_ request: Request, limit: Int) async throws -> [UInt8] {
+        if let declared = request.headers[.contentLength].flatMap({ Int($0) }), declared > limit {
+            throw HubError.tooLarge(limit)
+        }
+        do {
+            return Array(buffer: try await request.body.collect(upTo: limit))
+        } catch is NIOTooManyBytesError {
+            throw HubError.tooLarge(limit)
         }
     }
 

@@ -146,6 +146,14 @@ public final class HubServer: Service, @unchecked Sendable {
         router.post("/api/apps/{appID}/installations") { try await api.createInstallation($0, $1) }
         router.delete("/api/apps/{appID}/installations/{installationID}") { try await api.deleteInstallation($0, $1) }
         router.get("/api/apps/{appID}/installations/{installationID}/events") { try await api.events($0, $1) }
+        // The thing's own calls, as Kii's thing SDKs make them over HTTP (the
+        // same router as over MQTT: FrameworkSide.thingRequestOverHTTP).
+        // Onboarding by the thing shares POST …/onboardings with the owner's
+        // forms, and installations with the apps' (see API.onboard and
+        // API.createInstallation).
+        router.get("/api/apps/{appID}/installations/{installationID}/mqtt-endpoint") {
+            try await api.thingRequest($0, $1, .kii)
+        }
 
         router.post("/thing-if/apps/{appID}/onboardings") { try await api.onboard($0, $1) }
         router.post("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.postCommand($0, $1) }
@@ -173,6 +181,14 @@ public final class HubServer: Service, @unchecked Sendable {
         router.put("\(t)/timer-triggers/{name}") { try await api.putTimerTrigger($0, $1) }
         router.get("\(t)/timer-triggers") { try await api.listTimerTriggers($0, $1) }
         router.get("\(t)/automation") { try await api.automationStatus($0, $1) }
+        router.put("\(t)/automation-report") { try await api.thingRequest($0, $1, .thingIF) }
+        router.put("\(t)/commands/{commandID}") { try await api.thingRequest($0, $1, .thingIF) }
+        router.put("\(t)/commands/{commandID}/action-results") { try await api.thingRequest($0, $1, .thingIF) }
+        router.put("\(t)/states") { try await api.thingRequest($0, $1, .thingIF) }
+        router.patch("\(t)/states") { try await api.thingRequest($0, $1, .thingIF) }
+        router.put("/thing-if/apps/{appID}/things/{thingID}/firmware-version") {
+            try await api.thingRequest($0, $1, .thingIF)
+        }
         router.put("\(t)/timer-triggers/{name}/enable") { try await api.enableTimerTrigger($0, $1, true) }
         router.put("\(t)/timer-triggers/{name}/disable") { try await api.enableTimerTrigger($0, $1, false) }
         router.delete("\(t)/timer-triggers/{name}") { try await api.deleteTimerTrigger($0, $1) }
@@ -319,9 +335,38 @@ struct API: Sendable {
         return Reply.json(201, Reply.object([("groupID", g.groupID)]))
     }
 
+    // MARK: a thing's calls over HTTP
+
+    /// A thing's request over HTTP: the body (bounded by the path's limit)
+    /// goes to the router that serves the same requests over MQTT.
+    func thingRequest(_ request: Request, _ context: BasicRequestContext, _ kind: Topics.API) async throws
+        -> Response
+    {
+        try checkApp(context)
+        let prefix = "/\(kind.rawValue)/apps/\(hub.options.appID)/"
+        guard let full = request.uri.path.percentDecoded(), full.hasPrefix(prefix) else {
+            throw HubError.invalid("bad path \(request.uri.path)")
+        }
+        let path = String(full.dropFirst(prefix.count))
+        let body = try await Body.bytes(request, limit: hub.maxBody(path: path))
+        var headers: [(name: String, value: String)] = []
+        if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
+        if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
+        let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
+        return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path))
+    }
+
+    /// True when the request carries a thing's token (not a user's).
+    func isThingToken(_ request: Request) -> Bool {
+        let token = bearer(request)
+        return !token.isEmpty && hub.store.thing(accessToken: token) != nil
+    }
+
     // MARK: installations and events
 
     func createInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        // A thing's MQTT installation (Kii's thing SDKs), with its token.
+        if isThingToken(request) { return try await thingRequest(request, context, .kii) }
         let user = try user(request, context)
         let body = try await object(request)
         let type = try Body.requiredString(body, "deviceType")
@@ -401,6 +446,11 @@ struct API: Sendable {
     // MARK: things
 
     func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        // Onboarding by the thing itself (vendorThingID and password, no
+        // user token): Kii's thing SDKs call this path with that media type.
+        if request.headers[.contentType].map(MediaType.isOnboardingByThing) == true {
+            return try await thingRequest(request, context, .thingIF)
+        }
         let user = try user(request, context)
         let body = try await object(request)
         // Kii's two forms: by vendorThingID (OnboardingWithVendorThingIDByOwner) or,
@@ -428,7 +478,9 @@ struct API: Sendable {
                 user: user, vendorThingID: vendorThingID, password: password, owner: owner,
                 thingType: thingType, firmwareVersion: firmware,
                 dataGroupingInterval: interval))
-        return Reply.json(200, Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)]))
+        let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
+        if let ep = hub.handoverEndpoint(for: t) { o.set("mqttEndpoint", ep.encode()) }
+        return Reply.json(200, o)
     }
 
     // MARK: commands

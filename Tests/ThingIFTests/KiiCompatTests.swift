@@ -366,4 +366,118 @@ struct KiiCompatTests {
             #expect(done["commandState"] as? String == "DONE")
         }
     }
+
+    @Test(
+        "A thing's calls over HTTP, as Kii's thing SDKs make them: onboarding, installation, endpoint, state, results, firmware"
+    )
+    func thingCallsOverHTTP() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let onboardings = "\(e.thingIF)/onboardings"
+            // KiiPlatform/thing-if-ThingSDK kii_iot.c (onboard_with_vendor_thing_id): POST
+            // …/onboardings with CONTENT_TYPE_VENDOR_THING_ID and an app token, body
+            // {vendorThingID, thingPassword, thingType}; the answer's thingID, accessToken and
+            // mqttEndpoint are read. The app token is no credential here: the password is.
+            let byThing = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"
+            let body = #"{"vendorThingID":"AC-KII-HTTP","thingPassword":"pw","thingType":"AirConditioner"}"#
+            let r = try await e.call(
+                "POST", onboardings, token: "some-app-token", body: Data(body.utf8), contentType: byThing)
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            let tid = try #require(r.string("thingID"))
+            let thingToken = try #require(r.string("accessToken"))
+            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+            for key in ["installationID", "username", "password", "mqttTopic", "host", "X-MQTT-TTL", "portTCP"] {
+                #expect(ep[key] != nil, "\(key) missing from \(ep)")
+            }
+            // The endpoint is real: its credentials connect and may read the command topic.
+            let topic = try #require(ep["mqttTopic"] as? String)
+            let probe = try MqttProbe(
+                port: e.env.broker.port, clientID: topic, username: ep["username"] as? String,
+                password: ep["password"] as? String)
+            #expect(probe.connackCode == 0)
+            #expect(probe.subscribe(topic).map { $0 < 0x80 } == true)
+            probe.stop()
+            // A wrong password; a charset parameter on the media type is the same type.
+            let wrong = #"{"vendorThingID":"AC-KII-HTTP","thingPassword":"nope","thingType":"AirConditioner"}"#
+            let w = try await e.call(
+                "POST", onboardings, body: Data(wrong.utf8), contentType: byThing + "; charset=utf-8")
+            #expect(w.status == 403 && w.errorCode == "WRONG_PASSWORD", "\(w.status) \(w.text)")
+
+            // An MQTT installation with the thing's token and its endpoint (thing-if-ThingSDK:
+            // POST api/apps/{appID}/installations {"deviceType":"MQTT"}, then GET
+            // …/installations/{id}/mqtt-endpoint).
+            let inst = try await e.call(
+                "POST", "\(e.api)/installations", token: thingToken, json: ["deviceType": "MQTT"])
+            try #require(inst.status == 201, "\(inst.status) \(inst.text)")
+            let iid = try #require(inst.string("installationID"))
+            let got = try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: thingToken)
+            try #require(got.status == 200, "\(got.status) \(got.text)")
+            #expect(got.string("installationID") == iid && got.json["X-MQTT-TTL"] != nil)
+            #expect(try await e.get("\(e.api)/installations/nope/mqtt-endpoint", token: thingToken).status == 404)
+            #expect(try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: token).status == 401)
+
+            // The owner binds it by thingID; the answer carries an endpoint of a new
+            // installation (KiiPlatform/thing-if-JSSDK src/OnboardingResult.ts reads mqttEndpoint),
+            // and the thing's own installations keep working.
+            let own = #"{"thingID":"\#(tid)","thingPassword":"pw","owner":"user:\#(uid)"}"#
+            let o = try await e.call(
+                "POST", onboardings, token: token, body: Data(own.utf8),
+                contentType: "application/vnd.kii.OnboardingWithThingIDByOwner+json")
+            try #require(o.status == 200, "\(o.status) \(o.text)")
+            let handed = try #require(o.json["mqttEndpoint"] as? [String: Any])
+            let handedID = try #require(handed["installationID"] as? String)
+            #expect(handedID != iid && handedID != ep["installationID"] as? String)
+            #expect(e.hub.store.thing(id: tid)?.installations[handedID] == handed["mqttTopic"] as? String)
+
+            // State, PUT then PATCH (Kii's thing SDK: PUT …/targets/thing:{id}/states).
+            let states = "\(e.target(tid))/states"
+            let put = try await e.call(
+                "PUT", states, token: thingToken, body: Data(#"{"power":true,"presetTemperature":25}"#.utf8))
+            #expect(put.status == 204, "\(put.status) \(put.text)")
+            let patch = try await e.call("PATCH", states, token: thingToken, body: Data(#"{"fanSpeed":3}"#.utf8))
+            #expect(patch.status == 204, "\(patch.status) \(patch.text)")
+            let latest = try await e.get(states, token: token)
+            #expect(latest.json["power"] as? Bool == true && latest.json["fanSpeed"] as? Int == 3, "\(latest.text)")
+
+            // A command from the owner, answered by the thing over HTTP.
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            let results = "\(e.target(tid))/commands/\(cid)/action-results"
+            let answer =
+                #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":true}},{"setFanSpeed":{"succeeded":true}}]}"#
+            // Refused first: no token, the owner's token, another thing's token, bad JSON.
+            #expect(try await e.call("PUT", results, body: Data(answer.utf8)).status == 401)
+            #expect(try await e.call("PUT", results, token: token, body: Data(answer.utf8)).status == 401)
+            let (_, otherToken) = try await e.onboard("AC-KII-HTTP-OTHER", owner: "user:\(uid)", token: token)
+            let other = try await e.call("PUT", results, token: otherToken, body: Data(answer.utf8))
+            #expect(other.status == 403 && other.isErrorBody, "\(other.status) \(other.text)")
+            let bad = try await e.call("PUT", results, token: thingToken, body: Data("{".utf8))
+            #expect(bad.status == 400 && bad.isErrorBody, "\(bad.status) \(bad.text)")
+            let big = try await e.call(
+                "PUT", states, token: thingToken,
+                body: Data(("{\"x\":\"" + String(repeating: "a", count: 70_000) + "\"}").utf8))
+            #expect(big.status == 413, "\(big.status)")
+            let done = try await e.call("PUT", results, token: thingToken, body: Data(answer.utf8))
+            #expect(done.status == 204, "\(done.status) \(done.text)")
+            let c = try await e.waitForFinished(tid, cid, token: token)
+            #expect(c["commandState"] as? String == "DONE")
+
+            // Firmware version.
+            let fw = try await e.call(
+                "PUT", "\(e.thingIF)/things/\(tid)/firmware-version", token: thingToken,
+                body: Data(#"{"firmwareVersion":"2.0.1"}"#.utf8))
+            #expect(fw.status == 204, "\(fw.status) \(fw.text)")
+            #expect(e.hub.store.thing(id: tid)?.firmwareVersion == "2.0.1")
+
+            // Installations are bounded per thing: each is a broker client.
+            var last = 0
+            for _ in 0..<FrameworkSide.installationLimit {
+                last = try await e.call(
+                    "POST", "\(e.api)/installations", token: thingToken, json: ["deviceType": "MQTT"]
+                )
+                .status
+            }
+            #expect(last == 409)
+            #expect((e.hub.store.thing(id: tid)?.installations.count ?? 0) == FrameworkSide.installationLimit)
+        }
+    }
 }

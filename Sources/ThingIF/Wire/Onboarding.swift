@@ -3,6 +3,20 @@ public enum MediaType {
     public static let onboardingByThing = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"
     public static let installationCreation = "application/vnd.kii.InstallationCreationRequest+json"
     public static let json = "application/json"
+
+    /// True when a Content-Type names onboarding by the thing: the type
+    /// before any parameter (";charset=…"), ASCII case ignored, compared
+    /// as bytes.
+    public static func isOnboardingByThing(_ contentType: String) -> Bool {
+        var type = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+        while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
+        let expected = onboardingByThing.utf8
+        guard type.count == expected.count else { return false }
+        return zip(type, expected).allSatisfy { a, b in
+            let lower = (0x41...0x5A).contains(a) ? a | 0x20 : a
+            return lower == ((0x41...0x5A).contains(b) ? b | 0x20 : b)
+        }
+    }
 }
 
 /// Where and how a thing connects: Kii's mqttEndpoint object.
