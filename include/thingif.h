@@ -132,7 +132,26 @@ enum thingif_option {
      * reads the socket again, so a slow handler slows the reading and the
      * broker holds the rest (MQTT flow control): no message is dropped.
      * Default 64; range 1 .. 100000. See docs/FAILURE_MODEL.md. */
-    THINGIF_OPT_INBOX_MAX = 8
+    THINGIF_OPT_INBOX_MAX = 8,
+    /** What the ledger and the outbox ask of the storage: an enum
+     * thingif_durability value. Default THINGIF_DURABILITY_SYNC. See
+     * docs/FAILURE_MODEL.md. */
+    THINGIF_OPT_DURABILITY = 9
+};
+
+/** Values of THINGIF_OPT_DURABILITY. */
+enum thingif_durability {
+    /** Each batch of commands the loop takes is synced (fdatasync) before
+     * its first handler runs, and its results before they are published:
+     * two syncs per loop pass, however many commands it holds. A state or
+     * firmware upload is synced before its call returns. A power loss
+     * neither runs a command twice nor loses a result. */
+    THINGIF_DURABILITY_SYNC = 0,
+    /** Nothing is synced: for storage that is volatile (tmpfs) or must not
+     * wear. The files are still written, so a crash of the process alone
+     * (not of the device) keeps every promise; after a power loss a
+     * command can run again, and results and uploads can be lost. */
+    THINGIF_DURABILITY_NONE = 1
 };
 
 /**

@@ -56,6 +56,16 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
         guard (16...1_000_000).contains(value) else { return INVALID }
         th.shared.withLock { $0.ledger.capacity = value }
         return OK
+    case THINGIF_OPT_DURABILITY.rawValue:
+        guard value == Int(THINGIF_DURABILITY_SYNC.rawValue) || value == Int(THINGIF_DURABILITY_NONE.rawValue) else {
+            return INVALID
+        }
+        let durable = value == Int(THINGIF_DURABILITY_SYNC.rawValue)
+        th.shared.withLock {
+            $0.ledger.durable = durable
+            $0.outbox.durable = durable
+        }
+        return OK
     default:
         break
     }

@@ -274,12 +274,15 @@ public final class FrameworkSide: @unchecked Sendable {
     /// installations. A thing can have several (an owner's onboarding makes
     /// one to hand over); commands go where the thing listens.
     public func publish(_ payload: [UInt8], to thingID: String) -> Bool {
-        guard let topics = store.thing(id: thingID)?.installations.values else { return false }
-        let live = data.withLock { $0.commandTopic[thingID] }
-        guard let topic = live.flatMap({ topics.contains($0) ? $0 : nil }) ?? topics.sorted().first else {
-            return false
-        }
+        guard let topic = commandTopic(of: thingID) else { return false }
         return publishRaw(topic: topic, payload: payload)
+    }
+
+    /// The topic the thing's commands go to (see `publish(_:to:)`).
+    public func commandTopic(of thingID: String) -> String? {
+        guard let topics = store.thing(id: thingID)?.installations.values else { return nil }
+        let live = data.withLock { $0.commandTopic[thingID] }
+        return live.flatMap { topics.contains($0) ? $0 : nil } ?? topics.sorted().first
     }
 
     /// Publishes on any topic (QoS 1).

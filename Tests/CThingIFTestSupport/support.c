@@ -1128,6 +1128,10 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 1000001), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 16), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_LEDGER_SIZE, 1000000), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_DURABILITY, 2), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_DURABILITY, -1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_DURABILITY, THINGIF_DURABILITY_NONE), THINGIF_OK);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_DURABILITY, THINGIF_DURABILITY_SYNC), THINGIF_OK);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_PAYLOAD, -1), THINGIF_ERR_INVALID);
 
     /* Broker and TLS. */

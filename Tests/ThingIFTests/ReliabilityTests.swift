@@ -459,9 +459,25 @@ private func commandJSON(_ id: String, _ actions: String) -> String {
 }
 
 /// The requests in storage_dir/outbox.jsonl not yet answered or dropped.
+/// What the thing still owes the framework, as its files say: the outbox's
+/// uploads, then the results the ledger holds until acknowledged.
 private func pendingOutbox(_ dir: String) -> [(id: String, kind: String, body: String)] {
-    guard let text = try? String(contentsOfFile: dir + "/outbox.jsonl", encoding: .utf8) else { return [] }
     var out: [(id: String, kind: String, body: String)] = []
+    if let ledger = try? String(contentsOfFile: dir + "/ledger.jsonl", encoding: .utf8) {
+        var owed: [(id: String, kind: String, body: String)] = []
+        for line in ledger.split(separator: "\n") {
+            guard let o = parseObject(String(line)), let id = o["c"] as? String else { continue }
+            if o["t"] != nil, o["k"] == nil, let r = o["r"],
+                let data = try? JSONSerialization.data(withJSONObject: r)
+            {
+                owed.append((id, "results", String(decoding: data, as: UTF8.self)))
+            } else if o["k"] != nil {
+                owed.removeAll { $0.id == id }
+            }
+        }
+        out += owed
+    }
+    guard let text = try? String(contentsOfFile: dir + "/outbox.jsonl", encoding: .utf8) else { return out }
     for line in text.split(separator: "\n") {
         guard let o = parseObject(String(line)), let id = o["id"] as? String else { continue }
         switch o["op"] as? String {

@@ -64,10 +64,12 @@ struct ReliabilityUnitTests {
             #expect(o.items.map(\.id) == ["r1", "f1", "s2"])
             #expect(o.ack("f1")?.id == "f1")
             #expect(o.ack("f1") == nil)
+            // Results are the ledger's to keep (CommandLedger.owedResults):
+            // the outbox's journal has only the uploads.
             let reloaded = Outbox(storage: storage, capacity: 10)
-            #expect(reloaded.items.map(\.id) == ["r1", "s2"])
-            #expect(reloaded.items.first?.body == Array(#"{"id":"r1"}"#.utf8))
-            #expect(reloaded.resultCount == 1)
+            #expect(reloaded.items.map(\.id) == ["s2"])
+            #expect(reloaded.items.first?.body == Array(#"{"id":"s2"}"#.utf8))
+            #expect(reloaded.resultCount == 0)
         }
     }
 
@@ -105,7 +107,7 @@ struct ReliabilityUnitTests {
                 #expect(o.add(Self.item("x\(i)", .other)) != nil)
                 #expect(o.ack("x\(i)") != nil)
             }
-            #expect(o.add(Self.item("last", .results)) != nil)
+            #expect(o.add(Self.item("last", .other)) != nil)
             let lines = try String(contentsOfFile: dir + "/" + Outbox.fileName, encoding: .utf8).split(separator: "\n")
                 .count
             #expect(lines < 200, "the journal kept \(lines) lines for one pending item")
@@ -120,7 +122,7 @@ struct ReliabilityUnitTests {
             let skeleton = json(#"[{"names":["turnPower","setFanSpeed"]}]"#)
             #expect(l.start("c1", skeleton: skeleton))
             #expect(l.start("c2", skeleton: skeleton))
-            #expect(l.finish("c2", results: json(#"{"actionResults":[]}"#)))
+            #expect(l.finish("c2", results: json(#"{"actionResults":[]}"#), thingID: nil))
             let r = CommandLedger(storage: storage, capacity: 3)
             guard case .started? = r.state(of: "c1"), case .done? = r.state(of: "c2") else {
                 Issue.record(
@@ -130,10 +132,40 @@ struct ReliabilityUnitTests {
             #expect(r.interrupted.map(\.id) == ["c1"])
             let failed = CommandLedger.failedResults(skeleton: r.interrupted[0].skeleton, message: "cut").all
             #expect(failed.map(\.name) == ["turnPower", "setFanSpeed"] && failed.allSatisfy { !$0.succeeded })
-            #expect(r.finish("c1", results: json(#"{"actionResults":[]}"#)))
+            #expect(r.finish("c1", results: json(#"{"actionResults":[]}"#), thingID: nil))
             #expect(r.interrupted.isEmpty)
             for i in 3...6 { #expect(r.start("c\(i)", skeleton: skeleton)) }
             #expect(r.count == 3 && r.state(of: "c1") == nil && r.state(of: "c6") != nil)
+        }
+    }
+
+    @Test(
+        "Ledger: results are owed until acknowledged, across a reload; unsynced records become durable with one flush; owed results outlive the capacity"
+    )
+    func ledgerOwedResults() throws {
+        try withStorage { storage, dir in
+            let l = CommandLedger(storage: storage, capacity: 2)
+            let skeleton = json(#"[{"names":["turnPower"]}]"#)
+            let results = json(#"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#)
+            // A batch: three starts and their results appended without a sync, then one flush.
+            for i in 1...3 { #expect(l.start("b\(i)", skeleton: skeleton, sync: false)) }
+            for i in 1...3 { #expect(l.finish("b\(i)", results: results, thingID: "th.1", sync: false)) }
+            #expect(l.flush())
+            #expect(l.owedResults().map(\.commandID) == ["b1", "b2", "b3"])
+            // Capacity 2 trims only what is no longer owed.
+            #expect(l.count == 3)
+            l.acknowledge("b2")
+            l.acknowledge("b2")  // a repeat writes nothing
+            let text = try String(contentsOfFile: dir + "/" + CommandLedger.fileName, encoding: .utf8)
+            #expect(text.components(separatedBy: #""k":1"#).count - 1 == 1)
+            let r = CommandLedger(storage: storage, capacity: 2)
+            #expect(r.owedResults().map(\.commandID) == ["b1", "b3"])
+            #expect(r.owedResults().first?.thingID == "th.1")
+            #expect(r.owedResults().first?.results.dump() == results.dump())
+            #expect(r.interrupted.isEmpty)
+            // A done record without "t" (an earlier version's) owes nothing.
+            #expect(r.finish("old", results: results, thingID: nil))
+            #expect(!r.owedResults().contains { $0.commandID == "old" })
         }
     }
 }

@@ -385,6 +385,7 @@ def test_binding_covers_the_whole_header():
     for prefix, enum_type, python_prefix in ((r"THINGIF_ERR_", thingif.Status, "ERR_"),
                                              (r"THINGIF_OPT_", thingif.Option, ""),
                                              (r"THINGIF_LOG_", thingif.LogLevel, ""),
+                                             (r"THINGIF_DURABILITY_", thingif.Durability, ""),
                                              (r"THINGIF_RECUR_", thingif.Recurrence, "")):
         constants = re.findall(r"\b%s([A-Z0-9_]+)\s*=\s*(\d+)" % prefix, header)
         assert constants, prefix

@@ -24,6 +24,7 @@ from ._thing import (
     Action,
     ActionFailed,
     Deferred,
+    Durability,
     LogLevel,
     Option,
     Recurrence,
@@ -47,6 +48,6 @@ def _package_version():
 __version__ = _package_version()
 
 __all__ = [
-    "Action", "ActionFailed", "Deferred", "LogLevel", "Option", "Recurrence", "Status", "Thing", "ThingIFError",
+    "Action", "ActionFailed", "Deferred", "Durability", "LogLevel", "Option", "Recurrence", "Status", "Thing", "ThingIFError",
     "strerror", "version", "library_path",
 ]

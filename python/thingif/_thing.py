@@ -56,6 +56,13 @@ class Option(enum.IntEnum):
     OUTBOX_MAX = 6
     LEDGER_SIZE = 7
     INBOX_MAX = 8
+    DURABILITY = 9
+
+
+class Durability(enum.IntEnum):
+    """enum thingif_durability (the values of Option.DURABILITY)."""
+    SYNC = 0
+    NONE = 1
 
 
 class Recurrence(enum.IntEnum):

@@ -98,46 +98,76 @@ enum LiveThings {
 extension Thing {
     static let interruptedMessage = "interrupted: the thing stopped while this command ran; it was not run again"
 
-    /// A command payload from the thing's topic (loop thread).
+    /// What the loop made of a received command before running anything.
+    enum Admission {
+        /// Not a command it can run (logged; reported when nameable).
+        case refused
+        case running(String)
+        case done(String, results: JSON, alreadyQueued: Bool)
+        case interrupted(String, skeleton: JSON)
+        /// New: recorded as started (durable once the ledger is flushed,
+        /// unless `persisted` is false: the ledger could not be written).
+        case new(Command, persisted: Bool)
+
+        var isNew: Bool {
+            if case .new = self { return true }
+            return false
+        }
+    }
+
+    /// A command payload from the thing's topic (loop thread), run at once.
     func handleCommand(_ payload: [UInt8], identity: Identity, maxPayload: Int) {
+        execute(admit(payload, identity: identity, maxPayload: maxPayload, sync: true), identity: identity)
+    }
+
+    /// Decodes a command and, when it is new, records it as started: synced
+    /// at once with `sync`, else by the caller's `ledger.flush()` before
+    /// `execute` (group commit: one sync for every command of a loop pass).
+    func admit(_ payload: [UInt8], identity: Identity, maxPayload: Int, sync: Bool) -> Admission {
         let command: Command
         switch Command.decode(payload, maxSize: maxPayload) {
         case .failure(let e):
             logger.error(e.message)
             if let id = e.commandID { reportDropped(id, reason: e.message, thingID: identity.thingID) }
-            return
+            return .refused
         case .success(let c):
             command = c
         }
-        enum Known { case running, done(JSON, alreadyQueued: Bool), interrupted(JSON), new(persisted: Bool) }
         let resultsPath = Thing.resultsPath(thingID: identity.thingID, commandID: command.id)
-        let known = shared.withLock { s -> Known in
-            if s.running[command.id] != nil { return .running }
+        return shared.withLock { s -> Admission in
+            if s.running[command.id] != nil { return .running(command.id) }
             switch s.ledger.state(of: command.id) {
-            case .done(let r)?: return .done(r, alreadyQueued: s.outbox.items.contains { $0.path == resultsPath })
-            case .started(let skeleton)?: return .interrupted(skeleton)
+            case .done(let r)?:
+                return .done(
+                    command.id, results: r,
+                    alreadyQueued: s.outbox.items.contains { $0.path == resultsPath }
+                        || s.heldResults.contains { $0.commandID == command.id })
+            case .started(let skeleton)?: return .interrupted(command.id, skeleton: skeleton)
             case nil:
-                let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command))
-                if ok { s.running[command.id] = RunningCommand(command, thingID: identity.thingID) }
-                return .new(persisted: ok)
+                let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command), sync: sync)
+                s.running[command.id] = RunningCommand(command, thingID: identity.thingID)
+                return .new(command, persisted: ok)
             }
         }
-        switch known {
-        case .running:
-            logger.info("command \(command.id) arrived again while it still runs; ignored")
-        case .done(let results, let queued):
-            logger.info(
-                "command \(command.id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
-            if !queued { _ = sendResults(results, commandID: command.id, thingID: identity.thingID) }
-        case .interrupted(let skeleton):
-            logger.warning("command \(command.id) arrived again after it was cut off; reporting it as interrupted")
-            finishInterrupted(command.id, skeleton: skeleton, thingID: identity.thingID)
-        case .new(let persisted):
+    }
+
+    func execute(_ admission: Admission, identity: Identity) {
+        switch admission {
+        case .refused:
+            return
+        case .running(let id):
+            logger.info("command \(id) arrived again while it still runs; ignored")
+        case .done(let id, let results, let queued):
+            logger.info("command \(id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
+            if !queued { _ = sendResults(results, commandID: id, thingID: identity.thingID) }
+        case .interrupted(let id, let skeleton):
+            logger.warning("command \(id) arrived again after it was cut off; reporting it as interrupted")
+            finishInterrupted(id, skeleton: skeleton, thingID: identity.thingID)
+        case .new(let command, let persisted):
             if !persisted {
                 logger.error(
                     "cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard"
                 )
-                shared.withLock { $0.running[command.id] = RunningCommand(command, thingID: identity.thingID) }
             }
             run(command)
         }
@@ -150,7 +180,7 @@ extension Thing {
         let body = ActionResults.dropped(reason: reason)
         let first = shared.withLock { s -> Bool in
             guard s.running[id] == nil, s.ledger.state(of: id) == nil else { return false }
-            _ = s.ledger.finish(id, results: body)
+            _ = s.ledger.finish(id, results: body, thingID: thingID)
             return true
         }
         if first {
@@ -163,11 +193,11 @@ extension Thing {
         "targets/thing:\(thingID)/commands/\(commandID)/action-results"
     }
 
-    private func sendResults(_ results: JSON, commandID: String, thingID: String) -> Int32 {
+    func sendResults(_ results: JSON, commandID: String, thingID: String) -> Int32 {
         sendRequest(
             method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
             contentType: MediaType.json, body: results.dumpBytes(), what: "results of command \(commandID)",
-            kind: .results)
+            kind: .results, commandID: commandID)
     }
 
     /// Reports the commands that a crash cut off, once per handle.
@@ -186,7 +216,7 @@ extension Thing {
 
     private func finishInterrupted(_ id: String, skeleton: JSON, thingID: String) {
         let results = CommandLedger.failedResults(skeleton: skeleton, message: Thing.interruptedMessage).encode()
-        _ = shared.withLock { $0.ledger.finish(id, results: results) }
+        _ = shared.withLock { $0.ledger.finish(id, results: results, thingID: thingID) }
         _ = sendResults(results, commandID: id, thingID: thingID)
     }
 
@@ -253,10 +283,17 @@ extension Thing {
         }
         guard let rc = finished else { return }
         let results = rc.actionResults.encode()
-        if !shared.withLock({ $0.ledger.finish(rc.id, results: results) }) {
+        // Durable before they are published: at once, or, inside a batch of
+        // the loop, with the batch's one sync (processInbox).
+        let outcome = shared.withLock { s -> (recorded: Bool, held: Bool) in
+            let ok = s.ledger.finish(rc.id, results: results, thingID: rc.thingID, sync: !s.batching)
+            if s.batching { s.heldResults.append((rc.id, rc.thingID, results)) }
+            return (ok, s.batching)
+        }
+        if !outcome.recorded {
             logger.error("cannot record the results of command \(rc.id) in \(storage.path(CommandLedger.fileName))")
         }
-        _ = sendResults(results, commandID: rc.id, thingID: rc.thingID)
+        if !outcome.held { _ = sendResults(results, commandID: rc.id, thingID: rc.thingID) }
     }
 
     /// Completes a deferred action (any thread).

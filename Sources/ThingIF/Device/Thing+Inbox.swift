@@ -50,7 +50,7 @@ extension Thing {
             for d in drops.0 { reportDropped(d.id, reason: d.reason, thingID: thingID) }
         }
         while true {
-            let next = shared.withLock { s -> (MqttClient.Message, Identity, Int)? in
+            let taken = shared.withLock { s -> ([MqttClient.Message], Identity, Int)? in
                 guard let id = s.identity else { return nil }
                 // Results are never dropped: while they fill the outbox, new
                 // commands wait here until the framework answers. The replies
@@ -58,23 +58,72 @@ extension Thing {
                 // full inbox runs its commands anyway (results may exceed the
                 // outbox's capacity): otherwise the socket would stay unread
                 // and the replies that empty the outbox would never come.
-                let commandsWait = s.outbox.resultCount >= s.outbox.capacity && s.inbox.count < s.config.inboxMax
-                guard let i = s.inbox.firstIndex(where: { !commandsWait || $0.topic != id.endpoint.mqttTopic })
-                else { return nil }
-                return (s.inbox.remove(at: i), id, s.config.maxPayload)
+                // So with the outbox full of results, only the oldest
+                // commands that bring the inbox below its bound are taken.
+                var commandsTaken =
+                    s.outbox.resultCount >= s.outbox.capacity ? max(0, s.inbox.count - s.config.inboxMax + 1) : Int.max
+                var batch: [MqttClient.Message] = []
+                var waiting: [MqttClient.Message] = []
+                for m in s.inbox {
+                    if m.topic != id.endpoint.mqttTopic {
+                        batch.append(m)
+                    } else if commandsTaken > 0 {
+                        batch.append(m)
+                        commandsTaken -= 1
+                    } else {
+                        waiting.append(m)
+                    }
+                }
+                guard !batch.isEmpty else { return nil }
+                s.inbox = waiting
+                s.batching = true
+                return (batch, id, s.config.maxPayload)
             }
-            guard let (message, identity, maxPayload) = next else { return }
-            let topic = identity.endpoint.mqttTopic
-            if message.topic == Topics.response(clientID: topic) {
-                handleReply(message)
-            } else if message.topic == topic {
-                handleCommand(message.payload, identity: identity, maxPayload: maxPayload)
-            } else if message.topic == Topics.config(clientID: topic) {
-                applyRemoteConfig(message.payload)
+            guard let (batch, identity, maxPayload) = taken else { return }
+            runBatch(batch, identity: identity, maxPayload: maxPayload)
+        }
+    }
+
+    /// Handles the messages of one loop pass, in order, with group commit:
+    /// every new command is recorded as started, then one sync, then they
+    /// run; the results they finish are recorded, then one sync, then they
+    /// are published. So a pass costs two syncs however many commands it
+    /// holds (one at a time: two per command, the floor of at-most-once
+    /// with nothing lost). A crash within a pass reports its commands that
+    /// had not run as interrupted (docs/FAILURE_MODEL.md).
+    func runBatch(_ batch: [MqttClient.Message], identity: Identity, maxPayload: Int) {
+        let topic = identity.endpoint.mqttTopic
+        var admitted: [Admission?] = []
+        admitted.reserveCapacity(batch.count)
+        for m in batch {
+            admitted.append(
+                m.topic == topic ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
+        }
+        if admitted.contains(where: { $0?.isNew == true }), !shared.withLock({ $0.ledger.flush() }) {
+            logger.error(
+                "cannot sync \(storage.path(CommandLedger.fileName)); running commands without the at-most-once guard")
+        }
+        for (m, a) in zip(batch, admitted) {
+            if let a {
+                execute(a, identity: identity)
+            } else if m.topic == Topics.response(clientID: topic) {
+                handleReply(m)
+            } else if m.topic == Topics.config(clientID: topic) {
+                applyRemoteConfig(m.payload)
             } else {
-                logger.debug("ignored a message on \(message.topic)")
+                logger.debug("ignored a message on \(m.topic)")
             }
         }
+        let held = shared.withLock { s -> [(commandID: String, thingID: String, results: JSON)] in
+            s.batching = false
+            defer { s.heldResults.removeAll() }
+            return s.heldResults
+        }
+        guard !held.isEmpty else { return }
+        if !shared.withLock({ $0.ledger.flush() }) {
+            logger.error("cannot sync the results in \(storage.path(CommandLedger.fileName))")
+        }
+        for h in held { _ = sendResults(h.results, commandID: h.commandID, thingID: h.thingID) }
     }
 
     func handleReply(_ m: MqttClient.Message) {
@@ -89,7 +138,7 @@ extension Thing {
         let item = shared.withLock { s -> Outbox.Item? in
             guard let item = s.outbox.item(rid) else { return nil }
             if !retry {
-                s.outbox.ack(rid)
+                if let cid = s.outbox.ack(rid)?.commandID { s.ledger.acknowledge(cid) }
                 s.sentAt[rid] = nil
             }
             return item

@@ -11,14 +11,14 @@ extension Thing {
     /// until the framework answers it.
     func sendRequest(
         method: String, path: String, contentType: String?, body: [UInt8], what: String,
-        kind: Outbox.Kind
+        kind: Outbox.Kind, commandID: String? = nil
     ) -> Int32 {
         var notes: [String] = []
         let outcome = shared.withLock { s -> Result<(Outbox.Item, MqttClient, Identity)?, StatusError> in
             guard let id = s.identity else { return .failure(StatusError(THINGIF_ERR_NOT_ONBOARDED.code)) }
             let item = Outbox.Item(
                 id: newRequestID(&s), method: method, path: path, contentType: contentType,
-                body: body, what: what, kind: kind)
+                body: body, what: what, kind: kind, commandID: commandID)
             switch s.outbox.add(item) {
             case nil:
                 notes.append("cannot write the outbox in \(storage.directory); \(what) not sent")

@@ -63,6 +63,10 @@ final class Thing: @unchecked Sendable {
         var sentAt: [String: Int64] = [:]
         /// Commands whose results wait for deferred actions, by commandID.
         var running: [String: RunningCommand] = [:]
+        /// True while the loop runs a batch of received messages: results
+        /// finished meanwhile wait in `heldResults` for the batch's one sync.
+        var batching = false
+        var heldResults: [(commandID: String, thingID: String, results: JSON)] = []
         var interruptedReported = false
         /// Action sets and timer triggers (persisted).
         let automation: Automation
@@ -107,6 +111,18 @@ final class Thing: @unchecked Sendable {
                 ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity),
                 automation: Automation(storage: s)))
         if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(problem) }
+        // Results the framework had not acknowledged before the restart go
+        // out again from the outbox (the ledger kept them).
+        shared.withLock { s in
+            for owed in s.ledger.owedResults() {
+                _ = s.outbox.add(
+                    Outbox.Item(
+                        id: newRequestID(&s), method: "PUT",
+                        path: Thing.resultsPath(thingID: owed.thingID, commandID: owed.commandID),
+                        contentType: MediaType.json, body: owed.results.dumpBytes(),
+                        what: "results of command \(owed.commandID)", kind: .results, commandID: owed.commandID))
+            }
+        }
     }
 
     deinit {

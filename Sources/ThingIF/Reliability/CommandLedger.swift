@@ -1,9 +1,15 @@
 /// The persisted record of the commands this thing has taken, so that a
-/// command runs at most once: a command is marked "started" (fsync'd) before
-/// its first handler runs and "done" with its results after the last. A
-/// redelivered command that is done is not run again, its stored results are
-/// sent again; one found "started" after a restart was cut off by a crash and
-/// is reported as failed ("interrupted"), never re-run.
+/// command runs at most once: a command is marked "started" (synced) before
+/// its first handler runs and "done" with its results (synced) before they
+/// are published. A redelivered command that is done is not run again, its
+/// stored results are sent again; one found "started" after a restart was
+/// cut off by a crash and is reported as failed ("interrupted"), never re-run.
+///
+/// The ledger also holds the results until the framework acknowledges them
+/// (an unsynced "k" record: a lost acknowledgement only means the results
+/// go out once more, which the framework ignores), so the outbox needs no
+/// copy of them: two syncs per command, and fewer when the loop commits a
+/// batch of commands with one (`sync: false`, then `flush()`).
 ///
 /// It remembers the newest `capacity` commands. Not thread-safe: the engine
 /// uses it from the loop thread only.
@@ -14,6 +20,9 @@ final class CommandLedger {
         /// Finished; the action-results body as sent.
         case done(results: JSON)
     }
+
+    /// Results the framework has not acknowledged yet: (commandID, thingID).
+    private var unacknowledged: [String: String] = [:]
 
     static let fileName = "ledger.jsonl"
 
@@ -36,8 +45,13 @@ final class CommandLedger {
             guard let id = r["c"]?.stringValue else { continue }
             if let results = r["r"] {
                 record(id, .done(results: results))
+                // A "t" names the thing the results are owed to; earlier
+                // versions kept them in the outbox instead.
+                if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[id] = t }
             } else if let skeleton = r["a"] {
                 record(id, .started(skeleton: skeleton))
+            } else if r["k"] != nil {
+                unacknowledged[id] = nil
             }
         }
         self.capacity = max(1, capacity)
@@ -53,41 +67,82 @@ final class CommandLedger {
 
     private func record(_ id: String, _ state: State) {
         if states.updateValue(state, forKey: id) == nil { order.append(id) }
-        while order.count > capacity {
-            states[order.removeFirst()] = nil
+        // Results still owed are kept past the capacity.
+        while order.count > capacity, let i = order.firstIndex(where: { unacknowledged[$0] == nil }) {
+            states[order.remove(at: i)] = nil
         }
     }
 
-    /// Marks a command as started. False when it could not be persisted.
-    func start(_ commandID: String, skeleton: JSON) -> Bool {
-        persist(commandID, .started(skeleton: skeleton))
+    /// False: nothing is ever synced (THINGIF_OPT_DURABILITY none).
+    var durable: Bool {
+        get { journal.durable }
+        set { journal.durable = newValue }
     }
 
-    /// Marks a command as done with the results body it reported.
-    func finish(_ commandID: String, results: JSON) -> Bool {
-        guard persist(commandID, .done(results: results)) else { return false }
+    /// Marks a command as started; durable on return with `sync`, else
+    /// after the next `flush()`. False when it could not be written.
+    func start(_ commandID: String, skeleton: JSON, sync: Bool = true) -> Bool {
+        persist(commandID, .started(skeleton: skeleton), thingID: nil, sync: sync)
+    }
+
+    /// Marks a command as done with the results body it reported; with a
+    /// `thingID`, the ledger holds the results until `acknowledge`.
+    func finish(_ commandID: String, results: JSON, thingID: String?, sync: Bool = true) -> Bool {
+        guard persist(commandID, .done(results: results), thingID: thingID, sync: sync) else { return false }
         interrupted.removeAll { $0.id == commandID }
         return true
     }
 
-    /// One journal line: {"c": id, "a": skeleton} or {"c": id, "r": results}.
-    private static func line(_ id: String, _ state: State) -> JSON {
+    /// Makes every record so far durable (one fdatasync at most).
+    func flush() -> Bool { journal.sync() }
+
+    /// The framework has the results of `commandID`: an unsynced record.
+    func acknowledge(_ commandID: String) {
+        guard unacknowledged.removeValue(forKey: commandID) != nil else { return }
+        let r = JSON.object()
+        r.set("c", string: commandID)
+        r.set("k", .int(1))
+        _ = journal.append(r, sync: false)
+        compactIfNeeded()
+    }
+
+    /// Results owed to the framework, oldest first: what the outbox sends
+    /// again after a restart.
+    func owedResults() -> [(commandID: String, thingID: String, results: JSON)] {
+        order.compactMap { id in
+            guard let t = unacknowledged[id], case .done(let r)? = states[id] else { return nil }
+            return (id, t, r)
+        }
+    }
+
+    /// One journal line: {"c": id, "a": skeleton} or {"c": id, "r": results,
+    /// "t"?: thingID while owed}.
+    private func line(_ id: String, _ state: State) -> JSON {
         let r = JSON.object()
         r.set("c", string: id)
         switch state {
         case .started(let s): r.set("a", s)
-        case .done(let res): r.set("r", res)
+        case .done(let res):
+            r.set("r", res)
+            if let t = unacknowledged[id] { r.set("t", string: t) }
         }
         return r
     }
 
-    private func persist(_ id: String, _ state: State) -> Bool {
-        guard journal.append(CommandLedger.line(id, state)) else { return false }
-        record(id, state)
-        if journal.lineCount > 2 * capacity + 64 {
-            _ = journal.rewrite(order.compactMap { id in states[id].map { CommandLedger.line(id, $0) } })
+    private func persist(_ id: String, _ state: State, thingID: String?, sync: Bool) -> Bool {
+        if let thingID { unacknowledged[id] = thingID }
+        guard journal.append(line(id, state), sync: sync) else {
+            if thingID != nil { unacknowledged[id] = nil }
+            return false
         }
+        record(id, state)
+        compactIfNeeded()
         return true
+    }
+
+    private func compactIfNeeded() {
+        guard journal.lineCount > 3 * capacity + 64 else { return }
+        _ = journal.rewrite(order.compactMap { id in states[id].map { line(id, $0) } })
     }
 
     /// The action names of a command, grouped as its results will be:

@@ -1,15 +1,22 @@
 import CThingIF
 
 /// An append-only file of JSON lines in the storage directory, one record a
-/// line, each append fsync'd before it returns. A torn last line (power lost
-/// mid-write) is skipped when the file is read back. `rewrite` compacts it
-/// atomically.
+/// line. An append is durable once `sync()` has returned (or at once, with
+/// `append(_:sync: true)`); several appends can share one `fdatasync` (group
+/// commit). With `durable` false nothing is synced (THINGIF_OPT_DURABILITY
+/// none). A torn last line (power lost mid-write) is skipped when the file is
+/// read back. `rewrite` compacts it atomically.
 public final class Journal {
     let storage: Storage
     let name: String
     private var fd: Int32 = -1
     /// Records appended since the last rewrite (or load), for compaction.
     private(set) var lineCount = 0
+    /// Appended bytes not yet synced.
+    private var dirty = false
+    /// False: appends are never synced (the device's storage is volatile,
+    /// or must not wear).
+    var durable = true
 
     public init(storage: Storage, name: String) {
         self.storage = storage
@@ -37,11 +44,17 @@ public final class Journal {
         return fd >= 0
     }
 
-    /// Appends one record and fsyncs. False on an I/O error.
-    public func append(_ record: JSON) -> Bool {
-        guard openForAppend() else { return false }
+    /// Appends one record; with `sync`, makes it (and every earlier append)
+    /// durable before returning. False on an I/O error.
+    public func append(_ record: JSON, sync: Bool = true) -> Bool {
         var line = record.dumpBytes()
         line.append(10)
+        return append(line: line, sync: sync)
+    }
+
+    /// Appends one line (ending with a newline) as written.
+    public func append(line: [UInt8], sync: Bool) -> Bool {
+        guard openForAppend() else { return false }
         var off = 0
         while off < line.count {
             let n = line.withUnsafeBytes { thingif_sys_write(fd, $0.baseAddress! + off, line.count - off) }
@@ -51,8 +64,19 @@ public final class Journal {
             }
             off += n
         }
-        guard fdatasync(fd) == 0 else { return false }
         lineCount += 1
+        dirty = true
+        return sync ? self.sync() : true
+    }
+
+    /// Makes every append so far durable: one fdatasync, none when nothing
+    /// was appended since the last one. False on an I/O error.
+    public func sync() -> Bool {
+        guard dirty, fd >= 0 else { return true }
+        if durable {
+            guard fdatasync(fd) == 0 else { return false }
+        }
+        dirty = false
         return true
     }
 
@@ -64,9 +88,11 @@ public final class Journal {
             bytes.append(10)
         }
         if fd >= 0 {
+            // What was appended is in `records` too, written durably below.
             close(fd)
             fd = -1
         }
+        dirty = false
         guard storage.write(name, bytes) else { return false }
         lineCount = records.count
         return true

@@ -1,7 +1,11 @@
 /// Requests to the framework (action results, state, firmware version) kept
-/// in a persisted journal until the framework answers them, so that a lost
-/// connection or a restart loses none: after every (re)connect the thing sends
-/// all of them again, under their original request IDs.
+/// until the framework answers them, so that a lost connection or a restart
+/// loses none: after every (re)connect the thing sends all of them again.
+/// State and firmware-version uploads are persisted in the outbox's journal
+/// (synced when added; an acknowledgement is not synced, since a request
+/// sent twice is harmless). Results are persisted by the command ledger,
+/// which holds them until acknowledged (CommandLedger.owedResults), so the
+/// outbox keeps them in memory only.
 ///
 /// A full state upload (PUT) supersedes every state upload still waiting
 /// (PUT or PATCH): those are dropped, so a resent old state can never
@@ -27,6 +31,11 @@ final class Outbox {
         var body: [UInt8]
         var what: String
         var kind: Kind
+        /// The command of a results request (acknowledged in the ledger).
+        var commandID: String? = nil
+        /// Written to the outbox's journal: everything but results (and
+        /// results loaded from an earlier version's journal).
+        var journaled = true
     }
 
     enum AddOutcome {
@@ -83,11 +92,20 @@ final class Outbox {
         let r = JSON.object()
         r.set("op", string: op)
         r.set("id", string: id)
-        return journal.append(r)
+        return journal.append(r, sync: false)
     }
 
-    /// Persists a new item. Returns nil when the journal could not be written.
+    /// False: nothing is ever synced (THINGIF_OPT_DURABILITY none).
+    var durable: Bool {
+        get { journal.durable }
+        set { journal.durable = newValue }
+    }
+
+    /// Persists a new item (results: in memory; the ledger has them).
+    /// Returns nil when the journal could not be written.
     func add(_ item: Item) -> AddOutcome? {
+        var item = item
+        item.journaled = item.kind != .results
         let supersedes = item.kind == .state && item.method == "PUT"
         var drop = supersedes ? items.filter { $0.kind == .state } : []
         if items.count - drop.count >= capacity && item.kind != .results {
@@ -100,7 +118,12 @@ final class Outbox {
         }
         let ids = Set(drop.map { $0.id })
         items.removeAll { ids.contains($0.id) }
-        guard journal.append(encode(item)) else { return nil }
+        // One sync covers the drop marks before it (same file).
+        if item.journaled {
+            guard journal.append(encode(item)) else { return nil }
+        } else if !drop.isEmpty {
+            guard journal.sync() else { return nil }
+        }
         items.append(item)
         compactIfNeeded()
         return .added(dropped: drop, superseded: supersedes)
@@ -111,15 +134,18 @@ final class Outbox {
     func ack(_ id: String) -> Item? {
         guard let i = items.firstIndex(where: { $0.id == id }) else { return nil }
         let item = items.remove(at: i)
-        _ = mark("ack", id)
-        compactIfNeeded()
+        if item.journaled {
+            _ = mark("ack", id)
+            compactIfNeeded()
+        }
         return item
     }
 
     func item(_ id: String) -> Item? { items.first { $0.id == id } }
 
     private func compactIfNeeded() {
-        guard journal.lineCount > 2 * items.count + 64 else { return }
-        _ = journal.rewrite(items.map(encode))
+        let kept = items.filter { $0.journaled }
+        guard journal.lineCount > 2 * kept.count + 64 else { return }
+        _ = journal.rewrite(kept.map(encode))
     }
 }
