@@ -33,59 +33,15 @@ n_state=$((n / 10))
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-bench.XXXXXX")
 pids=()
 
-# wait_for PID SECONDS: 0 once PID has ended, 1 if it still runs after SECONDS.
-wait_for() {
-    local pid=$1 end=$((SECONDS + $2))
-    while kill -0 "$pid" 2>/dev/null; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-    wait "$pid" 2>/dev/null || true
-    return 0
-}
-
-stop() {
-    local pid=$1
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    wait_for "$pid" 10 || { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
-}
-
-cleanup() {
-    local i
-    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done
-    rm -rf "$tmp"
-}
+. bench/lib.sh
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# wait_line FILE PATTERN PID SECONDS: waits until FILE holds PATTERN.
-wait_line() {
-    local end=$((SECONDS + $4))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        if ! kill -0 "$3" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
-            echo "bench: no \"$2\" in $1:" >&2
-            tail -n 20 "$1" >&2 || true
-            return 1
-        fi
-        sleep 0.05
-    done
-}
-
 # --- build ---------------------------------------------------------------
-if [ "$build" = 1 ]; then
-    echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
-    cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >"$tmp/build.log" 2>&1 \
-        && cmake --build build-bench --target thingif aircon >>"$tmp/build.log" 2>&1 \
-        && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
-        || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
-fi
+build_bench "$build"
 lib=$(ls build-bench/libthingif.so.*.*.* | head -1)   # libthingif.so.MAJOR.MINOR.PATCH
-hub_bin="$(swift build -c release --scratch-path .build-bench --show-bin-path)/thingif-hub"
-for f in "$lib" build-bench/aircon "$hub_bin"; do
-    [ -x "$f" ] || [ -f "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
-done
+[ -f "$lib" ] || { echo "bench: build-bench has no libthingif.so (run without --no-build)" >&2; exit 1; }
 cc -O2 -std=c11 -Iinclude bench/loadgen.c -o "$tmp/loadgen" \
     -L build-bench -lthingif -ljansson -lmosquitto -lpthread -ldl -rdynamic \
     -Wl,-rpath,"$root/build-bench"
@@ -108,31 +64,9 @@ while read -r name path; do
 done < <(ldd "$lib" | awk '$1 ~ /^libswift/ && $3 ~ /^\// { print $1, $3 }')
 
 # --- broker and hub --------------------------------------------------------
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# The secured broker of docs/SECURITY.md; the hub (and loadgen's publisher,
-# which stands in for it) use its admin identity.
-admin_password=$(openssl rand -hex 16)
-bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
-    --admin-password "$admin_password" >/dev/null
-echo "max_queued_messages 0" >>"$tmp/broker/mosquitto.conf"
-cp "$tmp/broker/mosquitto.conf" "$tmp/mosquitto.conf"
-export THINGIF_BENCH_USERNAME=thingif-hub THINGIF_BENCH_PASSWORD=$admin_password
-mosquitto -c "$tmp/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
-pids+=($!)
-mosq_pid=$!
-end=$((SECONDS + 10))
-until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; do
-    if ! kill -0 "$mosq_pid" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
-        echo "bench: mosquitto did not start:" >&2; cat "$tmp/mosquitto.log" >&2; exit 1
-    fi
-    sleep 0.05
-done
+start_broker
 
-THINGIF_HUB_BROKER_PASSWORD=$admin_password "$hub_bin" --port "$port" --broker-username thingif-hub \
-    --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
-pids+=($!)
-hub_pid=$!
-wait_line "$tmp/hub.log" "serving app" "$hub_pid" 30
+start_hub "$hub_bin"
 
 # --- 1. footprint (aircon resident memory) --------------------------------
 build-bench/aircon --host 127.0.0.1 --port "$port" --vendor-thing-id AC-BENCH \

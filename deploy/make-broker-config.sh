@@ -114,6 +114,8 @@ chmod 0600 "$dir/dynamic-security.json"
   echo "plugin $plugin"
   echo "plugin_opt_config_file $dir/dynamic-security.json"
   echo "max_packet_size 1048576"
+  echo "# Commands and replies are small: send each at once (no Nagle delay)."
+  echo "set_tcp_nodelay true"
   if [ "$(id -u)" -eq 0 ]; then
     # Run by root (CI, a container): mosquitto would switch to the user
     # "mosquitto", which cannot read this private folder. A production

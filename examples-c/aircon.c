@@ -83,6 +83,7 @@ struct options {
     long reconnect_max_ms;
     long request_timeout_ms;
     long keepalive_s;
+    int no_state; /* --no-state: never upload the state */
 };
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -94,6 +95,8 @@ static void on_signal(int sig)
 }
 
 /* One line on stdout per event, flushed so that a pipe sees it at once. */
+static int quiet; /* --quiet: no line per action or upload (the bench's appliance) */
+
 static void say(const char *fmt, ...)
 {
     va_list ap;
@@ -130,7 +133,8 @@ static void record_effect(const struct aircon *ac, thingif_action_t *action)
 static void refuse(thingif_action_t *action, const char *message)
 {
     thingif_action_fail(action, message);
-    say("%s refused: %s", thingif_action_name(action), message);
+    if (!quiet)
+        say("%s refused: %s", thingif_action_name(action), message);
 }
 
 /*
@@ -181,7 +185,8 @@ static void on_turn_power(thingif_action_t *action, void *userdata)
     ac->power = power ? 1 : 0;
     ac->dirty = 1;
     record_effect(ac, action);
-    say("turnPower power=%s", ac->power ? "on" : "off");
+    if (!quiet)
+        say("turnPower power=%s", ac->power ? "on" : "off");
 }
 
 static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
@@ -197,7 +202,8 @@ static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
     record_effect(ac, action);
     /* The result carries data too; thingif_action_attach_data steals the reference. */
     thingif_action_attach_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
-    say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
+    if (!quiet)
+        say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
 }
 
 static void on_set_fan_speed(thingif_action_t *action, void *userdata)
@@ -210,7 +216,8 @@ static void on_set_fan_speed(thingif_action_t *action, void *userdata)
     ac->fan_speed = speed;
     ac->dirty = 1;
     record_effect(ac, action);
-    say("setFanSpeed fanSpeed=%d", speed);
+    if (!quiet)
+        say("setFanSpeed fanSpeed=%d", speed);
 }
 
 /* ---- state ---- */
@@ -247,8 +254,10 @@ static void upload_state(thingif_t *t, struct aircon *ac)
         return;
     }
     ac->dirty = 0;
-    say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
-        ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed, ac->current_temperature, ac->current_humidity);
+    if (!quiet)
+        say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
+            ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed, ac->current_temperature,
+            ac->current_humidity);
 }
 
 /* ---- logging ---- */
@@ -289,6 +298,9 @@ static void usage(FILE *out)
                  "  --effects-log FILE      append \"commandID action\" to FILE for every action\n"
                  "                          run (for tests that count what ran)\n"
                  "  --verbose               log library debug lines to stderr\n"
+                 "  --quiet                 no line per action or upload, library warnings only\n"
+                 "  --no-state              never upload the state (the bench compares the command\n"
+                 "                          path alone with a hand-written appliance)\n"
                  "  --help                  show this text\n");
 }
 
@@ -317,6 +329,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0)
             return 1;
+        if (strcmp(flag, "--quiet") == 0) {
+            quiet = 1;
+            continue;
+        }
+        if (strcmp(flag, "--no-state") == 0) {
+            o->no_state = 1;
+            continue;
+        }
         if (strcmp(flag, "--verbose") == 0) {
             o->verbose = 1;
             continue;
@@ -438,6 +458,7 @@ int main(int argc, char **argv)
                         0,
                         0,
                         0,
+                        0,
                         0};
     struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
     struct sigaction sa;
@@ -469,7 +490,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "aircon: cannot create the thing (is %s writable?)\n", o.storage);
         return 1;
     }
-    thingif_set_log_callback(t, on_log, o.verbose ? THINGIF_LOG_DEBUG : THINGIF_LOG_INFO, NULL);
+    thingif_set_log_callback(t, on_log,
+                             o.verbose ? THINGIF_LOG_DEBUG
+                             : quiet   ? THINGIF_LOG_WARNING
+                                       : THINGIF_LOG_INFO,
+                             NULL);
     thingif_set_broker(t, o.host, o.port);
     if (o.cafile != NULL) {
         /* Every connection then uses TLS; a TLS setup that fails is an error,
@@ -531,7 +556,7 @@ int main(int argc, char **argv)
             say("disconnected; reconnecting");
         }
         was_connected = connected;
-        if (ac.dirty && connected)
+        if (ac.dirty && connected && !o.no_state)
             upload_state(t, &ac);
         if (deadline > 0 && now_seconds() >= deadline)
             break;

@@ -181,7 +181,12 @@ struct ReliabilityTests {
             // Results are never dropped: when they fill the outbox, uploads are
             // refused and the next command waits.
             for i in 0..<8 { #expect(fake.publish(commandJSON("cmd-full-\(i)", Aircon.powerOn), topic: topic)) }
-            #expect(poll { t.records.count == 8 && pendingOutbox(dir).count == 8 })
+            // In the outbox once sent (the ledger has them on disk a moment before).
+            #expect(
+                poll {
+                    t.records.count == 8 && pendingOutbox(dir).count == 8
+                        && Set(fake.requests.filter { $0.path.contains("/commands/cmd-full-") }.map(\.path)).count == 8
+                })
             #expect(ct_update_state(t.ct, #"{"n":99}"#) == ReliabilityTests.full)
             #expect(t.logContains("state refused"))
             #expect(fake.publish(commandJSON("cmd-full-8", Aircon.powerOn), topic: topic))

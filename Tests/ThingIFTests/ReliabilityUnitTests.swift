@@ -122,7 +122,7 @@ struct ReliabilityUnitTests {
             let skeleton = json(#"[{"names":["turnPower","setFanSpeed"]}]"#)
             #expect(l.start("c1", skeleton: skeleton))
             #expect(l.start("c2", skeleton: skeleton))
-            #expect(l.finish("c2", results: json(#"{"actionResults":[]}"#), thingID: nil))
+            #expect(l.finish("c2", body: Array(#"{"actionResults":[]}"#.utf8), thingID: nil))
             let r = CommandLedger(storage: storage, capacity: 3)
             guard case .started? = r.state(of: "c1"), case .done? = r.state(of: "c2") else {
                 Issue.record(
@@ -132,7 +132,7 @@ struct ReliabilityUnitTests {
             #expect(r.interrupted.map(\.id) == ["c1"])
             let failed = CommandLedger.failedResults(skeleton: r.interrupted[0].skeleton, message: "cut").all
             #expect(failed.map(\.name) == ["turnPower", "setFanSpeed"] && failed.allSatisfy { !$0.succeeded })
-            #expect(r.finish("c1", results: json(#"{"actionResults":[]}"#), thingID: nil))
+            #expect(r.finish("c1", body: Array(#"{"actionResults":[]}"#.utf8), thingID: nil))
             #expect(r.interrupted.isEmpty)
             for i in 3...6 { #expect(r.start("c\(i)", skeleton: skeleton)) }
             #expect(r.count == 3 && r.state(of: "c1") == nil && r.state(of: "c6") != nil)
@@ -146,10 +146,10 @@ struct ReliabilityUnitTests {
         try withStorage { storage, dir in
             let l = CommandLedger(storage: storage, capacity: 2)
             let skeleton = json(#"[{"names":["turnPower"]}]"#)
-            let results = json(#"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#)
+            let results = Array(#"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#.utf8)
             // A batch: three starts and their results appended without a sync, then one flush.
             for i in 1...3 { #expect(l.start("b\(i)", skeleton: skeleton, sync: false)) }
-            for i in 1...3 { #expect(l.finish("b\(i)", results: results, thingID: "th.1", sync: false)) }
+            for i in 1...3 { #expect(l.finish("b\(i)", body: results, thingID: "th.1", sync: false)) }
             #expect(l.flush())
             #expect(l.owedResults().map(\.commandID) == ["b1", "b2", "b3"])
             // Capacity 2 trims only what is no longer owed.
@@ -161,11 +161,38 @@ struct ReliabilityUnitTests {
             let r = CommandLedger(storage: storage, capacity: 2)
             #expect(r.owedResults().map(\.commandID) == ["b1", "b3"])
             #expect(r.owedResults().first?.thingID == "th.1")
-            #expect(r.owedResults().first?.results.dump() == results.dump())
+            #expect(r.owedResults().first?.body == results)
             #expect(r.interrupted.isEmpty)
             // A done record without "t" (an earlier version's) owes nothing.
-            #expect(r.finish("old", results: results, thingID: nil))
+            #expect(r.finish("old", body: results, thingID: nil))
             #expect(!r.owedResults().contains { $0.commandID == "old" })
+        }
+    }
+
+    @Test(
+        "Ledger records built as bytes: IDs with quotes, backslashes, control and non-ASCII characters come back as written"
+    )
+    func ledgerHostileIDs() throws {
+        try withStorage { storage, _ in
+            let ids = ["c\"q", "back\\slash", "line\nfeed\u{1}\u{1f}", "é✓", ""]
+            for id in ids {
+                let text = Array(#"{"k":"#.utf8) + JSON.quoted(id) + [0x7D]
+                guard case .success(let parsed) = JSON.parse(text) else {
+                    Issue.record("not JSON: \(String(decoding: text, as: UTF8.self))")
+                    continue
+                }
+                #expect(parsed["k"]?.stringValue == id)
+            }
+            let l = CommandLedger(storage: storage, capacity: 16)
+            let body = Array(#"{"actionResults":[]}"#.utf8)
+            for id in ids {
+                #expect(l.start(id, skeleton: json(#"[{"names":["a"]}]"#)))
+                #expect(l.finish(id, body: body, thingID: "th.\"x"))
+            }
+            let r = CommandLedger(storage: storage, capacity: 16)
+            #expect(r.owedResults().map(\.commandID) == ids)
+            #expect(r.owedResults().allSatisfy { $0.thingID == "th.\"x" && $0.body == body })
+            #expect(r.interrupted.isEmpty)
         }
     }
 }

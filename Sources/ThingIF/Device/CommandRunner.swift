@@ -103,7 +103,7 @@ extension Thing {
         /// Not a command it can run (logged; reported when nameable).
         case refused
         case running(String)
-        case done(String, results: JSON, alreadyQueued: Bool)
+        case done(String, body: [UInt8], alreadyQueued: Bool)
         case interrupted(String, skeleton: JSON)
         /// New: recorded as started (durable once the ledger is flushed,
         /// unless `persisted` is false: the ledger could not be written).
@@ -139,7 +139,7 @@ extension Thing {
             switch s.ledger.state(of: command.id) {
             case .done(let r)?:
                 return .done(
-                    command.id, results: r,
+                    command.id, body: r,
                     alreadyQueued: s.outbox.items.contains { $0.path == resultsPath }
                         || s.heldResults.contains { $0.commandID == command.id })
             case .started(let skeleton)?: return .interrupted(command.id, skeleton: skeleton)
@@ -177,10 +177,10 @@ extension Thing {
     /// could: recorded as done and reported once (ActionResults.dropped), so
     /// that it gets an outcome; a repeat of it changes nothing.
     func reportDropped(_ id: String, reason: String, thingID: String) {
-        let body = ActionResults.dropped(reason: reason)
+        let body = ActionResults.dropped(reason: reason).dumpBytes()
         let first = shared.withLock { s -> Bool in
             guard s.running[id] == nil, s.ledger.state(of: id) == nil else { return false }
-            _ = s.ledger.finish(id, results: body, thingID: thingID)
+            _ = s.ledger.finish(id, body: body, thingID: thingID)
             return true
         }
         if first {
@@ -193,10 +193,10 @@ extension Thing {
         "targets/thing:\(thingID)/commands/\(commandID)/action-results"
     }
 
-    func sendResults(_ results: JSON, commandID: String, thingID: String) -> Int32 {
+    func sendResults(_ body: [UInt8], commandID: String, thingID: String) -> Int32 {
         sendRequest(
             method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
-            contentType: MediaType.json, body: results.dumpBytes(), what: "results of command \(commandID)",
+            contentType: MediaType.json, body: body, what: "results of command \(commandID)",
             kind: .results, commandID: commandID)
     }
 
@@ -216,7 +216,8 @@ extension Thing {
 
     private func finishInterrupted(_ id: String, skeleton: JSON, thingID: String) {
         let results = CommandLedger.failedResults(skeleton: skeleton, message: Thing.interruptedMessage).encode()
-        _ = shared.withLock { $0.ledger.finish(id, results: results, thingID: thingID) }
+            .dumpBytes()
+        _ = shared.withLock { $0.ledger.finish(id, body: results, thingID: thingID) }
         _ = sendResults(results, commandID: id, thingID: thingID)
     }
 
@@ -282,11 +283,11 @@ extension Thing {
             return rc
         }
         guard let rc = finished else { return }
-        let results = rc.actionResults.encode()
+        let results = rc.actionResults.encode().dumpBytes()
         // Durable before they are published: at once, or, inside a batch of
         // the loop, with the batch's one sync (processInbox).
         let outcome = shared.withLock { s -> (recorded: Bool, held: Bool) in
-            let ok = s.ledger.finish(rc.id, results: results, thingID: rc.thingID, sync: !s.batching)
+            let ok = s.ledger.finish(rc.id, body: results, thingID: rc.thingID, sync: !s.batching)
             if s.batching { s.heldResults.append((rc.id, rc.thingID, results)) }
             return (ok, s.batching)
         }

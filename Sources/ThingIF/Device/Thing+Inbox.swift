@@ -114,7 +114,7 @@ extension Thing {
                 logger.debug("ignored a message on \(m.topic)")
             }
         }
-        let held = shared.withLock { s -> [(commandID: String, thingID: String, results: JSON)] in
+        let held = shared.withLock { s -> [(commandID: String, thingID: String, body: [UInt8])] in
             s.batching = false
             defer { s.heldResults.removeAll() }
             return s.heldResults
@@ -123,7 +123,7 @@ extension Thing {
         if !shared.withLock({ $0.ledger.flush() }) {
             logger.error("cannot sync the results in \(storage.path(CommandLedger.fileName))")
         }
-        for h in held { _ = sendResults(h.results, commandID: h.commandID, thingID: h.thingID) }
+        for h in held { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
     }
 
     func handleReply(_ m: MqttClient.Message) {

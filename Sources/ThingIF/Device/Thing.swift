@@ -66,7 +66,7 @@ final class Thing: @unchecked Sendable {
         /// True while the loop runs a batch of received messages: results
         /// finished meanwhile wait in `heldResults` for the batch's one sync.
         var batching = false
-        var heldResults: [(commandID: String, thingID: String, results: JSON)] = []
+        var heldResults: [(commandID: String, thingID: String, body: [UInt8])] = []
         var interruptedReported = false
         /// Action sets and timer triggers (persisted).
         let automation: Automation
@@ -119,7 +119,7 @@ final class Thing: @unchecked Sendable {
                     Outbox.Item(
                         id: newRequestID(&s), method: "PUT",
                         path: Thing.resultsPath(thingID: owed.thingID, commandID: owed.commandID),
-                        contentType: MediaType.json, body: owed.results.dumpBytes(),
+                        contentType: MediaType.json, body: owed.body,
                         what: "results of command \(owed.commandID)", kind: .results, commandID: owed.commandID))
             }
         }

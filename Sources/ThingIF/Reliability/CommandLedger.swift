@@ -18,7 +18,7 @@ final class CommandLedger {
         /// Running, or cut off; `skeleton` lists the actions (see `skeleton(of:)`).
         case started(skeleton: JSON)
         /// Finished; the action-results body as sent.
-        case done(results: JSON)
+        case done(body: [UInt8])
     }
 
     /// Results the framework has not acknowledged yet: (commandID, thingID).
@@ -44,7 +44,7 @@ final class CommandLedger {
         for r in journal.load() {
             guard let id = r["c"]?.stringValue else { continue }
             if let results = r["r"] {
-                record(id, .done(results: results))
+                record(id, .done(body: results.dumpBytes()))
                 // A "t" names the thing the results are owed to; earlier
                 // versions kept them in the outbox instead.
                 if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[id] = t }
@@ -85,10 +85,11 @@ final class CommandLedger {
         persist(commandID, .started(skeleton: skeleton), thingID: nil, sync: sync)
     }
 
-    /// Marks a command as done with the results body it reported; with a
-    /// `thingID`, the ledger holds the results until `acknowledge`.
-    func finish(_ commandID: String, results: JSON, thingID: String?, sync: Bool = true) -> Bool {
-        guard persist(commandID, .done(results: results), thingID: thingID, sync: sync) else { return false }
+    /// Marks a command as done with the results body it reported (JSON
+    /// text, written into the record as is); with a `thingID`, the ledger
+    /// holds the results until `acknowledge`.
+    func finish(_ commandID: String, body: [UInt8], thingID: String?, sync: Bool = true) -> Bool {
+        guard persist(commandID, .done(body: body), thingID: thingID, sync: sync) else { return false }
         interrupted.removeAll { $0.id == commandID }
         return true
     }
@@ -108,30 +109,38 @@ final class CommandLedger {
 
     /// Results owed to the framework, oldest first: what the outbox sends
     /// again after a restart.
-    func owedResults() -> [(commandID: String, thingID: String, results: JSON)] {
+    func owedResults() -> [(commandID: String, thingID: String, body: [UInt8])] {
         order.compactMap { id in
-            guard let t = unacknowledged[id], case .done(let r)? = states[id] else { return nil }
-            return (id, t, r)
+            guard let t = unacknowledged[id], case .done(let b)? = states[id] else { return nil }
+            return (id, t, b)
         }
     }
 
     /// One journal line: {"c": id, "a": skeleton} or {"c": id, "r": results,
-    /// "t"?: thingID while owed}.
-    private func line(_ id: String, _ state: State) -> JSON {
-        let r = JSON.object()
-        r.set("c", string: id)
+    /// "t"?: thingID while owed}, built from bytes (the results body is
+    /// written as the request carries it, not encoded again).
+    private func line(_ id: String, _ state: State) -> [UInt8] {
+        var out = Array("{\"c\":".utf8)
+        out += JSON.quoted(id)
         switch state {
-        case .started(let s): r.set("a", s)
-        case .done(let res):
-            r.set("r", res)
-            if let t = unacknowledged[id] { r.set("t", string: t) }
+        case .started(let s):
+            out += Array(",\"a\":".utf8)
+            out += s.dumpBytes()
+        case .done(let body):
+            out += Array(",\"r\":".utf8)
+            out += body
+            if let t = unacknowledged[id] {
+                out += Array(",\"t\":".utf8)
+                out += JSON.quoted(t)
+            }
         }
-        return r
+        out += [0x7D, 0x0A]
+        return out
     }
 
     private func persist(_ id: String, _ state: State, thingID: String?, sync: Bool) -> Bool {
         if let thingID { unacknowledged[id] = thingID }
-        guard journal.append(line(id, state), sync: sync) else {
+        guard journal.append(line: line(id, state), sync: sync) else {
             if thingID != nil { unacknowledged[id] = nil }
             return false
         }
@@ -142,7 +151,7 @@ final class CommandLedger {
 
     private func compactIfNeeded() {
         guard journal.lineCount > 3 * capacity + 64 else { return }
-        _ = journal.rewrite(order.compactMap { id in states[id].map { line(id, $0) } })
+        _ = journal.rewrite(lines: order.compactMap { id in states[id].map { line(id, $0) } })
     }
 
     /// The action names of a command, grouped as its results will be:

@@ -82,11 +82,13 @@ public final class Journal {
 
     /// Replaces the whole file with `records`, atomically.
     public func rewrite(_ records: [JSON]) -> Bool {
+        rewrite(lines: records.map { $0.dumpBytes() + [10] })
+    }
+
+    /// Replaces the whole file with `lines` (each ending with a newline).
+    public func rewrite(lines: [[UInt8]]) -> Bool {
         var bytes: [UInt8] = []
-        for r in records {
-            bytes += r.dumpBytes()
-            bytes.append(10)
-        }
+        for l in lines { bytes += l }
         if fd >= 0 {
             // What was appended is in `records` too, written durably below.
             close(fd)
@@ -94,7 +96,7 @@ public final class Journal {
         }
         dirty = false
         guard storage.write(name, bytes) else { return false }
-        lineCount = records.count
+        lineCount = lines.count
         return true
     }
 }

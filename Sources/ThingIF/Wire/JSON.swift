@@ -164,7 +164,33 @@ public final class JSON {
         return String(cString: c)
     }
 
-    public func dumpBytes() -> [UInt8] { Array(dump().utf8) }
+    /// `dump()` as bytes, copied once from jansson's buffer.
+    public func dumpBytes() -> [UInt8] {
+        let flags = Int(JSON_COMPACT) | Int(JSON_ENSURE_ASCII) | Int(JSON_ENCODE_ANY)
+        guard let c = json_dumps(raw, flags) else { return Array("null".utf8) }
+        defer { free(c) }
+        return UnsafeRawBufferPointer(start: c, count: strlen(c)).map { $0 }
+    }
+
+    /// `s` as a JSON string literal (quotes, escapes; non-ASCII as is, since
+    /// a Swift String is valid UTF-8), without building a jansson value.
+    public static func quoted(_ s: String) -> [UInt8] {
+        var out: [UInt8] = [0x22]
+        out.reserveCapacity(s.utf8.count + 2)
+        let hex = Array("0123456789abcdef".utf8)
+        for b in s.utf8 {
+            switch b {
+            case 0x22, 0x5C: out += [0x5C, b]
+            case 0x0A: out += [0x5C, 0x6E]
+            case 0x0D: out += [0x5C, 0x72]
+            case 0x09: out += [0x5C, 0x74]
+            case 0..<0x20: out += [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
+            default: out.append(b)
+            }
+        }
+        out.append(0x22)
+        return out
+    }
 
     /// A deep copy, for values that must outlive the message they came in.
     public func deepCopy() -> JSON? { json_deep_copy(raw).map { JSON(owning: $0) } }

@@ -1,0 +1,96 @@
+# bench/lib.sh - what bench/run.sh and bench/compare.sh share: process
+# control, the secured broker and the hub. Sourced; expects $tmp (a scratch
+# folder) and the array pids (processes to stop on exit, in start order).
+
+# wait_for PID SECONDS: 0 once PID has ended, 1 if it still runs after SECONDS.
+wait_for() {
+    local pid=$1 end=$((SECONDS + $2))
+    while kill -0 "$pid" 2>/dev/null; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+    wait "$pid" 2>/dev/null || true
+    return 0
+}
+
+stop() {
+    local pid=$1
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_for "$pid" 10 || { kill -KILL "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+}
+
+cleanup() {
+    local i
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done
+    rm -rf "$tmp"
+}
+
+# wait_line FILE PATTERN PID SECONDS: waits until FILE holds PATTERN.
+wait_line() {
+    local end=$((SECONDS + $4))
+    until grep -q "$2" "$1" 2>/dev/null; do
+        if ! kill -0 "$3" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
+            echo "bench: no \"$2\" in $1:" >&2
+            tail -n 20 "$1" >&2 || true
+            return 1
+        fi
+        sleep 0.05
+    done
+}
+
+# start_broker: the secured broker of docs/SECURITY.md on a free port; sets
+# port, mosq_pid and admin_password, and exports the hub's identity for
+# the bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD).
+start_broker() {
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    admin_password=$(openssl rand -hex 16)
+    bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
+        --admin-password "$admin_password" >/dev/null
+    echo "max_queued_messages 0" >>"$tmp/broker/mosquitto.conf"
+    export THINGIF_BENCH_USERNAME=thingif-hub THINGIF_BENCH_PASSWORD=$admin_password
+    mosquitto -c "$tmp/broker/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
+    pids+=($!)
+    mosq_pid=$!
+    local end=$((SECONDS + 10))
+    until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null; do
+        if ! kill -0 "$mosq_pid" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
+            echo "bench: mosquitto did not start:" >&2; cat "$tmp/mosquitto.log" >&2; exit 1
+        fi
+        sleep 0.05
+    done
+}
+
+# start_hub BIN: thingif-hub (--memory) on the broker; sets hub_pid.
+start_hub() {
+    THINGIF_HUB_BROKER_PASSWORD=$admin_password "$1" --port "$port" --broker-username thingif-hub \
+        --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
+    pids+=($!)
+    hub_pid=$!
+    wait_line "$tmp/hub.log" "serving app" "$hub_pid" 30
+}
+
+# cpu_ns PID: CPU time the process has used, in nanoseconds (schedstat).
+cpu_ns() { awk '{ print $1 }' "/proc/$1/schedstat"; }
+
+# user_ticks PID: its user CPU in clock ticks (/proc/PID/stat field 14).
+user_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 }'; }
+
+# busy_ticks: CPU ticks of the whole machine not idle (/proc/stat).
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+
+# build_bench: the Release library and aircon (build-bench) and the hub
+# (release, .build-bench); sets hub_bin.
+build_bench() {
+    if [ "$1" = 1 ]; then
+        echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
+        cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >"$tmp/build.log" 2>&1 \
+            && cmake --build build-bench --target thingif aircon >>"$tmp/build.log" 2>&1 \
+            && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
+            || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
+    fi
+    hub_bin="$(swift build -c release --scratch-path .build-bench --show-bin-path)/thingif-hub"
+    for f in build-bench/aircon "$hub_bin"; do
+        [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
+    done
+}
