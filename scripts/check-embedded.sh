@@ -7,7 +7,10 @@
 #   3. only thingif_* is exported (nm -D), with SONAME libthingif.so.N
 #      (N: THINGIF_ABI_VERSION of the header);
 #   4. aircon links against it (NEEDED libthingif.so.N, no libswift*), takes
-#      only thingif_* from it, and runs (aircon --help).
+#      only thingif_* from it, and runs (aircon --help);
+#   5. libthingif.a links into a plain C program with cc and only libc,
+#      libm, libpthread, libmosquitto and libjansson (no Swift toolchain on
+#      PATH), and the program creates and destroys a thing.
 # The demo round trip with this library is the aircon_demo test of the same
 # build folder.
 #
@@ -81,6 +84,38 @@ if ! LD_LIBRARY_PATH="$build_dir" "$aircon" --help > "$tmp/help" 2>&1; then
     echo "embedded: FAIL: aircon --help failed:" >&2
     cat "$tmp/help" >&2
     fail=1
+fi
+
+# 5. The static archive with plain cc, the Swift toolchain out of PATH.
+cat > "$tmp/plain.c" <<'EOF_C'
+#include <stdio.h>
+#include <thingif.h>
+int main(int argc, char **argv)
+{
+    thingif_t *t = thingif_new("app", "key", argc > 1 ? argv[1] : ".");
+    if (!t)
+        return 1;
+    printf("plain: %s\n", thingif_version());
+    return thingif_destroy(t) == THINGIF_OK ? 0 : 1;
+}
+EOF_C
+mkdir -p "$tmp/storage"
+plain_path=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v -i swift | paste -sd: -)
+cc_bin=$(command -v cc)
+if ! PATH="$plain_path" "$cc_bin" -std=c11 -I"$(dirname "$0")/../include" "$tmp/plain.c" "$build_dir/libthingif.a" \
+        $(pkg-config --libs libmosquitto jansson) -lm -lpthread -o "$tmp/plain" 2>"$tmp/plain.log"; then
+    echo "embedded: FAIL: libthingif.a does not link with plain cc:" >&2
+    head -20 "$tmp/plain.log" >&2
+    fail=1
+elif readelf -d "$tmp/plain" | grep -q 'libswift'; then
+    echo "embedded: FAIL: the plain C program needs a Swift runtime library" >&2
+    fail=1
+elif ! out=$(env -i PATH="$plain_path" "$tmp/plain" "$tmp/storage" 2>&1) || [ "${out#plain: }" = "$out" ]; then
+    echo "embedded: FAIL: the plain C program did not run: $out" >&2
+    fail=1
+else
+    echo "embedded: libthingif.a + cc: $out ($(stat -c %s "$tmp/plain") bytes, needs: $(readelf -d "$tmp/plain" \
+        | sed -n 's/.*Shared library: \[\(.*\)\].*/\1/p' | tr '\n' ' '))"
 fi
 
 [ "$fail" -eq 0 ] && echo "embedded: ok"

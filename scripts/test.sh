@@ -4,10 +4,11 @@
 # (the demo: the C appliance against a real broker, the SwiftPM-built
 # thingif-hub and the thingif CLI; the same under valgrind; exported symbols,
 # header hygiene, the header against the exports, install + pkg-config +
-# find_package), then a second CMake build with
-# the Swift runtime linked in (THINGIF_STATIC_STDLIB=ON) and its static and
-# packaging tests, and a third with Embedded Swift (THINGIF_EMBEDDED=ON: no
-# Swift runtime at all) and the whole ctest suite on it; the Swift harness
+# find_package; no Swift runtime, and libthingif.a with plain cc: the default
+# build is Embedded Swift), then the same suite on a second CMake build on the
+# Swift runtime (THINGIF_EMBEDDED=OFF), and a third with the Swift runtime
+# linked in (THINGIF_STATIC_STDLIB=ON) and its static and packaging tests;
+# the Swift harness
 # again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
 # errors). First, the formatting of every C and Swift file. Installs what is
@@ -31,23 +32,23 @@ bin=$(swift build --show-bin-path)
 echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests are left out for time)"
 swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.'
 
-echo "== cmake + ctest"
+echo "== cmake + ctest: the default build, Embedded Swift (no Swift runtime), every C test"
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build
 ctest --test-dir build --output-on-failure
 
-echo "== cmake -DTHINGIF_STATIC_STDLIB=ON + static and packaging tests"
-cmake -G Ninja -S . -B build-static -DTHINGIF_STATIC_STDLIB=ON -DCMAKE_BUILD_TYPE=Release \
+echo "== cmake -DTHINGIF_EMBEDDED=OFF: the library on the Swift runtime, every C test"
+cmake -G Ninja -S . -B build-swiftrt -DTHINGIF_EMBEDDED=OFF -DCMAKE_BUILD_TYPE=Release \
+    -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
+cmake --build build-swiftrt
+ctest --test-dir build-swiftrt --output-on-failure
+
+echo "== cmake -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDLIB=ON + static and packaging tests"
+cmake -G Ninja -S . -B build-static -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDLIB=ON -DCMAKE_BUILD_TYPE=Release \
     -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build-static
 ctest --test-dir build-static --output-on-failure \
     -R '^(static_stdlib_no_toolchain|install_pkgconfig|install_find_package|abi_header_vs_exports|exports)$'
-
-echo "== cmake -DTHINGIF_EMBEDDED=ON + every C test on a library with no Swift runtime"
-cmake -G Ninja -S . -B build-embedded -DTHINGIF_EMBEDDED=ON -DCMAKE_BUILD_TYPE=Release \
-    -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
-cmake --build build-embedded
-ctest --test-dir build-embedded --output-on-failure
 
 echo "== API reference (doxygen, warnings are errors)"
 bash scripts/api-docs.sh
