@@ -54,7 +54,7 @@ extension Thing {
             }
         }
         reportInterrupted()
-        processInbox()
+        processInbox(canRead: true)
         runStateProvider()
         sendDue()
         return shared.withLock { $0.connected && $0.subscribed } ? OK : THINGIF_ERR_NO_CONN.code

@@ -41,7 +41,13 @@ extension Thing {
         if outcome.full { processInbox() }
     }
 
-    func processInbox() {
+    /// Handles what the inbox holds, batch by batch (see `runBatch`).
+    /// `canRead` (the loop's own call, not one from inside libmosquitto's
+    /// callback): after a batch whose results wait for their sync, the
+    /// socket is read once more without waiting, so that the commands
+    /// already there share that sync with the results (one sync per batch
+    /// under load).
+    func processInbox(canRead: Bool = false) {
         let drops = shared.withLock { s -> ([(id: String, reason: String)], String?) in
             defer { s.droppedCommands.removeAll() }
             return (s.droppedCommands, s.identity?.thingID)
@@ -49,6 +55,7 @@ extension Thing {
         if let thingID = drops.1 {
             for d in drops.0 { reportDropped(d.id, reason: d.reason, thingID: thingID) }
         }
+        var owed: [Held] = []
         while true {
             let taken = shared.withLock { s -> ([MqttClient.Message], Identity, Int)? in
                 guard let id = s.identity else { return nil }
@@ -79,19 +86,45 @@ extension Thing {
                 s.batching = true
                 return (batch, id, s.config.maxPayload)
             }
-            guard let (batch, identity, maxPayload) = taken else { return }
-            runBatch(batch, identity: identity, maxPayload: maxPayload)
+            guard let (batch, identity, maxPayload) = taken else { break }
+            runBatch(batch, identity: identity, maxPayload: maxPayload, publishing: owed)
+            owed = shared.withLock { s in
+                defer { s.heldResults.removeAll() }
+                return s.heldResults
+            }
+            if !owed.isEmpty, canRead, let client = shared.withLock({ $0.client }) {
+                _ = client.loop(timeoutMs: 0)
+            }
         }
+        owed += shared.withLock { s in
+            s.batching = false
+            defer { s.heldResults.removeAll() }
+            return s.heldResults
+        }
+        publishDurably(owed)
+    }
+
+    typealias Held = (commandID: String, thingID: String, body: [UInt8])
+
+    /// One sync for every results record so far, then the results go out.
+    func publishDurably(_ held: [Held]) {
+        guard !held.isEmpty else { return }
+        if !shared.withLock({ $0.ledger.flush() }) {
+            logger.error("cannot sync the results in \(storage.path(CommandLedger.fileName))")
+        }
+        for h in held { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
     }
 
     /// Handles the messages of one loop pass, in order, with group commit:
-    /// every new command is recorded as started, then one sync, then they
-    /// run; the results they finish are recorded, then one sync, then they
-    /// are published. So a pass costs two syncs however many commands it
-    /// holds (one at a time: two per command, the floor of at-most-once
-    /// with nothing lost). A crash within a pass reports its commands that
-    /// had not run as interrupted (docs/FAILURE_MODEL.md).
-    func runBatch(_ batch: [MqttClient.Message], identity: Identity, maxPayload: Int) {
+    /// every new command is recorded as started, then one sync (which also
+    /// makes durable the results of the batch before, `previous`, published
+    /// right after it), then they run. The results they finish are recorded
+    /// and wait in `heldResults` for the next sync. So a pass costs one or
+    /// two syncs however many commands it holds (one at a time: two per
+    /// command, the floor of at-most-once with nothing lost). A crash
+    /// within a pass reports its commands that had not run as interrupted
+    /// (docs/FAILURE_MODEL.md).
+    func runBatch(_ batch: [MqttClient.Message], identity: Identity, maxPayload: Int, publishing previous: [Held]) {
         let topic = identity.endpoint.mqttTopic
         var admitted: [Admission?] = []
         admitted.reserveCapacity(batch.count)
@@ -99,10 +132,12 @@ extension Thing {
             admitted.append(
                 m.topic == topic ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
         }
-        if admitted.contains(where: { $0?.isNew == true }), !shared.withLock({ $0.ledger.flush() }) {
+        let newCommands = admitted.contains { $0?.isNew == true }
+        if newCommands || !previous.isEmpty, !shared.withLock({ $0.ledger.flush() }) {
             logger.error(
                 "cannot sync \(storage.path(CommandLedger.fileName)); running commands without the at-most-once guard")
         }
+        for h in previous { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
         for (m, a) in zip(batch, admitted) {
             if let a {
                 execute(a, identity: identity)
@@ -114,16 +149,6 @@ extension Thing {
                 logger.debug("ignored a message on \(m.topic)")
             }
         }
-        let held = shared.withLock { s -> [(commandID: String, thingID: String, body: [UInt8])] in
-            s.batching = false
-            defer { s.heldResults.removeAll() }
-            return s.heldResults
-        }
-        guard !held.isEmpty else { return }
-        if !shared.withLock({ $0.ledger.flush() }) {
-            logger.error("cannot sync the results in \(storage.path(CommandLedger.fileName))")
-        }
-        for h in held { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
     }
 
     func handleReply(_ m: MqttClient.Message) {
