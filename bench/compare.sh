@@ -21,26 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-n=2000
-build=1
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -n) n=${2:?-n needs a number}; shift 2 ;;
-        --no-build) build=0; shift ;;
-        -h|--help) sed -n "2,18p" "$0"; exit 0 ;;
-        *) echo "bench: unknown argument $1" >&2; exit 2 ;;
-    esac
-done
-case "$n" in ''|*[!0-9]*) echo "bench: -n wants a positive number" >&2; exit 2 ;; esac
-[ "$n" -ge 100 ] || { echo "bench: -n wants at least 100" >&2; exit 2; }
-n_serial=$((n / 10))
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-compare.XXXXXX")
-pids=()
 . bench/lib.sh
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_init 100 "$@"
+n_serial=$((n / 10))
 
 # --- build ---------------------------------------------------------------
 build_bench "$build"
@@ -66,15 +49,17 @@ topic=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mqttEnd
 # measure NAME PID WINDOW COUNT: runs the driver against the appliance PID
 # and keeps the figures in $tmp/NAME.fig (key=value per line).
 measure() {
-    local name=$1 pid=$2 w=$3 count=$4 d c0 u0 b0 m0 dc0 s0 c1 u1 b1 m1 dc1 s1 line
+    local name=$1 pid=$2 w=$3 count=$4 d c0 u0 b0 m0 s0 w0 c1 u1 b1 m1 s1 w1 line
     sleep 0.5
     c0=$(cpu_ns "$pid"); u0=$(user_ticks "$pid"); b0=$(busy_ticks); m0=$(cpu_ns "$mosq_pid")
     s0=$(syncs)
+    w0=$(date +%s%N)
     "$tmp/driver" --port "$port" --topic "$topic" -n "$count" -w "$w" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     d=$!
     pids+=("$d")
     wait_for "$d" 600 || { echo "bench: the driver did not finish ($name)" >&2; stop "$d"; }
     c1=$(cpu_ns "$pid"); u1=$(user_ticks "$pid"); b1=$(busy_ticks); m1=$(cpu_ns "$mosq_pid")
+    w1=$(date +%s%N)
     s1=$(syncs)
     line=$(cat "$tmp/$name.out")
     [ -n "$line" ] || { echo "bench: the driver printed nothing ($name):" >&2; cat "$tmp/$name.err" >&2; exit 1; }
@@ -83,11 +68,13 @@ measure() {
         echo "cpu_us=$(awk -v a="$c0" -v b="$c1" -v n="$count" 'BEGIN { printf "%.1f", (b - a) / 1000 / n }')"
         echo "user_us=$(awk -v a="$u0" -v b="$u1" -v n="$count" -v hz="$(getconf CLK_TCK)" \
             'BEGIN { printf "%.1f", (b - a) * 1e6 / hz / n }')"
-        # Other processes: busy machine ticks beyond the appliance and the broker.
-        echo "other_pct=$(awk -v b0="$b0" -v b1="$b1" -v c="$((c1 - c0))" -v m="$((m1 - m0))" \
-            -v hz="$(getconf CLK_TCK)" -v s="$(sed -n 's/^total_s=//p' <<<"$(tr ' ' '\n' <<<"$line")")" \
-            -v cores="$(nproc)" 'BEGIN { busy = (b1 - b0) / hz; own = (c + m) / 1e9;
-                if (s <= 0) s = 1; printf "%.0f", 100 * (busy - own) / (s * cores) }')"
+        # Other processes: busy machine ticks beyond the appliance, the broker
+        # (the driver's own CPU is part of the bench: driver_cpu_ns).
+        echo "other_pct=$(awk -v b0="$b0" -v b1="$b1" -v c="$((c1 - c0))" \
+            -v m="$((m1 - m0 + $(sed -n 's/.*driver_cpu_ns=\([0-9]*\).*/\1/p' <<<"$line")))" \
+            -v hz="$(getconf CLK_TCK)" -v s="$(((w1 - w0) / 1000000))" -v cores="$(nproc)" \
+            'BEGIN { busy = (b1 - b0) / hz; own = (c + m) / 1e9; s = s / 1000; if (s <= 0) s = 1;
+                o = 100 * (busy - own) / (s * cores); printf "%.0f", o < 0 ? 0 : o }')"
         echo "syncs=$((s1 - s0 > 0 ? s1 - s0 : 0))"
     } >"$tmp/$name.fig"
     if [ -n "${counter_file:-}" ]; then

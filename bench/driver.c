@@ -25,12 +25,7 @@
 #include <mosquitto.h>
 #include <mqtt_protocol.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "latency.h"
 
 static int n_commands = 1000, window = 1;
 static double *sent_at, *done_at;
@@ -53,13 +48,12 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
                        const mosquitto_property *props)
 {
     double t = now_s();
-    const char *client = msg->topic + 2, *slash, *c, *end;
-    char resp[512], cid[128];
+    const char *client = msg->topic + 2, *slash;
+    char resp[512];
     void *corr = NULL;
     uint16_t corr_len = 0;
     mosquitto_property *out = NULL;
     static const char answer[] = "204\r\n\r\n";
-    size_t taglen = strlen(tag);
     long idx;
 
     (void)ud;
@@ -73,19 +67,8 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
     mosquitto_property_free_all(&out);
     free(corr);
 
-    c = strstr(msg->topic, "/commands/");
-    if (!c || !strstr(msg->topic, "/action-results"))
-        return;
-    c += strlen("/commands/");
-    end = strchr(c, '/');
-    if (!end || (size_t)(end - c) >= sizeof cid)
-        return;
-    memcpy(cid, c, (size_t)(end - c));
-    cid[end - c] = '\0';
-    if (strncmp(cid, tag, taglen) != 0 || cid[taglen] != '-')
-        return;
-    idx = strtol(cid + taglen + 1, NULL, 10);
-    if (idx < 0 || idx >= n_commands)
+    idx = command_index(msg->topic, tag, n_commands);
+    if (idx < 0)
         return;
     pthread_mutex_lock(&mu);
     if (done_at[idx] == 0) {
@@ -94,20 +77,6 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
         pthread_cond_broadcast(&cv);
     }
     pthread_mutex_unlock(&mu);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *sorted, int n, double p)
-{
-    int i = (int)(p / 100.0 * n + 0.5) - 1;
-    if (n == 0)
-        return 0;
-    return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
 static void wait_until(double deadline, int (*ready)(void))
@@ -145,6 +114,7 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1", *topic = NULL;
     int port = 0, timeout_s = 300, i, ok = 0;
     double t0, t_last = 0, *lat, deadline;
+    struct timespec cpu;
     char payload[512];
     struct mosquitto *m;
     const char *subs[] = {"p/+/thing-if/apps/#", "p/+/api/apps/#"};
@@ -221,18 +191,14 @@ int main(int argc, char **argv)
     wait_until(deadline, all_done);
 
     pthread_mutex_lock(&mu);
-    for (i = 0; i < n_commands; i++) {
-        if (done_at[i] == 0)
-            continue;
-        lat[ok++] = (done_at[i] - sent_at[i]) * 1e6;
-        if (done_at[i] > t_last)
-            t_last = done_at[i];
-    }
+    ok = round_trips(sent_at, done_at, n_commands, 1e6, lat, &t_last);
     pthread_mutex_unlock(&mu);
-    qsort(lat, (size_t)ok, sizeof *lat, cmp_double);
-    printf("n=%d done=%d w=%d total_s=%.3f cmd_per_s=%.0f p50_us=%.0f p95_us=%.0f p99_us=%.0f max_us=%.0f\n",
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+    printf("n=%d done=%d w=%d total_s=%.3f cmd_per_s=%.0f p50_us=%.0f p95_us=%.0f p99_us=%.0f max_us=%.0f "
+           "driver_cpu_ns=%lld\n",
            n_commands, ok, window, ok ? t_last - t0 : 0.0, ok ? ok / (t_last - t0) : 0.0, pct(lat, ok, 50),
-           pct(lat, ok, 95), pct(lat, ok, 99), ok ? lat[ok - 1] : 0.0);
+           pct(lat, ok, 95), pct(lat, ok, 99), ok ? lat[ok - 1] : 0.0,
+           (long long)cpu.tv_sec * 1000000000LL + cpu.tv_nsec);
     fflush(stdout);
     mosquitto_disconnect(m);
     mosquitto_loop_stop(m, false);

@@ -1,6 +1,32 @@
-# bench/lib.sh - what bench/run.sh and bench/compare.sh share: process
-# control, the secured broker and the hub. Sourced; expects $tmp (a scratch
-# folder) and the array pids (processes to stop on exit, in start order).
+# bench/lib.sh - what bench/run.sh and bench/compare.sh share: their
+# arguments, process control, the secured broker and the hub. Sourced from
+# the repository's root; bench_init sets $tmp (a scratch folder) and the
+# array pids (processes to stop on exit, in start order).
+
+# bench_init MIN_N "$@": -n N (default 2000, at least MIN_N), --no-build,
+# -h (prints the calling script's header); sets n and build, makes $tmp and
+# stops every process of pids on exit.
+bench_init() {
+    local min=$1
+    shift
+    n=2000
+    build=1
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            -n) n=${2:?-n needs a number}; shift 2 ;;
+            --no-build) build=0; shift ;;
+            -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
+            *) echo "bench: unknown argument $1" >&2; exit 2 ;;
+        esac
+    done
+    case "$n" in ''|*[!0-9]*) echo "bench: -n wants a positive number" >&2; exit 2 ;; esac
+    [ "$n" -ge "$min" ] || { echo "bench: -n wants at least $min" >&2; exit 2; }
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-bench.XXXXXX")
+    pids=()
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
 
 # wait_for PID SECONDS: 0 once PID has ended, 1 if it still runs after SECONDS.
 wait_for() {

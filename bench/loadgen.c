@@ -37,12 +37,7 @@
 #include <mosquitto.h>
 #include <thingif.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "latency.h"
 
 /* --- fsync accounting (interposes the library's calls) ------------------ */
 
@@ -128,26 +123,12 @@ static void on_subscribe(struct mosquitto *m, void *ud, int mid, int qc, const i
 static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_message *msg)
 {
     double t = now_s();
-    const char *c, *end;
-    char cid[128];
-    size_t len, taglen = strlen(run_tag);
     long idx;
 
     (void)m;
     (void)ud;
-    c = strstr(msg->topic, "/commands/");
-    if (!c)
-        return;
-    c += strlen("/commands/");
-    end = strchr(c, '/');
-    if (!end || (len = (size_t)(end - c)) >= sizeof cid)
-        return;
-    memcpy(cid, c, len);
-    cid[len] = '\0';
-    if (strncmp(cid, run_tag, taglen) != 0 || cid[taglen] != '-')
-        return;
-    idx = strtol(cid + taglen + 1, NULL, 10);
-    if (idx < 0 || idx >= n_commands)
+    idx = command_index(msg->topic, run_tag, n_commands);
+    if (idx < 0)
         return;
     pthread_mutex_lock(&mu);
     if (done_at[idx] == 0) {
@@ -155,25 +136,6 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
         atomic_fetch_add(&n_done, 1);
     }
     pthread_mutex_unlock(&mu);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(const double *sorted, int n, double p)
-{
-    int i;
-    if (n == 0)
-        return 0;
-    i = (int)(p / 100.0 * n + 0.5) - 1;
-    if (i < 0)
-        i = 0;
-    if (i >= n)
-        i = n - 1;
-    return sorted[i];
 }
 
 static int die(const char *what, int rc)
@@ -331,17 +293,9 @@ int main(int argc, char **argv)
     calls = atomic_load(&fsync_calls) - calls0;
     ns = atomic_load(&fsync_ns) - ns0;
 
-    ok = 0;
     pthread_mutex_lock(&mu);
-    for (i = 0; i < n_commands; i++) {
-        if (done_at[i] == 0)
-            continue;
-        lat[ok++] = (done_at[i] - sent_at[i]) * 1000.0;
-        if (done_at[i] > t_last)
-            t_last = done_at[i];
-    }
+    ok = round_trips(sent_at, done_at, n_commands, 1000.0, lat, &t_last);
     pthread_mutex_unlock(&mu);
-    qsort(lat, (size_t)ok, sizeof *lat, cmp_double);
 
     printf("n=%d done=%d state=%d serial=%d publish_s=%.3f total_s=%.3f cmd_per_s=%.0f "
            "p50_ms=%.1f p95_ms=%.1f p99_ms=%.1f max_ms=%.1f "

@@ -16,27 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-n=2000
-build=1
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -n) n=${2:?-n needs a number}; shift 2 ;;
-        --no-build) build=0; shift ;;
-        -h|--help) sed -n "2,14p" "$0"; exit 0 ;;
-        *) echo "bench: unknown argument $1" >&2; exit 2 ;;
-    esac
-done
-case "$n" in ''|*[!0-9]*) echo "bench: -n wants a positive number" >&2; exit 2 ;; esac
-[ "$n" -ge 10 ] || { echo "bench: -n wants at least 10" >&2; exit 2; }
-n_state=$((n / 10))
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-bench.XXXXXX")
-pids=()
-
 . bench/lib.sh
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_init 10 "$@"
+n_state=$((n / 10))
 
 # --- build ---------------------------------------------------------------
 build_bench "$build"
