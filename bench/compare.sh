@@ -77,25 +77,30 @@ measure() {
                 o = 100 * (busy - own) / (s * cores); printf "%.0f", o < 0 ? 0 : o }')"
         echo "syncs=$((s1 - s0 > 0 ? s1 - s0 : 0))"
     } >"$tmp/$name.fig"
-    if [ -n "${counter_file:-}" ]; then
-        echo "bytes=$(($(written) - bytes0))" >>"$tmp/$name.fig"
-    fi
+    echo "bytes=$(($(written) - bytes0))" >>"$tmp/$name.fig"
+    echo "allocs=$(($(allocations) - allocs0))" >>"$tmp/$name.fig"
 }
 
-# The counters synccount.so keeps for aircon (0 for the C appliance).
+# The counters synccount.so keeps for the appliance under test.
 counter_file=""
-syncs() { [ -n "$counter_file" ] && od -An -t d8 -N 8 "$counter_file" | tr -d ' ' || echo 0; }
+syncs() { od -An -t d8 -N 8 "$counter_file" | tr -d ' '; }
 written() { od -An -t d8 -j 8 -N 8 "$counter_file" | tr -d ' '; }
+allocations() { od -An -t d8 -j 24 -N 8 "$counter_file" | tr -d ' '; }
 
 fig() { sed -n "s/^$2=//p" "$tmp/$1.fig"; }
 
 # --- the C appliance -----------------------------------------------------------
-"$tmp/c_appliance" --port "$port" --identity "$storage/identity.json" >"$tmp/c.log" 2>&1 &
+counter_file="$tmp/synccount-c"
+: >"$counter_file"
+LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" "$tmp/c_appliance" --port "$port" \
+    --identity "$storage/identity.json" >"$tmp/c.log" 2>&1 &
 pids+=($!)
 c_pid=$!
 wait_line "$tmp/c.log" "c_appliance: connected" "$c_pid" 30
 echo "bench: C appliance, $n_serial one at a time, $n at window 64 …" >&2
+bytes0=$(written); allocs0=$(allocations)
 measure c1 "$c_pid" 1 "$n_serial"
+bytes0=$(written); allocs0=$(allocations)
 measure c64 "$c_pid" 64 "$n"
 stop "$c_pid"
 
@@ -108,9 +113,10 @@ pids+=($!)
 a_pid=$!
 wait_line "$tmp/aircon.log" "aircon: connected" "$a_pid" 30
 echo "bench: aircon, $n_serial one at a time, $n at window 64 …" >&2
-bytes0=$(written)
+bytes0=$(written); allocs0=$(allocations)
 measure a1 "$a_pid" 1 "$n_serial"
-bytes0=$(written)
+rss_first=$(awk '/^VmRSS:/ { print $2 }' "/proc/$a_pid/status")
+bytes0=$(written); allocs0=$(allocations)
 if [ -n "${THINGIF_BENCH_PERF:-}" ]; then
     # A profile of aircon during the 64-in-flight run (perf report -i FILE).
     perf record -g -o "$THINGIF_BENCH_PERF" -p "$a_pid" >/dev/null 2>&1 &
@@ -140,12 +146,13 @@ row "64 in flight: commands per second" "$(fig c64 cmd_per_s)" "$(fig a64 cmd_pe
 row "64 in flight: p50 round trip (us)" "$(fig c64 p50_us)" "$(fig a64 p50_us)"
 row "64 in flight: CPU per command (us)" "$(fig c64 cpu_us)" "$(fig a64 cpu_us)"
 row "64 in flight: user CPU per command (us)" "$(fig c64 user_us)" "$(fig a64 user_us)"
+row "heap allocations per command" "$(per "$(fig c64 allocs)" "$n")" "$(per "$(fig a64 allocs)" "$n")"
 echo
 printf '  %-38s %s\n' "aircon fdatasync per command" \
     "one at a time $(per "$(fig a1 syncs)" "$n_serial"), 64 in flight $(per "$(fig a64 syncs)" "$n")"
 printf '  %-38s %s\n' "aircon bytes written per command" \
     "one at a time $(per "$(fig a1 bytes)" "$n_serial"), 64 in flight $(per "$(fig a64 bytes)" "$n")"
-printf '  %-38s %s\n' "aircon VmRSS after the runs" "$rss kB (ledger.jsonl $ledger_kb kB)"
+printf '  %-38s %s\n' "aircon VmRSS" "after $n_serial commands $rss_first kB, after all $rss kB (ledger.jsonl $ledger_kb kB)"
 printf '  %-38s %s\n' "commands done (C / aircon)" \
     "$(fig c1 done)+$(fig c64 done) / $(fig a1 done)+$(fig a64 done)"
 echo

@@ -1,11 +1,12 @@
 /*
  * synccount.c - an LD_PRELOAD library for bench/compare.sh: counts a
- * process's fsync and fdatasync calls and the bytes it writes to regular
- * files, in a small file the runner reads while the process runs.
+ * process's fsync and fdatasync calls, the bytes it writes to regular
+ * files and its heap allocations, in a small file the runner reads while
+ * the process runs.
  *
- * THINGIF_SYNCCOUNT_FILE names the file: three native longs (syncs, bytes
- * written to regular files, write calls to them), updated with atomics
- * through a shared mapping.
+ * THINGIF_SYNCCOUNT_FILE names the file: four native longs (syncs, bytes
+ * written to regular files, write calls to them, malloc/calloc/realloc
+ * calls), updated with atomics through a shared mapping.
  */
 #define _GNU_SOURCE
 
@@ -17,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static _Atomic long *counters;              /* [0] syncs, [1] bytes, [2] writes */
+static _Atomic long *counters; /* [0] syncs, [1] bytes, [2] writes, [3] allocations */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
 static _Atomic unsigned char fd_kind[4096]; /* 0 unknown, 1 regular file, 2 other */
 
 __attribute__((constructor)) static void synccount_init(void)
@@ -31,8 +35,8 @@ __attribute__((constructor)) static void synccount_init(void)
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
-    if (ftruncate(fd, 3 * sizeof(long)) == 0) {
-        p = mmap(NULL, 3 * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ftruncate(fd, 4 * sizeof(long)) == 0) {
+        p = mmap(NULL, 4 * sizeof(long), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED)
             counters = p;
     }
@@ -96,4 +100,25 @@ int close(int fd)
     if (fd >= 0 && fd < 4096)
         atomic_store(&fd_kind[fd], 0);
     return real(fd);
+}
+
+void *malloc(size_t n)
+{
+    if (counters)
+        atomic_fetch_add(&counters[3], 1);
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t k, size_t n)
+{
+    if (counters)
+        atomic_fetch_add(&counters[3], 1);
+    return __libc_calloc(k, n);
+}
+
+void *realloc(void *p, size_t n)
+{
+    if (counters)
+        atomic_fetch_add(&counters[3], 1);
+    return __libc_realloc(p, n);
 }
