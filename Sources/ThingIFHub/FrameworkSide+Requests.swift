@@ -113,16 +113,16 @@ extension FrameworkSide {
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1])
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return commandReport(req, from: clientID, target: parts[1], commandID: parts[3])
+            return forTarget(req, parts[1], clientID: clientID) { commandReport(req, thingID: $0, commandID: parts[3]) }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return actionResults(req, from: clientID, target: parts[1], commandID: parts[3])
+            return forTarget(req, parts[1], clientID: clientID) { actionResults(req, thingID: $0, commandID: parts[3]) }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return state(req, from: clientID, target: parts[1])
+            return forTarget(req, parts[1], clientID: clientID) { state(req, thingID: $0) }
         case (.thingIF, "PUT", 3) where parts[0] == "things" && parts[2] == "firmware-version":
             return firmwareVersion(req, from: clientID, thingID: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
-            return automationReport(req, from: clientID, target: parts[1])
+            return forTarget(req, parts[1], clientID: clientID) { automationReport(req, thingID: $0) }
         default:
             return error(404, "NOT_FOUND", "no \(req.method) \(path)")
         }

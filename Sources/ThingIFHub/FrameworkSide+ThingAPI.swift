@@ -176,6 +176,18 @@ extension FrameworkSide {
         case refused(KiiResponse)
     }
 
+    /// `body` for the thing of a "thing:{thingID}" target when the request
+    /// may act for it (its token, one of its client IDs), else the answer
+    /// that refuses it.
+    func forTarget(
+        _ req: KiiRequest, _ target: String, clientID: String?, _ body: (String) -> KiiResponse
+    ) -> KiiResponse {
+        switch authorizedTarget(req, target, clientID: clientID) {
+        case .refused(let answer): return answer
+        case .thing(let id): return body(id)
+        }
+    }
+
     /// The thing of a "thing:{thingID}" target when the request may act for
     /// it (its token, one of its client IDs), else the answer that refuses it.
     func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String?) -> Target {
@@ -186,12 +198,7 @@ extension FrameworkSide {
         return .thing(tid)
     }
 
-    func actionResults(_ req: KiiRequest, from clientID: String?, target: String, commandID: String) -> KiiResponse {
-        let tid: String
-        switch authorizedTarget(req, target, clientID: clientID) {
-        case .refused(let answer): return answer
-        case .thing(let id): tid = id
-        }
+    func actionResults(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
         }
@@ -243,12 +250,7 @@ extension FrameworkSide {
 
     /// A command the thing ran by itself (an action set, or a timer trigger
     /// on the device): stored once by commandID, so that apps see it.
-    func commandReport(_ req: KiiRequest, from clientID: String?, target: String, commandID: String) -> KiiResponse {
-        let tid: String
-        switch authorizedTarget(req, target, clientID: clientID) {
-        case .refused(let answer): return answer
-        case .thing(let id): tid = id
-        }
+    func commandReport(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
         }
@@ -274,12 +276,7 @@ extension FrameworkSide {
         return ok(204)
     }
 
-    func state(_ req: KiiRequest, from clientID: String?, target: String) -> KiiResponse {
-        let tid: String
-        switch authorizedTarget(req, target, clientID: clientID) {
-        case .refused(let answer): return answer
-        case .thing(let id): tid = id
-        }
+    func state(_ req: KiiRequest, thingID tid: String) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
@@ -305,12 +302,7 @@ extension FrameworkSide {
 
     /// The thing's word on the automation configuration it was sent:
     /// {"version"?,"applied","message"?} (docs/PROTOCOL.md 11.2).
-    func automationReport(_ req: KiiRequest, from clientID: String?, target: String) -> KiiResponse {
-        let tid: String
-        switch authorizedTarget(req, target, clientID: clientID) {
-        case .refused(let answer): return answer
-        case .thing(let id): tid = id
-        }
+    func automationReport(_ req: KiiRequest, thingID tid: String) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject, let applied = j["applied"]?.boolValue else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"version\",\"applied\",\"message\"}")
         }
