@@ -126,6 +126,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let rateLimiter: RateLimiter
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
+    /// The Prometheus metrics (GET /metrics).
+    public let metrics = HubMetrics()
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -255,15 +257,21 @@ public final class FrameworkSide: @unchecked Sendable {
         // Stored before it is published, so a result can never arrive for a
         // command the framework does not know.
         guard
-            var record = store.insertCommand(
-                CommandRecord(
-                    commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
-                    issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
+            var record = metrics.timed(
+                "insertCommand",
+                {
+                    store.insertCommand(
+                        CommandRecord(
+                            commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
+                            issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
+                })
         else { return nil }
+        metrics.commandIssued()
         if publish(Array(payload.utf8), to: thingID) && isOnline(thingID)
             && store.markDelivered(commandID: command.id, at: Platform.epochMs())
         {
             record.state = .delivered
+            metrics.commandDelivered()
         }
         return record
     }
@@ -309,6 +317,7 @@ public final class FrameworkSide: @unchecked Sendable {
             sent += 1
             _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
         }
+        metrics.commandDelivered(sent)
         return sent
     }
 }

@@ -51,6 +51,8 @@ public struct HubConfig: Equatable, Sendable {
     public var brokerCertFile: String?
     public var brokerKeyFile: String?
     public var advertisedTLSPort: Int?
+    /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
+    public var metricsToken: String?
 
     public init() {}
 
@@ -105,19 +107,23 @@ public struct HubConfig: Equatable, Sendable {
           --advertised-tls-port P     broker TLS port given to things (mqttEndpoint.portSSL)
           --insecure-anonymous-broker run without a broker identity, on an open broker (development
                                       only: things then get no broker credentials)
+        Operations:
+          --metrics-token T           require Authorization: Bearer T on GET /metrics (default: open;
+                                      prefer THINGIF_HUB_METRICS_TOKEN or the config file)
         Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
           _APP_KEY, _DB, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT, _QUIET, _CONFIG,
           _PASSWORD_ITERATIONS, _INSECURE_FAST_PASSWORD_HASH, _TOKEN_LIFETIME, _THING_TOKEN_LIFETIME,
           _MAX_BODY, _MAX_STATE_BODY, _MAX_HISTORY_PAGE, _RATE_LIMIT, _RATE_BURST, _STATE_RETENTION,
           _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
           _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
-          _INSECURE_ANONYMOUS_BROKER.
+          _INSECURE_ANONYMOUS_BROKER, _METRICS_TOKEN.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
           advertisedHost, advertisedPort, quiet, passwordIterations,
           insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
           maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
           (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
-          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker.
+          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker,
+          metricsToken.
         Precedence: flags > environment > file > defaults.
         """
 
@@ -257,7 +263,10 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "advertisedPort", flags: ["--advertised-port"], env: "ADVERTISED_PORT", kind: .int) {
             $0.advertisedPort = try port($1, "advertisedPort")
         },
-        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") }
+        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") },
+        Option(key: "metricsToken", flags: ["--metrics-token"], env: "METRICS_TOKEN", kind: .string) {
+            $0.metricsToken = try nonEmpty($1, "metricsToken")
+        }
     ]
 
     /// Parses the configuration. `readFile` reads the --config file.

@@ -80,7 +80,8 @@ do {
         limits: config.limits,
         rateLimiter: config.rateLimit > 0
             ? RateLimiter(ratePerSecond: Double(config.rateLimit), burst: config.rateBurst) : nil,
-        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey)
+        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey,
+        metricsToken: config.metricsToken)
     if config.insecureFastPasswordHash {
         say(
             "hub: WARNING: --insecure-fast-password-hash is set (\(config.passwordIterations) iterations): for tests only"
