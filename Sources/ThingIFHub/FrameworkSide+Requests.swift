@@ -7,6 +7,7 @@ extension FrameworkSide {
     // MARK: request handling (MQTT thread)
 
     func handle(_ m: MqttClient.Message) {
+        if let ha = homeAssistant, ha.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else { return }
@@ -16,6 +17,7 @@ extension FrameworkSide {
                 return $0.online.values.filter { $0 }.count
             }
             metrics.setOnline(online)
+            homeAssistant?.availabilityChanged(thingID: tid, online: up)
             onEvent?("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = resendUnanswered(to: tid)

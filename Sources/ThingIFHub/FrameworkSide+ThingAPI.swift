@@ -294,6 +294,7 @@ extension FrameworkSide {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
         onEvent?("state of \(tid): \(merged)")
+        homeAssistant?.stateChanged(thingID: tid, merged: merged)
         triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
         return ok(204)
     }

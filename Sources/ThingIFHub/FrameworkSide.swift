@@ -128,6 +128,8 @@ public final class FrameworkSide: @unchecked Sendable {
     let automationLock = Locked(())
     /// The Prometheus metrics (GET /metrics).
     public let metrics = HubMetrics()
+    /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
+    let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -188,6 +190,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 let mid = self.client.subscribe(topic, qos: 1).mid
                 self.data.withLock { _ = $0.expectedMids.insert(mid) }
             }
+            self.homeAssistant?.subscribe()
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
         client.onSubscribeGranted = { [unowned self] _, codes in

@@ -8,7 +8,7 @@ import ThingIF
 /// Names (all prefixed `thingif_hub_`): commands_{issued,delivered,done,failed}_total,
 /// command_result_latency_seconds (created -> results recorded), things_online,
 /// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
-/// store_latency_seconds{op}.
+/// store_latency_seconds{op}, homeassistant_commands_total{outcome}.
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 
@@ -77,6 +77,15 @@ public final class HubMetrics: Sendable {
         registry.makeCounter(
             descriptor: descriptor("notifications", "total", "Result notifications, by channel and outcome."),
             labels: [("channel", channel), ("outcome", ok ? "ok" : "failed")]
+        ).increment()
+    }
+
+    /// A command from Home Assistant: issued, or refused (bad input).
+    func homeAssistantCommand(ok: Bool) {
+        registry.makeCounter(
+            descriptor: descriptor(
+                "homeassistant_commands", "total", "Commands Home Assistant asked for, issued or refused."),
+            labels: [("outcome", ok ? "issued" : "refused")]
         ).increment()
     }
 

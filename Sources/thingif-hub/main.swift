@@ -96,6 +96,33 @@ do {
             stderr)
         exit(1)
     }
+    // Home Assistant's MQTT discovery: the built-in mapping and the file's.
+    if config.haDiscovery {
+        var mappings = [HAClimateMapping.airConditionerDemo]
+        if let file = config.haMappingsFile {
+            guard let bytes = FileManager.default.contents(atPath: file) else {
+                fputs("thingif-hub: cannot read haMappingsFile \(file)\n", stderr)
+                exit(2)
+            }
+            switch HAClimateMapping.parse(Array(bytes)) {
+            case .success(let more):
+                // A file's mapping of a thingType replaces the built-in one.
+                mappings = more + mappings.filter { m in !more.contains { $0.thingType == m.thingType } }
+            case .failure(let e):
+                fputs("thingif-hub: haMappingsFile \(file): \(e.message)\n", stderr)
+                exit(2)
+            }
+        }
+        if let user = config.haUsername, let password = config.haPassword {
+            if let problem = hub.provisionHomeAssistantClient(
+                username: user, password: password, prefix: config.haDiscoveryPrefix)
+            {
+                fputs("thingif-hub: Home Assistant's broker client: \(problem)\n", stderr)
+                exit(1)
+            }
+        }
+        hub.enableHomeAssistant(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
+    }
     // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE): one tick a second.
     let ticker = Thread {
         while true {
