@@ -118,7 +118,7 @@ public struct HubConfig: Equatable, Sendable {
         Operations:
           --metrics-token T           require Authorization: Bearer T on GET /metrics (default: open;
                                       prefer THINGIF_HUB_METRICS_TOKEN or the config file)
-          --ha-discovery BOOL         Home Assistant MQTT discovery (default true)
+          --ha-discovery=false        no Home Assistant MQTT discovery (default: on)
           --ha-discovery-prefix P     its discovery prefix (default homeassistant)
           --ha-mappings-file FILE     JSON thing type mappings beside the built-in AirConditioner one
           --ha-username U             Home Assistant's broker client, made by the hub (with its
