@@ -21,6 +21,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // GET /metrics: the hub's counters and histograms in Prometheus' text format.
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         .systemLibrary(
@@ -50,7 +52,11 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "ThingIFHub", dependencies: ["ThingIF", "CSQLite", "CCrypto"], swiftSettings: swift5),
+        .target(
+            name: "ThingIFHub",
+            dependencies: ["ThingIF", "CSQLite", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
+            swiftSettings: swift5
+        ),
         .target(
             name: "ThingIFHubServer",
             dependencies: [

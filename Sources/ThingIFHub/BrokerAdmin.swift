@@ -381,3 +381,67 @@ public final class BrokerAdmin: @unchecked Sendable {
         ])
     }
 }
+
+// MARK: Home Assistant
+
+extension BrokerAdmin {
+    public static func homeAssistantRole(username: String) -> String { "homeassistant-\(username)" }
+
+    /// The rules of Home Assistant's client: read the discovery configs
+    /// (`<prefix>/#`) and the things' state and availability topics that
+    /// the hub publishes; publish only its birth message (`<prefix>/status`)
+    /// and its command topics (`thingif/+/set/+`), which the hub turns into
+    /// Thing-IF commands. Never a thing's own topics (p/…, commands).
+    public static func homeAssistantACLs(prefix: String) -> [JSON] {
+        [
+            acl("subscribePattern", "\(prefix)/#", allow: true),
+            acl("subscribePattern", HATopics.state("+"), allow: true),
+            acl("subscribePattern", HATopics.availability("+"), allow: true),
+            acl("publishClientSend", HATopics.status(prefix: prefix), allow: true),
+            acl("publishClientSend", HATopics.commandFilter, allow: true)
+        ]
+    }
+
+    /// Makes Home Assistant's client (any client ID) with `password`, or
+    /// sets the password and the rules of one that exists. nil when done.
+    func homeAssistantClient(username: String, password: String, prefix: String) -> String? {
+        let role = BrokerAdmin.homeAssistantRole(username: username)
+        let acls = BrokerAdmin.homeAssistantACLs(prefix: prefix)
+        guard
+            let out = run([
+                BrokerAdmin.command(
+                    "createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
+                BrokerAdmin.command(
+                    "createClient",
+                    [
+                        ("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password)),
+                        ("roles", BrokerAdmin.roles([role]))
+                    ])
+            ])
+        else { return "no answer from the broker's dynamic-security plugin" }
+        if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
+            return "cannot make Home Assistant's client: \(bad.command): \(bad.error ?? "")"
+        }
+        var again: [JSON] = []
+        if out.first?.alreadyExists == true {
+            // The prefix may have changed: the role's rules are made anew.
+            for a in acls {
+                let c = BrokerAdmin.command("addRoleACL", [("rolename", BrokerAdmin.str(role))])
+                for (k, v) in a.members { c.set(k, v) }
+                again.append(c)
+            }
+        }
+        if out.last?.alreadyExists == true {
+            again.append(
+                BrokerAdmin.command(
+                    "setClientPassword",
+                    [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))]))
+        }
+        if !again.isEmpty {
+            guard let set = run(again), set.allSatisfy({ $0.isSuccess || $0.alreadyExists }) else {
+                return "cannot update Home Assistant's client"
+            }
+        }
+        return nil
+    }
+}

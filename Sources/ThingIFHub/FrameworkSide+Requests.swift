@@ -7,13 +7,17 @@ extension FrameworkSide {
     // MARK: request handling (MQTT thread)
 
     func handle(_ m: MqttClient.Message) {
+        if let ha = homeAssistant, ha.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else { return }
-            data.withLock {
+            let online = data.withLock {
                 $0.online[tid] = up
                 if up { $0.commandTopic[tid] = clientID }
+                return $0.online.values.filter { $0 }.count
             }
+            metrics.setOnline(online)
+            homeAssistant?.availabilityChanged(thingID: tid, online: up)
             onEvent?("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = resendUnanswered(to: tid)
@@ -45,6 +49,7 @@ extension FrameworkSide {
             answer.headers.append((KiiFraming.requestIDHeader, rid))
         }
         logRequest(clientID: t.clientID, method: method, path: t.path, body: request?.body ?? [], status: reply.status)
+        metrics.request(kind: HubMetrics.kind(api: t.api, method: method, path: t.path), status: reply.status)
         // Always on the reply topic of the client ID the request came from
         // (the broker lets a client publish only under its own ID), never on
         // a Response Topic the request names: that would let any client make

@@ -239,9 +239,11 @@ extension FrameworkSide {
         guard command.results == nil else { return ok(204) }
         let state: CommandState = !all.isEmpty && all.allSatisfy(\.succeeded) ? .done : .incomplete
         // Results are idempotent by commandID: a repeat is accepted and ignored.
-        if store.recordResults(commandID: commandID, results: text, state: state, at: now),
+        if metrics.timed(
+            "recordResults", { store.recordResults(commandID: commandID, results: text, state: state, at: now) }),
             let record = store.command(id: commandID)
         {
+            metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
             onEvent?("results of \(commandID) from \(tid): \(text)")
             onCommandFinished?(record)
         }
@@ -281,11 +283,15 @@ extension FrameworkSide {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
         let old = store.thing(id: tid)?.state
-        guard let merged = store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs())
+        guard
+            let merged = metrics.timed(
+                "applyState",
+                { store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs()) })
         else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
         onEvent?("state of \(tid): \(merged)")
+        homeAssistant?.stateChanged(thingID: tid, merged: merged)
         triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
         return ok(204)
     }

@@ -126,6 +126,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public let rateLimiter: RateLimiter
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
+    /// The Prometheus metrics (GET /metrics).
+    public let metrics = HubMetrics()
+    /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
+    let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -186,6 +190,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 let mid = self.client.subscribe(topic, qos: 1).mid
                 self.data.withLock { _ = $0.expectedMids.insert(mid) }
             }
+            self.homeAssistant?.subscribe()
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
         client.onSubscribeGranted = { [unowned self] _, codes in
@@ -255,15 +260,21 @@ public final class FrameworkSide: @unchecked Sendable {
         // Stored before it is published, so a result can never arrive for a
         // command the framework does not know.
         guard
-            var record = store.insertCommand(
-                CommandRecord(
-                    commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
-                    issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
+            var record = metrics.timed(
+                "insertCommand",
+                {
+                    store.insertCommand(
+                        CommandRecord(
+                            commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
+                            issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
+                })
         else { return nil }
+        metrics.commandIssued()
         if publish(Array(payload.utf8), to: thingID) && isOnline(thingID)
             && store.markDelivered(commandID: command.id, at: Platform.epochMs())
         {
             record.state = .delivered
+            metrics.commandDelivered()
         }
         return record
     }
@@ -312,6 +323,7 @@ public final class FrameworkSide: @unchecked Sendable {
             sent += 1
             _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
         }
+        metrics.commandDelivered(sent)
         return sent
     }
 }

@@ -51,6 +51,16 @@ public struct HubConfig: Equatable, Sendable {
     public var brokerCertFile: String?
     public var brokerKeyFile: String?
     public var advertisedTLSPort: Int?
+    /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
+    public var metricsToken: String?
+    /// Home Assistant's MQTT discovery (on by default), under this prefix,
+    /// with the thing type mappings of this JSON file beside the built-in one.
+    public var haDiscovery = true
+    public var haDiscoveryPrefix = "homeassistant"
+    public var haMappingsFile: String?
+    /// Home Assistant's own broker client, made by the hub when both are set.
+    public var haUsername: String?
+    public var haPassword: String?
 
     public init() {}
 
@@ -105,19 +115,29 @@ public struct HubConfig: Equatable, Sendable {
           --advertised-tls-port P     broker TLS port given to things (mqttEndpoint.portSSL)
           --insecure-anonymous-broker run without a broker identity, on an open broker (development
                                       only: things then get no broker credentials)
+        Operations:
+          --metrics-token T           require Authorization: Bearer T on GET /metrics (default: open;
+                                      prefer THINGIF_HUB_METRICS_TOKEN or the config file)
+          --ha-discovery=false        no Home Assistant MQTT discovery (default: on)
+          --ha-discovery-prefix P     its discovery prefix (default homeassistant)
+          --ha-mappings-file FILE     JSON thing type mappings beside the built-in AirConditioner one
+          --ha-username U             Home Assistant's broker client, made by the hub (with its
+          --ha-password P             password: prefer THINGIF_HUB_HA_PASSWORD or the config file)
         Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
           _APP_KEY, _DB, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT, _QUIET, _CONFIG,
           _PASSWORD_ITERATIONS, _INSECURE_FAST_PASSWORD_HASH, _TOKEN_LIFETIME, _THING_TOKEN_LIFETIME,
           _MAX_BODY, _MAX_STATE_BODY, _MAX_HISTORY_PAGE, _RATE_LIMIT, _RATE_BURST, _STATE_RETENTION,
           _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
           _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
-          _INSECURE_ANONYMOUS_BROKER.
+          _INSECURE_ANONYMOUS_BROKER, _METRICS_TOKEN, _HA_DISCOVERY, _HA_DISCOVERY_PREFIX,
+          _HA_MAPPINGS_FILE, _HA_USERNAME, _HA_PASSWORD.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
           advertisedHost, advertisedPort, quiet, passwordIterations,
           insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
           maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
           (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
-          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker.
+          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker,
+          metricsToken, haDiscovery, haDiscoveryPrefix, haMappingsFile, haUsername, haPassword.
         Precedence: flags > environment > file > defaults.
         """
 
@@ -257,7 +277,28 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "advertisedPort", flags: ["--advertised-port"], env: "ADVERTISED_PORT", kind: .int) {
             $0.advertisedPort = try port($1, "advertisedPort")
         },
-        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") }
+        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") },
+        Option(key: "metricsToken", flags: ["--metrics-token"], env: "METRICS_TOKEN", kind: .string) {
+            $0.metricsToken = try nonEmpty($1, "metricsToken")
+        },
+        Option(key: "haDiscovery", flags: ["--ha-discovery"], env: "HA_DISCOVERY", kind: .bool) {
+            $0.haDiscovery = try bool($1, "haDiscovery")
+        },
+        Option(key: "haDiscoveryPrefix", flags: ["--ha-discovery-prefix"], env: "HA_DISCOVERY_PREFIX", kind: .string) {
+            guard HomeAssistantOptions.isValidPrefix($1) else {
+                throw ConfigError(description: "haDiscoveryPrefix must be topic levels without wildcards, not \($1)")
+            }
+            $0.haDiscoveryPrefix = $1
+        },
+        Option(key: "haMappingsFile", flags: ["--ha-mappings-file"], env: "HA_MAPPINGS_FILE", kind: .string) {
+            $0.haMappingsFile = try nonEmpty($1, "haMappingsFile")
+        },
+        Option(key: "haUsername", flags: ["--ha-username"], env: "HA_USERNAME", kind: .string) {
+            $0.haUsername = try nonEmpty($1, "haUsername")
+        },
+        Option(key: "haPassword", flags: ["--ha-password"], env: "HA_PASSWORD", kind: .string) {
+            $0.haPassword = try nonEmpty($1, "haPassword")
+        }
     ]
 
     /// Parses the configuration. `readFile` reads the --config file.
@@ -345,6 +386,9 @@ public struct HubConfig: Equatable, Sendable {
         }
         if (brokerCertFile == nil) != (brokerKeyFile == nil) {
             throw ConfigError(description: "brokerCertFile and brokerKeyFile go together")
+        }
+        if (haUsername == nil) != (haPassword == nil) {
+            throw ConfigError(description: "haUsername and haPassword go together")
         }
         if brokerCertFile != nil && brokerCAFile == nil {
             throw ConfigError(description: "brokerCertFile needs brokerCAFile (TLS to the broker)")

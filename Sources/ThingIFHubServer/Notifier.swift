@@ -114,13 +114,16 @@ final class Notifier: @unchecked Sendable {
         for target in hub.notificationTargets(for: command) {
             switch target.kind {
             case .mqtt:
-                if !hub.publishNotification(target, payload: payload) {
+                let published = hub.publishNotification(target, payload: payload)
+                hub.metrics.notification(channel: "mqtt", ok: published)
+                if !published {
                     log(
                         "notification of \(command.commandID) to MQTT installation \(target.installationID) not published"
                     )
                 }
             case .sse:
                 let n = streams.send(target.installationID, event: "command", data: text)
+                hub.metrics.notification(channel: "sse", ok: n > 0)
                 if n == 0 {
                     log("notification of \(command.commandID): no open event stream of \(target.installationID)")
                 }
@@ -134,7 +137,9 @@ final class Notifier: @unchecked Sendable {
     }
 
     private func post(_ payload: [UInt8], to urlText: String, commandID: String, installationID: String) {
+        let metrics = hub.metrics
         guard let url = URL(string: urlText) else {
+            metrics.notification(channel: "webhook", ok: false)
             log("webhook of \(installationID): bad URL \(urlText)")
             return
         }
@@ -145,6 +150,7 @@ final class Notifier: @unchecked Sendable {
         DispatchQueue.global().async {
             // Checked again at each delivery: the name may resolve elsewhere now.
             if case .refused(let why) = webhooks.checkAtDelivery(url) {
+                metrics.notification(channel: "webhook", ok: false)
                 log("webhook of \(installationID) for \(commandID) refused: \(why)")
                 return
             }
@@ -154,6 +160,9 @@ final class Notifier: @unchecked Sendable {
             request.httpBody = Data(payload)
             // URLSession runs the request on its own threads; the completion only logs.
             session.dataTask(with: request) { _, response, error in
+                let ok =
+                    error == nil && (response as? HTTPURLResponse).map { (200..<300).contains($0.statusCode) } == true
+                metrics.notification(channel: "webhook", ok: ok)
                 if let error {
                     log("webhook of \(installationID) for \(commandID) failed: \(error.localizedDescription)")
                 } else if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {

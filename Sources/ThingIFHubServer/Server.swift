@@ -30,11 +30,15 @@ public final class HubServer: Service, @unchecked Sendable {
         /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
         public var tlsCertFile: String?
         public var tlsKeyFile: String?
+        /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
+        public var metricsToken: String?
 
         public init(
             limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
-            webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil
+            webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
+            metricsToken: String? = nil
         ) {
+            self.metricsToken = metricsToken
             self.limits = limits
             self.rateLimiter = rateLimiter
             self.webhooks = webhooks
@@ -128,6 +132,9 @@ public final class HubServer: Service, @unchecked Sendable {
         let api = API(hub: hub, notifier: notifier, security: security)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
+        router.get("/metrics") { [hub, security] request, _ in
+            Metrics.response(hub: hub, token: security.metricsToken, authorization: request.headers[.authorization])
+        }
         let openAPI = OpenAPIDocument.load()
         router.get("/openapi.yaml") { _, _ in
             guard let openAPI else {

@@ -80,7 +80,8 @@ do {
         limits: config.limits,
         rateLimiter: config.rateLimit > 0
             ? RateLimiter(ratePerSecond: Double(config.rateLimit), burst: config.rateBurst) : nil,
-        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey)
+        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey,
+        metricsToken: config.metricsToken)
     if config.insecureFastPasswordHash {
         say(
             "hub: WARNING: --insecure-fast-password-hash is set (\(config.passwordIterations) iterations): for tests only"
@@ -94,6 +95,33 @@ do {
             "thingif-hub: cannot start on the broker at \(config.brokerHost):\(config.brokerPort): \(hub.startProblem ?? "")\n",
             stderr)
         exit(1)
+    }
+    // Home Assistant's MQTT discovery: the built-in mapping and the file's.
+    if config.haDiscovery {
+        var mappings = [HAClimateMapping.airConditionerDemo]
+        if let file = config.haMappingsFile {
+            guard let bytes = FileManager.default.contents(atPath: file) else {
+                fputs("thingif-hub: cannot read haMappingsFile \(file)\n", stderr)
+                exit(2)
+            }
+            switch HAClimateMapping.parse(Array(bytes)) {
+            case .success(let more):
+                // A file's mapping of a thingType replaces the built-in one.
+                mappings = more + mappings.filter { m in !more.contains { $0.thingType == m.thingType } }
+            case .failure(let e):
+                fputs("thingif-hub: haMappingsFile \(file): \(e.message)\n", stderr)
+                exit(2)
+            }
+        }
+        if let user = config.haUsername, let password = config.haPassword {
+            if let problem = hub.provisionHomeAssistantClient(
+                username: user, password: password, prefix: config.haDiscoveryPrefix)
+            {
+                fputs("thingif-hub: Home Assistant's broker client: \(problem)\n", stderr)
+                exit(1)
+            }
+        }
+        hub.enableHomeAssistant(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
     }
     // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE): one tick a second.
     let ticker = Thread {

@@ -1,0 +1,124 @@
+import Prometheus
+import ThingIF
+
+/// The hub's Prometheus metrics (GET /metrics): one registry per
+/// FrameworkSide, so that several hubs in one process (the tests) keep
+/// their own numbers. Every method may be called from any thread.
+///
+/// Names (all prefixed `thingif_hub_`): commands_{issued,delivered,done,failed}_total,
+/// command_result_latency_seconds (created -> results recorded), things_online,
+/// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
+/// store_latency_seconds{op}, homeassistant_commands_total{outcome}.
+public final class HubMetrics: Sendable {
+    public let registry = PrometheusCollectorRegistry()
+
+    let commandsIssued: Counter
+    let commandsDelivered: Counter
+    let commandsDone: Counter
+    let commandsFailed: Counter
+    let resultLatency: ValueHistogram
+    let thingsOnline: Gauge
+
+    /// Seconds: from a few milliseconds (a thing on the same machine) to a
+    /// minute (a thing that was offline).
+    public static let latencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    public static let storeBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+    /// The request kinds of mqtt_requests_total, by route.
+    public static let requestKinds = [
+        "onboarding", "installation", "mqtt-endpoint", "action-results", "state", "firmware-version",
+        "command-report", "automation-report", "other"
+    ]
+
+    public init() {
+        func d(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+            MetricNameDescriptor(
+                namespace: "thingif", subsystem: "hub", metricName: name, unitName: unit, helpText: help)
+        }
+        commandsIssued = registry.makeCounter(descriptor: d("commands_issued", "total", "Commands stored by the hub."))
+        commandsDelivered = registry.makeCounter(
+            descriptor: d("commands_delivered", "total", "Commands published to an online thing."))
+        commandsDone = registry.makeCounter(
+            descriptor: d("commands_done", "total", "Commands whose results say every action succeeded (DONE)."))
+        commandsFailed = registry.makeCounter(
+            descriptor: d("commands_failed", "total", "Commands whose results have a failed action (INCOMPLETE)."))
+        resultLatency = registry.makeValueHistogram(
+            descriptor: d("command_result_latency", "seconds", "From a command's creation to its results recorded."),
+            buckets: HubMetrics.latencyBuckets)
+        thingsOnline = registry.makeGauge(
+            descriptor: d("things_online", "", "Things whose last status message was online."))
+    }
+
+    private func descriptor(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "thingif", subsystem: "hub", metricName: name, unitName: unit, helpText: help)
+    }
+
+    func commandIssued() { commandsIssued.increment() }
+    func commandDelivered(_ n: Int = 1) { if n > 0 { commandsDelivered.increment(by: Int64(n)) } }
+
+    /// A command's results were recorded: `createdAt` and `now` in epoch ms.
+    func commandFinished(done: Bool, createdAt: Int64, now: Int64) {
+        (done ? commandsDone : commandsFailed).increment()
+        resultLatency.record(Double(max(0, now - createdAt)) / 1000)
+    }
+
+    func setOnline(_ count: Int) { thingsOnline.set(Double(count)) }
+
+    /// One request from a thing (over MQTT or HTTP), by route and answer.
+    func request(kind: String, status: Int) {
+        registry.makeCounter(
+            descriptor: descriptor("mqtt_requests", "total", "Requests from things, by route and status code."),
+            labels: [("kind", kind), ("status", String(status))]
+        ).increment()
+    }
+
+    /// One notification delivery: channel mqtt, sse or webhook; ok or failed.
+    public func notification(channel: String, ok: Bool) {
+        registry.makeCounter(
+            descriptor: descriptor("notifications", "total", "Result notifications, by channel and outcome."),
+            labels: [("channel", channel), ("outcome", ok ? "ok" : "failed")]
+        ).increment()
+    }
+
+    /// A command from Home Assistant: issued, or refused (bad input).
+    func homeAssistantCommand(ok: Bool) {
+        registry.makeCounter(
+            descriptor: descriptor(
+                "homeassistant_commands", "total", "Commands Home Assistant asked for, issued or refused."),
+            labels: [("outcome", ok ? "issued" : "refused")]
+        ).increment()
+    }
+
+    /// Runs a store call and records how long it took (op: its name).
+    func timed<T>(_ op: String, _ body: () -> T) -> T {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let result = body()
+        let elapsed = start.duration(to: clock.now).components
+        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        registry.makeValueHistogram(
+            descriptor: descriptor("store_latency", "seconds", "Store calls on the request path, by operation."),
+            labels: [("op", op)], buckets: HubMetrics.storeBuckets
+        ).record(seconds)
+        return result
+    }
+
+    /// The request kind of a route path (what follows …/apps/{appID}/).
+    static func kind(api: Topics.API, method: String, path: String) -> String {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        switch (api, parts.count) {
+        case (.thingIF, 1) where parts[0] == "onboardings": return "onboarding"
+        case (.kii, 1) where parts[0] == "installations": return "installation"
+        case (.kii, 3) where parts[2] == "mqtt-endpoint": return "mqtt-endpoint"
+        case (.thingIF, 5) where parts[4] == "action-results": return "action-results"
+        case (.thingIF, 4) where parts[2] == "commands": return "command-report"
+        case (.thingIF, 3) where parts[2] == "states": return "state"
+        case (.thingIF, 3) where parts[2] == "firmware-version": return "firmware-version"
+        case (.thingIF, 3) where parts[2] == "automation-report": return "automation-report"
+        default: return "other"
+        }
+    }
+
+    /// The text exposition format.
+    public func exposition() -> [UInt8] { registry.emitToBuffer() }
+}

@@ -1,0 +1,37 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+/// GET /metrics: the hub's Prometheus metrics in the text exposition format.
+/// Open by default (operators scrape it from their own network); with a
+/// metricsToken, only `Authorization: Bearer <token>` gets them.
+enum Metrics {
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    static func response(hub: FrameworkSide, token: String?, authorization: String?) -> Response {
+        if let token, !token.isEmpty {
+            let given = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let given, equalInConstantTime(Array(given.utf8), Array(token.utf8)) else {
+                var r = Reply.error(
+                    HubError(401, "UNAUTHORIZED", "GET /metrics needs Authorization: Bearer <metricsToken>"))
+                r.headers[.wwwAuthenticate] = "Bearer"
+                return r
+            }
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = contentType
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: hub.metrics.exposition())))
+    }
+
+    /// Compares without stopping at the first difference.
+    static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var diff = UInt8(a.count == b.count ? 0 : 1)
+        for i in 0..<max(a.count, b.count) {
+            diff |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
+        }
+        return diff == 0
+    }
+}

@@ -1,0 +1,295 @@
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+import ThingIFHubServer
+
+/// One Prometheus text exposition, parsed: each sample keyed by its name
+/// and its labels in name order, e.g. `thingif_hub_mqtt_requests_total{kind="state",status="204"}`.
+struct Exposition {
+    var samples: [String: Double] = [:]
+    var types: [String: String] = [:]
+
+    init(_ text: String) throws {
+        for raw in text.split(separator: "\n") {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty { continue }
+            if line.hasPrefix("# TYPE ") {
+                let p = line.split(separator: " ")
+                if p.count == 4 { types[String(p[2])] = String(p[3]) }
+                continue
+            }
+            if line.hasPrefix("#") { continue }
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                throw HarnessError("not a sample line: \(line)")
+            }
+            let series = String(line[..<space])
+            if let open = series.firstIndex(of: "{") {
+                guard series.hasSuffix("}") else { throw HarnessError("bad labels: \(line)") }
+                let name = String(series[..<open])
+                let inner = series[series.index(after: open)..<series.index(before: series.endIndex)]
+                var labels: [(String, String)] = []
+                for pair in inner.split(separator: ",") where !pair.isEmpty {
+                    guard let eq = pair.firstIndex(of: "="), pair[pair.index(after: eq)...].hasPrefix("\"") else {
+                        throw HarnessError("bad label \(pair) in \(line)")
+                    }
+                    labels.append((String(pair[..<eq]), String(pair[pair.index(after: eq)...])))
+                }
+                samples[Exposition.key(name, labels)] = value
+            } else {
+                samples[series] = value
+            }
+        }
+    }
+
+    static func key(_ name: String, _ labels: [(String, String)]) -> String {
+        guard !labels.isEmpty else { return name }
+        let sorted = labels.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }
+        return name + "{" + sorted.joined(separator: ",") + "}"
+    }
+
+    /// A sample's value (0 when absent: a counter not yet incremented).
+    func value(_ name: String, _ labels: [String: String] = [:]) -> Double {
+        samples[Exposition.key(name, labels.map { ($0.key, "\"\($0.value)\"") })] ?? 0
+    }
+}
+
+@Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized)
+struct HubOpsTests {
+    static let metricsToken = "metrics-" + Platform.randomHex(bytes: 8)
+
+    func metrics(_ e: HubAPIEnv, token: String? = HubOpsTests.metricsToken) async throws -> Exposition {
+        let r = try await e.get("/metrics", token: token)
+        try #require(r.status == 200, "/metrics: \(r.status) \(r.text)")
+        #expect(r.contentType?.hasPrefix("text/plain") == true)
+        return try Exposition(r.text)
+    }
+
+    @Test("GET /metrics: a command run to DONE by the C appliance moves the counters and the latency histogram by one")
+    func metricsMove() async throws {
+        try await withHubAPI(security: HubServer.Security(metricsToken: HubOpsTests.metricsToken)) { e in
+            // A configured token is required: none, a wrong one and another scheme get 401.
+            for headers in [
+                [:], ["Authorization": "Bearer wrong"], ["Authorization": "Basic \(HubOpsTests.metricsToken)"]
+            ] {
+                let r = try await e.call("GET", "/metrics", headers: headers)
+                #expect(r.status == 401 && r.errorCode == "UNAUTHORIZED", "\(headers): \(r.status) \(r.text)")
+            }
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-METRICS-1", owner: "user:\(uid)", token: token)
+            _ = try await e.appliance(thingID: tid, token: thingToken)
+            let before = try await metrics(e)
+            #expect(before.types["thingif_hub_command_result_latency_seconds"] == "histogram")
+            #expect(before.types["thingif_hub_commands_issued_total"] == "counter")
+            #expect(before.value("thingif_hub_things_online") == 1)
+
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            let c = try await e.waitForFinished(tid, cid, token: token)
+            #expect(c["commandState"] as? String == "DONE")
+            let after = try await metrics(e)
+
+            func delta(_ name: String, _ labels: [String: String] = [:]) -> Double {
+                after.value(name, labels) - before.value(name, labels)
+            }
+            #expect(delta("thingif_hub_commands_issued_total") == 1)
+            #expect(delta("thingif_hub_commands_delivered_total") == 1)
+            #expect(delta("thingif_hub_commands_done_total") == 1)
+            #expect(delta("thingif_hub_commands_failed_total") == 0)
+            #expect(delta("thingif_hub_command_result_latency_seconds_count") == 1)
+            let sum = delta("thingif_hub_command_result_latency_seconds_sum")
+            #expect(sum >= 0 && sum < 10, "latency \(sum) s")
+            // Every bucket at or above the observed latency moved by one; +Inf always.
+            #expect(delta("thingif_hub_command_result_latency_seconds_bucket", ["le": "+Inf"]) == 1)
+            #expect(delta("thingif_hub_command_result_latency_seconds_bucket", ["le": "60.0"]) == 1)
+            #expect(delta("thingif_hub_mqtt_requests_total", ["kind": "action-results", "status": "204"]) == 1)
+            #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "recordResults"]) == 1)
+            #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "insertCommand"]) == 1)
+            #expect(after.value("thingif_hub_things_online") == 1)
+        }
+    }
+
+    /// The keys of Home Assistant's MQTT climate schema the hub may use,
+    /// from https://www.home-assistant.io/integrations/climate.mqtt/
+    /// (Configuration Variables) and the MQTT discovery page's shared keys
+    /// (device, unique_id, object_id, availability_topic, qos). The schema
+    /// has no required key; the ones the hub must send for its controls are
+    /// `required` below.
+    static let climateKeys: Set<String> = [
+        "name", "unique_id", "object_id", "device", "availability_topic", "payload_available",
+        "payload_not_available", "qos", "retain", "optimistic", "modes", "mode_command_topic",
+        "mode_command_template", "mode_state_topic", "mode_state_template", "power_command_topic",
+        "power_command_template", "payload_on", "payload_off", "temperature_command_topic",
+        "temperature_command_template", "temperature_state_topic", "temperature_state_template", "min_temp",
+        "max_temp", "temp_step", "precision", "temperature_unit", "fan_modes", "fan_mode_command_topic",
+        "fan_mode_command_template", "fan_mode_state_topic", "fan_mode_state_template", "current_temperature_topic",
+        "current_temperature_template", "current_humidity_topic", "current_humidity_template", "json_attributes_topic"
+    ]
+    static let required: Set<String> = [
+        "unique_id", "availability_topic", "modes", "mode_command_topic", "mode_state_topic", "power_command_topic",
+        "temperature_command_topic", "temperature_state_topic", "fan_mode_command_topic", "fan_modes",
+        "current_temperature_topic", "current_humidity_topic"
+    ]
+
+    @Test(
+        "Home Assistant discovery: retained config, re-publish on its birth, its commands run on the C appliance, state and availability follow, bad input refused"
+    )
+    func homeAssistant() async throws {
+        try await withHubAPI { e in
+            let events = Locked<[String]>([])
+            e.hub.onEvent = { line in events.withLock { $0.append(line) } }
+            let haUser = "ha-" + Platform.randomHex(bytes: 4)
+            let haPassword = Platform.randomHex(bytes: 16)
+            let problem = await offPool {
+                e.hub.provisionHomeAssistantClient(username: haUser, password: haPassword, prefix: "homeassistant")
+            }
+            #expect(problem == nil, "\(problem ?? "")")
+            await offPool { e.hub.enableHomeAssistant(HomeAssistantOptions()) }
+            // Metrics are open when no token is set.
+            #expect(try await e.get("/metrics", token: nil).status == 200)
+
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-HA-1", owner: "user:\(uid)", token: token)
+            let t = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_behave_upload_state(t.ct, "setPresetTemperature", 1) == 0)
+            }
+            let configTopic = "homeassistant/climate/\(tid)/config"
+            let stateTopic = "thingif/\(tid)/state"
+            let availabilityTopic = "thingif/\(tid)/availability"
+
+            // Home Assistant, with its own broker identity.
+            let ha = try await offPool {
+                Result {
+                    try MqttProbe(
+                        port: e.env.broker.port, clientID: "ha-probe-\(Platform.randomHex(bytes: 4))", username: haUser,
+                        password: haPassword)
+                }
+            }.get()
+            defer { ha.stop() }
+            try #require(ha.isConnected, "connack \(String(describing: ha.connackCode))")
+            // What it may read; a thing's topics it may not.
+            for topic in ["homeassistant/#", "thingif/+/state", "thingif/+/availability"] {
+                let code = await offPool { ha.subscribe(topic) }
+                #expect(code.map { $0 < 0x80 } == true, "\(topic): \(String(describing: code))")
+            }
+            let refused = await offPool { ha.subscribe("p/#") }
+            #expect(refused.map { $0 >= 0x80 } == true, "p/#: \(String(describing: refused))")
+
+            // The retained config, checked against the climate schema.
+            let config = try #require(await offPool { ha.waitForMessage(on: configTopic) }, "no config")
+            #expect(config.retain, "the config is retained")
+            let doc = try #require(parseObject(String(decoding: config.payload, as: UTF8.self)))
+            let keys = Set(doc.keys)
+            #expect(
+                keys.subtracting(HubOpsTests.climateKeys).isEmpty,
+                "unknown keys: \(keys.subtracting(HubOpsTests.climateKeys))")
+            #expect(
+                HubOpsTests.required.subtracting(keys).isEmpty, "missing: \(HubOpsTests.required.subtracting(keys))")
+            #expect(doc["availability_topic"] as? String == availabilityTopic)
+            #expect(doc["temperature_state_topic"] as? String == stateTopic)
+            #expect(doc["modes"] as? [String] == ["off", "cool"])
+            #expect(doc["min_temp"] as? Int == 16 && doc["max_temp"] as? Int == 30)
+            let temperatureTopic = try #require(doc["temperature_command_topic"] as? String)
+            #expect(
+                await offPool {
+                    poll {
+                        ha.messages(on: availabilityTopic).last.map { String(decoding: $0.payload, as: UTF8.self) }
+                            == "online"
+                    }
+                })
+
+            // Home Assistant's birth message: every config again.
+            let seen = ha.messages(on: configTopic).count
+            ha.publish("homeassistant/status", Array("online".utf8))
+            #expect(await offPool { poll { ha.messages(on: configTopic).count > seen } }, "configs not published again")
+
+            // A temperature command: a Thing-IF command by the hub, run to DONE.
+            ha.publish(temperatureTopic, Array("22.0".utf8))
+            var haCommand: [String: Any]?
+            let deadline = Date().addingTimeInterval(10)
+            while haCommand == nil && Date() < deadline {
+                let r = try await e.get("\(e.target(tid))/commands", token: token)
+                haCommand = (r.json["commands"] as? [[String: Any]])?.first {
+                    $0["issuer"] as? String == HATopics.issuer
+                }
+                if haCommand == nil { try await Task.sleep(nanoseconds: 50_000_000) }
+            }
+            let cid = try #require(haCommand?["commandID"] as? String, "no command issued by \(HATopics.issuer)")
+            let done = try await e.waitForFinished(tid, cid, token: token)
+            #expect(done["commandState"] as? String == "DONE", "\(done)")
+            #expect(done["issuer"] as? String == "hub:homeassistant")
+            let actions = done["actions"] as? [[String: Any]]
+            #expect((actions?.first?["setPresetTemperature"] as? [String: Any])?["presetTemperature"] as? Int == 22)
+            // The thing's state upload reaches the state topic.
+            let stateSeen = await offPool {
+                poll(timeoutMs: 10_000) {
+                    ha.messages(on: stateTopic).contains {
+                        parseObject(String(decoding: $0.payload, as: UTF8.self))?["presetTemperature"] as? Int == 22
+                    }
+                }
+            }
+            #expect(
+                stateSeen, "state: \(ha.messages(on: stateTopic).map { String(decoding: $0.payload, as: UTF8.self) })")
+
+            // Bad input: a log line each, no command, no crash.
+            ha.publish(temperatureTopic, Array("warm".utf8))
+            ha.publish(temperatureTopic, Array(repeating: UInt8(ascii: "9"), count: 4096))
+            ha.publish("thingif/no-such-thing/set/temperature", Array("22".utf8))
+            ha.publish("thingif/\(tid)/set/fan_mode", Array("99".utf8))
+            let logged = await offPool {
+                poll { events.withLock { $0.filter { $0.hasPrefix("homeassistant: command refused") }.count } >= 4 }
+            }
+            #expect(logged, "\(events.withLock { $0.filter { $0.hasPrefix("homeassistant") } })")
+            let lines = events.withLock { $0.filter { $0.hasPrefix("homeassistant: command refused") } }
+            #expect(lines.contains { $0.contains("temperature must be a number") })
+            #expect(lines.contains { $0.contains("4096 bytes") })
+            #expect(lines.contains { $0.contains("unknown thing") })
+            let listed = try await e.get("\(e.target(tid))/commands", token: token)
+            #expect((listed.json["commands"] as? [Any])?.count == 1, "only the one good command")
+            let m = try await metrics(e, token: nil)
+            #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "issued"]) == 1)
+            #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "refused"]) == 4)
+            #expect(e.hub.isOnline(tid), "the hub still serves the thing")
+
+            // The appliance stops: availability flips to offline.
+            await offPool { _ = t.destroy() }
+            let offline = await offPool {
+                poll(timeoutMs: 10_000) {
+                    ha.messages(on: availabilityTopic).last.map { String(decoding: $0.payload, as: UTF8.self) }
+                        == "offline"
+                }
+            }
+            #expect(
+                offline,
+                "availability: \(ha.messages(on: availabilityTopic).map { String(decoding: $0.payload, as: UTF8.self) })"
+            )
+        }
+    }
+
+    @Test(
+        "Home Assistant settings: the example mappings file is the built-in mapping; bad prefixes and files are refused"
+    )
+    func homeAssistantSettings() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let example = try Data(contentsOf: root.appendingPathComponent("examples/ha-mappings.json"))
+        let parsed = try HAClimateMapping.parse(Array(example)).get()
+        #expect(parsed == [.airConditionerDemo])
+        #expect((try? HAClimateMapping.parse(Array(#"{"mappings":[{"thingType":"X"}]}"#.utf8)).get()) == nil)
+        #expect((try? HAClimateMapping.parse(Array("not json".utf8)).get()) == nil)
+        func load(_ args: [String]) throws -> HubConfig {
+            guard case .run(let c) = try HubConfig.load(arguments: args, environment: [:], readFile: { _ in nil })
+            else { throw HarnessError("help") }
+            return c
+        }
+        let defaults = try load([])
+        #expect(defaults.haDiscovery && defaults.haDiscoveryPrefix == "homeassistant" && defaults.metricsToken == nil)
+        let set = try load(["--ha-discovery=false", "--ha-discovery-prefix", "ha/discovery", "--metrics-token", "t"])
+        #expect(!set.haDiscovery && set.haDiscoveryPrefix == "ha/discovery" && set.metricsToken == "t")
+        for bad in ["ha/#", "+", "", "a//b", "$SYS"] {
+            #expect(throws: HubConfig.ConfigError.self) { try load(["--ha-discovery-prefix", bad]) }
+        }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--ha-username", "ha"]) }
+    }
+}
