@@ -17,6 +17,8 @@
 # usage: bench/compare.sh [-n N] [--no-build]    (N commands at window 64,
 #        N/10 one at a time; default 2000)
 # THINGIF_BENCH_PERF=FILE records a perf profile of aircon at window 64.
+# THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one built with
+# -DCMAKE_Swift_FLAGS_RELEASE=-Osize) instead of build-bench/aircon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,6 +26,7 @@ root=$PWD
 . bench/lib.sh
 bench_init 100 "$@"
 n_serial=$((n / 10))
+aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon}
 
 # --- build ---------------------------------------------------------------
 build_bench "$build"
@@ -107,7 +110,7 @@ stop "$c_pid"
 # --- aircon on libthingif ---------------------------------------------------
 counter_file="$tmp/synccount"
 : >"$counter_file"
-LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" build-bench/aircon --host 127.0.0.1 \
+LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" "$aircon" --host 127.0.0.1 \
     --port "$port" --vendor-thing-id AC-COMPARE --storage "$storage" --quiet --no-state >"$tmp/aircon.log" 2>&1 &
 pids+=($!)
 a_pid=$!

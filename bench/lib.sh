@@ -110,7 +110,7 @@ busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 build_bench() {
     if [ "$1" = 1 ]; then
         echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
-        cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release >"$tmp/build.log" 2>&1 \
+        cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DTHINGIF_EMBEDDED=ON >"$tmp/build.log" 2>&1 \
             && cmake --build build-bench --target thingif aircon >>"$tmp/build.log" 2>&1 \
             && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
             || { tail -n 40 "$tmp/build.log" >&2; exit 1; }

@@ -9,6 +9,7 @@
  * the same name (Storage.read) does not shadow them. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,13 @@ static inline int thingif_sys_is_dir(mode_t mode)
 static inline int thingif_sys_is_reg(mode_t mode)
 {
     return S_ISREG(mode);
+}
+
+/* 1 when fd has bytes to read now (poll with no wait), else 0. */
+static inline int thingif_sys_readable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
 }
 
 /* The library's version: THINGIF_VERSION_STRING of the header, the one

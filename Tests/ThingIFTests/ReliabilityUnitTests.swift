@@ -64,6 +64,9 @@ struct ReliabilityUnitTests {
             #expect(o.items.map(\.id) == ["r1", "f1", "s2"])
             #expect(o.ack("f1")?.id == "f1")
             #expect(o.ack("f1") == nil)
+            // The acknowledgement waits in memory until the loop's writeOut.
+            #expect(Outbox(storage: storage, capacity: 10).items.map(\.id) == ["f1", "s2"])
+            o.writeOut()
             // Results are the ledger's to keep (CommandLedger.owedResults):
             // the outbox's journal has only the uploads.
             let reloaded = Outbox(storage: storage, capacity: 10)
@@ -156,6 +159,9 @@ struct ReliabilityUnitTests {
             #expect(l.count == 3)
             l.acknowledge("b2")
             l.acknowledge("b2")  // a repeat writes nothing
+            // Unsynced acknowledgements reach the file once a loop pass (writeOut).
+            #expect(CommandLedger(storage: storage, capacity: 2).owedResults().count == 3)
+            l.writeOut()
             let text = try String(contentsOfFile: dir + "/" + CommandLedger.fileName, encoding: .utf8)
             #expect(text.components(separatedBy: #""k":1"#).count - 1 == 1)
             let r = CommandLedger(storage: storage, capacity: 2)

@@ -51,12 +51,19 @@ extension Thing {
                 } else {
                     connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
                 }
+            } else {
+                readAvailable(client)
             }
         }
         reportInterrupted()
         processInbox(canRead: true)
         runStateProvider()
         sendDue()
+        // Acknowledgement marks reach the file once a pass (never synced).
+        shared.withLock {
+            $0.ledger.writeOut()
+            $0.outbox.writeOut()
+        }
         return shared.withLock { $0.connected && $0.subscribed } ? OK : THINGIF_ERR_NO_CONN.code
     }
 

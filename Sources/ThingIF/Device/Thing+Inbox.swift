@@ -93,7 +93,7 @@ extension Thing {
                 return s.heldResults
             }
             if !owed.isEmpty, canRead, let client = shared.withLock({ $0.client }) {
-                _ = client.loop(timeoutMs: 0)
+                readAvailable(client)
             }
         }
         owed += shared.withLock { s in
@@ -102,6 +102,19 @@ extension Thing {
             return s.heldResults
         }
         publishDurably(owed)
+    }
+
+    /// Reads what the socket already holds, without waiting, up to the
+    /// inbox bound. libmosquitto reads one packet per loop call when no
+    /// QoS 2 flow is open, so without this a pass would hold one command
+    /// and a batch (and its sync) would serve one command under load.
+    func readAvailable(_ client: MqttClient) {
+        // Bounded: acknowledgements of our own publishes do not fill the inbox.
+        for _ in 0..<1024 {
+            guard client.hasInput, shared.withLock({ $0.inbox.count < $0.config.inboxMax }),
+                client.loop(timeoutMs: 0) == MOSQ_ERR_SUCCESS.rawValue
+            else { return }
+        }
     }
 
     typealias Held = (commandID: String, thingID: String, body: [UInt8])

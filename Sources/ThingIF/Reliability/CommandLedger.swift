@@ -97,6 +97,9 @@ final class CommandLedger {
     /// Makes every record so far durable (one fdatasync at most).
     func flush() -> Bool { journal.sync() }
 
+    /// Writes the unsynced records that wait in memory (acknowledgements).
+    func writeOut() { journal.writeOut() }
+
     /// The framework has the results of `commandID`: an unsynced record.
     func acknowledge(_ commandID: String) {
         guard unacknowledged.removeValue(forKey: commandID) != nil else { return }

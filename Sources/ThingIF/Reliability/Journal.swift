@@ -2,18 +2,24 @@ import CThingIF
 
 /// An append-only file of JSON lines in the storage directory, one record a
 /// line. An append is durable once `sync()` has returned (or at once, with
-/// `append(_:sync: true)`); several appends can share one `fdatasync` (group
-/// commit). With `durable` false nothing is synced (THINGIF_OPT_DURABILITY
-/// none). A torn last line (power lost mid-write) is skipped when the file is
-/// read back. `rewrite` compacts it atomically.
+/// `append(_:sync: true)`); several appends can share one `write` and one
+/// `fdatasync` (group commit): an unsynced append waits in memory until
+/// `sync()` or `writeOut()`, or until `bufferLimit` bytes wait. With
+/// `durable` false nothing is synced (THINGIF_OPT_DURABILITY none), but
+/// `sync()` still writes, so what it covered survives the process. A torn
+/// last line (power lost mid-write) is skipped when the file is read back.
+/// `rewrite` compacts it atomically.
 public final class Journal {
     let storage: Storage
     let name: String
     private var fd: Int32 = -1
     /// Records appended since the last rewrite (or load), for compaction.
     private(set) var lineCount = 0
-    /// Appended bytes not yet synced.
+    /// Appended bytes written but not yet synced.
     private var dirty = false
+    /// Appended lines not yet written.
+    private var pending: [UInt8] = []
+    static let bufferLimit = 16 << 10
     /// False: appends are never synced (the device's storage is volatile,
     /// or must not wear).
     var durable = true
@@ -23,7 +29,10 @@ public final class Journal {
         self.name = name
     }
 
-    deinit { if fd >= 0 { close(fd) } }
+    deinit {
+        writeOut()
+        if fd >= 0 { close(fd) }
+    }
 
     /// Every well-formed record, in order.
     public func load() -> [JSON] {
@@ -54,24 +63,38 @@ public final class Journal {
 
     /// Appends one line (ending with a newline) as written.
     public func append(line: [UInt8], sync: Bool) -> Bool {
+        pending += line
+        lineCount += 1
+        if sync { return self.sync() }
+        return pending.count < Journal.bufferLimit || writeOut()
+    }
+
+    /// Writes the appends that wait in memory (no sync). False on an I/O
+    /// error (they stay in memory for the next attempt).
+    @discardableResult
+    public func writeOut() -> Bool {
+        guard !pending.isEmpty else { return true }
         guard openForAppend() else { return false }
         var off = 0
-        while off < line.count {
-            let n = line.withUnsafeBytes { thingif_sys_write(fd, $0.baseAddress! + off, line.count - off) }
+        while off < pending.count {
+            let n = pending.withUnsafeBytes { thingif_sys_write(fd, $0.baseAddress! + off, pending.count - off) }
             if n < 0 {
                 if thingif_sys_errno() == EINTR { continue }
+                // What was written stays written; the rest waits.
+                pending.removeFirst(off)
                 return false
             }
             off += n
         }
-        lineCount += 1
+        pending.removeAll(keepingCapacity: true)
         dirty = true
-        return sync ? self.sync() : true
+        return true
     }
 
-    /// Makes every append so far durable: one fdatasync, none when nothing
-    /// was appended since the last one. False on an I/O error.
+    /// Makes every append so far durable: one write and one fdatasync, none
+    /// when nothing was appended since the last one. False on an I/O error.
     public func sync() -> Bool {
+        guard writeOut() else { return false }
         guard dirty, fd >= 0 else { return true }
         if durable {
             guard fdatasync(fd) == 0 else { return false }
@@ -95,6 +118,7 @@ public final class Journal {
             fd = -1
         }
         dirty = false
+        pending.removeAll(keepingCapacity: true)
         guard storage.write(name, bytes) else { return false }
         lineCount = lines.count
         return true

@@ -71,9 +71,11 @@ final class Outbox {
                 continue
             }
         }
+        resultCount = items.reduce(0) { $0 + ($1.kind == .results ? 1 : 0) }
     }
 
-    var resultCount: Int { items.reduce(0) { $0 + ($1.kind == .results ? 1 : 0) } }
+    /// How many results items it holds (kept as items change: read once per loop pass).
+    private(set) var resultCount = 0
 
     private func encode(_ item: Item) -> JSON {
         let r = JSON.object()
@@ -116,8 +118,10 @@ final class Outbox {
         for old in drop {
             guard mark("drop", old.id) else { return nil }
         }
-        let ids = Set(drop.map { $0.id })
-        items.removeAll { ids.contains($0.id) }
+        if !drop.isEmpty {
+            let ids = Set(drop.map { $0.id })
+            items.removeAll { ids.contains($0.id) }
+        }
         // One sync covers the drop marks before it (same file).
         if item.journaled {
             guard journal.append(encode(item)) else { return nil }
@@ -125,6 +129,7 @@ final class Outbox {
             guard journal.sync() else { return nil }
         }
         items.append(item)
+        if item.kind == .results { resultCount += 1 }
         compactIfNeeded()
         return .added(dropped: drop, superseded: supersedes)
     }
@@ -134,6 +139,7 @@ final class Outbox {
     func ack(_ id: String) -> Item? {
         guard let i = items.firstIndex(where: { $0.id == id }) else { return nil }
         let item = items.remove(at: i)
+        if item.kind == .results { resultCount -= 1 }
         if item.journaled {
             _ = mark("ack", id)
             compactIfNeeded()
@@ -142,6 +148,9 @@ final class Outbox {
     }
 
     func item(_ id: String) -> Item? { items.first { $0.id == id } }
+
+    /// Writes the unsynced marks that wait in memory (acknowledgements, drops).
+    func writeOut() { journal.writeOut() }
 
     private func compactIfNeeded() {
         let kept = items.filter { $0.journaled }

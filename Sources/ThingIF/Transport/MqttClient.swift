@@ -180,6 +180,9 @@ public final class MqttClient {
     /// Returns MOSQ_ERR_SUCCESS or the error that ended the connection.
     public func loop(timeoutMs: Int) -> Int32 { mosquitto_loop(mosq, Int32(timeoutMs), 1) }
 
+    /// Whether the socket holds bytes not yet read (no wait).
+    public var hasInput: Bool { thingif_sys_readable(mosquitto_socket(mosq)) != 0 }
+
     /// libmosquitto's own network thread (used by the framework side).
     public func startThread() -> Int32 { mosquitto_loop_start(mosq) }
     public func stopThread(force: Bool) -> Int32 { mosquitto_loop_stop(mosq, force) }
