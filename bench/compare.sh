@@ -17,6 +17,8 @@
 # usage: bench/compare.sh [-n N] [--no-build]    (N commands at window 64,
 #        N/10 one at a time; default 2000)
 # THINGIF_BENCH_PERF=FILE records a perf profile of aircon at window 64.
+# THINGIF_BENCH_SERIAL=N sets the one-at-a-time count (the first VmRSS is
+# read after it): -n 1000000 with THINGIF_BENCH_SERIAL=1000 is the memory soak.
 # THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one built with
 # -DCMAKE_Swift_FLAGS_RELEASE=-Osize) instead of build-bench/aircon.
 set -euo pipefail
@@ -25,7 +27,7 @@ root=$PWD
 
 . bench/lib.sh
 bench_init 100 "$@"
-n_serial=$((n / 10))
+n_serial=${THINGIF_BENCH_SERIAL:-$((n / 10))}
 aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon}
 
 # --- build ---------------------------------------------------------------

@@ -230,6 +230,13 @@ struct CodecTests {
         }
         #expect(KiiRequest.decode([0x50, 0x55, 0x54, 0x0D, 0x0A, 0xFF, 0x3A, 0x20, 0x0D, 0x0A, 0x0D, 0x0A]) == nil)
         #expect(KiiRequest(method: "GET", headers: [("Authorization", "Basic abc")]).bearerToken == nil)
+        // At most 64 lines before the body; header names match ASCII-case-insensitively only.
+        let many = { (n: Int) in Array(("PUT\r\n" + String(repeating: "A: b\r\n", count: n) + "\r\nbody").utf8) }
+        #expect(KiiRequest.decode(many(63))?.headers.count == 63)
+        #expect(KiiRequest.decode(many(64)) == nil)
+        let spaced = try #require(KiiRequest.decode(Array("GET \t\r\n\tX-Kii-RequestID :\t r-2 \r\n\r\n".utf8)))
+        #expect(spaced.method == "GET" && spaced.requestID == "r-2" && spaced.header("x-kii-requestid") == "r-2")
+        #expect(KiiRequest(method: "GET", headers: [("É", "1")]).header("é") == nil)
 
         let resp = KiiResponse(status: 204, headers: [("X-Kii-RequestID", "r-1")])
         let rbytes = resp.encode()

@@ -68,9 +68,15 @@ public struct KiiResponse: Sendable {
 public enum KiiFraming {
     public static let requestIDHeader = "X-Kii-RequestID"
 
+    /// Header names compare ASCII-case-insensitively, byte by byte (HTTP's
+    /// rule; no Unicode case tables in the device library).
     static func header(_ name: String, in headers: [(name: String, value: String)]) -> String? {
-        let lower = name.lowercased()
-        return headers.first { $0.name.lowercased() == lower }?.value
+        headers.first { sameASCIIIgnoringCase($0.name, name) }?.value
+    }
+
+    static func sameASCIIIgnoringCase(_ a: String, _ b: String) -> Bool {
+        func fold(_ c: UInt8) -> UInt8 { c >= 65 && c <= 90 ? c + 32 : c }
+        return a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { fold($0) == fold($1) }
     }
 
     static func encode(firstLine: String, headers: [(name: String, value: String)], body: [UInt8]) -> [UInt8] {
@@ -88,55 +94,62 @@ public enum KiiFraming {
     }
 
     /// Splits framing. Accepts CRLF (the standard) and bare LF line ends.
+    /// Parsed as bytes: the separators and the spaces trimmed are ASCII.
     static func decode(_ bytes: [UInt8]) -> (String, [(name: String, value: String)], [UInt8])? {
-        var lines: [String] = []
+        var lines: [Range<Int>] = []
         var i = 0
         var lineStart = 0
-        var bodyStart: Int?
+        var bodyStart = bytes.count
         while i < bytes.count {
             if bytes[i] == 10 {
                 var end = i
                 if end > lineStart && bytes[end - 1] == 13 { end -= 1 }
-                let line = bytes[lineStart..<end]
-                if line.isEmpty && !lines.isEmpty {
+                if end == lineStart && !lines.isEmpty {
                     bodyStart = i + 1
                     break
                 }
-                guard let s = String(validating: line, as: UTF8.self) else { return nil }
-                lines.append(s)
+                lines.append(lineStart..<end)
                 lineStart = i + 1
                 if lines.count > 64 { return nil }
             }
             i += 1
         }
-        if bodyStart == nil {
-            // No empty line: a bare first line (with optional headers) and no body.
-            if lineStart < bytes.count {
-                guard let s = String(validating: bytes[lineStart...], as: UTF8.self) else { return nil }
-                lines.append(s)
-            }
-            bodyStart = bytes.count
-        }
-        guard let first = lines.first, !first.isEmpty else { return nil }
+        // No empty line: a bare first line (with optional headers) and no body.
+        if i == bytes.count && lineStart < bytes.count { lines.append(lineStart..<bytes.count) }
+        guard let firstRange = lines.first, let first = text(bytes[trimmed(bytes, firstRange)]), !first.isEmpty
+        else { return nil }
         var headers: [(name: String, value: String)] = []
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            let name = String(line[..<colon]).trimmingSpaces()
-            let value = String(line[line.index(after: colon)...]).trimmingSpaces()
-            guard !name.isEmpty else { return nil }
+        for r in lines.dropFirst() {
+            guard let colon = bytes[r].firstIndex(of: 58),
+                let name = text(bytes[trimmed(bytes, r.lowerBound..<colon)]), !name.isEmpty,
+                let value = text(bytes[trimmed(bytes, colon + 1..<r.upperBound)])
+            else { return nil }
             headers.append((name, value))
         }
-        return (first.trimmingSpaces(), headers, Array(bytes[bodyStart!...]))
+        return (first, headers, Array(bytes[bodyStart...]))
+    }
+
+    private static func text(_ b: ArraySlice<UInt8>) -> String? { String(validating: b, as: UTF8.self) }
+
+    /// `r` without leading and trailing spaces and tabs.
+    private static func trimmed(_ b: [UInt8], _ r: Range<Int>) -> Range<Int> {
+        var lo = r.lowerBound
+        var hi = r.upperBound
+        while lo < hi, b[lo] == 32 || b[lo] == 9 { lo += 1 }
+        while hi > lo, b[hi - 1] == 32 || b[hi - 1] == 9 { hi -= 1 }
+        return lo..<hi
     }
 }
 
 extension String {
     /// The string without leading and trailing spaces and tabs.
     public func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" { s = s.dropFirst() }
-        while let l = s.last, l == " " || l == "\t" { s = s.dropLast() }
-        return String(s)
+        let u = Array(utf8)
+        var lo = 0
+        var hi = u.count
+        while lo < hi, u[lo] == 32 || u[lo] == 9 { lo += 1 }
+        while hi > lo, u[hi - 1] == 32 || u[hi - 1] == 9 { hi -= 1 }
+        return lo == 0 && hi == u.count ? self : String(decoding: u[lo..<hi], as: UTF8.self)
     }
 }
 
