@@ -19,8 +19,8 @@
 # THINGIF_BENCH_PERF=FILE records a perf profile of aircon at window 64.
 # THINGIF_BENCH_SERIAL=N sets the one-at-a-time count (the first VmRSS is
 # read after it): -n 1000000 with THINGIF_BENCH_SERIAL=1000 is the memory soak.
-# THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one built with
-# -DCMAKE_Swift_FLAGS_RELEASE=-Osize) instead of build-bench/aircon.
+# THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one configured
+# with -DTHINGIF_OPTIMIZE_SIZE=OFF, i.e. -O) instead of build-bench/aircon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
