@@ -15,7 +15,13 @@
  * read and ignored. Prints nothing per command.
  *
  * usage: c_appliance --port P --identity STORAGE/identity.json [--host H]
- * Runs until SIGTERM or SIGINT.
+ *                    [--state-burst N]
+ * Runs until SIGTERM or SIGINT. With --state-burst N it is a thing that
+ * uploads N full states (PUT .../states) as fast as libmosquitto sends them,
+ * then counts the framework's answers until all N came or none came for 10
+ * s, prints "burst: sent N answered A ok O seconds S per_s R" and exits
+ * (0 when all N were answered 2xx). It does not send again what is not
+ * answered, so N - A is what the broker dropped on the way to the hub.
  */
 #define _GNU_SOURCE
 
@@ -23,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <mosquitto.h>
@@ -32,6 +39,15 @@ static volatile sig_atomic_t stop;
 static const char *app_id, *thing_id, *token, *topic;
 static char resp_topic[512];
 static unsigned long request_counter;
+static long burst, answered, answered_ok;
+static double burst_start, last_answer;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void on_signal(int sig)
 {
@@ -61,6 +77,39 @@ static int run_action(const char *name, json_t *params, const char **error)
     return 0;
 }
 
+/* One request to the framework, framed as Kii's MQTT requests are. */
+static void put(struct mosquitto *m, const char *path, const char *rid, const char *body)
+{
+    char *request = NULL;
+    int len = asprintf(&request,
+                       "PUT\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                       "X-Kii-RequestID: %s\r\n\r\n%s",
+                       token, rid, body);
+    if (len > 0) {
+        mosquitto_property *p = NULL;
+        mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, resp_topic);
+        mosquitto_property_add_binary(&p, MQTT_PROP_CORRELATION_DATA, rid, (uint16_t)strlen(rid));
+        mosquitto_publish_v5(m, NULL, path, len, request, 1, false, p);
+        mosquitto_property_free_all(&p);
+    }
+    free(request);
+}
+
+/* The state burst: N full states, each a little different. */
+static void send_burst(struct mosquitto *m)
+{
+    char path[1024], rid[32], body[128];
+    long i;
+    snprintf(path, sizeof path, "p/%s/thing-if/apps/%s/targets/thing:%s/states", topic, app_id, thing_id);
+    burst_start = last_answer = now_s();
+    for (i = 0; i < burst; i++) {
+        snprintf(rid, sizeof rid, "s-%ld", i);
+        snprintf(body, sizeof body, "{\"power\":true,\"presetTemperature\":%ld,\"currentTemperature\":%ld}",
+                 18 + i % 10, 20 + i % 7);
+        put(m, path, rid, body);
+    }
+}
+
 static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_message *msg,
                        const mosquitto_property *props)
 {
@@ -72,8 +121,16 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
 
     (void)ud;
     (void)props;
-    if (strcmp(msg->topic, topic) != 0)
-        return; /* a reply on p/{client}/resp: nothing to do */
+    if (strcmp(msg->topic, topic) != 0) {
+        /* A reply on p/{client}/resp: counted in a burst, else ignored. */
+        if (burst > 0 && msg->payloadlen >= 3) {
+            answered++;
+            if (((const char *)msg->payload)[0] == '2')
+                answered_ok++;
+            last_answer = now_s();
+        }
+        return;
+    }
     command = json_loadb(msg->payload, (size_t)msg->payloadlen, 0, &jerr);
     cid = json_string_value(json_object_get(command, "commandID"));
     actions = json_object_get(command, "actions");
@@ -102,21 +159,8 @@ static void on_message(struct mosquitto *m, void *ud, const struct mosquitto_mes
     snprintf(path, sizeof path, "p/%s/thing-if/apps/%s/targets/thing:%s/commands/%s/action-results", topic, app_id,
              thing_id, cid);
     snprintf(rid, sizeof rid, "c-%lu", ++request_counter);
-    if (text) {
-        char *request = NULL;
-        int len = asprintf(&request,
-                           "PUT\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                           "X-Kii-RequestID: %s\r\n\r\n%s",
-                           token, rid, text);
-        if (len > 0) {
-            mosquitto_property *p = NULL;
-            mosquitto_property_add_string(&p, MQTT_PROP_RESPONSE_TOPIC, resp_topic);
-            mosquitto_property_add_binary(&p, MQTT_PROP_CORRELATION_DATA, rid, (uint16_t)strlen(rid));
-            mosquitto_publish_v5(m, NULL, path, len, request, 1, false, p);
-            mosquitto_property_free_all(&p);
-        }
-        free(request);
-    }
+    if (text)
+        put(m, path, rid, text);
     free(text);
     json_decref(body);
     json_decref(command);
@@ -136,6 +180,8 @@ static void on_connect(struct mosquitto *m, void *ud, int rc, int flags, const m
     mosquitto_subscribe(m, NULL, resp_topic, 1);
     printf("c_appliance: connected\n");
     fflush(stdout);
+    if (burst > 0 && burst_start == 0)
+        send_burst(m);
 }
 
 int main(int argc, char **argv)
@@ -153,11 +199,13 @@ int main(int argc, char **argv)
             host = argv[i + 1];
         else if (strcmp(argv[i], "--identity") == 0)
             identity_file = argv[i + 1];
+        else if (strcmp(argv[i], "--state-burst") == 0)
+            burst = atol(argv[i + 1]);
         else
             break;
     }
     if (port <= 0 || !identity_file || i < argc) {
-        fprintf(stderr, "usage: c_appliance --port P --identity FILE [--host H]\n");
+        fprintf(stderr, "usage: c_appliance --port P --identity FILE [--host H] [--state-burst N]\n");
         return 2;
     }
     ident = json_load_file(identity_file, 0, &jerr);
@@ -190,10 +238,17 @@ int main(int argc, char **argv)
             fprintf(stderr, "c_appliance: %s\n", mosquitto_strerror(rc));
             break;
         }
+        if (burst > 0 && burst_start > 0 && (answered >= burst || now_s() - last_answer > 10))
+            break;
+    }
+    if (burst > 0) {
+        double secs = last_answer - burst_start;
+        printf("burst: sent %ld answered %ld ok %ld seconds %.3f per_s %.0f\n", burst, answered, answered_ok, secs,
+               secs > 0 ? (double)answered / secs : 0.0);
     }
     mosquitto_disconnect(m);
     mosquitto_destroy(m);
     mosquitto_lib_cleanup();
     json_decref(ident);
-    return 0;
+    return burst > 0 && answered_ok < burst ? 1 : 0;
 }

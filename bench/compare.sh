@@ -40,16 +40,9 @@ cc -O2 -shared -fPIC bench/synccount.c -o "$tmp/synccount.so" -ldl
 # --- broker, and one onboarding through the hub ------------------------------
 start_broker
 start_hub "$hub_bin"
-storage="$tmp/aircon"
-build-bench/aircon --host 127.0.0.1 --port "$port" --vendor-thing-id AC-COMPARE --storage "$storage" \
-    >"$tmp/onboard.log" 2>&1 &
-pids+=($!)
-wait_line "$tmp/onboard.log" "aircon: connected" "$!" 30
-stop "$!"
+onboard_aircon AC-COMPARE
 # From here the driver is the hub: it answers the things' requests.
 stop "$hub_pid"
-topic=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mqttEndpoint"]["mqttTopic"])' \
-    "$storage/identity.json")
 
 # measure NAME PID WINDOW COUNT: runs the driver against the appliance PID
 # and keeps the figures in $tmp/NAME.fig (key=value per line).

@@ -65,15 +65,16 @@ wait_line() {
     done
 }
 
-# start_broker: the secured broker of docs/SECURITY.md on a free port; sets
-# port, mosq_pid and admin_password, and exports the hub's identity for
-# the bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD).
+# start_broker [QUEUE]: the secured broker of docs/SECURITY.md on a free
+# port, with max_queued_messages QUEUE (default 0: no limit); sets port,
+# mosq_pid and admin_password, and exports the hub's identity for the
+# bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD).
 start_broker() {
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     admin_password=$(openssl rand -hex 16)
     bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
         --admin-password "$admin_password" >/dev/null
-    echo "max_queued_messages 0" >>"$tmp/broker/mosquitto.conf"
+    echo "max_queued_messages ${1:-0}" >>"$tmp/broker/mosquitto.conf"
     export THINGIF_BENCH_USERNAME=thingif-hub THINGIF_BENCH_PASSWORD=$admin_password
     mosquitto -c "$tmp/broker/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
     pids+=($!)
@@ -87,17 +88,23 @@ start_broker() {
     done
 }
 
-# start_hub BIN: thingif-hub (--memory) on the broker; sets hub_pid.
+# start_hub BIN [STORE ARGS]: thingif-hub on the broker, with --memory or
+# the store arguments given (e.g. --db FILE); sets hub_pid.
 start_hub() {
-    THINGIF_HUB_BROKER_PASSWORD=$admin_password "$1" --port "$port" --broker-username thingif-hub \
-        --http-port 0 --memory --quiet >"$tmp/hub.log" 2>&1 &
+    local bin=$1
+    shift
+    [ $# -gt 0 ] || set -- --memory
+    THINGIF_HUB_BROKER_PASSWORD=$admin_password "$bin" --port "$port" --broker-username thingif-hub \
+        --http-port 0 "$@" --quiet >"$tmp/hub.log" 2>&1 &
     pids+=($!)
     hub_pid=$!
     wait_line "$tmp/hub.log" "serving app" "$hub_pid" 30
 }
 
-# cpu_ns PID: CPU time the process has used, in nanoseconds (schedstat).
-cpu_ns() { awk '{ print $1 }' "/proc/$1/schedstat"; }
+# cpu_ns PID: CPU time the process's live threads have used, in nanoseconds
+# (the sum of each thread's schedstat; /proc/PID/schedstat alone is the main
+# thread only, and the hub works on its request thread).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
 # user_ticks PID: its user CPU in clock ticks (/proc/PID/stat field 14).
 user_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 }'; }
@@ -111,7 +118,7 @@ build_bench() {
     if [ "$1" = 1 ]; then
         echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
         cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DTHINGIF_EMBEDDED=ON >"$tmp/build.log" 2>&1 \
-            && cmake --build build-bench --target thingif aircon >>"$tmp/build.log" 2>&1 \
+            && cmake --build build-bench --target thingif thingif_static aircon >>"$tmp/build.log" 2>&1 \
             && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
             || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
     fi
@@ -119,4 +126,17 @@ build_bench() {
     for f in build-bench/aircon "$hub_bin"; do
         [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
     done
+}
+
+# onboard_aircon ID: aircon onboards through the hub as vendorThingID ID
+# into $tmp/aircon and stops; sets storage and topic (its command topic).
+onboard_aircon() {
+    storage="$tmp/aircon"
+    build-bench/aircon --host 127.0.0.1 --port "$port" --vendor-thing-id "$1" --storage "$storage" \
+        >"$tmp/onboard.log" 2>&1 &
+    pids+=($!)
+    wait_line "$tmp/onboard.log" "aircon: connected" "$!" 30
+    stop "$!"
+    topic=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mqttEndpoint"]["mqttTopic"])' \
+        "$storage/identity.json")
 }

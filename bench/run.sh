@@ -36,6 +36,12 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 lib_size=$(size_of "$lib")
 strip -o "$tmp/libthingif.stripped" "$lib"
 lib_stripped=$(size_of "$tmp/libthingif.stripped")
+# The static archive as a firmware build links it (debug sections stripped).
+archive_stripped=""
+if [ -f build-bench/libthingif.a ]; then
+    strip --strip-debug -o "$tmp/libthingif.a" build-bench/libthingif.a
+    archive_stripped=$(kib "$(size_of "$tmp/libthingif.a")")
+fi
 needed=$(readelf -d "$lib" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
 swift_total=0
 swift_libs=""
@@ -97,6 +103,7 @@ echo
 echo "Footprint"
 printf '  %-34s %s\n' "$(basename "$lib")" "$(kib "$lib_size")"
 printf '  %-34s %s\n' "  stripped" "$(kib "$lib_stripped")"
+printf '  %-34s %s\n' "libthingif.a, --strip-debug" "${archive_stripped:-not built}"
 printf '  %-34s %s\n' "  NEEDED" "$needed"
 printf '  %-34s %s\n' "  Swift runtime (ldd, resolved)" "$(mib "$swift_total") in$swift_libs"
 printf '  %-34s %s\n' "aircon idle, connected: VmRSS" "$((rss / 1024)) MiB ($rss kB)"

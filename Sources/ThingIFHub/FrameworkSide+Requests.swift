@@ -4,7 +4,7 @@ import ThingIF
 /// The MQTT request loop: each request on p/{clientID}/thing-if/… or …/api/… is framed,
 /// size- and rate-limited, routed and answered on p/{clientID}/resp only.
 extension FrameworkSide {
-    // MARK: request handling (MQTT thread)
+    // MARK: request handling (the request thread, RequestQueue)
 
     func handle(_ m: MqttClient.Message) {
         if let ha = homeAssistant, ha.handle(m) { return }

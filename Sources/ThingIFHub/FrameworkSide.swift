@@ -113,9 +113,9 @@ public final class FrameworkSide: @unchecked Sendable {
     /// 10 s; more get 429 (password guessing over the bootstrap identity).
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
     let data = Locked(Data())
-    /// Called for notable events (onboarding, results, state), on the MQTT thread.
+    /// Called for notable events (onboarding, results, state), on the request thread.
     public var onEvent: (@Sendable (String) -> Void)?
-    /// Called once per command when its results arrive, on the MQTT thread.
+    /// Called once per command when its results arrive, on the request thread.
     public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
     var appAPI: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
@@ -130,6 +130,12 @@ public final class FrameworkSide: @unchecked Sendable {
     public let metrics = HubMetrics()
     /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
     let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
+    /// Inbound messages waiting for the request thread (RequestQueue), while started.
+    let requestQueue = Locked<RequestQueue?>(nil)
+    /// At most this many inbound messages, or this many payload bytes, wait
+    /// for the request thread; then the broker holds what follows.
+    public static let requestQueueMax = 50_000
+    public static let requestQueueMaxBytes = 64 << 20
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -150,7 +156,7 @@ public final class FrameworkSide: @unchecked Sendable {
 
     // MARK: lifecycle
 
-    /// Connects, subscribes and starts the MQTT thread. Blocks up to `timeoutMs`.
+    /// Connects, subscribes and starts the MQTT and request threads. Blocks up to `timeoutMs`.
     public func start(timeoutMs: Int = 5000) -> Bool {
         startProblem = nil
         if let tls = options.brokerTLS {
@@ -196,7 +202,15 @@ public final class FrameworkSide: @unchecked Sendable {
         client.onSubscribeGranted = { [unowned self] _, codes in
             if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
         }
-        client.onMessage = { [unowned self] m in self.handle(m) }
+        // libmosquitto's thread only queues; one request thread handles
+        // them in order (a burst no longer waits in the broker's queue).
+        let queue = RequestQueue(capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)
+        guard queue.start({ [unowned self] m in self.handle(m) }) else {
+            startProblem = "cannot start the request thread"
+            return false
+        }
+        requestQueue.withLock { $0 = queue }
+        client.onMessage = { m in queue.push(m) }
         guard
             client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30)
                 == MOSQ_ERR_SUCCESS.rawValue,
@@ -225,6 +239,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public func stop() {
         client.disconnect()
         _ = client.stopThread(force: false)
+        requestQueue.withLock { q in
+            q?.close()
+            q = nil
+        }
         admin?.stop()
     }
 

@@ -88,7 +88,7 @@ final class EventStreams: @unchecked Sendable {
 
 /// Tells the issuer of a command that it finished, on each of its
 /// notification targets: MQTT (the installation's topic), SSE (its open
-/// streams) and WEBHOOK (an HTTP POST, off the MQTT thread).
+/// streams) and WEBHOOK (an HTTP POST, off the request thread).
 final class Notifier: @unchecked Sendable {
     let hub: FrameworkSide
     let streams = EventStreams()
@@ -107,7 +107,7 @@ final class Notifier: @unchecked Sendable {
         session = URLSession(configuration: config, delegate: NoRedirects(), delegateQueue: nil)
     }
 
-    /// Called on the MQTT thread; never blocks on the network.
+    /// Called on the hub's request thread; never blocks on the network.
     func commandFinished(_ command: CommandRecord) {
         let payload = FrameworkSide.notificationPayload(command)
         let text = String(decoding: payload, as: UTF8.self)
@@ -146,7 +146,7 @@ final class Notifier: @unchecked Sendable {
         let log = self.log
         let webhooks = self.webhooks
         let session = self.session
-        // Resolving the name may wait on DNS: off the MQTT thread.
+        // Resolving the name may wait on DNS: off the request thread.
         DispatchQueue.global().async {
             // Checked again at each delivery: the name may resolve elsewhere now.
             if case .refused(let why) = webhooks.checkAtDelivery(url) {

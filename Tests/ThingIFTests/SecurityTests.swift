@@ -202,6 +202,32 @@ struct SecurityTests {
         }
     }
 
+    @Test(
+        "A burst of 2,000 state uploads from one thing is answered in full: the broker's queue for the hub (mosquitto's default 1000) never fills"
+    )
+    func stateBurst() throws {
+        try withEnv { env in
+            let (_, _, b) = try twoThings(env)
+            let thingB = try MqttProbe(
+                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            defer { thingB.stop() }
+            let replies = Topics.response(clientID: b.topic)
+            #expect(thingB.subscribe(replies) == 1)
+            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
+            let n = 2000
+            for i in 0..<n {
+                thingB.publish(
+                    topic, kiiRequest("PUT", token: b.token, requestID: "s\(i)", body: #"{"power":true,"t":\#(i)}"#),
+                    responseTopic: replies, correlation: "s\(i)")
+            }
+            #expect(poll(timeoutMs: 60_000) { thingB.messages(on: replies).count >= n })
+            let statuses = thingB.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
+            #expect(statuses.count == n && statuses.allSatisfy { $0 == 204 }, "\(Set(statuses)) of \(statuses.count)")
+            // The last upload is the state the hub holds.
+            #expect(parseObject(env.hub.store.thing(id: b.thingID)?.state)?["t"] as? Int == n - 1)
+        }
+    }
+
     @Test("An oversized body gets 413 and a flood gets 429; a normal upload still passes")
     func limits() throws {
         try withEnv { env in

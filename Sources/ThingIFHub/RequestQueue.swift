@@ -1,0 +1,124 @@
+import CThingIF
+import ThingIF
+
+/// The hub's inbound MQTT messages, between libmosquitto's network thread
+/// and the one worker thread that handles them in arrival order.
+///
+/// The network thread only appends, so the hub takes messages off the broker
+/// as fast as they come: a burst from one thing no longer fills the broker's
+/// queue for the hub (mosquitto drops what passes max_queued_messages).
+/// Bounded: at `capacity` messages or `maxBytes` of payload the network
+/// thread waits for room, and the broker holds what follows. A message taken but not yet handled when
+/// the hub dies is a request without an answer, which the thing sends again
+/// (its outbox); the reliability contract does not move.
+final class RequestQueue: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var items: [MqttClient.Message] = []
+    private var head = 0
+    private var closed = false
+    private var worker: pthread_t?
+    let capacity: Int
+    let maxBytes: Int
+    private var bytes = 0
+    /// The most messages that waited at once (a gauge for operators and tests).
+    private(set) var highWater = 0
+
+    init(capacity: Int, maxBytes: Int) {
+        self.capacity = max(1, capacity)
+        self.maxBytes = max(1, maxBytes)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(changed, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(mutex)
+        changed.deallocate()
+        mutex.deallocate()
+    }
+
+    private func locked<T>(_ body: () -> T) -> T {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
+
+    /// How many messages wait.
+    var count: Int { locked { items.count - head } }
+
+    /// Appends a message; waits while the queue is full. False once closed.
+    @discardableResult
+    func push(_ m: MqttClient.Message) -> Bool {
+        locked {
+            while !closed && head < items.count && (items.count - head >= capacity || bytes >= maxBytes) {
+                pthread_cond_wait(changed, mutex)
+            }
+            guard !closed else { return false }
+            items.append(m)
+            bytes += m.payload.count
+            highWater = max(highWater, items.count - head)
+            pthread_cond_broadcast(changed)
+            return true
+        }
+    }
+
+    /// The oldest message; waits while none is there. Nil once closed and empty.
+    func pop() -> MqttClient.Message? {
+        locked {
+            while !closed && head == items.count { pthread_cond_wait(changed, mutex) }
+            guard head < items.count else { return nil }
+            let m = items[head]
+            head += 1
+            bytes -= m.payload.count
+            // Reclaim the consumed prefix now and then, not on every pop.
+            if head >= 1024 && head * 2 >= items.count {
+                items.removeFirst(head)
+                head = 0
+            } else if head == items.count {
+                items.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            pthread_cond_broadcast(changed)
+            return m
+        }
+    }
+
+    /// Starts the worker thread, which calls `handle` for each message in order.
+    func start(_ handle: @escaping (MqttClient.Message) -> Void) -> Bool {
+        final class Box {
+            let queue: RequestQueue
+            let handle: (MqttClient.Message) -> Void
+            init(_ q: RequestQueue, _ h: @escaping (MqttClient.Message) -> Void) {
+                queue = q
+                handle = h
+            }
+        }
+        let box = Unmanaged.passRetained(Box(self, handle)).toOpaque()
+        var tid = pthread_t()
+        let rc = pthread_create(
+            &tid, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                while let m = box.queue.pop() { box.handle(m) }
+                return nil
+            }, box)
+        guard rc == 0 else {
+            Unmanaged<Box>.fromOpaque(box).release()
+            return false
+        }
+        locked { worker = tid }
+        return true
+    }
+
+    /// Stops taking messages, lets the worker finish what waits, and joins it.
+    func close() {
+        let tid = locked { () -> pthread_t? in
+            closed = true
+            pthread_cond_broadcast(changed)
+            defer { worker = nil }
+            return worker
+        }
+        if let tid, pthread_equal(tid, pthread_self()) == 0 { pthread_join(tid, nil) }
+    }
+}
