@@ -280,38 +280,11 @@ public final class BrokerAdmin: @unchecked Sendable {
                 + "(deploy/make-broker-config.sh does it)"
         }
         let role = BrokerAdmin.onboardingRole(appID: appID)
-        guard
-            let out = run([
-                BrokerAdmin.command(
-                    "createRole",
-                    [
-                        ("rolename", BrokerAdmin.str(role)),
-                        ("acls", BrokerAdmin.list(BrokerAdmin.onboardingACLs(appID: appID)))
-                    ]),
-                BrokerAdmin.command(
-                    "createClient",
-                    [
-                        ("username", BrokerAdmin.str(appID)), ("password", BrokerAdmin.str(appKey)),
-                        ("roles", BrokerAdmin.roles([role]))
-                    ])
-            ])
-        else { return "no answer from the broker's dynamic-security plugin" }
-        if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
-            return "cannot make the bootstrap identity: \(bad.command): \(bad.error ?? "")"
-        }
-        if out.last?.alreadyExists == true {
-            // The app key may have changed since.
-            guard
-                let set = run([
-                    BrokerAdmin.command(
-                        "setClientPassword",
-                        [
-                            ("username", BrokerAdmin.str(appID)),
-                            ("password", BrokerAdmin.str(appKey))
-                        ])
-                ]),
-                set.allSatisfy(\.isSuccess)
-            else { return "cannot set the bootstrap identity's password" }
+        if let problem = ensureClient(
+            username: appID, password: appKey, clientID: nil, role: role,
+            acls: BrokerAdmin.onboardingACLs(appID: appID))
+        {
+            return "cannot make the bootstrap identity: \(problem)"
         }
         return nil
     }
@@ -333,44 +306,47 @@ public final class BrokerAdmin: @unchecked Sendable {
 
     private func credentials(username: String, role: String, acls: [JSON]) -> String? {
         let password = Platform.randomHex(bytes: 24)
+        if let problem = ensureClient(
+            username: username, password: password, clientID: username, role: role, acls: acls)
+        {
+            onLog?("broker client \(username): \(problem)")
+            return nil
+        }
+        return password
+    }
+
+    /// Creates a client with its own role, or, when it exists already (a
+    /// restart, a re-onboarding, a changed app key), sets its password (the
+    /// plugin drops the old session). Returns what went wrong, nil on success.
+    private func ensureClient(username: String, password: String, clientID: String?, role: String, acls: [JSON])
+        -> String?
+    {
+        var client: [(String, JSON)] = [
+            ("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))
+        ]
+        if let clientID { client.append(("clientid", BrokerAdmin.str(clientID))) }
+        client.append(("roles", BrokerAdmin.roles([role])))
         guard
             let out = run([
                 BrokerAdmin.command(
                     "createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
-                BrokerAdmin.command(
-                    "createClient",
-                    [
-                        ("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password)),
-                        ("clientid", BrokerAdmin.str(username)),
-                        ("roles", BrokerAdmin.roles([role]))
-                    ])
+                BrokerAdmin.command("createClient", client)
             ])
-        else {
-            onLog?("no answer from the broker's dynamic-security plugin for \(username)")
-            return nil
-        }
+        else { return "no answer from the broker's dynamic-security plugin" }
         if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
-            onLog?("broker refused \(bad.command) for \(username): \(bad.error ?? "")")
-            return nil
+            return "the broker refused \(bad.command): \(bad.error ?? "")"
         }
         if out.last?.alreadyExists == true {
-            // A re-onboarding: a fresh password (the plugin drops the old session).
             guard
                 let set = run([
                     BrokerAdmin.command(
                         "setClientPassword",
-                        [
-                            ("username", BrokerAdmin.str(username)),
-                            ("password", BrokerAdmin.str(password))
-                        ])
+                        [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))])
                 ]),
                 set.allSatisfy(\.isSuccess)
-            else {
-                onLog?("broker refused a new password for \(username)")
-                return nil
-            }
+            else { return "the broker refused a new password" }
         }
-        return password
+        return nil
     }
 
     /// Removes a client and its role (a deleted thing or installation).
