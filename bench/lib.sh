@@ -28,16 +28,7 @@ bench_init() {
     trap 'exit 143' TERM
 }
 
-# wait_for PID SECONDS: 0 once PID has ended, 1 if it still runs after SECONDS.
-wait_for() {
-    local pid=$1 end=$((SECONDS + $2))
-    while kill -0 "$pid" 2>/dev/null; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-    wait "$pid" 2>/dev/null || true
-    return 0
-}
+. scripts/proc.sh
 
 stop() {
     local pid=$1
@@ -70,7 +61,7 @@ wait_line() {
 # mosq_pid and admin_password, and exports the hub's identity for the
 # bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD).
 start_broker() {
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    port=$(free_port)
     admin_password=$(openssl rand -hex 16)
     bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
         --admin-password "$admin_password" >/dev/null

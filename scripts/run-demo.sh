@@ -90,18 +90,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# wait_for PID SECONDS: waits for a child to end, at most SECONDS. Sets
-# $waited to its exit status and returns 0, or returns 1 if it still runs.
-waited=""
-wait_for() {
-    local pid=$1 deadline=$((SECONDS + $2))
-    while kill -0 "$pid" 2>/dev/null; do
-        [ "$SECONDS" -ge "$deadline" ] && return 1
-        sleep 0.1
-    done
-    wait "$pid" 2>/dev/null
-    waited=$?
-}
+. "$src/scripts/proc.sh"
 
 # Prefixes every line with who said it, dropping the program's own prefix.
 label() { sed -u -e "s/^$1: //" -e "s/^/$(printf '%-7s' "$1")│ /"; }
@@ -129,7 +118,6 @@ show() {
 # The secured configuration of docs/SECURITY.md: no anonymous clients, the
 # dynamic-security plugin (the hub makes every client's credentials and
 # rights), and TLS with a CA and certificates made here by openssl.
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 tls_port=$(free_port)
 while [ "$tls_port" = "$port" ]; do tls_port=$(free_port); done
