@@ -28,6 +28,19 @@ struct SecurityTests {
         )
     }
 
+    /// Connects as the thing `id`, subscribed to its reply topic; returns the
+    /// client, that topic and the topic of the thing's state uploads.
+    func thingClient(_ env: Env, _ id: StoredIdentity) throws -> (probe: MqttProbe, replies: String, states: String) {
+        let probe = try MqttProbe(
+            port: env.broker.port, clientID: id.topic, username: id.username, password: id.password)
+        let replies = Topics.response(clientID: id.topic)
+        #expect(probe.subscribe(replies) == 1)
+        return (
+            probe, replies,
+            Topics.request(clientID: id.topic, appID: Env.appID, path: "targets/thing:\(id.thingID)/states")
+        )
+    }
+
     @Test(
         "Nobody connects anonymously or with a wrong password; a thing's credentials work only with its own client ID")
     func authentication() throws {
@@ -180,11 +193,8 @@ struct SecurityTests {
             defer { watcher.stop() }
             #expect(watcher.subscribe("p/\(aid.topic)/resp") == 1)
             #expect(watcher.subscribe("evil/#") == 1)
-            let thingB = try MqttProbe(
-                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let (thingB, _, topic) = try thingClient(env, b)
             defer { thingB.stop() }
-            #expect(thingB.subscribe(Topics.response(clientID: b.topic)) == 1)
-            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
             for (i, rt) in ["p/\(aid.topic)/resp", "evil/topic"].enumerated() {
                 thingB.publish(
                     topic, kiiRequest("PUT", token: b.token, requestID: "rt-\(i)", body: #"{"power":true}"#),
@@ -208,12 +218,8 @@ struct SecurityTests {
     func stateBurst() throws {
         try withEnv { env in
             let (_, _, b) = try twoThings(env)
-            let thingB = try MqttProbe(
-                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let (thingB, replies, topic) = try thingClient(env, b)
             defer { thingB.stop() }
-            let replies = Topics.response(clientID: b.topic)
-            #expect(thingB.subscribe(replies) == 1)
-            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
             let n = 2000
             for i in 0..<n {
                 thingB.publish(
@@ -240,12 +246,8 @@ struct SecurityTests {
             let hub = try #require(FrameworkSide(options, store: env.hub.store))
             try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
             defer { hub.stop() }
-            let thingB = try MqttProbe(
-                port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
+            let (thingB, replies, topic) = try thingClient(env, b)
             defer { thingB.stop() }
-            let replies = Topics.response(clientID: b.topic)
-            #expect(thingB.subscribe(replies) == 1)
-            let topic = Topics.request(clientID: b.topic, appID: Env.appID, path: "targets/thing:\(b.thingID)/states")
             let big = #"{"pad":""# + String(repeating: "x", count: HubLimits.defaultMaxStateBody) + #""}"#
             thingB.publish(topic, kiiRequest("PUT", token: b.token, requestID: "big", body: big), correlation: "big")
             thingB.publish(
