@@ -130,7 +130,8 @@ final class Outbox {
         }
         items.append(item)
         if item.kind == .results { resultCount += 1 }
-        compactIfNeeded()
+        // Results write nothing here, so they cannot make the journal longer.
+        if item.journaled || !drop.isEmpty { compactIfNeeded() }
         return .added(dropped: drop, superseded: supersedes)
     }
 
@@ -153,8 +154,8 @@ final class Outbox {
     func writeOut() { journal.writeOut() }
 
     private func compactIfNeeded() {
-        let kept = items.filter { $0.journaled }
-        guard journal.lineCount > 2 * kept.count + 64 else { return }
-        _ = journal.rewrite(kept.map(encode))
+        let journaled = items.reduce(0) { $0 + ($1.journaled ? 1 : 0) }
+        guard journal.lineCount > 2 * journaled + 64 else { return }
+        _ = journal.rewrite(items.filter { $0.journaled }.map(encode))
     }
 }
