@@ -21,6 +21,9 @@
 # read after it): -n 1000000 with THINGIF_BENCH_SERIAL=1000 is the memory soak.
 # THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one configured
 # with -DTHINGIF_OPTIMIZE_SIZE=OFF, i.e. -O) instead of build-bench/aircon.
+# THINGIF_BENCH_CALLGRIND=1 runs both appliances under valgrind's callgrind and
+# adds the user-space instructions per command: a figure other load on the
+# machine does not change (the timings of that run mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,6 +32,16 @@ root=$PWD
 bench_init 100 "$@"
 n_serial=${THINGIF_BENCH_SERIAL:-$((n / 10))}
 aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon}
+# callgrind NAME: the command prefix that runs an appliance under callgrind.
+callgrind() {
+    [ -n "${THINGIF_BENCH_CALLGRIND:-}" ] || return 0
+    echo valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.$1.out"
+}
+# instructions NAME: the instructions callgrind counted (startup included).
+instructions() {
+    [ -f "$tmp/cg.$1.out" ] || return 0
+    callgrind_annotate "$tmp/cg.$1.out" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+}
 
 # --- build ---------------------------------------------------------------
 build_bench "$build"
@@ -90,7 +103,7 @@ fig() { sed -n "s/^$2=//p" "$tmp/$1.fig"; }
 # --- the C appliance -----------------------------------------------------------
 counter_file="$tmp/synccount-c"
 : >"$counter_file"
-LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" "$tmp/c_appliance" --port "$port" \
+LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" $(callgrind c) "$tmp/c_appliance" --port "$port" \
     --identity "$storage/identity.json" >"$tmp/c.log" 2>&1 &
 pids+=($!)
 c_pid=$!
@@ -105,7 +118,7 @@ stop "$c_pid"
 # --- aircon on libthingif ---------------------------------------------------
 counter_file="$tmp/synccount"
 : >"$counter_file"
-LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" "$aircon" --host 127.0.0.1 \
+LD_PRELOAD="$tmp/synccount.so" THINGIF_SYNCCOUNT_FILE="$counter_file" $(callgrind a) "$aircon" --host 127.0.0.1 \
     --port "$port" --vendor-thing-id AC-COMPARE --storage "$storage" --quiet --no-state >"$tmp/aircon.log" 2>&1 &
 pids+=($!)
 a_pid=$!
@@ -144,7 +157,13 @@ row "64 in flight: commands per second" "$(fig c64 cmd_per_s)" "$(fig a64 cmd_pe
 row "64 in flight: p50 round trip (us)" "$(fig c64 p50_us)" "$(fig a64 p50_us)"
 row "64 in flight: CPU per command (us)" "$(fig c64 cpu_us)" "$(fig a64 cpu_us)"
 row "64 in flight: user CPU per command (us)" "$(fig c64 user_us)" "$(fig a64 user_us)"
-row "heap allocations per command" "$(per "$(fig c64 allocs)" "$n")" "$(per "$(fig a64 allocs)" "$n")"
+if [ -z "${THINGIF_BENCH_CALLGRIND:-}" ]; then
+    row "heap allocations per command" "$(per "$(fig c64 allocs)" "$n")" "$(per "$(fig a64 allocs)" "$n")"
+else
+    # valgrind replaces malloc, so synccount.so cannot count allocations.
+    row "instructions per command (callgrind)" "$(per "$(instructions c)" "$((n + n_serial))")" \
+        "$(per "$(instructions a)" "$((n + n_serial))")"
+fi
 echo
 printf '  %-38s %s\n' "aircon fdatasync per command" \
     "one at a time $(per "$(fig a1 syncs)" "$n_serial"), 64 in flight $(per "$(fig a64 syncs)" "$n")"

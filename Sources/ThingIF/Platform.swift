@@ -3,6 +3,13 @@ import CThingIF
 /// Small POSIX helpers: time, randomness, files. No Foundation.
 public enum Platform {
     /// Monotonic milliseconds.
+    /// A malloc'ed copy of `s` with a NUL (free() it), copied once from the
+    /// string's storage: `strdup(s)` with a String argument first builds a
+    /// new array of its bytes.
+    static func cString(_ s: String) -> UnsafeMutablePointer<CChar> {
+        s.withCString { strdup($0) }
+    }
+
     public static func nowMs() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)

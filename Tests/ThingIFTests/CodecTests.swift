@@ -146,6 +146,45 @@ struct CodecTests {
         }
     }
 
+    @Test("JSON.quoted writes a string exactly as jansson's dump does, plain ASCII")
+    func quotedMatchesJansson() throws {
+        let all = String(decoding: (1..<0x80).map { UInt8($0) }, as: UTF8.self)
+        for s in ["", "plain", all, "naïve ✓ 日本", "emoji 😀 and 𝄞", "\u{7F}\u{80}\u{FFFF}\u{10FFFF}", "\"\\/"] {
+            let ours = String(decoding: JSON.quoted(s), as: UTF8.self)
+            #expect(ours == JSON.string(s)?.dump(), "\(s.unicodeScalars.map { $0.value })")
+            #expect(ours.utf8.allSatisfy { $0 < 0x80 })
+            #expect(try parse("[" + ours + "]").elements.first?.stringValue == s)
+        }
+    }
+
+    @Test("ActionResults.bytes and the ledger's skeleton are the exact compact JSON, built without jansson")
+    func resultsBytes() throws {
+        let data = JSON.object()
+        data.set("t", .int(21))
+        let results = ActionResults(groups: [
+            ActionResults.Group(alias: nil, results: [ActionResult(name: "turnPower", succeeded: true)]),
+            ActionResults.Group(
+                alias: "Fan\"Alias",
+                results: [
+                    ActionResult(name: "setFanSpeed", succeeded: false, errorMessage: "jammed ✓\n", data: data),
+                    ActionResult(name: "x", succeeded: true)
+                ])
+        ])
+        let text = String(decoding: results.bytes(), as: UTF8.self)
+        #expect(
+            text
+                == #"{"actionResults":[{"turnPower":{"succeeded":true}},{"Fan\"Alias":[{"setFanSpeed":{"succeeded":false,"errorMessage":"jammed \u2713\n","data":{"t":21}}},{"x":{"succeeded":true}}]}]}"#
+        )
+        #expect(results.encode().dump() == text, "bytes() is what jansson would write")
+        #expect(String(decoding: ActionResults(groups: []).bytes(), as: UTF8.self) == #"{"actionResults":[]}"#)
+
+        let command = try decode(
+            #"{"commandID":"c","issuer":"user:u","actions":[{"A":[{"turnPower":true},{"setFanSpeed":2}]},{"B":[{"x":null}]}]}"#
+        ).get()
+        let skeleton = String(decoding: CommandLedger.skeleton(of: command), as: UTF8.self)
+        #expect(skeleton == #"[{"alias":"A","names":["turnPower","setFanSpeed"]},{"alias":"B","names":["x"]}]"#)
+    }
+
     @Test("ActionResults encode flat and grouped, escape every string, and decode back")
     func actionResultsRoundTrip() throws {
         let data = JSON.object()

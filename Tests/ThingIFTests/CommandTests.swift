@@ -5,6 +5,19 @@ import Testing
 /// Commands from the framework run through C handlers, and results come back.
 @Suite("Commands")
 struct CommandTests {
+    @Test("libmosquitto's lines reach a debug log callback as \"mqtt: …\"; an info callback gets none")
+    func mqttDebugLines() throws {
+        try withEnv { env in
+            let (debug, tid) = try env.onlineAircon(
+                vendorThingID: "AC-DEBUG", storage: "debug", logLevel: LogLevel.debug)
+            _ = try env.command(Aircon.powerOff, to: tid)
+            #expect(debug.logs.contains("mqtt: Client"), "\(debug.logs)")
+            let (info, iid) = try env.onlineAircon(vendorThingID: "AC-INFO", storage: "info")
+            _ = try env.command(Aircon.powerOff, to: iid)
+            #expect(!info.logs.contains("mqtt: "), "\(info.logs)")
+        }
+    }
+
     @Test("The seeds' three-action command runs in order; state uploaded in a handler reaches the hub")
     func seedsThreeActionCommand() throws {
         try withEnv { env in

@@ -122,7 +122,7 @@ struct ReliabilityUnitTests {
     func ledger() throws {
         try withStorage { storage, _ in
             let l = CommandLedger(storage: storage, capacity: 3)
-            let skeleton = json(#"[{"names":["turnPower","setFanSpeed"]}]"#)
+            let skeleton = Array(#"[{"names":["turnPower","setFanSpeed"]}]"#.utf8)
             #expect(l.start("c1", skeleton: skeleton))
             #expect(l.start("c2", skeleton: skeleton))
             #expect(l.finish("c2", body: Array(#"{"actionResults":[]}"#.utf8), thingID: nil))
@@ -148,7 +148,7 @@ struct ReliabilityUnitTests {
     func ledgerOwedResults() throws {
         try withStorage { storage, dir in
             let l = CommandLedger(storage: storage, capacity: 2)
-            let skeleton = json(#"[{"names":["turnPower"]}]"#)
+            let skeleton = Array(#"[{"names":["turnPower"]}]"#.utf8)
             let results = Array(#"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#.utf8)
             // A batch: three starts and their results appended without a sync, then one flush.
             for i in 1...3 { #expect(l.start("b\(i)", skeleton: skeleton, sync: false)) }
@@ -192,7 +192,7 @@ struct ReliabilityUnitTests {
             let l = CommandLedger(storage: storage, capacity: 16)
             let body = Array(#"{"actionResults":[]}"#.utf8)
             for id in ids {
-                #expect(l.start(id, skeleton: json(#"[{"names":["a"]}]"#)))
+                #expect(l.start(id, skeleton: Array(#"[{"names":["a"]}]"#.utf8)))
                 #expect(l.finish(id, body: body, thingID: "th.\"x"))
             }
             let r = CommandLedger(storage: storage, capacity: 16)

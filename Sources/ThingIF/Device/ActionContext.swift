@@ -13,11 +13,11 @@ final class CommandStrings {
     let metadata: JSON?
 
     init(_ c: Command) {
-        id = strdup(c.id)
-        issuer = c.issuer.map { strdup($0) }
-        schema = c.shape == .schema ? c.schema.map { strdup($0) } : nil
-        title = c.title.map { strdup($0) }
-        description = c.description.map { strdup($0) }
+        id = Platform.cString(c.id)
+        issuer = c.issuer.map { Platform.cString($0) }
+        schema = c.shape == .schema ? c.schema.map { Platform.cString($0) } : nil
+        title = c.title.map { Platform.cString($0) }
+        description = c.description.map { Platform.cString($0) }
         schemaVersion = c.shape == .schema ? Int32(clamping: c.schemaVersion) : 0
         metadata = c.metadata
     }
@@ -46,8 +46,8 @@ final class ActionContext {
     init(thing: Thing, command: CommandStrings, name: String, alias: String?, params: JSON, index: Int) {
         self.thing = thing
         self.command = command
-        self.name = strdup(name)
-        self.alias = alias.map { strdup($0) }
+        self.name = Platform.cString(name)
+        self.alias = alias.map { Platform.cString($0) }
         self.params = params
         self.index = Int32(clamping: index)
     }

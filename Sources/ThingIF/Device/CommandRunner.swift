@@ -104,7 +104,7 @@ extension Thing {
         case refused
         case running(String)
         case done(String, body: [UInt8], alreadyQueued: Bool)
-        case interrupted(String, skeleton: JSON)
+        case interrupted(String, skeleton: [UInt8])
         /// New: recorded as started (durable once the ledger is flushed,
         /// unless `persisted` is false: the ledger could not be written).
         case new(Command, persisted: Bool)
@@ -202,7 +202,7 @@ extension Thing {
 
     /// Reports the commands that a crash cut off, once per handle.
     func reportInterrupted() {
-        let work = shared.withLock { s -> ([(id: String, skeleton: JSON)], String)? in
+        let work = shared.withLock { s -> ([(id: String, skeleton: [UInt8])], String)? in
             guard !s.interruptedReported, let id = s.identity else { return nil }
             s.interruptedReported = true
             return (s.ledger.interrupted, id.thingID)
@@ -214,9 +214,8 @@ extension Thing {
         }
     }
 
-    private func finishInterrupted(_ id: String, skeleton: JSON, thingID: String) {
-        let results = CommandLedger.failedResults(skeleton: skeleton, message: Thing.interruptedMessage).encode()
-            .dumpBytes()
+    private func finishInterrupted(_ id: String, skeleton: [UInt8], thingID: String) {
+        let results = CommandLedger.failedResults(skeleton: skeleton, message: Thing.interruptedMessage).bytes()
         _ = shared.withLock { $0.ledger.finish(id, body: results, thingID: thingID) }
         _ = sendResults(results, commandID: id, thingID: thingID)
     }
@@ -283,7 +282,7 @@ extension Thing {
             return rc
         }
         guard let rc = finished else { return }
-        let results = rc.actionResults.encode().dumpBytes()
+        let results = rc.actionResults.bytes()
         // Durable before they are published: at once, or, inside a batch of
         // the loop, with the batch's one sync (processInbox).
         let outcome = shared.withLock { s -> (recorded: Bool, held: Bool) in

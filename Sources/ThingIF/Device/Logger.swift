@@ -23,6 +23,9 @@ final class Logger: @unchecked Sendable {
     func info(_ message: @autoclosure () -> String) { log(THINGIF_LOG_INFO, message()) }
     func debug(_ message: @autoclosure () -> String) { log(THINGIF_LOG_DEBUG, message()) }
 
+    /// Whether a line of `level` would be written.
+    func enabled(_ level: thingif_log_level) -> Bool { Int32(level.rawValue) <= sink.withLock { $0.maxLevel } }
+
     func log(_ level: thingif_log_level, _ message: @autoclosure () -> String) {
         let s = sink.withLock { $0 }
         let lv = Int32(level.rawValue)

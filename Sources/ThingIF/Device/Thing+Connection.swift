@@ -39,6 +39,8 @@ extension Thing {
         // follows (received(_:) keeps this from happening in practice).
         let (clientOpt, inboxFull) = shared.withLock { ($0.client, $0.inbox.count >= $0.config.inboxMax) }
         if !inboxFull, let client = clientOpt {
+            // libmosquitto's lines are debug lines: formatted only when kept.
+            client.setLogging(logger.enabled(THINGIF_LOG_DEBUG))
             let rc = client.loop(timeoutMs: timeoutMs)
             if rc != MOSQ_ERR_SUCCESS.rawValue {
                 // libmosquitto does the TLS handshake inside the loop: a

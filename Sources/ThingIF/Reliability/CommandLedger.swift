@@ -15,8 +15,9 @@
 /// uses it from the loop thread only.
 final class CommandLedger {
     enum State {
-        /// Running, or cut off; `skeleton` lists the actions (see `skeleton(of:)`).
-        case started(skeleton: JSON)
+        /// Running, or cut off; `skeleton` lists the actions (the JSON text
+        /// of `skeleton(of:)`).
+        case started(skeleton: [UInt8])
         /// Finished; the action-results body as sent.
         case done(body: [UInt8])
     }
@@ -33,7 +34,7 @@ final class CommandLedger {
     private var states: [String: State] = [:]
     private var order: [String] = []
     /// Commands found started but not done when the ledger was loaded.
-    private(set) var interrupted: [(id: String, skeleton: JSON)] = []
+    private(set) var interrupted: [(id: String, skeleton: [UInt8])] = []
 
     /// Loads every remembered command, whatever `capacity` is: the handle's
     /// THINGIF_OPT_LEDGER_SIZE is set only after this runs, and trims from
@@ -49,7 +50,7 @@ final class CommandLedger {
                 // versions kept them in the outbox instead.
                 if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[id] = t }
             } else if let skeleton = r["a"] {
-                record(id, .started(skeleton: skeleton))
+                record(id, .started(skeleton: skeleton.dumpBytes()))
             } else if r["k"] != nil {
                 unacknowledged[id] = nil
             }
@@ -81,7 +82,7 @@ final class CommandLedger {
 
     /// Marks a command as started; durable on return with `sync`, else
     /// after the next `flush()`. False when it could not be written.
-    func start(_ commandID: String, skeleton: JSON, sync: Bool = true) -> Bool {
+    func start(_ commandID: String, skeleton: [UInt8], sync: Bool = true) -> Bool {
         persist(commandID, .started(skeleton: skeleton), thingID: nil, sync: sync)
     }
 
@@ -103,10 +104,10 @@ final class CommandLedger {
     /// The framework has the results of `commandID`: an unsynced record.
     func acknowledge(_ commandID: String) {
         guard unacknowledged.removeValue(forKey: commandID) != nil else { return }
-        let r = JSON.object()
-        r.set("c", string: commandID)
-        r.set("k", .int(1))
-        _ = journal.append(r, sync: false)
+        var line = Array(#"{"c":"#.utf8)
+        line += JSON.quoted(commandID)
+        line += Array(",\"k\":1}\n".utf8)
+        _ = journal.append(line: line, sync: false)
         compactIfNeeded()
     }
 
@@ -128,7 +129,7 @@ final class CommandLedger {
         switch state {
         case .started(let s):
             out += Array(",\"a\":".utf8)
-            out += s.dumpBytes()
+            out += s
         case .done(let body):
             out += Array(",\"r\":".utf8)
             out += body
@@ -159,23 +160,32 @@ final class CommandLedger {
 
     /// The action names of a command, grouped as its results will be:
     /// [{"alias":"A","names":["turnPower",…]}] ("alias" absent for schema commands).
-    static func skeleton(of command: Command) -> JSON {
-        let groups = JSON.array()
-        for g in command.groups {
-            let o = JSON.object()
-            if let alias = g.alias { o.set("alias", string: alias) }
-            let names = JSON.array()
-            for e in g.entries { if let n = JSON.string(e.name) { names.append(n) } }
-            o.set("names", names)
-            groups.append(o)
+    static func skeleton(of command: Command) -> [UInt8] {
+        var out: [UInt8] = [0x5B]
+        for (i, g) in command.groups.enumerated() {
+            out += i == 0 ? [0x7B] : [0x2C, 0x7B]
+            if let alias = g.alias {
+                out += Array(#""alias":"#.utf8)
+                out += JSON.quoted(alias)
+                out.append(0x2C)
+            }
+            out += Array(#""names":["#.utf8)
+            for (k, e) in g.entries.enumerated() {
+                if k > 0 { out.append(0x2C) }
+                out += JSON.quoted(e.name)
+            }
+            out += [0x5D, 0x7D]
         }
-        return groups
+        out.append(0x5D)
+        return out
     }
 
     /// Failed results for every action of a skeleton.
-    static func failedResults(skeleton: JSON, message: String) -> ActionResults {
-        ActionResults(
-            groups: skeleton.elements.map { g in
+    static func failedResults(skeleton: [UInt8], message: String) -> ActionResults {
+        let groups: [JSON]
+        if case .success(let j) = JSON.parse(skeleton) { groups = j.elements } else { groups = [] }
+        return ActionResults(
+            groups: groups.map { g in
                 ActionResults.Group(
                     alias: g["alias"]?.stringValue,
                     results: (g["names"]?.elements ?? []).map { .failure($0.stringValue ?? "", message) })

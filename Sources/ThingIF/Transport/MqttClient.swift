@@ -28,9 +28,13 @@ public final class MqttClient {
     /// As onSubscribe, with the SUBACK's codes per topic: a granted QoS
     /// (0–2) or a refusal (0x80 and up, e.g. 0x87 not authorised).
     public var onSubscribeGranted: ((_ mid: Int32, _ granted: [Int32]) -> Void)?
-    public var onLog: ((String) -> Void)?
+    /// libmosquitto's log lines; setting it turns `setLogging` on.
+    public var onLog: ((String) -> Void)? {
+        didSet { setLogging(onLog != nil) }
+    }
 
     private let mosq: OpaquePointer
+    private var logging = false
 
     /// nil when libmosquitto cannot create a client (out of memory, or an
     /// empty client ID with a persistent session).
@@ -63,9 +67,22 @@ public final class MqttClient {
             guard let client = MqttClient.from(obj), let handler = client.onMessage, let msg else { return }
             handler(MqttClient.message(from: msg.pointee, props: props))
         }
-        mosquitto_log_callback_set(m) { _, obj, _, text in
-            guard let client = MqttClient.from(obj), let log = client.onLog, let text else { return }
-            log(String(cString: text))
+    }
+
+    /// Whether libmosquitto's log lines reach `onLog`. libmosquitto formats
+    /// each line (vsnprintf) only while a callback is installed, several per
+    /// message, so a caller that drops them turns this off. Call it from the
+    /// thread that runs the loop.
+    public func setLogging(_ on: Bool) {
+        guard on != logging else { return }
+        logging = on
+        if on {
+            mosquitto_log_callback_set(mosq) { _, obj, _, text in
+                guard let client = MqttClient.from(obj), let log = client.onLog, let text else { return }
+                log(String(cString: text))
+            }
+        } else {
+            mosquitto_log_callback_set(mosq, nil)
         }
     }
 
@@ -162,7 +179,11 @@ public final class MqttClient {
         var props: OpaquePointer?
         defer { mosquitto_property_free_all(&props) }
         if let responseTopic {
-            mosquitto_property_add_string(&props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), responseTopic)
+            // withCString: no copy of a native string (an implicit String
+            // argument is copied into a new array on every call).
+            _ = responseTopic.withCString {
+                mosquitto_property_add_string(&props, Int32(MQTT_PROP_RESPONSE_TOPIC.rawValue), $0)
+            }
         }
         if let correlationData {
             correlationData.withUnsafeBytes { buf in
@@ -172,7 +193,9 @@ public final class MqttClient {
             }
         }
         return payload.withUnsafeBytes { buf in
-            mosquitto_publish_v5(mosq, nil, topic, Int32(buf.count), buf.baseAddress, qos, retain, props)
+            topic.withCString {
+                mosquitto_publish_v5(mosq, nil, $0, Int32(buf.count), buf.baseAddress, qos, retain, props)
+            }
         }
     }
 

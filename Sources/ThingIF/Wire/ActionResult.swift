@@ -18,14 +18,20 @@ public struct ActionResult {
         ActionResult(name: name, succeeded: false, errorMessage: message)
     }
 
-    func encode() -> JSON {
-        let body = JSON.object()
-        body.set("succeeded", .bool(succeeded))
-        if let errorMessage { body.set("errorMessage", string: errorMessage) }
-        if let data { body.set("data", data) }
-        let o = JSON.object()
-        o.set(name, body)
-        return o
+    /// Appends {"name":{"succeeded":…,"errorMessage"?:…,"data"?:…}}.
+    func encode(into out: inout [UInt8]) {
+        out.append(0x7B)
+        out += JSON.quoted(name)
+        out += succeeded ? Array(#":{"succeeded":true"#.utf8) : Array(#":{"succeeded":false"#.utf8)
+        if let errorMessage {
+            out += Array(#","errorMessage":"#.utf8)
+            out += JSON.quoted(errorMessage)
+        }
+        if let data {
+            out += Array(#","data":"#.utf8)
+            out += data.dumpBytes()
+        }
+        out += [0x7D, 0x7D]
     }
 
     static func decode(_ j: JSON) -> ActionResult? {
@@ -55,22 +61,42 @@ public struct ActionResults {
 
     public var all: [ActionResult] { groups.flatMap { $0.results } }
 
-    public func encode() -> JSON {
-        let list = JSON.array()
+    /// The body as sent, built as bytes (one pass, no jansson values): the
+    /// path every command's results take.
+    public func bytes() -> [UInt8] {
+        var out = Array(#"{"actionResults":["#.utf8)
+        out.reserveCapacity(64 + 48 * groups.reduce(0) { $0 + $1.results.count })
+        var first = true
+        func comma() {
+            if !first { out.append(0x2C) }
+            first = false
+        }
         for g in groups {
             if let alias = g.alias {
-                let inner = JSON.array()
-                for r in g.results { inner.append(r.encode()) }
-                let wrapper = JSON.object()
-                wrapper.set(alias, inner)
-                list.append(wrapper)
+                comma()
+                out.append(0x7B)
+                out += JSON.quoted(alias)
+                out += [0x3A, 0x5B]
+                for (i, r) in g.results.enumerated() {
+                    if i > 0 { out.append(0x2C) }
+                    r.encode(into: &out)
+                }
+                out += [0x5D, 0x7D]
             } else {
-                for r in g.results { list.append(r.encode()) }
+                for r in g.results {
+                    comma()
+                    r.encode(into: &out)
+                }
             }
         }
-        let o = JSON.object()
-        o.set("actionResults", list)
-        return o
+        out += [0x5D, 0x7D]
+        return out
+    }
+
+    /// `bytes()` as a jansson value.
+    public func encode() -> JSON {
+        guard case .success(let j) = JSON.parse(bytes()) else { return JSON.object() }
+        return j
     }
 
     public static func decode(_ j: JSON) -> ActionResults? {

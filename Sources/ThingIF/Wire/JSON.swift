@@ -111,7 +111,7 @@ public final class JSON {
     }
 
     public subscript(key: String) -> JSON? {
-        guard isObject, let v = json_object_get(raw, key) else { return nil }
+        guard isObject, let v = key.withCString({ json_object_get(raw, $0) }) else { return nil }
         return JSON(borrowing: v)
     }
 
@@ -146,7 +146,7 @@ public final class JSON {
     // MARK: writing
 
     public func set(_ key: String, _ value: JSON) {
-        json_object_set(raw, key, value.raw)
+        _ = key.withCString { json_object_set(raw, $0, value.raw) }
     }
 
     public func set(_ key: String, string: String) {
@@ -172,24 +172,65 @@ public final class JSON {
         return UnsafeRawBufferPointer(start: c, count: strlen(c)).map { $0 }
     }
 
-    /// `s` as a JSON string literal (quotes, escapes; non-ASCII as is, since
-    /// a Swift String is valid UTF-8), without building a jansson value.
+    /// `s` as a JSON string literal, written as `dump()` writes strings
+    /// (quotes, control characters and every non-ASCII character escaped,
+    /// `\uXXXX` with surrogate pairs past U+FFFF), without building a
+    /// jansson value: the encoders on the per-command path use it.
     public static func quoted(_ s: String) -> [UInt8] {
-        var out: [UInt8] = [0x22]
-        out.reserveCapacity(s.utf8.count + 2)
-        let hex = Array("0123456789abcdef".utf8)
-        for b in s.utf8 {
-            switch b {
-            case 0x22, 0x5C: out += [0x5C, b]
-            case 0x0A: out += [0x5C, 0x6E]
-            case 0x0D: out += [0x5C, 0x72]
-            case 0x09: out += [0x5C, 0x74]
-            case 0..<0x20: out += [0x5C, 0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 15)]]
-            default: out.append(b)
+        var s = s
+        return s.withUTF8 { u in
+            var out: [UInt8] = []
+            out.reserveCapacity(u.count + 2)
+            out.append(0x22)
+            func escape(_ v: UInt32) {
+                out.append(0x5C)
+                out.append(0x75)
+                var shift: UInt32 = 12
+                while true {
+                    let d = UInt8(v >> shift & 15)
+                    out.append(d < 10 ? 0x30 + d : 0x37 + d)
+                    if shift == 0 { break }
+                    shift -= 4
+                }
             }
+            // Runs of bytes that need no escape are copied whole.
+            var plain = 0
+            var i = 0
+            while i < u.count {
+                let b = u[i]
+                if b >= 0x20 && b < 0x80 && b != 0x22 && b != 0x5C {
+                    i += 1
+                    continue
+                }
+                if plain < i { out.append(contentsOf: UnsafeBufferPointer(rebasing: u[plain..<i])) }
+                switch b {
+                case 0x22, 0x5C: out += [0x5C, b]
+                case 0x0A: out += [0x5C, 0x6E]
+                case 0x0D: out += [0x5C, 0x72]
+                case 0x09: out += [0x5C, 0x74]
+                case 0x08: out += [0x5C, 0x62]
+                case 0x0C: out += [0x5C, 0x66]
+                case 0..<0x20: escape(UInt32(b))
+                default:
+                    // A scalar of 2-4 bytes (a String is valid UTF-8).
+                    let n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2
+                    var v = UInt32(b) & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07)
+                    for k in 1..<n where i + k < u.count { v = v << 6 | UInt32(u[i + k] & 0x3F) }
+                    if v > 0xFFFF {
+                        escape(0xD800 + ((v - 0x10000) >> 10))
+                        escape(0xDC00 + ((v - 0x10000) & 0x3FF))
+                    } else {
+                        escape(v)
+                    }
+                    i += n - 1
+                }
+                i += 1
+                plain = i
+            }
+            if plain < u.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: u[plain..<u.count])) }
+            out.append(0x22)
+            return out
         }
-        out.append(0x22)
-        return out
     }
 
     /// A deep copy, for values that must outlive the message they came in.

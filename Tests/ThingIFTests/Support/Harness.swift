@@ -229,9 +229,9 @@ final class Env {
     /// its loop thread running and online at the hub.
     func onlineAircon(
         vendorThingID: String = "AC-0001", storage name: String = "thing", start: Bool = true,
-        configure: (TestThing) -> Void = { _ in }
+        logLevel: Int32 = LogLevel.info, configure: (TestThing) -> Void = { _ in }
     ) throws -> (TestThing, String) {
-        let t = try newThing(storage: name)
+        let t = try newThing(storage: name, logLevel: logLevel)
         #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
         configure(t)
         let rc = ct_onboard(t.ct, vendorThingID, "password-1", "AirConditioner", "1.0.0", nil)
