@@ -23,7 +23,9 @@
 # with -DTHINGIF_OPTIMIZE_SIZE=OFF, i.e. -O) instead of build-bench/aircon.
 # THINGIF_BENCH_CALLGRIND=1 runs both appliances under valgrind's callgrind and
 # adds the user-space instructions per command: a figure other load on the
-# machine does not change (the timings of that run mean nothing).
+# machine does not change (the timings of that run mean nothing);
+# THINGIF_BENCH_CALLGRIND=DIR also keeps the profiles there (cg.c.out for the
+# C appliance, cg.a.out for aircon; callgrind_annotate reads them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -32,15 +34,17 @@ root=$PWD
 bench_init 100 "$@"
 n_serial=${THINGIF_BENCH_SERIAL:-$((n / 10))}
 aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon}
+cg_dir=$tmp
+if [ -d "${THINGIF_BENCH_CALLGRIND:-}" ]; then cg_dir=$(cd "$THINGIF_BENCH_CALLGRIND" && pwd); fi
 # callgrind NAME: the command prefix that runs an appliance under callgrind.
 callgrind() {
     [ -n "${THINGIF_BENCH_CALLGRIND:-}" ] || return 0
-    echo valgrind --tool=callgrind "--callgrind-out-file=$tmp/cg.$1.out"
+    echo valgrind --tool=callgrind "--callgrind-out-file=$cg_dir/cg.$1.out"
 }
 # instructions NAME: the instructions callgrind counted (startup included).
 instructions() {
-    [ -f "$tmp/cg.$1.out" ] || return 0
-    callgrind_annotate "$tmp/cg.$1.out" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
+    [ -f "$cg_dir/cg.$1.out" ] || return 0
+    callgrind_annotate "$cg_dir/cg.$1.out" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }'
 }
 
 # --- build ---------------------------------------------------------------

@@ -124,21 +124,27 @@ final class CommandLedger {
     /// "t"?: thingID while owed}, built from bytes (the results body is
     /// written as the request carries it, not encoded again).
     private func line(_ id: String, _ state: State) -> [UInt8] {
-        var out = Array("{\"c\":".utf8)
-        out += JSON.quoted(id)
+        var out: [UInt8] = []
         switch state {
         case .started(let s):
-            out += Array(",\"a\":".utf8)
+            out.reserveCapacity(id.utf8.count + s.count + 16)
+            out.append(contentsOf: #"{"c":"#.utf8)
+            out += JSON.quoted(id)
+            out.append(contentsOf: #","a":"#.utf8)
             out += s
         case .done(let body):
-            out += Array(",\"r\":".utf8)
+            out.reserveCapacity(id.utf8.count + body.count + 64)
+            out.append(contentsOf: #"{"c":"#.utf8)
+            out += JSON.quoted(id)
+            out.append(contentsOf: #","r":"#.utf8)
             out += body
             if let t = unacknowledged[id] {
-                out += Array(",\"t\":".utf8)
+                out.append(contentsOf: #","t":"#.utf8)
                 out += JSON.quoted(t)
             }
         }
-        out += [0x7D, 0x0A]
+        out.append(0x7D)
+        out.append(0x0A)
         return out
     }
 

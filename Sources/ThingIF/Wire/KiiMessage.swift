@@ -80,15 +80,23 @@ public enum KiiFraming {
     }
 
     static func encode(firstLine: String, headers: [(name: String, value: String)], body: [UInt8]) -> [UInt8] {
-        var out = Array(firstLine.utf8)
-        out += [13, 10]
+        var out: [UInt8] = []
+        out.reserveCapacity(
+            firstLine.utf8.count + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } + body.count
+                + 4)
+        out.append(contentsOf: firstLine.utf8)
+        out.append(13)
+        out.append(10)
         for h in headers {
-            out += Array(h.name.utf8)
-            out += Array(": ".utf8)
-            out += Array(h.value.utf8)
-            out += [13, 10]
+            out.append(contentsOf: h.name.utf8)
+            out.append(0x3A)
+            out.append(0x20)
+            out.append(contentsOf: h.value.utf8)
+            out.append(13)
+            out.append(10)
         }
-        out += [13, 10]
+        out.append(13)
+        out.append(10)
         out += body
         return out
     }
