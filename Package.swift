@@ -65,8 +65,9 @@ let package = Package(
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
             ],
-            // The OpenAPI document (docs/openapi.yaml links to it), served at GET /openapi.yaml.
-            resources: [.copy("openapi.yaml")],
+            // The OpenAPI document (docs/openapi.yaml links to it), served at GET /openapi.yaml,
+            // and the web dashboard's HTML, CSS and JS, served under /dashboard/.
+            resources: [.copy("openapi.yaml"), .copy("dashboard")],
             swiftSettings: swift5
         ),
         .executableTarget(name: "thingif-hub", dependencies: ["ThingIFHubServer"], swiftSettings: swift5),

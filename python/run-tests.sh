@@ -43,14 +43,17 @@ venv_python=$tmp/venv/bin/python
 # Install from a copy, so that the build leaves nothing in the source tree.
 mkdir "$tmp/src"
 cp -R "$here/pyproject.toml" "$here/README.md" "$here/thingif" "$tmp/src/"
-echo "run-tests: pip install ./python pytest (in $tmp/venv)"
-"$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest
+# selenium drives Debian's chromium (apt: chromium chromium-driver) in tests/test_dashboard.py.
+echo "run-tests: pip install ./python pytest selenium (in $tmp/venv)"
+"$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest 'selenium>=4.11,<5'
 
 export THINGIF_LIBRARY=$lib
 export THINGIF_HUB=$hub
-# The tests use the hub's MQTT side only: its REST API gets a free port and
-# its data stays in memory, so that runs side by side do not collide.
+# The hub's REST API gets a free port (the dashboard test reads it from the
+# hub's log) and its data stays in memory, so that runs side by side do not collide.
 export THINGIF_HUB_HTTP_PORT=0 THINGIF_HUB_MEMORY=1
+# The dashboard test's screenshots (gitignored).
+export THINGIF_ARTIFACTS=${THINGIF_ARTIFACTS:-$here/../artifacts}
 # Run from outside the source tree so that the installed package is tested.
 cd "$tmp"
 status=0

@@ -3,13 +3,14 @@
 # libmosquitto-dev, libjansson-dev, libsqlite3-dev, libssl-dev (libcrypto for the
 # hub's password KDF and token hashes), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
 # mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen, clang-format (the C
-# formatting check).
+# formatting check), chromium and chromium-driver (the dashboard's browser test,
+# python/tests/test_dashboard.py; selenium comes from pip in its virtual environment).
 # The Swift toolchain (6.x) must already be on PATH.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver; do
   have_pkg "$p" || need+=("$p")
 done
 

@@ -116,6 +116,11 @@ extension FrameworkSide {
         appAPI.ownedThing(user: user, thingID: thingID)
     }
 
+    /// The things `user` owns directly or through its groups, by thingID.
+    public func ownedThings(user: UserRecord) -> [ThingRecord] {
+        store.things(ownedBy: appAPI.identities(of: user))
+    }
+
     // MARK: commands
 
     /// postNewCommand: validates the CommandForm (schema, schemaVersion,

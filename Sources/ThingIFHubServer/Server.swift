@@ -32,13 +32,17 @@ public final class HubServer: Service, @unchecked Sendable {
         public var tlsKeyFile: String?
         /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
         public var metricsToken: String?
+        /// How long an event stream ticket (POST …/events/tickets) stays valid:
+        /// at most 60 s.
+        public var eventTicketLifetimeMs: Int64
 
         public init(
             limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
             webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
-            metricsToken: String? = nil
+            metricsToken: String? = nil, eventTicketLifetimeMs: Int64 = 30_000
         ) {
             self.metricsToken = metricsToken
+            self.eventTicketLifetimeMs = eventTicketLifetimeMs
             self.limits = limits
             self.rateLimiter = rateLimiter
             self.webhooks = webhooks
@@ -52,6 +56,7 @@ public final class HubServer: Service, @unchecked Sendable {
     public let port: Int
     public let security: Security
     let notifier: Notifier
+    let tickets: EventTickets
     private let log: @Sendable (String) -> Void
     private let logLevel: Logger.Level
     private let boundPort = Locked<Int?>(nil)
@@ -70,6 +75,7 @@ public final class HubServer: Service, @unchecked Sendable {
         self.logLevel = logLevel
         let notifier = Notifier(hub: hub, webhooks: security.webhooks, log: log)
         self.notifier = notifier
+        self.tickets = EventTickets(lifetimeMs: security.eventTicketLifetimeMs)
         hub.onCommandFinished = { notifier.commandFinished($0) }
     }
 
@@ -85,6 +91,9 @@ public final class HubServer: Service, @unchecked Sendable {
         }
         return listeningPort
     }
+
+    /// How many event stream tickets are outstanding (for tests).
+    public var outstandingEventTickets: Int { tickets.outstanding }
 
     /// How many event streams of an installation are open (for tests).
     public func openEventStreams(_ installationID: String) -> Int { notifier.streams.openCount(installationID) }
@@ -129,7 +138,7 @@ public final class HubServer: Service, @unchecked Sendable {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.middlewares.add(ErrorBodyMiddleware<BasicRequestContext>(log: log))
-        let api = API(hub: hub, notifier: notifier, security: security)
+        let api = API(hub: hub, notifier: notifier, security: security, tickets: tickets)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
         router.get("/metrics") { [hub, security] request, _ in
@@ -144,6 +153,21 @@ public final class HubServer: Service, @unchecked Sendable {
             var headers = HTTPFields()
             headers[.contentType] = "application/yaml"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: openAPI)))
+        }
+
+        // The web dashboard: static files, no token; every data call carries the user's.
+        let dashboard = DashboardFiles.load()
+        router.get("/dashboard") { _, _ in DashboardFiles.response(dashboard, name: "index.html") }
+        router.get("/dashboard/{file}") { [hub] _, context in
+            let name = context.parameters.get("file").map { String($0) } ?? ""
+            // The page's one setting: which app this hub serves.
+            if name == "config.json" { return DashboardFiles.config(appID: hub.options.appID) }
+            return DashboardFiles.response(dashboard, name: name)
+        }
+        router.get("/api/apps/{appID}/users/me") { try await api.me($0, $1) }
+        router.get("/api/apps/{appID}/users/me/things") { try await api.myThings($0, $1) }
+        router.post("/api/apps/{appID}/installations/{installationID}/events/tickets") {
+            try await api.eventTicket($0, $1)
         }
 
         router.post("/api/apps/{appID}/users") { try await api.createUser($0, $1) }
@@ -210,6 +234,7 @@ struct API: Sendable {
     let hub: FrameworkSide
     let notifier: Notifier
     let security: HubServer.Security
+    let tickets: EventTickets
 
     static let installationHeader = HTTPField.Name("X-Thingif-Installation-ID")!
 
@@ -427,8 +452,9 @@ struct API: Sendable {
         return Reply.noContent()
     }
 
+    /// The event stream: bearer token, or `?ticket=` from POST …/events/tickets.
     func events(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
+        let user = try eventsUser(request, context)
         let id = try param(context, "installationID")
         guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
             throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")

@@ -290,7 +290,7 @@ final class RawStream: @unchecked Sendable {
     private let fd: Int32
     private var received: [UInt8] = []
 
-    init(port: Int, path: String, token: String) throws {
+    init(port: Int, path: String, token: String?) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw HarnessError("socket") }
         var addr = loopbackAddress(port: port)
@@ -304,8 +304,9 @@ final class RawStream: @unchecked Sendable {
             throw HarnessError("connect to \(port)")
         }
         setReceiveTimeout(fd, ms: 100)
+        let authorization = token.map { "Authorization: Bearer \($0)\r\n" } ?? ""
         let request =
-            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n"
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(authorization)Accept: text/event-stream\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 

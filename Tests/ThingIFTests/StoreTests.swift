@@ -176,6 +176,25 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test("Things by owner: any of the given owners, each thing once, by thingID", arguments: StoreFactory.all)
+    func thingsByOwner(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let a = try register(s, "AC-1", firmware: "1.0")
+            let b = try register(s, "AC-2")
+            _ = try register(s, "AC-3")
+            #expect(s.addOwner(thingID: a.thingID, owner: "user:u1"))
+            #expect(s.addOwner(thingID: a.thingID, owner: "group:g1"))
+            #expect(s.addOwner(thingID: b.thingID, owner: "group:g1"))
+            let both = s.things(ownedBy: ["user:u1", "group:g1"])
+            #expect(both.map(\.thingID) == [a.thingID, b.thingID].sorted())
+            #expect(both.first { $0.thingID == a.thingID }?.firmwareVersion == "1.0")
+            #expect(both.first { $0.thingID == a.thingID }?.owners == ["user:u1", "group:g1"])
+            #expect(s.things(ownedBy: ["user:u1"]).map(\.thingID) == [a.thingID])
+            #expect(s.things(ownedBy: ["user:u2"]).isEmpty)
+            #expect(s.things(ownedBy: []).isEmpty)
+        }
+    }
+
     @Test("State: PUT replaces, PATCH merges, uploads and history are kept", arguments: StoreFactory.all)
     func state(_ factory: StoreFactory) throws {
         try withStore(factory) { s in

@@ -326,6 +326,8 @@ public protocol HubStore: AnyObject, Sendable {
     func setFirmwareVersion(thingID: String, _ version: String) -> Bool
     /// Adds an owner ("user:…" or "group:…"); adding one twice is a no-op.
     func addOwner(thingID: String, owner: String) -> Bool
+    /// The things any of `owners` ("user:…", "group:…") owns, by thingID.
+    func things(ownedBy owners: [String]) -> [ThingRecord]
 
     // MARK: state
 

@@ -166,6 +166,13 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func things(ownedBy owners: [String]) -> [ThingRecord] {
+        let wanted = Set(owners)
+        return data.withLock { d in
+            d.things.values.filter { !wanted.isDisjoint(with: $0.owners) }.sorted { $0.thingID < $1.thingID }
+        }
+    }
+
     // MARK: state
 
     public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {

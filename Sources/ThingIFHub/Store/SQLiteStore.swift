@@ -545,6 +545,18 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func things(ownedBy owners: [String]) -> [ThingRecord] {
+        guard !owners.isEmpty else { return [] }
+        return use([]) { c in
+            let marks = Array(repeating: "?", count: owners.count).joined(separator: ", ")
+            let ids = try c.rows(
+                "SELECT DISTINCT thing_id FROM thing_owners WHERE owner IN (\(marks)) ORDER BY thing_id",
+                owners.map { SQLValue.text($0) }
+            ) { $0.string(0) }
+            return try ids.compactMap { try Self.thing(c, where: "thing_id = ?", $0) }
+        }
+    }
+
     // MARK: state
 
     public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
