@@ -71,6 +71,15 @@ public final class HubServer: Service, @unchecked Sendable {
         let notifier = Notifier(hub: hub, webhooks: security.webhooks, log: log)
         self.notifier = notifier
         hub.onCommandFinished = { notifier.commandFinished($0) }
+        // Hubs sharing one database: results another hub handled reach the
+        // event streams open here.
+        if let feed = hub.store as? SharedResultsFeed {
+            do {
+                try feed.listenForResults { notifier.commandFinishedElsewhere($0) }
+            } catch {
+                log("cannot hear of other hubs' results (their commands reach no event stream here): \(error)")
+            }
+        }
     }
 
     /// The port the server listens on, once it does.

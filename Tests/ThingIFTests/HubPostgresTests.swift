@@ -74,6 +74,95 @@ struct HubOnPostgresTests {
     }
 }
 
+@Suite(
+    "Two hubs on one PostgreSQL", .serialized,
+    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+struct TwoHubsOnPostgresTests {
+    /// Hubs A and B share the broker (the shared subscription gives each
+    /// request of the things to one of them) and the database. A user
+    /// watches a thing on both hubs (`thingif watch`, an event stream on
+    /// each); whichever hub takes a command's results, the stream on the
+    /// other one learns of them only through the database (LISTEN/NOTIFY),
+    /// and both streams must show every command.
+    @Test(
+        "Event streams on hub A and hub B both see every command, whichever hub handled its results",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub and thingif next to the test bundle"),
+        .timeLimit(.minutes(2)))
+    func sseAcrossHubs() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let server = try PostgresServer.get()
+        let (name, dbURL) = try server.createDatabase()
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-two-hubs")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            server.dropDatabase(name)
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        let logA = root + "/hub-a.log", logB = root + "/hub-b.log"
+        let (pidA, urlA) = try startHubProcess(hubExe, broker: broker, logPath: logA, storeArgs: ["--db", dbURL])
+        children.append(pidA)
+        let (pidB, urlB) = try startHubProcess(hubExe, broker: broker, logPath: logB, storeArgs: ["--db", dbURL])
+        children.append(pidB)
+        let config = root + "/cli/cli.json"
+        let env = ["THINGIF_HUB_URL": urlA, "THINGIF_CONFIG": config]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+
+        // A normal user (all its installations are notified, not only the issuing one).
+        var r = try thingif("user", "create", "--login", "alice", "--password", "alice-pw-1")
+        #expect(r.status == 0, "\(r.output)")
+        let token = try #require(parseObject(readText(config))?["token"] as? String, "\(readText(config))")
+        r = try thingif("onboard", "AC-TWO-1", "demo-pass", "--thing-type", "AirConditioner", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try #require(parseObject(r.output), "\(r.output)")
+        let thingID = try #require(onboarded["thingID"] as? String)
+        let thingToken = try #require(onboarded["accessToken"] as? String)
+        let aircon = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/aircon", "--thing-id", thingID, "--token", thingToken
+            ],
+            logPath: root + "/aircon.log")
+        try aircon.start()
+        defer { aircon.stop() }
+
+        let watchA = root + "/watch-a.log", watchB = root + "/watch-b.log"
+        children.append(try spawnChild(cli, ["watch", thingID, "--timeout", "90"], environment: env, logPath: watchA))
+        children.append(
+            try spawnChild(
+                cli, ["watch", thingID, "--timeout", "90"],
+                environment: ["THINGIF_HUB_URL": urlB, "THINGIF_TOKEN": token, "THINGIF_CONFIG": root + "/none.json"],
+                logPath: watchB))
+        for w in [watchA, watchB] {
+            #expect(poll(timeoutMs: 10_000) { readText(w).contains("watching \(thingID)") }, "\(readText(w))")
+        }
+
+        let count = 8
+        for i in 0..<count {
+            r = try thingif("command", "send", thingID, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--wait", "30")
+            #expect(r.status == 0 && field(r.output, "state") == "DONE", "\(r.output)\naircon:\n\(aircon.log)")
+        }
+        func handled(_ log: String) -> Int {
+            readText(log).split(separator: "\n").filter { $0.contains("results of ") }.count
+        }
+        func shown(_ log: String) -> Int {
+            readText(log).split(separator: "\n").filter { $0.hasPrefix("commandID") }.count
+        }
+        // Each result was taken by one hub ...
+        #expect(handled(logA) + handled(logB) == count, "A: \(handled(logA)), B: \(handled(logB))")
+        // ... and both hubs' event streams showed every command.
+        for w in [watchA, watchB] {
+            #expect(
+                poll(timeoutMs: 10_000) { shown(w) == count },
+                "handled by A: \(handled(logA)), by B: \(handled(logB))\n\(readText(w))")
+        }
+    }
+}
+
 @Suite("Hub storage choice")
 struct HubStorageChoiceTests {
     @Test("--db, THINGIF_HUB_DB and the file's db choose PostgreSQL for a postgres:// URL; SQLite stays the default")

@@ -86,6 +86,37 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("A store hears of the results another store records (LISTEN/NOTIFY), not of its own")
+    func resultsFeed() throws {
+        try withDatabase { _, url in
+            let a = try PostgresStore(url: url, secrets: .fastForTests)
+            let b = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                a.close()
+                b.close()
+            }
+            let heardByA = Locked<[String]>([])
+            let heardByB = Locked<[String]>([])
+            try a.listenForResults { id in heardByA.withLock { $0.append(id) } }
+            try b.listenForResults { id in heardByB.withLock { $0.append(id) } }
+            for id in ["c1", "c2", "c3"] {
+                let cmd = CommandRecord(
+                    commandID: id, thingID: "th.x", issuer: nil, issuingInstallationID: nil, payload: "{}",
+                    createdAt: 1, modifiedAt: 1)
+                _ = try #require(a.insertCommand(cmd))
+            }
+            #expect(b.recordResults(commandID: "c1", results: "{}", state: .done, at: 2))
+            #expect(a.recordResults(commandID: "c2", results: "{}", state: .done, at: 2))
+            // A repeat records nothing and announces nothing.
+            #expect(!a.recordResults(commandID: "c1", results: "{}", state: .done, at: 3))
+            #expect(b.recordResults(commandID: "c3", results: "{}", state: .incomplete, at: 2))
+            #expect(poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3"] }, "\(heardByA.withLock { $0 })")
+            #expect(poll(timeoutMs: 5_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
+            usleep(300_000)
+            #expect(heardByA.withLock { $0 } == ["c1", "c3"] && heardByB.withLock { $0 } == ["c2"])
+        }
+    }
+
     @Test("The schema version is kept; hubs that start together on a new database migrate it once")
     func migrations() throws {
         try withDatabase { server, url in

@@ -1,4 +1,5 @@
 import CPostgres
+import ThingIF
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -151,6 +152,34 @@ final class PostgresConnection {
         return out
     }
 
+    /// The payloads of the notifications (LISTEN) that arrived, waiting up
+    /// to `timeoutMs` for the first; throws when the connection broke.
+    func notifications(timeoutMs: Int32) throws -> [String] {
+        guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
+        var out = Self.drain(conn)
+        if out.isEmpty {
+            var p = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+            guard p.fd >= 0 else { throw PostgresError(sqlState: "", message: "the connection has no socket") }
+            if Glibc.poll(&p, 1, timeoutMs) > 0, PQconsumeInput(conn) == 0 {
+                throw PostgresError(sqlState: "", message: Self.trimmed(PQerrorMessage(conn)))
+            }
+            out = Self.drain(conn)
+        }
+        if out.isEmpty, PQstatus(conn) == CONNECTION_BAD {
+            throw PostgresError(sqlState: "", message: "the connection broke")
+        }
+        return out
+    }
+
+    private static func drain(_ conn: OpaquePointer) -> [String] {
+        var out: [String] = []
+        while let n = PQnotifies(conn) {
+            out.append(n.pointee.extra.map { String(cString: $0) } ?? "")
+            PQfreemem(n)
+        }
+        return out
+    }
+
     /// Runs `body` in a transaction; rolls back when it throws.
     func transaction<R>(_ body: () throws -> R) throws -> R {
         try exec("BEGIN")
@@ -164,5 +193,69 @@ final class PostgresConnection {
             }
             throw error
         }
+    }
+}
+
+/// A connection of its own that LISTENs and a thread that hands every
+/// notification's payload to `handler`, until stop(). A broken connection
+/// is re-established (and LISTENs again); notifications sent meanwhile are
+/// lost.
+final class PostgresListener: @unchecked Sendable {
+    private let connection: PostgresConnection
+    private let listenSQL: String
+    private let handler: @Sendable (String) -> Void
+    private let state = Locked<(stop: Bool, thread: pthread_t?)>((false, nil))
+
+    /// `listenSQL` is a constant `LISTEN channel` statement.
+    init(url: String, listenSQL: String, handler: @escaping @Sendable (String) -> Void) throws {
+        connection = try PostgresConnection(url: url)
+        self.listenSQL = listenSQL
+        self.handler = handler
+        try connection.exec(listenSQL)
+    }
+
+    /// Starts the thread; false when it cannot.
+    func start() -> Bool {
+        let arg = Unmanaged.passRetained(self).toOpaque()
+        return state.withLock { s -> Bool in
+            var tid = pthread_t()
+            let rc = pthread_create(
+                &tid, nil,
+                { raw in
+                    let l = Unmanaged<PostgresListener>.fromOpaque(raw!).takeRetainedValue()
+                    l.run()
+                    return nil
+                }, arg)
+            guard rc == 0 else {
+                Unmanaged<PostgresListener>.fromOpaque(arg).release()
+                return false
+            }
+            s.thread = tid
+            return true
+        }
+    }
+
+    private func run() {
+        while !state.withLock({ $0.stop }) {
+            do {
+                for payload in try connection.notifications(timeoutMs: 100) { handler(payload) }
+            } catch {
+                usleep(200_000)
+                connection.resetIfBroken()
+                try? connection.exec(listenSQL)
+            }
+        }
+        connection.close()
+    }
+
+    /// Stops the thread and waits for it (at most one wait of 100 ms, or a
+    /// reconnection's timeout). Idempotent.
+    func stop() {
+        let t = state.withLock { s -> pthread_t? in
+            s.stop = true
+            defer { s.thread = nil }
+            return s.thread
+        }
+        if let t { pthread_join(t, nil) }
     }
 }

@@ -13,11 +13,16 @@ import ThingIF
 /// a state upload locks the thing's row while it merges. Storage failures
 /// never crash: they come back as nil, false or `.failure(.storage)`, and a
 /// broken connection is re-established for the next call.
-public final class PostgresStore: HubStore, @unchecked Sendable {
+public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendable {
     /// The schema this code writes (thingif_schema.version).
     public static let schemaVersion: Int64 = 1
 
     private let db: Locked<PostgresConnection>
+    /// For the listeners' connections; never printed (it may hold a password).
+    private let url: String
+    /// This store's name in its results notifications, to tell its own.
+    private let origin = Platform.randomHex(bytes: 8)
+    private let listeners = Locked<[PostgresListener]>([])
     /// host:port/dbname (without credentials).
     public let target: String
     public let secrets: HubSecrets
@@ -36,6 +41,7 @@ public final class PostgresStore: HubStore, @unchecked Sendable {
 
     /// `migrateTo` below schemaVersion leaves an older schema, for the migration tests.
     init(url: String, secrets: HubSecrets, retention: StateRetention, timeout: Int, migrateTo: Int64) throws {
+        self.url = url
         self.secrets = secrets
         self.retention = retention
         let c = try PostgresConnection(url: url, timeout: timeout)
@@ -49,8 +55,31 @@ public final class PostgresStore: HubStore, @unchecked Sendable {
         db.hasPrefix("postgres://") || db.hasPrefix("postgresql://")
     }
 
-    /// Closes the connection; later calls fail as storage errors.
-    public func close() { db.withLock { $0.close() } }
+    /// Closes the connection and stops the listeners; later calls fail as
+    /// storage errors.
+    public func close() {
+        for l in listeners.withLock({ l in
+            defer { l = [] }; return l
+        }) { l.stop() }
+        db.withLock { $0.close() }
+    }
+
+    /// Calls `handler` with the commandID of every command whose results
+    /// another store (another hub) records on this database, on a thread and
+    /// a connection of its own (LISTEN), until close(). recordResults
+    /// announces them on the channel thingif_results as "{origin} {commandID}".
+    public func listenForResults(_ handler: @escaping @Sendable (_ commandID: String) -> Void) throws {
+        let origin = self.origin
+        let l = try PostgresListener(url: url, listenSQL: "LISTEN thingif_results") { payload in
+            guard let space = payload.firstIndex(of: " "), payload[..<space] != origin else { return }
+            handler(String(payload[payload.index(after: space)...]))
+        }
+        guard l.start() else {
+            l.stop()
+            throw PostgresError(sqlState: "", message: "cannot start the listener thread")
+        }
+        listeners.withLock { $0.append(l) }
+    }
 
     // MARK: schema
 
@@ -546,12 +575,17 @@ public final class PostgresStore: HubStore, @unchecked Sendable {
 
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
         use(false) { c in
-            // The first results win, whichever hub stores them.
-            try c.run(
+            // The first results win, whichever hub stores them; the other
+            // hubs hear of them (their event streams) when they commit.
+            try c.rows(
                 """
-                UPDATE commands SET results = $1, state = $2, modified_at = $3
-                WHERE command_id = $4 AND results IS NULL
-                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID)]) == 1
+                WITH done AS (
+                    UPDATE commands SET results = $1, state = $2, modified_at = $3
+                    WHERE command_id = $4 AND results IS NULL RETURNING command_id
+                )
+                SELECT pg_notify('thingif_results', $5::text || ' ' || command_id) FROM done
+                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID), .text(origin)], { _ in () }
+            ).count == 1
         }
     }
 
