@@ -35,7 +35,7 @@ let package = Package(
             name: "ThingIF",
             dependencies: ["CThingIF"],
             path: "Sources",
-            exclude: ["CThingIF", "CSQLite", "CCrypto", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
+            exclude: ["CThingIF", "CSQLite", "CPostgres", "CCrypto", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
             sources: ["ThingIF", "ThingIFC"],
             swiftSettings: swift5
         ),
@@ -44,6 +44,13 @@ let package = Package(
             path: "Sources/CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // libpq: PostgresStore, the hub's store when several hubs share one database.
+        .systemLibrary(
+            name: "CPostgres",
+            path: "Sources/CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
         ),
         // OpenSSL's libcrypto: PBKDF2-HMAC-SHA256 for passwords, SHA-256 for tokens.
         .systemLibrary(
@@ -54,7 +61,7 @@ let package = Package(
         ),
         .target(
             name: "ThingIFHub",
-            dependencies: ["ThingIF", "CSQLite", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
+            dependencies: ["ThingIF", "CSQLite", "CPostgres", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
             swiftSettings: swift5
         ),
         .target(

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and testing thingif needs, when it is missing:
 # libmosquitto-dev, libjansson-dev, libsqlite3-dev, libssl-dev (libcrypto for the
-# hub's password KDF and token hashes), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
+# hub's password KDF and token hashes), libpq-dev (the hub's PostgreSQL store)
+# and postgresql (the server the PostgreSQL tests start, as the postgres user
+# when root), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
 # mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen, clang-format (the C
 # formatting check), chromium and chromium-driver (the dashboard's browser test,
 # python/tests/test_dashboard.py; selenium comes from pip in its virtual environment).
@@ -10,7 +12,7 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev libpq-dev postgresql openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver; do
   have_pkg "$p" || need+=("$p")
 done
 
@@ -23,8 +25,9 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-# The broker package may start a system-wide mosquitto on port 1883; the
-# tests and the demo start their own on free ports and need none.
+# The broker package may start a system-wide mosquitto on port 1883, and the
+# postgresql package a cluster on 5432; the tests and the demo start their
+# own on free ports and need neither.
 
 if ! command -v swift >/dev/null 2>&1; then
   for d in /opt/swift/usr/bin /usr/share/swift/usr/bin; do

@@ -15,6 +15,22 @@ public struct HubConfig: Equatable, Sendable {
     /// True when db was set (by any source), not defaulted.
     public var dbGiven = false
     public var memory = false
+
+    /// Where the hub keeps its data.
+    public enum Storage: Equatable, Sendable {
+        case memory
+        /// An SQLite file (the default).
+        case sqlite(path: String)
+        /// A PostgreSQL database: db is a postgres:// or postgresql:// URL.
+        case postgres(url: String)
+    }
+
+    /// --memory, else PostgreSQL when db is a postgres:// URL, else SQLite.
+    public var storage: Storage {
+        if memory { return .memory }
+        return PostgresStore.isURL(db) ? .postgres(url: db) : .sqlite(path: db)
+    }
+
     public var advertisedHost: String?
     public var advertisedPort: Int?
     public var quiet = false
@@ -81,7 +97,10 @@ public struct HubConfig: Equatable, Sendable {
           --http-port P               its port (default 8080; 0 picks a free one)
           --app-id ID                 application ID (default demoApp)
           --app-key KEY               application key (default demoKey)
-          --db PATH                   SQLite file (default ./thingif-hub.sqlite)
+          --db PATH                   SQLite file (default ./thingif-hub.sqlite), or a PostgreSQL
+                                      URL postgres://user[:password]@host[:port]/dbname (hubs
+                                      can share one; prefer THINGIF_HUB_DB or the config file
+                                      when it holds a password)
           --memory                    keep everything in memory instead
           --advertised-host H         broker host given to things (default: the broker host)
           --advertised-port P         broker port given to things (default: the broker port)

@@ -108,10 +108,20 @@ final class Notifier: @unchecked Sendable {
     }
 
     /// Called on the hub's request thread; never blocks on the network.
-    func commandFinished(_ command: CommandRecord) {
+    func commandFinished(_ command: CommandRecord) { deliver(command, sseOnly: false) }
+
+    /// A command whose results another hub on the same database recorded
+    /// (SharedResultsFeed): that hub notified MQTT and webhooks; the event
+    /// streams open on this hub are this hub's to notify.
+    func commandFinishedElsewhere(_ commandID: String) {
+        guard let command = hub.store.command(id: commandID) else { return }
+        deliver(command, sseOnly: true)
+    }
+
+    private func deliver(_ command: CommandRecord, sseOnly: Bool) {
         let payload = FrameworkSide.notificationPayload(command)
         let text = String(decoding: payload, as: UTF8.self)
-        for target in hub.notificationTargets(for: command) {
+        for target in hub.notificationTargets(for: command) where !sseOnly || target.kind == .sse {
             switch target.kind {
             case .mqtt:
                 let published = hub.publishNotification(target, payload: payload)
@@ -123,6 +133,8 @@ final class Notifier: @unchecked Sendable {
                 }
             case .sse:
                 let n = streams.send(target.installationID, event: "command", data: text)
+                // Another hub's command: its streams may be open on that hub.
+                if sseOnly && n == 0 { continue }
                 hub.metrics.notification(channel: "sse", ok: n > 0)
                 if n == 0 {
                     log("notification of \(command.commandID): no open event stream of \(target.installationID)")

@@ -77,6 +77,15 @@ public final class HubServer: Service, @unchecked Sendable {
         self.notifier = notifier
         self.tickets = EventTickets(lifetimeMs: security.eventTicketLifetimeMs)
         hub.onCommandFinished = { notifier.commandFinished($0) }
+        // Hubs sharing one database: results another hub handled reach the
+        // event streams open here.
+        if let feed = hub.store as? SharedResultsFeed {
+            do {
+                try feed.listenForResults { notifier.commandFinishedElsewhere($0) }
+            } catch {
+                log("cannot hear of other hubs' results (their commands reach no event stream here): \(error)")
+            }
+        }
     }
 
     /// The port the server listens on, once it does.

@@ -35,15 +35,25 @@ do {
     fflush(stdout)
 }
 
-// The store: a SQLite file by default; memory with --memory.
+// The store: a SQLite file by default; PostgreSQL when --db is a
+// postgres:// URL (several hubs can share it); memory with --memory.
 let store: HubStore
-if config.memory {
+switch config.storage {
+case .memory:
     store = MemoryStore(secrets: config.secrets, retention: config.retention)
-} else {
+case .postgres(let url):
     do {
-        store = try SQLiteStore(path: config.db, secrets: config.secrets, retention: config.retention)
+        store = try PostgresStore(url: url, secrets: config.secrets, retention: config.retention)
     } catch {
-        fputs("thingif-hub: cannot open the database \(config.db): \(error)\n", stderr)
+        // The error names host:port/dbname, never the URL (it may hold a password).
+        fputs("thingif-hub: cannot open the PostgreSQL database: \(error)\n", stderr)
+        exit(1)
+    }
+case .sqlite(let path):
+    do {
+        store = try SQLiteStore(path: path, secrets: config.secrets, retention: config.retention)
+    } catch {
+        fputs("thingif-hub: cannot open the database \(path): \(error)\n", stderr)
         exit(1)
     }
 }

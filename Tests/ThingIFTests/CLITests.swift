@@ -419,10 +419,12 @@ struct CLIEndToEndTests {
     }
 }
 
-/// Starts `thingif-hub --memory` on a free HTTP port as a child process and
-/// returns its PID and the HTTP URL it logged (bounded: 15 s). The caller
-/// ends the child.
-func startHubProcess(_ exe: String, broker: Broker, logPath: String) throws -> (pid: pid_t, url: String) {
+/// Starts `thingif-hub --memory` (or with `storeArgs`, e.g. `--db URL`) on
+/// a free HTTP port as a child process and returns its PID and the HTTP URL
+/// it logged (bounded: 15 s). The caller ends the child.
+func startHubProcess(
+    _ exe: String, broker: Broker, logPath: String, storeArgs: [String] = ["--memory"]
+) throws -> (pid: pid_t, url: String) {
     // As a deployment runs it: over TLS, as the broker's admin client, with
     // the password in the environment; fast password hashes for the tests.
     let pid = try spawnChild(
@@ -431,9 +433,8 @@ func startHubProcess(_ exe: String, broker: Broker, logPath: String) throws -> (
             "--broker-port", "\(broker.tlsPort)", "--broker-cafile", broker.caFile,
             "--broker-username", broker.adminUsername, "--advertised-port", "\(broker.port)",
             "--advertised-tls-port", "\(broker.tlsPort)",
-            "--http-port", "0", "--memory",
-            "--insecure-fast-password-hash", "--password-iterations", "1000"
-        ],
+            "--http-port", "0", "--insecure-fast-password-hash", "--password-iterations", "1000"
+        ] + storeArgs,
         environment: ["THINGIF_HUB_BROKER_PASSWORD": broker.adminPassword], logPath: logPath)
     var url: String?
     _ = poll(timeoutMs: 15_000) {

@@ -26,7 +26,26 @@ struct StoreFactory: CustomStringConvertible, Sendable {
     static let sqliteInMemory = StoreFactory(description: "SQLiteStore(:memory:)") {
         (try SQLiteStore(path: ":memory:", secrets: $0, retention: $1), {})
     }
-    static let all = [memory, sqlite, sqliteInMemory]
+    /// A fresh database on the test process's PostgreSQL server (dropped by `cleanup`).
+    static let postgres = StoreFactory(description: "PostgresStore") { secrets, retention in
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        do {
+            let store = try PostgresStore(url: url, secrets: secrets, retention: retention)
+            return (
+                store,
+                {
+                    store.close(); server.dropDatabase(name)
+                }
+            )
+        } catch {
+            server.dropDatabase(name)
+            throw error
+        }
+    }
+    /// PostgresStore runs where PostgreSQL is installed, and always in CI
+    /// (where a missing server fails its tests instead of skipping them).
+    static let all = [memory, sqlite, sqliteInMemory] + (PostgresServer.enabled ? [postgres] : [])
 }
 
 private func withStore(

@@ -100,7 +100,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
                 }
                 let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
                     guard var t = d.things[known.thingID], t.passwordHash == h else { return nil }
-                    if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                    if !StoreRules.typeMatches(thingType, known: t.thingType) { return .failure(.wrongType) }
                     if t.thingType == nil { t.thingType = thingType }
                     if let firmwareVersion { t.firmwareVersion = firmwareVersion }
                     if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }
@@ -187,8 +187,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
                 StateSample(
                     thingID: thingID, at: at, method: method, upload: upload, state: merged,
                     cursor: d.sampleSeq))
-            if retention.maxAgeDays > 0 {
-                let oldest = at - Int64(retention.maxAgeDays) * 86_400_000
+            if let oldest = StoreRules.oldestKept(retention, at: at) {
                 h.removeAll { $0.at < oldest }
             }
             if retention.maxSamples > 0, h.count > retention.maxSamples {
@@ -323,7 +322,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             let id = HubIDs.installationID()
             let i = AppInstallation(
                 installationID: id, userID: userID, kind: kind,
-                target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                target: StoreRules.installationTarget(kind: kind, id: id, given: target),
                 createdAt: Platform.epochMs())
             d.installations[id] = i
             return i

@@ -17,7 +17,7 @@ enum SQLValue {
 }
 
 /// A row being read: columns by index.
-struct SQLRow {
+struct SQLRow: StoreRow {
     let stmt: OpaquePointer
 
     func text(_ i: Int32) -> String? {
@@ -25,8 +25,6 @@ struct SQLRow {
         let n = Int(sqlite3_column_bytes(stmt, i))
         return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
     }
-
-    func string(_ i: Int32) -> String { text(i) ?? "" }
 
     func int(_ i: Int32) -> Int64 { sqlite3_column_int64(stmt, i) }
 

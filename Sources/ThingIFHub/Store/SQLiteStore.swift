@@ -361,25 +361,13 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         db.withLock { c in (try? body(c)) ?? fallback }
     }
 
-    private static let thingColumns = """
-        SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-               data_grouping_interval, state, created_at FROM things
-        """
-
     /// The whole record of the thing the clause selects (without its state
     /// history: stateHistory reads that, so lookups stay cheap).
     private static func thing(_ c: SQLiteConnection, where clause: String, _ value: String) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
         guard
             var t = try c.first(
-                thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)],
-                {
-                    ThingRecord(
-                        thingID: $0.string(0), vendorThingID: $0.text(1), passwordHash: $0.text(2),
-                        thingType: $0.text(3),
-                        firmwareVersion: $0.text(4), accessToken: "", dataGroupingInterval: $0.text(5),
-                        state: $0.text(6), createdAt: $0.int(7))
-                })
+                StoreRows.thingColumns + " WHERE " + clause + " LIMIT 1", [.text(value)], StoreRows.thing)
         else { return nil }
         let id = [SQLValue.text(t.thingID)]
         try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ?", id) {
@@ -421,7 +409,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                             guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID),
                                 t.passwordHash == h
                             else { return nil }
-                            if let thingType, let k = t.thingType, k != thingType { return .failure(.wrongType) }
+                            if !StoreRules.typeMatches(thingType, known: t.thingType) { return .failure(.wrongType) }
                             try c.run(
                                 """
                                 UPDATE things SET thing_type = COALESCE(thing_type, ?),
@@ -581,10 +569,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// Applies the retention to one thing's samples (on each write, through
     /// the (thing_id, id) and (thing_id, at) indexes).
     private func prune(_ c: SQLiteConnection, thingID: String, at: Int64) throws {
-        if retention.maxAgeDays > 0 {
-            try c.run(
-                "DELETE FROM state_samples WHERE thing_id = ? AND at < ?",
-                [.text(thingID), .int(at - Int64(retention.maxAgeDays) * 86_400_000)])
+        if let oldest = StoreRules.oldestKept(retention, at: at) {
+            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND at < ?", [.text(thingID), .int(oldest)])
         }
         if retention.maxSamples > 0,
             let keep = try c.first(
@@ -596,19 +582,11 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         }
     }
 
-    private static func sample(_ r: SQLRow) -> StateSample {
-        StateSample(
-            thingID: r.string(0), at: r.int(1), method: r.string(2), upload: r.string(3), state: r.string(4),
-            cursor: r.int(5))
-    }
-
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
         use([]) { c in
             try c.rows(
-                """
-                SELECT thing_id, at, method, upload, state, id FROM state_samples
-                WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id
-                """, [.text(thingID), .int(from), .int(to)], Self.sample)
+                StoreRows.sampleColumns + " WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id",
+                [.text(thingID), .int(from), .int(to)], StoreRows.sample)
         }
     }
 
@@ -618,10 +596,8 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(([], nil)) { c in
             let n = max(0, limit)
             var rows = try c.rows(
-                """
-                SELECT thing_id, at, method, upload, state, id FROM state_samples
-                WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?
-                """, [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], Self.sample)
+                StoreRows.sampleColumns + " WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?",
+                [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], StoreRows.sample)
             guard rows.count > n else { return (rows, nil) }
             rows.removeLast()
             return (rows, rows.last?.cursor ?? after)
@@ -629,19 +605,6 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     // MARK: commands
-
-    private static let commandColumns = """
-        SELECT command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
-               created_at, modified_at FROM commands
-        """
-
-    private static func command(_ r: SQLRow) -> CommandRecord {
-        CommandRecord(
-            commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
-            issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
-            state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
-            modifiedAt: r.int(9))
-    }
 
     public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
         use(nil) { c in
@@ -671,7 +634,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func command(id: String) -> CommandRecord? {
-        use(nil) { try $0.first(Self.commandColumns + " WHERE command_id = ?", [.text(id)], Self.command) }
+        use(nil) { try $0.first(StoreRows.commandColumns + " WHERE command_id = ?", [.text(id)], StoreRows.command) }
     }
 
     public func markDelivered(commandID: String, at: Int64) -> Bool {
@@ -695,28 +658,20 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
         use([]) { c in
             try c.rows(
-                Self.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], Self.command)
+                StoreRows.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], StoreRows.command)
         }
     }
 
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
         use([]) { c in
             try c.rows(
-                Self.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq",
-                [.text(thingID)], Self.command)
+                StoreRows.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq",
+                [.text(thingID)], StoreRows.command)
         }
     }
 
     // MARK: users
-
-    private static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"
-
-    private static func user(_ r: SQLRow) -> UserRecord {
-        UserRecord(
-            userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: "",
-            createdAt: r.int(3))
-    }
 
     public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
         use(nil) { c in
@@ -743,18 +698,18 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func user(id: String) -> UserRecord? {
-        use(nil) { try $0.first(Self.userColumns + " WHERE user_id = ?", [.text(id)], Self.user) }
+        use(nil) { try $0.first(StoreRows.userColumns + " WHERE user_id = ?", [.text(id)], StoreRows.user) }
     }
 
     public func user(accessToken: String) -> UserRecord? {
         use(nil) { c in
             guard let id = try Self.subject(c, kind: .user, token: accessToken) else { return nil }
-            return try c.first(Self.userColumns + " WHERE user_id = ?", [.text(id)], Self.user)
+            return try c.first(StoreRows.userColumns + " WHERE user_id = ?", [.text(id)], StoreRows.user)
         }
     }
 
     public func user(loginName: String) -> UserRecord? {
-        use(nil) { try $0.first(Self.userColumns + " WHERE login_name = ?", [.text(loginName)], Self.user) }
+        use(nil) { try $0.first(StoreRows.userColumns + " WHERE login_name = ?", [.text(loginName)], StoreRows.user) }
     }
 
     // MARK: groups
@@ -785,14 +740,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     public func group(id: String) -> GroupRecord? {
         use(nil) { c in
             guard
-                let g = try c.first(
-                    "SELECT group_id, name, owner_user_id FROM groups WHERE group_id = ?",
-                    [.text(id)],
-                    {
-                        GroupRecord(
-                            groupID: $0.string(0), name: $0.string(1),
-                            ownerUserID: $0.string(2), members: [])
-                    })
+                let g = try c.first(StoreRows.groupColumns + " WHERE group_id = ?", [.text(id)], StoreRows.group)
             else { return nil }
             var out = g
             out.members = try Self.members(c, of: g.groupID)
@@ -804,15 +752,11 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use([]) { c in
             // Ordered by groupID as MemoryStore does (binary collation = String's <).
             let found = try c.rows(
-                """
-                SELECT group_id, name, owner_user_id FROM groups
-                WHERE owner_user_id = ?
-                   OR group_id IN (SELECT group_id FROM group_members WHERE user_id = ?)
-                ORDER BY group_id
-                """, [.text(userID), .text(userID)]
-            ) {
-                GroupRecord(groupID: $0.string(0), name: $0.string(1), ownerUserID: $0.string(2), members: [])
-            }
+                StoreRows.groupColumns + """
+                     WHERE owner_user_id = ?
+                       OR group_id IN (SELECT group_id FROM group_members WHERE user_id = ?)
+                    ORDER BY group_id
+                    """, [.text(userID), .text(userID)], StoreRows.group)
             return try found.map { g in
                 var out = g
                 out.members = try Self.members(c, of: g.groupID)
@@ -823,22 +767,12 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     // MARK: app installations
 
-    private static let installationColumns =
-        "SELECT installation_id, user_id, kind, target, created_at FROM app_installations"
-
-    private static func installation(_ r: SQLRow) -> AppInstallation {
-        AppInstallation(
-            installationID: r.string(0), userID: r.string(1),
-            kind: AppInstallation.Kind(rawValue: r.string(2)) ?? .sse, target: r.text(3),
-            createdAt: r.int(4))
-    }
-
     public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
         use(nil) { c in
             let id = HubIDs.installationID()
             let i = AppInstallation(
                 installationID: id, userID: userID, kind: kind,
-                target: kind == .mqtt ? HubIDs.notificationTopic(id) : target,
+                target: StoreRules.installationTarget(kind: kind, id: id, given: target),
                 createdAt: Platform.epochMs())
             try c.run(
                 """
@@ -851,15 +785,16 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func appInstallation(id: String) -> AppInstallation? {
         use(nil) {
-            try $0.first(Self.installationColumns + " WHERE installation_id = ?", [.text(id)], Self.installation)
+            try $0.first(
+                StoreRows.installationColumns + " WHERE installation_id = ?", [.text(id)], StoreRows.installation)
         }
     }
 
     public func appInstallations(userID: String) -> [AppInstallation] {
         use([]) { c in
             try c.rows(
-                Self.installationColumns + " WHERE user_id = ? ORDER BY created_at, rowid", [.text(userID)],
-                Self.installation)
+                StoreRows.installationColumns + " WHERE user_id = ? ORDER BY created_at, rowid", [.text(userID)],
+                StoreRows.installation)
         }
     }
 
@@ -872,16 +807,6 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     // MARK: server triggers
-
-    private static let triggerColumns =
-        "SELECT trigger_id, thing_id, definition, enabled, last_match, created_at FROM triggers"
-
-    private static func trigger(_ r: SQLRow) -> ServerTriggerRecord {
-        ServerTriggerRecord(
-            triggerID: r.string(0), thingID: r.string(1), definition: r.string(2),
-            enabled: r.int(3) != 0, lastMatch: r.isNull(4) ? nil : r.int(4) != 0,
-            createdAt: r.int(5))
-    }
 
     public func insertTrigger(_ t: ServerTriggerRecord) -> Bool {
         use(false) { c in
@@ -899,17 +824,18 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     }
 
     public func trigger(id: String) -> ServerTriggerRecord? {
-        use(nil) { try $0.first(Self.triggerColumns + " WHERE trigger_id = ?", [.text(id)], Self.trigger) }
+        use(nil) { try $0.first(StoreRows.triggerColumns + " WHERE trigger_id = ?", [.text(id)], StoreRows.trigger) }
     }
 
     public func triggers(thingID: String) -> [ServerTriggerRecord] {
         use([]) {
-            try $0.rows(Self.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], Self.trigger)
+            try $0.rows(
+                StoreRows.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], StoreRows.trigger)
         }
     }
 
     public func allTriggers() -> [ServerTriggerRecord] {
-        use([]) { try $0.rows(Self.triggerColumns + " ORDER BY seq", [], Self.trigger) }
+        use([]) { try $0.rows(StoreRows.triggerColumns + " ORDER BY seq", [], StoreRows.trigger) }
     }
 
     public func updateTrigger(id: String, definition: String) -> Bool {
@@ -942,9 +868,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func automation(thingID: String) -> ThingAutomation? {
         use(nil) { c in
-            try c.first("SELECT config, version, report FROM thing_automation WHERE thing_id = ?", [.text(thingID)]) {
-                ThingAutomation(thingID: thingID, config: $0.string(0), version: $0.int(1), report: $0.text(2))
-            }
+            try c.first(StoreRows.automationColumns + " WHERE thing_id = ?", [.text(thingID)], StoreRows.automation)
         }
     }
 

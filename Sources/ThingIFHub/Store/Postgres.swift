@@ -1,0 +1,261 @@
+import CPostgres
+import ThingIF
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A failed PostgreSQL call: the SQLSTATE (empty when there is none, e.g.
+/// the server cannot be reached) and the server's or libpq's message.
+public struct PostgresError: Error, Sendable, CustomStringConvertible {
+    public var sqlState: String
+    public var message: String
+    public var description: String {
+        sqlState.isEmpty ? "PostgreSQL: \(message)" : "PostgreSQL error \(sqlState): \(message)"
+    }
+
+    /// 23505: a UNIQUE or PRIMARY KEY constraint refused the row.
+    var isUniqueViolation: Bool { sqlState == "23505" }
+}
+
+/// A row of a PostgreSQL result (text format): columns by index.
+struct PGRow: StoreRow {
+    let result: OpaquePointer
+    let row: Int32
+
+    func isNull(_ i: Int32) -> Bool { PQgetisnull(result, row, i) != 0 }
+
+    func text(_ i: Int32) -> String? {
+        guard !isNull(i), let p = PQgetvalue(result, row, i) else { return nil }
+        return String(cString: p)
+    }
+
+    func int(_ i: Int32) -> Int64 { text(i).flatMap { Int64($0) } ?? 0 }
+}
+
+/// The notice processor: the server's NOTICEs ("relation exists, skipping")
+/// are not the hub's output.
+private let ignoreNotices: PQnoticeProcessor = { _, _ in }
+
+/// One libpq connection. Not thread-safe by itself: PostgresStore keeps it
+/// behind a lock. SQL text is always a constant with `$1…` placeholders;
+/// values travel only as parameters (PQexecParams), never inside the text.
+final class PostgresConnection {
+    private var conn: OpaquePointer?
+    /// host:port/dbname, for messages (never the password).
+    let target: String
+
+    /// Connects to `url` (postgres://user[:password]@host[:port]/dbname[?…],
+    /// or any libpq connection string), waiting at most `timeout` seconds.
+    init(url: String, timeout: Int = 5) throws {
+        // The URL is expanded by libpq (expand_dbname); connect_timeout comes
+        // first so that a URL's own connect_timeout wins.
+        let keys = ["connect_timeout", "application_name", "dbname"]
+        let values = [String(timeout), "thingif-hub", url]
+        let c = Self.withCStrings(keys) { k in
+            Self.withCStrings(values) { v in PQconnectdbParams(k, v, 1) }
+        }
+        let host = c.flatMap { PQhost($0) }.map { String(cString: $0) } ?? "?"
+        let port = c.flatMap { PQport($0) }.map { String(cString: $0) } ?? "?"
+        let db = c.flatMap { PQdb($0) }.map { String(cString: $0) } ?? "?"
+        target = "\(host):\(port)/\(db)"
+        guard let c, PQstatus(c) == CONNECTION_OK else {
+            let message = c.map { Self.trimmed(PQerrorMessage($0)) } ?? "out of memory"
+            if let c { PQfinish(c) }
+            throw PostgresError(sqlState: "", message: "cannot connect to \(target): \(message)")
+        }
+        PQsetNoticeProcessor(c, ignoreNotices, nil)
+        conn = c
+    }
+
+    deinit { close() }
+
+    func close() {
+        if let conn { PQfinish(conn) }
+        conn = nil
+    }
+
+    /// Re-establishes a connection that broke (the server restarted, the
+    /// network dropped). A statement that failed is not repeated: the caller
+    /// gets its error, the next call works again.
+    func resetIfBroken() {
+        if let conn, PQstatus(conn) == CONNECTION_BAD { PQreset(conn) }
+    }
+
+    private static func trimmed(_ p: UnsafePointer<CChar>?) -> String {
+        guard let p else { return "" }
+        var s = String(cString: p)
+        while s.last == "\n" || s.last == " " { s.removeLast() }
+        return s
+    }
+
+    private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0) } ?? nil }
+        defer { for p in pointers { free(p) } }
+        pointers.append(nil)
+        return body(pointers.map { $0.map { UnsafePointer($0) } })
+    }
+
+    /// Runs `sql` with its parameters (text format; nil is NULL) and hands
+    /// the result to `body` while it is alive.
+    private func execute<R>(_ sql: String, _ values: [SQLValue], _ body: (OpaquePointer) throws -> R) throws -> R {
+        guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
+        let texts: [String?] = values.map {
+            switch $0 {
+            case .text(let s): return s
+            case .int(let i): return i.map { String($0) }
+            }
+        }
+        let result = Self.withCStrings(texts) { params in
+            PQexecParams(conn, sql, Int32(values.count), nil, params, nil, nil, 0)
+        }
+        guard let result else {
+            throw PostgresError(sqlState: "", message: Self.trimmed(PQerrorMessage(conn)))
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            let message = Self.trimmed(PQresultErrorMessage(result))
+            throw PostgresError(
+                sqlState: state, message: message.isEmpty ? Self.trimmed(PQerrorMessage(conn)) : message)
+        }
+        return try body(result)
+    }
+
+    /// Runs SQL without results (schema, BEGIN/COMMIT).
+    func exec(_ sql: String) throws { try execute(sql, []) { _ in () } }
+
+    /// Runs a statement with bound values, calling `row` for every result row.
+    func query(_ sql: String, _ values: [SQLValue] = [], row: (PGRow) throws -> Void = { _ in }) throws {
+        try execute(sql, values) { result in
+            for i in 0..<PQntuples(result) { try row(PGRow(result: result, row: i)) }
+        }
+    }
+
+    /// Runs a statement; returns the rows it changed.
+    @discardableResult
+    func run(_ sql: String, _ values: [SQLValue] = []) throws -> Int {
+        try execute(sql, values) { result in PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0 }
+    }
+
+    /// All rows mapped by `map`.
+    func rows<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (PGRow) throws -> T) throws -> [T] {
+        var out: [T] = []
+        try query(sql, values) { out.append(try map($0)) }
+        return out
+    }
+
+    /// The first row mapped by `map`, nil for none.
+    func first<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (PGRow) throws -> T) throws -> T? {
+        var out: T?
+        try query(sql, values) { r in if out == nil { out = try map(r) } }
+        return out
+    }
+
+    /// The payloads of the notifications (LISTEN) that arrived, waiting up
+    /// to `timeoutMs` for the first; throws when the connection broke.
+    func notifications(timeoutMs: Int32) throws -> [String] {
+        guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
+        var out = Self.drain(conn)
+        if out.isEmpty {
+            var p = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+            guard p.fd >= 0 else { throw PostgresError(sqlState: "", message: "the connection has no socket") }
+            if Glibc.poll(&p, 1, timeoutMs) > 0, PQconsumeInput(conn) == 0 {
+                throw PostgresError(sqlState: "", message: Self.trimmed(PQerrorMessage(conn)))
+            }
+            out = Self.drain(conn)
+        }
+        if out.isEmpty, PQstatus(conn) == CONNECTION_BAD {
+            throw PostgresError(sqlState: "", message: "the connection broke")
+        }
+        return out
+    }
+
+    private static func drain(_ conn: OpaquePointer) -> [String] {
+        var out: [String] = []
+        while let n = PQnotifies(conn) {
+            out.append(n.pointee.extra.map { String(cString: $0) } ?? "")
+            PQfreemem(n)
+        }
+        return out
+    }
+
+    /// Runs `body` in a transaction; rolls back when it throws.
+    func transaction<R>(_ body: () throws -> R) throws -> R {
+        try exec("BEGIN")
+        do {
+            let r = try body()
+            try exec("COMMIT")
+            return r
+        } catch {
+            if let conn, PQtransactionStatus(conn) != PQTRANS_IDLE {
+                PQclear(PQexec(conn, "ROLLBACK"))
+            }
+            throw error
+        }
+    }
+}
+
+/// A connection of its own that LISTENs and a thread that hands every
+/// notification's payload to `handler`, until stop(). A broken connection
+/// is re-established (and LISTENs again); notifications sent meanwhile are
+/// lost.
+final class PostgresListener: @unchecked Sendable {
+    private let connection: PostgresConnection
+    private let listenSQL: String
+    private let handler: @Sendable (String) -> Void
+    private let state = Locked<(stop: Bool, thread: pthread_t?)>((false, nil))
+
+    /// `listenSQL` is a constant `LISTEN channel` statement.
+    init(url: String, listenSQL: String, handler: @escaping @Sendable (String) -> Void) throws {
+        connection = try PostgresConnection(url: url)
+        self.listenSQL = listenSQL
+        self.handler = handler
+        try connection.exec(listenSQL)
+    }
+
+    /// Starts the thread; false when it cannot.
+    func start() -> Bool {
+        let arg = Unmanaged.passRetained(self).toOpaque()
+        return state.withLock { s -> Bool in
+            var tid = pthread_t()
+            let rc = pthread_create(
+                &tid, nil,
+                { raw in
+                    let l = Unmanaged<PostgresListener>.fromOpaque(raw!).takeRetainedValue()
+                    l.run()
+                    return nil
+                }, arg)
+            guard rc == 0 else {
+                Unmanaged<PostgresListener>.fromOpaque(arg).release()
+                return false
+            }
+            s.thread = tid
+            return true
+        }
+    }
+
+    private func run() {
+        while !state.withLock({ $0.stop }) {
+            do {
+                for payload in try connection.notifications(timeoutMs: 100) { handler(payload) }
+            } catch {
+                usleep(200_000)
+                connection.resetIfBroken()
+                try? connection.exec(listenSQL)
+            }
+        }
+        connection.close()
+    }
+
+    /// Stops the thread and waits for it (at most one wait of 100 ms, or a
+    /// reconnection's timeout). Idempotent.
+    func stop() {
+        let t = state.withLock { s -> pthread_t? in
+            s.stop = true
+            defer { s.thread = nil }
+            return s.thread
+        }
+        if let t { pthread_join(t, nil) }
+    }
+}

@@ -1,0 +1,846 @@
+import ThingIF
+
+/// A HubStore in a PostgreSQL database, for several hubs that share one
+/// (`--db postgres://…`). Behaves exactly as MemoryStore and SQLiteStore (the
+/// same IDs, state merge, rules, row decoding: StoreRows, StoreRules,
+/// StateMerge); one connection behind a lock makes every method thread-safe,
+/// and a method that writes several rows does so in one transaction.
+///
+/// Writes that hubs race on are decided by the database: results are kept
+/// only when none are stored (`WHERE results IS NULL`), a commandID is a
+/// primary key (`ON CONFLICT DO NOTHING`), a vendorThingID is UNIQUE (a
+/// losing first registration finds the winner's thing and goes on with it),
+/// a state upload locks the thing's row while it merges. Storage failures
+/// never crash: they come back as nil, false or `.failure(.storage)`, and a
+/// broken connection is re-established for the next call.
+public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendable {
+    /// The schema this code writes (thingif_schema.version).
+    public static let schemaVersion: Int64 = 1
+
+    private let db: Locked<PostgresConnection>
+    /// For the listeners' connections; never printed (it may hold a password).
+    private let url: String
+    /// This store's name in its results notifications, to tell its own.
+    private let origin = Platform.randomHex(bytes: 8)
+    private let listeners = Locked<[PostgresListener]>([])
+    /// host:port/dbname (without credentials).
+    public let target: String
+    public let secrets: HubSecrets
+    public let retention: StateRetention
+
+    /// Connects to `url` (postgres://user[:password]@host[:port]/dbname) and
+    /// brings the schema up to date. Throws when the server cannot be
+    /// reached (within `timeout` seconds) or refuses, or when the database
+    /// has a schema newer than this code.
+    public convenience init(
+        url: String, secrets: HubSecrets = HubSecrets(), retention: StateRetention = StateRetention(),
+        timeout: Int = 5
+    ) throws {
+        try self.init(url: url, secrets: secrets, retention: retention, timeout: timeout, migrateTo: Self.schemaVersion)
+    }
+
+    /// `migrateTo` below schemaVersion leaves an older schema, for the migration tests.
+    init(url: String, secrets: HubSecrets, retention: StateRetention, timeout: Int, migrateTo: Int64) throws {
+        self.url = url
+        self.secrets = secrets
+        self.retention = retention
+        let c = try PostgresConnection(url: url, timeout: timeout)
+        target = c.target
+        try Self.migrate(c, to: migrateTo)
+        db = Locked(c)
+    }
+
+    /// Whether `db` (the hub's --db) names a PostgreSQL database rather than an SQLite file.
+    public static func isURL(_ db: String) -> Bool {
+        db.hasPrefix("postgres://") || db.hasPrefix("postgresql://")
+    }
+
+    /// Closes the connection and stops the listeners; later calls fail as
+    /// storage errors.
+    public func close() {
+        for l in listeners.withLock({ l in
+            defer { l = [] }; return l
+        }) { l.stop() }
+        db.withLock { $0.close() }
+    }
+
+    /// Calls `handler` with the commandID of every command whose results
+    /// another store (another hub) records on this database, on a thread and
+    /// a connection of its own (LISTEN), until close(). recordResults
+    /// announces them on the channel thingif_results as "{origin} {commandID}".
+    public func listenForResults(_ handler: @escaping @Sendable (_ commandID: String) -> Void) throws {
+        let origin = self.origin
+        let l = try PostgresListener(url: url, listenSQL: "LISTEN thingif_results") { payload in
+            guard let space = payload.firstIndex(of: " "), payload[..<space] != origin else { return }
+            handler(String(payload[payload.index(after: space)...]))
+        }
+        guard l.start() else {
+            l.stop()
+            throw PostgresError(sqlState: "", message: "cannot start the listener thread")
+        }
+        listeners.withLock { $0.append(l) }
+    }
+
+    // MARK: schema
+
+    /// Migrations in order: entry i takes the version i to i + 1. The tables
+    /// and columns are SQLiteStore's (StoreRows reads both); `id` and `seq`
+    /// columns are identities where SQLite has rowid.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE things (
+                thing_id TEXT PRIMARY KEY,
+                vendor_thing_id TEXT UNIQUE,
+                password_hash TEXT,
+                thing_type TEXT,
+                firmware_version TEXT,
+                data_grouping_interval TEXT,
+                state TEXT,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE thing_installations (
+                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                installation_id TEXT NOT NULL,
+                mqtt_topic TEXT NOT NULL,
+                PRIMARY KEY (thing_id, installation_id)
+            )
+            """,
+            "CREATE INDEX thing_installations_topic ON thing_installations(mqtt_topic, id)",
+            """
+            CREATE TABLE thing_owners (
+                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                owner TEXT NOT NULL,
+                PRIMARY KEY (thing_id, owner)
+            )
+            """,
+            """
+            CREATE TABLE state_samples (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
+                at BIGINT NOT NULL,
+                method TEXT NOT NULL,
+                upload TEXT NOT NULL,
+                state TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX state_samples_thing_at ON state_samples(thing_id, at)",
+            "CREATE INDEX state_samples_thing_id ON state_samples(thing_id, id)",
+            // No foreign key on thing_id: like MemoryStore, the store keeps
+            // whatever command it is given (the framework checks the thing).
+            """
+            CREATE TABLE commands (
+                command_id TEXT PRIMARY KEY,
+                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                thing_id TEXT NOT NULL,
+                issuer TEXT,
+                issuing_installation_id TEXT,
+                payload TEXT NOT NULL,
+                results TEXT,
+                state TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                modified_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX commands_thing_seq ON commands(thing_id, seq)",
+            """
+            CREATE TABLE users (
+                user_id TEXT PRIMARY KEY,
+                login_name TEXT UNIQUE,
+                password_hash TEXT,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE groups (
+                group_id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                owner_user_id TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX groups_owner ON groups(owner_user_id)",
+            // position keeps the members' order (and duplicates) as given.
+            """
+            CREATE TABLE group_members (
+                group_id TEXT NOT NULL REFERENCES groups(group_id) ON DELETE CASCADE,
+                position BIGINT NOT NULL,
+                user_id TEXT NOT NULL,
+                PRIMARY KEY (group_id, position)
+            )
+            """,
+            "CREATE INDEX group_members_user ON group_members(user_id)",
+            """
+            CREATE TABLE app_installations (
+                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                installation_id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                target TEXT,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at, id)",
+            """
+            CREATE TABLE triggers (
+                trigger_id TEXT PRIMARY KEY,
+                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+                thing_id TEXT NOT NULL,
+                definition TEXT NOT NULL,
+                enabled INTEGER NOT NULL,
+                last_match INTEGER,
+                created_at BIGINT NOT NULL
+            )
+            """,
+            "CREATE INDEX triggers_thing ON triggers(thing_id, seq)",
+            """
+            CREATE TABLE thing_automation (
+                thing_id TEXT PRIMARY KEY REFERENCES things(thing_id) ON DELETE CASCADE,
+                config TEXT NOT NULL,
+                version BIGINT NOT NULL,
+                report TEXT
+            )
+            """,
+            """
+            CREATE TABLE tokens (
+                token_hash TEXT PRIMARY KEY,
+                kind TEXT NOT NULL,
+                subject_id TEXT NOT NULL,
+                created_at BIGINT NOT NULL,
+                expires_at BIGINT NOT NULL,
+                revoked INTEGER NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX tokens_subject ON tokens(kind, subject_id)",
+            "CREATE INDEX tokens_expiry ON tokens(expires_at) WHERE expires_at <> 0",
+            "CREATE INDEX tokens_revoked ON tokens(revoked) WHERE revoked = 1"
+        ]
+    ]
+
+    /// Applies the missing migrations in one transaction. An advisory lock
+    /// makes hubs that start together on a new database take turns: the
+    /// first migrates, the others find the schema current.
+    private static func migrate(_ c: PostgresConnection, to target: Int64) throws {
+        try c.transaction {
+            // 0x7468696e67696600: "thingif\0", the lock's key (held until COMMIT).
+            try c.exec("SELECT pg_advisory_xact_lock(8388070228879828480)")
+            try c.exec("CREATE TABLE IF NOT EXISTS thingif_schema (version BIGINT NOT NULL)")
+            let found = try c.first("SELECT version FROM thingif_schema", [], { $0.int(0) })
+            let current = found ?? 0
+            guard current <= schemaVersion else {
+                throw PostgresError(
+                    sqlState: "",
+                    message: "schema version \(current) of \(c.target) is newer than this hub's \(schemaVersion)")
+            }
+            guard current < target else { return }
+            for v in Int(current)..<Int(target) {
+                for sql in migrations[v] { try c.exec(sql) }
+            }
+            if found == nil {
+                try c.run("INSERT INTO thingif_schema (version) VALUES ($1)", [.int(target)])
+            } else {
+                try c.run("UPDATE thingif_schema SET version = $1", [.int(target)])
+            }
+        }
+    }
+
+    // MARK: helpers
+
+    /// Runs `body` on the connection; a storage error gives `fallback` (and
+    /// a broken connection is reset for the next call).
+    private func use<R>(_ fallback: R, _ body: (PostgresConnection) throws -> R) -> R {
+        db.withLock { c in
+            do { return try body(c) } catch {
+                c.resetIfBroken()
+                return fallback
+            }
+        }
+    }
+
+    /// The whole record of the thing the clause selects (without its state
+    /// history). `lock` takes the row for the transaction (FOR UPDATE).
+    private static func thing(
+        _ c: PostgresConnection, where clause: String, _ value: String, lock: Bool = false
+    ) throws -> ThingRecord? {
+        // The clause is one of this file's constants; the value is bound.
+        guard
+            var t = try c.first(
+                StoreRows.thingColumns + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""),
+                [.text(value)], StoreRows.thing)
+        else { return nil }
+        let id = [SQLValue.text(t.thingID)]
+        try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = $1", id) {
+            t.installations[$0.string(0)] = $0.string(1)
+        }
+        t.owners = try c.rows("SELECT owner FROM thing_owners WHERE thing_id = $1 ORDER BY id", id) { $0.string(0) }
+        return t
+    }
+
+    private static func exists(_ c: PostgresConnection, thing id: String) throws -> Bool {
+        try c.first("SELECT 1 FROM things WHERE thing_id = $1", [.text(id)]) { _ in true } ?? false
+    }
+
+    // MARK: tokens
+
+    /// A new raw token for the subject; prunes expired and revoked ones.
+    private func issue(_ c: PostgresConnection, kind: TokenKind, subject: String) throws -> String {
+        let now = Platform.epochMs()
+        try c.run("DELETE FROM tokens WHERE revoked = 1")
+        try c.run("DELETE FROM tokens WHERE expires_at <> 0 AND expires_at <= $1", [.int(now)])
+        let raw = HubIDs.token()
+        try c.run(
+            """
+            INSERT INTO tokens (token_hash, kind, subject_id, created_at, expires_at, revoked)
+            VALUES ($1, $2, $3, $4, $5, 0)
+            """,
+            [
+                .text(Crypto.sha256Hex(raw)), .text(kind.rawValue), .text(subject), .int(now),
+                .int(secrets.expiry(kind, now: now))
+            ])
+        return raw
+    }
+
+    /// The subject of a valid (known, unexpired, unrevoked) raw token.
+    private static func subject(_ c: PostgresConnection, kind: TokenKind, token: String) throws -> String? {
+        try c.first(
+            """
+            SELECT subject_id FROM tokens
+            WHERE token_hash = $1 AND kind = $2 AND revoked = 0 AND (expires_at = 0 OR expires_at > $3)
+            """, [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
+        ) { $0.string(0) }
+    }
+
+    public func issueToken(kind: TokenKind, subjectID: String) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                let table =
+                    kind == .user
+                    ? "SELECT 1 FROM users WHERE user_id = $1" : "SELECT 1 FROM things WHERE thing_id = $1"
+                guard try c.first(table, [.text(subjectID)], { _ in true }) != nil else { return nil }
+                return try issue(c, kind: kind, subject: subjectID)
+            }
+        }
+    }
+
+    public func revokeToken(_ token: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "UPDATE tokens SET revoked = 1 WHERE token_hash = $1 AND revoked = 0",
+                [.text(Crypto.sha256Hex(token))]) == 1
+        }
+    }
+
+    // MARK: things
+
+    /// The KDF runs outside the connection's lock (and outside any
+    /// transaction), so one onboarding never stalls the rest of the hub.
+    public func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError> {
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (on this hub or another) makes one repeat.
+        for _ in 0..<4 {
+            let found: Result<ThingRecord?, Error> = db.withLock { c in
+                do { return .success(try Self.thing(c, where: "vendor_thing_id = $1", vendorThingID)) } catch {
+                    c.resetIfBroken()
+                    return .failure(error)
+                }
+            }
+            guard case .success(let known) = found else { return .failure(.storage) }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else {
+                    return .failure(.wrongPassword)
+                }
+                let r: Result<ThingRecord, RegisterError>? = use(.failure(.storage)) { c in
+                    try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                        // Still the hash that was verified? The row stays locked until COMMIT.
+                        guard let t = try Self.thing(c, where: "thing_id = $1", known.thingID, lock: true),
+                            t.passwordHash == h
+                        else { return nil }
+                        guard StoreRules.typeMatches(thingType, known: t.thingType) else { return .failure(.wrongType) }
+                        try c.run(
+                            """
+                            UPDATE things SET thing_type = COALESCE(thing_type, $1),
+                                firmware_version = COALESCE($2, firmware_version),
+                                data_grouping_interval = COALESCE($3, data_grouping_interval)
+                            WHERE thing_id = $4
+                            """,
+                            [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval), .text(t.thingID)])
+                        guard var updated = try Self.thing(c, where: "thing_id = $1", t.thingID) else {
+                            return .failure(.storage)
+                        }
+                        updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                        return .success(updated)
+                    }
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = use(.failure(.storage)) { c in
+                try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                    var t = ThingRecord(
+                        thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                        thingType: thingType, firmwareVersion: firmwareVersion,
+                        accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                        createdAt: Platform.epochMs())
+                    // Another registration of the vendorThingID that committed
+                    // first (any hub) wins: nothing is inserted, the next round
+                    // finds its thing.
+                    guard
+                        try c.run(
+                            """
+                            INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                                data_grouping_interval, state, created_at)
+                            VALUES ($1, $2, $3, $4, $5, $6, NULL, $7)
+                            ON CONFLICT (vendor_thing_id) DO NOTHING
+                            """,
+                            [
+                                .text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
+                                .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)
+                            ]) == 1
+                    else { return nil }
+                    t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                    return .success(t)
+                }
+            }
+            if let r { return r }
+        }
+        return .failure(.storage)
+    }
+
+    public func thing(id: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "thing_id = $1", id) }
+    }
+
+    public func things(ownedBy owners: [String]) -> [ThingRecord] {
+        guard !owners.isEmpty else { return [] }
+        return use([]) { c in
+            let marks = (1...owners.count).map { "$\($0)" }.joined(separator: ", ")
+            let ids = try c.rows(
+                "SELECT DISTINCT thing_id FROM thing_owners WHERE owner IN (\(marks)) ORDER BY thing_id",
+                owners.map { SQLValue.text($0) }
+            ) { $0.string(0) }
+            return try ids.compactMap { try Self.thing(c, where: "thing_id = $1", $0) }
+        }
+    }
+
+    public func thing(vendorThingID: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "vendor_thing_id = $1", vendorThingID) }
+    }
+
+    public func thing(accessToken: String) -> ThingRecord? {
+        use(nil) { c in
+            guard let id = try Self.subject(c, kind: .thing, token: accessToken) else { return nil }
+            return try Self.thing(c, where: "thing_id = $1", id)
+        }
+    }
+
+    public func thing(mqttTopic: String) -> ThingRecord? {
+        use(nil) { c in
+            // The thing that most recently took the topic.
+            guard
+                let id = try c.first(
+                    "SELECT thing_id FROM thing_installations WHERE mqtt_topic = $1 ORDER BY id DESC LIMIT 1",
+                    [.text(mqttTopic)], { $0.string(0) })
+            else { return nil }
+            return try Self.thing(c, where: "thing_id = $1", id)
+        }
+    }
+
+    public func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool {
+        use(false) { c in
+            try c.transaction {
+                guard try Self.exists(c, thing: thingID) else { return false }
+                // Replaced, not updated: the new row gets the newest id.
+                try c.run(
+                    "DELETE FROM thing_installations WHERE thing_id = $1 AND installation_id = $2",
+                    [.text(thingID), .text(installationID)])
+                try c.run(
+                    "INSERT INTO thing_installations (thing_id, installation_id, mqtt_topic) VALUES ($1, $2, $3)",
+                    [.text(thingID), .text(installationID), .text(mqttTopic)])
+                return true
+            }
+        }
+    }
+
+    public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "UPDATE things SET firmware_version = $1 WHERE thing_id = $2", [.text(version), .text(thingID)]) == 1
+        }
+    }
+
+    public func addOwner(thingID: String, owner: String) -> Bool {
+        use(false) { c in
+            try c.transaction {
+                guard try Self.exists(c, thing: thingID) else { return false }
+                try c.run(
+                    "INSERT INTO thing_owners (thing_id, owner) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    [.text(thingID), .text(owner)])
+                return true
+            }
+        }
+    }
+
+    // MARK: state
+
+    public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                // FOR UPDATE: two hubs' PATCHes of one thing merge one after the other.
+                guard
+                    let old = try c.first(
+                        "SELECT state FROM things WHERE thing_id = $1 FOR UPDATE", [.text(thingID)], { $0.text(0) })
+                else { return nil }
+                let merged = StateMerge.apply(method: method, upload: upload, to: old)
+                try c.run("UPDATE things SET state = $1 WHERE thing_id = $2", [.text(merged), .text(thingID)])
+                try c.run(
+                    "INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES ($1, $2, $3, $4, $5)",
+                    [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
+                try prune(c, thingID: thingID, at: at)
+                return merged
+            }
+        }
+    }
+
+    /// Applies the retention to one thing's samples.
+    private func prune(_ c: PostgresConnection, thingID: String, at: Int64) throws {
+        if let oldest = StoreRules.oldestKept(retention, at: at) {
+            try c.run("DELETE FROM state_samples WHERE thing_id = $1 AND at < $2", [.text(thingID), .int(oldest)])
+        }
+        if retention.maxSamples > 0,
+            let keep = try c.first(
+                "SELECT id FROM state_samples WHERE thing_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2",
+                [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) })
+        {
+            try c.run("DELETE FROM state_samples WHERE thing_id = $1 AND id < $2", [.text(thingID), .int(keep)])
+        }
+    }
+
+    public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
+        use([]) { c in
+            try c.rows(
+                StoreRows.sampleColumns + " WHERE thing_id = $1 AND at >= $2 AND at < $3 ORDER BY id",
+                [.text(thingID), .int(from), .int(to)], StoreRows.sample)
+        }
+    }
+
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?)
+    {
+        use(([], nil)) { c in
+            let n = max(0, limit)
+            var rows = try c.rows(
+                StoreRows.sampleColumns
+                    + " WHERE thing_id = $1 AND id > $2 AND at >= $3 AND at < $4 ORDER BY id LIMIT $5",
+                [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], StoreRows.sample)
+            guard rows.count > n else { return (rows, nil) }
+            rows.removeLast()
+            return (rows, rows.last?.cursor ?? after)
+        }
+    }
+
+    // MARK: commands
+
+    public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
+        use(nil) { c in
+            // seq is an identity; a commandID stored already (by any hub)
+            // inserts nothing and returns no row.
+            guard
+                let seq = try c.first(
+                    """
+                    INSERT INTO commands (command_id, thing_id, issuer, issuing_installation_id, payload,
+                        results, state, created_at, modified_at)
+                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                    ON CONFLICT (command_id) DO NOTHING
+                    RETURNING seq
+                    """,
+                    [
+                        .text(command.commandID), .text(command.thingID), .text(command.issuer),
+                        .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
+                        .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)
+                    ],
+                    { $0.int(0) })
+            else { return nil }
+            var stored = command
+            stored.seq = seq
+            return stored
+        }
+    }
+
+    public func command(id: String) -> CommandRecord? {
+        use(nil) { try $0.first(StoreRows.commandColumns + " WHERE command_id = $1", [.text(id)], StoreRows.command) }
+    }
+
+    public func markDelivered(commandID: String, at: Int64) -> Bool {
+        use(false) { c in
+            try c.run(
+                "UPDATE commands SET state = $1, modified_at = $2 WHERE command_id = $3 AND results IS NULL",
+                [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
+        }
+    }
+
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+        use(false) { c in
+            // The first results win, whichever hub stores them; the other
+            // hubs hear of them (their event streams) when they commit.
+            try c.rows(
+                """
+                WITH done AS (
+                    UPDATE commands SET results = $1, state = $2, modified_at = $3
+                    WHERE command_id = $4 AND results IS NULL RETURNING command_id
+                )
+                SELECT pg_notify('thingif_results', $5::text || ' ' || command_id) FROM done
+                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID), .text(origin)], { _ in () }
+            ).count == 1
+        }
+    }
+
+    public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
+        use([]) { c in
+            try c.rows(
+                StoreRows.commandColumns + " WHERE thing_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], StoreRows.command)
+        }
+    }
+
+    public func unansweredCommands(thingID: String) -> [CommandRecord] {
+        use([]) { c in
+            try c.rows(
+                StoreRows.commandColumns + " WHERE thing_id = $1 AND results IS NULL ORDER BY seq",
+                [.text(thingID)], StoreRows.command)
+        }
+    }
+
+    // MARK: users
+
+    public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
+        use(nil) { c in
+            var u = UserRecord(
+                userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                accessToken: "", createdAt: Platform.epochMs())
+            return try c.transaction { () throws -> UserRecord? in
+                // A taken loginName (by any hub) inserts nothing.
+                guard
+                    try c.run(
+                        """
+                        INSERT INTO users (user_id, login_name, password_hash, created_at) VALUES ($1, $2, $3, $4)
+                        ON CONFLICT (login_name) DO NOTHING
+                        """, [.text(u.userID), .text(loginName), .text(passwordHash), .int(u.createdAt)]) == 1
+                else { return nil }
+                u.accessToken = try issue(c, kind: .user, subject: u.userID)
+                return u
+            }
+        }
+    }
+
+    public func setPasswordHash(userID: String, _ hash: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE users SET password_hash = $1 WHERE user_id = $2", [.text(hash), .text(userID)]) == 1
+        }
+    }
+
+    public func user(id: String) -> UserRecord? {
+        use(nil) { try $0.first(StoreRows.userColumns + " WHERE user_id = $1", [.text(id)], StoreRows.user) }
+    }
+
+    public func user(accessToken: String) -> UserRecord? {
+        use(nil) { c in
+            guard let id = try Self.subject(c, kind: .user, token: accessToken) else { return nil }
+            return try c.first(StoreRows.userColumns + " WHERE user_id = $1", [.text(id)], StoreRows.user)
+        }
+    }
+
+    public func user(loginName: String) -> UserRecord? {
+        use(nil) {
+            try $0.first(StoreRows.userColumns + " WHERE login_name = $1", [.text(loginName)], StoreRows.user)
+        }
+    }
+
+    // MARK: groups
+
+    private static func withMembers(_ c: PostgresConnection, _ g: GroupRecord) throws -> GroupRecord {
+        var out = g
+        out.members = try c.rows(
+            "SELECT user_id FROM group_members WHERE group_id = $1 ORDER BY position", [.text(g.groupID)]
+        ) { $0.string(0) }
+        return out
+    }
+
+    public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {
+        use(nil) { c in
+            let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
+            return try c.transaction {
+                try c.run(
+                    "INSERT INTO groups (group_id, name, owner_user_id) VALUES ($1, $2, $3)",
+                    [.text(g.groupID), .text(name), .text(ownerUserID)])
+                for (i, m) in members.enumerated() {
+                    try c.run(
+                        "INSERT INTO group_members (group_id, position, user_id) VALUES ($1, $2, $3)",
+                        [.text(g.groupID), .int(Int64(i)), .text(m)])
+                }
+                return g
+            }
+        }
+    }
+
+    public func group(id: String) -> GroupRecord? {
+        use(nil) { c in
+            try c.first(StoreRows.groupColumns + " WHERE group_id = $1", [.text(id)], StoreRows.group).map {
+                try Self.withMembers(c, $0)
+            }
+        }
+    }
+
+    public func groups(ofUser userID: String) -> [GroupRecord] {
+        use([]) { c in
+            // Ordered by groupID as MemoryStore does: COLLATE "C" is byte
+            // order (String's <) whatever the database's locale.
+            try c.rows(
+                StoreRows.groupColumns + """
+                     WHERE owner_user_id = $1
+                       OR group_id IN (SELECT group_id FROM group_members WHERE user_id = $1)
+                    ORDER BY group_id COLLATE "C"
+                    """, [.text(userID)], StoreRows.group
+            ).map { try Self.withMembers(c, $0) }
+        }
+    }
+
+    // MARK: app installations
+
+    public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
+        use(nil) { c in
+            let id = HubIDs.installationID()
+            let i = AppInstallation(
+                installationID: id, userID: userID, kind: kind,
+                target: StoreRules.installationTarget(kind: kind, id: id, given: target),
+                createdAt: Platform.epochMs())
+            try c.run(
+                """
+                INSERT INTO app_installations (installation_id, user_id, kind, target, created_at)
+                VALUES ($1, $2, $3, $4, $5)
+                """, [.text(id), .text(userID), .text(kind.rawValue), .text(i.target), .int(i.createdAt)])
+            return i
+        }
+    }
+
+    public func appInstallation(id: String) -> AppInstallation? {
+        use(nil) {
+            try $0.first(
+                StoreRows.installationColumns + " WHERE installation_id = $1", [.text(id)], StoreRows.installation)
+        }
+    }
+
+    public func appInstallations(userID: String) -> [AppInstallation] {
+        use([]) { c in
+            try c.rows(
+                StoreRows.installationColumns + " WHERE user_id = $1 ORDER BY created_at, id", [.text(userID)],
+                StoreRows.installation)
+        }
+    }
+
+    public func removeAppInstallation(id: String, userID: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "DELETE FROM app_installations WHERE installation_id = $1 AND user_id = $2",
+                [.text(id), .text(userID)]) == 1
+        }
+    }
+
+    // MARK: server triggers
+
+    public func insertTrigger(_ t: ServerTriggerRecord) -> Bool {
+        use(false) { c in
+            try c.run(
+                """
+                INSERT INTO triggers (trigger_id, thing_id, definition, enabled, last_match, created_at)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT (trigger_id) DO NOTHING
+                """,
+                [
+                    .text(t.triggerID), .text(t.thingID), .text(t.definition), .int(t.enabled ? 1 : 0),
+                    .int(t.lastMatch.map { $0 ? 1 : 0 }), .int(t.createdAt)
+                ]) == 1
+        }
+    }
+
+    public func trigger(id: String) -> ServerTriggerRecord? {
+        use(nil) { try $0.first(StoreRows.triggerColumns + " WHERE trigger_id = $1", [.text(id)], StoreRows.trigger) }
+    }
+
+    public func triggers(thingID: String) -> [ServerTriggerRecord] {
+        use([]) {
+            try $0.rows(
+                StoreRows.triggerColumns + " WHERE thing_id = $1 ORDER BY seq", [.text(thingID)], StoreRows.trigger)
+        }
+    }
+
+    public func allTriggers() -> [ServerTriggerRecord] {
+        use([]) { try $0.rows(StoreRows.triggerColumns + " ORDER BY seq", [], StoreRows.trigger) }
+    }
+
+    public func updateTrigger(id: String, definition: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE triggers SET definition = $1, last_match = NULL WHERE trigger_id = $2",
+                [.text(definition), .text(id)]) == 1
+        }
+    }
+
+    public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE triggers SET enabled = $1 WHERE trigger_id = $2", [.int(enabled ? 1 : 0), .text(id)]) == 1
+        }
+    }
+
+    public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
+        use(false) { c in
+            try c.run(
+                "UPDATE triggers SET last_match = $1 WHERE trigger_id = $2",
+                [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
+        }
+    }
+
+    public func deleteTrigger(id: String) -> Bool {
+        use(false) { try $0.run("DELETE FROM triggers WHERE trigger_id = $1", [.text(id)]) == 1 }
+    }
+
+    // MARK: thing automation
+
+    public func automation(thingID: String) -> ThingAutomation? {
+        use(nil) {
+            try $0.first(StoreRows.automationColumns + " WHERE thing_id = $1", [.text(thingID)], StoreRows.automation)
+        }
+    }
+
+    public func saveAutomation(thingID: String, config: String) -> ThingAutomation? {
+        use(nil) { c in
+            try c.transaction { () throws -> ThingAutomation? in
+                guard try Self.exists(c, thing: thingID) else { return nil }
+                return try c.first(
+                    """
+                    INSERT INTO thing_automation (thing_id, config, version) VALUES ($1, $2, 1)
+                    ON CONFLICT (thing_id) DO UPDATE
+                        SET config = excluded.config, version = thing_automation.version + 1, report = NULL
+                    RETURNING version
+                    """, [.text(thingID), .text(config)]
+                ) {
+                    ThingAutomation(thingID: thingID, config: config, version: $0.int(0))
+                }
+            }
+        }
+    }
+
+    public func saveAutomationReport(thingID: String, report: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "UPDATE thing_automation SET report = $1 WHERE thing_id = $2", [.text(report), .text(thingID)]) > 0
+        }
+    }
+}

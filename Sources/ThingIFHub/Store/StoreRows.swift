@@ -1,0 +1,114 @@
+/// A result row of an SQL store (SQLite or PostgreSQL): columns by index.
+protocol StoreRow {
+    /// The column as text, nil for NULL.
+    func text(_ i: Int32) -> String?
+    /// The column as an integer (0 for NULL).
+    func int(_ i: Int32) -> Int64
+    func isNull(_ i: Int32) -> Bool
+}
+
+extension StoreRow {
+    func string(_ i: Int32) -> String { text(i) ?? "" }
+}
+
+/// What the SQL stores read, written once: the column lists of their
+/// SELECTs and how a row becomes a record. SQLiteStore and PostgresStore
+/// keep the same tables and columns (booleans as 0/1 integers, times as
+/// integer milliseconds), so each select and decoder serves both.
+enum StoreRows {
+    static let thingColumns = """
+        SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+               data_grouping_interval, state, created_at FROM things
+        """
+
+    /// A thing without its installations and owners (the stores add those).
+    static func thing(_ r: some StoreRow) -> ThingRecord {
+        ThingRecord(
+            thingID: r.string(0), vendorThingID: r.text(1), passwordHash: r.text(2), thingType: r.text(3),
+            firmwareVersion: r.text(4), accessToken: "", dataGroupingInterval: r.text(5), state: r.text(6),
+            createdAt: r.int(7))
+    }
+
+    static let sampleColumns = "SELECT thing_id, at, method, upload, state, id FROM state_samples"
+
+    static func sample(_ r: some StoreRow) -> StateSample {
+        StateSample(
+            thingID: r.string(0), at: r.int(1), method: r.string(2), upload: r.string(3), state: r.string(4),
+            cursor: r.int(5))
+    }
+
+    static let commandColumns = """
+        SELECT command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
+               created_at, modified_at FROM commands
+        """
+
+    static func command(_ r: some StoreRow) -> CommandRecord {
+        CommandRecord(
+            commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
+            issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
+            state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
+            modifiedAt: r.int(9))
+    }
+
+    static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"
+
+    static func user(_ r: some StoreRow) -> UserRecord {
+        UserRecord(
+            userID: r.string(0), loginName: r.text(1), passwordHash: r.text(2), accessToken: "",
+            createdAt: r.int(3))
+    }
+
+    static let groupColumns = "SELECT group_id, name, owner_user_id FROM groups"
+
+    /// A group without its members (the stores add those).
+    static func group(_ r: some StoreRow) -> GroupRecord {
+        GroupRecord(groupID: r.string(0), name: r.string(1), ownerUserID: r.string(2), members: [])
+    }
+
+    static let installationColumns =
+        "SELECT installation_id, user_id, kind, target, created_at FROM app_installations"
+
+    static func installation(_ r: some StoreRow) -> AppInstallation {
+        AppInstallation(
+            installationID: r.string(0), userID: r.string(1),
+            kind: AppInstallation.Kind(rawValue: r.string(2)) ?? .sse, target: r.text(3),
+            createdAt: r.int(4))
+    }
+
+    static let triggerColumns =
+        "SELECT trigger_id, thing_id, definition, enabled, last_match, created_at FROM triggers"
+
+    static func trigger(_ r: some StoreRow) -> ServerTriggerRecord {
+        ServerTriggerRecord(
+            triggerID: r.string(0), thingID: r.string(1), definition: r.string(2),
+            enabled: r.int(3) != 0, lastMatch: r.isNull(4) ? nil : r.int(4) != 0,
+            createdAt: r.int(5))
+    }
+
+    static let automationColumns = "SELECT thing_id, config, version, report FROM thing_automation"
+
+    static func automation(_ r: some StoreRow) -> ThingAutomation {
+        ThingAutomation(thingID: r.string(0), config: r.string(1), version: r.int(2), report: r.text(3))
+    }
+}
+
+/// The rules both SQL stores apply in code, beside StateMerge and HubIDs.
+enum StoreRules {
+    /// Whether a registration with `thingType` may go on for a thing of
+    /// `known` type: a nil type on either side matches.
+    static func typeMatches(_ thingType: String?, known: String?) -> Bool {
+        guard let thingType, let known else { return true }
+        return thingType == known
+    }
+
+    /// The target an app installation is stored with: MQTT ones are
+    /// notified on their own topic, the others keep what was given.
+    static func installationTarget(kind: AppInstallation.Kind, id: String, given: String?) -> String? {
+        kind == .mqtt ? HubIDs.notificationTopic(id) : given
+    }
+
+    /// The cutoff (ms) below which samples are dropped, nil for no age limit.
+    static func oldestKept(_ retention: StateRetention, at: Int64) -> Int64? {
+        retention.maxAgeDays > 0 ? at - Int64(retention.maxAgeDays) * 86_400_000 : nil
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+import ThingIFHubServer
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite(
+    "thingif-hub on PostgreSQL", .serialized,
+    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+struct HubOnPostgresTests {
+    /// The hub with `--db postgres://…`: the CLI onboards the C appliance,
+    /// a command runs, and the thing, the command and its results are rows
+    /// of the database.
+    @Test(
+        "thingif-hub --db postgres://… onboards a thing and stores a command and its results",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub and thingif next to the test bundle"),
+        .timeLimit(.minutes(2)))
+    func hubOnPostgres() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let server = try PostgresServer.get()
+        let (name, dbURL) = try server.createDatabase()
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-hub-pg")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            server.dropDatabase(name)
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        let hubLog = root + "/hub.log"
+        let (hubPID, url) = try startHubProcess(hubExe, broker: broker, logPath: hubLog, storeArgs: ["--db", dbURL])
+        children.append(hubPID)
+        let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+
+        var r = try thingif("user", "create")
+        #expect(r.status == 0, "\(r.output)\nhub:\n\(readText(hubLog))")
+        r = try thingif("onboard", "AC-PG-1", "demo-pass", "--thing-type", "AirConditioner", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try #require(parseObject(r.output), "\(r.output)")
+        let thingID = try #require(onboarded["thingID"] as? String)
+        let thingToken = try #require(onboarded["accessToken"] as? String)
+
+        let aircon = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/aircon", "--thing-id", thingID, "--token", thingToken
+            ],
+            logPath: root + "/aircon.log")
+        try aircon.start()
+        defer { aircon.stop() }
+
+        r = try thingif(
+            "command", "send", thingID, "turnPower", "power=true", "setFanSpeed", "fanSpeed=3", "--wait", "30")
+        #expect(r.status == 0 && field(r.output, "state") == "DONE", "\(r.output)\naircon:\n\(aircon.log)")
+        let commandID = try #require(field(r.output, "commandID"))
+
+        // In the database, as another hub would read it.
+        let store = try PostgresStore(url: dbURL, secrets: .fastForTests)
+        defer { store.close() }
+        let thing = try #require(store.thing(id: thingID))
+        #expect(thing.vendorThingID == "AC-PG-1" && thing.thingType == "AirConditioner")
+        #expect(thing.owners.count == 1 && !thing.installations.isEmpty)
+        let stored = try #require(store.command(id: commandID))
+        #expect(stored.state == .done && stored.thingID == thingID)
+        #expect(stored.results?.contains("turnPower") == true, "\(stored.results ?? "nil")")
+        #expect(readText(hubLog).contains("cannot open") == false)
+    }
+}
+
+@Suite(
+    "Two hubs on one PostgreSQL", .serialized,
+    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+struct TwoHubsOnPostgresTests {
+    /// Hubs A and B share the broker (the shared subscription gives each
+    /// request of the things to one of them) and the database. A user
+    /// watches a thing on both hubs (`thingif watch`, an event stream on
+    /// each); whichever hub takes a command's results, the stream on the
+    /// other one learns of them only through the database (LISTEN/NOTIFY),
+    /// and both streams must show every command.
+    @Test(
+        "Event streams on hub A and hub B both see every command, whichever hub handled its results",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub and thingif next to the test bundle"),
+        .timeLimit(.minutes(2)))
+    func sseAcrossHubs() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let server = try PostgresServer.get()
+        let (name, dbURL) = try server.createDatabase()
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-two-hubs")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            server.dropDatabase(name)
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        let logA = root + "/hub-a.log", logB = root + "/hub-b.log"
+        let (pidA, urlA) = try startHubProcess(hubExe, broker: broker, logPath: logA, storeArgs: ["--db", dbURL])
+        children.append(pidA)
+        let (pidB, urlB) = try startHubProcess(hubExe, broker: broker, logPath: logB, storeArgs: ["--db", dbURL])
+        children.append(pidB)
+        let config = root + "/cli/cli.json"
+        let env = ["THINGIF_HUB_URL": urlA, "THINGIF_CONFIG": config]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+
+        // A normal user (all its installations are notified, not only the issuing one).
+        var r = try thingif("user", "create", "--login", "alice", "--password", "alice-pw-1")
+        #expect(r.status == 0, "\(r.output)")
+        let token = try #require(parseObject(readText(config))?["token"] as? String, "\(readText(config))")
+        r = try thingif("onboard", "AC-TWO-1", "demo-pass", "--thing-type", "AirConditioner", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try #require(parseObject(r.output), "\(r.output)")
+        let thingID = try #require(onboarded["thingID"] as? String)
+        let thingToken = try #require(onboarded["accessToken"] as? String)
+        let aircon = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/aircon", "--thing-id", thingID, "--token", thingToken
+            ],
+            logPath: root + "/aircon.log")
+        try aircon.start()
+        defer { aircon.stop() }
+
+        let watchA = root + "/watch-a.log", watchB = root + "/watch-b.log"
+        children.append(try spawnChild(cli, ["watch", thingID, "--timeout", "90"], environment: env, logPath: watchA))
+        children.append(
+            try spawnChild(
+                cli, ["watch", thingID, "--timeout", "90"],
+                environment: ["THINGIF_HUB_URL": urlB, "THINGIF_TOKEN": token, "THINGIF_CONFIG": root + "/none.json"],
+                logPath: watchB))
+        for w in [watchA, watchB] {
+            #expect(poll(timeoutMs: 10_000) { readText(w).contains("watching \(thingID)") }, "\(readText(w))")
+        }
+
+        let count = 8
+        for i in 0..<count {
+            r = try thingif("command", "send", thingID, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--wait", "30")
+            #expect(r.status == 0 && field(r.output, "state") == "DONE", "\(r.output)\naircon:\n\(aircon.log)")
+        }
+        func handled(_ log: String) -> Int {
+            readText(log).split(separator: "\n").filter { $0.contains("results of ") }.count
+        }
+        func shown(_ log: String) -> Int {
+            readText(log).split(separator: "\n").filter { $0.hasPrefix("commandID") }.count
+        }
+        // Each result was taken by one hub ...
+        #expect(handled(logA) + handled(logB) == count, "A: \(handled(logA)), B: \(handled(logB))")
+        // ... and both hubs' event streams showed every command.
+        for w in [watchA, watchB] {
+            #expect(
+                poll(timeoutMs: 10_000) { shown(w) == count },
+                "handled by A: \(handled(logA)), by B: \(handled(logB))\n\(readText(w))")
+        }
+    }
+}
+
+@Suite("Hub storage choice")
+struct HubStorageChoiceTests {
+    @Test("--db, THINGIF_HUB_DB and the file's db choose PostgreSQL for a postgres:// URL; SQLite stays the default")
+    func storageChoice() throws {
+        func storage(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> HubConfig.Storage {
+            let outcome = try HubConfig.load(
+                arguments: args, environment: env, readFile: { _ in file.map { Array($0.utf8) } })
+            guard case .run(let c) = outcome else { throw HarnessError("help") }
+            return c.storage
+        }
+        let url = "postgres://thingif:pw@db.example:5432/thingif"
+        #expect(try storage([]) == .sqlite(path: "./thingif-hub.sqlite"))
+        #expect(try storage(["--db", "/var/lib/thingif/hub.sqlite"]) == .sqlite(path: "/var/lib/thingif/hub.sqlite"))
+        #expect(try storage(["--db", url]) == .postgres(url: url))
+        #expect(try storage(["--db=postgresql://u@h/d"]) == .postgres(url: "postgresql://u@h/d"))
+        #expect(try storage([], ["THINGIF_HUB_DB": url]) == .postgres(url: url))
+        #expect(try storage(["--config", "hub.json"], file: #"{"db": "\#(url)"}"#) == .postgres(url: url))
+        #expect(try storage(["--db", url, "--memory"]) == .memory)
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import Testing
+import ThingIF
+@testable import ThingIFHub
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A fresh database on the test server for `body`, dropped afterwards.
+private func withDatabase(_ body: (PostgresServer, String) throws -> Void) throws {
+    let server = try PostgresServer.get()
+    let (name, url) = try server.createDatabase()
+    defer { server.dropDatabase(name) }
+    try body(server, url)
+}
+
+/// The error opening a PostgresStore on `url` gives (as text), nil when it opens.
+private func openError(_ url: String, timeout: Int = 5) -> String? {
+    do {
+        try PostgresStore(url: url, secrets: .fastForTests, timeout: timeout).close()
+        return nil
+    } catch { return "\(error)" }
+}
+
+/// What only PostgresStore does (the HubStore contract itself runs in
+/// "Store conformance"): several hubs on one database, migrations, errors.
+@Suite("PostgreSQL store", .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+struct PostgresStoreTests {
+    @Test("Two stores on one database (two hubs): racing writes resolve to one outcome")
+    func twoHubs() throws {
+        try withDatabase { _, url in
+            let a = try PostgresStore(url: url, secrets: .fastForTests)
+            let b = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                a.close()
+                b.close()
+            }
+            // The same first registration on both at once: one thing.
+            let results = Locked<[Result<ThingRecord, RegisterError>]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let s = i % 2 == 0 ? a : b
+                let r = s.registerThing(
+                    vendorThingID: "AC-SHARED", password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)
+                results.withLock { $0.append(r) }
+            }
+            let ids = Set(results.withLock { $0 }.compactMap { try? $0.get().thingID })
+            #expect(ids.count == 1 && results.withLock { $0 }.allSatisfy { (try? $0.get()) != nil })
+            let thingID = try #require(ids.first)
+            #expect(b.thing(vendorThingID: "AC-SHARED")?.thingID == thingID)
+
+            // A commandID once, whichever hub stores it; the first results win.
+            let inserted = Locked<Int>(0)
+            let recorded = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let s = i % 2 == 0 ? a : b
+                let cmd = CommandRecord(
+                    commandID: "c-shared", thingID: thingID, issuer: "user:u", issuingInstallationID: nil,
+                    payload: "{}", createdAt: 1, modifiedAt: 1)
+                if s.insertCommand(cmd) != nil { inserted.withLock { $0 += 1 } }
+                if s.recordResults(commandID: "c-shared", results: #"{"by":\#(i)}"#, state: .done, at: 2) {
+                    recorded.withLock { $0.append(#"{"by":\#(i)}"#) }
+                }
+            }
+            #expect(inserted.withLock { $0 } == 1)
+            #expect(recorded.withLock { $0 }.count == 1)
+            #expect(a.command(id: "c-shared")?.results == recorded.withLock { $0 }.first)
+
+            // PATCHes from both hubs merge one after the other: none is lost.
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let s = i % 2 == 0 ? a : b
+                for j in 0..<10 {
+                    _ = s.applyState(thingID: thingID, method: "PATCH", upload: #"{"k\#(i)_\#(j)":1}"#, at: 3)
+                }
+            }
+            #expect(parseObject(a.thing(id: thingID)?.state)?.count == 80)
+
+            // A login name is taken once across hubs.
+            let users = Locked<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 6) { i in
+                if (i % 2 == 0 ? a : b).createUser(loginName: "alice", passwordHash: "h") != nil {
+                    users.withLock { $0 += 1 }
+                }
+            }
+            #expect(users.withLock { $0 } == 1)
+        }
+    }
+
+    @Test("A store hears of the results another store records (LISTEN/NOTIFY), not of its own")
+    func resultsFeed() throws {
+        try withDatabase { _, url in
+            let a = try PostgresStore(url: url, secrets: .fastForTests)
+            let b = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                a.close()
+                b.close()
+            }
+            let heardByA = Locked<[String]>([])
+            let heardByB = Locked<[String]>([])
+            try a.listenForResults { id in heardByA.withLock { $0.append(id) } }
+            try b.listenForResults { id in heardByB.withLock { $0.append(id) } }
+            for id in ["c1", "c2", "c3"] {
+                let cmd = CommandRecord(
+                    commandID: id, thingID: "th.x", issuer: nil, issuingInstallationID: nil, payload: "{}",
+                    createdAt: 1, modifiedAt: 1)
+                _ = try #require(a.insertCommand(cmd))
+            }
+            #expect(b.recordResults(commandID: "c1", results: "{}", state: .done, at: 2))
+            #expect(a.recordResults(commandID: "c2", results: "{}", state: .done, at: 2))
+            // A repeat records nothing and announces nothing.
+            #expect(!a.recordResults(commandID: "c1", results: "{}", state: .done, at: 3))
+            #expect(b.recordResults(commandID: "c3", results: "{}", state: .incomplete, at: 2))
+            #expect(poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3"] }, "\(heardByA.withLock { $0 })")
+            #expect(poll(timeoutMs: 5_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
+            usleep(300_000)
+            #expect(heardByA.withLock { $0 } == ["c1", "c3"] && heardByB.withLock { $0 } == ["c2"])
+        }
+    }
+
+    @Test("The schema version is kept; hubs that start together on a new database migrate it once")
+    func migrations() throws {
+        try withDatabase { server, url in
+            let stores = Locked<[PostgresStore]>([])
+            let errors = Locked<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: 4) { _ in
+                do {
+                    let s = try PostgresStore(url: url, secrets: .fastForTests)
+                    stores.withLock { $0.append(s) }
+                } catch { errors.withLock { $0.append("\(error)") } }
+            }
+            #expect(errors.withLock { $0 }.isEmpty, "\(errors.withLock { $0 })")
+            for s in stores.withLock({ $0 }) { s.close() }
+            let name = String(url.split(separator: "/").last ?? "")
+            let version = try server.psql("SELECT version FROM thingif_schema", database: name)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(version == "\(PostgresStore.schemaVersion)")
+            #expect(PostgresStore.migrations.count == Int(PostgresStore.schemaVersion))
+
+            // Opening again changes nothing and keeps the data.
+            let s = try PostgresStore(url: url, secrets: .fastForTests)
+            let t = try #require(
+                try? s.registerThing(
+                    vendorThingID: "AC-1", password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil
+                ).get())
+            s.close()
+            let again = try PostgresStore(url: url, secrets: .fastForTests)
+            #expect(again.thing(id: t.thingID)?.vendorThingID == "AC-1")
+            again.close()
+        }
+    }
+
+    @Test("A schema newer than this code is refused")
+    func newerSchema() throws {
+        try withDatabase { _, url in
+            try PostgresStore(url: url, secrets: .fastForTests).close()
+            let name = String(url.split(separator: "/").last ?? "")
+            let server = try PostgresServer.get()
+            try server.psql("UPDATE thingif_schema SET version = \(PostgresStore.schemaVersion + 1)", database: name)
+            let e = openError(url)
+            #expect(e?.contains("newer than this hub's") == true, "\(e ?? "opened")")
+        }
+    }
+
+    @Test("An unreachable server gives a clear error within the timeout, without the password")
+    func unreachable() throws {
+        let port = try #require(Broker.freePort())
+        let start = Platform.nowMs()
+        let e = openError("postgres://thingif:secret-pw@127.0.0.1:\(port)/hub", timeout: 2)
+        #expect(e?.contains("cannot connect to 127.0.0.1:\(port)/hub") == true, "\(e ?? "opened")")
+        #expect(e?.contains("secret-pw") == false)
+        #expect(Platform.nowMs() - start < 5_000)
+        #expect(PostgresStore.isURL("postgres://u@h/db") && PostgresStore.isURL("postgresql://u@h/db"))
+        #expect(!PostgresStore.isURL("./thingif-hub.sqlite") && !PostgresStore.isURL(":memory:"))
+    }
+
+    @Test("A connection the server ended fails one call as a storage error, then works again")
+    func reconnects() throws {
+        try withDatabase { server, url in
+            let s = try PostgresStore(url: url, secrets: .fastForTests)
+            defer { s.close() }
+            let t = try #require(
+                try? s.registerThing(
+                    vendorThingID: "AC-1", password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil
+                ).get())
+            let name = String(url.split(separator: "/").last ?? "")
+            try server.psql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND pid <> pg_backend_pid()"
+            )
+            // The first call after may fail (nil), never crash; then it works again.
+            _ = s.thing(id: t.thingID)
+            #expect(poll(timeoutMs: 5_000) { s.thing(id: t.thingID)?.vendorThingID == "AC-1" })
+        }
+    }
+}
