@@ -24,6 +24,20 @@ private func openError(_ url: String, timeout: Int = 5) -> String? {
 
 /// What only PostgresStore does (the HubStore contract itself runs in
 /// "Store conformance"): several hubs on one database, migrations, errors.
+@Suite("SQL shared by the stores (no server)")
+struct SQLPlaceholderTests {
+    @Test("SQLQueries' ? placeholders are numbered for PostgreSQL; quoted question marks and $n SQL stay")
+    func numbered() {
+        #expect(
+            PostgresConnection.numbered("SELECT a FROM t WHERE b = ? AND c > ?")
+                == "SELECT a FROM t WHERE b = $1 AND c > $2")
+        #expect(
+            PostgresConnection.numbered("UPDATE t SET s = '?' WHERE id = ?") == "UPDATE t SET s = '?' WHERE id = $1")
+        #expect(PostgresConnection.numbered(#"SELECT "a?" FROM t WHERE x = ?"#) == #"SELECT "a?" FROM t WHERE x = $1"#)
+        #expect(PostgresConnection.numbered("SELECT 1 WHERE x = $1") == "SELECT 1 WHERE x = $1")
+    }
+}
+
 @Suite("PostgreSQL store", .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
 struct PostgresStoreTests {
     @Test("Two stores on one database (two hubs): racing writes resolve to one outcome")

@@ -39,7 +39,7 @@ private let ignoreNotices: PQnoticeProcessor = { _, _ in }
 /// One libpq connection. Not thread-safe by itself: PostgresStore keeps it
 /// behind a lock. SQL text is always a constant with `$1…` placeholders;
 /// values travel only as parameters (PQexecParams), never inside the text.
-final class PostgresConnection {
+final class PostgresConnection: SQLConnection {
     private var conn: OpaquePointer?
     /// host:port/dbname, for messages (never the password).
     let target: String
@@ -95,6 +95,31 @@ final class PostgresConnection {
         return body(pointers.map { $0.map { UnsafePointer($0) } })
     }
 
+    /// `sql` with each `?` placeholder (the statements SQLQueries shares
+    /// with SQLite) numbered as PostgreSQL wants them: $1, $2 … Question
+    /// marks inside quotes are left alone; SQL without any is returned as is.
+    static func numbered(_ sql: String) -> String {
+        guard sql.utf8.contains(UInt8(ascii: "?")) else { return sql }
+        var out = ""
+        var n = 0
+        var quote: Character?
+        for ch in sql {
+            if let q = quote {
+                if ch == q { quote = nil }
+                out.append(ch)
+            } else if ch == "'" || ch == "\"" {
+                quote = ch
+                out.append(ch)
+            } else if ch == "?" {
+                n += 1
+                out += "$\(n)"
+            } else {
+                out.append(ch)
+            }
+        }
+        return out
+    }
+
     /// Runs `sql` with its parameters (text format; nil is NULL) and hands
     /// the result to `body` while it is alive.
     private func execute<R>(_ sql: String, _ values: [SQLValue], _ body: (OpaquePointer) throws -> R) throws -> R {
@@ -105,8 +130,9 @@ final class PostgresConnection {
             case .int(let i): return i.map { String($0) }
             }
         }
+        let numbered = Self.numbered(sql)
         let result = Self.withCStrings(texts) { params in
-            PQexecParams(conn, sql, Int32(values.count), nil, params, nil, nil, 0)
+            PQexecParams(conn, numbered, Int32(values.count), nil, params, nil, nil, 0)
         }
         guard let result else {
             throw PostgresError(sqlState: "", message: Self.trimmed(PQerrorMessage(conn)))
@@ -136,20 +162,6 @@ final class PostgresConnection {
     @discardableResult
     func run(_ sql: String, _ values: [SQLValue] = []) throws -> Int {
         try execute(sql, values) { result in PQcmdTuples(result).flatMap { Int(String(cString: $0)) } ?? 0 }
-    }
-
-    /// All rows mapped by `map`.
-    func rows<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (PGRow) throws -> T) throws -> [T] {
-        var out: [T] = []
-        try query(sql, values) { out.append(try map($0)) }
-        return out
-    }
-
-    /// The first row mapped by `map`, nil for none.
-    func first<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (PGRow) throws -> T) throws -> T? {
-        var out: T?
-        try query(sql, values) { r in if out == nil { out = try map(r) } }
-        return out
     }
 
     /// The payloads of the notifications (LISTEN) that arrived, waiting up

@@ -326,11 +326,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func revokeToken(_ token: String) -> Bool {
-        use(false) { c in
-            try c.run(
-                "UPDATE tokens SET revoked = 1 WHERE token_hash = $1 AND revoked = 0",
-                [.text(Crypto.sha256Hex(token))]) == 1
-        }
+        use(false) { try SQLQueries.revokeToken($0, token) }
     }
 
     // MARK: things
@@ -469,10 +465,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
-        use(false) { c in
-            try c.run(
-                "UPDATE things SET firmware_version = $1 WHERE thing_id = $2", [.text(version), .text(thingID)]) == 1
-        }
+        use(false) { try SQLQueries.setFirmwareVersion($0, thingID: thingID, version) }
     }
 
     public func addOwner(thingID: String, owner: String) -> Bool {
@@ -523,25 +516,14 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
-        use([]) { c in
-            try c.rows(
-                StoreRows.sampleColumns + " WHERE thing_id = $1 AND at >= $2 AND at < $3 ORDER BY id",
-                [.text(thingID), .int(from), .int(to)], StoreRows.sample)
-        }
+        use([]) { try SQLQueries.stateHistory($0, thingID: thingID, from: from, to: to) }
     }
 
-    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
-        -> (samples: [StateSample], next: Int64?)
-    {
-        use(([], nil)) { c in
-            let n = max(0, limit)
-            var rows = try c.rows(
-                StoreRows.sampleColumns
-                    + " WHERE thing_id = $1 AND id > $2 AND at >= $3 AND at < $4 ORDER BY id LIMIT $5",
-                [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], StoreRows.sample)
-            guard rows.count > n else { return (rows, nil) }
-            rows.removeLast()
-            return (rows, rows.last?.cursor ?? after)
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int) -> (
+        samples: [StateSample], next: Int64?
+    ) {
+        use(([], nil)) {
+            try SQLQueries.stateHistoryPage($0, thingID: thingID, from: from, to: to, after: after, limit: limit)
         }
     }
 
@@ -574,15 +556,11 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func command(id: String) -> CommandRecord? {
-        use(nil) { try $0.first(StoreRows.commandColumns + " WHERE command_id = $1", [.text(id)], StoreRows.command) }
+        use(nil) { try SQLQueries.command($0, id: id) }
     }
 
     public func markDelivered(commandID: String, at: Int64) -> Bool {
-        use(false) { c in
-            try c.run(
-                "UPDATE commands SET state = $1, modified_at = $2 WHERE command_id = $3 AND results IS NULL",
-                [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
-        }
+        use(false) { try SQLQueries.markDelivered($0, commandID: commandID, at: at) }
     }
 
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
@@ -602,19 +580,11 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
-        use([]) { c in
-            try c.rows(
-                StoreRows.commandColumns + " WHERE thing_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], StoreRows.command)
-        }
+        use([]) { try SQLQueries.commands($0, thingID: thingID, afterSeq: afterSeq, limit: limit) }
     }
 
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
-        use([]) { c in
-            try c.rows(
-                StoreRows.commandColumns + " WHERE thing_id = $1 AND results IS NULL ORDER BY seq",
-                [.text(thingID)], StoreRows.command)
-        }
+        use([]) { try SQLQueries.unansweredCommands($0, thingID: thingID) }
     }
 
     // MARK: users
@@ -640,13 +610,11 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func setPasswordHash(userID: String, _ hash: String) -> Bool {
-        use(false) {
-            try $0.run("UPDATE users SET password_hash = $1 WHERE user_id = $2", [.text(hash), .text(userID)]) == 1
-        }
+        use(false) { try SQLQueries.setPasswordHash($0, userID: userID, hash) }
     }
 
     public func user(id: String) -> UserRecord? {
-        use(nil) { try $0.first(StoreRows.userColumns + " WHERE user_id = $1", [.text(id)], StoreRows.user) }
+        use(nil) { try SQLQueries.user($0, id: id) }
     }
 
     public func user(accessToken: String) -> UserRecord? {
@@ -657,9 +625,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func user(loginName: String) -> UserRecord? {
-        use(nil) {
-            try $0.first(StoreRows.userColumns + " WHERE login_name = $1", [.text(loginName)], StoreRows.user)
-        }
+        use(nil) { try SQLQueries.user($0, loginName: loginName) }
     }
 
     // MARK: groups
@@ -673,20 +639,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {
-        use(nil) { c in
-            let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
-            return try c.transaction {
-                try c.run(
-                    "INSERT INTO groups (group_id, name, owner_user_id) VALUES ($1, $2, $3)",
-                    [.text(g.groupID), .text(name), .text(ownerUserID)])
-                for (i, m) in members.enumerated() {
-                    try c.run(
-                        "INSERT INTO group_members (group_id, position, user_id) VALUES ($1, $2, $3)",
-                        [.text(g.groupID), .int(Int64(i)), .text(m)])
-                }
-                return g
-            }
-        }
+        use(nil) { try SQLQueries.createGroup($0, name: name, ownerUserID: ownerUserID, members: members) }
     }
 
     public func group(id: String) -> GroupRecord? {
@@ -714,26 +667,11 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     // MARK: app installations
 
     public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
-        use(nil) { c in
-            let id = HubIDs.installationID()
-            let i = AppInstallation(
-                installationID: id, userID: userID, kind: kind,
-                target: StoreRules.installationTarget(kind: kind, id: id, given: target),
-                createdAt: Platform.epochMs())
-            try c.run(
-                """
-                INSERT INTO app_installations (installation_id, user_id, kind, target, created_at)
-                VALUES ($1, $2, $3, $4, $5)
-                """, [.text(id), .text(userID), .text(kind.rawValue), .text(i.target), .int(i.createdAt)])
-            return i
-        }
+        use(nil) { try SQLQueries.addAppInstallation($0, userID: userID, kind: kind, target: target) }
     }
 
     public func appInstallation(id: String) -> AppInstallation? {
-        use(nil) {
-            try $0.first(
-                StoreRows.installationColumns + " WHERE installation_id = $1", [.text(id)], StoreRows.installation)
-        }
+        use(nil) { try SQLQueries.appInstallation($0, id: id) }
     }
 
     public func appInstallations(userID: String) -> [AppInstallation] {
@@ -745,11 +683,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func removeAppInstallation(id: String, userID: String) -> Bool {
-        use(false) { c in
-            try c.run(
-                "DELETE FROM app_installations WHERE installation_id = $1 AND user_id = $2",
-                [.text(id), .text(userID)]) == 1
-        }
+        use(false) { try SQLQueries.removeAppInstallation($0, id: id, userID: userID) }
     }
 
     // MARK: server triggers
@@ -770,45 +704,31 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func trigger(id: String) -> ServerTriggerRecord? {
-        use(nil) { try $0.first(StoreRows.triggerColumns + " WHERE trigger_id = $1", [.text(id)], StoreRows.trigger) }
+        use(nil) { try SQLQueries.trigger($0, id: id) }
     }
 
     public func triggers(thingID: String) -> [ServerTriggerRecord] {
-        use([]) {
-            try $0.rows(
-                StoreRows.triggerColumns + " WHERE thing_id = $1 ORDER BY seq", [.text(thingID)], StoreRows.trigger)
-        }
+        use([]) { try SQLQueries.triggers($0, thingID: thingID) }
     }
 
     public func allTriggers() -> [ServerTriggerRecord] {
-        use([]) { try $0.rows(StoreRows.triggerColumns + " ORDER BY seq", [], StoreRows.trigger) }
+        use([]) { try SQLQueries.allTriggers($0) }
     }
 
     public func updateTrigger(id: String, definition: String) -> Bool {
-        use(false) {
-            try $0.run(
-                "UPDATE triggers SET definition = $1, last_match = NULL WHERE trigger_id = $2",
-                [.text(definition), .text(id)]) == 1
-        }
+        use(false) { try SQLQueries.updateTrigger($0, id: id, definition: definition) }
     }
 
     public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
-        use(false) {
-            try $0.run(
-                "UPDATE triggers SET enabled = $1 WHERE trigger_id = $2", [.int(enabled ? 1 : 0), .text(id)]) == 1
-        }
+        use(false) { try SQLQueries.setTriggerEnabled($0, id: id, enabled: enabled) }
     }
 
     public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
-        use(false) { c in
-            try c.run(
-                "UPDATE triggers SET last_match = $1 WHERE trigger_id = $2",
-                [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
-        }
+        use(false) { try SQLQueries.setTriggerLastMatch($0, id: id, lastMatch: lastMatch) }
     }
 
     public func deleteTrigger(id: String) -> Bool {
-        use(false) { try $0.run("DELETE FROM triggers WHERE trigger_id = $1", [.text(id)]) == 1 }
+        use(false) { try SQLQueries.deleteTrigger($0, id: id) }
     }
 
     // MARK: thing automation
@@ -838,9 +758,6 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func saveAutomationReport(thingID: String, report: String) -> Bool {
-        use(false) { c in
-            try c.run(
-                "UPDATE thing_automation SET report = $1 WHERE thing_id = $2", [.text(report), .text(thingID)]) > 0
-        }
+        use(false) { try SQLQueries.saveAutomationReport($0, thingID: thingID, report: report) }
     }
 }

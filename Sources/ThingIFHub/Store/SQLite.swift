@@ -34,7 +34,7 @@ struct SQLRow: StoreRow {
 /// One SQLite connection with its prepared statements. Not thread-safe by
 /// itself: SQLiteStore keeps it behind a lock. SQL text is always a constant;
 /// values travel only as bound parameters.
-final class SQLiteConnection {
+final class SQLiteConnection: SQLConnection {
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
 
@@ -128,20 +128,6 @@ final class SQLiteConnection {
     func run(_ sql: String, _ values: [SQLValue] = []) throws -> Int {
         try query(sql, values)
         return Int(sqlite3_changes(db))
-    }
-
-    /// All rows mapped by `map`.
-    func rows<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (SQLRow) throws -> T) throws -> [T] {
-        var out: [T] = []
-        try query(sql, values) { out.append(try map($0)) }
-        return out
-    }
-
-    /// The first row mapped by `map`, nil for none.
-    func first<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (SQLRow) throws -> T) throws -> T? {
-        var out: T?
-        try query(sql, values) { r in if out == nil { out = try map(r) } }
-        return out
     }
 
     /// Runs `body` in a write transaction (BEGIN IMMEDIATE takes the write
