@@ -291,6 +291,11 @@ public final class TriggerEngine: @unchecked Sendable {
     public func tick() -> [String] {
         guard let hub else { return [] }
         return ticking.withLock { _ in
+            // Of several hubs on one database, one runs the schedules.
+            guard hub.store.holdsScheduleLease() else {
+                nextFire.withLock { $0 = [:] }
+                return []
+            }
             let t = now()
             var issued: [String] = []
             var seen = Set<String>()
@@ -316,8 +321,8 @@ public final class TriggerEngine: @unchecked Sendable {
                     if let c = fire(trig, def) { issued.append(c) }
                 case .scheduleOnce(let at):
                     guard trig.enabled, at <= t else { continue }
-                    // Once: disabled before the command goes out.
-                    guard hub.store.setTriggerEnabled(id: trig.triggerID, enabled: false) else { continue }
+                    // Once: disabled before the command goes out, by one hub.
+                    guard hub.store.claimTrigger(id: trig.triggerID) else { continue }
                     if let c = fire(trig, def) { issued.append(c) }
                 }
             }

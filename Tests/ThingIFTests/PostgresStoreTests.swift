@@ -40,6 +40,41 @@ struct SQLPlaceholderTests {
 
 @Suite("PostgreSQL store", .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
 struct PostgresStoreTests {
+    @Test(
+        "One of two hubs holds the schedule lease; it passes on when that hub's store closes; a trigger is claimed once"
+    )
+    func scheduleLease() throws {
+        try withDatabase { _, url in
+            let a = try PostgresStore(url: url, secrets: .fastForTests)
+            let b = try PostgresStore(url: url, secrets: .fastForTests)
+            defer { b.close() }
+            #expect(a.holdsScheduleLease())
+            #expect(!b.holdsScheduleLease(), "a second hub must not run the schedules too")
+            #expect(a.holdsScheduleLease(), "the lease is kept from tick to tick")
+            let t = try #require(
+                try? a.registerThing(
+                    vendorThingID: "AC-LEASE", password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil
+                ).get())
+            #expect(
+                a.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-1", thingID: t.thingID, definition: "{}", createdAt: 1)))
+            let claims = Locked<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                if (i % 2 == 0 ? a : b).claimTrigger(id: "trg-1") { claims.withLock { $0 += 1 } }
+            }
+            #expect(claims.withLock { $0 } == 1)
+            // The hub holding it goes away (its sessions end): the other takes over.
+            a.close()
+            var taken = false
+            for _ in 0..<50 where !taken {
+                taken = b.holdsScheduleLease()
+                if !taken { usleep(100_000) }
+            }
+            #expect(taken, "the lease passes to the hub left")
+        }
+    }
+
     @Test("Two stores on one database (two hubs): racing writes resolve to one outcome")
     func twoHubs() throws {
         try withDatabase { _, url in

@@ -544,6 +544,24 @@ struct StoreConformanceTests {
     }
 
     @Test(
+        "claimTrigger disables an enabled trigger once; a store one hub uses always holds the schedule lease",
+        arguments: StoreFactory.all)
+    func claimTrigger(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-CLAIM")
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-once", thingID: t.thingID, definition: "{}", createdAt: 1)))
+            #expect(s.claimTrigger(id: "trg-once"))
+            #expect(s.trigger(id: "trg-once")?.enabled == false)
+            #expect(!s.claimTrigger(id: "trg-once"), "a disabled trigger is claimed by nobody")
+            #expect(s.setTriggerEnabled(id: "trg-once", enabled: true) && s.claimTrigger(id: "trg-once"))
+            #expect(!s.claimTrigger(id: "nope"))
+            #expect(s.holdsScheduleLease() && s.holdsScheduleLease())
+        }
+    }
+
+    @Test(
         "Server triggers: insert once, listed in order, enabled and last match kept, deleted",
         arguments: StoreFactory.all)
     func serverTriggers(_ factory: StoreFactory) throws {

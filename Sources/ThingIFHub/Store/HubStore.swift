@@ -401,6 +401,15 @@ public protocol HubStore: AnyObject, Sendable {
     func allTriggers() -> [ServerTriggerRecord]
     /// False when the trigger is unknown or the store cannot write.
     func setTriggerEnabled(id: String, enabled: Bool) -> Bool
+    /// Disables an enabled trigger; true only for the call that disabled it,
+    /// so a SCHEDULE_ONCE trigger fires once even where two hubs see it due.
+    func claimTrigger(id: String) -> Bool
+    /// Whether this hub runs the schedules (SCHEDULE and SCHEDULE_ONCE
+    /// triggers) now. Of the hubs sharing a store one does: a store that one
+    /// hub uses (memory, SQLite) always says yes; PostgreSQL says yes to the
+    /// hub that holds its schedule lock, which passes to another hub when
+    /// that hub's session ends. Called once a tick.
+    func holdsScheduleLease() -> Bool
     /// Replaces a trigger's definition (PATCH) and forgets its last match.
     func updateTrigger(id: String, definition: String) -> Bool
     func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool

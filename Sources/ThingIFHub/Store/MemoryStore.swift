@@ -383,6 +383,17 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func claimTrigger(id: String) -> Bool {
+        data.withLock { d in
+            guard d.triggers[id]?.enabled == true else { return false }
+            d.triggers[id]!.enabled = false
+            return true
+        }
+    }
+
+    /// One hub uses a memory store.
+    public func holdsScheduleLease() -> Bool { true }
+
     public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
         data.withLock { d in
             guard d.triggers[id] != nil else { return false }

@@ -74,6 +74,9 @@ final class PostgresConnection: SQLConnection {
         conn = nil
     }
 
+    /// Whether the connection is closed or known to be broken.
+    var isBroken: Bool { conn.map { PQstatus($0) == CONNECTION_BAD } ?? true }
+
     /// Re-establishes a connection that broke (the server restarted, the
     /// network dropped). A statement that failed is not repeated: the caller
     /// gets its error, the next call works again.

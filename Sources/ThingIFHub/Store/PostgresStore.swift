@@ -23,6 +23,11 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// This store's name in its results notifications, to tell its own.
     private let origin = Platform.randomHex(bytes: 8)
     private let listeners = Locked<[PostgresListener]>([])
+    /// The schedule lease's own connection, and whether it holds the lock.
+    private let lease = Locked<(connection: PostgresConnection?, held: Bool)>((nil, false))
+    /// The session advisory lock of the schedules (any constant of this
+    /// application's own; "thingif" in ASCII).
+    static let scheduleLockKey: Int64 = 0x7468_696e_6769_66
     /// host:port/dbname (without credentials).
     public let target: String
     public let secrets: HubSecrets
@@ -61,7 +66,36 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         for l in listeners.withLock({ l in
             defer { l = [] }; return l
         }) { l.stop() }
+        lease.withLock { l in
+            l.connection?.close()
+            l = (nil, false)
+        }
         db.withLock { $0.close() }
+    }
+
+    /// The lock lives on a connection of its own, so that the store's
+    /// connection can be reset without dropping it unnoticed. Held: checked
+    /// with a round trip each call (a broken connection has lost the lock);
+    /// not held: tried again (pg_try_advisory_lock does not wait).
+    public func holdsScheduleLease() -> Bool {
+        lease.withLock { l in
+            if let c = l.connection {
+                let alive = l.held ? ((try? c.first("SELECT 1") { _ in true }) ?? nil) != nil : !c.isBroken
+                if !alive {
+                    c.close()
+                    l = (nil, false)
+                }
+            }
+            if l.connection == nil { l.connection = try? PostgresConnection(url: url) }
+            guard let c = l.connection else { return false }
+            if !l.held {
+                l.held =
+                    (try? c.first("SELECT pg_try_advisory_lock(?::bigint)", [.int(Self.scheduleLockKey)]) {
+                        $0.text(0) == "t"
+                    }) ?? nil ?? false
+            }
+            return l.held
+        }
     }
 
     /// Calls `handler` with the commandID of every command whose results
@@ -721,6 +755,10 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
 
     public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
         use(false) { try SQLQueries.setTriggerEnabled($0, id: id, enabled: enabled) }
+    }
+
+    public func claimTrigger(id: String) -> Bool {
+        use(false) { try SQLQueries.claimTrigger($0, id: id) }
     }
 
     public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {

@@ -47,8 +47,7 @@ enum SQLQueries {
 
     // MARK: state
 
-    static func stateHistory(_ c: some SQLConnection, thingID: String, from: Int64, to: Int64) throws -> [StateSample]
-    {
+    static func stateHistory(_ c: some SQLConnection, thingID: String, from: Int64, to: Int64) throws -> [StateSample] {
         try c.rows(
             StoreRows.sampleColumns + " WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id",
             [.text(thingID), .int(from), .int(to)], StoreRows.sample)
@@ -163,12 +162,17 @@ enum SQLQueries {
 
     static func updateTrigger(_ c: some SQLConnection, id: String, definition: String) throws -> Bool {
         try c.run(
-            "UPDATE triggers SET definition = ?, last_match = NULL WHERE trigger_id = ?", [.text(definition), .text(id)])
+            "UPDATE triggers SET definition = ?, last_match = NULL WHERE trigger_id = ?", [.text(definition), .text(id)]
+        )
             == 1
     }
 
     static func setTriggerEnabled(_ c: some SQLConnection, id: String, enabled: Bool) throws -> Bool {
         try c.run("UPDATE triggers SET enabled = ? WHERE trigger_id = ?", [.int(enabled ? 1 : 0), .text(id)]) == 1
+    }
+
+    static func claimTrigger(_ c: some SQLConnection, id: String) throws -> Bool {
+        try c.run("UPDATE triggers SET enabled = 0 WHERE trigger_id = ? AND enabled = 1", [.text(id)]) == 1
     }
 
     static func setTriggerLastMatch(_ c: some SQLConnection, id: String, lastMatch: Bool?) throws -> Bool {

@@ -779,6 +779,13 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(false) { try SQLQueries.setTriggerEnabled($0, id: id, enabled: enabled) }
     }
 
+    public func claimTrigger(id: String) -> Bool {
+        use(false) { try SQLQueries.claimTrigger($0, id: id) }
+    }
+
+    /// One hub uses an SQLite file.
+    public func holdsScheduleLease() -> Bool { true }
+
     public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
         use(false) { try SQLQueries.setTriggerLastMatch($0, id: id, lastMatch: lastMatch) }
     }
