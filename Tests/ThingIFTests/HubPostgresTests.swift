@@ -161,6 +161,108 @@ struct TwoHubsOnPostgresTests {
                 "handled by A: \(handled(logA)), by B: \(handled(logB))\n\(readText(w))")
         }
     }
+
+    /// Two hubs take a stream of commands through their REST APIs for two
+    /// things; hub B is killed with SIGKILL a third of the way in (whatever
+    /// it held in memory, requests queued or half handled, is gone) and
+    /// started again on the same database two thirds in. Every command must
+    /// end DONE, and no action may run twice (the things' effects logs).
+    @Test(
+        "A hub killed with SIGKILL mid-stream and restarted: every command gets its results, none runs twice",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub and thingif next to the test bundle"),
+        .timeLimit(.minutes(3)))
+    func killedHub() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let server = try PostgresServer.get()
+        let (name, dbURL) = try server.createDatabase()
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-killed-hub")
+        var children: [pid_t] = []
+        var appliances: [ApplianceProcess] = []
+        defer {
+            for a in appliances { a.stop() }
+            for pid in children.reversed() { _ = endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            server.dropDatabase(name)
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        let (pidA, urlA) = try startHubProcess(
+            hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL])
+        children.append(pidA)
+        var (pidB, urlB) = try startHubProcess(
+            hubExe, broker: broker, logPath: root + "/hub-b.log", storeArgs: ["--db", dbURL])
+        children.append(pidB)
+        let config = root + "/cli/cli.json"
+        var token = "", userID = ""
+        func thingif(_ url: String, _ args: String...) throws -> (status: Int32, output: String) {
+            // The CLI keeps a token per hub URL: the other hubs get it given.
+            var env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
+            if url != urlA { env["THINGIF_TOKEN"] = token }
+            return try runProgram(cli, url != urlA ? args + ["--user-id", userID] : args, environment: env)
+        }
+        var r = try thingif(urlA, "user", "create", "--login", "bob", "--password", "bob-pw-1")
+        #expect(r.status == 0, "\(r.output)")
+        let saved = try #require(parseObject(readText(config)), "\(readText(config))")
+        token = try #require(saved["token"] as? String)
+        userID = try #require(saved["userID"] as? String, "\(saved)")
+        var things: [String] = []
+        for k in 1...2 {
+            r = try thingif(urlA, "onboard", "AC-KILL-\(k)", "demo-pass", "--thing-type", "AirConditioner", "--json")
+            let o = try #require(parseObject(r.output), "\(r.output)")
+            let id = try #require(o["thingID"] as? String), token = try #require(o["accessToken"] as? String)
+            let a = try ApplianceProcess(
+                args: [
+                    "--port", "\(broker.port)", "--storage", root + "/aircon-\(k)", "--thing-id", id, "--token", token,
+                    "--request-timeout-ms", "1000", "--effects-log", root + "/effects-\(k).log"
+                ],
+                logPath: root + "/aircon-\(k).log")
+            try a.start()
+            appliances.append(a)
+            things.append(id)
+        }
+
+        let count = 36
+        var sent: [(thing: String, id: String)] = []
+        var urls = [urlA, urlB]
+        for i in 0..<count {
+            if i == count / 3 {
+                // The hub goes away without a word: no DISCONNECT, no cleanup.
+                kill(pidB, SIGKILL)
+                var status: Int32 = 0
+                waitpid(pidB, &status, 0)
+                children.removeAll { $0 == pidB }
+                urls = [urlA]
+            } else if i == 2 * count / 3 {
+                (pidB, urlB) = try startHubProcess(
+                    hubExe, broker: broker, logPath: root + "/hub-b2.log", storeArgs: ["--db", dbURL])
+                children.append(pidB)
+                urls = [urlA, urlB]
+            }
+            let thing = things[i % things.count]
+            r = try thingif(
+                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
+            #expect(r.status == 0, "command \(i): \(r.output)")
+            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
+        }
+        #expect(sent.count == count)
+        // None lost: each command reaches DONE (the things resend what a
+        // dead hub never answered; the hubs redeliver what they stored).
+        var notDone: [String] = []
+        for c in sent {
+            let done = poll(timeoutMs: 30_000) {
+                (try? thingif(urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") } == "DONE"
+            }
+            if !done { notDone.append(c.id) }
+        }
+        #expect(
+            notDone.isEmpty,
+            "not DONE: \(notDone)\nhub A:\n\(readText(root + "/hub-a.log"))\naircon 1:\n\(appliances[0].log)")
+        // None twice: one effect line per command and action.
+        let effects = (1...2).flatMap { readText(root + "/effects-\($0).log").split(separator: "\n") }
+        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
+        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+    }
 }
 
 @Suite("Hub storage choice")
