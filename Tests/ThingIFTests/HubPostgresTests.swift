@@ -172,75 +172,22 @@ struct TwoHubsOnPostgresTests {
         .enabled(if: CLIEndToEnd.available, "needs thingif-hub and thingif next to the test bundle"),
         .timeLimit(.minutes(3)))
     func killedHub() throws {
-        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
-        let server = try PostgresServer.get()
-        let (name, dbURL) = try server.createDatabase()
-        let broker = try Broker.start()
-        let root = try makeTempDirectory(prefix: "thingif-killed-hub")
-        var children: [pid_t] = []
-        var appliances: [ApplianceProcess] = []
-        defer {
-            for a in appliances { a.stop() }
-            for pid in children.reversed() { _ = endChild(pid) }
-            broker.stop()
-            broker.removeFiles()
-            server.dropDatabase(name)
-            try? FileManager.default.removeItem(atPath: root)
-        }
-        let (pidA, urlA) = try startHubProcess(
-            hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL])
-        children.append(pidA)
-        var (pidB, urlB) = try startHubProcess(
-            hubExe, broker: broker, logPath: root + "/hub-b.log", storeArgs: ["--db", dbURL])
-        children.append(pidB)
-        let config = root + "/cli/cli.json"
-        var token = "", userID = ""
-        func thingif(_ url: String, _ args: String...) throws -> (status: Int32, output: String) {
-            // The CLI keeps a token per hub URL: the other hubs get it given.
-            var env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
-            if url != urlA { env["THINGIF_TOKEN"] = token }
-            return try runProgram(cli, url != urlA ? args + ["--user-id", userID] : args, environment: env)
-        }
-        var r = try thingif(urlA, "user", "create", "--login", "bob", "--password", "bob-pw-1")
-        #expect(r.status == 0, "\(r.output)")
-        let saved = try #require(parseObject(readText(config)), "\(readText(config))")
-        token = try #require(saved["token"] as? String)
-        userID = try #require(saved["userID"] as? String, "\(saved)")
-        var things: [String] = []
-        for k in 1...2 {
-            r = try thingif(urlA, "onboard", "AC-KILL-\(k)", "demo-pass", "--thing-type", "AirConditioner", "--json")
-            let o = try #require(parseObject(r.output), "\(r.output)")
-            let id = try #require(o["thingID"] as? String), token = try #require(o["accessToken"] as? String)
-            let a = try ApplianceProcess(
-                args: [
-                    "--port", "\(broker.port)", "--storage", root + "/aircon-\(k)", "--thing-id", id, "--token", token,
-                    "--request-timeout-ms", "1000", "--effects-log", root + "/effects-\(k).log"
-                ],
-                logPath: root + "/aircon-\(k).log")
-            try a.start()
-            appliances.append(a)
-            things.append(id)
-        }
-
+        let hubs = try TwoHubs(prefix: "thingif-killed-hub")
+        defer { hubs.close() }
+        let things = try (1...2).map { try hubs.addThing("AC-KILL-\($0)") }
         let count = 36
         var sent: [(thing: String, id: String)] = []
-        var urls = [urlA, urlB]
+        var urls = [hubs.urlA, hubs.urlB]
         for i in 0..<count {
             if i == count / 3 {
-                // The hub goes away without a word: no DISCONNECT, no cleanup.
-                kill(pidB, SIGKILL)
-                var status: Int32 = 0
-                waitpid(pidB, &status, 0)
-                children.removeAll { $0 == pidB }
-                urls = [urlA]
+                hubs.killB()
+                urls = [hubs.urlA]
             } else if i == 2 * count / 3 {
-                (pidB, urlB) = try startHubProcess(
-                    hubExe, broker: broker, logPath: root + "/hub-b2.log", storeArgs: ["--db", dbURL])
-                children.append(pidB)
-                urls = [urlA, urlB]
+                try hubs.restartB()
+                urls = [hubs.urlA, hubs.urlB]
             }
             let thing = things[i % things.count]
-            r = try thingif(
+            let r = try hubs.thingif(
                 urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
             #expect(r.status == 0, "command \(i): \(r.output)")
             if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
@@ -251,17 +198,117 @@ struct TwoHubsOnPostgresTests {
         var notDone: [String] = []
         for c in sent {
             let done = poll(timeoutMs: 30_000) {
-                (try? thingif(urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") } == "DONE"
+                (try? hubs.thingif(hubs.urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") }
+                    == "DONE"
             }
             if !done { notDone.append(c.id) }
         }
-        #expect(
-            notDone.isEmpty,
-            "not DONE: \(notDone)\nhub A:\n\(readText(root + "/hub-a.log"))\naircon 1:\n\(appliances[0].log)")
+        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(hubs.root + "/hub-a.log"))")
         // None twice: one effect line per command and action.
-        let effects = (1...2).flatMap { readText(root + "/effects-\($0).log").split(separator: "\n") }
+        let effects = hubs.effects()
         #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
         #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+    }
+}
+
+/// Hubs A and B (processes) on one fresh PostgreSQL database and one
+/// secured broker, a user made through A, and aircon things onboarded
+/// through A with an effects log each; close() stops everything.
+private final class TwoHubs {
+    let cli: String, hubExe: String
+    let server: PostgresServer
+    let name: String, dbURL: String
+    let broker: Broker
+    let root: String
+    private(set) var urlA = "", urlB = ""
+    private var pidB: pid_t = 0
+    private var children: [pid_t] = []
+    private var appliances: [ApplianceProcess] = []
+    private var token = "", userID = ""
+    /// Hub B's starts so far (each logs to a file of its own).
+    private var starts = 0
+
+    init(prefix: String) throws {
+        cli = try #require(CLIEndToEnd.cli)
+        hubExe = try #require(CLIEndToEnd.hub)
+        server = try PostgresServer.get()
+        (name, dbURL) = try server.createDatabase()
+        broker = try Broker.start()
+        root = try makeTempDirectory(prefix: prefix)
+        do {
+            let a = try startHubProcess(
+                hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL])
+            children.append(a.pid)
+            urlA = a.url
+            try restartB()
+            let r = try thingif(urlA, "user", "create", "--login", "bob", "--password", "bob-pw-1")
+            #expect(r.status == 0, "\(r.output)")
+            let saved = try #require(parseObject(readText(root + "/cli/cli.json")))
+            token = try #require(saved["token"] as? String)
+            userID = try #require(saved["userID"] as? String, "\(saved)")
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    /// The CLI against hub `url` as the user (the CLI keeps a token for hub A).
+    func thingif(_ url: String, _ args: String...) throws -> (status: Int32, output: String) {
+        var env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
+        if url != urlA { env["THINGIF_TOKEN"] = token }
+        return try runProgram(cli, url != urlA ? args + ["--user-id", userID] : args, environment: env)
+    }
+
+    /// Onboards a thing through hub A and starts an aircon for it (resending
+    /// an unanswered request after 1 s); returns its thingID.
+    func addThing(_ vendorThingID: String) throws -> String {
+        let k = appliances.count + 1
+        let r = try thingif(urlA, "onboard", vendorThingID, "demo-pass", "--thing-type", "AirConditioner", "--json")
+        let o = try #require(parseObject(r.output), "\(r.output)")
+        let id = try #require(o["thingID"] as? String), thingToken = try #require(o["accessToken"] as? String)
+        let a = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/aircon-\(k)", "--thing-id", id, "--token", thingToken,
+                "--request-timeout-ms", "1000", "--effects-log", root + "/effects-\(k).log"
+            ],
+            logPath: root + "/aircon-\(k).log")
+        try a.start()
+        appliances.append(a)
+        return id
+    }
+
+    /// Every thing's effect lines ("commandID action").
+    func effects() -> [Substring] {
+        (0..<appliances.count).flatMap { readText(root + "/effects-\($0 + 1).log").split(separator: "\n") }
+    }
+
+    /// Hub B goes away without a word: no DISCONNECT, no cleanup.
+    func killB() {
+        kill(pidB, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pidB, &status, 0)
+        children.removeAll { $0 == pidB }
+    }
+
+    /// Starts hub B (again) on the same database.
+    func restartB() throws {
+        let b = try startHubProcess(
+            hubExe, broker: broker, logPath: root + "/hub-b-\(starts).log", storeArgs: ["--db", dbURL])
+        starts += 1
+        children.append(b.pid)
+        pidB = b.pid
+        urlB = b.url
+    }
+
+    func close() {
+        for a in appliances { a.stop() }
+        appliances = []
+        for pid in children.reversed() { _ = endChild(pid) }
+        children = []
+        broker.stop()
+        broker.removeFiles()
+        server.dropDatabase(name)
+        try? FileManager.default.removeItem(atPath: root)
     }
 }
 

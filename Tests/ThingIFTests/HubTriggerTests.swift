@@ -5,15 +5,27 @@ import ThingIF
 import ThingIFHubServer
 
 /// A framework side that is never started (publishes fail, commands stay
-/// SENDING): the trigger engine and the app API on a MemoryStore.
-private final class Offline {
+/// SENDING): the trigger engine and the app API on a store (a MemoryStore
+/// unless given). `sharing` another: a second hub on the same database,
+/// with that one's user, thing and clock.
+final class Offline {
     let hub: FrameworkSide
     let user: UserRecord
     let thingID: String
-    let clock = Locked<Int64>(1_700_000_000_000)
+    let clock: Locked<Int64>
 
-    init() throws {
-        hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1)))
+    init(store: HubStore = MemoryStore(), sharing other: Offline) throws {
+        hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: store))
+        user = other.user
+        thingID = other.thingID
+        clock = other.clock
+        let clock = self.clock
+        hub.triggerEngine.now = { clock.withLock { $0 } }
+    }
+
+    init(store: HubStore = MemoryStore()) throws {
+        clock = Locked<Int64>(1_700_000_000_000)
+        hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: store))
         user = try #require(hub.store.createUser(loginName: nil, passwordHash: nil))
         guard
             case .success(let t) = hub.store.registerThing(

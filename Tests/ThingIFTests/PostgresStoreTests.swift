@@ -75,6 +75,39 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("Two hubs on one database tick the same SCHEDULE trigger: it fires once an hour; the other hub takes over")
+    func scheduleAcrossHubs() throws {
+        try withDatabase { _, url in
+            let sa = try PostgresStore(url: url, secrets: .fastForTests)
+            let sb = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                sa.close()
+                sb.close()
+            }
+            let a = try Offline(store: sa)
+            let b = try Offline(store: sb, sharing: a)
+            let id = try a.create("{\"eventSource\":\"SCHEDULE\",\"schedule\":\"0 * * * *\"}")
+            let start = a.clock.withLock { $0 }
+            // Three hours, both hubs ticking every 20 s (as they would each second).
+            var t = start
+            while t < start + 3 * 3_600_000 {
+                t += 20_000
+                a.advance(to: t)
+                a.hub.triggerEngine.tick()
+                b.hub.triggerEngine.tick()
+            }
+            #expect(a.fired(by: id) == 3, "once an hour, not once per hub")
+            // Hub A goes away: B holds the lease at its next tick and fires.
+            sa.close()
+            while t < start + 4 * 3_600_000 + 60_000 {
+                t += 20_000
+                a.advance(to: t)
+                b.hub.triggerEngine.tick()
+            }
+            #expect(b.fired(by: id) == 4)
+        }
+    }
+
     @Test("Two stores on one database (two hubs): racing writes resolve to one outcome")
     func twoHubs() throws {
         try withDatabase { _, url in
