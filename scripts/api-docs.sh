@@ -20,5 +20,8 @@ if ! command -v doxygen >/dev/null 2>&1; then
 fi
 
 rm -rf docs/api
+# docs/Doxyfile reads the version from the environment: the header is its one copy.
+THINGIF_VERSION=$(sed -n 's/^#define THINGIF_VERSION_STRING "\([^"]*\)".*/\1/p' include/thingif.h)
+export THINGIF_VERSION
 doxygen docs/Doxyfile
 echo "api-docs: docs/api/html/index.html (doxygen $(doxygen --version))"

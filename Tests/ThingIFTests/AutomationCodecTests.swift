@@ -12,7 +12,7 @@ private func json(_ text: String) throws -> JSON {
 /// The automation codec, its checks and the calendar arithmetic shared by
 /// the thing, the hub and the CLI: no broker, milliseconds per test.
 @Suite("Automation codec and calendar (fast)")
-struct AutomationCodecTests {
+struct FastAutomationCodecTests {
     @Test("Names are counted in bytes everywhere: 64 bytes pass, 33 two-byte characters (66 bytes) do not")
     func namesInBytes() {
         #expect(AutomationCodec.checkName(String(repeating: "n", count: 64), "x") == nil)
@@ -178,7 +178,7 @@ struct AutomationCodecTests {
 
 /// The handler registry's lookup order, without a broker.
 @Suite("Handler registry (fast)")
-struct HandlerRegistryTests {
+struct FastHandlerRegistryTests {
     /// Handlers told apart by their userdata.
     private static func handler(_ tag: Int) -> HandlerRegistry.Handler {
         HandlerRegistry.Handler(callback: { _, _ in }, userdata: UnsafeMutableRawPointer(bitPattern: tag))

@@ -17,7 +17,7 @@ private func withStorage(_ body: (Storage, String) throws -> Void) throws {
 /// The journal, the outbox and the command ledger on a real directory,
 /// without a broker: seconds for what the fault streams take minutes to reach.
 @Suite("Journal, outbox and ledger (fast)")
-struct ReliabilityUnitTests {
+struct FastReliabilityTests {
     @Test(
         "Journal: appended records come back in order; a torn last line and garbage lines are skipped; rewrite compacts"
     )

@@ -83,7 +83,7 @@ _PY_LEVELS = {
 
 
 def version():
-    """The library's version, e.g. "0.1.0"."""
+    """The library's version (THINGIF_VERSION_STRING of include/thingif.h)."""
     return lib.thingif_version().decode()
 
 
