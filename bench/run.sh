@@ -8,8 +8,11 @@
 #      (bench/loadgen.c), once with a trivial handler and once with N/10
 #      commands whose handler also uploads the state, and N/10 commands sent
 #      one at a time (each after the previous one's results: no queueing).
+#   The hub's own CPU per command (all its threads, /proc/PID/task) is
+#   printed beside each run: it answers every results request, with SQLite
+#   on this machine's disk.
 # Everything runs on 127.0.0.1: a mosquitto on a free port and thingif-hub
-# --memory from the release SwiftPM build.
+# from the release SwiftPM build, its SQLite database in the scratch folder.
 #
 # usage: bench/run.sh [-n N] [--no-build]
 set -euo pipefail
@@ -54,7 +57,7 @@ done < <(ldd "$lib" | awk '$1 ~ /^libswift/ && $3 ~ /^\// { print $1, $3 }')
 # --- broker and hub --------------------------------------------------------
 start_broker
 
-start_hub "$hub_bin"
+start_hub "$hub_bin" --db "$tmp/hub.sqlite"
 
 # --- 1. footprint (aircon resident memory) --------------------------------
 build-bench/aircon --host 127.0.0.1 --port "$port" --vendor-thing-id AC-BENCH \
@@ -71,19 +74,23 @@ stop "$aircon_pid"
 # --- 2. throughput and latency ---------------------------------------------
 # run_loadgen NAME ARGS...: runs bench/loadgen, bounded, and keeps its line.
 run_loadgen() {
-    local name=$1 pid
+    local name=$1 pid h0
     shift
     "$tmp/loadgen" --port "$port" --storage "$tmp/$name" --vendor-thing-id "BENCH-$name" \
         --timeout 300 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     pid=$!
     pids+=("$pid")
+    # The hub's CPU from the first command on (not the thing's onboarding).
+    wait_line "$tmp/$name.err" "loadgen: publishing" "$pid" 60 || true
+    h0=$(cpu_ns "$hub_pid")
     if ! wait_for "$pid" 360; then
         echo "bench: loadgen $name did not finish" >&2; stop "$pid"
     fi
     if ! grep -q '^n=' "$tmp/$name.out"; then
         echo "bench: loadgen $name printed no figures:" >&2; cat "$tmp/$name.err" >&2; exit 1
     fi
-    cat "$tmp/$name.err" >&2
+    grep -v '^loadgen: publishing$' "$tmp/$name.err" >&2 || true
+    echo "hub_ns=$(($(cpu_ns "$hub_pid") - h0))" >"$tmp/$name.hub"
 }
 echo "bench: $n commands, trivial handler …" >&2
 run_loadgen plain -n "$n"
@@ -111,19 +118,23 @@ printf '  %-34s %s\n' "  VmHWM" "$((hwm / 1024)) MiB ($hwm kB)"
 printf '  %-34s %s\n' "  threads" "$threads"
 echo
 echo "Commands (publish QoS 1 -> handler -> action-results request)"
-printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s\n' run sent done 'cmd/s' 'p50 ms' 'p95 ms' 'p99 ms' 'max ms' 'fsync/cmd'
+printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s %11s\n' run sent done 'cmd/s' 'p50 ms' 'p95 ms' 'p99 ms' 'max ms' \
+    'fsync/cmd' 'hub us/cmd'
 for r in plain state serial; do
     f="$tmp/$r.out"
     label="trivial handler"
     [ "$r" = state ] && label="+ state upload"
     [ "$r" = serial ] && label="one at a time"
-    printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s\n' "$label" "$(field "$f" n)" "$(field "$f" done)" \
+    hub_us=$(awk -v ns="$(field "$tmp/$r.hub" hub_ns)" -v d="$(field "$f" done)" \
+        'BEGIN { if (d > 0) printf "%.0f", ns / d / 1000; else print "-" }')
+    printf '  %-22s %7s %7s %9s %8s %8s %8s %8s %12s %11s\n' "$label" "$(field "$f" n)" "$(field "$f" done)" \
         "$(field "$f" cmd_per_s)" "$(field "$f" p50_ms)" "$(field "$f" p95_ms)" "$(field "$f" p99_ms)" \
-        "$(field "$f" max_ms)" "$(field "$f" fsyncs_per_cmd)x $(field "$f" fsync_ms_per_cmd)ms"
+        "$(field "$f" max_ms)" "$(field "$f" fsyncs_per_cmd)x $(field "$f" fsync_ms_per_cmd)ms" "$hub_us"
 done
 echo
 echo "  cmd/s: commands done / (last results request - first publish); latency per command"
 echo "  from mosquitto_publish() to its action-results request (in the first two runs all"
 echo "  commands are published at once, so it is mostly time queued); fsync/cmd: the library's"
-echo "  fsync+fdatasync calls per command and their time. One mosquitto, thingif-hub --memory"
+echo "  fsync+fdatasync calls per command and their time; hub us/cmd: thingif-hub's CPU per"
+echo "  command (all threads), SQLite on $(stat -f -c %T "$tmp"). One mosquitto, thingif-hub"
 echo "  (release) and the thing share the machine."
