@@ -16,6 +16,10 @@ public struct HubError: Error, Sendable, Equatable {
     public static func invalid(_ message: String) -> HubError { HubError(400, "INVALID_INPUT_DATA", message) }
     /// Kii's code for a command the API refuses.
     public static func wrongCommand(_ message: String) -> HubError { HubError(400, "WRONG_COMMAND", message) }
+    /// Kii Cloud's code for a query it cannot run.
+    public static func queryNotSupported(_ message: String) -> HubError {
+        HubError(400, "QUERY_NOT_SUPPORTED", message)
+    }
     /// Kii's code for a trigger the API refuses.
     public static func wrongTrigger(_ message: String) -> HubError { HubError(400, "WRONG_TRIGGER", message) }
     /// Kii Thing-IF's answer for a target thing the caller does not own or
@@ -78,6 +82,18 @@ extension FrameworkSide {
     /// A normal user's token for its loginName and password.
     public func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
         appAPI.login(loginName: loginName, password: password)
+    }
+
+    /// The app's credentials, as a thing presents them before onboarding:
+    /// the appID and the app key, the same pair the broker's bootstrap
+    /// identity takes (username appID, password app key; BrokerAdmin.provision).
+    /// The key is compared in constant time.
+    public func isAppCredential(clientID: String, secret: String) -> Bool {
+        let a = Array(secret.utf8)
+        let b = Array(options.appKey.utf8)
+        var diff = a.count == b.count ? 0 : 1
+        for i in 0..<b.count { diff |= Int(b[i] ^ (i < a.count ? a[i] : 0)) }
+        return clientID == options.appID && diff == 0
     }
 
     /// The user a bearer token belongs to; nil for an unknown token or a thing's token.

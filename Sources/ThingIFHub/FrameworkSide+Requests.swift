@@ -114,9 +114,9 @@ extension FrameworkSide {
         case (.thingIF, "POST", 1) where parts[0] == "onboardings":
             return onboardByThing(req)
         case (.kii, "POST", 1) where parts[0] == "installations":
-            return createInstallation(req)
+            return createInstallation(req, overHTTP: clientID == nil)
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
-            return endpoint(req, installationID: parts[1])
+            return endpoint(req, installationID: parts[1], overHTTP: clientID == nil)
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
             return forTarget(req, parts[1], clientID: clientID) { commandReport(req, thingID: $0, commandID: parts[3]) }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
@@ -124,12 +124,15 @@ extension FrameworkSide {
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
             return forTarget(req, parts[1], clientID: clientID) { state(req, thingID: $0) }
-        case (.thingIF, "PUT", 3) where parts[0] == "things" && parts[2] == "firmware-version":
-            return firmwareVersion(req, from: clientID, thingID: parts[1])
+        case (.thingIF, "PUT", 3) where parts[0] == "things",
+            (.thingIF, "GET", 3) where parts[0] == "things":
+            guard let field = ThingField(rawValue: parts[2]) else { break }
+            return thingField(req, field, from: clientID, thingID: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
             return forTarget(req, parts[1], clientID: clientID) { automationReport(req, thingID: $0) }
         default:
-            return error(404, "NOT_FOUND", "no \(req.method) \(path)")
+            break
         }
+        return error(404, "NOT_FOUND", "no \(req.method) \(path)")
     }
 }

@@ -1,6 +1,18 @@
 import CThingIF
 import ThingIF
 
+/// A field of a thing that Kii serves at things/{thingID}/{rawValue}.
+public enum ThingField: String, Sendable {
+    case firmwareVersion = "firmware-version"
+    case thingType = "thing-type"
+
+    /// Its name in the JSON body.
+    public var key: String { self == .firmwareVersion ? "firmwareVersion" : "thingType" }
+    var notFoundCode: String {
+        self == .firmwareVersion ? "THING_WITHOUT_FIRMWARE_VERSION" : "THING_WITHOUT_THING_TYPE"
+    }
+}
+
 /// What a thing asks of the framework: onboarding, installations, its MQTT endpoint,
 /// action results, commands it ran by itself, state, firmware version and its
 /// automation report; each checked against the thing's token and client ID.
@@ -57,10 +69,26 @@ extension FrameworkSide {
 
     func onboardByThing(_ req: KiiRequest) -> KiiResponse {
         guard let type = req.header("Content-Type"), MediaType.isOnboardingByThing(type) else {
-            return error(415, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be \(MediaType.onboardingByThing)")
+            return error(
+                415, "UNSUPPORTED_MEDIA_TYPE",
+                "Content-Type must be \(MediaType.onboardingByThing) or \(MediaType.onboardingWithThingIDByThing)")
         }
-        guard case .success(let j) = JSON.parse(req.body), let o = OnboardingRequest.decode(j) else {
-            return error(400, "INVALID_INPUT_DATA", "vendorThingID and thingPassword are required strings")
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be a JSON object")
+        }
+        if MediaType.isOnboardingWithThingIDByThing(type) {
+            // By thingID (Kii's onboard_with_thing_id): the thing was registered
+            // before (by an owner, or by itself); the rest is the same onboarding.
+            guard let tid = j["thingID"]?.stringValue, !tid.isEmpty, j["vendorThingID"] == nil else {
+                return error(400, "INVALID_INPUT_DATA", "thingID and thingPassword are required strings")
+            }
+            guard let vendorThingID = store.thing(id: tid)?.vendorThingID else {
+                return error(404, "THING_NOT_FOUND", "no thing \(tid) in this app")
+            }
+            j.set("vendorThingID", string: vendorThingID)
+        }
+        guard let o = OnboardingRequest.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
         guard onboardingLimiter.allow("onboard:" + o.vendorThingID, now: Platform.nowMs()) else {
             return error(
@@ -102,13 +130,19 @@ extension FrameworkSide {
         case failure(KiiResponse)
     }
 
-    /// The thing whose token the request carries, or a 401.
-    func authenticate(_ req: KiiRequest) -> Auth {
+    /// The thing whose token the request carries, or a 401. A token that
+    /// is no thing's is 401 INVALID_ACCESS_TOKEN over MQTT and, over HTTP,
+    /// Kii's 403 WRONG_TOKEN, as the app API answers (docs/DECISIONS.md).
+    func authenticate(_ req: KiiRequest, overHTTP: Bool) -> Auth {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
         guard var t = store.thing(accessToken: token) else {
-            return .failure(error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
+            return .failure(
+                overHTTP
+                    ? error(
+                        403, "WRONG_TOKEN", "the access token is not valid: unknown, expired, revoked or not a thing's")
+                    : error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
         }
         // A looked-up record has no raw token; the caller's is the one it knows.
         t.accessToken = token
@@ -119,7 +153,7 @@ extension FrameworkSide {
     /// must come from one of the thing's own MQTT installations (client IDs);
     /// over HTTP (`clientID` nil) the token is the whole credential.
     func authorize(_ req: KiiRequest, thingID: String, clientID: String?) -> KiiResponse? {
-        switch authenticate(req) {
+        switch authenticate(req, overHTTP: clientID == nil) {
         case .failure(let r): return r
         case .success(let t):
             guard t.thingID == thingID else {
@@ -132,9 +166,9 @@ extension FrameworkSide {
         }
     }
 
-    func createInstallation(_ req: KiiRequest) -> KiiResponse {
+    func createInstallation(_ req: KiiRequest, overHTTP: Bool) -> KiiResponse {
         let t: ThingRecord
-        switch authenticate(req) {
+        switch authenticate(req, overHTTP: overHTTP) {
         case .failure(let r): return r
         case .success(let x): t = x
         }
@@ -154,9 +188,9 @@ extension FrameworkSide {
         return ok(201, body)
     }
 
-    func endpoint(_ req: KiiRequest, installationID: String) -> KiiResponse {
+    func endpoint(_ req: KiiRequest, installationID: String, overHTTP: Bool) -> KiiResponse {
         let t: ThingRecord
-        switch authenticate(req) {
+        switch authenticate(req, overHTTP: overHTTP) {
         case .failure(let r): return r
         case .success(let x): t = x
         }
@@ -232,6 +266,14 @@ extension FrameworkSide {
             let failed = ActionResults.allFailed(sent, message: reason)
             text = failed.encode().dump()
             all = failed.all
+        } else if parsed.groups.allSatisfy({ $0.alias == nil }),
+            case .success(let payload) = JSON.parse(command.payload),
+            case .success(let sent) = Command.decode(payload), sent.shape == .trait,
+            let grouped = parsed.grouped(like: sent)
+        {
+            // Flat results for a trait command (Kii's thing-if-ThingSDK posts
+            // them so): grouped by the command's aliases, as apps read them.
+            text = grouped.encode().dump()
         }
         let now = Platform.epochMs()
         // Results count once: a repeat (the thing sends again until it has an
@@ -296,14 +338,48 @@ extension FrameworkSide {
         return ok(204)
     }
 
-    func firmwareVersion(_ req: KiiRequest, from clientID: String?, thingID tid: String) -> KiiResponse {
+    /// GET or PUT things/{id}/firmware-version or …/thing-type by the thing.
+    func thingField(_ req: KiiRequest, _ field: ThingField, from clientID: String?, thingID tid: String) -> KiiResponse
+    {
         if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
-        guard case .success(let j) = JSON.parse(req.body), let v = j["firmwareVersion"]?.stringValue, !v.isEmpty else {
-            return error(400, "INVALID_INPUT_DATA", "firmwareVersion must be a non-empty string")
+        let r: Result<JSON?, HubError> =
+            req.method == "GET"
+            ? thingField(field, thingID: tid).map { $0 }
+            : setThingField(field, thingID: tid, body: req.body).map { nil }
+        switch r {
+        case .failure(let e): return error(e.status, e.code, e.message)
+        case .success(let body): return body.map { ok(200, $0) } ?? ok(204)
         }
-        _ = store.setFirmwareVersion(thingID: tid, v)
-        onEvent?("firmware version of \(tid): \(v)")
-        return ok(204)
+    }
+
+    /// A thing's firmware version or thing type as Kii answers it:
+    /// {"firmwareVersion": …} or {"thingType": …}; 404 when it has none.
+    /// The caller has checked who asks (the thing, or an owner).
+    public func thingField(_ field: ThingField, thingID: String) -> Result<JSON, HubError> {
+        guard let t = store.thing(id: thingID) else { return .failure(.thingNotFound(thingID)) }
+        guard let v = field == .firmwareVersion ? t.firmwareVersion : t.thingType else {
+            return .failure(.notFound(field.notFoundCode, "\(thingID) has no \(field.key)"))
+        }
+        let o = JSON.object()
+        o.set(field.key, string: v)
+        return .success(o)
+    }
+
+    /// Sets a thing's firmware version (ThingFirmwareVersionUpdateRequest) or
+    /// thing type (ThingTypeUpdateRequest): {"firmwareVersion": …} or
+    /// {"thingType": …}, 1 to 200 bytes. The caller has checked who asks.
+    public func setThingField(_ field: ThingField, thingID: String, body: [UInt8]) -> Result<Void, HubError> {
+        guard case .success(let j) = JSON.parse(body), let v = j[field.key]?.stringValue,
+            (1...200).contains(v.utf8.count)
+        else {
+            return .failure(.invalid("\(field.key) must be a string of 1 to 200 bytes"))
+        }
+        let done =
+            field == .firmwareVersion
+            ? store.setFirmwareVersion(thingID: thingID, v) : store.setThingType(thingID: thingID, v)
+        guard done else { return .failure(.thingNotFound(thingID)) }
+        onEvent?("\(field.key) of \(thingID): \(v)")
+        return .success(())
     }
 
     /// The thing's word on the automation configuration it was sent:
@@ -334,5 +410,27 @@ extension FrameworkSide {
         }
         if j["thingPassword"] != nil { j.set("thingPassword", string: "(not kept)") }
         return j.dump()
+    }
+}
+
+extension ActionResults {
+    /// Flat results laid out as `command`'s alias groups: the n-th result
+    /// answers the n-th action. nil when they do not fit (another count, or
+    /// a result named other than its action); such results are kept as sent.
+    func grouped(like command: Command) -> ActionResults? {
+        let flat = all
+        guard flat.count == command.groups.reduce(0, { $0 + $1.entries.count }) else { return nil }
+        var groups: [Group] = []
+        var i = 0
+        for g in command.groups {
+            var results: [ActionResult] = []
+            for e in g.entries {
+                guard flat[i].name == e.name else { return nil }
+                results.append(flat[i])
+                i += 1
+            }
+            groups.append(Group(alias: g.alias, results: results))
+        }
+        return ActionResults(groups: groups)
     }
 }

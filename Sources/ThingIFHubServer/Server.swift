@@ -200,6 +200,9 @@ public final class HubServer: Service, @unchecked Sendable {
         router.get("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.listCommands($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}") { try await api.getCommand($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states") { try await api.latestState($0, $1) }
+        router.get("/thing-if/apps/{appID}/targets/{target}/states/aliases/{alias}") {
+            try await api.latestState($0, $1)
+        }
         router.get("/thing-if/apps/{appID}/targets/{target}/states/history") { try await api.stateHistory($0, $1) }
         router.post("/thing-if/apps/{appID}/targets/{target}/states/query") { try await api.queryStates($0, $1) }
         router.post("/thing-if/apps/{appID}/targets/{target}/states/aliases/{alias}/query") {
@@ -226,8 +229,12 @@ public final class HubServer: Service, @unchecked Sendable {
         router.put("\(t)/commands/{commandID}/action-results") { try await api.thingRequest($0, $1, .thingIF) }
         router.put("\(t)/states") { try await api.thingRequest($0, $1, .thingIF) }
         router.patch("\(t)/states") { try await api.thingRequest($0, $1, .thingIF) }
-        router.put("/thing-if/apps/{appID}/things/{thingID}/firmware-version") {
-            try await api.thingRequest($0, $1, .thingIF)
+        // Firmware version and thing type: the thing's calls (its token) and
+        // the owner's (a user's token), one rule (FrameworkSide.thingField).
+        for field in [ThingField.firmwareVersion, .thingType] {
+            let path = "/thing-if/apps/{appID}/things/{thingID}/\(field.rawValue)"
+            router.get(RouterPath(path)) { try await api.thingField($0, $1, field) }
+            router.put(RouterPath(path)) { try await api.thingField($0, $1, field) }
         }
         router.put("\(t)/timer-triggers/{name}/enable") { try await api.enableTimerTrigger($0, $1, true) }
         router.put("\(t)/timer-triggers/{name}/disable") { try await api.enableTimerTrigger($0, $1, false) }
@@ -334,6 +341,7 @@ struct API: Sendable {
     func token(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try checkApp(context)
         let body = try await object(request)
+        if body["grant_type"]?.stringValue == "client_credentials" { return try appToken(body) }
         let name = try Body.requiredString(body, "username")
         let password = try Body.requiredString(body, "password")
         // Password guessing spends the login name's budget.
@@ -343,6 +351,24 @@ struct API: Sendable {
         let lifetime = hub.store.secrets.userTokenLifetime
         if lifetime > 0 { o.set("expires_in", .int(Int(lifetime))) }
         return Reply.json(200, o)
+    }
+
+    /// Kii's app ("anonymous") token, which Kii's thing SDKs fetch before
+    /// onboarding by the thing: {"grant_type":"client_credentials",
+    /// "client_id": appID, "client_secret": app key}. The token is random
+    /// and stored nowhere, so it opens no route: onboarding by the thing,
+    /// the one call it is for, takes the thing's password as the credential
+    /// and ignores the bearer; every other route answers 403 WRONG_TOKEN.
+    func appToken(_ body: JSON) throws -> Response {
+        let clientID = try Body.requiredString(body, "client_id")
+        let secret = try Body.requiredString(body, "client_secret")
+        // Guessing the app key spends the app's budget.
+        try spend("client:" + clientID)
+        guard hub.isAppCredential(clientID: clientID, secret: secret) else {
+            throw HubError(400, "invalid_client", "client_id or client_secret is not this app's appID and app key")
+        }
+        return Reply.json(
+            200, Reply.object([("access_token", "app." + HubIDs.token()), ("token_type", "Bearer")]))
     }
 
     /// Revokes a token of the caller's own (RFC 7009 style): {"token": …};
@@ -564,13 +590,37 @@ struct API: Sendable {
 
     // MARK: state
 
+    /// GET …/states, and …/states/aliases/{alias} (Kii's getTargetState
+    /// for one trait alias: that alias's object of the current state).
     func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid = try thingID(context)
         guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
             throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
         }
-        return Reply.json(200, text: state)
+        guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state) }
+        let alias = try param(context, "alias")
+        guard case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
+            throw HubError.notFound("STATE_NOT_FOUND", "the state of \(tid) has no trait alias \(alias)")
+        }
+        return Reply.json(200, a)
+    }
+
+    /// GET or PUT …/things/{thingID}/firmware-version or …/thing-type: with
+    /// the thing's token, the thing's own call (the same router as over MQTT);
+    /// with a user's, the owner's.
+    func thingField(_ request: Request, _ context: BasicRequestContext, _ field: ThingField) async throws
+        -> Response
+    {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
+        let user = try user(request, context)
+        let tid = try param(context, "thingID")
+        try spend("thing:" + tid)
+        _ = try value(hub.ownedThing(user: user, thingID: tid))
+        if request.method == .get { return Reply.json(200, try value(hub.thingField(field, thingID: tid))) }
+        let body = try await Body.bytes(request, limit: security.limits.maxBody)
+        try value(hub.setThingField(field, thingID: tid, body: body))
+        return Reply.noContent()
     }
 
     func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -641,6 +691,11 @@ struct API: Sendable {
         guard let query = body["query"], query.isObject, let clause = query["clause"], clause.isObject,
             let type = clause["type"]?.stringValue
         else { throw HubError.invalid("\"query\" must be {\"clause\":{\"type\":…}}") }
+        // Kii's aggregations (COUNT, MEAN, MAX, …) are not computed: refused
+        // rather than answered with plain results the client would misread.
+        if let a = query["aggregations"], !a.isNull {
+            throw HubError.queryNotSupported("aggregations are not supported by this hub")
+        }
         var from: Int64 = 0
         var to = Platform.epochMs() + 1
         switch type {
@@ -653,7 +708,7 @@ struct API: Sendable {
             from = Int64(lo)
             to = Int64(hi) + 1
         default:
-            throw HubError.invalid("clause type \(type) is not supported: all or withinTimeRange")
+            throw HubError.queryNotSupported("clause type \(type) is not supported: all or withinTimeRange")
         }
         let grouped = query["grouped"]?.boolValue ?? false
         if grouped && type != "withinTimeRange" {

@@ -75,6 +75,16 @@ struct KiiCompatTests {
     @Test("Pseudo-user registration answers _accessToken, the field Kii's clients read, and it works")
     func pseudoUserAccessToken() async throws {
         try await withHubAPI { e in
+            // KiiPlatform/thing-if-JSSDK browser-test/js/TestHelper.js (createKiiUser): POST …/users with
+            // RegistrationAndAuthorizationRequest {loginName, password}; browser-test/js/
+            // ThingIFAPICommandTest.js then uses the answer's "_accessToken" as the owner's token.
+            let registration = try await e.call(
+                "POST", "\(e.api)/users", body: Data(#"{"loginName":"kii-js-user","password":"test12345"}"#.utf8),
+                contentType: "application/vnd.kii.RegistrationAndAuthorizationRequest+json")
+            try #require(registration.status == 201, "\(registration.status) \(registration.text)")
+            let normal = try #require(registration.string("_accessToken"))
+            #expect(e.hub.store.user(accessToken: normal)?.loginName == "kii-js-user")
+            // The same call without loginName makes a pseudo user.
             let r = try await e.call("POST", "\(e.api)/users", json: [String: Any]())
             try #require(r.status == 201, "\(r.status) \(r.text)")
             let token = try #require(r.string("_accessToken"))
@@ -91,9 +101,9 @@ struct KiiCompatTests {
             installationID: "i1", host: "127.0.0.1", portTCP: 1883, portSSL: 8883, username: "u", password: "p",
             mqttTopic: "t1", ttl: 2_147_483_647)
         let o = ep.encode()
-        // The fields Kii's C thing SDKs (KiiPlatform/thing-if-ThingSDK, ebisu) require of the
-        // answer: username, password, mqttTopic, host and X-MQTT-TTL; portWS and portWSS as
-        // Kii's KiiMqttEndpoint declares them.
+        // The fields Kii's C thing SDK reads from the answer: KiiPlatform/ebisu kii/kii_push.c
+        // (username, password, host, mqttTopic, portTCP, portSSL, X-MQTT-TTL); portWS and portWSS
+        // as KiiPlatform/thing-if-JSSDK src/OnboardingResult.ts (MqttEndpoint) declares them.
         for key in [
             "username", "password", "mqttTopic", "host", "X-MQTT-TTL", "portTCP", "portSSL", "portWS", "portWSS"
         ] {
@@ -101,7 +111,8 @@ struct KiiCompatTests {
         }
         #expect(
             o["X-MQTT-TTL"]?.intValue == 2_147_483_647 && o["portSSL"]?.intValue == 8883 && o["portWS"]?.intValue == 0)
-        // Kii Cloud's answer (as in the kii_json tests of Kii's thing SDK): no "ttl".
+        // Kii Cloud's answer, KiiPlatform/ebisu tests/small_test/jkii/src/jkii_test.cpp
+        // ("KiiJson, PushRetrieveEndpoint"): no "ttl".
         let kii =
             #"{"installationID":"XXXXXXXXXXXXXXXXXXXXXXXXX","username":"XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX","password":"XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX","mqttTopic":"XXXXXXXXXXXXXXXXXXXXXXX","host":"XXXXXXXXXXXXXXXXXXXX.kii.com","portTCP":1883,"portSSL":8883,"X-MQTT-TTL":2147483647}"#
         guard case .success(let j) = JSON.parse(kii), let d = MQTTEndpoint.decode(j) else {
@@ -237,7 +248,8 @@ struct KiiCompatTests {
             #expect(
                 ((got["command"] as? [String: Any])?["actions"] as? [[String: Any]])?.first?["AirConditionerAlias"]
                     != nil)
-            // PATCH: title and metadata replaced, the predicate kept.
+            // PATCH (KiiPlatform/thing-if-JSSDK test/small/TriggerOpsTest.ts, "#patchCommandTrigger()"):
+            // title and metadata replaced, the predicate kept.
             let patch = #"{"title":"t2","metadata":{"k":"w"}}"#
             let patched = try await e.call("PATCH", "\(triggers)/\(id)", token: token, body: Data(patch.utf8))
             #expect(patched.status == 200, "\(patched.status) \(patched.text)")
@@ -249,7 +261,8 @@ struct KiiCompatTests {
             #expect(bad.status == 400 && bad.errorCode == "WRONG_TRIGGER", "\(bad.status) \(bad.text)")
             let unknown = try await e.call("PATCH", "\(triggers)/trg-nope", token: token, body: Data(patch.utf8))
             #expect(unknown.status == 404 && unknown.errorCode == "TRIGGER_NOT_FOUND")
-            // Two more, then pages of two.
+            // Two more, then pages of two (KiiPlatform/thing-if-JSSDK test/small/TriggerOpsTest.ts,
+            // "#listTriggers()": ?bestEffortLimit=…, then ?paginationKey= of nextPaginationKey).
             for _ in 0..<2 {
                 let r = try await e.call("POST", triggers, token: token, body: Data(body.utf8))
                 #expect(r.status == 201)
@@ -414,7 +427,9 @@ struct KiiCompatTests {
             try #require(got.status == 200, "\(got.status) \(got.text)")
             #expect(got.string("installationID") == iid && got.json["X-MQTT-TTL"] != nil)
             #expect(try await e.get("\(e.api)/installations/nope/mqtt-endpoint", token: thingToken).status == 404)
-            #expect(try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: token).status == 401)
+            // A token that is no thing's: Kii's 403 WRONG_TOKEN over HTTP, as the app API answers.
+            let notThings = try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: token)
+            #expect(notThings.status == 403 && notThings.errorCode == "WRONG_TOKEN", "\(notThings.status)")
 
             // The owner binds it by thingID; the answer carries an endpoint of a new
             // installation (KiiPlatform/thing-if-JSSDK src/OnboardingResult.ts reads mqttEndpoint),
@@ -446,7 +461,8 @@ struct KiiCompatTests {
                 #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":true}},{"setFanSpeed":{"succeeded":true}}]}"#
             // Refused first: no token, the owner's token, another thing's token, bad JSON.
             #expect(try await e.call("PUT", results, body: Data(answer.utf8)).status == 401)
-            #expect(try await e.call("PUT", results, token: token, body: Data(answer.utf8)).status == 401)
+            let ownersToken = try await e.call("PUT", results, token: token, body: Data(answer.utf8))
+            #expect(ownersToken.status == 403 && ownersToken.errorCode == "WRONG_TOKEN", "\(ownersToken.text)")
             let (_, otherToken) = try await e.onboard("AC-KII-HTTP-OTHER", owner: "user:\(uid)", token: token)
             let other = try await e.call("PUT", results, token: otherToken, body: Data(answer.utf8))
             #expect(other.status == 403 && other.isErrorBody, "\(other.status) \(other.text)")
@@ -478,6 +494,247 @@ struct KiiCompatTests {
             }
             #expect(last == 409)
             #expect((e.hub.store.thing(id: tid)?.installations.count ?? 0) == FrameworkSide.installationLimit)
+        }
+    }
+
+    @Test(
+        "The app token (client_credentials) that Kii's thing SDKs fetch before onboarding: given for the app key, opens nothing else"
+    )
+    func appToken() async throws {
+        try await withHubAPI { e in
+            let tokenPath = "\(e.api)/oauth2/token"
+            // KiiPlatform/thing-if-ThingSDK kii_thing_if.c (prv_kii_thing_if_get_anonymous_token):
+            // POST /api/apps/{appID}/oauth2/token, application/json, the app ID and app key; the
+            // answer's "access_token" is read.
+            let body =
+                #"{"grant_type":"client_credentials","client_id":"\#(e.appID)","client_secret":"\#(Env.appKey)"}"#
+            let r = try await e.call("POST", tokenPath, body: Data(body.utf8), contentType: "application/json")
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            let appToken = try #require(r.string("access_token"))
+            #expect(appToken.count >= 40 && r.string("token_type") == "Bearer")
+            // KiiPlatform/ebisu kii/kii_ti_impl.c (_get_anonymous_token) sends "client_secret":"dummy":
+            // not this app's key, refused as a wrong key is.
+            let dummy = #"{"grant_type":"client_credentials","client_id":"\#(e.appID)","client_secret":"dummy"}"#
+            let d = try await e.call("POST", tokenPath, body: Data(dummy.utf8), contentType: "application/json")
+            #expect(d.status == 400 && d.errorCode == "invalid_client", "\(d.status) \(d.text)")
+            let otherApp =
+                #"{"grant_type":"client_credentials","client_id":"otherApp","client_secret":"\#(Env.appKey)"}"#
+            let o = try await e.call("POST", tokenPath, body: Data(otherApp.utf8), contentType: "application/json")
+            #expect(o.status == 400 && o.errorCode == "invalid_client", "\(o.status) \(o.text)")
+            let noSecret = #"{"grant_type":"client_credentials","client_id":"\#(e.appID)"}"#
+            let n = try await e.call("POST", tokenPath, body: Data(noSecret.utf8), contentType: "application/json")
+            #expect(n.status == 400 && n.errorCode == "INVALID_INPUT_DATA", "\(n.status) \(n.text)")
+
+            // With it, the thing onboards (thing-if-ThingSDK kii_thing_if.c,
+            // prv_onboard_with_vendor_thing_id: CONTENT_TYPE_VENDOR_THING_ID, the app token as bearer).
+            let onboard = #"{"vendorThingID":"AC-KII-APPTOKEN","thingPassword":"pw","thingType":"AirConditioner"}"#
+            let ob = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: appToken, body: Data(onboard.utf8),
+                contentType: MediaType.onboardingByThing)
+            try #require(ob.status == 200, "\(ob.status) \(ob.text)")
+            let tid = try #require(ob.string("thingID"))
+            // Nothing else: not an owner's call, not a thing's.
+            let (uid, userToken) = try await e.user()
+            #expect(e.hub.store.user(accessToken: appToken) == nil && e.hub.store.thing(accessToken: appToken) == nil)
+            let asOwner = try await e.get("\(e.target(tid))/commands", token: appToken)
+            #expect(asOwner.status == 403 && asOwner.errorCode == "WRONG_TOKEN", "\(asOwner.status) \(asOwner.text)")
+            let bind = #"{"thingID":"\#(tid)","thingPassword":"pw","owner":"user:\#(uid)"}"#
+            let asBinder = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: appToken, body: Data(bind.utf8),
+                contentType: "application/vnd.kii.OnboardingWithThingIDByOwner+json")
+            #expect(asBinder.status == 403 && asBinder.errorCode == "WRONG_TOKEN", "\(asBinder.status)")
+            let asThing = try await e.call(
+                "PUT", "\(e.target(tid))/states", token: appToken, body: Data(#"{"power":true}"#.utf8))
+            #expect(asThing.status == 403 && asThing.errorCode == "WRONG_TOKEN", "\(asThing.status) \(asThing.text)")
+            let inst = try await e.call("POST", "\(e.api)/installations", token: appToken, json: ["deviceType": "MQTT"])
+            #expect(inst.status == 403 && inst.errorCode == "WRONG_TOKEN", "\(inst.status) \(inst.text)")
+            #expect(e.hub.store.thing(id: tid)?.owners.isEmpty == true && e.hub.store.thing(id: tid)?.state == nil)
+            _ = userToken
+        }
+    }
+
+    @Test("Onboarding by the thing with its thingID (OnboardingWithThingIDByThing), over HTTP and over MQTT")
+    func onboardingWithThingIDByThing() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-KII-TIDBYTHING", owner: "user:\(uid)", token: token)
+            let onboardings = "\(e.thingIF)/onboardings"
+            // KiiPlatform/thing-if-ThingSDK kii_thing_if.c (prv_onboard_with_thing_id, behind
+            // onboard_with_thing_id): CONTENT_TYPE_THING_ID, body {thingID, thingPassword, thingType?,
+            // thingProperties?, firmwareVersion?, layoutPosition?}.
+            let type = "application/vnd.kii.OnboardingWithThingIDByThing+json"
+            let body =
+                #"{"thingID":"\#(tid)","thingPassword":"pw","thingType":"AirConditioner","firmwareVersion":"1.0.0","layoutPosition":"STANDALONE"}"#
+            let r = try await e.call("POST", onboardings, body: Data(body.utf8), contentType: type)
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            #expect(r.string("thingID") == tid)
+            let thingToken = try #require(r.string("accessToken"))
+            #expect(e.hub.store.thing(accessToken: thingToken)?.thingID == tid)
+            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+            #expect(e.hub.store.thing(id: tid)?.installations[ep["installationID"] as? String ?? ""] != nil)
+            // A wrong password, an unknown thingID, a body without thingID.
+            let wrong = #"{"thingID":"\#(tid)","thingPassword":"nope"}"#
+            let w = try await e.call("POST", onboardings, body: Data(wrong.utf8), contentType: type)
+            #expect(w.status == 403 && w.errorCode == "WRONG_PASSWORD", "\(w.status) \(w.text)")
+            let unknown = #"{"thingID":"th.nope","thingPassword":"pw"}"#
+            let u = try await e.call("POST", onboardings, body: Data(unknown.utf8), contentType: type)
+            #expect(u.status == 404 && u.errorCode == "THING_NOT_FOUND", "\(u.status) \(u.text)")
+            let vendor = #"{"vendorThingID":"AC-KII-TIDBYTHING","thingPassword":"pw"}"#
+            let v = try await e.call("POST", onboardings, body: Data(vendor.utf8), contentType: type)
+            #expect(v.status == 400 && v.errorCode == "INVALID_INPUT_DATA", "\(v.status) \(v.text)")
+
+            // The same request over MQTT, on a bootstrap connection with the app's credentials.
+            let bootID = "thingif-bootstrap-" + randomHexString(8)
+            let boot = try MqttProbe(
+                port: e.env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            defer { boot.stop() }
+            #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
+            boot.publish(
+                Topics.request(clientID: bootID, appID: Env.appID, path: "onboardings"),
+                kiiRequest("POST", token: nil, contentType: type, requestID: "tid1", body: body), correlation: "tid1")
+            let replies = Topics.response(clientID: bootID)
+            #expect(poll { !boot.messages(on: replies).isEmpty })
+            let reply = try #require(boot.messages(on: replies).first.flatMap { KiiResponse.decode($0.payload) })
+            #expect(reply.status == 200, "\(reply.status) \(String(decoding: reply.body, as: UTF8.self))")
+            guard case .success(let j) = JSON.parse(reply.body), let answer = OnboardingResponse.decode(j) else {
+                Issue.record("the MQTT answer is not an onboarding response")
+                return
+            }
+            #expect(answer.thingID == tid)
+        }
+    }
+
+    @Test("Firmware version and thing type (GET, PUT) by owner and thing; the current state of one trait alias")
+    func thingFieldsAndAliasState() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-KII-FIELDS", owner: "user:\(uid)", token: token)
+            let thing = "\(e.thingIF)/things/\(tid)"
+            // KiiPlatform/thing-if-JSSDK src/ops/ThingOps.ts (getFirmwareVersion, updateFirmwareVersion,
+            // getThingType, updateThingType): GET answers {"firmwareVersion"} / {"thingType"}, PUT
+            // sends ThingFirmwareVersionUpdateRequest / ThingTypeUpdateRequest.
+            let fw = try await e.get("\(thing)/firmware-version", token: token)
+            #expect(fw.status == 200 && fw.string("firmwareVersion") == "1.0.0", "\(fw.status) \(fw.text)")
+            let put = try await e.call(
+                "PUT", "\(thing)/firmware-version", token: token, body: Data(#"{"firmwareVersion":"v2"}"#.utf8),
+                contentType: "application/vnd.kii.ThingFirmwareVersionUpdateRequest+json")
+            #expect(put.status == 204, "\(put.status) \(put.text)")
+            #expect(e.hub.store.thing(id: tid)?.firmwareVersion == "v2")
+            let tt = try await e.call(
+                "PUT", "\(thing)/thing-type", token: token, body: Data(#"{"thingType":"AirPurifier"}"#.utf8),
+                contentType: "application/vnd.kii.ThingTypeUpdateRequest+json")
+            #expect(tt.status == 204, "\(tt.status) \(tt.text)")
+            #expect(try await e.get("\(thing)/thing-type", token: token).string("thingType") == "AirPurifier")
+            // KiiPlatform/thing-if-ThingSDK kii_thing_if.c (get_firmware_version, update_firmware_version,
+            // get_thing_type, update_thing_type): the same paths with the thing's token.
+            let byThing = try await e.get("\(thing)/thing-type", token: thingToken)
+            #expect(byThing.status == 200 && byThing.string("thingType") == "AirPurifier", "\(byThing.text)")
+            let fwByThing = try await e.call(
+                "PUT", "\(thing)/firmware-version", token: thingToken, body: Data(#"{"firmwareVersion":"v3"}"#.utf8))
+            #expect(fwByThing.status == 204 && e.hub.store.thing(id: tid)?.firmwareVersion == "v3")
+            // Refused: another owner, another thing's token, a bad body, an unknown thing.
+            let (_, stranger) = try await e.user()
+            let s = try await e.get("\(thing)/firmware-version", token: stranger)
+            #expect(s.status == 404 && s.errorCode == "TARGET_NOT_FOUND", "\(s.status) \(s.text)")
+            let (otherTid, otherToken) = try await e.onboard("AC-KII-FIELDS-2", owner: "user:\(uid)", token: token)
+            let x = try await e.call(
+                "PUT", "\(thing)/thing-type", token: otherToken, body: Data(#"{"thingType":"Evil"}"#.utf8))
+            #expect(x.status == 403 && x.isErrorBody, "\(x.status) \(x.text)")
+            let bad = try await e.call(
+                "PUT", "\(thing)/thing-type", token: token, body: Data(#"{"thingType":""}"#.utf8))
+            #expect(bad.status == 400 && bad.errorCode == "INVALID_INPUT_DATA", "\(bad.status) \(bad.text)")
+            #expect(e.hub.store.thing(id: tid)?.thingType == "AirPurifier")
+            // A thing without a thing type: Kii's THING_WITHOUT_THING_TYPE, which ThingOps.ts reads as none.
+            let bare = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                json: ["vendorThingID": "AC-KII-BARE", "thingPassword": "pw", "owner": "user:\(uid)"],
+                contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            let bareID = try #require(bare.string("thingID"))
+            let none = try await e.get("\(e.thingIF)/things/\(bareID)/thing-type", token: token)
+            #expect(none.status == 404 && none.errorCode == "THING_WITHOUT_THING_TYPE", "\(none.status) \(none.text)")
+            let noFW = try await e.get("\(e.thingIF)/things/\(bareID)/firmware-version", token: token)
+            #expect(noFW.status == 404 && noFW.errorCode == "THING_WITHOUT_FIRMWARE_VERSION", "\(noFW.text)")
+            _ = otherTid
+
+            // KiiPlatform/thing-if-JSSDK src/ops/StateOps.ts (getState(alias)): GET
+            // …/states/aliases/{alias} answers that alias's state.
+            let states = "\(e.target(tid))/states"
+            let upload = try await e.call(
+                "PUT", states, token: thingToken,
+                body: Data(
+                    #"{"AirConditionerAlias":{"power":true,"presetTemperature":25},"HumidityAlias":{"h":40}}"#.utf8))
+            #expect(upload.status == 204, "\(upload.status) \(upload.text)")
+            let alias = try await e.get("\(states)/aliases/AirConditionerAlias", token: token)
+            #expect(alias.status == 200, "\(alias.status) \(alias.text)")
+            #expect(alias.json["presetTemperature"] as? Int == 25 && alias.json["h"] == nil, "\(alias.text)")
+            let missing = try await e.get("\(states)/aliases/NoSuchAlias", token: token)
+            #expect(missing.status == 404 && missing.errorCode == "STATE_NOT_FOUND", "\(missing.status)")
+            #expect(try await e.get("\(states)/aliases/AirConditionerAlias", token: stranger).status == 404)
+        }
+    }
+
+    @Test("A state query with aggregations is refused with 400 QUERY_NOT_SUPPORTED, not answered without them")
+    func aggregationsRefused() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-KII-AGG", owner: "user:\(uid)", token: token)
+            let now = Platform.epochMs()
+            #expect(e.hub.store.applyState(thingID: tid, method: "PUT", upload: #"{"power":true}"#, at: now) != nil)
+            let path = "\(e.target(tid))/states/aliases/AirConditionerAlias/query"
+            // KiiPlatform/thing-if-JSSDK test/small/QueryOps/AggregateQueryTest.ts and
+            // src/internal/JsonUtilities.ts (aggregationToJson): "aggregations" inside "query".
+            let time = #""clause":{"type":"withinTimeRange","lowerLimit":\#(now - 60_000),"upperLimit":\#(now + 1)}"#
+            let plain = try await e.call(
+                "POST", path, token: token, body: Data(#"{"query":{"grouped":true,\#(time)}}"#.utf8))
+            #expect(plain.status == 200, "without aggregations the same query runs: \(plain.status) \(plain.text)")
+            let aggregated =
+                #"{"query":{"grouped":true,\#(time),"aggregations":[{"type":"MAX","field":"field1","fieldType":"INTEGER","putAggregationInto":"max"}]}}"#
+            let r = try await e.call("POST", path, token: token, body: Data(aggregated.utf8))
+            #expect(r.status == 400 && r.errorCode == "QUERY_NOT_SUPPORTED", "\(r.status) \(r.text)")
+        }
+    }
+
+    @Test("Flat action results for a trait command (as Kii's thing-if-ThingSDK posts them) are stored grouped by alias")
+    func flatResultsRegrouped() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-KII-FLAT", owner: "user:\(uid)", token: token)
+            let commands = "\(e.target(tid))/commands"
+            func post(_ body: String) async throws -> String {
+                let r = try await e.call(
+                    "POST", commands, token: token, body: Data(body.utf8), contentType: Self.traitContentType)
+                try #require(r.status == 201, "\(r.status) \(r.text)")
+                return try #require(r.string("commandID"))
+            }
+            let cid = try await post(
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"turnPower":true},{"setPresetTemperature":25}]},{"HumidityAlias":[{"setPresetHumidity":45}]}]}"#
+            )
+            // KiiPlatform/thing-if-ThingSDK kii_thing_if.c (handle_command): one flat list over every
+            // alias, {"actionResults":[{"<action>":{"succeeded":…,"errorMessage"?}},…]}.
+            let flat =
+                #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":true}},{"setPresetHumidity":{"succeeded":false,"errorMessage":"busy"}}]}"#
+            let put = try await e.call(
+                "PUT", "\(commands)/\(cid)/action-results", token: thingToken, body: Data(flat.utf8))
+            #expect(put.status == 204, "\(put.status) \(put.text)")
+            let c = try await e.waitForFinished(tid, cid, token: token)
+            #expect(c["commandState"] as? String == "INCOMPLETE")
+            let results = try #require(c["actionResults"] as? [[String: [[String: [String: Any]]]]], "\(c)")
+            #expect(results.count == 2)
+            #expect(results.first?["AirConditionerAlias"]?.count == 2)
+            #expect(results.first?["AirConditionerAlias"]?[1]["setPresetTemperature"]?["succeeded"] as? Bool == true)
+            let humidity = try #require(results.last?["HumidityAlias"]?.first?["setPresetHumidity"])
+            #expect(humidity["succeeded"] as? Bool == false && humidity["errorMessage"] as? String == "busy")
+
+            // Results that do not fit the command (another action name) are kept as sent.
+            let cid2 = try await post(
+                #"{"issuer":"user:\#(uid)","actions":[{"AirConditionerAlias":[{"turnPower":true}]}]}"#)
+            let odd = #"{"actionResults":[{"setFanSpeed":{"succeeded":true}}]}"#
+            let put2 = try await e.call(
+                "PUT", "\(commands)/\(cid2)/action-results", token: thingToken, body: Data(odd.utf8))
+            #expect(put2.status == 204)
+            let c2 = try await e.waitForFinished(tid, cid2, token: token)
+            let kept = try #require(c2["actionResults"] as? [[String: Any]])
+            #expect(kept.count == 1 && kept[0]["setFanSpeed"] != nil, "\(kept)")
         }
     }
 }

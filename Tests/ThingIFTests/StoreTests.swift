@@ -177,7 +177,9 @@ struct StoreConformanceTests {
         }
     }
 
-    @Test("Owners are kept in order without duplicates; firmware versions are set", arguments: StoreFactory.all)
+    @Test(
+        "Owners are kept in order without duplicates; firmware versions and thing types are set",
+        arguments: StoreFactory.all)
     func ownersAndFirmware(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
             let t = try register(s, "AC-1", firmware: "1.0")
@@ -192,6 +194,12 @@ struct StoreConformanceTests {
             #expect(!s.setFirmwareVersion(thingID: "th.nope", "1.1"))
             #expect(s.thing(id: t.thingID)?.firmwareVersion == "1.1")
             #expect(s.thing(vendorThingID: "AC-1")?.firmwareVersion == "1.1")
+
+            // Kii's ThingTypeUpdateRequest.
+            #expect(s.setThingType(thingID: t.thingID, "AirPurifier"))
+            #expect(!s.setThingType(thingID: "th.nope", "AirPurifier"))
+            #expect(s.thing(id: t.thingID)?.thingType == "AirPurifier")
+            #expect(s.thing(vendorThingID: "AC-1")?.thingType == "AirPurifier")
         }
     }
 

@@ -1,18 +1,31 @@
 /// Onboarding messages (Kii Thing-IF) and the identity the thing keeps.
 public enum MediaType {
     public static let onboardingByThing = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"
+    /// Kii's other form of onboarding by the thing: a thing that knows its
+    /// thingID (an owner registered it) onboards with it and its password.
+    public static let onboardingWithThingIDByThing = "application/vnd.kii.OnboardingWithThingIDByThing+json"
     public static let installationCreation = "application/vnd.kii.InstallationCreationRequest+json"
     public static let json = "application/json"
 
-    /// True when a Content-Type names onboarding by the thing: the type
-    /// before any parameter (";charset=…"), ASCII case ignored, compared
-    /// as bytes.
+    /// True when a Content-Type names onboarding by the thing, by
+    /// vendorThingID or by thingID.
     public static func isOnboardingByThing(_ contentType: String) -> Bool {
+        names(contentType, onboardingByThing) || names(contentType, onboardingWithThingIDByThing)
+    }
+
+    /// True when a Content-Type names onboarding by the thing with its thingID.
+    public static func isOnboardingWithThingIDByThing(_ contentType: String) -> Bool {
+        names(contentType, onboardingWithThingIDByThing)
+    }
+
+    /// True when `contentType` is `expected`: the type before any parameter
+    /// (";charset=…"), ASCII case ignored, compared as bytes.
+    public static func names(_ contentType: String, _ expected: String) -> Bool {
         var type = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
         while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
-        let expected = onboardingByThing.utf8
-        guard type.count == expected.count else { return false }
-        return zip(type, expected).allSatisfy { a, b in
+        let want = expected.utf8
+        guard type.count == want.count else { return false }
+        return zip(type, want).allSatisfy { a, b in
             let lower = (0x41...0x5A).contains(a) ? a | 0x20 : a
             return lower == ((0x41...0x5A).contains(b) ? b | 0x20 : b)
         }

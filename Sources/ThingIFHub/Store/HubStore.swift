@@ -324,6 +324,8 @@ public protocol HubStore: AnyObject, Sendable {
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
     func setFirmwareVersion(thingID: String, _ version: String) -> Bool
+    /// Kii's ThingTypeUpdateRequest; false when the thing is unknown.
+    func setThingType(thingID: String, _ thingType: String) -> Bool
     /// Adds an owner ("user:…" or "group:…"); adding one twice is a no-op.
     func addOwner(thingID: String, owner: String) -> Bool
     /// The things any of `owners` ("user:…", "group:…") owns, by thingID.

@@ -157,6 +157,14 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func setThingType(thingID: String, _ thingType: String) -> Bool {
+        data.withLock { d in
+            guard d.things[thingID] != nil else { return false }
+            d.things[thingID]!.thingType = thingType
+            return true
+        }
+    }
+
     public func addOwner(thingID: String, owner: String) -> Bool {
         data.withLock { d in
             guard var t = d.things[thingID] else { return false }

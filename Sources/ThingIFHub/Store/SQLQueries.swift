@@ -45,6 +45,10 @@ enum SQLQueries {
         try c.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?", [.text(version), .text(thingID)]) == 1
     }
 
+    static func setThingType(_ c: some SQLConnection, thingID: String, _ thingType: String) throws -> Bool {
+        try c.run("UPDATE things SET thing_type = ? WHERE thing_id = ?", [.text(thingType), .text(thingID)]) == 1
+    }
+
     // MARK: state
 
     static func stateHistory(_ c: some SQLConnection, thingID: String, from: Int64, to: Int64) throws -> [StateSample] {

@@ -513,6 +513,10 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(false) { try SQLQueries.setFirmwareVersion($0, thingID: thingID, version) }
     }
 
+    public func setThingType(thingID: String, _ thingType: String) -> Bool {
+        use(false) { try SQLQueries.setThingType($0, thingID: thingID, thingType) }
+    }
+
     public func addOwner(thingID: String, owner: String) -> Bool {
         use(false) { c in
             try c.transaction {
