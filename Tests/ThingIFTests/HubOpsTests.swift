@@ -383,6 +383,89 @@ struct HubOpsTests {
     }
 
     @Test(
+        "thingif-hub --ha-mappings-file: a second thing type's config follows the file; `thingif thing delete` removes the thing and empties it",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
+        .timeLimit(.minutes(3)))
+    func mappingsFileAndCLIDelete() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-ha-mappings")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        // A heater: the appliance's actions, another thing type, its own
+        // range, no fan, the room temperature from another state field.
+        let file = root + "/ha-mappings.json"
+        try Data(
+            #"""
+            {"mappings":[{"thingType":"Heater","component":"climate","name":"Heater",
+              "schema":"AirConditioner-Demo","schemaVersion":1,
+              "power":{"action":"turnPower","param":"power","state":"power"},
+              "targetTemperature":{"action":"setPresetTemperature","param":"presetTemperature",
+                                   "state":"presetTemperature","min":5,"max":28,"step":1},
+              "currentTemperature":{"state":"roomTemperature"}}]}
+            """#.utf8
+        ).write(to: URL(fileURLWithPath: file))
+        let hubLog = root + "/hub.log"
+        let (hubPID, url) = try startHubProcess(
+            hubExe, broker: broker, logPath: hubLog, storeArgs: ["--memory", "--ha-mappings-file", file])
+        children.append(hubPID)
+        let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+        var r = try thingif("user", "create")
+        #expect(r.status == 0, "\(r.output)")
+        r = try thingif("onboard", "HT-0001", "demo-pass", "--thing-type", "Heater", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try JSON.parse(r.output).get()
+        let thingID = try #require(onboarded["thingID"]?.stringValue)
+        let thingToken = try #require(onboarded["accessToken"]?.stringValue)
+
+        let configTopic = "homeassistant/climate/\(thingID)/config"
+        let listener = try TopicListener(port: broker.port, topics: [configTopic])
+        defer { listener.stop() }
+        let heater = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/heater", "--thing-id", thingID, "--token", thingToken
+            ],
+            logPath: root + "/heater.log")
+        try heater.start()
+        defer { heater.stop() }
+
+        // The thing came online: its config, from the file's mapping.
+        #expect(
+            poll(timeoutMs: 15_000) { listener.payloads(on: configTopic).contains { !$0.isEmpty } },
+            "no config; hub:\n\(readText(hubLog))\nheater:\n\(heater.log)")
+        let text = try #require(listener.payloads(on: configTopic).first { !$0.isEmpty })
+        let doc = try JSON.parse(text).get()
+        #expect(HAClimateSchema.problems(doc) == [])
+        #expect(doc["name"]?.stringValue == "Heater")
+        #expect(doc["min_temp"]?.intValue == 5 && doc["max_temp"]?.intValue == 28)
+        #expect(doc["device"]?["model"]?.stringValue == "AirConditioner-Demo")
+        #expect(doc["current_temperature_template"]?.stringValue == "{{ value_json.roomTemperature }}")
+        #expect(doc["fan_modes"] == nil && doc["fan_mode_command_topic"] == nil, "the heater has no fan")
+        #expect(doc["current_humidity_topic"] == nil)
+
+        // thingif thing delete: the config is emptied, the thing is gone.
+        r = try thingif("thing", "delete", thingID)
+        #expect(r.status == 0 && r.output.contains("thing \(thingID) deleted"), "\(r.output)")
+        #expect(
+            poll(timeoutMs: 10_000) { listener.payloads(on: configTopic).last == "" },
+            "\(listener.payloads(on: configTopic))")
+        r = try thingif("state", "get", thingID)
+        #expect(r.status == 1 && r.output.contains("HTTP 404"), "\(r.output)")
+        r = try thingif("thing", "delete", thingID)
+        #expect(r.status == 1 && r.output.contains("TARGET_NOT_FOUND"), "\(r.output)")
+        r = try thingif("thing", "delete")
+        #expect(r.status == 2, "a usage error: \(r.output)")
+    }
+
+    @Test(
         "Home Assistant settings: the example mappings file is the built-in mapping; bad prefixes and files are refused"
     )
     func homeAssistantSettings() throws {
