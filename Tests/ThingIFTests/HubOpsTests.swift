@@ -111,6 +111,88 @@ struct HubOpsTests {
     }
 
     @Test(
+        "notifications_total by channel and outcome (SSE, webhook, MQTT; ok and failed), commands_failed, and things_online when the thing goes offline"
+    )
+    func notificationMetrics() async throws {
+        let hook = try WebhookReceiver()
+        defer { hook.stop() }
+        // A webhook that fails: an allowed address where nothing listens any more.
+        let dead = try WebhookReceiver()
+        let (deadURL, deadPort) = (dead.url, dead.port)
+        dead.stop()
+        let security = HubServer.Security(
+            webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)", "127.0.0.1:\(deadPort)"]),
+            metricsToken: HubOpsTests.metricsToken)
+        try await withHubAPI(security: security) { e in
+            // A normal user: every installation of the issuer is told.
+            let (uid, token) = try await e.user(loginName: "metrics-notes")
+            let (tid, thingToken) = try await e.onboard("AC-METRICS-2", owner: "user:\(uid)", token: token)
+            // The appliance fails every setFanSpeed.
+            let t = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_behave_fail(t.ct, "setFanSpeed", "the fan is stuck") == 0)
+            }
+            let sse = try await e.installation("SSE", token: token)
+            _ = try await e.installation("SSE", token: token)  // no stream open: failed
+            _ = try await e.installation("WEBHOOK", token: token, webhookURL: hook.url)
+            _ = try await e.installation("WEBHOOK", token: token, webhookURL: deadURL)
+            _ = try await e.installation("MQTT", token: token)
+            let stream = try RawStream(port: e.port, path: "\(e.api)/installations/\(sse.id)/events", token: token)
+            #expect(await offPool { stream.waitFor(": connected") }, "stream: \(stream.text)")
+            let before = try await metrics(e)
+            #expect(before.value("thingif_hub_things_online") == 1)
+
+            // One command the appliance runs, one whose action fails.
+            let done = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            #expect(try await e.waitForFinished(tid, done, token: token)["commandState"] as? String == "DONE")
+            let failed = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 5]]])
+            #expect(try await e.waitForFinished(tid, failed, token: token)["commandState"] as? String == "INCOMPLETE")
+            #expect(
+                await offPool { stream.waitFor("\"commandID\":\"\(failed)\"") && stream.text.contains(done) },
+                "stream: \(stream.text)")
+            #expect(await offPool { poll(timeoutMs: 10_000) { hook.bodies.withLock { $0.count } == 2 } })
+
+            let name = "thingif_hub_notifications_total"
+            func count(_ m: Exposition, _ channel: String, _ outcome: String) -> Double {
+                m.value(name, ["channel": channel, "outcome": outcome])
+            }
+            // Webhooks are posted off the request thread: wait until both of each are counted.
+            var after = try await metrics(e)
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline
+                && (count(after, "webhook", "ok") - count(before, "webhook", "ok") < 2
+                    || count(after, "webhook", "failed") - count(before, "webhook", "failed") < 2)
+            {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                after = try await metrics(e)
+            }
+            #expect(after.types[name] == "counter")
+            for (channel, outcome, n) in [
+                ("sse", "ok", 2.0), ("sse", "failed", 2), ("webhook", "ok", 2), ("webhook", "failed", 2),
+                ("mqtt", "ok", 2), ("mqtt", "failed", 0)
+            ] {
+                let delta = count(after, channel, outcome) - count(before, channel, outcome)
+                #expect(delta == n, "\(name){channel=\(channel),outcome=\(outcome)} moved by \(delta), not \(n)")
+            }
+            func delta(_ metric: String) -> Double { after.value(metric) - before.value(metric) }
+            #expect(delta("thingif_hub_commands_failed_total") == 1)
+            #expect(delta("thingif_hub_commands_done_total") == 1)
+            #expect(delta("thingif_hub_command_result_latency_seconds_count") == 2)
+
+            // The appliance stops (its will: offline): the gauge goes down.
+            await offPool { _ = t.destroy() }
+            var online = after.value("thingif_hub_things_online")
+            let offDeadline = Date().addingTimeInterval(10)
+            while online != 0 && Date() < offDeadline {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                online = try await metrics(e).value("thingif_hub_things_online")
+            }
+            #expect(online == 0, "things_online \(online) after the thing went offline")
+        }
+    }
+
+    @Test(
         "Deleting a thing: 204; its data, token, broker login and retained topics are gone, Home Assistant's config is emptied; refusals delete nothing"
     )
     func deleteThing() async throws {
