@@ -51,4 +51,23 @@ extension FrameworkSide {
         onEvent?("\(t.thingID) deleted (\(topics.count) MQTT installation(s))")
         return .success(())
     }
+
+    /// A status message of a client ID that no thing has: when this hub
+    /// still counts a thing that went online with it, another hub sharing
+    /// the store deleted that thing (and cleared its status topic), so this
+    /// hub forgets it too and `things_online` stays right on every hub.
+    func forgetDeleted(clientID: String) {
+        let candidates = data.withLock { d in d.commandTopic.filter { $0.value == clientID }.map(\.key) }
+        let gone = candidates.filter { store.thing(id: $0) == nil }
+        guard !gone.isEmpty else { return }
+        let online = data.withLock { d -> Int in
+            for tid in gone {
+                d.online[tid] = nil
+                d.commandTopic[tid] = nil
+            }
+            return d.online.values.filter { $0 }.count
+        }
+        metrics.setOnline(online)
+        for tid in gone { onEvent?("\(tid) was deleted by another hub") }
+    }
 }

@@ -259,6 +259,16 @@ struct HubOpsTests {
             #expect(try await e.call("DELETE", "\(e.api)/targets/thing:th.nope", token: token).status == 404)
             #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
             #expect(e.hub.isOnline(tid))
+            // A second hub on the same store and broker (as two hubs share
+            // PostgreSQL) learns the thing's status from the broker too.
+            let other = try #require(
+                FrameworkSide(
+                    Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: e.hub.store))
+            let otherEvents = Locked<[String]>([])
+            other.onEvent = { line in otherEvents.withLock { $0.append(line) } }
+            #expect(await offPool { other.start(timeoutMs: 10_000) }, "\(other.startProblem ?? "")")
+            defer { other.stop() }
+            #expect(await offPool { other.waitForOnline(tid, timeoutMs: 5000) })
 
             let deleted = try await e.call("DELETE", path, token: token)
             #expect(deleted.status == 204 && deleted.data.isEmpty, "\(deleted.status) \(deleted.text)")
@@ -296,6 +306,14 @@ struct HubOpsTests {
             #expect(late.messages.withLock { $0.isEmpty }, "still retained: \(late.messages.withLock { $0 })")
             #expect(!e.hub.isOnline(tid))
             #expect(try await metrics(e, token: nil).value("thingif_hub_things_online") == 0)
+            // The other hub forgets it when the cleared status reaches it.
+            let forgotten = await offPool {
+                poll(timeoutMs: 5000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
+            }
+            #expect(forgotten, "\(otherEvents.withLock { $0 })")
+            #expect(!other.isOnline(tid))
+            let otherMetrics = try Exposition(String(decoding: other.metrics.exposition(), as: UTF8.self))
+            #expect(otherMetrics.value("thingif_hub_things_online") == 0)
             // Home Assistant's birth message publishes no config for it again.
             _ = watcher.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), qos: 1)
             await offPool { Platform.sleepMs(500) }
