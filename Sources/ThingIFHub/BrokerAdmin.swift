@@ -349,12 +349,18 @@ public final class BrokerAdmin: @unchecked Sendable {
         return nil
     }
 
-    /// Removes a client and its role (a deleted thing or installation).
-    func remove(username: String, role: String) {
-        _ = run([
-            BrokerAdmin.command("deleteClient", [("username", BrokerAdmin.str(username))]),
-            BrokerAdmin.command("deleteRole", [("rolename", BrokerAdmin.str(role))])
-        ])
+    /// Removes a client and its role (a deleted thing or installation); the
+    /// plugin disconnects a client that is connected. True when the broker
+    /// confirmed both, or did not know them (removal is idempotent).
+    @discardableResult
+    func remove(username: String, role: String) -> Bool {
+        guard
+            let out = run([
+                BrokerAdmin.command("deleteClient", [("username", BrokerAdmin.str(username))]),
+                BrokerAdmin.command("deleteRole", [("rolename", BrokerAdmin.str(role))])
+            ])
+        else { return false }
+        return out.count == 2 && out.allSatisfy { $0.isSuccess || $0.notFound }
     }
 }
 

@@ -10,7 +10,10 @@ extension FrameworkSide {
         if let ha = homeAssistant, ha.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
-            guard let tid = store.thing(mqttTopic: clientID)?.thingID else { return }
+            guard let tid = store.thing(mqttTopic: clientID)?.thingID else {
+                forgetDeleted(clientID: clientID)
+                return
+            }
             let online = data.withLock {
                 $0.online[tid] = up
                 if up { $0.commandTopic[tid] = clientID }

@@ -260,6 +260,20 @@ final class HomeAssistantBridge: @unchecked Sendable {
             topic: HATopics.availability(thingID), payload: Array((online ? "online" : "offline").utf8))
     }
 
+    /// A deleted thing: an empty retained message on its config topic makes
+    /// Home Assistant remove the entity (MQTT discovery: "publish an empty
+    /// payload to the config topic"); its state and availability topics are
+    /// cleared too, so that nothing of it stays on the broker.
+    func removed(thingID: String) {
+        known.withLock { _ = $0.remove(thingID) }
+        for topic in [
+            HATopics.config(prefix: options.prefix, thingID: thingID), HATopics.state(thingID),
+            HATopics.availability(thingID)
+        ] {
+            _ = hub.publishRetained(topic: topic, payload: [])
+        }
+    }
+
     func stateChanged(thingID: String, merged: String) {
         guard let t = hub.store.thing(id: thingID), mapping(t.thingType) != nil else { return }
         _ = hub.publishRetained(topic: HATopics.state(thingID), payload: Array(merged.utf8))

@@ -186,6 +186,9 @@ public final class HubServer: Service, @unchecked Sendable {
         router.post("/api/apps/{appID}/installations") { try await api.createInstallation($0, $1) }
         router.delete("/api/apps/{appID}/installations/{installationID}") { try await api.deleteInstallation($0, $1) }
         router.get("/api/apps/{appID}/installations/{installationID}/events") { try await api.events($0, $1) }
+        // Deleting a thing: the path of Thing-IF's targets, and Kii's own thing resource.
+        router.delete("/api/apps/{appID}/targets/{target}") { try await api.deleteThing($0, $1) }
+        router.delete("/api/apps/{appID}/things/{thingID}") { try await api.deleteThing($0, $1) }
         // The thing's own calls, as Kii's thing SDKs make them over HTTP (the
         // same router as over MQTT: FrameworkSide.thingRequestOverHTTP).
         // Onboarding by the thing shares POST …/onboardings with the owner's
@@ -549,6 +552,21 @@ struct API: Sendable {
         let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
         if let ep = hub.handoverEndpoint(for: t) { o.set("mqttEndpoint", ep.encode()) }
         return Reply.json(200, o)
+    }
+
+    /// DELETE …/targets/thing:{thingID} or Kii's …/things/{thingID}: the
+    /// owner deletes the thing and what belongs to it (FrameworkSide.removeThing); 204.
+    func deleteThing(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid: String
+        if context.parameters.get("thingID") != nil {
+            tid = try param(context, "thingID")
+            try spend("thing:" + tid)
+        } else {
+            tid = try thingID(context)
+        }
+        try value(hub.deleteThing(user: user, thingID: tid))
+        return Reply.noContent()
     }
 
     // MARK: commands

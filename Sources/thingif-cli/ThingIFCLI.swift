@@ -23,7 +23,7 @@ struct ThingIFCLI: ParsableCommand {
             Exit status: 0 on success, 1 when the hub refused or could not be reached, 2 on a usage error.
             """,
         subcommands: [
-            UserGroup.self, Onboard.self, CommandGroup.self, StateGroup.self, Watch.self,
+            UserGroup.self, Onboard.self, ThingGroup.self, CommandGroup.self, StateGroup.self, Watch.self,
             ActionSetGroup.self, TimerGroup.self, TriggerGroup.self
         ]
     )
@@ -277,6 +277,35 @@ struct Onboard: ParsableCommand {
             let token = answer["accessToken"]?.stringValue ?? "-"
             print(Format.table([["thingID", thingID], ["accessToken", token]]))
             print("hand both to the device, e.g. aircon --thing-id \(thingID) --token \(token)")
+        }
+    }
+}
+
+// MARK: - thing
+
+struct ThingGroup: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "thing", abstract: "Things the user owns.", subcommands: [Delete.self])
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Delete a thing with its commands, state, triggers and automation; its token and broker login stop working.",
+            discussion: """
+                The hub also clears the thing's retained messages on the broker, and Home Assistant \
+                removes its entity. The device must be onboarded again to come back (as a new thing).
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The thing's ID.") var thingID: String
+
+        func run() throws {
+            try guarded {
+                let ctx = try Context(global)
+                let client = try ctx.userClient()
+                try client.call("DELETE", client.app + "/targets/thing:" + HubClient.pathComponent(thingID))
+                if ctx.json { print("{}") } else { print("thing \(thingID) deleted") }
+            }
         }
     }
 }

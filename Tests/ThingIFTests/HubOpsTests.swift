@@ -110,22 +110,230 @@ struct HubOpsTests {
         }
     }
 
-    /// The keys of Home Assistant's MQTT climate schema the hub may use,
-    /// from https://www.home-assistant.io/integrations/climate.mqtt/
-    /// (Configuration Variables) and the MQTT discovery page's shared keys
-    /// (device, unique_id, object_id, availability_topic, qos). The schema
-    /// has no required key; the ones the hub must send for its controls are
-    /// `required` below.
-    static let climateKeys: Set<String> = [
-        "name", "unique_id", "object_id", "device", "availability_topic", "payload_available",
-        "payload_not_available", "qos", "retain", "optimistic", "modes", "mode_command_topic",
-        "mode_command_template", "mode_state_topic", "mode_state_template", "power_command_topic",
-        "power_command_template", "payload_on", "payload_off", "temperature_command_topic",
-        "temperature_command_template", "temperature_state_topic", "temperature_state_template", "min_temp",
-        "max_temp", "temp_step", "precision", "temperature_unit", "fan_modes", "fan_mode_command_topic",
-        "fan_mode_command_template", "fan_mode_state_topic", "fan_mode_state_template", "current_temperature_topic",
-        "current_temperature_template", "current_humidity_topic", "current_humidity_template", "json_attributes_topic"
-    ]
+    @Test(
+        "notifications_total by channel and outcome (SSE, webhook, MQTT; ok and failed), commands_failed, and things_online when the thing goes offline"
+    )
+    func notificationMetrics() async throws {
+        let hook = try WebhookReceiver()
+        defer { hook.stop() }
+        // A webhook that fails: an allowed address where nothing listens any more.
+        let dead = try WebhookReceiver()
+        let (deadURL, deadPort) = (dead.url, dead.port)
+        dead.stop()
+        let security = HubServer.Security(
+            webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)", "127.0.0.1:\(deadPort)"]),
+            metricsToken: HubOpsTests.metricsToken)
+        try await withHubAPI(security: security) { e in
+            // A normal user: every installation of the issuer is told.
+            let (uid, token) = try await e.user(loginName: "metrics-notes")
+            let (tid, thingToken) = try await e.onboard("AC-METRICS-2", owner: "user:\(uid)", token: token)
+            // The appliance fails every setFanSpeed.
+            let t = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_behave_fail(t.ct, "setFanSpeed", "the fan is stuck") == 0)
+            }
+            let sse = try await e.installation("SSE", token: token)
+            _ = try await e.installation("SSE", token: token)  // no stream open: failed
+            _ = try await e.installation("WEBHOOK", token: token, webhookURL: hook.url)
+            _ = try await e.installation("WEBHOOK", token: token, webhookURL: deadURL)
+            _ = try await e.installation("MQTT", token: token)
+            let stream = try RawStream(port: e.port, path: "\(e.api)/installations/\(sse.id)/events", token: token)
+            #expect(await offPool { stream.waitFor(": connected") }, "stream: \(stream.text)")
+            let before = try await metrics(e)
+            #expect(before.value("thingif_hub_things_online") == 1)
+
+            // One command the appliance runs, one whose action fails.
+            let done = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            #expect(try await e.waitForFinished(tid, done, token: token)["commandState"] as? String == "DONE")
+            let failed = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 5]]])
+            #expect(try await e.waitForFinished(tid, failed, token: token)["commandState"] as? String == "INCOMPLETE")
+            #expect(
+                await offPool { stream.waitFor("\"commandID\":\"\(failed)\"") && stream.text.contains(done) },
+                "stream: \(stream.text)")
+            #expect(await offPool { poll(timeoutMs: 10_000) { hook.bodies.withLock { $0.count } == 2 } })
+
+            let name = "thingif_hub_notifications_total"
+            func count(_ m: Exposition, _ channel: String, _ outcome: String) -> Double {
+                m.value(name, ["channel": channel, "outcome": outcome])
+            }
+            // Webhooks are posted off the request thread: wait until both of each are counted.
+            var after = try await metrics(e)
+            let deadline = Date().addingTimeInterval(15)
+            while Date() < deadline
+                && (count(after, "webhook", "ok") - count(before, "webhook", "ok") < 2
+                    || count(after, "webhook", "failed") - count(before, "webhook", "failed") < 2)
+            {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                after = try await metrics(e)
+            }
+            #expect(after.types[name] == "counter")
+            for (channel, outcome, n) in [
+                ("sse", "ok", 2.0), ("sse", "failed", 2), ("webhook", "ok", 2), ("webhook", "failed", 2),
+                ("mqtt", "ok", 2), ("mqtt", "failed", 0)
+            ] {
+                let delta = count(after, channel, outcome) - count(before, channel, outcome)
+                #expect(delta == n, "\(name){channel=\(channel),outcome=\(outcome)} moved by \(delta), not \(n)")
+            }
+            func delta(_ metric: String) -> Double { after.value(metric) - before.value(metric) }
+            #expect(delta("thingif_hub_commands_failed_total") == 1)
+            #expect(delta("thingif_hub_commands_done_total") == 1)
+            #expect(delta("thingif_hub_command_result_latency_seconds_count") == 2)
+
+            // The appliance stops (its will: offline): the gauge goes down.
+            await offPool { _ = t.destroy() }
+            var online = after.value("thingif_hub_things_online")
+            let offDeadline = Date().addingTimeInterval(10)
+            while online != 0 && Date() < offDeadline {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                online = try await metrics(e).value("thingif_hub_things_online")
+            }
+            #expect(online == 0, "things_online \(online) after the thing went offline")
+        }
+    }
+
+    @Test(
+        "Deleting a thing: 204; its data, token, broker login and retained topics are gone, Home Assistant's config is emptied; refusals delete nothing"
+    )
+    func deleteThing() async throws {
+        try await withHubAPI { e in
+            let haUser = "ha-" + Platform.randomHex(bytes: 4)
+            let haPassword = Platform.randomHex(bytes: 16)
+            let problem = await offPool {
+                e.hub.provisionHomeAssistantClient(username: haUser, password: haPassword, prefix: "homeassistant")
+            }
+            #expect(problem == nil, "\(problem ?? "")")
+            await offPool { e.hub.enableHomeAssistant(HomeAssistantOptions()) }
+
+            let (uid, token) = try await e.user()
+            let (tid, thingToken) = try await e.onboard("AC-DEL-1", owner: "user:\(uid)", token: token)
+            _ = try await e.appliance(thingID: tid, token: thingToken) { t in
+                #expect(ct_behave_upload_state(t.ct, "setPresetTemperature", 1) == 0)
+            }
+            let identity = try StoredIdentity(storage: e.env.storage("ac"))
+            #expect(identity.thingID == tid)
+            // Something of everything: a command with results and a state
+            // upload, an action set (the retained automation config), a trigger.
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await e.waitForFinished(tid, cid, token: token)
+            let action: [String: Any] = [
+                "schema": Aircon.schema, "schemaVersion": 1, "action": "turnPower", "params": ["power": true]
+            ]
+            let put = try await e.call(
+                "PUT", "\(e.target(tid))/action-sets/morning", token: token, json: ["actions": [action]])
+            #expect(put.status == 204, "\(put.text)")
+            let trigger = try await e.call(
+                "POST", "\(e.target(tid))/triggers", token: token,
+                json: [
+                    "predicate": ["eventSource": "SCHEDULE_ONCE", "scheduleAt": Platform.epochMs() + 3_600_000],
+                    "command": [
+                        "schema": Aircon.schema, "schemaVersion": 1, "issuer": "user:\(uid)",
+                        "actions": [["turnPower": ["power": false]]]
+                    ]
+                ])
+            #expect(trigger.status == 201, "\(trigger.text)")
+
+            // The retained messages of the thing, each there now.
+            let retained = [
+                "homeassistant/climate/\(tid)/config", "thingif/\(tid)/state", "thingif/\(tid)/availability",
+                Topics.config(clientID: identity.topic), Topics.status(clientID: identity.topic)
+            ]
+            let watcher = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: retained) } }
+                .get()
+            defer { watcher.stop() }
+            let present = await offPool {
+                poll(timeoutMs: 10_000) { retained.allSatisfy { watcher.payloads(on: $0).contains { !$0.isEmpty } } }
+            }
+            #expect(present, "retained: \(retained.map { ($0, watcher.payloads(on: $0)) })")
+
+            // Refusals delete nothing: no token, another user's, a target
+            // that is not a thing, another app, an unknown thing.
+            let path = "\(e.api)/targets/thing:\(tid)"
+            let (_, otherToken) = try await e.user()
+            #expect(try await e.call("DELETE", path).status == 401)
+            let foreign = try await e.call("DELETE", path, token: otherToken)
+            #expect(foreign.status == 404 && foreign.errorCode == "TARGET_NOT_FOUND", "\(foreign.text)")
+            #expect(try await e.call("DELETE", "\(e.api)/targets/group:\(tid)", token: token).status == 404)
+            let app = try await e.call("DELETE", "/api/apps/otherApp/targets/thing:\(tid)", token: token)
+            #expect(app.status == 404 && app.errorCode == "APP_NOT_FOUND", "\(app.text)")
+            #expect(try await e.call("DELETE", "\(e.api)/targets/thing:th.nope", token: token).status == 404)
+            #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
+            #expect(e.hub.isOnline(tid))
+            // A second hub on the same store and broker (as two hubs share
+            // PostgreSQL) learns the thing's status from the broker too.
+            let other = try #require(
+                FrameworkSide(
+                    Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: e.hub.store))
+            let otherEvents = Locked<[String]>([])
+            other.onEvent = { line in otherEvents.withLock { $0.append(line) } }
+            #expect(await offPool { other.start(timeoutMs: 10_000) }, "\(other.startProblem ?? "")")
+            defer { other.stop() }
+            #expect(await offPool { other.waitForOnline(tid, timeoutMs: 5000) })
+
+            let deleted = try await e.call("DELETE", path, token: token)
+            #expect(deleted.status == 204 && deleted.data.isEmpty, "\(deleted.status) \(deleted.text)")
+
+            // Its data is gone for its owner.
+            let commands = try await e.get("\(e.target(tid))/commands", token: token)
+            #expect(commands.status == 404 && commands.errorCode == "TARGET_NOT_FOUND", "\(commands.text)")
+            let mine = try await e.get("\(e.api)/users/me/things", token: token)
+            #expect(mine.status == 200 && !mine.text.contains(tid), "\(mine.text)")
+            #expect(e.hub.store.command(id: cid) == nil && e.hub.store.automation(thingID: tid) == nil)
+            #expect(e.hub.store.triggers(thingID: tid).isEmpty && e.hub.store.allTriggers().isEmpty)
+            // Its token: 401 on the thing's own calls.
+            let upload = try await e.call("PUT", "\(e.target(tid))/states", token: thingToken, json: ["power": true])
+            #expect(upload.status == 401, "\(upload.status) \(upload.text)")
+            // Its broker login no longer connects.
+            let login = try await offPool {
+                Result {
+                    try MqttProbe(
+                        port: e.env.broker.port, clientID: identity.topic, username: identity.username,
+                        password: identity.password)
+                }
+            }.get()
+            defer { login.stop() }
+            #expect(!login.isConnected && login.connackCode != 0, "connack \(String(describing: login.connackCode))")
+            // Each retained topic was emptied (what makes Home Assistant
+            // remove the entity), and a new subscriber finds none of them.
+            let emptied = await offPool {
+                poll(timeoutMs: 10_000) { retained.allSatisfy { watcher.payloads(on: $0).last == "" } }
+            }
+            #expect(emptied, "last payloads: \(retained.map { ($0, watcher.payloads(on: $0).last ?? "-") })")
+            let late = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: retained) } }
+                .get()
+            defer { late.stop() }
+            await offPool { Platform.sleepMs(1000) }
+            #expect(late.messages.withLock { $0.isEmpty }, "still retained: \(late.messages.withLock { $0 })")
+            #expect(!e.hub.isOnline(tid))
+            #expect(try await metrics(e, token: nil).value("thingif_hub_things_online") == 0)
+            // The other hub forgets it when the cleared status reaches it.
+            let forgotten = await offPool {
+                poll(timeoutMs: 5000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
+            }
+            #expect(forgotten, "\(otherEvents.withLock { $0 })")
+            #expect(!other.isOnline(tid))
+            let otherMetrics = try Exposition(String(decoding: other.metrics.exposition(), as: UTF8.self))
+            #expect(otherMetrics.value("thingif_hub_things_online") == 0)
+            // Home Assistant's birth message publishes no config for it again.
+            _ = watcher.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), qos: 1)
+            await offPool { Platform.sleepMs(500) }
+            #expect(late.messages.withLock { $0.isEmpty }, "published again: \(late.messages.withLock { $0 })")
+
+            // A second delete finds nothing.
+            let again = try await e.call("DELETE", path, token: token)
+            #expect(again.status == 404 && again.errorCode == "TARGET_NOT_FOUND")
+
+            // Kii's path deletes too, and the vendorThingID onboards anew as a new thing.
+            let (tid2, _) = try await e.onboard("AC-DEL-1", owner: "user:\(uid)", token: token)
+            #expect(tid2 != tid)
+            let kii = try await e.call("DELETE", "\(e.api)/things/\(tid2)", token: token)
+            #expect(kii.status == 204, "\(kii.status) \(kii.text)")
+            #expect(e.hub.store.thing(id: tid2) == nil)
+        }
+    }
+
+    /// The keys the hub must send for its controls (the schema itself has
+    /// no required key).
     static let required: Set<String> = [
         "unique_id", "availability_topic", "modes", "mode_command_topic", "mode_state_topic", "power_command_topic",
         "temperature_command_topic", "temperature_state_topic", "fan_mode_command_topic", "fan_modes",
@@ -180,12 +388,19 @@ struct HubOpsTests {
             let config = try #require(await offPool { ha.waitForMessage(on: configTopic) }, "no config")
             #expect(config.retain, "the config is retained")
             let doc = try #require(parseObject(String(decoding: config.payload, as: UTF8.self)))
+            let schemaDoc = try JSON.parse(config.payload).get()
+            #expect(HAClimateSchema.problems(schemaDoc) == [], "the config against Home Assistant's climate schema")
+            for (what, broken) in HAClimateSchema.brokenCopies(of: schemaDoc) {
+                #expect(!HAClimateSchema.problems(broken).isEmpty, "the schema check accepts \(what)")
+            }
             let keys = Set(doc.keys)
             #expect(
-                keys.subtracting(HubOpsTests.climateKeys).isEmpty,
-                "unknown keys: \(keys.subtracting(HubOpsTests.climateKeys))")
-            #expect(
                 HubOpsTests.required.subtracting(keys).isEmpty, "missing: \(HubOpsTests.required.subtracting(keys))")
+            #expect(doc["unique_id"] as? String == "thingif_\(tid)")
+            #expect(
+                (doc["device"] as? [String: Any])?["identifiers"] as? [String] == ["thingif_\(tid)"],
+                "the device block ties the entity to one device")
+            #expect(doc["fan_modes"] as? [String] == (0...10).map(String.init))
             #expect(doc["availability_topic"] as? String == availabilityTopic)
             #expect(doc["temperature_state_topic"] as? String == stateTopic)
             #expect(doc["modes"] as? [String] == ["off", "cool"])
@@ -268,6 +483,89 @@ struct HubOpsTests {
     }
 
     @Test(
+        "thingif-hub --ha-mappings-file: a second thing type's config follows the file; `thingif thing delete` removes the thing and empties it",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
+        .timeLimit(.minutes(3)))
+    func mappingsFileAndCLIDelete() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let broker = try Broker.start()
+        let root = try makeTempDirectory(prefix: "thingif-ha-mappings")
+        var children: [pid_t] = []
+        defer {
+            for pid in children.reversed() { endChild(pid) }
+            broker.stop()
+            broker.removeFiles()
+            try? FileManager.default.removeItem(atPath: root)
+        }
+        // A heater: the appliance's actions, another thing type, its own
+        // range, no fan, the room temperature from another state field.
+        let file = root + "/ha-mappings.json"
+        try Data(
+            #"""
+            {"mappings":[{"thingType":"Heater","component":"climate","name":"Heater",
+              "schema":"AirConditioner-Demo","schemaVersion":1,
+              "power":{"action":"turnPower","param":"power","state":"power"},
+              "targetTemperature":{"action":"setPresetTemperature","param":"presetTemperature",
+                                   "state":"presetTemperature","min":5,"max":28,"step":1},
+              "currentTemperature":{"state":"roomTemperature"}}]}
+            """#.utf8
+        ).write(to: URL(fileURLWithPath: file))
+        let hubLog = root + "/hub.log"
+        let (hubPID, url) = try startHubProcess(
+            hubExe, broker: broker, logPath: hubLog, storeArgs: ["--memory", "--ha-mappings-file", file])
+        children.append(hubPID)
+        let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+        var r = try thingif("user", "create")
+        #expect(r.status == 0, "\(r.output)")
+        r = try thingif("onboard", "HT-0001", "demo-pass", "--thing-type", "Heater", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let onboarded = try JSON.parse(r.output).get()
+        let thingID = try #require(onboarded["thingID"]?.stringValue)
+        let thingToken = try #require(onboarded["accessToken"]?.stringValue)
+
+        let configTopic = "homeassistant/climate/\(thingID)/config"
+        let listener = try TopicListener(port: broker.port, topics: [configTopic])
+        defer { listener.stop() }
+        let heater = try ApplianceProcess(
+            args: [
+                "--port", "\(broker.port)", "--storage", root + "/heater", "--thing-id", thingID, "--token", thingToken
+            ],
+            logPath: root + "/heater.log")
+        try heater.start()
+        defer { heater.stop() }
+
+        // The thing came online: its config, from the file's mapping.
+        #expect(
+            poll(timeoutMs: 15_000) { listener.payloads(on: configTopic).contains { !$0.isEmpty } },
+            "no config; hub:\n\(readText(hubLog))\nheater:\n\(heater.log)")
+        let text = try #require(listener.payloads(on: configTopic).first { !$0.isEmpty })
+        let doc = try JSON.parse(text).get()
+        #expect(HAClimateSchema.problems(doc) == [])
+        #expect(doc["name"]?.stringValue == "Heater")
+        #expect(doc["min_temp"]?.intValue == 5 && doc["max_temp"]?.intValue == 28)
+        #expect(doc["device"]?["model"]?.stringValue == "AirConditioner-Demo")
+        #expect(doc["current_temperature_template"]?.stringValue == "{{ value_json.roomTemperature }}")
+        #expect(doc["fan_modes"] == nil && doc["fan_mode_command_topic"] == nil, "the heater has no fan")
+        #expect(doc["current_humidity_topic"] == nil)
+
+        // thingif thing delete: the config is emptied, the thing is gone.
+        r = try thingif("thing", "delete", thingID)
+        #expect(r.status == 0 && r.output.contains("thing \(thingID) deleted"), "\(r.output)")
+        #expect(
+            poll(timeoutMs: 10_000) { listener.payloads(on: configTopic).last == "" },
+            "\(listener.payloads(on: configTopic))")
+        r = try thingif("state", "get", thingID)
+        #expect(r.status == 1 && r.output.contains("HTTP 404"), "\(r.output)")
+        r = try thingif("thing", "delete", thingID)
+        #expect(r.status == 1 && r.output.contains("TARGET_NOT_FOUND"), "\(r.output)")
+        r = try thingif("thing", "delete")
+        #expect(r.status == 2, "a usage error: \(r.output)")
+    }
+
+    @Test(
         "Home Assistant settings: the example mappings file is the built-in mapping; bad prefixes and files are refused"
     )
     func homeAssistantSettings() throws {
@@ -291,5 +589,220 @@ struct HubOpsTests {
             #expect(throws: HubConfig.ConfigError.self) { try load(["--ha-discovery-prefix", bad]) }
         }
         #expect(throws: HubConfig.ConfigError.self) { try load(["--ha-username", "ha"]) }
+    }
+}
+
+/// Home Assistant's MQTT climate discovery schema, written from its
+/// documentation: https://www.home-assistant.io/integrations/climate.mqtt/
+/// (Configuration Variables: each key's type and default) and
+/// https://www.home-assistant.io/integrations/mqtt/ (MQTT discovery: the
+/// `device` block, `availability` and `availability_topic`, `qos`). Home
+/// Assistant checks a discovery payload with its own voluptuous schema; the
+/// homeassistant package from PyPI (hundreds of MB of dependencies) is too
+/// heavy to install in CI for this one check, so its rules are copied here:
+/// the keys a climate entity may have and, for each, the type and values it
+/// takes. `problems` returns what violates them (empty: the payload is valid).
+enum HAClimateSchema {
+    enum Kind {
+        case string, topic, stateTemplate, commandTemplate, number, positiveNumber, bool, qos, precision, unit
+        case modes, strings, availability, availabilityMode, device, entityCategory
+    }
+
+    /// Home Assistant's HVAC modes (climate: "modes … Needs to be a subset
+    /// of" off, heat, cool, heat_cool, auto, dry, fan_only).
+    static let hvacModes: Set<String> = ["off", "heat", "cool", "heat_cool", "auto", "dry", "fan_only"]
+
+    /// The device block's keys (MQTT discovery, "device").
+    static let deviceKeys: Set<String> = [
+        "configuration_url", "connections", "hw_version", "identifiers", "manufacturer", "model", "model_id", "name",
+        "serial_number", "suggested_area", "sw_version", "via_device"
+    ]
+
+    static let keys: [String: Kind] = {
+        var k: [String: Kind] = [
+            "name": .string, "unique_id": .string, "object_id": .string, "icon": .string, "encoding": .string,
+            "entity_picture": .string, "entity_category": .entityCategory, "enabled_by_default": .bool,
+            "device": .device, "availability": .availability, "availability_topic": .topic,
+            "availability_template": .stateTemplate, "availability_mode": .availabilityMode,
+            "payload_available": .string, "payload_not_available": .string, "payload_on": .string,
+            "payload_off": .string, "qos": .qos, "retain": .bool, "optimistic": .bool, "modes": .modes,
+            "fan_modes": .strings, "preset_modes": .strings, "swing_modes": .strings, "min_temp": .number,
+            "max_temp": .number, "temp_step": .positiveNumber, "precision": .precision, "initial": .number,
+            "min_humidity": .number, "max_humidity": .number, "temperature_unit": .unit,
+            "json_attributes_topic": .topic, "json_attributes_template": .stateTemplate,
+            "value_template": .stateTemplate, "action_topic": .topic, "action_template": .stateTemplate,
+            "current_temperature_topic": .topic, "current_temperature_template": .stateTemplate,
+            "current_humidity_topic": .topic, "current_humidity_template": .stateTemplate,
+            "preset_mode_value_template": .stateTemplate, "preset_mode_state_topic": .topic
+        ]
+        // The controls: a command topic and template, a state topic and template each.
+        for control in [
+            "mode", "power", "temperature", "fan_mode", "swing_mode", "preset_mode", "target_humidity",
+            "temperature_high", "temperature_low"
+        ] {
+            k["\(control)_command_topic"] = .topic
+            k["\(control)_command_template"] = .commandTemplate
+            if control != "power" && control != "preset_mode" {
+                k["\(control)_state_topic"] = .topic
+                k["\(control)_state_template"] = .stateTemplate
+            }
+        }
+        return k
+    }()
+
+    static func number(_ v: JSON) -> Double? {
+        if let i = v.intValue { return Double(i) }
+        return v.typeName == "a number" ? Double(v.dump()) : nil
+    }
+
+    /// A topic the hub names for one entity: a non-empty UTF-8 string of at
+    /// most 65,535 bytes without NUL, and without the wildcards + and #
+    /// (command topics are published to, so MQTT forbids wildcards there;
+    /// Home Assistant would accept them in state topics, but an entity's
+    /// topics are the hub's own, concrete ones).
+    static func topicProblem(_ v: JSON) -> String? {
+        guard let s = v.stringValue else { return "must be a topic string, not \(v.typeName)" }
+        if s.isEmpty || s.utf8.count > 65_535 { return "must be 1 to 65,535 bytes" }
+        if s.contains("+") || s.contains("#") || s.contains("\u{0}") { return "\(s) has a wildcard or NUL" }
+        return nil
+    }
+
+    /// A Jinja template: a string with balanced {{ }}; a state template
+    /// reads the payload (`value` or `value_json`).
+    static func templateProblem(_ v: JSON, state: Bool) -> String? {
+        guard let s = v.stringValue else { return "must be a template string, not \(v.typeName)" }
+        let opens = s.components(separatedBy: "{{").count - 1
+        let closes = s.components(separatedBy: "}}").count - 1
+        if opens == 0 || opens != closes { return "\(s) is not a {{ … }} template" }
+        if state && !s.contains("value") { return "\(s) does not read the payload (value / value_json)" }
+        return nil
+    }
+
+    static func stringsProblem(_ v: JSON, allowed: Set<String>? = nil) -> String? {
+        guard v.isArray, v.count > 0 else { return "must be a non-empty list, not \(v.typeName)" }
+        let items = v.elements.map(\.stringValue)
+        guard items.allSatisfy({ $0.map { !$0.isEmpty } == true }) else { return "must hold non-empty strings" }
+        let strings = items.compactMap { $0 }
+        if Set(strings).count != strings.count { return "has duplicates: \(strings)" }
+        if let allowed, let bad = strings.first(where: { !allowed.contains($0) }) {
+            return "\(bad) is not one of \(allowed.sorted())"
+        }
+        return nil
+    }
+
+    static func problem(_ kind: Kind, _ v: JSON) -> String? {
+        switch kind {
+        case .string: return v.isString ? nil : "must be a string, not \(v.typeName)"
+        case .topic: return topicProblem(v)
+        case .stateTemplate: return templateProblem(v, state: true)
+        case .commandTemplate: return templateProblem(v, state: false)
+        case .number: return number(v) == nil ? "must be a number, not \(v.typeName)" : nil
+        case .positiveNumber: return (number(v) ?? 0) > 0 ? nil : "must be a number above 0"
+        case .bool: return v.boolValue == nil ? "must be a boolean, not \(v.typeName)" : nil
+        case .qos: return v.intValue.map { (0...2).contains($0) } == true ? nil : "must be 0, 1 or 2"
+        case .precision: return [0.1, 0.5, 1.0].contains(number(v) ?? -1) ? nil : "must be 0.1, 0.5 or 1.0"
+        case .unit: return ["C", "F"].contains(v.stringValue ?? "") ? nil : "must be C or F"
+        case .modes: return stringsProblem(v, allowed: hvacModes)
+        case .strings: return stringsProblem(v)
+        case .availabilityMode:
+            return ["all", "any", "latest"].contains(v.stringValue ?? "") ? nil : "all, any or latest"
+        case .entityCategory:
+            return ["config", "diagnostic"].contains(v.stringValue ?? "") ? nil : "config or diagnostic"
+        case .availability:
+            guard v.isArray, v.count > 0 else { return "must be a non-empty list of {topic, …}" }
+            for a in v.elements {
+                guard a.isObject, let t = a["topic"] else { return "an entry without a topic" }
+                if let p = topicProblem(t) { return "topic \(p)" }
+                for (key, value) in a.members where key != "topic" {
+                    switch key {
+                    case "payload_available", "payload_not_available":
+                        if !value.isString { return "\(key) must be a string" }
+                    case "value_template":
+                        if let p = templateProblem(value, state: true) { return p }
+                    default: return "unknown key \(key) in an entry"
+                    }
+                }
+            }
+            return nil
+        case .device:
+            guard v.isObject else { return "must be an object, not \(v.typeName)" }
+            if let bad = v.members.first(where: { !deviceKeys.contains($0.key) }) { return "unknown key \(bad.key)" }
+            // "At least one of identifiers or connections must be present."
+            guard let ids = v["identifiers"] ?? v["connections"] else { return "needs identifiers or connections" }
+            if ids.isString { return ids.stringValue!.isEmpty ? "empty identifiers" : nil }
+            if let p = stringsProblem(ids) { return "identifiers \(p)" }
+            for key in ["name", "manufacturer", "model", "sw_version", "hw_version"] where v[key] != nil {
+                if v[key]?.isString != true { return "\(key) must be a string" }
+            }
+            return nil
+        }
+    }
+
+    static func problems(_ doc: JSON) -> [String] {
+        guard doc.isObject else { return ["the payload is \(doc.typeName), not an object"] }
+        var out: [String] = []
+        for (key, value) in doc.members {
+            guard let kind = keys[key] else {
+                out.append("unknown key \(key)")
+                continue
+            }
+            if let p = problem(kind, value) { out.append("\(key): \(p)") }
+        }
+        if doc["availability"] != nil && doc["availability_topic"] != nil {
+            out.append("availability and availability_topic exclude each other")
+        }
+        if doc["device"] != nil && doc["unique_id"] == nil {
+            out.append("device needs unique_id (the device registry works only with it)")
+        }
+        if let lo = doc["min_temp"].flatMap(number), let hi = doc["max_temp"].flatMap(number), lo >= hi {
+            out.append("min_temp \(lo) must be below max_temp \(hi)")
+        }
+        return out
+    }
+
+    /// Broken copies of a valid payload, each of which must be refused: the
+    /// schema's own test (a check that cannot fail proves nothing).
+    static func brokenCopies(of doc: JSON) -> [(String, JSON)] {
+        func copy(_ change: (JSON) -> Void) -> JSON {
+            let c = doc.deepCopy()!
+            change(c)
+            return c
+        }
+        func list(_ xs: [String]) -> JSON {
+            let a = JSON.array()
+            for x in xs { a.append(JSON.string(x)!) }
+            return a
+        }
+        return [
+            ("a mode Home Assistant lacks", copy { $0.set("modes", list(["off", "cooling"])) }),
+            ("a duplicate mode", copy { $0.set("modes", list(["off", "off"])) }),
+            ("a temperature as a string", copy { $0.set("min_temp", JSON.string("16")!) }),
+            ("min_temp above max_temp", copy { $0.set("min_temp", .int(40)) }),
+            ("a wildcard command topic", copy { $0.set("temperature_command_topic", JSON.string("thingif/+/set/t")!) }),
+            ("a topic that is a number", copy { $0.set("mode_state_topic", .int(1)) }),
+            ("a misspelt key", copy { $0.set("temprature_unit", JSON.string("C")!) }),
+            ("a unit of kelvin", copy { $0.set("temperature_unit", JSON.string("K")!) }),
+            ("qos 3", copy { $0.set("qos", .int(3)) }),
+            ("a template without braces", copy { $0.set("temperature_state_template", JSON.string("value_json.t")!) }),
+            (
+                "a device without identifiers",
+                copy {
+                    let d = JSON.object()
+                    d.set("name", string: "x")
+                    $0.set("device", d)
+                }
+            ),
+            (
+                "availability as a list besides availability_topic",
+                copy {
+                    let a = JSON.array()
+                    let entry = JSON.object()
+                    entry.set("topic", string: "thingif/x/availability")
+                    a.append(entry)
+                    $0.set("availability", a)
+                }
+            ),
+            ("an empty fan_modes", copy { $0.set("fan_modes", JSON.array()) })
+        ]
     }
 }

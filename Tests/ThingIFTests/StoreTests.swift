@@ -638,6 +638,79 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "Deleting a thing removes it and what belongs to it (installations, owners, state, commands, triggers, automation, tokens); other things keep theirs",
+        arguments: StoreFactory.all)
+    func deleteThing(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            // Two things with one of everything each.
+            var things: [ThingRecord] = []
+            for (n, vendor) in ["AC-DEL", "AC-KEEP"].enumerated() {
+                let t = try register(s, vendor)
+                things.append(t)
+                #expect(s.addInstallation(thingID: t.thingID, installationID: "i\(n)", mqttTopic: "topic-\(n)"))
+                #expect(s.addOwner(thingID: t.thingID, owner: "user:u1"))
+                #expect(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"n":\#(n)}"#, at: 1000) != nil)
+                #expect(s.insertCommand(command("cmd-\(n)", thing: t.thingID)) != nil)
+                #expect(s.insertCommand(command("cmd-\(n)-answered", thing: t.thingID)) != nil)
+                #expect(s.recordResults(commandID: "cmd-\(n)-answered", results: "{}", state: .done, at: 1001))
+                #expect(
+                    s.insertTrigger(
+                        ServerTriggerRecord(triggerID: "trg-\(n)", thingID: t.thingID, definition: "{}", createdAt: 5)))
+                #expect(s.saveAutomation(thingID: t.thingID, config: "{}") != nil)
+            }
+            let (gone, kept) = (things[0], things[1])
+            let secondToken = try #require(s.issueToken(kind: .thing, subjectID: gone.thingID))
+            let user = try #require(s.createUser(loginName: nil, passwordHash: nil))
+
+            #expect(s.deleteThing(id: gone.thingID))
+            // Nothing of it is found any more, by any key.
+            #expect(s.thing(id: gone.thingID) == nil)
+            #expect(s.thing(vendorThingID: "AC-DEL") == nil)
+            #expect(s.thing(accessToken: gone.accessToken) == nil && s.thing(accessToken: secondToken) == nil)
+            #expect(s.thing(mqttTopic: "topic-0") == nil)
+            #expect(s.things(ownedBy: ["user:u1"]).map(\.thingID) == [kept.thingID])
+            #expect(s.stateHistory(thingID: gone.thingID, from: 0, to: .max).isEmpty)
+            #expect(s.stateHistoryPage(thingID: gone.thingID, from: 0, to: .max, after: 0, limit: 10).samples.isEmpty)
+            #expect(s.command(id: "cmd-0") == nil && s.command(id: "cmd-0-answered") == nil)
+            #expect(s.commands(thingID: gone.thingID, afterSeq: 0, limit: 10).isEmpty)
+            #expect(s.unansweredCommands(thingID: gone.thingID).isEmpty)
+            #expect(s.trigger(id: "trg-0") == nil && s.triggers(thingID: gone.thingID).isEmpty)
+            #expect(s.allTriggers().map(\.triggerID) == ["trg-1"])
+            #expect(s.automation(thingID: gone.thingID) == nil)
+            // No new token, state or automation for it; a second delete finds nothing.
+            #expect(s.issueToken(kind: .thing, subjectID: gone.thingID) == nil)
+            #expect(s.applyState(thingID: gone.thingID, method: "PATCH", upload: "{}", at: 2000) == nil)
+            #expect(s.saveAutomation(thingID: gone.thingID, config: "{}") == nil)
+            #expect(!s.deleteThing(id: gone.thingID))
+            #expect(!s.deleteThing(id: "th.nope"))
+            #expect(!s.deleteThing(id: "' OR 1=1 --"))
+
+            // The other thing, and the users, are untouched.
+            let k = try #require(s.thing(id: kept.thingID))
+            #expect(k.installations == ["i1": "topic-1"] && k.owners == ["user:u1"] && k.state == #"{"n":1}"#)
+            #expect(s.thing(accessToken: kept.accessToken)?.thingID == kept.thingID)
+            #expect(s.thing(mqttTopic: "topic-1")?.thingID == kept.thingID)
+            #expect(s.stateHistory(thingID: kept.thingID, from: 0, to: .max).count == 1)
+            #expect(
+                s.commands(thingID: kept.thingID, afterSeq: 0, limit: 10).map(\.commandID) == [
+                    "cmd-1", "cmd-1-answered"
+                ])
+            #expect(s.unansweredCommands(thingID: kept.thingID).map(\.commandID) == ["cmd-1"])
+            #expect(s.triggers(thingID: kept.thingID).map(\.triggerID) == ["trg-1"])
+            #expect(s.automation(thingID: kept.thingID)?.version == 1)
+            #expect(s.user(accessToken: user.accessToken)?.userID == user.userID)
+
+            // The vendorThingID is free: registering it again makes a new thing
+            // with nothing of the old one; the old command IDs can be used again.
+            let again = try register(s, "AC-DEL")
+            #expect(again.thingID != gone.thingID)
+            #expect(again.installations.isEmpty && again.owners.isEmpty && again.state == nil)
+            #expect(s.automation(thingID: again.thingID) == nil)
+            #expect(s.insertCommand(command("cmd-0", thing: again.thingID)) != nil)
+        }
+    }
+
     @Test("Every method is safe from many threads at once", arguments: StoreFactory.all)
     func concurrent(_ factory: StoreFactory) throws {
         try withStore(factory) { s in

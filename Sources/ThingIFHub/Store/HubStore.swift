@@ -2,8 +2,8 @@ import ThingIF
 
 // The hub's storage interface. Everything the framework side and the app API
 // keep lives behind it: MemoryStore for tests and embedded use, SQLiteStore
-// (the default of thingif-hub) for data that outlives the process; a
-// PostgreSQL store can come later behind the same protocol.
+// (the default of thingif-hub) for data that outlives the process, and
+// PostgresStore for several hubs that share one database.
 //
 // Times are milliseconds since the Unix epoch. JSON travels as compact text.
 // Every method is safe to call from any thread.
@@ -330,6 +330,14 @@ public protocol HubStore: AnyObject, Sendable {
     func addOwner(thingID: String, owner: String) -> Bool
     /// The things any of `owners` ("user:…", "group:…") owns, by thingID.
     func things(ownedBy owners: [String]) -> [ThingRecord]
+    /// Deletes the thing and everything that belongs to it, in one
+    /// transaction: its MQTT installations, owners, state and state history,
+    /// commands (with their results), server triggers, automation config and
+    /// access tokens. Its vendorThingID is free again afterwards (a new
+    /// registration makes a new thing). The owners' users and groups, and
+    /// their app installations, stay. False, deleting nothing, when the thing
+    /// is unknown or the store cannot write.
+    func deleteThing(id: String) -> Bool
 
     // MARK: state
 

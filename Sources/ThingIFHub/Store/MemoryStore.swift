@@ -181,6 +181,24 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func deleteThing(id: String) -> Bool {
+        data.withLock { d in
+            guard let t = d.things.removeValue(forKey: id) else { return false }
+            if let v = t.vendorThingID, d.byVendorID[v] == id { d.byVendorID[v] = nil }
+            d.byTopic = d.byTopic.filter { $0.value != id }
+            d.history[id] = nil
+            let commands = d.commands.filter { $0.value.thingID != id }
+            d.commands = commands
+            d.commandOrder.removeAll { commands[$0] == nil }
+            let triggers = d.triggers.filter { $0.value.thingID != id }
+            d.triggers = triggers
+            d.triggerOrder.removeAll { triggers[$0] == nil }
+            d.automations[id] = nil
+            d.tokens = d.tokens.filter { !($0.value.kind == .thing && $0.value.subjectID == id) }
+            return true
+        }
+    }
+
     // MARK: state
 
     public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {

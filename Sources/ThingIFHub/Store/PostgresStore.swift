@@ -498,6 +498,10 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         }
     }
 
+    public func deleteThing(id: String) -> Bool {
+        use(false) { try SQLQueries.deleteThing($0, id: id) }
+    }
+
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
         use(false) { try SQLQueries.setFirmwareVersion($0, thingID: thingID, version) }
     }

@@ -41,6 +41,26 @@ enum SQLQueries {
             "UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0", [.text(Crypto.sha256Hex(token))]) == 1
     }
 
+    /// What HubStore.deleteThing removes, children first, in one
+    /// transaction; the tables without a foreign key on the thing (commands,
+    /// triggers, tokens) are the reason it is spelled out rather than left
+    /// to ON DELETE CASCADE.
+    static func deleteThing(_ c: some SQLConnection, id: String) throws -> Bool {
+        let t: [SQLValue] = [.text(id)]
+        return try c.transaction {
+            guard try c.first("SELECT 1 FROM things WHERE thing_id = ?", t, { _ in true }) != nil else { return false }
+            try c.run("DELETE FROM commands WHERE thing_id = ?", t)
+            try c.run("DELETE FROM triggers WHERE thing_id = ?", t)
+            try c.run("DELETE FROM thing_automation WHERE thing_id = ?", t)
+            try c.run("DELETE FROM state_samples WHERE thing_id = ?", t)
+            try c.run("DELETE FROM thing_installations WHERE thing_id = ?", t)
+            try c.run("DELETE FROM thing_owners WHERE thing_id = ?", t)
+            try c.run(
+                "DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)])
+            return try c.run("DELETE FROM things WHERE thing_id = ?", t) == 1
+        }
+    }
+
     static func setFirmwareVersion(_ c: some SQLConnection, thingID: String, _ version: String) throws -> Bool {
         try c.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?", [.text(version), .text(thingID)]) == 1
     }

@@ -509,6 +509,10 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func deleteThing(id: String) -> Bool {
+        use(false) { try SQLQueries.deleteThing($0, id: id) }
+    }
+
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
         use(false) { try SQLQueries.setFirmwareVersion($0, thingID: thingID, version) }
     }
