@@ -129,6 +129,18 @@ store_sums() {
         END { for (op in c) print op, s[op], c[op] }' | sort
 }
 
+# cpu_sum PID...: CPU nanoseconds of these processes (their live threads).
+cpu_sum() {
+    local s=0 p c
+    for p in "$@"; do
+        c=$(cpu_ns "$p" 2>/dev/null || echo 0)
+        s=$((s + ${c:-0}))
+    done
+    echo "$s"
+}
+# The postmaster and its backends (the hubs' connections live through a round).
+pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
+
 # --- rounds --------------------------------------------------------------------
 # A short warm-up on one hub (connections, first plans) before the rounds.
 python3 bench/hubs_driver.py run --hubs "${hub_urls[0]}" --token "$token" --user "$user" --things "$thing_ids" \
@@ -139,11 +151,15 @@ for h in 1 2 3; do
     sleep 1   # the new hub's shared subscription is in place
     urls=$(IFS=,; echo "${hub_urls[*]:0:$h}")
     store_sums >"$tmp/store0.$h"
+    hc0=$(cpu_sum "${hub_pids[@]}")
+    pc0=$(cpu_sum $(pg_procs))
     echo "bench: $h hub(s), $n commands, $inflight in flight …" >&2
     line=$(python3 bench/hubs_driver.py run --hubs "$urls" --token "$token" --user "$user" --things "$thing_ids" \
         -n "$n" -c "$inflight")
+    hc1=$(cpu_sum "${hub_pids[@]}")
+    pc1=$(cpu_sum $(pg_procs))
     store_sums >"$tmp/store1.$h"
-    results+=("$h $line")
+    results+=("$h $line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
     join "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
         | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$h"
     # ops only in the second snapshot (a new hub's first calls)
@@ -159,13 +175,14 @@ echo
 echo "hubs on one PostgreSQL: $(nproc) cores ($cpu), $(uname -sr), PostgreSQL $pgv, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "  $things_n aircon appliances, $n commands per round (3 actions each), $inflight in flight, hub $hub_bin"
 echo
-printf '  %-6s %6s %7s %7s %9s %8s %8s %8s\n' hubs done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms'
+printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' hubs done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms' \
+    'hub CPU/cmd' 'pg CPU/cmd'
 for r in "${results[@]}"; do
     h=${r%% *}
     l=${r#* }
-    printf '  %-6s %6s %7s %7s %9s %8s %8s %8s\n' "$h" "$(field "$l" done)" "$(field "$l" polled)" \
+    printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' "$h" "$(field "$l" done)" "$(field "$l" polled)" \
         "$(field "$l" errors)" "$(field "$l" cmd_per_s)" "$(field "$l" p50_ms)" "$(field "$l" p95_ms)" \
-        "$(field "$l" max_ms)"
+        "$(field "$l" max_ms)" "$(field "$l" hub_cpu_us) us" "$(field "$l" pg_cpu_us) us"
 done
 echo
 echo "  store latency, mean ms per call / calls in the round (all hubs):"
@@ -177,3 +194,5 @@ done
 echo
 echo "  cmd/s: commands with results / (first POST to last result seen); latency per command from"
 echo "  POST to its result event on the stream of hub 1 (polled: no event within 3 s, read with GET)."
+echo "  hub CPU/cmd: CPU of all running hubs (every thread) per command; pg CPU/cmd: the same for"
+echo "  PostgreSQL's processes. Machine load when done: $(cut -d' ' -f1-3 /proc/loadavg)."
