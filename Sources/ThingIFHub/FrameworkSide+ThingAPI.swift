@@ -287,7 +287,12 @@ extension FrameworkSide {
         {
             metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
             onEvent?("results of \(commandID) from \(tid): \(text)")
-            onCommandFinished?(record)
+            if let notify = onCommandFinished {
+                notify(record)
+            } else {
+                // Nobody to notify (no HubServer): nothing for a sweep either.
+                _ = store.markNotified(commandID: commandID)
+            }
         }
         return ok(204)
     }

@@ -90,7 +90,7 @@ public final class HubMetrics: Sendable {
     }
 
     /// Runs a store call and records how long it took (op: its name).
-    func timed<T>(_ op: String, _ body: () -> T) -> T {
+    public func timed<T>(_ op: String, _ body: () -> T) -> T {
         let clock = ContinuousClock()
         let start = clock.now
         let result = body()

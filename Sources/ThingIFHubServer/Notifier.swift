@@ -107,8 +107,36 @@ final class Notifier: @unchecked Sendable {
         session = URLSession(configuration: config, delegate: NoRedirects(), delegateQueue: nil)
     }
 
+    /// A claim of a sweep lasts this long: a hub that claimed notifications
+    /// and died before it marked them sent leaves them to the next sweep after it.
+    static let claimLeaseMs: Int64 = 30_000
+    /// At most this many notifications per sweep.
+    static let sweepLimit = 200
+
     /// Called on the hub's request thread; never blocks on the network.
-    func commandFinished(_ command: CommandRecord) { deliver(command, sseOnly: false) }
+    /// Once MQTT is published and the webhooks are handed to URLSession, the
+    /// store is told, so no sweep sends them again.
+    func commandFinished(_ command: CommandRecord) {
+        deliver(command, sseOnly: false)
+        _ = hub.metrics.timed("markNotified") { hub.store.markNotified(commandID: command.commandID) }
+    }
+
+    /// Sends the MQTT and webhook notifications of commands whose results a
+    /// hub recorded and did not mark notified within the grace period (it
+    /// died between the two, or its store call failed): claimed in the store,
+    /// so of the hubs that sweep at once each command goes to one. Not the
+    /// event streams: every hub told its own when the results were committed
+    /// (SharedResultsFeed), and a dead hub's streams are gone. Returns the
+    /// commands it notified.
+    func sweep(now: Int64) -> [String] {
+        let due = hub.store.claimUnnotified(now: now, leaseMs: Notifier.claimLeaseMs, limit: Notifier.sweepLimit)
+        for command in due {
+            deliver(command, sseOnly: false, skipSSE: true)
+            _ = hub.store.markNotified(commandID: command.commandID)
+            log("notified \(command.commandID) for the hub that recorded its results and did not")
+        }
+        return due.map(\.commandID)
+    }
 
     /// A command whose results another hub on the same database recorded
     /// (SharedResultsFeed): that hub notified MQTT and webhooks; the event
@@ -118,10 +146,11 @@ final class Notifier: @unchecked Sendable {
         deliver(command, sseOnly: true)
     }
 
-    private func deliver(_ command: CommandRecord, sseOnly: Bool) {
+    private func deliver(_ command: CommandRecord, sseOnly: Bool, skipSSE: Bool = false) {
         let payload = FrameworkSide.notificationPayload(command)
         let text = String(decoding: payload, as: UTF8.self)
-        for target in hub.notificationTargets(for: command) where !sseOnly || target.kind == .sse {
+        for target in hub.notificationTargets(for: command)
+        where (!sseOnly || target.kind == .sse) && !(skipSSE && target.kind == .sse) {
             switch target.kind {
             case .mqtt:
                 let published = hub.publishNotification(target, payload: payload)

@@ -88,6 +88,12 @@ public final class HubServer: Service, @unchecked Sendable {
         }
     }
 
+    /// Sends the notifications that the hub which recorded the results did
+    /// not mark sent in time (see Notifier.sweep); thingif-hub calls it every
+    /// second. Returns the commandIDs it notified.
+    @discardableResult
+    public func sweepNotifications(now: Int64 = Platform.epochMs()) -> [String] { notifier.sweep(now: now) }
+
     /// The port the server listens on, once it does.
     public var listeningPort: Int? { boundPort.withLock { $0 } }
 

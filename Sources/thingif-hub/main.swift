@@ -133,10 +133,13 @@ do {
         }
         hub.enableHomeAssistant(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
     }
-    // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE): one tick a second.
+    // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE) and the sweep
+    // of notifications a hub did not send (it died after the results): one
+    // tick a second.
     let ticker = Thread {
         while true {
             hub.triggerEngine.tick()
+            server.sweepNotifications()
             Thread.sleep(forTimeInterval: 1)
         }
     }

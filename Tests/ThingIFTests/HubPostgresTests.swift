@@ -162,6 +162,55 @@ struct TwoHubsOnPostgresTests {
         }
     }
 
+    /// Hub A records a command's results and dies before it notifies
+    /// (simulated: the results go into the database through a store, as A's
+    /// request thread does, and nothing sends the webhook). Hub B's sweep
+    /// claims the notification once the grace period is over and POSTs it;
+    /// a notification hub A did send (marked) is left alone.
+    @Test("Results a hub recorded and did not notify are notified by another hub's sweep", .timeLimit(.minutes(1)))
+    func sweepTakesOver() throws {
+        let server = try PostgresServer.get()
+        let (name, dbURL) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        let hook = try WebhookReceiver()
+        defer { hook.stop() }
+        let storeA = try PostgresStore(url: dbURL, secrets: .fastForTests)
+        let storeB = try PostgresStore(url: dbURL, secrets: .fastForTests)
+        defer {
+            storeA.close()
+            storeB.close()
+        }
+        let hubB = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: storeB))
+        let serverB = HubServer(
+            hub: hubB, port: 0, security: .init(webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)"])))
+
+        let user = try #require(storeA.createUser(loginName: "alice", passwordHash: "h"))
+        _ = try #require(storeA.addAppInstallation(userID: user.userID, kind: .webhook, target: hook.url))
+        let now = Platform.epochMs()
+        for id in ["c-lost", "c-sent"] {
+            _ = try #require(
+                storeA.insertCommand(
+                    CommandRecord(
+                        commandID: id, thingID: "th.x", issuer: "user:\(user.userID)", issuingInstallationID: nil,
+                        payload: "{}", createdAt: now, modifiedAt: now)))
+            #expect(storeA.recordResults(commandID: id, results: "{}", state: .done, at: now))
+        }
+        #expect(storeA.markNotified(commandID: "c-sent"))
+
+        // Within the grace period hub A may still be sending: B leaves it.
+        #expect(serverB.sweepNotifications(now: now + StoreRules.notificationGraceMs - 1).isEmpty)
+        #expect(serverB.sweepNotifications(now: now + StoreRules.notificationGraceMs) == ["c-lost"])
+        #expect(
+            poll(timeoutMs: 10_000) { hook.bodies.withLock { $0 }.count == 1 }, "\(hook.bodies.withLock { $0 })")
+        let body = try #require(parseObject(hook.bodies.withLock { $0 }.first))
+        #expect(body["commandID"] as? String == "c-lost" && body["commandState"] as? String == "DONE")
+        // Sent and marked: no sweep sends it again, here or on another hub.
+        #expect(serverB.sweepNotifications(now: now + 10 * StoreRules.notificationGraceMs).isEmpty)
+        #expect(storeA.claimUnnotified(now: now + 100_000, leaseMs: 1, limit: 10).isEmpty)
+        usleep(300_000)
+        #expect(hook.bodies.withLock { $0 }.count == 1)
+    }
+
     /// Two hubs take a stream of commands through their REST APIs for two
     /// things; hub B is killed with SIGKILL a third of the way in (whatever
     /// it held in memory, requests queued or half handled, is gone) and

@@ -168,6 +168,38 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("Sweeps of two hubs at once claim each due notification once (FOR UPDATE SKIP LOCKED)")
+    func notificationClaimsAcrossHubs() throws {
+        try withDatabase { _, url in
+            let a = try PostgresStore(url: url, secrets: .fastForTests)
+            let b = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                a.close()
+                b.close()
+            }
+            let ids = (0..<60).map { "c\($0)" }
+            for id in ids {
+                let cmd = CommandRecord(
+                    commandID: id, thingID: "th.x", issuer: nil, issuingInstallationID: nil, payload: "{}",
+                    createdAt: 1, modifiedAt: 1)
+                _ = try #require(a.insertCommand(cmd))
+                #expect(b.recordResults(commandID: id, results: "{}", state: .done, at: 2))
+            }
+            let claimed = Locked<[String]>([])
+            let now = 2 + StoreRules.notificationGraceMs
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let s = i % 2 == 0 ? a : b
+                while true {
+                    let got = s.claimUnnotified(now: now, leaseMs: 60_000, limit: 3)
+                    if got.isEmpty { break }
+                    claimed.withLock { $0 += got.map(\.commandID) }
+                }
+            }
+            let all = claimed.withLock { $0 }
+            #expect(all.count == ids.count && Set(all) == Set(ids), "\(all.count) claims")
+        }
+    }
+
     @Test("A store hears of the results another store records (LISTEN/NOTIFY), not of its own")
     func resultsFeed() throws {
         try withDatabase { _, url in

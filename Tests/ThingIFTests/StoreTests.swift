@@ -324,6 +324,41 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "Result notifications: due after the grace period unless marked sent; a claim holds them for its lease",
+        arguments: StoreFactory.all)
+    func notificationClaims(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            for id in ["n1", "n2", "n3", "n4"] { _ = try #require(s.insertCommand(command(id, thing: "th.a"))) }
+            let grace = StoreRules.notificationGraceMs
+            // Nothing is due before results.
+            #expect(s.claimUnnotified(now: 1_000_000, leaseMs: 10, limit: 10).isEmpty)
+            #expect(!s.markNotified(commandID: "n1"))
+            #expect(s.recordResults(commandID: "n1", results: "{}", state: .done, at: 100))
+            #expect(s.recordResults(commandID: "n2", results: "{}", state: .incomplete, at: 200))
+            #expect(s.recordResults(commandID: "n3", results: "{}", state: .done, at: 300))
+            // The hub that recorded n2 sent its notification: never claimed.
+            #expect(s.markNotified(commandID: "n2"))
+            #expect(!s.markNotified(commandID: "n2"))
+            // Within the grace period nothing is due; a repeat of results changes nothing.
+            #expect(s.claimUnnotified(now: 100 + grace - 1, leaseMs: 1_000, limit: 10).isEmpty)
+            #expect(!s.recordResults(commandID: "n1", results: "{}", state: .done, at: 5_000_000))
+            let first = s.claimUnnotified(now: 100 + grace, leaseMs: 1_000, limit: 10)
+            #expect(first.map(\.commandID) == ["n1"])
+            #expect(first.first?.results == "{}" && first.first?.state == .done)
+            // Claimed: not again until the lease ends; the limit holds.
+            let t = 300 + grace
+            #expect(s.claimUnnotified(now: t, leaseMs: 1_000, limit: 10).map(\.commandID) == ["n3"])
+            #expect(s.claimUnnotified(now: t + 500, leaseMs: 1_000, limit: 10).isEmpty)
+            // The claimer of n1 died (never marked it): the next sweep takes it.
+            #expect(s.markNotified(commandID: "n3"))
+            #expect(s.claimUnnotified(now: 100 + grace + 1_000, leaseMs: 1_000, limit: 1).map(\.commandID) == ["n1"])
+            #expect(s.markNotified(commandID: "n1"))
+            #expect(s.claimUnnotified(now: 10_000_000, leaseMs: 1_000, limit: 10).isEmpty)
+            #expect(s.command(id: "n4")?.results == nil)
+        }
+    }
+
     @Test("Command listing: ascending seq after a cursor, at most limit", arguments: StoreFactory.all)
     func commandListing(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
@@ -819,8 +854,19 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 4)
+        #expect(SQLiteStore.schemaVersion == 5)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
+        // 4 -> 5: results make a notification due.
+        _ = try #require(
+            m.insertCommand(
+                CommandRecord(
+                    commandID: "c-mig", thingID: "th.v1", issuer: nil, issuingInstallationID: nil, payload: "{}",
+                    createdAt: 1, modifiedAt: 1)))
+        #expect(m.recordResults(commandID: "c-mig", results: "{}", state: .done, at: 2))
+        #expect(
+            m.claimUnnotified(now: 2 + StoreRules.notificationGraceMs, leaseMs: 1, limit: 5).map(\.commandID) == [
+                "c-mig"
+            ])
         #expect(m.thing(accessToken: "v1token")?.thingID == "th.v1")
         #expect(m.allTriggers().isEmpty && m.automation(thingID: "th.v1") == nil)
         #expect(

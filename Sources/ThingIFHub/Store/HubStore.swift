@@ -362,8 +362,20 @@ public protocol HubStore: AnyObject, Sendable {
     func markDelivered(commandID: String, at: Int64) -> Bool
     /// Stores the first results of a command and its final state. Returns
     /// false, changing nothing, when the command already has results (results
-    /// are idempotent by commandID) or is unknown.
+    /// are idempotent by commandID) or is unknown. The command's notification
+    /// (MQTT, webhooks) is then due: a sweep may claim it from
+    /// `at + StoreRules.notificationGraceMs` on, unless `markNotified` came first.
     func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool
+    /// The hub that sent a command's notification says so: no sweep claims
+    /// it afterwards. False when it was not due (unknown, no results, or marked).
+    func markNotified(commandID: String) -> Bool
+    /// Claims at most `limit` commands whose notification is due at `now`
+    /// (results recorded, not marked notified, grace or earlier claim over),
+    /// oldest first, and makes each due again only at `now + leaseMs`: the
+    /// caller sends them and marks them notified; if it dies first, another
+    /// sweep takes them after the lease. Of sweeps running at once (hubs on
+    /// one PostgreSQL) each command goes to one.
+    func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord]
     /// A thing's commands with seq > afterSeq, ascending, at most `limit`.
     func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord]
     /// A thing's commands without results, ascending.

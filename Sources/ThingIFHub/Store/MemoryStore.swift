@@ -12,6 +12,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var history: [String: [StateSample]] = [:]
         var sampleSeq: Int64 = 0
         var commands: [String: CommandRecord] = [:]
+        /// commandID -> when its notification may be claimed (claimUnnotified).
+        var notifyDue: [String: Int64] = [:]
         var commandOrder: [String] = []
         var seq: Int64 = 0
         var users: [String: UserRecord] = [:]
@@ -276,7 +278,21 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             c.state = state
             c.modifiedAt = at
             d.commands[commandID] = c
+            d.notifyDue[commandID] = at + StoreRules.notificationGraceMs
             return true
+        }
+    }
+
+    public func markNotified(commandID: String) -> Bool {
+        data.withLock { $0.notifyDue.removeValue(forKey: commandID) != nil }
+    }
+
+    public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
+        data.withLock { d in
+            let due = d.notifyDue.filter { $0.value <= now }.sorted { ($0.value, $0.key) < ($1.value, $1.key) }
+                .prefix(max(0, limit))
+            for (id, _) in due { d.notifyDue[id] = now + max(0, leaseMs) }
+            return due.compactMap { d.commands[$0.key] }.sorted { $0.seq < $1.seq }
         }
     }
 

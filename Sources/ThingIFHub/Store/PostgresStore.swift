@@ -15,7 +15,7 @@ import ThingIF
 /// broken connection is re-established for the next call.
 public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendable {
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
 
     private let db: Locked<PostgresConnection>
     /// For the listeners' connections; never printed (it may hold a password).
@@ -251,6 +251,12 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
             "CREATE INDEX tokens_subject ON tokens(kind, subject_id)",
             "CREATE INDEX tokens_expiry ON tokens(expires_at) WHERE expires_at <> 0",
             "CREATE INDEX tokens_revoked ON tokens(revoked) WHERE revoked = 1"
+        ],
+        // 1 -> 2: when a command's notification may be claimed by a sweep
+        // (NULL: sent, or nothing to send; rows from before are left NULL).
+        [
+            "ALTER TABLE commands ADD COLUMN notify_due BIGINT",
+            "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
         ]
     ]
 
@@ -612,12 +618,27 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
             try c.rows(
                 """
                 WITH done AS (
-                    UPDATE commands SET results = $1, state = $2, modified_at = $3
+                    UPDATE commands SET results = $1, state = $2, modified_at = $3, notify_due = $6
                     WHERE command_id = $4 AND results IS NULL RETURNING command_id
                 )
                 SELECT pg_notify('thingif_results', $5::text || ' ' || command_id) FROM done
-                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID), .text(origin)], { _ in () }
+                """,
+                [
+                    .text(results), .text(state.rawValue), .int(at), .text(commandID), .text(origin),
+                    .int(at + StoreRules.notificationGraceMs)
+                ], { _ in () }
             ).count == 1
+        }
+    }
+
+    public func markNotified(commandID: String) -> Bool {
+        use(false) { try SQLQueries.markNotified($0, commandID: commandID) }
+    }
+
+    public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
+        use([]) {
+            try SQLQueries.claimUnnotified(
+                $0, now: now, leaseMs: leaseMs, limit: limit, lock: " FOR UPDATE SKIP LOCKED")
         }
     }
 

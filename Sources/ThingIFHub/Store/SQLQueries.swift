@@ -109,6 +109,26 @@ enum SQLQueries {
             [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], StoreRows.command)
     }
 
+    static func markNotified(_ c: some SQLConnection, commandID: String) throws -> Bool {
+        let sql = "UPDATE commands SET notify_due = NULL WHERE command_id = ? AND notify_due IS NOT NULL"
+        return try c.run(sql, [.text(commandID)]) == 1
+    }
+
+    /// `lock` is PostgreSQL's `FOR UPDATE SKIP LOCKED` (sweeps of other hubs
+    /// pass over the rows this one claims); SQLite has one writer.
+    static func claimUnnotified(_ c: some SQLConnection, now: Int64, leaseMs: Int64, limit: Int, lock: String)
+        throws -> [CommandRecord]
+    {
+        try c.rows(
+            """
+            UPDATE commands SET notify_due = ? WHERE command_id IN (
+                SELECT command_id FROM commands WHERE notify_due <= ? ORDER BY notify_due LIMIT ?\(lock)
+            ) RETURNING
+            """ + " " + StoreRows.commandFields,
+            [.int(now + max(0, leaseMs)), .int(now), .int(Int64(max(0, limit)))], StoreRows.command
+        ).sorted { $0.seq < $1.seq }
+    }
+
     static func unansweredCommands(_ c: some SQLConnection, thingID: String) throws -> [CommandRecord] {
         try c.rows(
             StoreRows.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq", [.text(thingID)],

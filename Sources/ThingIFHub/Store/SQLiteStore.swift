@@ -12,7 +12,7 @@ import ThingIF
 /// `.failure(.storage)`.
 public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -199,7 +199,13 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         // 2 -> 3: hashed secrets, in code (migrateToHashedSecrets).
         [],
         // 3 -> 4: the thing's report on its automation configuration.
-        ["ALTER TABLE thing_automation ADD COLUMN report TEXT"]
+        ["ALTER TABLE thing_automation ADD COLUMN report TEXT"],
+        // 4 -> 5: when a command's notification may be claimed by a sweep
+        // (NULL: sent, or nothing to send; rows from before are left NULL).
+        [
+            "ALTER TABLE commands ADD COLUMN notify_due INTEGER",
+            "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
+        ]
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
@@ -635,10 +641,22 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         use(false) { c in
             try c.run(
                 """
-                UPDATE commands SET results = ?, state = ?, modified_at = ?
+                UPDATE commands SET results = ?, state = ?, modified_at = ?, notify_due = ?
                 WHERE command_id = ? AND results IS NULL
-                """, [.text(results), .text(state.rawValue), .int(at), .text(commandID)]) == 1
+                """,
+                [
+                    .text(results), .text(state.rawValue), .int(at), .int(at + StoreRules.notificationGraceMs),
+                    .text(commandID)
+                ]) == 1
         }
+    }
+
+    public func markNotified(commandID: String) -> Bool {
+        use(false) { try SQLQueries.markNotified($0, commandID: commandID) }
+    }
+
+    public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
+        use([]) { try SQLQueries.claimUnnotified($0, now: now, leaseMs: leaseMs, limit: limit, lock: "") }
     }
 
     public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {

@@ -37,10 +37,12 @@ enum StoreRows {
             cursor: r.int(5))
     }
 
-    static let commandColumns = """
-        SELECT command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
-               created_at, modified_at FROM commands
+    /// The columns `command` reads, in its order.
+    static let commandFields = """
+        command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
+               created_at, modified_at
         """
+    static let commandColumns = "SELECT " + commandFields + " FROM commands"
 
     static func command(_ r: some StoreRow) -> CommandRecord {
         CommandRecord(
@@ -93,7 +95,12 @@ enum StoreRows {
 }
 
 /// The rules both SQL stores apply in code, beside StateMerge and HubIDs.
-enum StoreRules {
+public enum StoreRules {
+    /// How long after its results a command's notification may be claimed
+    /// by a sweep (the hub that recorded them normally marks it sent well
+    /// within this).
+    public static let notificationGraceMs: Int64 = 5_000
+
     /// Whether a registration with `thingType` may go on for a thing of
     /// `known` type: a nil type on either side matches.
     static func typeMatches(_ thingType: String?, known: String?) -> Bool {

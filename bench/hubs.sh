@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# bench/hubs.sh - how do commands scale with hubs on one PostgreSQL? (figures,
+# not pass/fail). Starts a PostgreSQL of its own (initdb in a temp folder,
+# 127.0.0.1 on a free port, default durability: fsync on), the secured
+# broker, and a few aircon appliances (build-bench/aircon, onboarded by
+# their owner through the hub's REST API). Then, with 1, 2 and 3 thingif-hub
+# processes on that database and broker, bench/hubs_driver.py sends N
+# commands through the hubs' REST APIs (round-robin over hubs and things, C
+# in flight) and waits for each one's results (an event stream on the first
+# hub, fed across hubs by LISTEN/NOTIFY). Prints commands per second end to
+# end, latency, and the mean store latency per operation of the round (from
+# the hubs' /metrics: thingif_hub_store_latency_seconds{op}, summed over the
+# hubs). Hubs, broker, PostgreSQL, the appliances and the driver share this
+# machine, so the figures say what the hub and the database cost here, not
+# what more machines would give.
+#
+# usage: bench/hubs.sh [-n N] [--no-build]    (N commands per round, default 1000)
+# env:   THINGIF_BENCH_HUB=PATH   a thingif-hub to use instead of the release build
+#        THINGIF_BENCH_THINGS=K   appliances (default 4)
+#        THINGIF_BENCH_INFLIGHT=C commands in flight (default 16)
+#        THINGIF_PG_BIN=DIR       where initdb and postgres are
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. bench/lib.sh
+bench_init 10 "$@"
+case " $* " in *" -n "*) ;; *) n=1000 ;; esac   # the default run stays under ~3 minutes
+things_n=${THINGIF_BENCH_THINGS:-4}
+inflight=${THINGIF_BENCH_INFLIGHT:-16}
+
+# --- build -------------------------------------------------------------------
+if [ -n "${THINGIF_BENCH_HUB:-}" ]; then
+    hub_bin=$THINGIF_BENCH_HUB
+    if [ "$build" = 1 ]; then
+        echo "bench: building aircon (cmake Release in build-bench) …" >&2
+        { cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DTHINGIF_EMBEDDED=ON \
+            && cmake --build build-bench --target aircon; } >"$tmp/build.log" 2>&1 \
+            || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
+    fi
+    for f in build-bench/aircon "$hub_bin"; do
+        [ -x "$f" ] || { echo "bench: $f is missing" >&2; exit 1; }
+    done
+else
+    build_bench "$build"
+fi
+
+# --- PostgreSQL ----------------------------------------------------------------
+# As in Tests/ThingIFTests/Support/PostgresServer.swift: initdb and postgres
+# refuse root, so as root they run as the postgres user (setpriv execs, so
+# the PID we stop is postgres' own).
+pg_bin=${THINGIF_PG_BIN:-}
+if [ -z "$pg_bin" ]; then
+    for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n -r) $(dirname "$(command -v initdb 2>/dev/null || echo /x/x)"); do
+        if [ -x "$d/initdb" ] && [ -x "$d/postgres" ]; then pg_bin=$d; break; fi
+    done
+fi
+[ -n "$pg_bin" ] || { echo "bench: PostgreSQL is not installed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+as_pg=()
+pg_dir="$tmp/pg"
+mkdir -p "$pg_dir"
+chmod 700 "$pg_dir"
+if [ "$(id -u)" = 0 ]; then
+    chmod 755 "$tmp"
+    chown postgres:postgres "$pg_dir"
+    as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+fi
+pg_port=$(free_port)
+"${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U thingif --auth=trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 \
+    || { cat "$tmp/initdb.log" >&2; exit 1; }
+"${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "$pg_dir" \
+    -c max_connections=100 >"$tmp/postgres.log" 2>&1 &
+pids+=($!)
+pg_pid=$!
+db_url="postgres://thingif@127.0.0.1:$pg_port/thingif"
+end=$((SECONDS + 20))
+until "$pg_bin/psql" "postgres://thingif@127.0.0.1:$pg_port/postgres" -XAtqc 'CREATE DATABASE thingif' 2>/dev/null; do
+    if ! kill -0 "$pg_pid" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
+        echo "bench: postgres did not start:" >&2; cat "$tmp/postgres.log" >&2; exit 1
+    fi
+    sleep 0.2
+done
+
+# --- broker and hubs ---------------------------------------------------------
+start_broker
+hub_urls=()
+hub_pids=()
+# add_hub: one more thingif-hub on the broker and the database.
+add_hub() {
+    local i=${#hub_pids[@]} http
+    http=$(free_port)
+    THINGIF_HUB_BROKER_PASSWORD=$admin_password "$hub_bin" --port "$port" --broker-username thingif-hub \
+        --http-port "$http" --db "$db_url" --rate-limit 0 --quiet >"$tmp/hub$i.log" 2>&1 &
+    pids+=($!)
+    hub_pids+=($!)
+    hub_urls+=("http://127.0.0.1:$http")
+    wait_line "$tmp/hub$i.log" "serving app" "$!" 60
+    local end=$((SECONDS + 30))
+    until python3 -c "import urllib.request; urllib.request.urlopen('${hub_urls[$i]}/health', timeout=1)" 2>/dev/null; do
+        [ "$SECONDS" -lt "$end" ] || { echo "bench: hub $i does not answer HTTP" >&2; tail "$tmp/hub$i.log" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+add_hub
+
+# --- appliances ----------------------------------------------------------------
+vendors=()
+for ((k = 1; k <= things_n; k++)); do vendors+=("AC-HUBS-$k"); done
+python3 bench/hubs_driver.py setup "${hub_urls[0]}" "${vendors[@]}" >"$tmp/setup.json"
+token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$tmp/setup.json")
+user=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["userID"])' "$tmp/setup.json")
+thing_ids=""
+for ((k = 0; k < things_n; k++)); do
+    read -r tid ttoken < <(python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))["things"][int(sys.argv[2])]; print(t["thingID"], t["accessToken"])' "$tmp/setup.json" "$k")
+    thing_ids="$thing_ids${thing_ids:+,}$tid"
+    build-bench/aircon --host 127.0.0.1 --port "$port" --storage "$tmp/aircon$k" --thing-id "$tid" --token "$ttoken" \
+        >"$tmp/aircon$k.log" 2>&1 &
+    pids+=($!)
+    wait_line "$tmp/aircon$k.log" "aircon: connected" "$!" 30
+done
+
+# store_sums: "op sum count" per op, summed over the running hubs.
+store_sums() {
+    local u
+    for u in "${hub_urls[@]}"; do
+        python3 -c "import urllib.request; print(urllib.request.urlopen('$u/metrics', timeout=5).read().decode())"
+    done | awk '
+        /^thingif_hub_store_latency_seconds_sum\{/ { match($0, /op="[^"]*"/); op = substr($0, RSTART + 4, RLENGTH - 5); s[op] += $NF }
+        /^thingif_hub_store_latency_seconds_count\{/ { match($0, /op="[^"]*"/); op = substr($0, RSTART + 4, RLENGTH - 5); c[op] += $NF }
+        END { for (op in c) print op, s[op], c[op] }' | sort
+}
+
+# cpu_sum PID...: CPU nanoseconds of these processes (their live threads).
+cpu_sum() {
+    local s=0 p c
+    for p in "$@"; do
+        c=$(cpu_ns "$p" 2>/dev/null || echo 0)
+        s=$((s + ${c:-0}))
+    done
+    echo "$s"
+}
+# The postmaster and its backends (the hubs' connections live through a round).
+pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
+
+# --- rounds --------------------------------------------------------------------
+# A short warm-up on one hub (connections, first plans) before the rounds.
+python3 bench/hubs_driver.py run --hubs "${hub_urls[0]}" --token "$token" --user "$user" --things "$thing_ids" \
+    -n 50 -c 4 >/dev/null
+results=()
+for h in 1 2 3; do
+    while [ "${#hub_pids[@]}" -lt "$h" ]; do add_hub; done
+    sleep 1   # the new hub's shared subscription is in place
+    urls=$(IFS=,; echo "${hub_urls[*]:0:$h}")
+    store_sums >"$tmp/store0.$h"
+    hc0=$(cpu_sum "${hub_pids[@]}")
+    pc0=$(cpu_sum $(pg_procs))
+    echo "bench: $h hub(s), $n commands, $inflight in flight …" >&2
+    line=$(python3 bench/hubs_driver.py run --hubs "$urls" --token "$token" --user "$user" --things "$thing_ids" \
+        -n "$n" -c "$inflight")
+    hc1=$(cpu_sum "${hub_pids[@]}")
+    pc1=$(cpu_sum $(pg_procs))
+    store_sums >"$tmp/store1.$h"
+    results+=("$h $line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
+    join "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
+        | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$h"
+    # ops only in the second snapshot (a new hub's first calls)
+    join -v 2 "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
+        | awk '{ if ($3 > 0) printf "%s=%.2f/%d ", $1, $2 / $3 * 1000, $3 }' >>"$tmp/store.$h"
+done
+
+# --- table ---------------------------------------------------------------------
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+pgv=$("$pg_bin/postgres" --version | awk '{ print $3 }')
+echo
+echo "hubs on one PostgreSQL: $(nproc) cores ($cpu), $(uname -sr), PostgreSQL $pgv, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "  $things_n aircon appliances, $n commands per round (3 actions each), $inflight in flight, hub $hub_bin"
+echo
+printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' hubs done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms' \
+    'hub CPU/cmd' 'pg CPU/cmd'
+for r in "${results[@]}"; do
+    h=${r%% *}
+    l=${r#* }
+    printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' "$h" "$(field "$l" done)" "$(field "$l" polled)" \
+        "$(field "$l" errors)" "$(field "$l" cmd_per_s)" "$(field "$l" p50_ms)" "$(field "$l" p95_ms)" \
+        "$(field "$l" max_ms)" "$(field "$l" hub_cpu_us) us" "$(field "$l" pg_cpu_us) us"
+done
+echo
+echo "  store latency, mean ms per call / calls in the round (all hubs):"
+for h in 1 2 3; do
+    printf '  %s hub(s): ' "$h"
+    tr ' ' '\n' <"$tmp/store.$h" | sed '/^$/d' | sort | tr '\n' ' '
+    echo
+done
+echo
+echo "  cmd/s: commands with results / (first POST to last result seen); latency per command from"
+echo "  POST to its result event on the stream of hub 1 (polled: no event within 3 s, read with GET)."
+echo "  hub CPU/cmd: CPU of all running hubs (every thread) per command; pg CPU/cmd: the same for"
+echo "  PostgreSQL's processes. Machine load when done: $(cut -d' ' -f1-3 /proc/loadavg)."
