@@ -314,18 +314,12 @@ struct CLIAutomationEndToEndTests {
         .timeLimit(.minutes(3)))
     func automationFlow() throws {
         let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
-        let broker = try Broker.start()
-        let root = try makeTempDirectory(prefix: "thingif-cli-auto")
-        var children: [pid_t] = []
-        defer {
-            for pid in children.reversed() { endChild(pid) }
-            broker.stop()
-            broker.removeFiles()
-            try? FileManager.default.removeItem(atPath: root)
-        }
+        let scene = try ProcessScene(prefix: "thingif-cli-auto")
+        defer { scene.end() }
+        let broker = scene.broker, root = scene.root
 
         let (hubPID, url) = try startHubProcess(hubExe, broker: broker, logPath: root + "/hub.log")
-        children.append(hubPID)
+        scene.children.append(hubPID)
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
         func thingif(_ args: String...) throws -> (status: Int32, output: String) {
             try runProgram(cli, args, environment: env)

@@ -297,19 +297,13 @@ struct CLIEndToEndTests {
         .timeLimit(.minutes(3)))
     func wholeFlow() throws {
         let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
-        let broker = try Broker.start()
-        let root = try makeTempDirectory(prefix: "thingif-cli-e2e")
-        var children: [pid_t] = []
-        defer {
-            for pid in children.reversed() { endChild(pid) }
-            broker.stop()
-            broker.removeFiles()
-            try? FileManager.default.removeItem(atPath: root)
-        }
+        let scene = try ProcessScene(prefix: "thingif-cli-e2e")
+        defer { scene.end() }
+        let broker = scene.broker, root = scene.root
 
         let hubLog = root + "/hub.log"
         let (hubPID, url) = try startHubProcess(hubExe, broker: broker, logPath: hubLog)
-        children.append(hubPID)
+        scene.children.append(hubPID)
         let config = root + "/cli/cli.json"
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": config]
         func thingif(_ args: String...) throws -> (status: Int32, output: String) {
@@ -334,7 +328,7 @@ struct CLIEndToEndTests {
         let thingToken = try #require(onboarded["accessToken"]?.stringValue)
 
         let watchLog = root + "/watch.log"
-        children.append(
+        scene.children.append(
             try spawnChild(cli, ["watch", thingID, "--timeout", "120"], environment: env, logPath: watchLog))
         #expect(poll(timeoutMs: 10_000) { readText(watchLog).contains("watching \(thingID)") }, "\(readText(watchLog))")
 

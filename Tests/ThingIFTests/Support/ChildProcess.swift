@@ -84,3 +84,30 @@ func runChild(_ exe: String, _ args: [String], logPath: String, timeoutMs: Int =
     endChild(pid, signal: SIGKILL)
     return -1
 }
+
+/// What an end-to-end test starts: a broker, a scratch folder and child
+/// processes (hub, appliances, CLI watchers). `end()`, from a `defer`, ends
+/// the children newest first, then stops the broker and removes the files.
+final class ProcessScene {
+    let broker: Broker
+    let root: String
+    var children: [pid_t] = []
+
+    init(prefix: String) throws {
+        broker = try Broker.start()
+        do {
+            root = try makeTempDirectory(prefix: prefix)
+        } catch {
+            broker.stop()
+            broker.removeFiles()
+            throw error
+        }
+    }
+
+    func end() {
+        for pid in children.reversed() { _ = endChild(pid) }
+        broker.stop()
+        broker.removeFiles()
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
