@@ -244,7 +244,7 @@ struct PostgresStoreTests {
             }
             #expect(errors.withLock { $0 }.isEmpty, "\(errors.withLock { $0 })")
             for s in stores.withLock({ $0 }) { s.close() }
-            let name = String(url.split(separator: "/").last ?? "")
+            let name = String(url.split(separator: "/").last?.split(separator: "?").first ?? "")
             let version = try server.psql("SELECT version FROM thingif_schema", database: name)
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(version == "\(PostgresStore.schemaVersion)")
@@ -268,7 +268,7 @@ struct PostgresStoreTests {
     func newerSchema() throws {
         try withDatabase { _, url in
             try PostgresStore(url: url, secrets: .fastForTests).close()
-            let name = String(url.split(separator: "/").last ?? "")
+            let name = String(url.split(separator: "/").last?.split(separator: "?").first ?? "")
             let server = try PostgresServer.get()
             try server.psql("UPDATE thingif_schema SET version = \(PostgresStore.schemaVersion + 1)", database: name)
             let e = openError(url)
@@ -298,7 +298,7 @@ struct PostgresStoreTests {
                     vendorThingID: "AC-1", password: "pw", thingType: nil, firmwareVersion: nil,
                     dataGroupingInterval: nil
                 ).get())
-            let name = String(url.split(separator: "/").last ?? "")
+            let name = String(url.split(separator: "/").last?.split(separator: "?").first ?? "")
             try server.psql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '\(name)' AND pid <> pg_backend_pid()"
             )

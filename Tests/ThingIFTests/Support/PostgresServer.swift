@@ -128,8 +128,12 @@ final class PostgresServer: @unchecked Sendable {
             logPath: "/dev/null")
     }
 
-    /// The URL of a database on this server, as --db takes it.
-    func url(_ database: String) -> String { "postgres://\(Self.user)@127.0.0.1:\(port)/\(database)" }
+    /// The URL of a database on this server, as --db takes it. Its
+    /// connect_timeout (30 s, over the hub's 5 s default) is for a CI machine
+    /// whose two cores run the whole suite: a connection once took over 5 s.
+    func url(_ database: String) -> String {
+        "postgres://\(Self.user)@127.0.0.1:\(port)/\(database)?connect_timeout=30"
+    }
 
     /// Runs one SQL statement with psql in `database`; returns its output
     /// (unaligned, tuples only).
