@@ -65,9 +65,11 @@ final class HubAPIEnv {
         self.base = "http://127.0.0.1:\(port)"
         self.group = group
         self.task = task
+        // Generous: under ThreadSanitizer on a 2-core CI machine the whole
+        // suite once stalled every in-process server for over 10 s at once.
         let config = URLSessionConfiguration.ephemeral
-        config.timeoutIntervalForRequest = 10
-        config.timeoutIntervalForResource = 15
+        config.timeoutIntervalForRequest = 60
+        config.timeoutIntervalForResource = 90
         session = URLSession(configuration: config)
     }
 
@@ -97,14 +99,14 @@ final class HubAPIEnv {
                 _ = try? await self.task.value; return true
             }
             g.addTask {
-                try? await Task.sleep(nanoseconds: 10_000_000_000); return false
+                try? await Task.sleep(nanoseconds: 30_000_000_000); return false
             }
             let first = await g.next() ?? false
             g.cancelAll()
             return first
         }
         if !stopped { task.cancel() }
-        #expect(stopped, "the HTTP server did not stop within 10 s")
+        #expect(stopped, "the HTTP server did not stop within 30 s")
         session.finishTasksAndInvalidate()
         await offPool { self.env.close() }
     }
@@ -115,7 +117,7 @@ final class HubAPIEnv {
         _ method: String, _ path: String, token: String? = nil, body: Data? = nil,
         contentType: String? = "application/json", headers: [String: String] = [:]
     ) async throws -> HTTPReply {
-        var request = URLRequest(url: URL(string: base + path)!, timeoutInterval: 10)
+        var request = URLRequest(url: URL(string: base + path)!, timeoutInterval: 60)
         request.httpMethod = method
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let body {

@@ -40,7 +40,11 @@ struct HubSecurityTests {
             // After Retry-After, one request's worth is back.
             try await Task.sleep(nanoseconds: UInt64(wait) * 1_000_000_000 + 300_000_000)
             #expect(try await group(alice).status == 201)
-            #expect(try await group(alice).status == 429)
+            // Only one: the next is refused, unless the machine took the 5 s
+            // a refill needs to send it (seen under ThreadSanitizer on CI).
+            let t0 = Date()
+            let next = try await group(alice)
+            if Date().timeIntervalSince(t0) < 4 { #expect(next.status == 429, "\(next.text)") }
         }
     }
 
