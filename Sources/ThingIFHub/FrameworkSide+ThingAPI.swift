@@ -8,6 +8,8 @@ public enum ThingField: String, Sendable {
 
     /// Its name in the JSON body.
     public var key: String { self == .firmwareVersion ? "firmwareVersion" : "thingType" }
+    /// Its name in the hub's log lines.
+    var words: String { self == .firmwareVersion ? "firmware version" : "thing type" }
     var notFoundCode: String {
         self == .firmwareVersion ? "THING_WITHOUT_FIRMWARE_VERSION" : "THING_WITHOUT_THING_TYPE"
     }
@@ -383,7 +385,7 @@ extension FrameworkSide {
             field == .firmwareVersion
             ? store.setFirmwareVersion(thingID: thingID, v) : store.setThingType(thingID: thingID, v)
         guard done else { return .failure(.thingNotFound(thingID)) }
-        onEvent?("\(field.key) of \(thingID): \(v)")
+        onEvent?("\(field.words) of \(thingID): \(v)")
         return .success(())
     }
 
