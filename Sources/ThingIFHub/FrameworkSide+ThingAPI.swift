@@ -270,6 +270,9 @@ extension FrameworkSide {
             all = failed.all
         } else if parsed.groups.allSatisfy({ $0.alias == nil }),
             case .success(let payload) = JSON.parse(command.payload),
+            // A schema command (the common case) is done here: only a trait
+            // command, which has no schema, is decoded to be regrouped.
+            payload["schema"] == nil,
             case .success(let sent) = Command.decode(payload), sent.shape == .trait,
             let grouped = parsed.grouped(like: sent)
         {

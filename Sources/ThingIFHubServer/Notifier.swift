@@ -117,7 +117,7 @@ final class Notifier: @unchecked Sendable {
     /// Once MQTT is published and the webhooks are handed to URLSession, the
     /// store is told, so no sweep sends them again.
     func commandFinished(_ command: CommandRecord) {
-        deliver(command, sseOnly: false)
+        deliver(command, to: .all)
         _ = hub.metrics.timed("markNotified") { hub.store.markNotified(commandID: command.commandID) }
     }
 
@@ -131,7 +131,7 @@ final class Notifier: @unchecked Sendable {
     func sweep(now: Int64) -> [String] {
         let due = hub.store.claimUnnotified(now: now, leaseMs: Notifier.claimLeaseMs, limit: Notifier.sweepLimit)
         for command in due {
-            deliver(command, sseOnly: false, skipSSE: true)
+            deliver(command, to: .allButSSE)
             _ = hub.store.markNotified(commandID: command.commandID)
             log("notified \(command.commandID) for the hub that recorded its results and did not")
         }
@@ -143,14 +143,25 @@ final class Notifier: @unchecked Sendable {
     /// streams open on this hub are this hub's to notify.
     func commandFinishedElsewhere(_ commandID: String) {
         guard let command = hub.store.command(id: commandID) else { return }
-        deliver(command, sseOnly: true)
+        deliver(command, to: .sseOnly)
     }
 
-    private func deliver(_ command: CommandRecord, sseOnly: Bool, skipSSE: Bool = false) {
+    /// Which of a command's notification targets a delivery reaches.
+    private enum Reach {
+        case all, sseOnly, allButSSE
+        func includes(_ kind: AppInstallation.Kind) -> Bool {
+            switch self {
+            case .all: return true
+            case .sseOnly: return kind == .sse
+            case .allButSSE: return kind != .sse
+            }
+        }
+    }
+
+    private func deliver(_ command: CommandRecord, to reach: Reach) {
         let payload = FrameworkSide.notificationPayload(command)
         let text = String(decoding: payload, as: UTF8.self)
-        for target in hub.notificationTargets(for: command)
-        where (!sseOnly || target.kind == .sse) && !(skipSSE && target.kind == .sse) {
+        for target in hub.notificationTargets(for: command) where reach.includes(target.kind) {
             switch target.kind {
             case .mqtt:
                 let published = hub.publishNotification(target, payload: payload)
@@ -163,7 +174,7 @@ final class Notifier: @unchecked Sendable {
             case .sse:
                 let n = streams.send(target.installationID, event: "command", data: text)
                 // Another hub's command: its streams may be open on that hub.
-                if sseOnly && n == 0 { continue }
+                if reach == .sseOnly && n == 0 { continue }
                 hub.metrics.notification(channel: "sse", ok: n > 0)
                 if n == 0 {
                     log("notification of \(command.commandID): no open event stream of \(target.installationID)")
