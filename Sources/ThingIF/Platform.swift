@@ -63,9 +63,9 @@ public struct Storage: Sendable {
     private static func makeDirectories(_ path: String) -> Bool {
         var st = stat()
         if stat(path, &st) == 0 { return thingif_sys_is_dir(st.st_mode) != 0 }
-        var prefix = path.hasPrefix("/") ? "/" : ""
-        for part in path.split(separator: "/") {
-            prefix += part
+        var prefix = path.utf8.first == 0x2F ? "/" : ""
+        for part in path.utf8.split(separator: 0x2F) {
+            prefix += String(decoding: part, as: UTF8.self)
             if stat(prefix, &st) != 0 {
                 if mkdir(prefix, 0o700) != 0 && thingif_sys_errno() != EEXIST { return false }
             }

@@ -61,15 +61,16 @@ final class ActionContext {
 
     func fail(_ message: String) { errorMessage = ActionContext.truncate(message) }
 
-    /// Cuts an error message to maxErrorMessageBytes on a character boundary.
+    /// Cuts an error message to maxErrorMessageBytes on a Unicode scalar
+    /// boundary (bytes, not grapheme clusters: Text/Bytes.swift).
     static func truncate(_ message: String) -> String {
         guard message.utf8.count > maxErrorMessageBytes else { return message }
-        var cut = ""
-        for ch in message {
-            if cut.utf8.count + ch.utf8.count > maxErrorMessageBytes { break }
-            cut.append(ch)
-        }
-        return cut
+        let b = Array(message.utf8.prefix(maxErrorMessageBytes + 1))
+        // b[end] is the first byte left out: back up while it continues a
+        // scalar (10xxxxxx), so that the cut never splits one.
+        var end = maxErrorMessageBytes
+        while end > 0 && b[end] & 0xC0 == 0x80 { end -= 1 }
+        return String(decoding: b[..<end], as: UTF8.self)
     }
 
     func setData(_ j: JSON) { data = j }

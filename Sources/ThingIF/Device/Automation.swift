@@ -20,7 +20,7 @@ final class Automation {
         guard let bytes = storage.read(Automation.fileName, limit: 16 << 20) else { return }
         guard case .success(let j) = JSON.parse(bytes), j.isObject else {
             loadProblem =
-                "\(storage.path(Automation.fileName)) is not valid JSON; starting without action sets and timers"
+                str("\(storage.path(Automation.fileName)) is not valid JSON; starting without action sets and timers")
             return
         }
         remoteVersion = j["remoteVersion"]?.intValue
@@ -37,8 +37,8 @@ final class Automation {
         }
     }
 
-    func set(named name: String) -> Int? { sets.firstIndex { $0.name == name } }
-    func trigger(named name: String) -> Int? { triggers.firstIndex { $0.name == name } }
+    func set(named name: String) -> Int? { sets.firstIndex { $0.name.equals(name) } }
+    func trigger(named name: String) -> Int? { triggers.firstIndex { $0.name.equals(name) } }
 
     func save() -> Bool {
         let o = JSON.object()

@@ -29,7 +29,7 @@ extension Thing {
 
     func createActionSet(_ name: String) -> Int32 {
         if let p = AutomationCodec.checkName(name, "an action set") {
-            logger.error(p)
+            logger.error(Text(p))
             return THINGIF_ERR_INVALID.code
         }
         return mutate { a in
@@ -60,7 +60,7 @@ extension Thing {
         var usedBy: String?
         let rc = mutate { a in
             guard let i = a.set(named: name) else { return THINGIF_ERR_NOT_FOUND.code }
-            if let t = a.triggers.first(where: { $0.actionSets.contains(name) }) {
+            if let t = a.triggers.first(where: { $0.actionSets.containsBytes(name) }) {
                 usedBy = t.name
                 return THINGIF_ERR_STATE.code
             }
@@ -94,7 +94,7 @@ extension Thing {
             }
             guard trigger.fireDate > now else {
                 problem =
-                    "timer trigger \(trigger.name): fireDate \(trigger.fireDate) is not in the future (now \(now))"
+                    str("timer trigger \(trigger.name): fireDate \(trigger.fireDate) is not in the future (now \(now))")
                 return THINGIF_ERR_INVALID.code
             }
             guard a.trigger(named: trigger.name) == nil else { return THINGIF_ERR_EXISTS.code }
@@ -104,7 +104,7 @@ extension Thing {
             a.triggers.append(t)
             return OK
         }
-        if let problem { logger.error(problem) }
+        if let problem { logger.error(Text(problem)) }
         return rc
     }
 
@@ -117,7 +117,8 @@ extension Thing {
             if enabled && !t.enabled && t.fireDate <= now {
                 // A disabled period does not count as missed firings.
                 guard let next = t.nextOccurrence(after: now, zone: TimeZoneRules.load(t.timeZone)) else {
-                    problem = "timer trigger \(name): its fireDate has passed and it does not recur; create it again"
+                    problem = str(
+                        "timer trigger \(name): its fireDate has passed and it does not recur; create it again")
                     return THINGIF_ERR_INVALID.code
                 }
                 t.fireDate = next
@@ -126,7 +127,7 @@ extension Thing {
             a.triggers[i] = t
             return OK
         }
-        if let problem { logger.error(problem) }
+        if let problem { logger.error(Text(problem)) }
         return rc
     }
 
@@ -160,7 +161,7 @@ extension Thing {
                     if let j = a.set(named: n) {
                         sets.append(a.sets[j])
                     } else {
-                        notes.append("timer trigger \(t.name): action set \(n) no longer exists; skipped")
+                        notes.append(str("timer trigger \(t.name): action set \(n) no longer exists; skipped"))
                     }
                 }
                 runs.append((sets, t.name))
@@ -175,11 +176,11 @@ extension Thing {
                 changed = true
             }
             if changed && !a.save() {
-                notes.append("cannot write \(storage.path(Automation.fileName)); a restart may fire a timer again")
+                notes.append(str("cannot write \(storage.path(Automation.fileName)); a restart may fire a timer again"))
             }
             return runs.isEmpty ? nil : (tid, runs)
         }
-        for n in notes { logger.warning(n) }
+        for n in notes { logger.warning(Text(n)) }
         guard let (thingID, runs) = work else { return }
         for run in runs {
             if let trigger = run.firedBy { logger.info("timer trigger \(trigger) fired") }
@@ -197,7 +198,7 @@ extension Thing {
         }
         var chunks: [[AutomationAction]] = []
         for a in set.actions {
-            if let last = chunks.last?.last, last.schema == a.schema, last.schemaVersion == a.schemaVersion {
+            if let last = chunks.last?.last, last.schema.equals(a.schema), last.schemaVersion == a.schemaVersion {
                 chunks[chunks.count - 1].append(a)
             } else {
                 chunks.append([a])
@@ -207,7 +208,7 @@ extension Thing {
             let id = "local-" + Platform.randomHex(bytes: 8)
             let command = Command(
                 id: id, shape: .schema, schema: chunk[0].schema, schemaVersion: chunk[0].schemaVersion,
-                issuer: "thing:\(thingID)", title: set.name, firedByTriggerID: firedBy,
+                issuer: str("thing:\(thingID)"), title: set.name, firedByTriggerID: firedBy,
                 groups: [
                     Command.Group(
                         alias: nil,
@@ -216,14 +217,14 @@ extension Thing {
                         })
                 ])
             let what =
-                firedBy.map { "command \(id) fired by timer trigger \($0)" }
-                ?? "command \(id) of action set \(set.name)"
+                firedBy.map { str("command \(id) fired by timer trigger \($0)") }
+                ?? str("command \(id) of action set \(set.name)")
             _ = sendRequest(
-                method: "PUT", path: "targets/thing:\(thingID)/commands/\(id)", contentType: MediaType.json,
+                method: "PUT", path: str("targets/thing:\(thingID)/commands/\(id)"), contentType: MediaType.json,
                 body: command.encode().dumpBytes(), what: what, kind: .results)
             let persisted = shared.withLock { s -> Bool in
                 let ok = s.ledger.start(id, skeleton: CommandLedger.skeleton(of: command))
-                s.running[id] = RunningCommand(command, thingID: thingID)
+                s.running[ByteKey(id)] = RunningCommand(command, thingID: thingID)
                 return ok
             }
             if !persisted { logger.error("cannot record command \(id) in \(storage.path(CommandLedger.fileName))") }
@@ -242,16 +243,16 @@ extension Thing {
         let now = epochNow()
         switch parseRemoteConfig(payload, now: now) {
         case .failure(let e):
-            logger.error("remote configuration refused, nothing applied: \(e)")
+            logger.error("remote configuration refused, nothing applied: \(e.description)")
             reportConfig(version: Self.configVersion(payload), applied: false, message: e.description)
         case .success(let config):
             guard let (version, sets, triggers) = config else { return }
             let saved = shared.withLock { s -> Bool in
                 let a = s.automation
-                let setNames = Set(sets.map { $0.name }), triggerNames = Set(triggers.map { $0.name })
-                a.sets.removeAll { $0.remote || setNames.contains($0.name) }
+                let setNames = Set(sets.map { ByteKey($0.name) }), triggerNames = Set(triggers.map { ByteKey($0.name) })
+                a.sets.removeAll { $0.remote || setNames.contains(ByteKey($0.name)) }
                 a.sets += sets
-                a.triggers.removeAll { $0.remote || triggerNames.contains($0.name) }
+                a.triggers.removeAll { $0.remote || triggerNames.contains(ByteKey($0.name)) }
                 a.triggers += triggers
                 a.remoteVersion = version
                 return a.save()
@@ -280,7 +281,7 @@ extension Thing {
         body.set("applied", .bool(applied))
         if let message { body.set("message", string: message) }
         _ = sendRequest(
-            method: "PUT", path: "targets/thing:\(thingID)/automation-report", contentType: MediaType.json,
+            method: "PUT", path: str("targets/thing:\(thingID)/automation-report"), contentType: MediaType.json,
             body: body.dumpBytes(), what: "automation report", kind: .other)
     }
 
@@ -300,7 +301,8 @@ extension Thing {
         // Size first: nothing larger is parsed.
         guard payload.count <= L.maxConfigBytes else {
             return .failure(
-                StatusMessage("\(payload.count) bytes, over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"))
+                StatusMessage(str("\(payload.count) bytes, over AutomationLimits.maxConfigBytes (\(L.maxConfigBytes))"))
+            )
         }
         guard case .success(let j) = JSON.parse(payload), j.isObject else { return .failure("not a JSON object") }
         guard let version = j["version"]?.intValue else { return .failure("\"version\" must be an integer") }

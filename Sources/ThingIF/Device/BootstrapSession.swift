@@ -30,7 +30,8 @@ final class BootstrapSession {
     /// Connects and subscribes to the reply topic.
     func open() -> Int32 {
         // A client ID of its own: two clients with one ID throw each other out.
-        guard let c = MqttClient(clientID: "thingif-bootstrap-\(Platform.randomHex(bytes: 8))", cleanStart: true) else {
+        guard let c = MqttClient(clientID: str("thingif-bootstrap-\(Platform.randomHex(bytes: 8))"), cleanStart: true)
+        else {
             return THINGIF_ERR_NOMEM.code
         }
         client = c
@@ -95,9 +96,9 @@ final class BootstrapSession {
     ) -> Result<KiiResponse, StatusError> {
         guard let c = client else { return .failure(StatusError(THINGIF_ERR_NO_CONN.code)) }
         counter += 1
-        let rid = "\(c.clientID)-\(counter)"
+        let rid = str("\(c.clientID)-\(counter)")
         var headers: [(name: String, value: String)] = []
-        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if let token { headers.append(("Authorization", str("Bearer \(token)"))) }
         if let contentType { headers.append(("Content-Type", contentType)) }
         headers.append((KiiFraming.requestIDHeader, rid))
         let payload = KiiRequest(method: method, headers: headers, body: body).encode()
@@ -115,7 +116,7 @@ final class BootstrapSession {
                 self.replies.removeFirst()
                 guard let r = KiiResponse.decode(m.payload) else { continue }
                 let id = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? r.requestID
-                if id == rid { answer = r; return true }
+                if id.equals(rid) { answer = r; return true }
             }
             return false
         })

@@ -127,7 +127,7 @@ extension Thing {
         let command: Command
         switch Command.decode(payload, maxSize: maxPayload) {
         case .failure(let e):
-            logger.error(e.message)
+            logger.error(Text(e.message))
             if let id = e.commandID { reportDropped(id, reason: e.message, thingID: identity.thingID) }
             return .refused
         case .success(let c):
@@ -135,17 +135,17 @@ extension Thing {
         }
         let resultsPath = Thing.resultsPath(thingID: identity.thingID, commandID: command.id)
         return shared.withLock { s -> Admission in
-            if s.running[command.id] != nil { return .running(command.id) }
+            if s.running[ByteKey(command.id)] != nil { return .running(command.id) }
             switch s.ledger.state(of: command.id) {
             case .done(let r)?:
                 return .done(
                     command.id, body: r,
-                    alreadyQueued: s.outbox.items.contains { $0.path == resultsPath }
-                        || s.heldResults.contains { $0.commandID == command.id })
+                    alreadyQueued: s.outbox.items.contains { $0.path.equals(resultsPath) }
+                        || s.heldResults.contains { $0.commandID.equals(command.id) })
             case .started(let skeleton)?: return .interrupted(command.id, skeleton: skeleton)
             case nil:
                 let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command), sync: sync)
-                s.running[command.id] = RunningCommand(command, thingID: identity.thingID)
+                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: identity.thingID)
                 return .new(command, persisted: ok)
             }
         }
@@ -179,7 +179,7 @@ extension Thing {
     func reportDropped(_ id: String, reason: String, thingID: String) {
         let body = ActionResults.dropped(reason: reason).dumpBytes()
         let first = shared.withLock { s -> Bool in
-            guard s.running[id] == nil, s.ledger.state(of: id) == nil else { return false }
+            guard s.running[ByteKey(id)] == nil, s.ledger.state(of: id) == nil else { return false }
             _ = s.ledger.finish(id, body: body, thingID: thingID)
             return true
         }
@@ -190,13 +190,13 @@ extension Thing {
     }
 
     static func resultsPath(thingID: String, commandID: String) -> String {
-        "targets/thing:\(thingID)/commands/\(commandID)/action-results"
+        str("targets/thing:\(thingID)/commands/\(commandID)/action-results")
     }
 
     func sendResults(_ body: [UInt8], commandID: String, thingID: String) -> Int32 {
         sendRequest(
             method: "PUT", path: Thing.resultsPath(thingID: thingID, commandID: commandID),
-            contentType: MediaType.json, body: body, what: "results of command \(commandID)",
+            contentType: MediaType.json, body: body, what: str("results of command \(commandID)"),
             kind: .results, commandID: commandID)
     }
 
@@ -229,7 +229,7 @@ extension Thing {
             for e in g.entries {
                 switch e {
                 case .invalid(let name, let reason):
-                    logger.warning(reason)
+                    logger.warning(Text(reason))
                     complete(command.id, index: index, result: .failure(name, reason))
                 case .action(let name, let params):
                     if let result = runAction(
@@ -255,13 +255,13 @@ extension Thing {
         guard let handler else {
             let scope: String
             if let alias {
-                scope = "alias \"\(alias)\""
+                scope = str("alias \"\(alias)\"")
             } else if let schema = command.schema {
-                scope = "schema \"\(schema)\" version \(command.schemaVersion)"
+                scope = str("schema \"\(schema)\" version \(command.schemaVersion)")
             } else {
                 scope = "a command without schema"
             }
-            return .failure(name, "no handler for action \"\(name)\" of \(scope)")
+            return .failure(name, str("no handler for action \"\(name)\" of \(scope)"))
         }
         let ctx = ActionContext(thing: self, command: strings, name: name, alias: alias, params: params, index: index)
         let opaque = OpaquePointer(Unmanaged.passUnretained(ctx).toOpaque())
@@ -274,11 +274,13 @@ extension Thing {
     /// Records one action's result; sends the results when it was the last.
     func complete(_ commandID: String, index: Int, result: ActionResult) {
         let finished = shared.withLock { s -> RunningCommand? in
-            guard let rc = s.running[commandID], index < rc.results.count, rc.results[index] == nil else { return nil }
+            guard let rc = s.running[ByteKey(commandID)], index < rc.results.count, rc.results[index] == nil else {
+                return nil
+            }
             rc.results[index] = result
             rc.outstanding -= 1
             guard rc.outstanding == 0 else { return nil }
-            s.running[commandID] = nil
+            s.running[ByteKey(commandID)] = nil
             return rc
         }
         guard let rc = finished else { return }
@@ -299,7 +301,7 @@ extension Thing {
     /// Completes a deferred action (any thread).
     func completeDeferred(_ d: DeferredAction, errorMessage: String?, data: JSON?) -> Int32 {
         let known = shared.withLock { s in
-            s.running[d.commandID]?.results[d.index] == nil && s.running[d.commandID] != nil
+            s.running[ByteKey(d.commandID)]?.results[d.index] == nil && s.running[ByteKey(d.commandID)] != nil
         }
         guard known else { return THINGIF_ERR_STATE.code }
         var result = ActionResult(name: d.name, succeeded: errorMessage == nil, errorMessage: nil, data: data)

@@ -10,26 +10,26 @@ struct HandlerRegistry {
     }
 
     private enum Scope: Hashable {
-        case schema(String, Int)
-        case alias(String)
+        case schema(ByteKey, Int)
+        case alias(ByteKey)
         case any
     }
 
     private struct Key: Hashable {
         var scope: Scope
-        var action: String
+        var action: ByteKey
     }
 
     private var table: [Key: Handler] = [:]
     private(set) var catchAll: Handler?
 
     mutating func setSchema(_ schema: String?, version: Int, action: String, _ handler: Handler?) {
-        let scope: Scope = schema.map { .schema($0, version) } ?? .any
-        table[Key(scope: scope, action: action)] = handler
+        let scope: Scope = schema.map { .schema(ByteKey($0), version) } ?? .any
+        table[Key(scope: scope, action: ByteKey(action))] = handler
     }
 
     mutating func setAlias(_ alias: String, action: String, _ handler: Handler?) {
-        table[Key(scope: .alias(alias), action: action)] = handler
+        table[Key(scope: .alias(ByteKey(alias)), action: ByteKey(action))] = handler
     }
 
     mutating func setCatchAll(_ handler: Handler?) { catchAll = handler }
@@ -37,14 +37,15 @@ struct HandlerRegistry {
     func lookup(schema: String?, version: Int, alias: String?, action: String) -> Handler? {
         var scopes: [Scope] = []
         if let alias {
-            scopes.append(.alias(alias))
+            scopes.append(.alias(ByteKey(alias)))
         } else if let schema {
-            scopes.append(.schema(schema, version))
-            if version != 0 { scopes.append(.schema(schema, 0)) }
+            scopes.append(.schema(ByteKey(schema), version))
+            if version != 0 { scopes.append(.schema(ByteKey(schema), 0)) }
         }
         scopes.append(.any)
+        let name = ByteKey(action)
         for s in scopes {
-            if let h = table[Key(scope: s, action: action)] { return h }
+            if let h = table[Key(scope: s, action: name)] { return h }
         }
         return catchAll
     }

@@ -18,19 +18,19 @@ final class Logger: @unchecked Sendable {
         }
     }
 
-    func error(_ message: @autoclosure () -> String) { log(THINGIF_LOG_ERROR, message()) }
-    func warning(_ message: @autoclosure () -> String) { log(THINGIF_LOG_WARNING, message()) }
-    func info(_ message: @autoclosure () -> String) { log(THINGIF_LOG_INFO, message()) }
-    func debug(_ message: @autoclosure () -> String) { log(THINGIF_LOG_DEBUG, message()) }
+    func error(_ message: @autoclosure () -> Text) { log(THINGIF_LOG_ERROR, message()) }
+    func warning(_ message: @autoclosure () -> Text) { log(THINGIF_LOG_WARNING, message()) }
+    func info(_ message: @autoclosure () -> Text) { log(THINGIF_LOG_INFO, message()) }
+    func debug(_ message: @autoclosure () -> Text) { log(THINGIF_LOG_DEBUG, message()) }
 
     /// Whether a line of `level` would be written.
     func enabled(_ level: thingif_log_level) -> Bool { Int32(level.rawValue) <= sink.withLock { $0.maxLevel } }
 
-    func log(_ level: thingif_log_level, _ message: @autoclosure () -> String) {
+    func log(_ level: thingif_log_level, _ message: @autoclosure () -> Text) {
         let s = sink.withLock { $0 }
         let lv = Int32(level.rawValue)
         guard lv <= s.maxLevel else { return }
-        let text = message()
+        let text = message().string
         if let cb = s.callback {
             cb(lv, text, s.userdata)
         } else {

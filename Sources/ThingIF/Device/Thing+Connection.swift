@@ -77,7 +77,7 @@ extension Thing {
         s.nextConnectAt = Platform.nowMs() + Int64(waitMs)
     }
 
-    func connectionLost(_ why: String, handshake: Bool = false) {
+    func connectionLost(_ why: Text, handshake: Bool = false) {
         // Both the loop's error and libmosquitto's disconnect callback report
         // one loss; only the first counts for the backoff.
         let attempt = shared.withLock { s -> Int? in
@@ -126,7 +126,7 @@ extension Thing {
                         scheduleReconnect(&s)
                         return s.reconnectAttempt
                     }
-                    let line = "TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS"
+                    let line: Text = "TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS"
                     if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
                     return false
                 }
@@ -169,13 +169,13 @@ extension Thing {
             if rc == MOSQ_ERR_TLS.rawValue {
                 // The handshake may finish inside connect (or in the loop:
                 // see turn()); either way the same line.
-                let line =
+                let line: Text =
                     "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
                 if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
                 return false
             }
             let tls = config.tls != nil ? " (TLS)" : ""
-            let line = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
+            let line: Text = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
             if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
             return false
         }

@@ -17,13 +17,16 @@ extension Thing {
             if m.payload.count > s.config.maxPayload {
                 // A command whose commandID its first bytes give is reported
                 // as dropped, so that it gets an outcome.
-                if let id = s.identity, m.topic == id.endpoint.mqttTopic, s.droppedCommands.count < s.config.inboxMax,
+                if let id = s.identity, m.topic.equals(id.endpoint.mqttTopic),
+                    s.droppedCommands.count < s.config.inboxMax,
                     let commandID = Command.recoverID(m.payload)
                 {
                     s.droppedCommands.append(
                         (
                             commandID,
-                            "dropped a command of \(m.payload.count) bytes: over the limit of \(s.config.maxPayload) bytes (THINGIF_OPT_MAX_PAYLOAD)"
+                            str(
+                                "dropped a command of \(m.payload.count) bytes: over the limit of \(s.config.maxPayload) bytes (THINGIF_OPT_MAX_PAYLOAD)"
+                            )
                         ))
                 }
                 return (s.config.maxPayload, false)
@@ -72,7 +75,7 @@ extension Thing {
                 var batch: [MqttClient.Message] = []
                 var waiting: [MqttClient.Message] = []
                 for m in s.inbox {
-                    if m.topic != id.endpoint.mqttTopic {
+                    if !m.topic.equals(id.endpoint.mqttTopic) {
                         batch.append(m)
                     } else if commandsTaken > 0 {
                         batch.append(m)
@@ -143,7 +146,7 @@ extension Thing {
         admitted.reserveCapacity(batch.count)
         for m in batch {
             admitted.append(
-                m.topic == topic ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
+                m.topic.equals(topic) ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
         }
         let newCommands = admitted.contains { $0?.isNew == true }
         if newCommands || !previous.isEmpty, !shared.withLock({ $0.ledger.flush() }) {
@@ -154,9 +157,9 @@ extension Thing {
         for (m, a) in zip(batch, admitted) {
             if let a {
                 execute(a, identity: identity)
-            } else if m.topic == Topics.response(clientID: topic) {
+            } else if m.topic.equals(Topics.response(clientID: topic)) {
                 handleReply(m)
-            } else if m.topic == Topics.config(clientID: topic) {
+            } else if m.topic.equals(Topics.config(clientID: topic)) {
                 applyRemoteConfig(m.payload)
             } else {
                 logger.debug("ignored a message on \(m.topic)")
@@ -177,7 +180,7 @@ extension Thing {
             guard let item = s.outbox.item(rid) else { return nil }
             if !retry {
                 if let cid = s.outbox.ack(rid)?.commandID { s.ledger.acknowledge(cid) }
-                s.sentAt[rid] = nil
+                s.sentAt[ByteKey(rid)] = nil
             }
             return item
         }

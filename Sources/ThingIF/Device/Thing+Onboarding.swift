@@ -27,7 +27,7 @@ extension Thing {
 
     func storedIdentity() -> Identity? {
         guard let bytes = storage.read(Thing.identityFile), case .success(let j) = JSON.parse(bytes),
-            let id = Identity.decode(j), id.appID == appID
+            let id = Identity.decode(j), id.appID.equals(appID)
         else { return nil }
         return id
     }
@@ -52,7 +52,7 @@ extension Thing {
     ) -> Int32 {
         let rc = checkCanBlock()
         guard rc == OK else { return rc }
-        if let stored = storedIdentity(), stored.vendorThingID == vendorThingID {
+        if let stored = storedIdentity(), stored.vendorThingID.equals(vendorThingID) {
             logger.info("using the stored onboarding of \(vendorThingID): thing \(stored.thingID)")
             adopt(stored)
             return OK
@@ -98,7 +98,7 @@ extension Thing {
     func useOnboarded(thingID: String, accessToken: String) -> Int32 {
         let rc = checkCanBlock()
         guard rc == OK else { return rc }
-        if let stored = storedIdentity(), stored.thingID == thingID, stored.accessToken == accessToken {
+        if let stored = storedIdentity(), stored.thingID.equals(thingID), stored.accessToken.equals(accessToken) {
             logger.info("using the stored MQTT installation of thing \(thingID)")
             adopt(stored)
             return OK
@@ -130,7 +130,7 @@ extension Thing {
         var endpointReply: KiiResponse?
         for attempt in 0..<5 {
             switch session.request(
-                api: .kii, path: "installations/\(installationID)/mqtt-endpoint", method: "GET",
+                api: .kii, path: str("installations/\(installationID)/mqtt-endpoint"), method: "GET",
                 token: accessToken, contentType: nil, body: [])
             {
             case .failure(let e): return e.code

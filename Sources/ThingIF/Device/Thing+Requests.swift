@@ -21,22 +21,23 @@ extension Thing {
                 body: body, what: what, kind: kind, commandID: commandID)
             switch s.outbox.add(item) {
             case nil:
-                notes.append("cannot write the outbox in \(storage.directory); \(what) not sent")
+                notes.append(str("cannot write the outbox in \(storage.directory); \(what) not sent"))
                 return .failure(StatusError(THINGIF_ERR_STORAGE.code))
             case .full?:
-                notes.append("outbox full (\(s.outbox.capacity) requests waiting for the framework); \(what) refused")
+                notes.append(
+                    str("outbox full (\(s.outbox.capacity) requests waiting for the framework); \(what) refused"))
                 return .failure(StatusError(THINGIF_ERR_FULL.code))
             case .added(let dropped, let superseded)?:
                 for old in dropped {
-                    s.sentAt[old.id] = nil
-                    if !superseded { notes.append("outbox full: dropped the oldest state upload, \(old.what)") }
+                    s.sentAt[ByteKey(old.id)] = nil
+                    if !superseded { notes.append(str("outbox full: dropped the oldest state upload, \(old.what)")) }
                 }
             }
             guard s.connected, let c = s.client else { return .success(nil) }
-            s.sentAt[item.id] = Platform.nowMs()
+            s.sentAt[ByteKey(item.id)] = Platform.nowMs()
             return .success((item, c, id))
         }
-        for n in notes { logger.warning(n) }
+        for n in notes { logger.warning(Text(n)) }
         switch outcome {
         case .failure(let e): return e.code
         case .success(let ready):
@@ -47,11 +48,11 @@ extension Thing {
 
     func newRequestID(_ s: inout Shared) -> String {
         s.requestCounter += 1
-        return "\(requestPrefix)-\(s.requestCounter)"
+        return str("\(requestPrefix)-\(s.requestCounter)")
     }
 
     func publish(_ item: Outbox.Item, on client: MqttClient, identity: Identity) {
-        var headers: [(name: String, value: String)] = [("Authorization", "Bearer \(identity.accessToken)")]
+        var headers: [(name: String, value: String)] = [("Authorization", str("Bearer \(identity.accessToken)"))]
         if let ct = item.contentType { headers.append(("Content-Type", ct)) }
         headers.append((KiiFraming.requestIDHeader, item.id))
         let payload = KiiRequest(method: item.method, headers: headers, body: item.body).encode()
@@ -78,11 +79,11 @@ extension Thing {
             let timeout = Int64(s.config.requestTimeoutMs)
             var due: [Outbox.Item] = []
             for item in s.outbox.items where due.count < Thing.sendBatch {
-                if let sent = s.sentAt[item.id] {
+                if let sent = s.sentAt[ByteKey(item.id)] {
                     guard now - sent >= timeout else { continue }
                     late.append(item.what)
                 }
-                s.sentAt[item.id] = now
+                s.sentAt[ByteKey(item.id)] = now
                 due.append(item)
             }
             return (due, c, id)
@@ -95,7 +96,7 @@ extension Thing {
     func updateState(_ state: JSON, partial: Bool) -> Int32 {
         guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
         return sendRequest(
-            method: partial ? "PATCH" : "PUT", path: "targets/thing:\(tid)/states",
+            method: partial ? "PATCH" : "PUT", path: str("targets/thing:\(tid)/states"),
             contentType: MediaType.json, body: state.dumpBytes(),
             what: partial ? "partial state" : "state", kind: .state)
     }
@@ -105,8 +106,8 @@ extension Thing {
         let body = JSON.object()
         body.set("firmwareVersion", string: version)
         return sendRequest(
-            method: "PUT", path: "things/\(tid)/firmware-version",
+            method: "PUT", path: str("things/\(tid)/firmware-version"),
             contentType: "application/vnd.kii.ThingFirmwareVersionUpdateRequest+json",
-            body: body.dumpBytes(), what: "firmware version \(version)", kind: .other)
+            body: body.dumpBytes(), what: str("firmware version \(version)"), kind: .other)
     }
 }

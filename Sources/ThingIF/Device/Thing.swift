@@ -60,9 +60,9 @@ final class Thing: @unchecked Sendable {
         /// The commands taken (persisted).
         let ledger: CommandLedger
         /// When each outbox item was last sent on this connection.
-        var sentAt: [String: Int64] = [:]
+        var sentAt: [ByteKey: Int64] = [:]
         /// Commands whose results wait for deferred actions, by commandID.
-        var running: [String: RunningCommand] = [:]
+        var running: [ByteKey: RunningCommand] = [:]
         /// True while the loop runs a batch of received messages: results
         /// finished meanwhile wait in `heldResults` for the batch's one sync.
         var batching = false
@@ -110,7 +110,7 @@ final class Thing: @unchecked Sendable {
                 outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
                 ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity),
                 automation: Automation(storage: s)))
-        if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(problem) }
+        if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(Text(problem)) }
         // Results the framework had not acknowledged before the restart go
         // out again from the outbox (the ledger kept them).
         shared.withLock { s in
@@ -120,7 +120,7 @@ final class Thing: @unchecked Sendable {
                         id: newRequestID(&s), method: "PUT",
                         path: Thing.resultsPath(thingID: owed.thingID, commandID: owed.commandID),
                         contentType: MediaType.json, body: owed.body,
-                        what: "results of command \(owed.commandID)", kind: .results, commandID: owed.commandID))
+                        what: str("results of command \(owed.commandID)"), kind: .results, commandID: owed.commandID))
             }
         }
     }

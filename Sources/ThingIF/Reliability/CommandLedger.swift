@@ -23,7 +23,7 @@ final class CommandLedger {
     }
 
     /// Results the framework has not acknowledged yet: (commandID, thingID).
-    private var unacknowledged: [String: String] = [:]
+    private var unacknowledged: [ByteKey: String] = [:]
 
     static let fileName = "ledger.jsonl"
 
@@ -31,7 +31,7 @@ final class CommandLedger {
         didSet { capacity = max(1, capacity) }
     }
     private let journal: Journal
-    private var states: [String: State] = [:]
+    private var states: [ByteKey: State] = [:]
     private var order: [String] = []
     /// Commands found started but not done when the ledger was loaded.
     private(set) var interrupted: [(id: String, skeleton: [UInt8])] = []
@@ -48,29 +48,29 @@ final class CommandLedger {
                 record(id, .done(body: results.dumpBytes()))
                 // A "t" names the thing the results are owed to; earlier
                 // versions kept them in the outbox instead.
-                if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[id] = t }
+                if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[ByteKey(id)] = t }
             } else if let skeleton = r["a"] {
                 record(id, .started(skeleton: skeleton.dumpBytes()))
             } else if r["k"] != nil {
-                unacknowledged[id] = nil
+                unacknowledged[ByteKey(id)] = nil
             }
         }
         self.capacity = max(1, capacity)
         interrupted = order.compactMap { id in
-            if case .started(let s) = states[id] { return (id, s) }
+            if case .started(let s) = states[ByteKey(id)] { return (id, s) }
             return nil
         }
     }
 
     var count: Int { states.count }
 
-    func state(of commandID: String) -> State? { states[commandID] }
+    func state(of commandID: String) -> State? { states[ByteKey(commandID)] }
 
     private func record(_ id: String, _ state: State) {
-        if states.updateValue(state, forKey: id) == nil { order.append(id) }
+        if states.updateValue(state, forKey: ByteKey(id)) == nil { order.append(id) }
         // Results still owed are kept past the capacity.
-        while order.count > capacity, let i = order.firstIndex(where: { unacknowledged[$0] == nil }) {
-            states[order.remove(at: i)] = nil
+        while order.count > capacity, let i = order.firstIndex(where: { unacknowledged[ByteKey($0)] == nil }) {
+            states[ByteKey(order.remove(at: i))] = nil
         }
     }
 
@@ -91,7 +91,7 @@ final class CommandLedger {
     /// holds the results until `acknowledge`.
     func finish(_ commandID: String, body: [UInt8], thingID: String?, sync: Bool = true) -> Bool {
         guard persist(commandID, .done(body: body), thingID: thingID, sync: sync) else { return false }
-        interrupted.removeAll { $0.id == commandID }
+        interrupted.removeAll { $0.id.equals(commandID) }
         return true
     }
 
@@ -103,7 +103,7 @@ final class CommandLedger {
 
     /// The framework has the results of `commandID`: an unsynced record.
     func acknowledge(_ commandID: String) {
-        guard unacknowledged.removeValue(forKey: commandID) != nil else { return }
+        guard unacknowledged.removeValue(forKey: ByteKey(commandID)) != nil else { return }
         var line = Array(#"{"c":"#.utf8)
         line += JSON.quoted(commandID)
         line += Array(",\"k\":1}\n".utf8)
@@ -115,7 +115,7 @@ final class CommandLedger {
     /// again after a restart.
     func owedResults() -> [(commandID: String, thingID: String, body: [UInt8])] {
         order.compactMap { id in
-            guard let t = unacknowledged[id], case .done(let b)? = states[id] else { return nil }
+            guard let t = unacknowledged[ByteKey(id)], case .done(let b)? = states[ByteKey(id)] else { return nil }
             return (id, t, b)
         }
     }
@@ -138,7 +138,7 @@ final class CommandLedger {
             out += JSON.quoted(id)
             out.append(contentsOf: #","r":"#.utf8)
             out += body
-            if let t = unacknowledged[id] {
+            if let t = unacknowledged[ByteKey(id)] {
                 out.append(contentsOf: #","t":"#.utf8)
                 out += JSON.quoted(t)
             }
@@ -149,9 +149,9 @@ final class CommandLedger {
     }
 
     private func persist(_ id: String, _ state: State, thingID: String?, sync: Bool) -> Bool {
-        if let thingID { unacknowledged[id] = thingID }
+        if let thingID { unacknowledged[ByteKey(id)] = thingID }
         guard journal.append(line: line(id, state), sync: sync) else {
-            if thingID != nil { unacknowledged[id] = nil }
+            if thingID != nil { unacknowledged[ByteKey(id)] = nil }
             return false
         }
         record(id, state)
@@ -161,7 +161,7 @@ final class CommandLedger {
 
     private func compactIfNeeded() {
         guard journal.lineCount > 3 * capacity + 64 else { return }
-        _ = journal.rewrite(lines: order.compactMap { id in states[id].map { line(id, $0) } })
+        _ = journal.rewrite(lines: order.compactMap { id in states[ByteKey(id)].map { line(id, $0) } })
     }
 
     /// The action names of a command, grouped as its results will be:

@@ -19,8 +19,21 @@
 ///
 /// Not thread-safe: the engine guards it with its lock.
 final class Outbox {
-    enum Kind: String {
+    enum Kind {
         case results, state, other
+
+        /// The journal's name of the kind.
+        var name: String {
+            switch self {
+            case .results: return "results"
+            case .state: return "state"
+            case .other: return "other"
+            }
+        }
+
+        init(named name: String) {
+            self = name.equals("results") ? .results : name.equals("state") ? .state : .other
+        }
     }
 
     struct Item {
@@ -55,8 +68,8 @@ final class Outbox {
         journal = Journal(storage: storage, name: Outbox.fileName)
         for r in journal.load() {
             guard let id = r["id"]?.stringValue else { continue }
-            switch r["op"]?.stringValue {
-            case "add":
+            let op = r["op"]?.stringValue ?? ""
+            if op.equals("add") {
                 guard let method = r["m"]?.stringValue, let path = r["p"]?.stringValue,
                     let body = r["b"]?.stringValue
                 else { continue }
@@ -64,11 +77,9 @@ final class Outbox {
                     Item(
                         id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
                         body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
-                        kind: Kind(rawValue: r["k"]?.stringValue ?? "") ?? .other))
-            case "ack", "drop":
-                items.removeAll { $0.id == id }
-            default:
-                continue
+                        kind: Kind(named: r["k"]?.stringValue ?? "")))
+            } else if op.equals("ack") || op.equals("drop") {
+                items.removeAll { $0.id.equals(id) }
             }
         }
         resultCount = items.reduce(0) { $0 + ($1.kind == .results ? 1 : 0) }
@@ -86,7 +97,7 @@ final class Outbox {
         if let ct = item.contentType { r.set("ct", string: ct) }
         r.set("b", string: String(decoding: item.body, as: UTF8.self))
         r.set("w", string: item.what)
-        r.set("k", string: item.kind.rawValue)
+        r.set("k", string: item.kind.name)
         return r
     }
 
@@ -108,7 +119,7 @@ final class Outbox {
     func add(_ item: Item) -> AddOutcome? {
         var item = item
         item.journaled = item.kind != .results
-        let supersedes = item.kind == .state && item.method == "PUT"
+        let supersedes = item.kind == .state && item.method.equals("PUT")
         var drop = supersedes ? items.filter { $0.kind == .state } : []
         if items.count - drop.count >= capacity && item.kind != .results {
             // Make room by dropping the oldest state upload; none left: refuse.
@@ -119,8 +130,8 @@ final class Outbox {
             guard mark("drop", old.id) else { return nil }
         }
         if !drop.isEmpty {
-            let ids = Set(drop.map { $0.id })
-            items.removeAll { ids.contains($0.id) }
+            let ids = Set(drop.map { ByteKey($0.id) })
+            items.removeAll { ids.contains(ByteKey($0.id)) }
         }
         // One sync covers the drop marks before it (same file).
         if item.journaled {
@@ -138,7 +149,7 @@ final class Outbox {
     /// Removes an answered item; returns it, or nil when unknown.
     @discardableResult
     func ack(_ id: String) -> Item? {
-        guard let i = items.firstIndex(where: { $0.id == id }) else { return nil }
+        guard let i = items.firstIndex(where: { $0.id.equals(id) }) else { return nil }
         let item = items.remove(at: i)
         if item.kind == .results { resultCount -= 1 }
         if item.journaled {
@@ -148,7 +159,7 @@ final class Outbox {
         return item
     }
 
-    func item(_ id: String) -> Item? { items.first { $0.id == id } }
+    func item(_ id: String) -> Item? { items.first { $0.id.equals(id) } }
 
     /// Writes the unsynced marks that wait in memory (acknowledgements, drops).
     func writeOut() { journal.writeOut() }

@@ -52,13 +52,13 @@ struct PosixTZ {
     var dst: (offset: Int, start: Rule, startTime: Int, end: Rule, endTime: Int)?
 
     init?(_ text: String) {
-        var s = Substring(text)
+        var s = ArraySlice(text.utf8)
         guard PosixTZ.name(&s), let std = PosixTZ.offset(&s) else { return nil }
         stdOffset = -std
         if s.isEmpty { dst = nil; return }
         guard PosixTZ.name(&s) else { return nil }
         var dstOffset = stdOffset + 3600
-        if let c = s.first, c != "," {
+        if let c = s.first, c != UInt8(ascii: ",") {
             guard let o = PosixTZ.offset(&s) else { return nil }
             dstOffset = -o
         }
@@ -67,51 +67,59 @@ struct PosixTZ {
         var startRule = Rule.monthWeekDay(3, 2, 0), startTime = 7200
         var endRule = Rule.monthWeekDay(11, 1, 0), endTime = 7200
         if !s.isEmpty {
-            guard s.first == "," else { return nil }
+            guard s.first == UInt8(ascii: ",") else { return nil }
             s = s.dropFirst()
             guard let r1 = PosixTZ.rule(&s) else { return nil }
             startRule = r1
-            if s.first == "/" { s = s.dropFirst(); guard let t = PosixTZ.time(&s) else { return nil }; startTime = t }
-            guard s.first == "," else { return nil }
+            if s.first == UInt8(ascii: "/") {
+                s = s.dropFirst(); guard let t = PosixTZ.time(&s) else { return nil }; startTime = t
+            }
+            guard s.first == UInt8(ascii: ",") else { return nil }
             s = s.dropFirst()
             guard let r2 = PosixTZ.rule(&s) else { return nil }
             endRule = r2
-            if s.first == "/" { s = s.dropFirst(); guard let t = PosixTZ.time(&s) else { return nil }; endTime = t }
+            if s.first == UInt8(ascii: "/") {
+                s = s.dropFirst(); guard let t = PosixTZ.time(&s) else { return nil }; endTime = t
+            }
             guard s.isEmpty else { return nil }
         }
         dst = (dstOffset, startRule, startTime, endRule, endTime)
     }
 
-    private static func name(_ s: inout Substring) -> Bool {
-        if s.first == "<" {
-            guard let end = s.firstIndex(of: ">") else { return false }
-            s = s[s.index(after: end)...]
+    private static func name(_ s: inout ArraySlice<UInt8>) -> Bool {
+        if s.first == UInt8(ascii: "<") {
+            guard let end = s.firstIndex(of: UInt8(ascii: ">")) else { return false }
+            s = s[(end + 1)...]
             return true
         }
-        let n = s.prefix { ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") }
+        let n = s.prefix { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) }
         guard n.count >= 3 else { return false }
         s = s.dropFirst(n.count)
         return true
     }
 
-    private static func number(_ s: inout Substring) -> Int? {
-        let digits = s.prefix { $0 >= "0" && $0 <= "9" }
-        guard !digits.isEmpty, let n = Int(digits) else { return nil }
+    private static func number(_ s: inout ArraySlice<UInt8>) -> Int? {
+        let digits = s.prefix { $0 >= 0x30 && $0 <= 0x39 }
+        guard !digits.isEmpty, digits.count <= 9 else { return nil }
         s = s.dropFirst(digits.count)
-        return n
+        return digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
     }
 
     /// [+-]hh[:mm[:ss]] in seconds (POSIX sign: positive is west of UTC).
-    private static func time(_ s: inout Substring) -> Int? {
+    private static func time(_ s: inout ArraySlice<UInt8>) -> Int? {
         var sign = 1
-        if s.first == "+" { s = s.dropFirst() } else if s.first == "-" { sign = -1; s = s.dropFirst() }
+        if s.first == UInt8(ascii: "+") {
+            s = s.dropFirst()
+        } else if s.first == UInt8(ascii: "-") {
+            sign = -1; s = s.dropFirst()
+        }
         guard let h = number(&s) else { return nil }
         var total = h * 3600
-        if s.first == ":" {
+        if s.first == UInt8(ascii: ":") {
             s = s.dropFirst()
             guard let m = number(&s) else { return nil }
             total += m * 60
-            if s.first == ":" {
+            if s.first == UInt8(ascii: ":") {
                 s = s.dropFirst()
                 guard let sec = number(&s) else { return nil }
                 total += sec
@@ -120,19 +128,19 @@ struct PosixTZ {
         return sign * total
     }
 
-    private static func offset(_ s: inout Substring) -> Int? { time(&s) }
+    private static func offset(_ s: inout ArraySlice<UInt8>) -> Int? { time(&s) }
 
-    private static func rule(_ s: inout Substring) -> Rule? {
-        if s.first == "J" {
+    private static func rule(_ s: inout ArraySlice<UInt8>) -> Rule? {
+        if s.first == UInt8(ascii: "J") {
             s = s.dropFirst()
             guard let n = number(&s), (1...365).contains(n) else { return nil }
             return .julianNoLeap(n)
         }
-        if s.first == "M" {
+        if s.first == UInt8(ascii: "M") {
             s = s.dropFirst()
-            guard let m = number(&s), s.first == "." else { return nil }
+            guard let m = number(&s), s.first == UInt8(ascii: ".") else { return nil }
             s = s.dropFirst()
-            guard let w = number(&s), s.first == "." else { return nil }
+            guard let w = number(&s), s.first == UInt8(ascii: ".") else { return nil }
             s = s.dropFirst()
             guard let d = number(&s), (1...12).contains(m), (1...5).contains(w), (0...6).contains(d) else { return nil }
             return .monthWeekDay(m, w, d)
@@ -189,10 +197,11 @@ struct TimeZoneRules {
 
     /// True for names like "Europe/Paris", "UTC", "America/Argentina/Buenos_Aires".
     static func isValidName(_ name: String) -> Bool {
-        guard !name.isEmpty, name.utf8.count <= 128, !name.hasPrefix("/"), !name.hasSuffix("/") else { return false }
-        for part in name.split(separator: "/", omittingEmptySubsequences: false) {
-            guard !part.isEmpty, part != ".", part != "..",
-                part.utf8.allSatisfy({
+        let bytes = Array(name.utf8)
+        guard !bytes.isEmpty, bytes.count <= 128, bytes.first != 0x2F, bytes.last != 0x2F else { return false }
+        for part in bytes.split(separator: 0x2F, omittingEmptySubsequences: false) {
+            guard !part.isEmpty,  // "." and ".." fail the character check
+                part.allSatisfy({
                     ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5a) || ($0 >= 0x61 && $0 <= 0x7a)
                         || $0 == 0x5f || $0 == 0x2d || $0 == 0x2b
                 })

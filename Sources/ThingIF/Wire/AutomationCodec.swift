@@ -37,6 +37,14 @@ public struct ActionSet {
 public enum RecurrenceUnit: String {
     case minute, hour, day, week
 
+    /// The unit of a wire name, compared as bytes (no String switch).
+    public init?(named name: String) {
+        guard let u = [RecurrenceUnit.minute, .hour, .day, .week].first(where: { name.equals($0.rawValue) }) else {
+            return nil
+        }
+        self = u
+    }
+
     public var minutes: Int64 {
         switch self {
         case .minute: return 1
@@ -130,9 +138,11 @@ public enum AutomationCodec {
     /// AutomationLimits.maxName bytes of UTF-8, no control characters.
     public static func checkName(_ name: String, _ what: String) -> String? {
         let n = name.utf8.count
-        guard (1...L.maxName).contains(n) else { return "\(what) name must be 1 to \(L.maxName) bytes, it is \(n)" }
+        guard (1...L.maxName).contains(n) else {
+            return str("\(what) name must be 1 to \(L.maxName) bytes, it is \(n)")
+        }
         if name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) {
-            return "\(what) name must not hold control characters"
+            return str("\(what) name must not hold control characters")
         }
         return nil
     }
@@ -141,7 +151,7 @@ public enum AutomationCodec {
     /// zone the library can read and parse (TimeZoneRules), not just a file.
     public static func checkTimeZone(_ zone: String) -> String? {
         TimeZoneRules.load(zone) == nil
-            ? "unknown time zone \"\(zone)\" (not a zone in \(TimeZoneRules.directory))" : nil
+            ? str("unknown time zone \"\(zone)\" (not a zone in \(TimeZoneRules.directory))") : nil
     }
 
     /// Why a trigger cannot be stored, or nil. `knownSets` says whether an
@@ -152,16 +162,20 @@ public enum AutomationCodec {
             let ms = r.count >= 1 && r.count <= L.maxRecurrenceCount ? r.periodMs : 0
             if ms < L.minRecurrenceMs || ms > L.maxRecurrenceMs {
                 return
-                    "timer trigger \(t.name): a recurrence of \(r.count) \(r.unit.rawValue)(s) is outside 5 minutes .. 5 weeks (AutomationLimits.minRecurrenceMs, maxRecurrenceMs)"
+                    str(
+                        "timer trigger \(t.name): a recurrence of \(r.count) \(r.unit.rawValue)(s) is outside 5 minutes .. 5 weeks (AutomationLimits.minRecurrenceMs, maxRecurrenceMs)"
+                    )
             }
         }
-        if let p = checkTimeZone(t.timeZone) { return "timer trigger \(t.name): \(p)" }
+        if let p = checkTimeZone(t.timeZone) { return str("timer trigger \(t.name): \(p)") }
         if t.actionSets.isEmpty || t.actionSets.count > L.maxActionSetsPerTrigger {
             return
-                "timer trigger \(t.name): it needs 1 to \(L.maxActionSetsPerTrigger) action sets (AutomationLimits.maxActionSetsPerTrigger), it has \(t.actionSets.count)"
+                str(
+                    "timer trigger \(t.name): it needs 1 to \(L.maxActionSetsPerTrigger) action sets (AutomationLimits.maxActionSetsPerTrigger), it has \(t.actionSets.count)"
+                )
         }
         for s in t.actionSets where !knownSets(s) {
-            return "timer trigger \(t.name): no action set named \"\(s)\""
+            return str("timer trigger \(t.name): no action set named \"\(s)\"")
         }
         return nil
     }
@@ -208,12 +222,14 @@ public enum AutomationCodec {
         }
         if let p = checkName(name, "an action set") { return .failure(StatusMessage(p)) }
         guard let list = j["actions"], list.isArray else {
-            return .failure(StatusMessage("action set \(name): \"actions\" must be an array"))
+            return .failure(StatusMessage(str("action set \(name): \"actions\" must be an array")))
         }
         guard list.elements.count <= L.maxActionsPerSet else {
             return .failure(
                 StatusMessage(
-                    "action set \(name): \(list.elements.count) actions, over AutomationLimits.maxActionsPerSet (\(L.maxActionsPerSet))"
+                    str(
+                        "action set \(name): \(list.elements.count) actions, over AutomationLimits.maxActionsPerSet (\(L.maxActionsPerSet))"
+                    )
                 ))
         }
         var actions: [AutomationAction] = []
@@ -223,15 +239,17 @@ public enum AutomationCodec {
             else {
                 return .failure(
                     StatusMessage(
-                        "action set \(name): action \(i) needs string \"schema\" and \"action\" of 1 to \(L.maxIdentifier) bytes"
+                        str(
+                            "action set \(name): action \(i) needs string \"schema\" and \"action\" of 1 to \(L.maxIdentifier) bytes"
+                        )
                     ))
             }
             let version = a["schemaVersion"]?.intValue ?? 0
             guard version >= 0, version <= Int(Int32.max) else {
-                return .failure(StatusMessage("action set \(name): action \(i): bad \"schemaVersion\""))
+                return .failure(StatusMessage(str("action set \(name): action \(i): bad \"schemaVersion\"")))
             }
             if let p = a["params"], !p.isNull, !p.isObject {
-                return .failure(StatusMessage("action set \(name): action \(i): \"params\" must be an object"))
+                return .failure(StatusMessage(str("action set \(name): action \(i): \"params\" must be an object")))
             }
             let params = a["params"].flatMap { $0.isNull ? nil : $0.deepCopy() } ?? JSON.object()
             actions.append(AutomationAction(schema: schema, schemaVersion: version, action: action, params: params))
@@ -244,30 +262,32 @@ public enum AutomationCodec {
             return .failure("a timer trigger needs a string \"name\"")
         }
         guard let fire = j["fireDate"]?.epochMsValue else {
-            return .failure(StatusMessage("timer trigger \(name): \"fireDate\" must be an integer (epoch ms)"))
+            return .failure(StatusMessage(str("timer trigger \(name): \"fireDate\" must be an integer (epoch ms)")))
         }
         var recurrence: Recurrence?
         if let r = j["recurrence"], !r.isNull {
-            guard let u = r["unit"]?.stringValue, let unit = RecurrenceUnit(rawValue: u), let c = r["count"]?.intValue,
+            guard let u = r["unit"]?.stringValue, let unit = RecurrenceUnit(named: u), let c = r["count"]?.intValue,
                 c >= 1, c <= L.maxRecurrenceCount
             else {
                 return .failure(
                     StatusMessage(
-                        "timer trigger \(name): \"recurrence\" must be {\"unit\":\"minute|hour|day|week\",\"count\":N}")
+                        str(
+                            "timer trigger \(name): \"recurrence\" must be {\"unit\":\"minute|hour|day|week\",\"count\":N}"
+                        ))
                 )
             }
             recurrence = Recurrence(unit: unit, count: c)
         }
         guard let tz = j["timeZone"]?.stringValue else {
-            return .failure(StatusMessage("timer trigger \(name): \"timeZone\" must be a string"))
+            return .failure(StatusMessage(str("timer trigger \(name): \"timeZone\" must be a string")))
         }
         guard let list = j["actionSets"], list.isArray else {
-            return .failure(StatusMessage("timer trigger \(name): \"actionSets\" must be an array of names"))
+            return .failure(StatusMessage(str("timer trigger \(name): \"actionSets\" must be an array of names")))
         }
         var names: [String] = []
         for n in list.elements {
             guard let s = n.stringValue else {
-                return .failure(StatusMessage("timer trigger \(name): \"actionSets\" holds a non-string"))
+                return .failure(StatusMessage(str("timer trigger \(name): \"actionSets\" holds a non-string")))
             }
             names.append(s)
         }
@@ -292,12 +312,15 @@ public enum AutomationCodec {
         let setList = j["actionSets"]?.elements ?? [], triggerList = j["timerTriggers"]?.elements ?? []
         guard setList.count <= L.maxActionSets else {
             return .failure(
-                StatusMessage("\(setList.count) action sets, over AutomationLimits.maxActionSets (\(L.maxActionSets))"))
+                StatusMessage(
+                    str("\(setList.count) action sets, over AutomationLimits.maxActionSets (\(L.maxActionSets))")))
         }
         guard triggerList.count <= L.maxTimerTriggers else {
             return .failure(
                 StatusMessage(
-                    "\(triggerList.count) timer triggers, over AutomationLimits.maxTimerTriggers (\(L.maxTimerTriggers))"
+                    str(
+                        "\(triggerList.count) timer triggers, over AutomationLimits.maxTimerTriggers (\(L.maxTimerTriggers))"
+                    )
                 ))
         }
         var sets: [ActionSet] = []
@@ -305,8 +328,8 @@ public enum AutomationCodec {
             switch decodeSet(e) {
             case .failure(let m): return .failure(m)
             case .success(let s):
-                if sets.contains(where: { $0.name == s.name }) {
-                    return .failure(StatusMessage("action set \(s.name) appears twice"))
+                if sets.contains(where: { $0.name.equals(s.name) }) {
+                    return .failure(StatusMessage(str("action set \(s.name) appears twice")))
                 }
                 sets.append(s)
             }
@@ -316,10 +339,12 @@ public enum AutomationCodec {
             switch decodeTrigger(e) {
             case .failure(let m): return .failure(m)
             case .success(let t):
-                if triggers.contains(where: { $0.name == t.name }) {
-                    return .failure(StatusMessage("timer trigger \(t.name) appears twice"))
+                if triggers.contains(where: { $0.name.equals(t.name) }) {
+                    return .failure(StatusMessage(str("timer trigger \(t.name) appears twice")))
                 }
-                if let p = check(t, knownSets: { n in sets.contains { $0.name == n } || localSets.contains(n) }) {
+                if let p = check(
+                    t, knownSets: { n in sets.contains { $0.name.equals(n) } || localSets.containsBytes(n) })
+                {
                     return .failure(StatusMessage(p))
                 }
                 triggers.append(t)

@@ -129,7 +129,7 @@ public struct Command {
         if bytes.count > maxSize {
             return .failure(
                 DecodeError(
-                    message: "dropped a command of \(bytes.count) bytes: over the limit of \(maxSize) bytes",
+                    message: str("dropped a command of \(bytes.count) bytes: over the limit of \(maxSize) bytes"),
                     commandID: recoverID(bytes)))
         }
         let doc: JSON
@@ -137,38 +137,42 @@ public struct Command {
         case .success(let d): doc = d
         case .failure(let e):
             return .failure(
-                DecodeError(message: "dropped a command that is not valid JSON: \(e)", commandID: recoverID(bytes)))
+                DecodeError(
+                    message: str("dropped a command that is not valid JSON: \(e.description)"),
+                    commandID: recoverID(bytes)))
         }
         return decode(doc)
     }
 
     public static func decode(_ doc: JSON) -> Result<Command, DecodeError> {
         guard doc.isObject else {
-            return .failure(DecodeError(message: "dropped a command that is \(doc.typeName), not a JSON object"))
+            return .failure(DecodeError(message: str("dropped a command that is \(doc.typeName), not a JSON object")))
         }
         guard let idValue = doc["commandID"] else {
             return .failure(DecodeError(message: "dropped a command without \"commandID\""))
         }
         guard let id = idValue.stringValue else {
             return .failure(
-                DecodeError(message: "dropped a command whose \"commandID\" is \(idValue.typeName), not a string"))
+                DecodeError(message: str("dropped a command whose \"commandID\" is \(idValue.typeName), not a string")))
         }
         guard Topics.isSafeLevel(id), id.utf8.count <= maxCommandIDLength else {
             return .failure(
                 DecodeError(
                     message:
-                        "dropped a command whose \"commandID\" is empty, longer than \(maxCommandIDLength) bytes, or holds '/', '+', '#' or NUL"
+                        str(
+                            "dropped a command whose \"commandID\" is empty, longer than \(maxCommandIDLength) bytes, or holds '/', '+', '#' or NUL"
+                        )
                 ))
         }
 
         var cmd = Command(id: id, shape: .schema, groups: [])
         func fail(_ reason: String) -> Result<Command, DecodeError> {
-            cmd.groups = [Group(alias: nil, entries: [.invalid(name: "", reason: "command \(id): \(reason)")])]
+            cmd.groups = [Group(alias: nil, entries: [.invalid(name: "", reason: str("command \(id): \(reason)"))])]
             return .success(cmd)
         }
         func optionalString(_ key: String) -> (String?, String?) {
             guard let v = doc[key], !v.isNull else { return (nil, nil) }
-            guard let s = v.stringValue else { return (nil, "\"\(key)\" must be a string, not \(v.typeName)") }
+            guard let s = v.stringValue else { return (nil, str("\"\(key)\" must be a string, not \(v.typeName)")) }
             return (s, nil)
         }
 
@@ -188,20 +192,20 @@ public struct Command {
             if let n = v.intValue, n >= 0, n <= Int(Int32.max) {
                 cmd.schemaVersion = n
             } else {
-                problems.append("\"schemaVersion\" must be a non-negative integer, not \(v.typeName)")
+                problems.append(str("\"schemaVersion\" must be a non-negative integer, not \(v.typeName)"))
             }
         }
         if let m = doc["metadata"], !m.isNull {
             if m.isObject {
                 cmd.metadata = m
             } else {
-                problems.append("\"metadata\" must be an object, not \(m.typeName)")
+                problems.append(str("\"metadata\" must be an object, not \(m.typeName)"))
             }
         }
         if let first = problems.first { return fail(first) }
 
         guard let actions = doc["actions"] else { return fail("\"actions\" is missing") }
-        guard actions.isArray else { return fail("\"actions\" must be an array, not \(actions.typeName)") }
+        guard actions.isArray else { return fail(str("\"actions\" must be an array, not \(actions.typeName)")) }
         let elements = actions.elements
         guard !elements.isEmpty else { return fail("\"actions\" is empty") }
 
@@ -222,7 +226,8 @@ public struct Command {
                 }
                 if entries.isEmpty {
                     entries.append(
-                        .invalid(name: "", reason: "command \(id): action \(index): alias \"\(alias)\" has no actions"))
+                        .invalid(
+                            name: "", reason: str("command \(id): action \(index): alias \"\(alias)\" has no actions")))
                     index += 1
                 }
                 cmd.groups.append(Group(alias: alias, entries: entries))
@@ -240,18 +245,18 @@ public struct Command {
     }
 
     private static func entry(_ e: JSON, index: Int, commandID: String) -> Entry {
-        let at = "command \(commandID): action \(index)"
+        let at = str("command \(commandID): action \(index)")
         guard e.isObject else {
-            return .invalid(name: "", reason: "\(at): must be an object with one key, not \(e.typeName)")
+            return .invalid(name: "", reason: str("\(at): must be an object with one key, not \(e.typeName)"))
         }
         let members = e.members
         guard members.count == 1 else {
             return .invalid(
                 name: members.first?.key ?? "",
-                reason: "\(at): an action object must have exactly one key, it has \(members.count)")
+                reason: str("\(at): an action object must have exactly one key, it has \(members.count)"))
         }
         let (name, value) = members[0]
-        guard !name.isEmpty else { return .invalid(name: "", reason: "\(at): the action name is empty") }
+        guard !name.isEmpty else { return .invalid(name: "", reason: str("\(at): the action name is empty")) }
         return .action(name: name, params: value)
     }
 

@@ -21,7 +21,7 @@ public final class JSON {
         public let text: String
         public let line: Int
         public let column: Int
-        public var description: String { "\(text) (line \(line), column \(column))" }
+        public var description: String { str("\(text) (line \(line), column \(column))") }
     }
 
     /// Parses a byte buffer (not NUL-terminated). Duplicate keys are refused;

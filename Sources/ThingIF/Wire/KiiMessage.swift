@@ -14,7 +14,7 @@ public struct KiiRequest: Equatable, Sendable {
 
     public static func == (a: KiiRequest, b: KiiRequest) -> Bool {
         a.method == b.method && a.body == b.body
-            && a.headers.map { "\($0.name):\($0.value)" } == b.headers.map { "\($0.name):\($0.value)" }
+            && a.headers.map { str("\($0.name):\($0.value)") } == b.headers.map { str("\($0.name):\($0.value)") }
     }
 
     public func header(_ name: String) -> String? { KiiFraming.header(name, in: headers) }
@@ -168,17 +168,17 @@ public enum Topics {
     /// Where a client publishes a request: p/{clientID}/thing-if/apps/{appID}/{path}
     /// or p/{clientID}/api/apps/{appID}/{path}.
     public static func request(clientID: String, api: API = .thingIF, appID: String, path: String) -> String {
-        "p/\(clientID)/\(api.rawValue)/apps/\(appID)/\(path)"
+        str("p/\(clientID)/\(api.rawValue)/apps/\(appID)/\(path)")
     }
 
     /// Where the framework answers: p/{clientID}/resp (MQTT 5 Response Topic).
-    public static func response(clientID: String) -> String { "p/\(clientID)/resp" }
+    public static func response(clientID: String) -> String { str("p/\(clientID)/resp") }
 
     /// Where the framework hands a thing its remote configuration (retained).
-    public static func config(clientID: String) -> String { "p/\(clientID)/config" }
+    public static func config(clientID: String) -> String { str("p/\(clientID)/config") }
 
     /// The thing's availability topic: retained "online" / "offline".
-    public static func status(clientID: String) -> String { "p/\(clientID)/status" }
+    public static func status(clientID: String) -> String { str("p/\(clientID)/status") }
 
     /// Subscriptions of the framework side (shared, so several hubs split the stream).
     public static let hubShareGroup = "thingif-hub"
@@ -186,7 +186,7 @@ public enum Topics {
     /// messages do not (every hub learns when a thing comes online).
     public static func hubSubscriptions(shared: Bool) -> [String] {
         let requests = ["p/+/thing-if/apps/#", "p/+/api/apps/#"]
-        return (shared ? requests.map { "$share/\(hubShareGroup)/\($0)" } : requests) + ["p/+/status"]
+        return (shared ? requests.map { str("$share/\(hubShareGroup)/\($0)") } : requests) + ["p/+/status"]
     }
 
     public struct ParsedRequest: Equatable, Sendable {

@@ -43,6 +43,13 @@ public struct MQTTEndpoint: Equatable, Sendable {
     public var mqttTopic: String
     public var ttl: Int
 
+    /// Field by field, the strings as bytes (Text/Bytes.swift).
+    public static func == (a: MQTTEndpoint, b: MQTTEndpoint) -> Bool {
+        a.installationID.equals(b.installationID) && a.host.equals(b.host) && a.portTCP == b.portTCP
+            && a.portSSL == b.portSSL && a.username.equals(b.username) && a.password.equals(b.password)
+            && a.mqttTopic.equals(b.mqttTopic) && a.ttl == b.ttl
+    }
+
     public init(
         installationID: String, host: String, portTCP: Int, portSSL: Int, username: String,
         password: String, mqttTopic: String, ttl: Int
@@ -181,6 +188,12 @@ public struct Identity: Equatable, Sendable {
         self.thingID = thingID
         self.accessToken = accessToken
         self.endpoint = endpoint
+    }
+
+    /// Field by field, the strings as bytes (Text/Bytes.swift).
+    public static func == (a: Identity, b: Identity) -> Bool {
+        a.appID.equals(b.appID) && (a.vendorThingID.map { b.vendorThingID.equals($0) } ?? (b.vendorThingID == nil))
+            && a.thingID.equals(b.thingID) && a.accessToken.equals(b.accessToken) && a.endpoint == b.endpoint
     }
 
     public func encode() -> JSON {

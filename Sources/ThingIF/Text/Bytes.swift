@@ -1,0 +1,47 @@
+import CThingIF
+
+// The protocol's names and IDs (commandIDs, action names, aliases, action set
+// and trigger names, JSON keys, methods) are bytes: the core compares and
+// hashes them as their UTF-8 bytes, never as Unicode text. `==` and hashing
+// on String would mean canonical equivalence, which the protocol does not
+// ask for, and they pull Unicode normalisation and its tables (about 45 KB)
+// into the Embedded library (docs/DECISIONS.md, "The core's text is bytes").
+// scripts/check-embedded.sh fails the build when those tables come back.
+
+extension String {
+    /// The same UTF-8 bytes as `other` (no Unicode normalisation).
+    @inline(never)
+    func equals(_ other: String) -> Bool {
+        var a = self
+        var b = other
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                x.count == y.count && (x.count == 0 || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
+            }
+        }
+    }
+}
+
+extension Optional where Wrapped == String {
+    /// Some string with the same UTF-8 bytes as `other`.
+    func equals(_ other: String) -> Bool { self?.equals(other) ?? false }
+}
+
+extension Sequence where Element == String {
+    /// Whether an element has the same UTF-8 bytes as `name`.
+    func containsBytes(_ name: String) -> Bool { contains { $0.equals(name) } }
+}
+
+/// A String used as a dictionary key or set member by its UTF-8 bytes.
+struct ByteKey: Hashable {
+    let string: String
+
+    init(_ string: String) { self.string = string }
+
+    static func == (a: ByteKey, b: ByteKey) -> Bool { a.string.equals(b.string) }
+
+    func hash(into hasher: inout Hasher) {
+        var s = string
+        s.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}
