@@ -4,9 +4,10 @@ import CThingIF
 // and trigger names, JSON keys, methods) are bytes: the core compares and
 // hashes them as their UTF-8 bytes, never as Unicode text. `==` and hashing
 // on String would mean canonical equivalence, which the protocol does not
-// ask for, and they pull Unicode normalisation and its tables (about 45 KB)
+// ask for, and they pull Unicode normalisation code and tables (70 KB)
 // into the Embedded library (docs/DECISIONS.md, "The core's text is bytes").
-// scripts/check-embedded.sh fails the build when those tables come back.
+// CMake links libthingif.so without the tables and with --no-undefined, so
+// core code that brings them back fails that link.
 
 extension String {
     /// The same UTF-8 bytes as `other` (no Unicode normalisation).
