@@ -419,7 +419,9 @@ typedef void (*thingif_action_cb)(thingif_action_t *action, void *userdata);
  * handler. For an action the library looks, in order, for: the exact
  * schema and version; the schema with version 0; schema NULL; the
  * catch-all of thingif_on_any_action(). An action that finds none fails
- * with "no handler for action …", and the other actions still run.
+ * with "no handler for action …", and the other actions still run. Names
+ * match byte for byte: the same text in another Unicode normalization form
+ * (NFC against NFD) is another name.
  *
  * @return THINGIF_OK or THINGIF_ERR_INVALID (also for a negative version).
  *
@@ -787,7 +789,7 @@ int thingif_loop_stop(thingif_t *t);
  * of the same name as a local one replaces the local one.
  *
  * Names are 1 .. 64 bytes of UTF-8, unique per thing among action sets and
- * among timer triggers.
+ * among timer triggers, and compared byte for byte.
  * @{
  */
 
