@@ -137,9 +137,12 @@ final class Broker {
         self.logPath = log
         self.pid = child
 
-        // Wait (bounded) until every port accepts connections.
+        // Wait (bounded) until mosquitto itself listens on every port. A
+        // port that accepts is not enough: one taken by another process since
+        // freePorts() accepts too, while mosquitto exits with "Address
+        // already in use" (seen on CI), and start() then tries other ports.
         let deadline = Date().addingTimeInterval(5)
-        while !(Broker.accepts(port: ports.0) && Broker.accepts(port: ports.1) && Broker.accepts(port: ports.2)) {
+        while !([ports.0, ports.1, ports.2].allSatisfy { Broker.listens(pid: child, port: $0) }) {
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
                 stopped = true
@@ -150,6 +153,29 @@ final class Broker {
                 throw StartError(description: "mosquitto did not listen on \(ports) within 5 s: \(self.log)")
             }
             usleep(20_000)
+        }
+    }
+
+    /// Whether process `pid` holds a listening TCP socket on `port`: a
+    /// LISTEN row of /proc/net/tcp{,6} for the port whose socket inode is
+    /// one of the process's file descriptors.
+    static func listens(pid: pid_t, port: Int) -> Bool {
+        let suffix = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4)
+        var inodes = Set<String>()
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let f = line.split(separator: " ")
+                if f.count > 9, f[1].hasSuffix(suffix), f[3] == "0A" { inodes.insert(String(f[9])) }
+            }
+        }
+        guard !inodes.isEmpty, let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")
+        else { return false }
+        return fds.contains { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)"),
+                target.hasPrefix("socket:[")
+            else { return false }
+            return inodes.contains(String(target.dropFirst(8).dropLast()))
         }
     }
 
@@ -241,4 +267,11 @@ func makeTempDirectory(prefix: String) throws -> String {
         throw Broker.StartError(description: "mkdtemp failed: \(String(cString: strerror(errno)))")
     }
     return String(cString: template)
+}
+
+extension String {
+    /// The string with leading zeros up to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
+    }
 }
