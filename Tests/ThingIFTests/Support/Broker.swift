@@ -163,7 +163,7 @@ final class Broker {
         let suffix = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4)
         var inodes = Set<String>()
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            guard let text = Broker.readAll(table) else { continue }
             for line in text.split(separator: "\n").dropFirst() {
                 let f = line.split(separator: " ")
                 if f.count > 9, f[1].hasSuffix(suffix), f[3] == "0A" { inodes.insert(String(f[9])) }
@@ -176,6 +176,23 @@ final class Broker {
                 target.hasPrefix("socket:[")
             else { return false }
             return inodes.contains(String(target.dropFirst(8).dropLast()))
+        }
+    }
+
+    /// A whole /proc file, read until end of file: its size reads as 0, and
+    /// a single read returns one page (the first rows of a long socket table).
+    static func readAll(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk[0..<n]
         }
     }
 
