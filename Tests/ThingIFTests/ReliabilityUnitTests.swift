@@ -44,7 +44,7 @@ struct FastReliabilityTests {
 
     private static func item(_ id: String, _ kind: Outbox.Kind, method: String = "PUT") -> Outbox.Item {
         Outbox.Item(
-            id: id, method: method, path: "targets/thing:t/\(kind.name)", contentType: "application/json",
+            id: id, method: method, path: "targets/thing:t/\(kind.rawValue)", contentType: "application/json",
             body: Array(#"{"id":"\#(id)"}"#.utf8), what: id, kind: kind)
     }
 

@@ -34,6 +34,8 @@ struct FastTextTests {
         #expect(!"ab".equals("abc"))
         #expect(Optional("x").equals("x"))
         #expect(!Optional<String>.none.equals("x"))
+        #expect(Optional<String>.none.equals(nil) && !Optional("x").equals(nil))
+        #expect(RecurrenceUnit(named: "week") == .week && RecurrenceUnit(named: "Week") == nil)
         #expect(["a", "b"].containsBytes("b"))
         #expect(!["a", composed].containsBytes(decomposed))
 

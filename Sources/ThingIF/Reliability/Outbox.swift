@@ -19,21 +19,8 @@
 ///
 /// Not thread-safe: the engine guards it with its lock.
 final class Outbox {
-    enum Kind {
+    enum Kind: String, CaseIterable {
         case results, state, other
-
-        /// The journal's name of the kind.
-        var name: String {
-            switch self {
-            case .results: return "results"
-            case .state: return "state"
-            case .other: return "other"
-            }
-        }
-
-        init(named name: String) {
-            self = name.equals("results") ? .results : name.equals("state") ? .state : .other
-        }
     }
 
     struct Item {
@@ -77,7 +64,7 @@ final class Outbox {
                     Item(
                         id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
                         body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
-                        kind: Kind(named: r["k"]?.stringValue ?? "")))
+                        kind: Kind(named: r["k"]?.stringValue ?? "") ?? .other))
             } else if op.equals("ack") || op.equals("drop") {
                 items.removeAll { $0.id.equals(id) }
             }
@@ -97,7 +84,7 @@ final class Outbox {
         if let ct = item.contentType { r.set("ct", string: ct) }
         r.set("b", string: String(decoding: item.body, as: UTF8.self))
         r.set("w", string: item.what)
-        r.set("k", string: item.kind.name)
+        r.set("k", string: item.kind.rawValue)
         return r
     }
 

@@ -24,13 +24,29 @@ extension String {
 }
 
 extension Optional where Wrapped == String {
-    /// Some string with the same UTF-8 bytes as `other`.
-    func equals(_ other: String) -> Bool { self?.equals(other) ?? false }
+    /// Both nil, or both strings with the same UTF-8 bytes.
+    func equals(_ other: String?) -> Bool {
+        switch (self, other) {
+        case (nil, nil): return true
+        case (let a?, let b?): return a.equals(b)
+        default: return false
+        }
+    }
 }
 
 extension Sequence where Element == String {
     /// Whether an element has the same UTF-8 bytes as `name`.
     func containsBytes(_ name: String) -> Bool { contains { $0.equals(name) } }
+}
+
+extension RawRepresentable where Self: CaseIterable, RawValue == String {
+    /// The case whose raw value has the same UTF-8 bytes as `name`: a wire
+    /// name read without `init(rawValue:)`, whose String switch compares
+    /// Unicode text.
+    init?(named name: String) {
+        guard let c = Self.allCases.first(where: { name.equals($0.rawValue) }) else { return nil }
+        self = c
+    }
 }
 
 /// A String used as a dictionary key or set member by its UTF-8 bytes.

@@ -34,16 +34,8 @@ public struct ActionSet {
     }
 }
 
-public enum RecurrenceUnit: String {
+public enum RecurrenceUnit: String, CaseIterable {
     case minute, hour, day, week
-
-    /// The unit of a wire name, compared as bytes (no String switch).
-    public init?(named name: String) {
-        guard let u = [RecurrenceUnit.minute, .hour, .day, .week].first(where: { name.equals($0.rawValue) }) else {
-            return nil
-        }
-        self = u
-    }
 
     public var minutes: Int64 {
         switch self {

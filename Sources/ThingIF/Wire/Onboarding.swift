@@ -192,7 +192,7 @@ public struct Identity: Equatable, Sendable {
 
     /// Field by field, the strings as bytes (Text/Bytes.swift).
     public static func == (a: Identity, b: Identity) -> Bool {
-        a.appID.equals(b.appID) && (a.vendorThingID.map { b.vendorThingID.equals($0) } ?? (b.vendorThingID == nil))
+        a.appID.equals(b.appID) && a.vendorThingID.equals(b.vendorThingID)
             && a.thingID.equals(b.thingID) && a.accessToken.equals(b.accessToken) && a.endpoint == b.endpoint
     }
 
