@@ -103,7 +103,7 @@ static void noop(thingif_action_t *a, void *userdata)
     (void)a;
     if (with_state) {
         json_t *st = json_pack("{s:i,s:b}", "counter", i, "power", i & 1);
-        if (!st || thingif_update_state(t, st) != THINGIF_OK)
+        if (!st || thingif_state_update(t, st) != THINGIF_OK)
             atomic_fetch_add(&state_errors, 1);
         json_decref(st);
     }
@@ -315,7 +315,8 @@ int main(int argc, char **argv)
     mosquitto_loop_stop(m, false);
     mosquitto_destroy(m);
     mosquitto_lib_cleanup();
-    thingif_destroy(t);
+    if (thingif_destroy(t) != THINGIF_OK)
+        ok = 0;
     json_decref(ident);
     return ok == n_commands ? 0 : 3;
 }

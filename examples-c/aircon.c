@@ -129,10 +129,19 @@ static void record_effect(const struct aircon *ac, thingif_action_t *action)
         ;
 }
 
+/* Frees the handle on a failed start; the exit status of main. */
+static int give_up(thingif_t *t)
+{
+    if (thingif_destroy(t) != THINGIF_OK)
+        fprintf(stderr, "aircon: the handle could not be freed\n");
+    return 1;
+}
+
 /* Fails the action with a message and prints it. */
 static void refuse(thingif_action_t *action, const char *message)
 {
-    thingif_action_fail(action, message);
+    if (thingif_action_fail(action, message) != THINGIF_OK)
+        say("%s: the failure could not be recorded", thingif_action_name(action));
     if (!quiet)
         say("%s refused: %s", thingif_action_name(action), message);
 }
@@ -201,7 +210,8 @@ static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
     ac->dirty = 1;
     record_effect(ac, action);
     /* The result carries data too; thingif_action_attach_data steals the reference. */
-    thingif_action_attach_data(action, json_pack("{s:i}", "previousPresetTemperature", previous));
+    if (thingif_action_attach_data(action, json_pack("{s:i}", "previousPresetTemperature", previous)) != THINGIF_OK)
+        say("setPresetTemperature: the result's data could not be attached");
     if (!quiet)
         say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
 }
@@ -247,7 +257,7 @@ static void upload_state(thingif_t *t, struct aircon *ac)
         fprintf(stderr, "aircon: out of memory\n");
         return;
     }
-    rc = thingif_update_state(t, state); /* borrows state: we still own it */
+    rc = thingif_state_update(t, state); /* borrows state: we still own it */
     json_decref(state);
     if (rc != THINGIF_OK) {
         fprintf(stderr, "aircon: state upload failed: %s\n", thingif_strerror(rc));
@@ -490,35 +500,45 @@ int main(int argc, char **argv)
         fprintf(stderr, "aircon: cannot create the thing (is %s writable?)\n", o.storage);
         return 1;
     }
-    thingif_set_log_callback(t, on_log,
-                             o.verbose ? THINGIF_LOG_DEBUG
-                             : quiet   ? THINGIF_LOG_WARNING
-                                       : THINGIF_LOG_INFO,
-                             NULL);
-    thingif_set_broker(t, o.host, o.port);
+    /* Every call that returns a status is checked (the header marks them
+     * THINGIF_NODISCARD): a setting that did not take is an error here. */
+    rc = thingif_set_log_callback(t, on_log,
+                                  o.verbose ? THINGIF_LOG_DEBUG
+                                  : quiet   ? THINGIF_LOG_WARNING
+                                            : THINGIF_LOG_INFO,
+                                  NULL);
+    if (rc == THINGIF_OK)
+        rc = thingif_set_broker(t, o.host, o.port);
+    if (rc != THINGIF_OK) {
+        fprintf(stderr, "aircon: broker %s:%d: %s\n", o.host, o.port, thingif_strerror(rc));
+        return give_up(t);
+    }
     if (o.cafile != NULL) {
         /* Every connection then uses TLS; a TLS setup that fails is an error,
          * never a plain-text connection. */
         int rc = thingif_set_tls(t, o.cafile, o.certfile, o.keyfile);
         if (rc != THINGIF_OK) {
             fprintf(stderr, "aircon: TLS: %s\n", thingif_strerror(rc));
-            thingif_destroy(t);
-            return 1;
+            return give_up(t);
         }
     }
     if (o.reconnect_min_ms > 0) {
-        thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
-        thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
+        rc |= thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
+        rc |= thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
     }
     if (o.request_timeout_ms > 0)
-        thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
+        rc |= thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
     if (o.keepalive_s > 0)
-        thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
+        rc |= thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
 
     /* Register every handler before the loop runs, so no command finds none. */
-    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
-    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setPresetTemperature", on_set_preset_temperature, &ac);
-    thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
+    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
+    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setPresetTemperature", on_set_preset_temperature, &ac);
+    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
+    if (rc != THINGIF_OK) {
+        fprintf(stderr, "aircon: an option or a handler was refused (out of range?)\n");
+        return give_up(t);
+    }
 
     if (o.thing_id != NULL)
         rc = thingif_use_onboarded(t, o.thing_id, o.token);
@@ -526,8 +546,7 @@ int main(int argc, char **argv)
         rc = thingif_onboard(t, o.vendor_thing_id, o.password, o.thing_type, o.firmware_version, NULL);
     if (rc != THINGIF_OK) {
         fprintf(stderr, "aircon: onboarding failed: %s\n", thingif_strerror(rc));
-        thingif_destroy(t);
-        return 1;
+        return give_up(t);
     }
     say("onboarded as %s; connecting to %s:%d", thingif_thing_id(t), o.host, o.port);
 
@@ -563,7 +582,8 @@ int main(int argc, char **argv)
     }
 
     say("stopping");
-    thingif_destroy(t);
+    if (thingif_destroy(t) != THINGIF_OK)
+        status = 1;
     if (ac.effects_fd >= 0)
         close(ac.effects_fd);
     return status;

@@ -15,19 +15,23 @@
  *
  * @code{.c}
  *     thingif_t *t = thingif_new("myApp", "myAppKey", "/var/lib/aircon");
- *     thingif_set_broker(t, "127.0.0.1", 1883);
- *     thingif_on_action(t, "AirConditioner-Demo", 1, "turnPower", on_power, &dev);
- *     rc = thingif_onboard(t, "AC-0001", "secret", "AirConditioner", "1.0", NULL);
+ *     rc = thingif_set_broker(t, "127.0.0.1", 1883);
+ *     if (rc == THINGIF_OK)
+ *         rc = thingif_on_action(t, "AirConditioner-Demo", 1, "turnPower", on_power, &dev);
+ *     if (rc == THINGIF_OK)
+ *         rc = thingif_onboard(t, "AC-0001", "secret", "AirConditioner", "1.0", NULL);
+ *     if (rc == THINGIF_OK)
+ *         rc = thingif_loop_start(t);   // or: while (thingif_loop(t, 1000) ...)
  *     if (rc != THINGIF_OK) fprintf(stderr, "%s\n", thingif_strerror(rc));
- *     thingif_loop_start(t);            // or: for (;;) thingif_loop(t, 1000);
  *     ...
- *     thingif_destroy(t);
+ *     rc = thingif_destroy(t);
  * @endcode
  *
  * @par Conventions
  *  - Every function that can fail returns an int from enum thingif_status:
  *    THINGIF_OK (0) on success, a positive THINGIF_ERR_* otherwise.
- *    thingif_strerror() turns it into text.
+ *    thingif_strerror() turns it into text. Such functions are
+ *    THINGIF_NODISCARD: the compiler warns when a result is dropped.
  *  - Strings passed in are copied before the call returns unless a function
  *    says otherwise; the caller keeps ownership.
  *  - Strings returned are owned by the library; the function says how long
@@ -49,15 +53,60 @@ extern "C" {
 #endif
 
 #define THINGIF_VERSION_MAJOR 0        /**< the major version of this header */
-#define THINGIF_VERSION_MINOR 2        /**< the minor version of this header */
+#define THINGIF_VERSION_MINOR 3        /**< the minor version of this header */
 #define THINGIF_VERSION_PATCH 0        /**< the patch version of this header */
-#define THINGIF_VERSION_STRING "0.2.0" /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
+#define THINGIF_VERSION_STRING "0.3.0" /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
 /** The ABI's number: the library's SONAME is libthingif.so.THINGIF_ABI_VERSION
  * and its symbols carry the version node THINGIF_<n>.0. It goes up at every
  * change that breaks a program linked against an earlier library (a
  * function removed or renamed, a signature or a struct changed); the minor
  * version alone goes up for additions. */
 #define THINGIF_ABI_VERSION 2
+
+/** Marks a function whose result must be read: every call that returns a
+ * status (enum thingif_status) carries it, so the compiler warns when
+ * firmware drops a failure on the floor (-Wunused-result, on by default in
+ * GCC and Clang). It is [[nodiscard]] in C23 and C++17, where a (void) cast
+ * says that ignoring it is meant; before those it is GCC's and Clang's
+ * warn_unused_result, which GCC does not let a (void) cast silence: test
+ * the result instead (`if (thingif_x(...) != THINGIF_OK) ...`). A build
+ * that wants none of it defines THINGIF_NODISCARD empty (-DTHINGIF_NODISCARD=)
+ * before including this header. */
+#ifndef THINGIF_NODISCARD
+#if defined(__cplusplus) && __cplusplus >= 201703L
+#define THINGIF_NODISCARD [[nodiscard]]
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ > 201710L
+#define THINGIF_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__) || defined(__clang__)
+#define THINGIF_NODISCARD __attribute__((warn_unused_result))
+#else
+#define THINGIF_NODISCARD
+#endif
+#endif
+
+/** Marks an old name kept so that programs built against an earlier header
+ * still compile and link (the symbol stays exported: no ABI change); the
+ * compiler's warning names the new function. See "Changes" below. */
+#if defined(__GNUC__) || defined(__clang__)
+#define THINGIF_DEPRECATED(use) __attribute__((deprecated("use " use)))
+#else
+#define THINGIF_DEPRECATED(use)
+#endif
+
+/**
+ * @par Changes
+ *  - 0.3.0: every status-returning call is THINGIF_NODISCARD. Names follow
+ *    one rule, thingif_<noun>_<verb> (as jansson's json_object_set), with
+ *    thingif_set_<what> for the handle's settings and thingif_on_* for
+ *    handler registration. Renamed, the old names kept as deprecated
+ *    aliases of the same function: thingif_state_update ->
+ *    thingif_state_update, thingif_state_patch -> thingif_state_patch,
+ *    thingif_firmware_version_update -> thingif_firmware_version_update,
+ *    thingif_action_set_{create,add_action,remove_action,delete,execute} ->
+ *    thingif_actionset_{create,add_action,remove_action,delete,execute}
+ *    (an action set is a thing of its own, not a setter on an action).
+ *  - 0.2.0: ABI 2 (libthingif.so.2).
+ */
 
 /** The handle for one thing. Opaque; create with thingif_new(). */
 typedef struct thingif thingif_t;
@@ -122,7 +171,7 @@ enum thingif_option {
     /** How many requests (results, state, firmware version) the outbox
      * holds while they wait for the framework's answer before state uploads
      * are dropped or refused. Default 256; range 8 .. 100000. Results are
-     * never dropped and may exceed it. See thingif_update_state(). */
+     * never dropped and may exceed it. See thingif_state_update(). */
     THINGIF_OPT_OUTBOX_MAX = 6,
     /** How many of the newest command IDs the ledger remembers, so that a
      * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
@@ -155,7 +204,7 @@ enum thingif_durability {
 };
 
 /**
- * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.2.0".
+ * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.3.0".
  * The string is static: valid for the life of the process.
  * @par Thread
  * any; the string is static.
@@ -226,7 +275,7 @@ thingif_t *thingif_new(const char *app_id, const char *app_key, const char *stor
  * any thread but the loop thread while it is inside a callback. No
  * other call on t may run at the same time or come after it.
  */
-int thingif_destroy(thingif_t *t);
+THINGIF_NODISCARD int thingif_destroy(thingif_t *t);
 
 /**
  * Routes the library's log lines to a callback. Without one, lines of level
@@ -245,7 +294,7 @@ int thingif_destroy(thingif_t *t);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_set_log_callback(thingif_t *t, thingif_log_cb cb, int max_level, void *userdata);
+THINGIF_NODISCARD int thingif_set_log_callback(thingif_t *t, thingif_log_cb cb, int max_level, void *userdata);
 
 /**
  * Sets one enum thingif_option value.
@@ -257,7 +306,7 @@ int thingif_set_log_callback(thingif_t *t, thingif_log_cb cb, int max_level, voi
  * any. Keepalive takes effect on the next connection; the others
  * at once.
  */
-int thingif_set_option(thingif_t *t, int option, long value);
+THINGIF_NODISCARD int thingif_set_option(thingif_t *t, int option, long value);
 
 /**
  * Sets the broker used for the bootstrap connection (onboarding). After
@@ -274,7 +323,7 @@ int thingif_set_option(thingif_t *t, int option, long value);
  * @par Thread
  * any, before thingif_onboard() / thingif_use_onboarded().
  */
-int thingif_set_broker(thingif_t *t, const char *host, int port);
+THINGIF_NODISCARD int thingif_set_broker(thingif_t *t, const char *host, int port);
 
 /**
  * Makes every connection of the handle use TLS: the bootstrap connection of
@@ -303,7 +352,7 @@ int thingif_set_broker(thingif_t *t, const char *host, int port);
  * @par Thread
  * any, before thingif_onboard() / thingif_use_onboarded().
  */
-int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, const char *keyfile);
+THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, const char *keyfile);
 
 /**
  * Onboards the thing by itself with its vendorThingID and password (Kii's
@@ -337,8 +386,9 @@ int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, cons
  * @par Thread
  * any, while no loop runs; not from a callback.
  */
-int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password, const char *thing_type,
-                    const char *firmware_version, const char *properties_json);
+THINGIF_NODISCARD int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *password,
+                                      const char *thing_type, const char *firmware_version,
+                                      const char *properties_json);
 
 /**
  * Takes an identity that the app onboarded and handed over (over BLE, say):
@@ -361,7 +411,7 @@ int thingif_onboard(thingif_t *t, const char *vendor_thing_id, const char *passw
  * @par Thread
  * any, while no loop runs; not from a callback.
  */
-int thingif_use_onboarded(thingif_t *t, const char *thing_id, const char *access_token);
+THINGIF_NODISCARD int thingif_use_onboarded(thingif_t *t, const char *thing_id, const char *access_token);
 
 /**
  * Returns the thingID once the thing is onboarded, else NULL. The string is
@@ -394,8 +444,8 @@ int thingif_is_connected(thingif_t *t);
  * library's own thread after thingif_loop_start()). Actions of one command
  * run one after another, in the order sent; commands run in the order
  * received. From inside, the handler may call thingif_action_*() on this
- * action, thingif_update_state(), thingif_patch_state(),
- * thingif_update_firmware_version(), thingif_on_*(), thingif_thing_id(),
+ * action, thingif_state_update(), thingif_state_patch(),
+ * thingif_firmware_version_update(), thingif_on_*(), thingif_thing_id(),
  * thingif_is_connected(), thingif_set_log_callback(), thingif_set_option().
  * thingif_loop(), thingif_loop_stop(), thingif_destroy(), thingif_onboard()
  * and thingif_use_onboarded() return THINGIF_ERR_IN_CALLBACK there.
@@ -429,8 +479,8 @@ typedef void (*thingif_action_cb)(thingif_action_t *action, void *userdata);
  * any, also from inside a callback. A change applies from the next
  * action on.
  */
-int thingif_on_action(thingif_t *t, const char *schema, int schema_version, const char *action, thingif_action_cb cb,
-                      void *userdata);
+THINGIF_NODISCARD int thingif_on_action(thingif_t *t, const char *schema, int schema_version, const char *action,
+                                        thingif_action_cb cb, void *userdata);
 
 /**
  * Registers the handler of an action under a trait alias (Thing-IF trait
@@ -446,7 +496,8 @@ int thingif_on_action(thingif_t *t, const char *schema, int schema_version, cons
  * any, also from inside
  * a callback.
  */
-int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action, thingif_action_cb cb, void *userdata);
+THINGIF_NODISCARD int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action, thingif_action_cb cb,
+                                              void *userdata);
 
 /**
  * Registers the catch-all handler: it runs every action that no other
@@ -458,7 +509,7 @@ int thingif_on_alias_action(thingif_t *t, const char *alias, const char *action,
  * any, also from inside
  * a callback.
  */
-int thingif_on_any_action(thingif_t *t, thingif_action_cb cb, void *userdata);
+THINGIF_NODISCARD int thingif_on_any_action(thingif_t *t, thingif_action_cb cb, void *userdata);
 
 /**
  * The action's name, e.g.\ "turnPower". Borrowed: valid until the handler
@@ -552,7 +603,7 @@ int thingif_action_index(const thingif_action_t *action);
 
 /**
  * The handle that runs this action, so a handler can call
- * thingif_update_state() without a global. NULL for a NULL action.
+ * thingif_state_update() without a global. NULL for a NULL action.
  * @par Thread
  * the handler's own call only (the action lives for that call).
  */
@@ -576,7 +627,7 @@ thingif_t *thingif_action_thing(const thingif_action_t *action);
  * @par Thread
  * the handler's own call only.
  */
-int thingif_action_fail(thingif_action_t *action, const char *error_message);
+THINGIF_NODISCARD int thingif_action_fail(thingif_action_t *action, const char *error_message);
 
 /**
  * Attaches a data object to the action's result ("data" in the result),
@@ -592,7 +643,7 @@ int thingif_action_fail(thingif_action_t *action, const char *error_message);
  * @par Thread
  * the handler's own call only.
  */
-int thingif_action_attach_data(thingif_action_t *action, json_t *data);
+THINGIF_NODISCARD int thingif_action_attach_data(thingif_action_t *action, json_t *data);
 
 /**
  * Defers the action's result: the handler returns now (a firmware update or
@@ -634,7 +685,7 @@ thingif_deferred_t *thingif_action_defer(thingif_action_t *action);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_deferred_complete(thingif_deferred_t *deferred, const char *error_message, json_t *data);
+THINGIF_NODISCARD int thingif_deferred_complete(thingif_deferred_t *deferred, const char *error_message, json_t *data);
 
 /**
  * Uploads the thing's whole state (PUT targets/thing:{id}/states). The
@@ -663,16 +714,16 @@ int thingif_deferred_complete(thingif_deferred_t *deferred, const char *error_me
  * @par Thread
  * any, also from inside a handler.
  */
-int thingif_update_state(thingif_t *t, const json_t *state);
+THINGIF_NODISCARD int thingif_state_update(thingif_t *t, const json_t *state);
 
 /**
  * Uploads part of the state (PATCH targets/thing:{id}/states): the fields
  * given replace the stored ones, the others stay. Parameters and returns
- * as thingif_update_state().
+ * as thingif_state_update().
  * @par Thread
  * any, also from inside a handler.
  */
-int thingif_patch_state(thingif_t *t, const json_t *partial_state);
+THINGIF_NODISCARD int thingif_state_patch(thingif_t *t, const json_t *partial_state);
 
 /**
  * Supplies the state for a periodic upload.
@@ -700,7 +751,7 @@ typedef json_t *(*thingif_state_cb)(thingif_t *t, void *userdata);
  * any, also from inside
  * a callback.
  */
-int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_ms, void *userdata);
+THINGIF_NODISCARD int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_ms, void *userdata);
 
 /**
  * Reports the firmware version (PUT things/{id}/firmware-version),
@@ -714,7 +765,7 @@ int thingif_set_state_provider(thingif_t *t, thingif_state_cb cb, int interval_m
  * @par Thread
  * any, also from inside a handler.
  */
-int thingif_update_firmware_version(thingif_t *t, const char *version);
+THINGIF_NODISCARD int thingif_firmware_version_update(thingif_t *t, const char *version);
 
 /**
  * Runs the thing for up to timeout_ms on the calling thread: connects or
@@ -737,7 +788,7 @@ int thingif_update_firmware_version(thingif_t *t, const char *version);
  * one thread at a time; that thread becomes the loop thread for the
  * duration of the call.
  */
-int thingif_loop(thingif_t *t, int timeout_ms);
+THINGIF_NODISCARD int thingif_loop(thingif_t *t, int timeout_ms);
 
 /**
  * Starts a library-owned thread that calls thingif_loop() until
@@ -751,7 +802,7 @@ int thingif_loop(thingif_t *t, int timeout_ms);
  * @par Thread
  * any but the loop thread.
  */
-int thingif_loop_start(thingif_t *t);
+THINGIF_NODISCARD int thingif_loop_start(thingif_t *t);
 
 /**
  * Stops the thread of thingif_loop_start() and waits for it to end (up to
@@ -765,7 +816,7 @@ int thingif_loop_start(thingif_t *t);
  * @par Thread
  * any but the loop thread.
  */
-int thingif_loop_stop(thingif_t *t);
+THINGIF_NODISCARD int thingif_loop_stop(thingif_t *t);
 
 /**
  * @name Action sets and timer triggers
@@ -816,7 +867,7 @@ enum thingif_recurrence {
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_action_set_create(thingif_t *t, const char *name);
+THINGIF_NODISCARD int thingif_actionset_create(thingif_t *t, const char *name);
 
 /**
  * Appends an action to an action set.
@@ -838,8 +889,8 @@ int thingif_action_set_create(thingif_t *t, const char *name);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_action_set_add_action(thingif_t *t, const char *set, const char *schema, int schema_version,
-                                  const char *action, const json_t *params);
+THINGIF_NODISCARD int thingif_actionset_add_action(thingif_t *t, const char *set, const char *schema,
+                                                   int schema_version, const char *action, const json_t *params);
 
 /**
  * Removes one action from an action set; the later ones move up.
@@ -854,7 +905,7 @@ int thingif_action_set_add_action(thingif_t *t, const char *set, const char *sch
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_action_set_remove_action(thingif_t *t, const char *set, int index);
+THINGIF_NODISCARD int thingif_actionset_remove_action(thingif_t *t, const char *set, int index);
 
 /**
  * Deletes an action set.
@@ -869,7 +920,7 @@ int thingif_action_set_remove_action(thingif_t *t, const char *set, int index);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_action_set_delete(thingif_t *t, const char *name);
+THINGIF_NODISCARD int thingif_actionset_delete(thingif_t *t, const char *name);
 
 /**
  * Queues an action set for execution. The loop thread runs it at its next
@@ -890,12 +941,12 @@ int thingif_action_set_delete(thingif_t *t, const char *name);
  * any, also from inside a callback (it then runs after the callback, at the
  * loop's next turn).
  */
-int thingif_action_set_execute(thingif_t *t, const char *name);
+THINGIF_NODISCARD int thingif_actionset_execute(thingif_t *t, const char *name);
 
 /**
  * Creates a timer trigger, disabled: enable it with thingif_timer_enable().
  * When it fires, its action sets run in the order given (see
- * thingif_action_set_execute()), each reported with "firedByTriggerID".
+ * thingif_actionset_execute()), each reported with "firedByTriggerID".
  * After a firing, the next fire date is the first occurrence after the
  * clock: minute and hour recurrences add absolute time; day and week
  * recurrences keep the local wall-clock time of fire_date_ms in time_zone,
@@ -927,9 +978,9 @@ int thingif_action_set_execute(thingif_t *t, const char *name);
  * @par Thread
  * any, also from inside a callback. It calls the clock callback.
  */
-int thingif_timer_create(thingif_t *t, const char *name, long long fire_date_ms, int recurrence_unit,
-                         int recurrence_count, const char *time_zone, const char *const *action_sets,
-                         int n_action_sets);
+THINGIF_NODISCARD int thingif_timer_create(thingif_t *t, const char *name, long long fire_date_ms, int recurrence_unit,
+                                           int recurrence_count, const char *time_zone, const char *const *action_sets,
+                                           int n_action_sets);
 
 /**
  * Enables or disables a timer trigger. Enabling a recurring trigger whose
@@ -947,7 +998,7 @@ int thingif_timer_create(thingif_t *t, const char *name, long long fire_date_ms,
  * @par Thread
  * any, also from inside a callback. It calls the clock callback.
  */
-int thingif_timer_enable(thingif_t *t, const char *name, int enabled);
+THINGIF_NODISCARD int thingif_timer_enable(thingif_t *t, const char *name, int enabled);
 
 /**
  * Deletes a timer trigger.
@@ -961,7 +1012,7 @@ int thingif_timer_enable(thingif_t *t, const char *name, int enabled);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_timer_delete(thingif_t *t, const char *name);
+THINGIF_NODISCARD int thingif_timer_delete(thingif_t *t, const char *name);
 
 /**
  * Returns the current wall-clock time for timer triggers.
@@ -992,8 +1043,42 @@ typedef long long (*thingif_clock_cb)(void *userdata);
  * @par Thread
  * any, also from inside a callback.
  */
-int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void *userdata);
+THINGIF_NODISCARD int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void *userdata);
 
+/** @} */
+
+/**
+ * @defgroup deprecated Old names
+ * The names of 0.2.0, kept so that programs written for it still compile
+ * and link: each is the same function as its new name, exported as before.
+ * New code uses the new names; these may go at the next ABI version.
+ * @{
+ */
+/** Deprecated: thingif_state_update(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_update") int thingif_update_state(thingif_t *t,
+                                                                                      const json_t *state);
+/** Deprecated: thingif_state_patch(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_patch") int thingif_patch_state(thingif_t *t,
+                                                                                    const json_t *partial_state);
+/** Deprecated: thingif_firmware_version_update(). */
+THINGIF_NODISCARD
+THINGIF_DEPRECATED("thingif_firmware_version_update")
+int thingif_update_firmware_version(thingif_t *t, const char *version);
+/** Deprecated: thingif_actionset_create(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_create") int thingif_action_set_create(thingif_t *t,
+                                                                                               const char *name);
+/** Deprecated: thingif_actionset_add_action(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_add_action") int thingif_action_set_add_action(
+    thingif_t *t, const char *set, const char *schema, int schema_version, const char *action, const json_t *params);
+/** Deprecated: thingif_actionset_remove_action(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_remove_action") int thingif_action_set_remove_action(
+    thingif_t *t, const char *set, int index);
+/** Deprecated: thingif_actionset_delete(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_delete") int thingif_action_set_delete(thingif_t *t,
+                                                                                               const char *name);
+/** Deprecated: thingif_actionset_execute(). */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_execute") int thingif_action_set_execute(thingif_t *t,
+                                                                                                 const char *name);
 /** @} */
 
 #ifdef __cplusplus

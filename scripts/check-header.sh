@@ -33,7 +33,8 @@ static void on_log(int level, const char *message, void *userdata)
 static void on_action(thingif_action_t *action, void *userdata)
 {
     (void)userdata;
-    thingif_action_fail(action, thingif_strerror(THINGIF_ERR_INVALID));
+    if (thingif_action_fail(action, thingif_strerror(THINGIF_ERR_INVALID)) != THINGIF_OK)
+        return;
 }
 
 static long long clock_ms(void *userdata)
@@ -77,3 +78,46 @@ for std in c++11 c++17; do
 done
 { set +x; } 2>/dev/null
 echo "check-header: thingif.h compiles as C99, C11, C++11 and C++17"
+
+# THINGIF_NODISCARD and THINGIF_DEPRECATED must reach the compiler: a dropped
+# status and a call by an old name each have to be diagnosed. Each snippet
+# must fail under -Werror with the diagnostic named; one that compiles means
+# the attribute is gone (or a name lost it).
+expect_diag() { # NAME FLAG BODY
+    printf '#include <thingif.h>\nint f(thingif_t *t);\nint f(thingif_t *t)\n{\n    %s\n    return 0;\n}\n' "$3" \
+        >"$out/diag_$1.c"
+    # shellcheck disable=SC2086
+    if "$cc" -std=c11 -Wall -Werror -I "$include" $cflags -c "$out/diag_$1.c" -o "$out/diag_$1.o" \
+        2>"$out/diag_$1.log"; then
+        echo "check-header: FAIL: $1 compiled without a diagnostic" >&2
+        exit 1
+    fi
+    grep -q -- "$2" "$out/diag_$1.log" || {
+        echo "check-header: FAIL: $1 failed, but not with $2:" >&2
+        cat "$out/diag_$1.log" >&2
+        exit 1
+    }
+}
+# Every function declared to return int is THINGIF_NODISCARD but the three
+# getters whose int is a value, not a status. Declarations are read whole
+# (clang-format may wrap them), comments left out.
+counts=$(python3 - "$include/thingif.h" 2>&1 <<'PY'
+import re, sys
+src = re.sub(r"/\*.*?\*/", " ", open(sys.argv[1]).read(), flags=re.S)
+marked, plain = [], []
+for decl in src.split(";"):
+    decl = " ".join(decl.split())
+    m = re.search(r"(?:^|[;}] ?|\) )((?:THINGIF_[A-Z]+(?:\([^)]*\))? )*)int (thingif_[a-z_]+)\(", decl)
+    if m:
+        (marked if "THINGIF_NODISCARD" in m.group(1) else plain).append(m.group(2))
+getters = {"thingif_is_connected", "thingif_action_schema_version", "thingif_action_index"}
+if set(plain) != getters:
+    sys.exit("int functions without THINGIF_NODISCARD that are not getters: %s" % sorted(set(plain) - getters)
+             + (" (a getter is missing: %s)" % sorted(getters - set(plain)) if getters - set(plain) else ""))
+print(len(marked))
+PY
+) || { echo "check-header: FAIL: $counts" >&2; exit 1; }
+expect_diag dropped_status "unused-result" "thingif_set_broker(t, \"127.0.0.1\", 1883);"
+expect_diag dropped_destroy "unused-result" "thingif_destroy(t);"
+expect_diag old_name "deprecated" "(void)thingif_update_state(t, NULL);"
+echo "check-header: $counts status calls are THINGIF_NODISCARD; a dropped one and an old name are diagnosed"

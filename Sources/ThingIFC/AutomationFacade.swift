@@ -3,13 +3,13 @@ import CThingIF
 // The @c functions of thingif.h for action sets, timer triggers and the clock.
 
 @c @implementation
-public func thingif_action_set_create(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_actionset_create(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let n = nonEmpty(name) else { return INVALID }
     return th.createActionSet(n)
 }
 
 @c @implementation
-public func thingif_action_set_add_action(
+public func thingif_actionset_add_action(
     _ t: OpaquePointer?, _ set: UnsafePointer<CChar>?,
     _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
     _ action: UnsafePointer<CChar>?, _ params: UnsafePointer<json_t>?
@@ -29,20 +29,20 @@ public func thingif_action_set_add_action(
 }
 
 @c @implementation
-public func thingif_action_set_remove_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?, _ index: Int32) -> Int32
+public func thingif_actionset_remove_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?, _ index: Int32) -> Int32
 {
     guard let th = thing(t), let s = nonEmpty(set) else { return INVALID }
     return th.removeAction(set: s, index: Int(index))
 }
 
 @c @implementation
-public func thingif_action_set_delete(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_actionset_delete(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let n = nonEmpty(name) else { return INVALID }
     return th.deleteActionSet(n)
 }
 
 @c @implementation
-public func thingif_action_set_execute(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_actionset_execute(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let n = nonEmpty(name) else { return INVALID }
     return th.executeActionSet(n)
 }
@@ -98,4 +98,36 @@ public func thingif_set_clock(_ t: OpaquePointer?, _ cb: thingif_clock_cb?, _ us
     guard let th = thing(t) else { return INVALID }
     th.setClock(cb, userdata: userdata)
     return OK
+}
+
+// The names of 0.2.0 (thingif.h, "Old names"), exported as before.
+
+@c @implementation
+public func thingif_action_set_create(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    thingif_actionset_create(t, name)
+}
+
+@c @implementation
+public func thingif_action_set_add_action(
+    _ t: OpaquePointer?, _ set: UnsafePointer<CChar>?,
+    _ schema: UnsafePointer<CChar>?, _ schema_version: Int32,
+    _ action: UnsafePointer<CChar>?, _ params: UnsafePointer<json_t>?
+) -> Int32 {
+    thingif_actionset_add_action(t, set, schema, schema_version, action, params)
+}
+
+@c @implementation
+public func thingif_action_set_remove_action(_ t: OpaquePointer?, _ set: UnsafePointer<CChar>?, _ index: Int32) -> Int32
+{
+    thingif_actionset_remove_action(t, set, index)
+}
+
+@c @implementation
+public func thingif_action_set_delete(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    thingif_actionset_delete(t, name)
+}
+
+@c @implementation
+public func thingif_action_set_execute(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {
+    thingif_actionset_execute(t, name)
 }

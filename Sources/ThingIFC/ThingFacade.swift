@@ -218,12 +218,12 @@ private func uploadState(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?, p
 }
 
 @c @implementation
-public func thingif_update_state(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?) -> Int32 {
+public func thingif_state_update(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?) -> Int32 {
     uploadState(t, state, partial: false)
 }
 
 @c @implementation
-public func thingif_patch_state(_ t: OpaquePointer?, _ partial_state: UnsafePointer<json_t>?) -> Int32 {
+public func thingif_state_patch(_ t: OpaquePointer?, _ partial_state: UnsafePointer<json_t>?) -> Int32 {
     uploadState(t, partial_state, partial: true)
 }
 
@@ -239,7 +239,7 @@ public func thingif_set_state_provider(
 }
 
 @c @implementation
-public func thingif_update_firmware_version(_ t: OpaquePointer?, _ version: UnsafePointer<CChar>?) -> Int32 {
+public func thingif_firmware_version_update(_ t: OpaquePointer?, _ version: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let v = nonEmpty(version) else { return INVALID }
     return th.updateFirmwareVersion(v)
 }
@@ -260,4 +260,22 @@ public func thingif_loop_start(_ t: OpaquePointer?) -> Int32 {
 public func thingif_loop_stop(_ t: OpaquePointer?) -> Int32 {
     guard let th = thing(t) else { return INVALID }
     return th.stopThread()
+}
+
+// The names of 0.2.0 (thingif.h, "Old names"): the same functions, exported
+// as before so that programs linked against libthingif 0.2 keep working.
+
+@c @implementation
+public func thingif_update_state(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?) -> Int32 {
+    thingif_state_update(t, state)
+}
+
+@c @implementation
+public func thingif_patch_state(_ t: OpaquePointer?, _ partial_state: UnsafePointer<json_t>?) -> Int32 {
+    thingif_state_patch(t, partial_state)
+}
+
+@c @implementation
+public func thingif_update_firmware_version(_ t: OpaquePointer?, _ version: UnsafePointer<CChar>?) -> Int32 {
+    thingif_firmware_version_update(t, version)
 }

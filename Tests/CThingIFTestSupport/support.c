@@ -150,7 +150,8 @@ ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_di
     }
     if (thingif_set_log_callback(ct->t, log_cb, log_level, ct) != THINGIF_OK ||
         thingif_set_broker(ct->t, "127.0.0.1", port) != THINGIF_OK) {
-        thingif_destroy(ct->t);
+        if (thingif_destroy(ct->t) != THINGIF_OK)
+            fprintf(stderr, "support: thingif_destroy failed\n");
         free(ct->logs);
         json_decref(ct->records);
         free(ct);
@@ -250,7 +251,8 @@ int ct_free(ct_thing *ct, int timeout_ms)
     /* Deferred handles are the caller's until completed: complete the
      * leftovers now that the handle is gone (THINGIF_ERR_STATE; frees them). */
     for (int i = 0; i < ct->ndeferred; i++) {
-        thingif_deferred_complete(ct->deferred[i].d, NULL, NULL);
+        if (thingif_deferred_complete(ct->deferred[i].d, NULL, NULL) != THINGIF_ERR_STATE)
+            fprintf(stderr, "support: a leftover deferred action was completed after destroy\n");
         free(ct->deferred[i].action);
     }
     for (int i = 0; i < ct->nbehaviors; i++) {
@@ -400,7 +402,7 @@ static json_t *probe(thingif_action_t *a, ct_thing *ct, json_t **allowed_out)
     int set_log = thingif_set_log_callback(t, log_cb, ct->log_level, ct);
     int on_action = thingif_on_action(t, "ProbeSchema", 1, "probe", NULL, NULL);
     int on_alias = thingif_on_alias_action(t, "ProbeAlias", "probe", NULL, NULL);
-    int firmware = thingif_update_firmware_version(t, "probe-1.0");
+    int firmware = thingif_firmware_version_update(t, "probe-1.0");
     int fail_bad_utf8 = thingif_action_fail(a, "\xff\xfe not UTF-8");
     int data_array = thingif_action_attach_data(a, json_array());
     int data_null = thingif_action_attach_data(a, NULL);
@@ -468,8 +470,8 @@ static void handle(thingif_action_t *a, void *userdata)
     }
     if (upload_mode) {
         json_t *state = device_state(ct, -1);
-        int rc = upload_mode == 2 ? thingif_patch_state(thingif_action_thing(a), state)
-                                  : thingif_update_state(thingif_action_thing(a), state);
+        int rc = upload_mode == 2 ? thingif_state_patch(thingif_action_thing(a), state)
+                                  : thingif_state_update(thingif_action_thing(a), state);
         json_decref(state);
         json_object_set_new(rec, "uploadRc", json_integer(rc));
     }
@@ -748,7 +750,7 @@ static int upload_text(ct_thing *ct, const char *text, int patch)
     json_t *j = json_loads(text, 0, NULL);
     if (!j)
         return -1;
-    int rc = patch ? thingif_patch_state(ct->t, j) : thingif_update_state(ct->t, j);
+    int rc = patch ? thingif_state_patch(ct->t, j) : thingif_state_update(ct->t, j);
     json_decref(j);
     return rc;
 }
@@ -765,7 +767,7 @@ int ct_patch_state(ct_thing *ct, const char *state_json)
 
 int ct_update_firmware_version(ct_thing *ct, const char *version)
 {
-    return thingif_update_firmware_version(ct->t, version);
+    return thingif_firmware_version_update(ct->t, version);
 }
 
 static json_t *state_provider(thingif_t *t, void *userdata)
@@ -869,7 +871,7 @@ const char *ct_strerror(int status)
 
 int ct_action_set_create(ct_thing *ct, const char *name)
 {
-    return thingif_action_set_create(ct->t, name);
+    return thingif_actionset_create(ct->t, name);
 }
 
 int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, int schema_version, const char *action,
@@ -881,24 +883,24 @@ int ct_action_set_add_action(ct_thing *ct, const char *set, const char *schema, 
         if (!params)
             return -1;
     }
-    int rc = thingif_action_set_add_action(ct->t, set, schema, schema_version, action, params);
+    int rc = thingif_actionset_add_action(ct->t, set, schema, schema_version, action, params);
     json_decref(params);
     return rc;
 }
 
 int ct_action_set_remove_action(ct_thing *ct, const char *set, int index)
 {
-    return thingif_action_set_remove_action(ct->t, set, index);
+    return thingif_actionset_remove_action(ct->t, set, index);
 }
 
 int ct_action_set_delete(ct_thing *ct, const char *name)
 {
-    return thingif_action_set_delete(ct->t, name);
+    return thingif_actionset_delete(ct->t, name);
 }
 
 int ct_action_set_execute(ct_thing *ct, const char *name)
 {
-    return thingif_action_set_execute(ct->t, name);
+    return thingif_actionset_execute(ct->t, name);
 }
 
 int ct_timer_create(ct_thing *ct, const char *name, long long fire_date_ms, int recurrence_unit, int recurrence_count,
@@ -1053,19 +1055,19 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_on_any_action(NULL, noop_action, NULL), THINGIF_ERR_INVALID);
     json_t *obj = json_pack("{s:b}", "power", 1);
     json_t *arr = json_array();
-    CHECK_RC(thingif_update_state(NULL, obj), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_patch_state(NULL, obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_state_update(NULL, obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_state_patch(NULL, obj), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_state_provider(NULL, noop_state, 1000, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_update_firmware_version(NULL, "1.0"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_firmware_version_update(NULL, "1.0"), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_loop(NULL, 0), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_loop_start(NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_loop_stop(NULL), THINGIF_ERR_INVALID);
     const char *one_set[] = {"s"};
-    CHECK_RC(thingif_action_set_create(NULL, "s"), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_add_action(NULL, "s", "S", 1, "a", NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_remove_action(NULL, "s", 0), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_delete(NULL, "s"), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_execute(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_create(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_add_action(NULL, "s", "S", 1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_remove_action(NULL, "s", 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_delete(NULL, "s"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_execute(NULL, "s"), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_timer_create(NULL, "tr", 4102444800000LL, THINGIF_RECUR_NONE, 0, "UTC", one_set, 1),
              THINGIF_ERR_INVALID);
     CHECK_RC(thingif_timer_enable(NULL, "tr", 1), THINGIF_ERR_INVALID);
@@ -1180,15 +1182,15 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_on_any_action(t, NULL, NULL), THINGIF_OK);
 
     /* State before onboarding. */
-    CHECK_RC(thingif_update_state(t, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_update_state(t, arr), THINGIF_ERR_JSON);
-    CHECK_RC(thingif_update_state(t, obj), THINGIF_ERR_NOT_ONBOARDED);
-    CHECK_RC(thingif_patch_state(t, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_patch_state(t, arr), THINGIF_ERR_JSON);
-    CHECK_RC(thingif_patch_state(t, obj), THINGIF_ERR_NOT_ONBOARDED);
-    CHECK_RC(thingif_update_firmware_version(t, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_update_firmware_version(t, ""), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_update_firmware_version(t, "1.0"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_state_update(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_state_update(t, arr), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_state_update(t, obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_state_patch(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_state_patch(t, arr), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_state_patch(t, obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_firmware_version_update(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_firmware_version_update(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_firmware_version_update(t, "1.0"), THINGIF_ERR_NOT_ONBOARDED);
     CHECK_RC(thingif_set_state_provider(t, noop_state, 99, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_state_provider(t, noop_state, 86400001, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_state_provider(t, noop_state, 100, NULL), THINGIF_OK);
@@ -1201,26 +1203,26 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     char long_name[70];
     memset(long_name, 'n', 65);
     long_name[65] = '\0';
-    CHECK_RC(thingif_action_set_create(t, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_create(t, ""), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_create(t, long_name), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_create(t, "s"), THINGIF_OK);
-    CHECK_RC(thingif_action_set_create(t, "s"), THINGIF_ERR_EXISTS);
-    CHECK_RC(thingif_action_set_add_action(t, "nope", "S", 1, "a", NULL), THINGIF_ERR_NOT_FOUND);
-    CHECK_RC(thingif_action_set_add_action(t, "s", NULL, 1, "a", NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_add_action(t, "s", "S", -1, "a", NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "", NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "a", NULL), THINGIF_OK);
+    CHECK_RC(thingif_actionset_create(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_create(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_create(t, long_name), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_create(t, "s"), THINGIF_OK);
+    CHECK_RC(thingif_actionset_create(t, "s"), THINGIF_ERR_EXISTS);
+    CHECK_RC(thingif_actionset_add_action(t, "nope", "S", 1, "a", NULL), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_actionset_add_action(t, "s", NULL, 1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_add_action(t, "s", "S", -1, "a", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_add_action(t, "s", "S", 1, "", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_add_action(t, "s", "S", 1, "a", NULL), THINGIF_OK);
     json_t *p = json_pack("{s:i}", "x", 1);
-    CHECK_RC(thingif_action_set_add_action(t, "s", "S", 1, "b", p), THINGIF_OK);
+    CHECK_RC(thingif_actionset_add_action(t, "s", "S", 1, "b", p), THINGIF_OK);
     CHECK_TRUE(p->refcount == 1); /* borrowed only */
     json_decref(p);
-    CHECK_RC(thingif_action_set_remove_action(t, "s", 2), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_remove_action(t, "s", -1), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_remove_action(t, "nope", 0), THINGIF_ERR_NOT_FOUND);
-    CHECK_RC(thingif_action_set_remove_action(t, "s", 1), THINGIF_OK);
-    CHECK_RC(thingif_action_set_execute(t, "nope"), THINGIF_ERR_NOT_ONBOARDED);
-    CHECK_RC(thingif_action_set_execute(t, "s"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_actionset_remove_action(t, "s", 2), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_remove_action(t, "s", -1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_remove_action(t, "nope", 0), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_actionset_remove_action(t, "s", 1), THINGIF_OK);
+    CHECK_RC(thingif_actionset_execute(t, "nope"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_actionset_execute(t, "s"), THINGIF_ERR_NOT_ONBOARDED);
     const char *no_set[] = {"nope"};
     const char *null_set[] = {NULL};
     long long future = 4102444800000LL; /* 2100-01-01 */
@@ -1244,14 +1246,34 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_timer_enable(t, "tr", 2), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_timer_enable(t, "nope", 1), THINGIF_ERR_NOT_FOUND);
     CHECK_RC(thingif_timer_enable(t, "tr", 1), THINGIF_OK);
-    CHECK_RC(thingif_action_set_delete(t, "s"), THINGIF_ERR_STATE); /* the trigger uses it */
+    CHECK_RC(thingif_actionset_delete(t, "s"), THINGIF_ERR_STATE); /* the trigger uses it */
     CHECK_RC(thingif_timer_delete(t, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_timer_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
     CHECK_RC(thingif_timer_delete(t, "tr"), THINGIF_OK);
-    CHECK_RC(thingif_action_set_delete(t, NULL), THINGIF_ERR_INVALID);
-    CHECK_RC(thingif_action_set_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
-    CHECK_RC(thingif_action_set_delete(t, "s"), THINGIF_OK);
+    CHECK_RC(thingif_actionset_delete(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_actionset_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_actionset_delete(t, "s"), THINGIF_OK);
     CHECK_RC(thingif_set_clock(t, NULL, NULL), THINGIF_OK);
+
+    /* The names of 0.2.0 are the same functions (thingif.h, "Old names"). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    json_t *old_obj = json_object();
+    CHECK_RC(thingif_update_state(t, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_state(t, old_obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_patch_state(t, old_obj), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_update_firmware_version(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_update_firmware_version(t, "1.0"), THINGIF_ERR_NOT_ONBOARDED);
+    json_decref(old_obj);
+    CHECK_RC(thingif_action_set_create(t, "old"), THINGIF_OK);
+    CHECK_RC(thingif_actionset_create(t, "old"), THINGIF_ERR_EXISTS);
+    CHECK_RC(thingif_action_set_add_action(t, "old", "S", 1, "a", NULL), THINGIF_OK);
+    CHECK_RC(thingif_action_set_remove_action(t, "old", 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_action_set_remove_action(t, "old", 0), THINGIF_OK);
+    CHECK_RC(thingif_action_set_execute(t, "old"), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_RC(thingif_action_set_delete(t, "old"), THINGIF_OK);
+    CHECK_RC(thingif_actionset_delete(t, "old"), THINGIF_ERR_NOT_FOUND);
+#pragma GCC diagnostic pop
 
     /* The loop before onboarding. */
     CHECK_RC(thingif_loop(t, -1), THINGIF_ERR_INVALID);

@@ -586,15 +586,15 @@ class Thing:
 
     def update_state(self, state):
         """Uploads the whole state (a dict). Returns once it is in the outbox."""
-        self._upload(lib.thingif_update_state, state, "thingif_update_state")
+        self._upload(lib.thingif_state_update, state, "thingif_state_update")
 
     def patch_state(self, partial_state):
         """Uploads part of the state (a dict)."""
-        self._upload(lib.thingif_patch_state, partial_state, "thingif_patch_state")
+        self._upload(lib.thingif_state_patch, partial_state, "thingif_state_patch")
 
     def update_firmware_version(self, version):
-        _check(lib.thingif_update_firmware_version(self._handle(), _b(version, "version")),
-               "thingif_update_firmware_version")
+        _check(lib.thingif_firmware_version_update(self._handle(), _b(version, "version")),
+               "thingif_firmware_version_update")
 
     def set_state_provider(self, provider, interval_ms=60000):
         """Uploads provider(thing) (a dict, or None to skip) every interval_ms; None stops."""
@@ -617,32 +617,32 @@ class Thing:
     # -- action sets and timer triggers (kept in storage_dir) --
 
     def action_set_create(self, name):
-        """thingif_action_set_create: a new, empty action set."""
-        _check(lib.thingif_action_set_create(self._handle(), _b(name, "name")), "thingif_action_set_create")
+        """thingif_actionset_create: a new, empty action set."""
+        _check(lib.thingif_actionset_create(self._handle(), _b(name, "name")), "thingif_actionset_create")
 
     def action_set_add_action(self, set_name, action, params=None, schema=None, schema_version=0):
-        """thingif_action_set_add_action: appends action(params) of schema to the set."""
-        j = _json_arg(params, "thingif_action_set_add_action")
+        """thingif_actionset_add_action: appends action(params) of schema to the set."""
+        j = _json_arg(params, "thingif_actionset_add_action")
         try:
-            rc = lib.thingif_action_set_add_action(self._handle(), _b(set_name, "set_name"), _b(schema, "schema"),
+            rc = lib.thingif_actionset_add_action(self._handle(), _b(set_name, "set_name"), _b(schema, "schema"),
                                                    int(schema_version), _b(action, "action"), j)
         finally:
             if j:
                 _native.jansson.json_delete(j)
-        _check(rc, "thingif_action_set_add_action")
+        _check(rc, "thingif_actionset_add_action")
 
     def action_set_remove_action(self, set_name, index):
-        """thingif_action_set_remove_action: removes the action at index (0-based)."""
-        _check(lib.thingif_action_set_remove_action(self._handle(), _b(set_name, "set_name"), int(index)),
-               "thingif_action_set_remove_action")
+        """thingif_actionset_remove_action: removes the action at index (0-based)."""
+        _check(lib.thingif_actionset_remove_action(self._handle(), _b(set_name, "set_name"), int(index)),
+               "thingif_actionset_remove_action")
 
     def action_set_delete(self, name):
-        """thingif_action_set_delete."""
-        _check(lib.thingif_action_set_delete(self._handle(), _b(name, "name")), "thingif_action_set_delete")
+        """thingif_actionset_delete."""
+        _check(lib.thingif_actionset_delete(self._handle(), _b(name, "name")), "thingif_actionset_delete")
 
     def action_set_execute(self, name):
-        """thingif_action_set_execute: queued; the loop runs it as one command."""
-        _check(lib.thingif_action_set_execute(self._handle(), _b(name, "name")), "thingif_action_set_execute")
+        """thingif_actionset_execute: queued; the loop runs it as one command."""
+        _check(lib.thingif_actionset_execute(self._handle(), _b(name, "name")), "thingif_actionset_execute")
 
     def timer_create(self, name, fire_date_ms, action_sets, time_zone="UTC", recurrence=Recurrence.NONE,
                      recurrence_count=0):

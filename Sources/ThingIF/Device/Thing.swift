@@ -70,7 +70,7 @@ final class Thing: @unchecked Sendable {
         var interruptedReported = false
         /// Action sets and timer triggers (persisted).
         let automation: Automation
-        /// Action sets queued by thingif_action_set_execute(), run by the loop.
+        /// Action sets queued by thingif_actionset_execute(), run by the loop.
         var pendingSets: [String] = []
         /// thingif_set_clock(); nil: the system clock.
         var clock: (callback: thingif_clock_cb, userdata: UnsafeMutableRawPointer?)?
