@@ -35,7 +35,10 @@ let package = Package(
             name: "ThingIF",
             dependencies: ["CThingIF"],
             path: "Sources",
-            exclude: ["CThingIF", "CSQLite", "CPostgres", "CCrypto", "ThingIFHub", "ThingIFHubServer", "thingif-hub", "thingif-cli"],
+            exclude: [
+                "CThingIF", "CSQLite", "CPostgres", "CCrypto", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "thingif-hub",
+                "thingif-cli",
+            ],
             sources: ["ThingIF", "ThingIFC"],
             swiftSettings: swift5
         ),
@@ -59,9 +62,12 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Server-trigger conditions and cron schedules: the rules the hub
+        // enforces and the CLI checks before it sends (one place for both).
+        .target(name: "ThingIFRules", dependencies: ["ThingIF"], swiftSettings: swift5),
         .target(
             name: "ThingIFHub",
-            dependencies: ["ThingIF", "CSQLite", "CPostgres", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
+            dependencies: ["ThingIF", "ThingIFRules", "CSQLite", "CPostgres", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
             swiftSettings: swift5
         ),
         .target(
@@ -80,8 +86,9 @@ let package = Package(
         .executableTarget(name: "thingif-hub", dependencies: ["ThingIFHubServer"], swiftSettings: swift5),
         .executableTarget(
             name: "thingif-cli",
-            // ThingIF for the automation codec and limits the thing and the hub use.
-            dependencies: ["ThingIF", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            // ThingIF for the automation codec and limits the thing and the hub use;
+            // ThingIFRules for the server triggers' conditions and schedules the hub checks.
+            dependencies: ["ThingIF", "ThingIFRules", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: swift5
         ),
         .target(
@@ -101,7 +108,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
+            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
             swiftSettings: swift5
         ),
         // The long fault streams (1,000+ commands through broker restarts,
@@ -110,7 +117,7 @@ let package = Package(
         // ThingIFTests' own.
         .testTarget(
             name: "ThingIFSoakTests",
-            dependencies: ["ThingIF", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
+            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
             swiftSettings: swift5
         ),
     ]

@@ -1,5 +1,6 @@
 import Foundation
 import ThingIF
+import ThingIFRules
 
 // The parts of `thingif actionset`, `thingif timer` and `thingif trigger`
 // that need no hub: condition expressions, times, recurrences and the
@@ -26,6 +27,7 @@ enum Condition {
         let v = try p.or()
         p.skipSpace()
         guard p.atEnd else { throw err("unexpected '\(String(p.chars[p.i...]))' in the condition '\(text)'") }
+        try check(v)
         return v
     }
 
@@ -37,30 +39,16 @@ enum Condition {
         return v
     }
 
+    /// Checks a condition with the hub's own rules (ThingIFRules): its
+    /// shape, its depth and its clause count, so that the CLI refuses what
+    /// the hub would refuse before it sends anything.
     static func check(_ v: JSONValue) throws {
-        guard v.objectValue != nil, let type = v["type"]?.stringValue else {
-            throw err(#"a condition is a JSON object with a "type" (eq, not, range, and, or): \#(v.text)"#)
+        let j: JSON
+        switch JSON.parse(v.text) {
+        case .success(let parsed): j = parsed
+        case .failure: throw err("the condition is not valid JSON: \(v.text)")
         }
-        switch type {
-        case "eq":
-            guard v["field"]?.stringValue != nil, v["value"] != nil else {
-                throw err(#"an eq condition needs "field" and "value": \#(v.text)"#)
-            }
-        case "not":
-            guard let c = v["clause"] else { throw err(#"a not condition needs "clause": \#(v.text)"#) }
-            try check(c)
-        case "and", "or":
-            guard let cs = v["clauses"]?.arrayValue, !cs.isEmpty else {
-                throw err(#"an \#(type) condition needs a non-empty "clauses" array: \#(v.text)"#)
-            }
-            for c in cs { try check(c) }
-        case "range":
-            guard v["field"]?.stringValue != nil, v["upperLimit"] != nil || v["lowerLimit"] != nil else {
-                throw err(#"a range condition needs "field" and "upperLimit" or "lowerLimit": \#(v.text)"#)
-            }
-        default:
-            throw err("unknown condition type '\(type)' (eq, not, range, and, or)")
-        }
+        if case .failure(let e) = StateCondition.parse(j) { throw err("\(e.message): \(v.text)") }
     }
 
     /// A condition back in the expression syntax (for the tables).
@@ -293,8 +281,9 @@ enum Schedule {
         return zone
     }
 
-    /// Five cron fields (minute hour day-of-month month day-of-week), each of
-    /// digits, `*`, `,`, `-` and `/` (or month and day names).
+    /// Five cron fields (minute hour day-of-month month day-of-week), read
+    /// by the hub's own parser (ThingIFRules.CronSchedule): what it refuses
+    /// is refused here.
     static func cron(_ text: String) throws -> String {
         let fields = text.split(whereSeparator: \.isWhitespace)
         guard fields.count == 5 else {
@@ -302,10 +291,13 @@ enum Schedule {
                 "'\(text)': --cron takes five fields, \"minute hour day-of-month month day-of-week\" (e.g. \"0 8 * * 1-5\")"
             )
         }
-        for f in fields where !f.allSatisfy({ $0.isASCIIDigit || $0.isLetter || "*,-/?".contains($0) }) {
-            throw err("'\(f)' is not a cron field (digits, names, *, ',', '-' and '/')")
+        let joined = fields.joined(separator: " ")
+        guard CronSchedule(joined) != nil else {
+            throw err(
+                "'\(text)' is not a schedule: each field is *, a number, a range a-b, a list a,b or a step */n, "
+                    + "within minute 0-59, hour 0-23, day 1-31, month 1-12, weekday 0-7")
         }
-        return fields.joined(separator: " ")
+        return joined
     }
 
     static func err(_ m: String) -> AutomationParseError { AutomationParseError(message: m) }

@@ -1,6 +1,7 @@
 import Testing
 @testable import ThingIF
 import ThingIFHub
+import ThingIFRules
 
 private func json(_ text: String) throws -> JSON {
     switch JSON.parse(text) {

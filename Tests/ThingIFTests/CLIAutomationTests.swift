@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Testing
+import ThingIFRules
 @testable import thingif_cli
 #if canImport(Glibc)
     import Glibc
@@ -87,6 +88,25 @@ struct CLIAutomationTests {
         }
     }
 
+    @Test("Conditions are held to the hub's own limits: depth and clause count, in both syntaxes")
+    func conditionLimits() throws {
+        // StateCondition.maxDepth (16) levels are refused, one fewer is fine.
+        let deep = String(repeating: "!", count: StateCondition.maxDepth) + "a=1"
+        #expect(throws: ActionParseError.self) { try Condition.parse(deep) }
+        let fine = String(repeating: "!", count: StateCondition.maxDepth - 1) + "a=1"
+        #expect(try Condition.parse(fine)["type"]?.stringValue == "not")
+        // maxClauses (64) clauses are fine, one more is refused.
+        let clauses = (0...StateCondition.maxClauses).map { "f\($0)=1" }
+        #expect(try Condition.parse(clauses.dropLast().joined(separator: "||"))["clauses"]?.arrayValue?.count == 64)
+        #expect(throws: ActionParseError.self) { try Condition.parse(clauses.joined(separator: "&&")) }
+        let tooMany = (0...StateCondition.maxClauses).map { #"{"type":"eq","field":"f\#($0)","value":1}"# }
+        #expect(throws: ActionParseError.self) {
+            try Condition.parse(json: #"{"type":"or","clauses":["# + tooMany.joined(separator: ",") + "]}")
+        }
+        // A value the hub refuses (an object in an eq) is refused here too.
+        #expect(throws: ActionParseError.self) { try Condition.parse(json: #"{"type":"eq","field":"a","value":{}}"#) }
+    }
+
     // MARK: times and recurrences
 
     @Test("TIME: epoch ms, ISO-8601 with Z, an offset or fractions, local time in a zone, and +N{s,m,h,d,w}")
@@ -132,8 +152,9 @@ struct CLIAutomationTests {
     @Test("--cron: five fields, normalised spacing")
     func cron() throws {
         #expect(try Schedule.cron(" 0  8 * * 1-5 ") == "0 8 * * 1-5")
-        #expect(try Schedule.cron("*/15 * * jan mon") == "*/15 * * jan mon")
-        for bad in ["", "0 8 * *", "0 8 * * * *", "0 8 * * ;"] {
+        #expect(try Schedule.cron("*/15 8-10,22 * 2-3/1 0") == "*/15 8-10,22 * 2-3/1 0")
+        // What the hub's CronSchedule refuses: names, out-of-range numbers, empty lists.
+        for bad in ["", "0 8 * *", "0 8 * * * *", "0 8 * * ;", "*/15 * * jan mon", "60 * * * *", "0 8 * * 1,"] {
             #expect(throws: ActionParseError.self, "\(bad)") { try Schedule.cron(bad) }
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThingIF
 @testable import ThingIFHub
+@testable import ThingIFRules
 import ThingIFHubServer
 
 /// A framework side that is never started (publishes fail, commands stay
