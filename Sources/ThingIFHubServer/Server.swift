@@ -171,7 +171,9 @@ public final class HubServer: Service, @unchecked Sendable {
         }
 
         // The web dashboard: static files, no token; every data call carries the user's.
+        // A browser sent to the hub's root lands on it.
         let dashboard = DashboardFiles.load()
+        router.get("/") { _, _ in Response(status: .found, headers: [.location: "/dashboard/"]) }
         router.get("/dashboard") { _, _ in DashboardFiles.response(dashboard, name: "index.html") }
         router.get("/dashboard/{file}") { [hub] _, context in
             let name = context.parameters.get("file").map { String($0) } ?? ""

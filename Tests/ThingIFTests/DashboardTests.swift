@@ -35,6 +35,11 @@ struct DashboardTests {
             #expect(page.body.contains("<script src=\"/dashboard/app.js\" defer></script>"))
             let config = try await e.get("/dashboard/config.json", token: nil)
             #expect(config.status == 200 && config.string("appID") == e.appID)
+            // The hub's root sends a browser to the dashboard (302, followed here).
+            let (rootBody, rootResponse) = try await URLSession.shared.data(from: URL(string: e.base + "/")!)
+            let landed = rootResponse.url?.absoluteString ?? ""
+            #expect(landed.hasPrefix(e.base + "/dashboard"), "\(landed)")
+            #expect(String(decoding: rootBody, as: UTF8.self).contains("<title>thingif dashboard</title>"))
             for missing in ["/dashboard/nope.js", "/dashboard/..%2FPackage.swift", "/dashboard/openapi.yaml"] {
                 #expect(try await head(e.base + missing).status == 404, "\(missing)")
             }

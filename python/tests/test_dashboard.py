@@ -172,6 +172,10 @@ def run_dashboard(driver, base, login, token, width, shots, tmp_path):
     wait(driver, lambda d: "online" in fresh(lambda: first_thing_text(d)))
     cells = fresh(lambda: [td.text for td in driver.find_element(*first_row).find_elements(By.TAG_NAME, "td")])
     assert cells[1:] == ["online", "AirConditioner", "1.0.0"], cells
+    # The Things table fits its card: no column hidden behind a horizontal scroller.
+    overflow = driver.execute_script(
+        "const s = document.querySelector('#things-card .scroll'); return s.scrollWidth - s.clientWidth;")
+    assert overflow <= 0, "the Things table is %d px wider than its card at %d px" % (overflow, width)
     # The token is in sessionStorage, never in the URL.
     assert driver.execute_script("return sessionStorage.getItem('thingif.token')")
     assert "token" not in driver.current_url
