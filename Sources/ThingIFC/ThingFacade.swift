@@ -50,21 +50,18 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
     switch UInt32(bitPattern: option) {
     case THINGIF_OPT_OUTBOX_MAX.rawValue:
         guard (8...100_000).contains(value) else { return INVALID }
-        th.shared.withLock { $0.outbox.capacity = value }
+        th.pipeline.setOutboxCapacity(value)
         return OK
     case THINGIF_OPT_LEDGER_SIZE.rawValue:
         guard (16...1_000_000).contains(value) else { return INVALID }
-        th.shared.withLock { $0.ledger.capacity = value }
+        th.pipeline.setLedgerCapacity(value)
         return OK
     case THINGIF_OPT_DURABILITY.rawValue:
         guard value == Int(THINGIF_DURABILITY_SYNC.rawValue) || value == Int(THINGIF_DURABILITY_NONE.rawValue) else {
             return INVALID
         }
         let durable = value == Int(THINGIF_DURABILITY_SYNC.rawValue)
-        th.shared.withLock {
-            $0.ledger.durable = durable
-            $0.outbox.durable = durable
-        }
+        th.pipeline.setDurable(durable)
         return OK
     default:
         break

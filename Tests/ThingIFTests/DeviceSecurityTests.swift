@@ -518,5 +518,5 @@ struct DeviceSecurityTests {
 /// internals, through the handle inside the test appliance).
 func inboxHighWater(_ t: TestThing) -> Int {
     let th = Unmanaged<Thing>.fromOpaque(ct_handle(t.ct)!).takeUnretainedValue()
-    return th.shared.withLock { $0.inboxHighWater }
+    return th.pipeline.state.withLock { $0.inboxHighWater }
 }

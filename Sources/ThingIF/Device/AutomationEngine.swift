@@ -222,14 +222,8 @@ extension Thing {
             _ = sendRequest(
                 method: "PUT", path: str("targets/thing:\(thingID)/commands/\(id)"), contentType: MediaType.json,
                 body: command.encode().dumpBytes(), what: what, kind: .results)
-            let persisted = shared.withLock { s -> Bool in
-                let ok = s.ledger.start(id, skeleton: CommandLedger.skeleton(of: command))
-                s.running[ByteKey(id)] = RunningCommand(command, thingID: thingID)
-                return ok
-            }
-            if !persisted { logger.error("cannot record command \(id) in \(storage.path(CommandLedger.fileName))") }
             logger.debug("running \(what)")
-            run(command)
+            pipeline.runLocal(command, thingID: thingID)
         }
     }
 

@@ -37,7 +37,8 @@ extension Thing {
         }
         // At the inbox bound the socket is not read: the broker holds what
         // follows (received(_:) keeps this from happening in practice).
-        let (clientOpt, inboxFull) = shared.withLock { ($0.client, $0.inbox.count >= $0.config.inboxMax) }
+        let clientOpt = shared.withLock { $0.client }
+        let inboxFull = pipeline.inboxIsFull
         if !inboxFull, let client = clientOpt {
             // libmosquitto's lines are debug lines: formatted only when kept.
             client.setLogging(logger.enabled(THINGIF_LOG_DEBUG))
@@ -54,18 +55,15 @@ extension Thing {
                     connectionLost("connection to the broker lost: \(MqttClient.describe(rc))")
                 }
             } else {
-                readAvailable(client)
+                pipeline.readAvailable(client)
             }
         }
-        reportInterrupted()
-        processInbox(canRead: true)
+        pipeline.reportInterrupted()
+        pipeline.processInbox(canRead: true)
         runStateProvider()
         sendDue()
         // Acknowledgement marks reach the file once a pass (never synced).
-        shared.withLock {
-            $0.ledger.writeOut()
-            $0.outbox.writeOut()
-        }
+        pipeline.writeOut()
         return shared.withLock { $0.connected && $0.subscribed } ? OK : THINGIF_ERR_NO_CONN.code
     }
 
@@ -85,11 +83,11 @@ extension Thing {
             s.socketOpen = false
             s.connected = false
             s.subscribed = false
-            s.sentAt.removeAll()
             scheduleReconnect(&s)
             return s.reconnectAttempt
         }
         guard let attempt else { return }
+        pipeline.detach()
         if !handshake {
             logger.warning(why)
         } else if attempt <= 1 {
@@ -195,10 +193,13 @@ extension Thing {
     /// Drops the connection, so that the next one is made with the current
     /// configuration (thingif_set_tls after onboarding). Not while a loop runs.
     func resetConnection() {
-        shared.withLock { Thing.detachClient(&$0) }?.disconnect()
+        let client = shared.withLock { Thing.detachClient(&$0) }
+        pipeline.detach()
+        client?.disconnect()
     }
 
-    /// Forgets the connection (the caller disconnects the client returned),
+    /// Forgets the connection (the caller disconnects the client returned
+    /// and detaches the pipeline),
     /// so that the next loop turn connects anew at once.
     static func detachClient(_ s: inout Shared) -> MqttClient? {
         let c = s.client
@@ -226,8 +227,8 @@ extension Thing {
             s.connected = true
             s.subscribeMid = mid
             s.reconnectAttempt = 0
-            s.sentAt.removeAll()
         }
+        pipeline.attach(client)
         logger.info("connected; commands arrive on \(topic)")
         sendDue()
     }

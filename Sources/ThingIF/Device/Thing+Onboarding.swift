@@ -18,6 +18,8 @@ extension Thing {
             s.reconnectAttempt = 0
             return Thing.detachClient(&s)
         }
+        pipeline.adopt(identity)
+        if previous != nil { pipeline.detach() }
         previous?.disconnect()
         thingIDCString.withLock { p in
             free(p)

@@ -77,6 +77,7 @@ extension Thing {
             s.connected = false
             return c
         }
+        pipeline.detach()
         if let client {
             // Reason 0x04: disconnect with Will, so the broker publishes "offline".
             client.disconnectWithWill()

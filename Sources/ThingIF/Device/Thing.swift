@@ -1,8 +1,12 @@
 import CThingIF
 
-/// The engine behind one `thingif_t`: identity, connection, command
-/// dispatch, requests to the framework. The C facade only converts types and
-/// calls in here.
+/// The pipeline of the library: libmosquitto and the system clock.
+typealias DevicePipeline = CommandPipeline<MqttClient, SystemClock>
+
+/// The engine behind one `thingif_t`: identity, configuration, the
+/// connection, handlers, automation and threads. Commands and requests to
+/// the framework go through its `pipeline`. The C facade only converts types
+/// and calls in here.
 ///
 /// Threads: any thread may call the public-facing methods. Network events
 /// are processed only inside `loopOnce`, on the loop thread; user callbacks
@@ -16,7 +20,7 @@ final class Thing: @unchecked Sendable {
         /// THINGIF_OPT_INBOX_MAX: received messages held before the loop
         /// handles them. At the bound the socket is not read until the loop
         /// has handled one (docs/FAILURE_MODEL.md, "The inbox").
-        var inboxMax = Thing.defaultInboxMax
+        var inboxMax = Pipeline.defaultInboxMax
         var keepaliveS = 60
         var requestTimeoutMs = 10_000
         var reconnectMinMs = 500
@@ -46,28 +50,6 @@ final class Thing: @unchecked Sendable {
         var subscribeMid: Int32 = -1
         var reconnectAttempt = 0
         var nextConnectAt: Int64 = 0
-        /// Received messages the loop has not handled yet; at most
-        /// config.inboxMax (see received(_:)).
-        var inbox: [MqttClient.Message] = []
-        /// The most messages the inbox has held (a test hook).
-        var inboxHighWater = 0
-        /// Commands dropped on arrival for their size whose commandID could be
-        /// read: (commandID, reason), reported by the loop (at most inboxMax).
-        var droppedCommands: [(id: String, reason: String)] = []
-        var requestCounter = 0
-        /// Requests waiting for the framework's answer (persisted).
-        let outbox: Outbox
-        /// The commands taken (persisted).
-        let ledger: CommandLedger
-        /// When each outbox item was last sent on this connection.
-        var sentAt: [ByteKey: Int64] = [:]
-        /// Commands whose results wait for deferred actions, by commandID.
-        var running: [ByteKey: RunningCommand] = [:]
-        /// True while the loop runs a batch of received messages: results
-        /// finished meanwhile wait in `heldResults` for the batch's one sync.
-        var batching = false
-        var heldResults: [(commandID: String, thingID: String, body: [UInt8])] = []
-        var interruptedReported = false
         /// Action sets and timer triggers (persisted).
         let automation: Automation
         /// Action sets queued by thingif_actionset_execute(), run by the loop.
@@ -75,28 +57,22 @@ final class Thing: @unchecked Sendable {
         /// thingif_set_clock(); nil: the system clock.
         var clock: (callback: thingif_clock_cb, userdata: UnsafeMutableRawPointer?)?
 
-        init(outbox: Outbox, ledger: CommandLedger, automation: Automation) {
-            self.outbox = outbox
-            self.ledger = ledger
+        init(automation: Automation) {
             self.automation = automation
         }
     }
 
     static let identityFile = "identity.json"
     static let sessionExpiryS: UInt32 = 7 * 24 * 3600
-    static let sendBatch = 64
-    static let defaultOutboxCapacity = 256
-    static let defaultLedgerCapacity = 1000
-    static let defaultInboxMax = 64
 
     let appID: String
     let appKey: String
     let storage: Storage
-    let logger = Logger()
+    let logger: Logger
     let shared: Locked<Shared>
-    /// Per-handle prefix of request IDs, so replies of an older run are not
-    /// taken for this one's.
-    let requestPrefix = Platform.randomHex(bytes: 4)
+    /// The way of commands and results: inbox, admission, ledger, running,
+    /// group commit, outbox and publish (Pipeline/CommandPipeline.swift).
+    let pipeline: DevicePipeline
     /// C copy of the thingID for thingif_thing_id().
     let thingIDCString = Locked<UnsafeMutablePointer<CChar>?>(nil)
 
@@ -105,24 +81,17 @@ final class Thing: @unchecked Sendable {
         self.appID = appID
         self.appKey = appKey
         self.storage = s
-        shared = Locked(
-            Shared(
-                outbox: Outbox(storage: s, capacity: Thing.defaultOutboxCapacity),
-                ledger: CommandLedger(storage: s, capacity: Thing.defaultLedgerCapacity),
-                automation: Automation(storage: s)))
+        let log = Logger()
+        logger = log
+        shared = Locked(Shared(automation: Automation(storage: s)))
+        pipeline = DevicePipeline(
+            storage: s, appID: appID, clock: SystemClock(), logger: log,
+            requestPrefix: Platform.randomHex(bytes: 4))
         if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(Text(problem)) }
-        // Results the framework had not acknowledged before the restart go
-        // out again from the outbox (the ledger kept them).
-        shared.withLock { s in
-            for owed in s.ledger.owedResults() {
-                _ = s.outbox.add(
-                    Outbox.Item(
-                        id: newRequestID(&s), method: "PUT",
-                        path: Thing.resultsPath(thingID: owed.thingID, commandID: owed.commandID),
-                        contentType: MediaType.json, body: owed.body,
-                        what: str("results of command \(owed.commandID)"), kind: .results, commandID: owed.commandID))
-            }
-        }
+        // unowned(unsafe): the thing owns the pipeline, which calls these only
+        // from the thing's own calls into it.
+        pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
+        pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
     }
 
     deinit {
@@ -139,7 +108,9 @@ final class Thing: @unchecked Sendable {
     // MARK: configuration
 
     func configure(_ body: (inout Config) -> Int32) -> Int32 {
-        shared.withLock { body(&$0.config) }
+        let (rc, c) = shared.withLock { s in (body(&s.config), s.config) }
+        pipeline.setLimits(.init(maxPayload: c.maxPayload, inboxMax: c.inboxMax, requestTimeoutMs: c.requestTimeoutMs))
+        return rc
     }
 
     var config: Config { shared.withLock { $0.config } }
