@@ -7,6 +7,18 @@
  * function (open) cannot be imported by Embedded Swift; the tiny wrappers
  * below stand in for them, and read/write get wrappers so that a method of
  * the same name (Storage.read) does not shadow them. */
+/* 64-bit file offsets and time_t on 32-bit glibc (armhf): without them,
+ * open() refuses files past 2 GiB (EOVERFLOW/EFBIG) and clock_gettime()
+ * fails in 2038. glibc then redirects open, stat and clock_gettime to
+ * their 64-bit versions, which Swift calls through the same asm labels C
+ * would. No-ops on 64-bit systems. Only this module sees them: the public
+ * header thingif.h uses neither off_t nor time_t. */
+#ifndef _FILE_OFFSET_BITS
+#define _FILE_OFFSET_BITS 64
+#endif
+#ifndef _TIME_BITS
+#define _TIME_BITS 64
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
