@@ -57,7 +57,13 @@ apt_opts=(-o "Dir::State=$work/state" -o "Dir::Cache=$work/cache"
 echo "cross-sysroot: apt-get update (private lists for $arch in $work)"
 for try in 1 2 3; do
     apt-get "${apt_opts[@]}" update > "$work/update.log" 2>&1 && break
-    [ "$try" -eq 3 ] && { cat "$work/update.log" >&2; exit 1; }
+    if [ "$try" -eq 3 ]; then
+        # A mirror in mid-sync fails one index (often -security); the others
+        # were read, and the download below says whether they are enough.
+        echo "cross-sysroot: warning: apt-get update failed; going on with the indexes it did read:" >&2
+        grep -E '^(E|W):' "$work/update.log" >&2 || true
+        break
+    fi
     sleep 5
 done
 echo "cross-sysroot: apt-get download ${pkgs[*]}"
