@@ -24,7 +24,7 @@ esac
 version=$(sed -n 's/^#define THINGIF_VERSION_STRING "\([0-9.]*\)".*/\1/p' include/thingif.h)
 bash scripts/cross-sysroot.sh "$deb"
 cmake -G Ninja -S . -B "build-$arch" -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE="cmake/toolchains/$toolchain.cmake" -DCMAKE_INSTALL_LIBDIR=lib > /dev/null
+    -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/$toolchain.cmake" -DCMAKE_INSTALL_LIBDIR=lib > /dev/null
 cmake --build "build-$arch" --target thingif thingif_static
 stage=$(mktemp -d "${TMPDIR:-/tmp}/thingif-prebuilt.XXXXXX")
 trap 'rm -rf "$stage"' EXIT

@@ -43,7 +43,7 @@ for arch in "${archs[@]}"; do
     echo "== cross $arch: sysroot, build (cmake/toolchains/$toolchain.cmake), ctest under qemu-user"
     bash scripts/cross-sysroot.sh "$deb"
     cmake -G Ninja -S . -B "build-$arch" -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_TOOLCHAIN_FILE="cmake/toolchains/$toolchain.cmake" \
+        -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/$toolchain.cmake" \
         -DTHINGIF_HUB_BIN_DIR="$hub_dir" > /dev/null
     cmake --build "build-$arch"
     built=$(date +%s)
