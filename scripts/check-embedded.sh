@@ -14,6 +14,11 @@
 # The demo round trip with this library is the aircon_demo test of the same
 # build folder.
 #
+# A cross build (cmake/toolchains/) is checked the same way on this machine:
+# its ctest sets THINGIF_TARGET_RUN (qemu-user with the sysroot), which runs
+# the board's programs and their dynamic loader in place of ldd, and
+# THINGIF_TARGET_STRIP; the plain C program is built with DIR/target-cc.
+#
 # usage: scripts/check-embedded.sh --build-dir DIR
 set -euo pipefail
 
@@ -32,11 +37,24 @@ lib=$(readlink -f "$build_dir/libthingif.so.$abi" 2>/dev/null || true)
 aircon=$build_dir/aircon
 [ -f "$lib" ] && [ -x "$aircon" ] || { echo "embedded: build $build_dir first" >&2; exit 2; }
 fail=0
+run=${THINGIF_TARGET_RUN:-}
+# ldd for this machine's programs; for the board's, its own loader under
+# qemu-user lists what it loads.
+target_ldd() {
+    if [ -n "$run" ]; then
+        # shellcheck disable=SC2086
+        local interp
+        interp=$(readelf -l "$aircon" | sed -n 's/.*Requesting program interpreter: \(.*\)\]/\1/p')
+        $run -E LD_LIBRARY_PATH="$build_dir" "${THINGIF_SYSROOT:-}$interp" --list "$1"
+    else
+        ldd "$1"
+    fi
+}
 
 # 1. No Swift runtime.
 echo "embedded: ldd $lib"
-ldd "$lib" | sed 's/^/  /'
-if ldd "$lib" | grep -q 'libswift'; then
+target_ldd "$lib" | sed 's/^/  /'
+if target_ldd "$lib" | grep -q 'libswift'; then
     echo "embedded: FAIL: the library needs a Swift runtime library" >&2
     fail=1
 fi
@@ -49,7 +67,7 @@ fi
 # 2. Size, as built and stripped.
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-embedded.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-strip -o "$tmp/libthingif.so" "$lib"
+"${THINGIF_TARGET_STRIP:-strip}" -o "$tmp/libthingif.so" "$lib"
 echo "embedded: size $(stat -c %s "$lib") bytes as built, $(stat -c %s "$tmp/libthingif.so") bytes stripped"
 
 # 3. Exports.
@@ -67,7 +85,7 @@ soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 needed=$(readelf -d "$aircon" | sed -n 's/.*Shared library: \[\(.*\)\].*/\1/p')
 echo "embedded: aircon needs: $(echo $needed)"
 echo "$needed" | grep -qx "libthingif.so.$abi" || { echo "embedded: FAIL: aircon does not link libthingif.so.$abi" >&2; fail=1; }
-if ldd "$aircon" | grep -q 'libswift'; then
+if target_ldd "$aircon" | grep -q 'libswift'; then
     echo "embedded: FAIL: aircon pulls in a Swift runtime library" >&2
     fail=1
 fi
@@ -80,7 +98,8 @@ if echo "$from_lib" | grep -v '^thingif_' | grep -q .; then
     echo "embedded: FAIL: aircon uses non-thingif_ symbols of libthingif" >&2
     fail=1
 fi
-if ! LD_LIBRARY_PATH="$build_dir" "$aircon" --help > "$tmp/help" 2>&1; then
+# shellcheck disable=SC2086
+if ! LD_LIBRARY_PATH="$build_dir" $run "$aircon" --help > "$tmp/help" 2>&1; then
     echo "embedded: FAIL: aircon --help failed:" >&2
     cat "$tmp/help" >&2
     fail=1
@@ -102,6 +121,7 @@ EOF_C
 mkdir -p "$tmp/storage"
 plain_path=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v -i swift | paste -sd: -)
 cc_bin=$(command -v cc)
+[ -z "$run" ] || cc_bin=$build_dir/target-cc
 if ! PATH="$plain_path" "$cc_bin" -std=c11 -I"$(dirname "$0")/../include" "$tmp/plain.c" "$build_dir/libthingif.a" \
         $(pkg-config --libs libmosquitto jansson) -lm -lpthread -o "$tmp/plain" 2>"$tmp/plain.log"; then
     echo "embedded: FAIL: libthingif.a does not link with plain cc:" >&2
@@ -110,7 +130,7 @@ if ! PATH="$plain_path" "$cc_bin" -std=c11 -I"$(dirname "$0")/../include" "$tmp/
 elif readelf -d "$tmp/plain" | grep -q 'libswift'; then
     echo "embedded: FAIL: the plain C program needs a Swift runtime library" >&2
     fail=1
-elif ! out=$(env -i PATH="$plain_path" "$tmp/plain" "$tmp/storage" 2>&1) || [ "${out#plain: }" = "$out" ]; then
+elif ! out=$(env -i PATH="$plain_path" $run "$tmp/plain" "$tmp/storage" 2>&1) || [ "${out#plain: }" = "$out" ]; then
     echo "embedded: FAIL: the plain C program did not run: $out" >&2
     fail=1
 else

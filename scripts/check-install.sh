@@ -15,6 +15,9 @@
 #   --mode find-package   cmake/consumer/CMakeLists.txt: find_package(thingif)
 #                         and thingif::thingif, with CMAKE_PREFIX_PATH=PREFIX
 #   --keep           keep the temporary folder (its path is printed)
+# In a cross build's ctest, THINGIF_TARGET_RUN (the emulator), and
+# THINGIF_TOOLCHAIN_FILE (for the find-package consumer) are set: the
+# outside project is built for the board and run under qemu-user.
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -80,7 +83,14 @@ pkgconfig)
     ;;
 find-package)
     cp "$src/cmake/consumer/CMakeLists.txt" "$app/"
-    cmake -G Ninja -S "$app" -B "$app/build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/consumer.log" 2>&1 \
+    toolchain=()
+    if [ -n "${THINGIF_TOOLCHAIN_FILE:-}" ]; then
+        # The board's toolchain, finding packages outside its sysroot too
+        # (the prefix is in this machine's /tmp).
+        toolchain=(-DCMAKE_TOOLCHAIN_FILE="$THINGIF_TOOLCHAIN_FILE" -DCMAKE_FIND_ROOT_PATH_MODE_PACKAGE=BOTH)
+    fi
+    cmake -G Ninja -S "$app" -B "$app/build" -DCMAKE_C_COMPILER="$cc" -DCMAKE_PREFIX_PATH="$prefix" \
+        ${toolchain[@]+"${toolchain[@]}"} >"$tmp/consumer.log" 2>&1 \
         || { cat "$tmp/consumer.log" >&2; exit 1; }
     cmake --build "$app/build" >>"$tmp/consumer.log" 2>&1 \
         || { cat "$tmp/consumer.log" >&2; exit 1; }
@@ -88,12 +98,22 @@ find-package)
     ;;
 esac
 
-# It must run on the installed library, not on the build folder's.
-resolved=$(ldd "$aircon" | awk -v so="libthingif.so.$abi" '$1 == so {print $3}')
+# It must run on the installed library, not on the build folder's. A
+# program for the board is asked through its own dynamic loader under
+# qemu-user (what ldd does).
+target_ldd() {
+    if [ -n "${THINGIF_TARGET_RUN:-}" ]; then
+        # shellcheck disable=SC2086
+        ${THINGIF_TARGET_RUN} -E LD_TRACE_LOADED_OBJECTS=1 "$1"
+    else
+        ldd "$1"
+    fi
+}
+resolved=$(target_ldd "$aircon" | awk -v so="libthingif.so.$abi" '$1 == so {print $3}')
 echo "check-install: aircon uses $resolved"
 if [ "$resolved" != "$prefix/lib/libthingif.so.$abi" ]; then
     echo "check-install: FAIL: expected $prefix/lib/libthingif.so.$abi" >&2
-    ldd "$aircon" >&2
+    target_ldd "$aircon" >&2
     exit 1
 fi
 

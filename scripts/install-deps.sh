@@ -6,13 +6,17 @@
 # when root), openssl and curl (the HTTPS test), mosquitto (the broker the tests start),
 # mosquitto-clients, cmake, ninja-build, pkg-config, valgrind, doxygen, clang-format (the C
 # formatting check), chromium and chromium-driver (the dashboard's browser test,
-# python/tests/test_dashboard.py; selenium comes from pip in its virtual environment).
+# python/tests/test_dashboard.py; selenium comes from pip in its virtual environment),
+# tzdata (the zones timer triggers read), and for the cross builds
+# (scripts/test-cross.sh) gcc-aarch64-linux-gnu, gcc-arm-linux-gnueabihf and
+# qemu-user; the boards' libraries come from scripts/cross-sysroot.sh, which
+# installs nothing.
 # The Swift toolchain (6.x) must already be on PATH.
 set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev libpq-dev postgresql openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver; do
+for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev libpq-dev postgresql openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver tzdata gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user; do
   have_pkg "$p" || need+=("$p")
 done
 

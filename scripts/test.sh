@@ -8,6 +8,8 @@
 # build is Embedded Swift), then the same suite on a second CMake build on the
 # Swift runtime (THINGIF_EMBEDDED=OFF), and a third with the Swift runtime
 # linked in (THINGIF_STATIC_STDLIB=ON) and its static and packaging tests;
+# the cross builds for aarch64 and armv7 boards with their C tests under
+# qemu-user (scripts/test-cross.sh);
 # the Swift harness
 # again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
@@ -49,6 +51,9 @@ cmake -G Ninja -S . -B build-static -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDL
 cmake --build build-static
 ctest --test-dir build-static --output-on-failure \
     -R '^(static_stdlib_no_toolchain|install_pkgconfig|install_find_package|abi_header_vs_exports|exports)$'
+
+echo "== cross builds for boards (aarch64, armv7): the C tests under qemu-user (scripts/test-cross.sh)"
+bash scripts/test-cross.sh --hub-bin-dir "$bin"
 
 echo "== API reference (doxygen, warnings are errors)"
 bash scripts/api-docs.sh

@@ -25,7 +25,8 @@ public enum Platform {
 
     public static func sleepMs(_ ms: Int) {
         guard ms > 0 else { return }
-        var req = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+        // time_t is 64 bits on armv7 too (_TIME_BITS in shim.h), `Int` is not.
+        var req = timespec(tv_sec: time_t(ms / 1000), tv_nsec: numericCast((ms % 1000) * 1_000_000))
         var rem = timespec()
         while nanosleep(&req, &rem) == -1 && thingif_sys_errno() == EINTR { req = rem }
     }

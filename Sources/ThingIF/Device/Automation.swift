@@ -53,7 +53,7 @@ final class Automation {
         let t = JSON.array()
         for tr in triggers {
             let e = AutomationCodec.encode(tr)
-            e.set("startDate", .int(Int(tr.startDate)))
+            e.set("startDate", .int64(tr.startDate))
             e.set("remote", .bool(tr.remote))
             t.append(e)
         }

@@ -236,9 +236,17 @@ struct TimeZoneRules {
 
     init?(name: String, tzif b: [UInt8]) {
         self.name = name
-        func u32(_ at: Int) -> Int? {
+        // UInt32, not Int: `Int` is 32 bits on armv7, where Int(UInt32) of a
+        // negative offset's bit pattern (any zone west of UTC) traps.
+        func u32(_ at: Int) -> UInt32? {
             guard at + 4 <= b.count else { return nil }
-            return Int(UInt32(b[at]) << 24 | UInt32(b[at + 1]) << 16 | UInt32(b[at + 2]) << 8 | UInt32(b[at + 3]))
+            return UInt32(b[at]) << 24 | UInt32(b[at + 1]) << 16 | UInt32(b[at + 2]) << 8 | UInt32(b[at + 3])
+        }
+        // A header count; none can exceed the file's size, which also keeps
+        // the size arithmetic below from overflowing a 32-bit Int.
+        func count(_ at: Int) -> Int? {
+            guard let v = u32(at), v <= UInt32(b.count) else { return nil }
+            return Int(v)
         }
         func i64(_ at: Int) -> Int64 {
             var v: UInt64 = 0
@@ -247,8 +255,8 @@ struct TimeZoneRules {
         }
         func header(_ at: Int) -> (isut: Int, isstd: Int, leap: Int, time: Int, type: Int, char: Int)? {
             guard b.count >= at + 44, b[at] == 0x54, b[at + 1] == 0x5a, b[at + 2] == 0x69, b[at + 3] == 0x66,
-                let a = u32(at + 20), let c = u32(at + 24), let d = u32(at + 28), let e = u32(at + 32),
-                let f = u32(at + 36), let g = u32(at + 40)
+                let a = count(at + 20), let c = count(at + 24), let d = count(at + 28), let e = count(at + 32),
+                let f = count(at + 36), let g = count(at + 40)
             else { return nil }
             return (a, c, d, e, f, g)
         }
@@ -270,7 +278,7 @@ struct TimeZoneRules {
         var times: [Int64] = []
         for i in 0..<h.time {
             let p = at + i * timeSize
-            times.append(timeSize == 8 ? i64(p) : Int64(Int32(bitPattern: UInt32(u32(p)!))))
+            times.append(timeSize == 8 ? i64(p) : Int64(Int32(bitPattern: u32(p)!)))
         }
         at += h.time * timeSize
         var idx: [Int] = []
@@ -282,7 +290,7 @@ struct TimeZoneRules {
         at += h.time
         var offs: [Int] = [], dsts: [Bool] = []
         for i in 0..<h.type {
-            offs.append(Int(Int32(bitPattern: UInt32(u32(at + i * 6)!))))
+            offs.append(Int(Int32(bitPattern: u32(at + i * 6)!)))
             dsts.append(b[at + i * 6 + 4] != 0)
         }
         at += h.type * 6 + h.char + h.leap * (timeSize + 4) + h.isstd + h.isut

@@ -118,7 +118,7 @@ public struct StatusMessage: Error, ExpressibleByStringLiteral, CustomStringConv
 
 extension JSON {
     /// An integer as Int64 (epoch milliseconds).
-    var epochMsValue: Int64? { intValue.map { Int64($0) } }
+    var epochMsValue: Int64? { int64Value }
 }
 
 public enum AutomationCodec {
@@ -193,7 +193,7 @@ public enum AutomationCodec {
     public static func encode(_ t: TimerTrigger) -> JSON {
         let o = JSON.object()
         o.set("name", string: t.name)
-        o.set("fireDate", .int(Int(t.fireDate)))
+        o.set("fireDate", .int64(t.fireDate))
         if let r = t.recurrence {
             let rj = JSON.object()
             rj.set("unit", string: r.unit.rawValue)

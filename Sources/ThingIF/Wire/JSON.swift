@@ -53,6 +53,8 @@ public final class JSON {
     public static func bool(_ v: Bool) -> JSON { JSON(owning: v ? json_true() : json_false()) }
     public static func null() -> JSON { JSON(owning: json_null()) }
     public static func int(_ v: Int) -> JSON { JSON(owning: json_integer(json_int_t(v))) }
+    /// A 64-bit integer (epoch milliseconds): `Int` is 32 bits on armv7.
+    public static func int64(_ v: Int64) -> JSON { JSON(owning: json_integer(json_int_t(v))) }
     /// nil when `s` is not valid UTF-8 (it always is for a Swift String,
     /// unless it holds a NUL, which jansson refuses in json_string).
     public static func string(_ s: String) -> JSON? {
@@ -95,9 +97,20 @@ public final class JSON {
         return String(decoding: UnsafeRawBufferPointer(start: c, count: len), as: UTF8.self)
     }
 
+    /// The integer value, or nil when not an integer or when it does not
+    /// fit `Int` (32 bits on armv7: epoch milliseconds do not; read them
+    /// with int64Value).
     public var intValue: Int? {
         switch type {
-        case JSON_INTEGER: return Int(json_integer_value(raw))
+        case JSON_INTEGER: return Int(exactly: json_integer_value(raw))
+        default: return nil
+        }
+    }
+
+    /// The integer value as 64 bits (jansson's json_int_t is long long).
+    public var int64Value: Int64? {
+        switch type {
+        case JSON_INTEGER: return Int64(json_integer_value(raw))
         default: return nil
         }
     }
