@@ -109,8 +109,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public static let requestLogSize = 512
     /// How many commands' result deliveries are counted (the newest).
     public static let resultCountLimit = 20_000
-    /// Onboarding attempts per vendorThingID: a burst of 10, then one per
-    /// 10 s; more get 429 (password guessing over the bootstrap identity).
+    /// Wrong onboarding passwords per vendorThingID: a burst of 10, then one
+    /// per 10 s; past that every attempt gets 429 (password guessing over the
+    /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
+    /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
     let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the request thread.
