@@ -95,6 +95,15 @@ public final class FrameworkSide: @unchecked Sendable {
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
         var subscriptionRefused = false
+        // Delivery (FrameworkSide+Delivery.swift).
+        var statusTopics: Set<String> = []  // client IDs that sent a status (thingif's library)
+        var reachable: [String: Bool] = [:]  // thingID -> a silent installation had a subscription at the last attempt
+        var rounds: [String: DeliveryRound] = [:]  // commandID -> the attempt in flight
+        var pendingMids: [Int32: (commandID: String, topic: String)] = [:]
+        var earlyAcks: [Int32: Int32] = [:]
+        var finishedRounds: [(String, DeliveryRound)] = []
+        var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
+        var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
     }
 
     public let options: Options
@@ -138,6 +147,8 @@ public final class FrameworkSide: @unchecked Sendable {
     /// for the request thread; then the broker holds what follows.
     public static let requestQueueMax = 50_000
     public static let requestQueueMaxBytes = 64 << 20
+    /// The delivery worker (deliveryTick), while started.
+    let deliveryTicker = Locked<Ticker?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -213,6 +224,12 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         requestQueue.withLock { $0 = queue }
         client.onMessage = { m in queue.push(m) }
+        client.onPublished = { [unowned self] mid, rc in self.published(mid: mid, reasonCode: rc) }
+        guard let ticker = Ticker(periodMs: 250, { [unowned self] in self.deliveryTick() }) else {
+            startProblem = "cannot start the delivery thread"
+            return false
+        }
+        deliveryTicker.withLock { $0 = ticker }
         guard
             client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30)
                 == MOSQ_ERR_SUCCESS.rawValue,
@@ -239,6 +256,10 @@ public final class FrameworkSide: @unchecked Sendable {
     }
 
     public func stop() {
+        deliveryTicker.withLock { t in
+            t?.stop()
+            t = nil
+        }
         client.disconnect()
         _ = client.stopThread(force: false)
         requestQueue.withLock { q in
@@ -260,7 +281,15 @@ public final class FrameworkSide: @unchecked Sendable {
 
     // MARK: delivery of commands
 
-    public func isOnline(_ thingID: String) -> Bool { data.withLock { $0.online[thingID] ?? false } }
+    /// Online: the thing announced `online` (thingif's library), or, for a
+    /// thing whose installations send no status (Kii's SDKs), the broker
+    /// had a subscription on one of them at the last delivery attempt.
+    public func isOnline(_ thingID: String) -> Bool {
+        data.withLock { ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) }
+    }
+
+    /// Online by its own status message only.
+    func announcedOnline(_ thingID: String) -> Bool { data.withLock { $0.online[thingID] ?? false } }
 
     /// Stores a command and publishes it to the thing; false when the thing
     /// is unknown or the command ID exists. A command stored but not
@@ -290,9 +319,11 @@ public final class FrameworkSide: @unchecked Sendable {
                 })
         else { return nil }
         metrics.commandIssued()
-        if publish(Array(payload.utf8), to: thingID) && isOnline(thingID)
-            && store.markDelivered(commandID: command.id, at: Platform.epochMs())
-        {
+        // Every installation's topic (FrameworkSide+Delivery.swift); one that
+        // announced itself online makes it delivered at once, as before.
+        let topics = store.thing(id: thingID)?.installations.values.sorted() ?? []
+        let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
+        if queued && announcedOnline(thingID) && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
             metrics.commandDelivered()
         }

@@ -484,7 +484,9 @@ struct KiiCompatTests {
             #expect(fw.status == 204, "\(fw.status) \(fw.text)")
             #expect(e.hub.store.thing(id: tid)?.firmwareVersion == "2.0.1")
 
-            // Installations are bounded per thing: each is a broker client.
+            // Installations are bounded per thing (each is a broker client), and a new one past
+            // the bound retires the oldest: Kii's SDKs make one at every start.
+            let before = Set(e.hub.store.installationsOldestFirst(thingID: tid).map(\.installationID))
             var last = 0
             for _ in 0..<FrameworkSide.installationLimit {
                 last = try await e.call(
@@ -492,8 +494,11 @@ struct KiiCompatTests {
                 )
                 .status
             }
-            #expect(last == 409)
-            #expect((e.hub.store.thing(id: tid)?.installations.count ?? 0) == FrameworkSide.installationLimit)
+            #expect(last == 201)
+            let after = e.hub.store.installationsOldestFirst(thingID: tid).map(\.installationID)
+            #expect(after.count == FrameworkSide.installationLimit && Set(after).isDisjoint(with: before))
+            let retired = try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: thingToken)
+            #expect(retired.status == 404 && retired.errorCode == "INSTALLATION_NOT_FOUND", "\(retired.text)")
         }
     }
 
