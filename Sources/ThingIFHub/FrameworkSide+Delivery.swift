@@ -142,7 +142,8 @@ extension FrameworkSide {
                     // A thing online by its own status gets its commands
                     // again when it announces itself; no retries for it.
                     if d.retries[r.thingID] == nil && d.online[r.thingID] != true {
-                        d.retries[r.thingID] = DeliveryRetry(dueMs: now + Self.retryFirstMs, backoffMs: Self.retryFirstMs)
+                        d.retries[r.thingID] = DeliveryRetry(
+                            dueMs: now + Self.retryFirstMs, backoffMs: Self.retryFirstMs)
                     }
                 }
             }
