@@ -25,7 +25,7 @@ struct EbisuConformanceTests {
     static let alias = "AirconAlias"
 
     @Test(
-        "ebisu: token with a dummy secret, onboarding, a new installation at each of 18 starts, commands reach the current one once, results and state; retired installations lose their broker login"
+        "ebisu: token with a dummy secret, onboarding, a new installation at each of 18 starts, commands reach the current one once, results and state; retired installations lose their broker login; a thingif thing beside it"
     )
     func restarts() async throws {
         try await withHubAPI { e in
@@ -40,6 +40,10 @@ struct EbisuConformanceTests {
                 contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
             try #require(reg.status == 200, "\(reg.status) \(reg.text)")
             let tid = try #require(reg.string("thingID"))
+
+            // A thing on thingif's own library, on the same hub at the same time.
+            let (acID, acToken) = try await e.onboard("AC-BESIDE-EBISU", owner: "user:\(uid)", token: ownerToken)
+            _ = try await e.appliance(thingID: acID, token: acToken)
 
             var received: [String: Int] = [:]  // commandID -> copies the device got
             var sent: [String] = []
@@ -122,8 +126,12 @@ struct EbisuConformanceTests {
                 #expect(done["commandState"] as? String == "DONE", "\(done)")
                 #expect(e.hub.isOnline(tid), "start \(start): connected and subscribed, but shown offline")
 
-                // tio_updater: the state, as kii_ti_put_state sends it.
+                // tio_updater: the state, as kii_ti_put_state sends it; and a command to the
+                // thingif thing beside it.
                 if start % 6 == 0 {
+                    let ac = try await e.postCommand(acID, token: ownerToken, userID: uid)
+                    let acDone = try await e.waitForFinished(acID, ac, token: ownerToken)
+                    #expect(acDone["commandState"] as? String == "DONE", "\(acDone)")
                     let st = try await offPool {
                         Khc.exchange(
                             port: port, "PUT", "/thing-if/apps/\(app)/targets/thing:\(tid)/states",
