@@ -23,6 +23,7 @@ extension FrameworkSide {
         var thingID: String
         var outstanding: Int
         var reached = false
+        var reachedTopic = ""
         var startedMs: Int64
     }
 
@@ -64,30 +65,43 @@ extension FrameworkSide {
         guard begun else { return false }
         var queued = false
         for topic in topics {
-            let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
-            let early = data.withLock { d -> Int32? in
-                guard rc == MOSQ_ERR_SUCCESS.rawValue else { return -1 }
-                if let a = d.earlyAcks.removeValue(forKey: mid) { return a }
-                d.pendingMids[mid] = (commandID, topic)
-                return nil
+            // The mid is known only once libmosquitto queued the message, and
+            // its PUBACK may come at once: the callback takes the same lock,
+            // so it finds the mid recorded (PUBACKs of other publishes find
+            // nothing and are ignored).
+            let rc = publishing.withLock { _ -> Int32 in
+                let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
+                if rc == MOSQ_ERR_SUCCESS.rawValue { data.withLock { $0.pendingMids[mid] = (commandID, topic) } }
+                return rc
             }
-            if rc == MOSQ_ERR_SUCCESS.rawValue { queued = true }
-            if let early { acknowledged(commandID: commandID, topic: topic, reasonCode: early) }
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                queued = true
+            } else {
+                acknowledged(commandID: commandID, topic: topic, reasonCode: -1)
+            }
         }
         return queued
     }
 
-    /// libmosquitto's thread: a PUBACK (or a publish that was not queued, -1).
+    /// libmosquitto's thread: a PUBACK with its reason code.
     func published(mid: Int32, reasonCode: Int32) {
-        let entry = data.withLock { d -> (String, String)? in
-            guard let e = d.pendingMids.removeValue(forKey: mid) else {
-                // A PUBACK before startRound recorded the mid (or not ours).
-                if d.earlyAcks.count < 10_000 { d.earlyAcks[mid] = reasonCode }
-                return nil
-            }
-            return (e.commandID, e.topic)
+        let entry = publishing.withLock { _ in
+            data.withLock { d in d.pendingMids.removeValue(forKey: mid) }
         }
-        if let (cid, topic) = entry { acknowledged(commandID: cid, topic: topic, reasonCode: reasonCode) }
+        if let e = entry { acknowledged(commandID: e.commandID, topic: e.topic, reasonCode: reasonCode) }
+    }
+
+    /// Where delivery of a command stands, for logs and tests.
+    public func deliveryState(_ commandID: String) -> String {
+        data.withLock { d in
+            let r =
+                d.rounds[commandID].map { "in flight, \($0.outstanding) PUBACK(s) awaited" } ?? "no attempt in flight"
+            let retry = d.rounds[commandID].flatMap { d.retries[$0.thingID] }.map {
+                "next try in \($0.dueMs - Platform.nowMs()) ms"
+            }
+            let reached = d.reachedCommands.contains(commandID) ? "reached, not yet recorded" : nil
+            return [r, retry, reached].compactMap { $0 }.joined(separator: ", ")
+        }
     }
 
     /// Counts one answer of a round; the worker thread finishes the round.
@@ -95,7 +109,10 @@ extension FrameworkSide {
         data.withLock { d in
             guard var r = d.rounds[commandID] else { return }
             r.outstanding -= 1
-            if reasonCode == 0 && !d.statusTopics.contains(topic) { r.reached = true }
+            if reasonCode == 0 && !d.statusTopics.contains(topic) {
+                r.reached = true
+                r.reachedTopic = topic
+            }
             if r.outstanding > 0 {
                 d.rounds[commandID] = r
             } else {
@@ -119,10 +136,12 @@ extension FrameworkSide {
     func deliveryTick() {
         let now = Platform.nowMs()
         let (finished, due) = data.withLock { d -> ([(String, DeliveryRound)], [(String, DeliveryRetry)]) in
-            for (cid, r) in d.rounds where now - r.startedMs > Self.roundTimeoutMs {
+            let expired = d.rounds.filter { now - $0.value.startedMs > Self.roundTimeoutMs }
+            for (cid, r) in expired {
                 d.rounds[cid] = nil
                 d.finishedRounds.append((cid, r))
             }
+            if !expired.isEmpty { d.pendingMids = d.pendingMids.filter { expired[$0.value.commandID] == nil } }
             let f = d.finishedRounds
             d.finishedRounds = []
             let due = d.retries.filter { $0.value.dueMs <= now }.map { ($0.key, $0.value) }
@@ -135,7 +154,7 @@ extension FrameworkSide {
                     d.reachable[r.thingID] = true
                     d.reachedCommands.remove(cid)
                 }
-                onEvent?("command \(cid) reached a subscription of \(r.thingID)")
+                onEvent?("command \(cid) reached a subscription of \(r.thingID) on \(r.reachedTopic)")
             } else {
                 data.withLock { d in
                     d.reachable[r.thingID] = false

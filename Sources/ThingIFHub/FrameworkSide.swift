@@ -100,7 +100,6 @@ public final class FrameworkSide: @unchecked Sendable {
         var reachable: [String: Bool] = [:]  // thingID -> a silent installation had a subscription at the last attempt
         var rounds: [String: DeliveryRound] = [:]  // commandID -> the attempt in flight
         var pendingMids: [Int32: (commandID: String, topic: String)] = [:]
-        var earlyAcks: [Int32: Int32] = [:]
         var finishedRounds: [(String, DeliveryRound)] = []
         var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
@@ -147,6 +146,9 @@ public final class FrameworkSide: @unchecked Sendable {
     /// for the request thread; then the broker holds what follows.
     public static let requestQueueMax = 50_000
     public static let requestQueueMaxBytes = 64 << 20
+    /// Held while a tracked command is published and its mid recorded, and
+    /// by the PUBACK callback before it looks the mid up.
+    let publishing = Locked(())
     /// The delivery worker (deliveryTick), while started.
     let deliveryTicker = Locked<Ticker?>(nil)
 
