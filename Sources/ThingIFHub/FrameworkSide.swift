@@ -305,7 +305,7 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// As `send`, returning the stored record.
     func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
-        guard store.thing(id: thingID) != nil else { return nil }
+        guard let thing = store.thing(id: thingID) else { return nil }
         let payload = command.encode().dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a
@@ -323,7 +323,7 @@ public final class FrameworkSide: @unchecked Sendable {
         metrics.commandIssued()
         // Every installation's topic (FrameworkSide+Delivery.swift); one that
         // announced itself online makes it delivered at once, as before.
-        let topics = store.thing(id: thingID)?.installations.values.sorted() ?? []
+        let topics = thing.installations.values.sorted()
         let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
         if queued && announcedOnline(thingID) && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
