@@ -84,18 +84,6 @@ extension FrameworkSide {
         appAPI.login(loginName: loginName, password: password)
     }
 
-    /// The app's credentials, as a thing presents them before onboarding:
-    /// the appID and the app key, the same pair the broker's bootstrap
-    /// identity takes (username appID, password app key; BrokerAdmin.provision).
-    /// The key is compared in constant time.
-    public func isAppCredential(clientID: String, secret: String) -> Bool {
-        let a = Array(secret.utf8)
-        let b = Array(options.appKey.utf8)
-        var diff = a.count == b.count ? 0 : 1
-        for i in 0..<b.count { diff |= Int(b[i] ^ (i < a.count ? a[i] : 0)) }
-        return clientID == options.appID && diff == 0
-    }
-
     /// The user a bearer token belongs to; nil for an unknown token or a thing's token.
     public func user(token: String) -> UserRecord? { store.user(accessToken: token) }
 

@@ -39,6 +39,9 @@ extension FrameworkSide {
         let online = data.withLock { d -> Int in
             d.online[t.thingID] = nil
             d.commandTopic[t.thingID] = nil
+            d.reachable[t.thingID] = nil
+            d.retries[t.thingID] = nil
+            d.statusTopics.subtract(topics)
             return d.online.values.filter { $0 }.count
         }
         metrics.setOnline(online)

@@ -16,6 +16,7 @@ extension FrameworkSide {
             }
             let online = data.withLock {
                 $0.online[tid] = up
+                $0.statusTopics.insert(clientID)
                 if up { $0.commandTopic[tid] = clientID }
                 return $0.online.values.filter { $0 }.count
             }

@@ -48,8 +48,32 @@ extension FrameworkSide {
             username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647)
     }
 
-    /// MQTT installations a thing may have: each is a broker client.
+    /// MQTT installations a thing keeps: each is a broker client. A new one
+    /// past this retires the oldest (retireInstallations).
     public static let installationLimit = 16
+
+    /// Retires the thing's oldest MQTT installations until at most `keep`
+    /// remain: the broker deletes each one's client and role (disconnecting
+    /// it if connected), then the store forgets it and its retained status
+    /// and config messages are cleared. The installation the thing last
+    /// announced itself online with is kept. False when the broker does not
+    /// confirm a removal (nothing more is retired).
+    func retireInstallations(of t: ThingRecord, keeping keep: Int) -> Bool {
+        let ordered = store.installationsOldestFirst(thingID: t.thingID)
+        var excess = ordered.count - keep
+        guard excess > 0 else { return true }
+        let live = data.withLock { $0.online[t.thingID] == true ? $0.commandTopic[t.thingID] : nil }
+        for (iid, topic) in ordered where excess > 0 && topic != live {
+            if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }
+            guard store.removeInstallation(thingID: t.thingID, installationID: iid) else { return false }
+            data.withLock { _ = $0.statusTopics.remove(topic) }
+            _ = publishRetained(topic: Topics.config(clientID: topic), payload: [])
+            _ = publishRetained(topic: Topics.status(clientID: topic), payload: [])
+            onEvent?("retired MQTT installation \(iid) of \(t.thingID) (topic \(topic))")
+            excess -= 1
+        }
+        return true
+    }
 
     /// The endpoint an owner's onboarding answer carries, as Kii's does: a
     /// new MQTT installation for the thing the app hands it to, so that the
@@ -92,7 +116,10 @@ extension FrameworkSide {
         guard let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
-        guard onboardingLimiter.allow("onboard:" + o.vendorThingID, now: Platform.nowMs()) else {
+        // Only wrong passwords spend the budget: Kii's SDKs onboard at every
+        // start, and a device that restarts often is no password guesser.
+        let guessKey = "onboard:" + o.vendorThingID
+        guard onboardingLimiter.hasToken(guessKey, now: Platform.nowMs()) else {
             return error(
                 429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
         }
@@ -101,6 +128,7 @@ extension FrameworkSide {
             firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil)
         {
         case .failure(.wrongPassword):
+            _ = onboardingLimiter.allow(guessKey, now: Platform.nowMs())
             return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
         case .failure(.wrongType):
             return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
@@ -177,10 +205,11 @@ extension FrameworkSide {
         guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
-        guard t.installations.count < Self.installationLimit else {
-            return error(
-                409, "TOO_MANY_INSTALLATIONS", "\(t.thingID) has \(Self.installationLimit) MQTT installations already")
-        }
+        // Kii's thing SDKs make a new installation at every start: the
+        // oldest ones are retired to make room (never the one a thingif
+        // thing is online with), so a device that restarts often is not
+        // refused.
+        guard retireInstallations(of: t, keeping: Self.installationLimit - 1) else { return brokerRefused }
         guard let (iid, _) = newInstallation(for: t) else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
@@ -200,6 +229,8 @@ extension FrameworkSide {
             return error(404, "INSTALLATION_NOT_FOUND", "no installation \(installationID) for \(t.thingID)")
         }
         guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
+        // The thing connects and subscribes next: try what it has not received.
+        scheduleDelivery(thingID: t.thingID)
         return ok(200, ep.encode())
     }
 

@@ -95,6 +95,14 @@ public final class FrameworkSide: @unchecked Sendable {
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
         var subscriptionRefused = false
+        // Delivery (FrameworkSide+Delivery.swift).
+        var statusTopics: Set<String> = []  // client IDs that sent a status (thingif's library)
+        var reachable: [String: Bool] = [:]  // thingID -> a silent installation had a subscription at the last attempt
+        var rounds: [String: DeliveryRound] = [:]  // commandID -> the attempt in flight
+        var pendingMids: [Int32: (commandID: String, topic: String)] = [:]
+        var finishedRounds: [(String, DeliveryRound)] = []
+        var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
+        var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
     }
 
     public let options: Options
@@ -109,8 +117,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public static let requestLogSize = 512
     /// How many commands' result deliveries are counted (the newest).
     public static let resultCountLimit = 20_000
-    /// Onboarding attempts per vendorThingID: a burst of 10, then one per
-    /// 10 s; more get 429 (password guessing over the bootstrap identity).
+    /// Wrong onboarding passwords per vendorThingID: a burst of 10, then one
+    /// per 10 s; past that every attempt gets 429 (password guessing over the
+    /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
+    /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
     let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the request thread.
@@ -136,6 +146,11 @@ public final class FrameworkSide: @unchecked Sendable {
     /// for the request thread; then the broker holds what follows.
     public static let requestQueueMax = 50_000
     public static let requestQueueMaxBytes = 64 << 20
+    /// Held while a tracked command is published and its mid recorded, and
+    /// by the PUBACK callback before it looks the mid up.
+    let publishing = Locked(())
+    /// The delivery worker (deliveryTick), while started.
+    let deliveryTicker = Locked<Ticker?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -211,6 +226,12 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         requestQueue.withLock { $0 = queue }
         client.onMessage = { m in queue.push(m) }
+        client.onPublished = { [unowned self] mid, rc in self.published(mid: mid, reasonCode: rc) }
+        guard let ticker = Ticker(periodMs: 250, { [unowned self] in self.deliveryTick() }) else {
+            startProblem = "cannot start the delivery thread"
+            return false
+        }
+        deliveryTicker.withLock { $0 = ticker }
         guard
             client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30)
                 == MOSQ_ERR_SUCCESS.rawValue,
@@ -237,6 +258,10 @@ public final class FrameworkSide: @unchecked Sendable {
     }
 
     public func stop() {
+        deliveryTicker.withLock { t in
+            t?.stop()
+            t = nil
+        }
         client.disconnect()
         _ = client.stopThread(force: false)
         requestQueue.withLock { q in
@@ -258,7 +283,15 @@ public final class FrameworkSide: @unchecked Sendable {
 
     // MARK: delivery of commands
 
-    public func isOnline(_ thingID: String) -> Bool { data.withLock { $0.online[thingID] ?? false } }
+    /// Online: the thing announced `online` (thingif's library), or, for a
+    /// thing whose installations send no status (Kii's SDKs), the broker
+    /// had a subscription on one of them at the last delivery attempt.
+    public func isOnline(_ thingID: String) -> Bool {
+        data.withLock { ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) }
+    }
+
+    /// Online by its own status message only.
+    func announcedOnline(_ thingID: String) -> Bool { data.withLock { $0.online[thingID] ?? false } }
 
     /// Stores a command and publishes it to the thing; false when the thing
     /// is unknown or the command ID exists. A command stored but not
@@ -272,7 +305,7 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// As `send`, returning the stored record.
     func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
-        guard store.thing(id: thingID) != nil else { return nil }
+        guard let thing = store.thing(id: thingID) else { return nil }
         let payload = command.encode().dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a
@@ -288,9 +321,11 @@ public final class FrameworkSide: @unchecked Sendable {
                 })
         else { return nil }
         metrics.commandIssued()
-        if publish(Array(payload.utf8), to: thingID) && isOnline(thingID)
-            && store.markDelivered(commandID: command.id, at: Platform.epochMs())
-        {
+        // Every installation's topic (FrameworkSide+Delivery.swift); one that
+        // announced itself online makes it delivered at once, as before.
+        let topics = thing.installations.values.sorted()
+        let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
+        if queued && announcedOnline(thingID) && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
             metrics.commandDelivered()
         }

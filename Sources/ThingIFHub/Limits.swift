@@ -75,6 +75,15 @@ public final class RateLimiter: @unchecked Sendable {
         }
     }
 
+    /// Whether `key`'s bucket has a token at `now`, without taking it (a
+    /// caller that spends only on failures checks this first).
+    public func hasToken(_ key: String, now: Int64) -> Bool {
+        state.withLock { s in
+            guard let b = s.buckets[key] else { return true }
+            return refill(b, now: now) >= 1
+        }
+    }
+
     /// Whole seconds until `key` has a token again (at least 1), for Retry-After.
     public func retryAfterSeconds(_ key: String, now: Int64) -> Int {
         state.withLock { s in

@@ -116,7 +116,9 @@ public final class HubServer: Service, @unchecked Sendable {
     public func run() async throws {
         var logger = Logger(label: "thingif-hub.http")
         logger.logLevel = logLevel
-        var server: HTTPServerBuilder = .http1()
+        // Connection: Close in any case ends the connection (ConnectionClose.swift).
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionCloseNormalizer()])
+        var server: HTTPServerBuilder = .http1(configuration: http1)
         var scheme = "http"
         if let cert = security.tlsCertFile, let key = security.tlsKeyFile {
             // A TLS setup that fails stops the server: no fallback to plain HTTP.
@@ -124,7 +126,7 @@ public final class HubServer: Service, @unchecked Sendable {
             let tls = TLSConfiguration.makeServerConfiguration(
                 certificateChain: chain,
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            server = try .tls(.http1(), tlsConfiguration: tls)
+            server = try .tls(.http1(configuration: http1), tlsConfiguration: tls)
             scheme = "https"
         }
         let app = Application(
@@ -366,17 +368,19 @@ struct API: Sendable {
 
     /// Kii's app ("anonymous") token, which Kii's thing SDKs fetch before
     /// onboarding by the thing: {"grant_type":"client_credentials",
-    /// "client_id": appID, "client_secret": app key}. The token is random
-    /// and stored nowhere, so it opens no route: onboarding by the thing,
-    /// the one call it is for, takes the thing's password as the credential
-    /// and ignores the bearer; every other route answers 403 WRONG_TOKEN.
+    /// "client_id": appID, "client_secret": anything}. Kii no longer uses the
+    /// app key and lets it be any value, and ebisu sends "dummy"; the token
+    /// is random and stored nowhere, so it opens no route (onboarding by the
+    /// thing, the one call it is for, takes the thing's password as the
+    /// credential and ignores the bearer; every other route answers 403
+    /// WRONG_TOKEN). Refusing a secret would protect nothing, so only the
+    /// app ID is checked (docs/DECISIONS.md).
     func appToken(_ body: JSON) throws -> Response {
         let clientID = try Body.requiredString(body, "client_id")
-        let secret = try Body.requiredString(body, "client_secret")
-        // Guessing the app key spends the app's budget.
+        _ = try Body.requiredString(body, "client_secret")
         try spend("client:" + clientID)
-        guard hub.isAppCredential(clientID: clientID, secret: secret) else {
-            throw HubError(400, "invalid_client", "client_id or client_secret is not this app's appID and app key")
+        guard clientID == hub.options.appID else {
+            throw HubError(400, "invalid_client", "client_id is not this app's appID")
         }
         return Reply.json(
             200, Reply.object([("access_token", "app." + HubIDs.token()), ("token_type", "Bearer")]))

@@ -28,6 +28,9 @@ public final class MqttClient {
     /// As onSubscribe, with the SUBACK's codes per topic: a granted QoS
     /// (0–2) or a refusal (0x80 and up, e.g. 0x87 not authorised).
     public var onSubscribeGranted: ((_ mid: Int32, _ granted: [Int32]) -> Void)?
+    /// A QoS 1 publish was acknowledged: its mid and the PUBACK's MQTT 5
+    /// reason code (0 success, 0x10 no matching subscribers, ≥ 0x80 refused).
+    public var onPublished: ((_ mid: Int32, _ reasonCode: Int32) -> Void)?
     /// libmosquitto's log lines; setting it turns `setLogging` on.
     public var onLog: ((String) -> Void)? {
         didSet { setLogging(onLog != nil) }
@@ -62,6 +65,9 @@ public final class MqttClient {
                 report(mid, codes)
             }
             client.onSubscribe?(mid)
+        }
+        mosquitto_publish_v5_callback_set(m) { _, obj, mid, rc, _ in
+            MqttClient.from(obj)?.onPublished?(mid, rc)
         }
         mosquitto_message_v5_callback_set(m) { _, obj, msg, props in
             guard let client = MqttClient.from(obj), let handler = client.onMessage, let msg else { return }
@@ -197,6 +203,18 @@ public final class MqttClient {
                 mosquitto_publish_v5(mosq, nil, $0, Int32(buf.count), buf.baseAddress, qos, retain, props)
             }
         }
+    }
+
+    /// Publishes at QoS 1 and returns (rc, mid): the PUBACK's reason code
+    /// comes through `onPublished` with that mid. Thread-safe.
+    public func publishTracked(topic: String, payload: [UInt8]) -> (rc: Int32, mid: Int32) {
+        var mid: Int32 = 0
+        let rc = payload.withUnsafeBytes { buf in
+            topic.withCString {
+                mosquitto_publish_v5(mosq, &mid, $0, Int32(buf.count), buf.baseAddress, 1, false, nil)
+            }
+        }
+        return (rc, mid)
     }
 
     /// Services the connection for up to `timeoutMs` on the calling thread.

@@ -323,6 +323,11 @@ public protocol HubStore: AnyObject, Sendable {
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
+    /// The thing's MQTT installations, oldest (first added) first.
+    func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)]
+    /// Removes one MQTT installation of a thing (a retired one); false when
+    /// it was not there or the store cannot write.
+    func removeInstallation(thingID: String, installationID: String) -> Bool
     func setFirmwareVersion(thingID: String, _ version: String) -> Bool
     /// Kii's ThingTypeUpdateRequest; false when the thing is unknown.
     func setThingType(thingID: String, _ thingType: String) -> Bool

@@ -9,6 +9,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var tokens: [String: TokenEntry] = [:]
         var lastTokenPruneMs: Int64 = 0
         var byTopic: [String: String] = [:]
+        /// thingID -> its installationIDs, oldest first.
+        var installationOrder: [String: [String]] = [:]
         var history: [String: [StateSample]] = [:]
         var sampleSeq: Int64 = 0
         var commands: [String: CommandRecord] = [:]
@@ -147,6 +149,28 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             guard d.things[thingID] != nil else { return false }
             d.things[thingID]!.installations[installationID] = mqttTopic
             d.byTopic[mqttTopic] = thingID
+            d.installationOrder[thingID, default: []].removeAll { $0 == installationID }
+            d.installationOrder[thingID, default: []].append(installationID)
+            return true
+        }
+    }
+
+    public func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)] {
+        data.withLock { d in
+            guard let t = d.things[thingID] else { return [] }
+            return (d.installationOrder[thingID] ?? []).compactMap { iid in
+                t.installations[iid].map { (iid, $0) }
+            }
+        }
+    }
+
+    public func removeInstallation(thingID: String, installationID: String) -> Bool {
+        data.withLock { d in
+            guard let topic = d.things[thingID]?.installations.removeValue(forKey: installationID) else {
+                return false
+            }
+            if d.byTopic[topic] == thingID { d.byTopic[topic] = nil }
+            d.installationOrder[thingID]?.removeAll { $0 == installationID }
             return true
         }
     }
@@ -188,6 +212,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             guard let t = d.things.removeValue(forKey: id) else { return false }
             if let v = t.vendorThingID, d.byVendorID[v] == id { d.byVendorID[v] = nil }
             d.byTopic = d.byTopic.filter { $0.value != id }
+            d.installationOrder[id] = nil
             d.history[id] = nil
             let commands = d.commands.filter { $0.value.thingID != id }
             d.commands = commands

@@ -515,6 +515,25 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)] {
+        use([]) { c in
+            var out: [(installationID: String, mqttTopic: String)] = []
+            try c.query(
+                "SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ? ORDER BY rowid",
+                [.text(thingID)]
+            ) { out.append(($0.string(0), $0.string(1))) }
+            return out
+        }
+    }
+
+    public func removeInstallation(thingID: String, installationID: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "DELETE FROM thing_installations WHERE thing_id = ? AND installation_id = ?",
+                [.text(thingID), .text(installationID)]) == 1
+        }
+    }
+
     public func deleteThing(id: String) -> Bool {
         use(false) { try SQLQueries.deleteThing($0, id: id) }
     }

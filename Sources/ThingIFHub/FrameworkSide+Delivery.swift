@@ -1,0 +1,233 @@
+import CThingIF
+import ThingIF
+
+/// Delivery of commands, decided from the broker's view (docs/PROTOCOL.md §5.2).
+///
+/// A stored command goes to every MQTT installation topic of its thing, at
+/// QoS 1. Only the client whose ID is the topic may read a topic, and a
+/// client reads only its own (thingif's library and Kii's ebisu both
+/// subscribe to `mqttTopic` alone), so each process gets one copy. The
+/// broker's PUBACK says whether the topic had a subscription (MQTT 5 reason
+/// 0x10: no matching subscribers). Installations that announce themselves
+/// (thingif's library: `online` on p/{topic}/status, persistent session) are
+/// handled as before: delivered when online, sent again on `online`. For the
+/// others (Kii's SDKs: clean session, QoS 0 subscription, no status), a
+/// command is delivered when a PUBACK found a subscription; until then it is
+/// published again, never while an attempt is in flight, so a subscribed
+/// process gets it once. The hub never publishes a delivered command to such
+/// a topic again: that device keeps no ledger, and a second copy would run
+/// the actions twice.
+extension FrameworkSide {
+    /// An attempt to deliver one command: the PUBACKs it waits for.
+    struct DeliveryRound {
+        var thingID: String
+        var outstanding: Int
+        var reached = false
+        var reachedTopic = ""
+        var startedMs: Int64
+    }
+
+    /// What the delivery worker does next for a thing.
+    struct DeliveryRetry {
+        var dueMs: Int64
+        var backoffMs: Int64
+    }
+
+    /// Retries start at 1 s and double up to 30 s; an attempt without a
+    /// PUBACK after 30 s counts as unreached; commands older than a day are
+    /// no longer retried (they stay SENDING, as for an offline thing).
+    static let retryFirstMs: Int64 = 1000
+    static let retryMaxMs: Int64 = 30_000
+    static let roundTimeoutMs: Int64 = 30_000
+    static let retryHorizonMs: Int64 = 86_400_000
+
+    /// The topics of a thing's installations that never sent a status.
+    func silentTopics(of thingID: String) -> [String] {
+        guard let topics = store.thing(id: thingID)?.installations.values else { return [] }
+        let announced = data.withLock { $0.statusTopics }
+        return topics.filter { !announced.contains($0) }.sorted()
+    }
+
+    /// Publishes `payload` on each of `topics` and tracks the PUBACKs; false
+    /// when an attempt for this command is still in flight or none of the
+    /// publishes could be queued.
+    @discardableResult
+    func startRound(commandID: String, thingID: String, payload: [UInt8], topics: [String]) -> Bool {
+        guard !topics.isEmpty else { return false }
+        let begun = data.withLock { d -> Bool in
+            // One attempt at a time, and none after one reached a subscription
+            // (the store learns that on the worker thread, a moment later).
+            guard d.rounds[commandID] == nil, !d.reachedCommands.contains(commandID) else { return false }
+            d.rounds[commandID] = DeliveryRound(
+                thingID: thingID, outstanding: topics.count, startedMs: Platform.nowMs())
+            return true
+        }
+        guard begun else { return false }
+        var queued = false
+        for topic in topics {
+            // The mid is known only once libmosquitto queued the message, and
+            // its PUBACK may come at once: the callback takes the same lock,
+            // so it finds the mid recorded (PUBACKs of other publishes find
+            // nothing and are ignored).
+            let rc = publishing.withLock { _ -> Int32 in
+                let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
+                if rc == MOSQ_ERR_SUCCESS.rawValue { data.withLock { $0.pendingMids[mid] = (commandID, topic) } }
+                return rc
+            }
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                queued = true
+            } else {
+                acknowledged(commandID: commandID, topic: topic, reasonCode: -1)
+            }
+        }
+        return queued
+    }
+
+    /// libmosquitto's thread: a PUBACK with its reason code.
+    func published(mid: Int32, reasonCode: Int32) {
+        let entry = publishing.withLock { _ in
+            data.withLock { d in d.pendingMids.removeValue(forKey: mid) }
+        }
+        if let e = entry { acknowledged(commandID: e.commandID, topic: e.topic, reasonCode: reasonCode) }
+    }
+
+    /// Where delivery of a command stands, for logs and tests.
+    public func deliveryState(_ commandID: String) -> String {
+        data.withLock { d in
+            let r =
+                d.rounds[commandID].map { "in flight, \($0.outstanding) PUBACK(s) awaited" } ?? "no attempt in flight"
+            let retry = d.rounds[commandID].flatMap { d.retries[$0.thingID] }.map {
+                "next try in \($0.dueMs - Platform.nowMs()) ms"
+            }
+            let reached = d.reachedCommands.contains(commandID) ? "reached, not yet recorded" : nil
+            return [r, retry, reached].compactMap { $0 }.joined(separator: ", ")
+        }
+    }
+
+    /// Counts one answer of a round; the worker thread finishes the round.
+    func acknowledged(commandID: String, topic: String, reasonCode: Int32) {
+        data.withLock { d in
+            guard var r = d.rounds[commandID] else { return }
+            r.outstanding -= 1
+            if reasonCode == 0 && !d.statusTopics.contains(topic) {
+                r.reached = true
+                r.reachedTopic = topic
+            }
+            if r.outstanding > 0 {
+                d.rounds[commandID] = r
+            } else {
+                d.rounds[commandID] = nil
+                if r.reached { d.reachedCommands.insert(commandID) }
+                d.finishedRounds.append((commandID, r))
+            }
+        }
+    }
+
+    /// Asks the worker to try the thing's undelivered commands after `ms`
+    /// (a thing that just fetched its MQTT endpoint subscribes within a few seconds).
+    func scheduleDelivery(thingID: String, inMs ms: Int64 = FrameworkSide.retryFirstMs) {
+        data.withLock {
+            $0.retries[thingID] = DeliveryRetry(dueMs: Platform.nowMs() + ms, backoffMs: ms)
+        }
+    }
+
+    /// The delivery worker, every 250 ms: records the outcome of finished
+    /// rounds in the store, and tries again what reached nobody.
+    func deliveryTick() {
+        let now = Platform.nowMs()
+        let (finished, due) = data.withLock { d -> ([(String, DeliveryRound)], [(String, DeliveryRetry)]) in
+            let expired = d.rounds.filter { now - $0.value.startedMs > Self.roundTimeoutMs }
+            for (cid, r) in expired {
+                d.rounds[cid] = nil
+                d.finishedRounds.append((cid, r))
+            }
+            if !expired.isEmpty { d.pendingMids = d.pendingMids.filter { expired[$0.value.commandID] == nil } }
+            let f = d.finishedRounds
+            d.finishedRounds = []
+            let due = d.retries.filter { $0.value.dueMs <= now }.map { ($0.key, $0.value) }
+            return (f, due)
+        }
+        for (cid, r) in finished {
+            if r.reached {
+                if store.markDelivered(commandID: cid, at: Platform.epochMs()) { metrics.commandDelivered() }
+                data.withLock { d in
+                    d.reachable[r.thingID] = true
+                    d.reachedCommands.remove(cid)
+                }
+                onEvent?("command \(cid) reached a subscription of \(r.thingID) on \(r.reachedTopic)")
+            } else {
+                data.withLock { d in
+                    d.reachable[r.thingID] = false
+                    // A thing online by its own status gets its commands
+                    // again when it announces itself; no retries for it.
+                    if d.retries[r.thingID] == nil && d.online[r.thingID] != true {
+                        d.retries[r.thingID] = DeliveryRetry(
+                            dueMs: now + Self.retryFirstMs, backoffMs: Self.retryFirstMs)
+                    }
+                }
+            }
+        }
+        for (tid, retry) in due {
+            let topics = silentTopics(of: tid)
+            let epoch = Platform.epochMs()
+            let pending = store.unansweredCommands(thingID: tid).filter {
+                $0.state == .sending && epoch - $0.createdAt < Self.retryHorizonMs
+            }
+            if topics.isEmpty || pending.isEmpty {
+                data.withLock { _ = $0.retries.removeValue(forKey: tid) }
+                continue
+            }
+            data.withLock {
+                $0.retries[tid] = DeliveryRetry(
+                    dueMs: now + retry.backoffMs, backoffMs: min(retry.backoffMs * 2, Self.retryMaxMs))
+            }
+            for c in pending {
+                startRound(commandID: c.commandID, thingID: tid, payload: Array(c.payload.utf8), topics: topics)
+            }
+        }
+    }
+}
+
+/// A thread that calls `body` every `periodMs` until stopped.
+final class Ticker: @unchecked Sendable {
+    private let stopped = Locked(false)
+    private var thread: pthread_t?
+
+    init?(periodMs: Int, _ body: @escaping () -> Void) {
+        final class Box {
+            let ticker: Ticker
+            let periodMs: Int
+            let body: () -> Void
+            init(_ t: Ticker, _ p: Int, _ b: @escaping () -> Void) {
+                ticker = t
+                periodMs = p
+                body = b
+            }
+        }
+        let box = Unmanaged.passRetained(Box(self, periodMs, body)).toOpaque()
+        var tid = pthread_t()
+        let rc = pthread_create(
+            &tid, nil,
+            { raw in
+                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+                while !box.ticker.stopped.withLock({ $0 }) {
+                    Platform.sleepMs(box.periodMs)
+                    if box.ticker.stopped.withLock({ $0 }) { break }
+                    box.body()
+                }
+                return nil
+            }, box)
+        guard rc == 0 else {
+            Unmanaged<Box>.fromOpaque(box).release()
+            return nil
+        }
+        thread = tid
+    }
+
+    /// Stops and joins the thread (not from inside `body`).
+    func stop() {
+        stopped.withLock { $0 = true }
+        if let t = thread, pthread_equal(t, pthread_self()) == 0 { pthread_join(t, nil) }
+        thread = nil
+    }
+}
