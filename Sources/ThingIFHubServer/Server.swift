@@ -488,18 +488,17 @@ struct API: Sendable {
             throw HubError.invalid("bad path \(request.uri.path)")
         }
         let path = String(full.dropFirst(prefix.count))
+        let bootstrap = FrameworkSide.isBootstrap(api: kind, path: path)
+        // Onboarding by the thing has no identity yet: the address's and
+        // the app's budgets, spent before the body is read.
+        if bootstrap && kind == .thingIF { try spendAnonymous(request) }
         let body = try await Body.bytes(request, limit: hub.maxBody(path: path))
         var headers: [(name: String, value: String)] = []
         if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
         if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
         let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
-        guard FrameworkSide.isBootstrap(api: kind, path: path) else {
-            return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path))
-        }
-        // Onboarding by the thing has no identity yet: the address's and
-        // the app's budgets. Every bootstrap call hashes or hands out broker
-        // credentials: on the costly pool.
-        if kind == .thingIF { try spendAnonymous(request) }
+        guard bootstrap else { return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path)) }
+        // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
         return Reply.kii(try await costly { [hub] in hub.thingRequestOverHTTP(req, api: kind, path: path) })
     }
 
