@@ -177,6 +177,35 @@ extension FrameworkSide {
             limit: limit, maxPage: maxPage)
     }
 
+    // MARK: enrollment (the operator's pre-registration)
+
+    /// Registers a thing with its vendorThingID and password before it ever
+    /// onboards (fleet provisioning's pre-registration): with
+    /// `enrollmentOnly`, onboarding by the thing accepts only such things.
+    /// True when it was new, false when it was there with that password.
+    /// Costly (a password hash): call it on `costly`.
+    public func enroll(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?)
+        -> Result<Bool, HubError>
+    {
+        guard (1...200).contains(vendorThingID.count), (1...200).contains(password.count) else {
+            return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
+        }
+        let known = store.thing(vendorThingID: vendorThingID) != nil
+        switch store.registerThing(
+            vendorThingID: vendorThingID, password: password, thingType: thingType,
+            firmwareVersion: firmwareVersion, dataGroupingInterval: nil)
+        {
+        case .failure(.wrongPassword):
+            return .failure(HubError(409, "THING_ALREADY_EXISTS", "\(vendorThingID) exists with another password"))
+        case .failure(.wrongType):
+            return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) exists with another thingType"))
+        case .failure(.storage):
+            return .failure(.storage)
+        case .success:
+            return .success(!known)
+        }
+    }
+
     // MARK: app installations and notifications
 
     /// MQTT installations get a topic of their own (`target`); WEBHOOK ones

@@ -382,6 +382,21 @@ struct AppAPI {
         } else if webhookURL != nil {
             return .failure(.invalid("webhookURL is only for WEBHOOK installations"))
         }
+        if kind == .mqtt {
+            // Each is a broker client and role: bounded per user and per app.
+            let perUser = hub.options.mqttInstallationsPerUser
+            if perUser > 0, store.appInstallations(userID: user.userID).filter({ $0.kind == .mqtt }).count >= perUser {
+                hub.metrics.refused("installation_cap")
+                return .failure(
+                    HubError(409, "TOO_MANY_INSTALLATIONS", "the user has \(perUser) MQTT installations already"))
+            }
+            let perApp = hub.options.mqttInstallationsPerApp
+            if perApp > 0, store.countAppInstallations(kind: .mqtt) >= perApp {
+                hub.metrics.refused("installation_cap")
+                return .failure(
+                    HubError(409, "TOO_MANY_INSTALLATIONS", "this app has \(perApp) MQTT installations already"))
+            }
+        }
         guard let i = store.addAppInstallation(userID: user.userID, kind: kind, target: target) else {
             return .failure(.storage)
         }

@@ -6,6 +6,37 @@ import ThingIF
 extension FrameworkSide {
     // MARK: request handling (the request thread, RequestQueue)
 
+    /// Whether a request path is bootstrap work: onboarding, a new MQTT
+    /// installation or its endpoint (each hashes a password or hands out
+    /// broker credentials). These never run on the request thread.
+    public static func isBootstrap(api: Topics.API, path: String) -> Bool {
+        switch api {
+        case .thingIF: return path == "onboardings"
+        case .kii:
+            return path == "installations" || (path.hasPrefix("installations/") && path.hasSuffix("/mqtt-endpoint"))
+        }
+    }
+
+    /// libmosquitto's network thread: bootstrap requests go to the costly
+    /// work's pool within one global budget (beyond it, or when the pool's
+    /// queue is full, they are dropped and counted, so a flood with a new
+    /// client ID in every topic buys nothing); the rest (things' own
+    /// requests, status, Home Assistant) to the request thread, in order.
+    func accept(_ m: MqttClient.Message, queue: RequestQueue) {
+        guard let t = Topics.parseRequest(m.topic), Self.isBootstrap(api: t.api, path: t.path) else {
+            queue.push(m)
+            return
+        }
+        guard bootstrapLimiter.allow("bootstrap", now: Platform.nowMs()) else {
+            metrics.bootstrapOverBudget.increment()
+            return
+        }
+        guard costly.trySubmit({ [weak self] in self?.handle(m) }) else {
+            metrics.bootstrapBusy.increment()
+            return
+        }
+    }
+
     func handle(_ m: MqttClient.Message) {
         if let ha = homeAssistant, ha.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {

@@ -123,6 +123,22 @@ extension FrameworkSide {
             return error(
                 429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
         }
+        if store.thing(vendorThingID: o.vendorThingID) == nil {
+            // A new thing: in enrollment mode only an operator makes one
+            // (`thingif things import`); else within the app-wide cap.
+            if options.enrollmentOnly {
+                metrics.refused("enrollment")
+                return error(
+                    403, "THING_NOT_ENROLLED", "\(o.vendorThingID) was not enrolled by the operator of this app")
+            }
+            if let cap = creationLimiter, !cap.allow("app", now: Platform.nowMs()) {
+                metrics.refused("creation_cap")
+                return error(
+                    429, "TOO_MANY_REQUESTS",
+                    "this app's things have created \(options.thingsCreatedPerHour) things in the last hour; try again later"
+                )
+            }
+        }
         switch store.registerThing(
             vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
             firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil)

@@ -41,6 +41,23 @@ public final class FrameworkSide: @unchecked Sendable {
         public var requestBurst = 2000
         /// Body limits (the same settings as the REST API's).
         public var limits = HubLimits()
+        /// The costly work's pool (CostlyWork): threads, and jobs that may wait.
+        public var costlyThreads = CostlyWork.defaultThreads
+        public var costlyQueue = CostlyWork.defaultQueueLimit
+        /// Bootstrap requests over MQTT (onboardings, installations, MQTT
+        /// endpoints, whatever the client ID): one global budget; beyond
+        /// it they are dropped without a reply (bootstrap_dropped_total).
+        public var bootstrapRatePerSecond: Double = 20
+        public var bootstrapBurst = 200
+        /// Things a thing may create by onboarding itself, app-wide, per
+        /// hour (a bucket of this size refilled over the hour); 0: no cap.
+        public var thingsCreatedPerHour = 3600
+        /// MQTT installations (broker clients) of apps: per user and per app; 0: no cap.
+        public var mqttInstallationsPerUser = 16
+        public var mqttInstallationsPerApp = 100_000
+        /// Onboarding by the thing accepts only vendorThingIDs an operator
+        /// registered before (`thingif things import`); false: open (Kii's way).
+        public var enrollmentOnly = false
 
         public init(
             appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
@@ -122,6 +139,13 @@ public final class FrameworkSide: @unchecked Sendable {
     /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
     /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
+    /// Password hashing and broker credential hand-outs (CostlyWork): REST
+    /// handlers and bootstrap requests over MQTT run them here.
+    public let costly: CostlyWork
+    /// The global budget of bootstrap requests over MQTT.
+    let bootstrapLimiter: RateLimiter
+    /// Things created by the thing itself, app-wide (nil: no cap).
+    let creationLimiter: RateLimiter?
     let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the request thread.
     public var onEvent: (@Sendable (String) -> Void)?
@@ -160,6 +184,12 @@ public final class FrameworkSide: @unchecked Sendable {
         self.client = c
         self.store = store
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
+        costly = CostlyWork(threads: options.costlyThreads, queueLimit: options.costlyQueue)
+        bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
+        creationLimiter =
+            options.thingsCreatedPerHour > 0
+            ? RateLimiter(
+                ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
         if options.brokerUsername != nil {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
@@ -174,6 +204,7 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Connects, subscribes and starts the MQTT and request threads. Blocks up to `timeoutMs`.
     public func start(timeoutMs: Int = 5000) -> Bool {
         startProblem = nil
+        costly.open()
         if let tls = options.brokerTLS {
             // Never a plain-text fallback: a TLS setup that fails stops here.
             guard
@@ -225,7 +256,7 @@ public final class FrameworkSide: @unchecked Sendable {
             return false
         }
         requestQueue.withLock { $0 = queue }
-        client.onMessage = { m in queue.push(m) }
+        client.onMessage = { [unowned self] m in self.accept(m, queue: queue) }
         client.onPublished = { [unowned self] mid, rc in self.published(mid: mid, reasonCode: rc) }
         guard let ticker = Ticker(periodMs: 250, { [unowned self] in self.deliveryTick() }) else {
             startProblem = "cannot start the delivery thread"
@@ -268,6 +299,7 @@ public final class FrameworkSide: @unchecked Sendable {
             q?.close()
             q = nil
         }
+        costly.close()
         admin?.stop()
     }
 

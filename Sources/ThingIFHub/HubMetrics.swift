@@ -8,7 +8,11 @@ import ThingIF
 /// Names (all prefixed `thingif_hub_`): commands_{issued,delivered,done,failed}_total,
 /// command_result_latency_seconds (created -> results recorded), things_online,
 /// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
-/// store_latency_seconds{op}, homeassistant_commands_total{outcome}.
+/// store_latency_seconds{op}, homeassistant_commands_total{outcome},
+/// bootstrap_dropped_total{reason} (MQTT bootstrap requests dropped: budget,
+/// busy), refused_total{defence} (calls refused by a flood defence: costly_busy,
+/// address_budget, app_budget, creation_cap, installation_cap, enrollment,
+/// header_timeout, body_timeout).
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 
@@ -18,6 +22,8 @@ public final class HubMetrics: Sendable {
     let commandsFailed: Counter
     let resultLatency: ValueHistogram
     let thingsOnline: Gauge
+    let bootstrapOverBudget: Counter
+    let bootstrapBusy: Counter
 
     /// Seconds: from a few milliseconds (a thing on the same machine) to a
     /// minute (a thing that was offline).
@@ -47,6 +53,20 @@ public final class HubMetrics: Sendable {
             buckets: HubMetrics.latencyBuckets)
         thingsOnline = registry.makeGauge(
             descriptor: d("things_online", "", "Things whose last status message was online."))
+        let dropped = d(
+            "bootstrap_dropped", "total",
+            "MQTT bootstrap requests (onboardings, installations, endpoints) dropped: over the global budget, or the costly-work queue full."
+        )
+        bootstrapOverBudget = registry.makeCounter(descriptor: dropped, labels: [("reason", "budget")])
+        bootstrapBusy = registry.makeCounter(descriptor: dropped, labels: [("reason", "busy")])
+    }
+
+    /// A call refused by a flood defence (see the type's comment for the names).
+    public func refused(_ defence: String) {
+        registry.makeCounter(
+            descriptor: descriptor("refused", "total", "Calls refused by a flood defence, by defence."),
+            labels: [("defence", defence)]
+        ).increment()
     }
 
     private func descriptor(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {

@@ -93,6 +93,14 @@ struct ErrorBodyMiddleware<Context: RequestContext>: RouterMiddleware {
                     "too many requests; retry after \(e.retryAfterSeconds) s"))
             r.headers[.retryAfter] = String(e.retryAfterSeconds)
             return r
+        } catch let e as CostlyWork.Busy {
+            // The costly work's queue is full: at once, not after a wait.
+            var r = Reply.error(
+                HubError(
+                    503, "SERVICE_BUSY",
+                    "the hub is busy with password and credential work; retry after \(e.retryAfterSeconds) s"))
+            r.headers[.retryAfter] = String(e.retryAfterSeconds)
+            return r
         } catch is NIOTooManyBytesError {
             return Reply.error(.tooLarge)
         } catch let e as HTTPError {

@@ -69,6 +69,39 @@ public struct HubConfig: Equatable, Sendable {
     public var advertisedTLSPort: Int?
     /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
     public var metricsToken: String?
+    /// The costly work's pool (password hashing, broker credentials):
+    /// threads (0: cores - 1, at least 1) and jobs that may wait (then 503).
+    public var costlyThreads = 0
+    public var costlyQueue = CostlyWork.defaultQueueLimit
+    /// MQTT bootstrap requests (onboardings, installations, endpoints): a
+    /// global budget a second and at once; beyond it they are dropped.
+    public var bootstrapRate = 20
+    public var bootstrapBurst = 200
+    /// Sign-up, login, token and onboarding by the thing over HTTP: per
+    /// source address (IPv4 /32, IPv6 /64) and for the whole app, a second
+    /// and at once; a rate of 0 turns that budget off.
+    public var addressRate = 2
+    public var addressBurst = 20
+    public var appAnonymousRate = 50
+    public var appAnonymousBurst = 500
+    /// Peers whose X-Forwarded-For is believed (addresses or CIDR prefixes).
+    public var trustedProxies: [String] = []
+    /// HTTP: seconds for a request's head, for its body, idle keep-alive
+    /// seconds, open connections (0: no limit).
+    public var httpHeaderTimeout = HTTPConnectionLimits.defaultHeaderTimeout
+    public var httpBodyTimeout = HTTPConnectionLimits.defaultBodyTimeout
+    public var httpIdleTimeout = HTTPConnectionLimits.defaultIdleTimeout
+    public var httpMaxConnections = HTTPConnectionLimits.defaultMaxConnections
+    /// Things created by onboarding by the thing, app-wide, per hour (0: no cap).
+    public var thingsCreatedPerHour = 3600
+    /// MQTT installations of apps per user and per app (0: no cap).
+    public var mqttInstallationsPerUser = 16
+    public var mqttInstallationsPerApp = 100_000
+    /// "open" (Kii's way: any vendorThingID onboards) or "enrolled" (only
+    /// those imported by the operator).
+    public var onboarding = "open"
+    /// The operator's token for POST …/things/import (nil: the route is off).
+    public var adminToken: String?
     /// Home Assistant's MQTT discovery (on by default), under this prefix,
     /// with the thing type mappings of this JSON file beside the built-in one.
     public var haDiscovery = true
@@ -124,6 +157,31 @@ public struct HubConfig: Equatable, Sendable {
           --webhook-allow LIST        comma-separated host:port webhooks may reach although not public
           --tls-cert FILE             PEM certificate chain: serve the REST API over HTTPS
           --tls-key FILE              its PEM private key (both or neither)
+        Floods (docs/SECURITY.md):
+          --costly-threads N          threads hashing passwords and handing out broker credentials
+                                      (default 0: cores - 1, at least 1)
+          --costly-queue N            such jobs that may wait; then 503 with Retry-After (default 32)
+          --bootstrap-rate N          MQTT bootstrap requests a second, whatever the client ID
+                                      (default 20); beyond it they are dropped
+          --bootstrap-burst N         and at once (default 200)
+          --address-rate N            sign-ups, logins, tokens and onboardings by the thing over HTTP
+                                      a second per source address, IPv4 /32 or IPv6 /64 (default 2; 0: off)
+          --address-burst N           and at once (default 20)
+          --app-anonymous-rate N      the same calls a second for the whole app (default 50; 0: off)
+          --app-anonymous-burst N     and at once (default 500)
+          --trusted-proxies LIST      comma-separated addresses or CIDRs whose X-Forwarded-For is believed
+          --http-header-timeout S     seconds a request's head may take (default 10; 0: none)
+          --http-body-timeout S       seconds its body may take (default 30; 0: none)
+          --http-idle-timeout S       seconds an idle keep-alive connection stays open (default 60)
+          --http-max-connections N    open HTTP connections at most (default 1000; 0: no limit)
+          --things-created-per-hour N things that onboarding by the thing may create an hour,
+                                      app-wide (default 3600; 0: no cap)
+          --mqtt-installations-per-user N  apps' MQTT installations per user (default 16; 0: no cap)
+          --mqtt-installations-per-app N   and per app (default 100000; 0: no cap)
+          --onboarding MODE           open (default: any vendorThingID onboards, Kii's way) or enrolled
+                                      (only those imported: thingif things import FILE.csv)
+          --admin-token T             the operator's token for POST /api/apps/{appID}/things/import
+                                      (default: that route is off; prefer THINGIF_HUB_ADMIN_TOKEN)
         The hub's broker identity:
           --broker-username U         user name at the broker
           --broker-password P         its password (prefer THINGIF_HUB_BROKER_PASSWORD or the
@@ -149,14 +207,23 @@ public struct HubConfig: Equatable, Sendable {
           _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
           _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
           _INSECURE_ANONYMOUS_BROKER, _METRICS_TOKEN, _HA_DISCOVERY, _HA_DISCOVERY_PREFIX,
-          _HA_MAPPINGS_FILE, _HA_USERNAME, _HA_PASSWORD.
+          _HA_MAPPINGS_FILE, _HA_USERNAME, _HA_PASSWORD, _COSTLY_THREADS, _COSTLY_QUEUE,
+          _BOOTSTRAP_RATE, _BOOTSTRAP_BURST, _ADDRESS_RATE, _ADDRESS_BURST, _APP_ANONYMOUS_RATE,
+          _APP_ANONYMOUS_BURST, _TRUSTED_PROXIES, _HTTP_HEADER_TIMEOUT, _HTTP_BODY_TIMEOUT,
+          _HTTP_IDLE_TIMEOUT, _HTTP_MAX_CONNECTIONS, _THINGS_CREATED_PER_HOUR,
+          _MQTT_INSTALLATIONS_PER_USER, _MQTT_INSTALLATIONS_PER_APP, _ONBOARDING, _ADMIN_TOKEN.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
           advertisedHost, advertisedPort, quiet, passwordIterations,
           insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
           maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
           (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
           brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker,
-          metricsToken, haDiscovery, haDiscoveryPrefix, haMappingsFile, haUsername, haPassword.
+          metricsToken, haDiscovery, haDiscoveryPrefix, haMappingsFile, haUsername, haPassword,
+          costlyThreads, costlyQueue, bootstrapRate, bootstrapBurst, addressRate, addressBurst,
+          appAnonymousRate, appAnonymousBurst, trustedProxies (a string or an array of strings),
+          httpHeaderTimeout, httpBodyTimeout, httpIdleTimeout, httpMaxConnections,
+          thingsCreatedPerHour, mqttInstallationsPerUser, mqttInstallationsPerApp, onboarding,
+          adminToken.
         Precedence: flags > environment > file > defaults.
         """
 
@@ -300,6 +367,76 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "metricsToken", flags: ["--metrics-token"], env: "METRICS_TOKEN", kind: .string) {
             $0.metricsToken = try nonEmpty($1, "metricsToken")
         },
+        Option(key: "costlyThreads", flags: ["--costly-threads"], env: "COSTLY_THREADS", kind: .int) {
+            $0.costlyThreads = try count($1, "costlyThreads")
+        },
+        Option(key: "costlyQueue", flags: ["--costly-queue"], env: "COSTLY_QUEUE", kind: .int) {
+            $0.costlyQueue = try count($1, "costlyQueue", min: 1)
+        },
+        Option(key: "bootstrapRate", flags: ["--bootstrap-rate"], env: "BOOTSTRAP_RATE", kind: .int) {
+            $0.bootstrapRate = try count($1, "bootstrapRate", min: 1)
+        },
+        Option(key: "bootstrapBurst", flags: ["--bootstrap-burst"], env: "BOOTSTRAP_BURST", kind: .int) {
+            $0.bootstrapBurst = try count($1, "bootstrapBurst", min: 1)
+        },
+        Option(key: "addressRate", flags: ["--address-rate"], env: "ADDRESS_RATE", kind: .int) {
+            $0.addressRate = try count($1, "addressRate")
+        },
+        Option(key: "addressBurst", flags: ["--address-burst"], env: "ADDRESS_BURST", kind: .int) {
+            $0.addressBurst = try count($1, "addressBurst", min: 1)
+        },
+        Option(key: "appAnonymousRate", flags: ["--app-anonymous-rate"], env: "APP_ANONYMOUS_RATE", kind: .int) {
+            $0.appAnonymousRate = try count($1, "appAnonymousRate")
+        },
+        Option(key: "appAnonymousBurst", flags: ["--app-anonymous-burst"], env: "APP_ANONYMOUS_BURST", kind: .int) {
+            $0.appAnonymousBurst = try count($1, "appAnonymousBurst", min: 1)
+        },
+        Option(key: "httpHeaderTimeout", flags: ["--http-header-timeout"], env: "HTTP_HEADER_TIMEOUT", kind: .int) {
+            $0.httpHeaderTimeout = try count($1, "httpHeaderTimeout")
+        },
+        Option(key: "httpBodyTimeout", flags: ["--http-body-timeout"], env: "HTTP_BODY_TIMEOUT", kind: .int) {
+            $0.httpBodyTimeout = try count($1, "httpBodyTimeout")
+        },
+        Option(key: "httpIdleTimeout", flags: ["--http-idle-timeout"], env: "HTTP_IDLE_TIMEOUT", kind: .int) {
+            $0.httpIdleTimeout = try count($1, "httpIdleTimeout")
+        },
+        Option(key: "httpMaxConnections", flags: ["--http-max-connections"], env: "HTTP_MAX_CONNECTIONS", kind: .int) {
+            $0.httpMaxConnections = try count($1, "httpMaxConnections")
+        },
+        Option(
+            key: "thingsCreatedPerHour", flags: ["--things-created-per-hour"], env: "THINGS_CREATED_PER_HOUR",
+            kind: .int
+        ) {
+            $0.thingsCreatedPerHour = try count($1, "thingsCreatedPerHour")
+        },
+        Option(
+            key: "mqttInstallationsPerUser", flags: ["--mqtt-installations-per-user"],
+            env: "MQTT_INSTALLATIONS_PER_USER", kind: .int
+        ) {
+            $0.mqttInstallationsPerUser = try count($1, "mqttInstallationsPerUser")
+        },
+        Option(
+            key: "mqttInstallationsPerApp", flags: ["--mqtt-installations-per-app"], env: "MQTT_INSTALLATIONS_PER_APP",
+            kind: .int
+        ) {
+            $0.mqttInstallationsPerApp = try count($1, "mqttInstallationsPerApp")
+        },
+        Option(key: "trustedProxies", flags: ["--trusted-proxies"], env: "TRUSTED_PROXIES", kind: .list) {
+            let list = $1.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+            for p in list where !ClientAddress.isValidNetwork(p) {
+                throw ConfigError(description: "trustedProxies: \(p) is not an IP address or CIDR prefix")
+            }
+            $0.trustedProxies = list
+        },
+        Option(key: "onboarding", flags: ["--onboarding"], env: "ONBOARDING", kind: .string) {
+            guard $1 == "open" || $1 == "enrolled" else {
+                throw ConfigError(description: "onboarding must be open or enrolled, not \($1)")
+            }
+            $0.onboarding = $1
+        },
+        Option(key: "adminToken", flags: ["--admin-token"], env: "ADMIN_TOKEN", kind: .string) {
+            $0.adminToken = try nonEmpty($1, "adminToken")
+        },
         Option(key: "haDiscovery", flags: ["--ha-discovery"], env: "HA_DISCOVERY", kind: .bool) {
             $0.haDiscovery = try bool($1, "haDiscovery")
         },
@@ -425,6 +562,25 @@ public struct HubConfig: Equatable, Sendable {
 
     public var limits: HubLimits {
         HubLimits(maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage)
+    }
+
+    /// The HTTP connection limits.
+    public var connections: HTTPConnectionLimits {
+        HTTPConnectionLimits(
+            headerTimeoutSeconds: httpHeaderTimeout, bodyTimeoutSeconds: httpBodyTimeout,
+            idleTimeoutSeconds: httpIdleTimeout, maxConnections: httpMaxConnections)
+    }
+
+    /// Applies the flood settings that live in FrameworkSide's options.
+    public func applyFloodSettings(to o: inout FrameworkSide.Options) {
+        o.costlyThreads = costlyThreads > 0 ? costlyThreads : CostlyWork.defaultThreads
+        o.costlyQueue = costlyQueue
+        o.bootstrapRatePerSecond = Double(bootstrapRate)
+        o.bootstrapBurst = bootstrapBurst
+        o.thingsCreatedPerHour = thingsCreatedPerHour
+        o.mqttInstallationsPerUser = mqttInstallationsPerUser
+        o.mqttInstallationsPerApp = mqttInstallationsPerApp
+        o.enrollmentOnly = onboarding == "enrolled"
     }
 
     /// TLS to the broker, when a CA file is set.

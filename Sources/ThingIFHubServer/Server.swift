@@ -35,6 +35,18 @@ public final class HubServer: Service, @unchecked Sendable {
         /// How long an event stream ticket (POST …/events/tickets) stays valid:
         /// at most 60 s.
         public var eventTicketLifetimeMs: Int64
+        /// Budgets where there is no identity yet (sign-up, login, token,
+        /// onboarding by the thing over HTTP): per source address (IPv4 /32,
+        /// IPv6 /64) and for the whole app; nil for none.
+        public var addressLimiter: RateLimiter?
+        public var appLimiter: RateLimiter?
+        /// Peers whose X-Forwarded-For is believed (addresses or CIDR
+        /// prefixes); from anyone else it is ignored.
+        public var trustedProxies: [String] = []
+        /// Header and body timeouts, idle keep-alive timeout, connection cap.
+        public var connections = HTTPConnectionLimits()
+        /// The token of the operator's routes (POST …/things/import); nil: those routes are off.
+        public var adminToken: String?
 
         public init(
             limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
@@ -116,9 +128,11 @@ public final class HubServer: Service, @unchecked Sendable {
     public func run() async throws {
         var logger = Logger(label: "thingif-hub.http")
         logger.logLevel = logLevel
-        // Connection: Close in any case ends the connection (ConnectionClose.swift).
-        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectionCloseNormalizer()])
-        var server: HTTPServerBuilder = .http1(configuration: http1)
+        // Connection limits and timeouts (ConnectionGuard.swift); Connection: Close in
+        // any case ends the connection (ConnectionClose.swift).
+        let metrics = hub.metrics
+        let http1 = HTTPServerBuilder.guardedHTTP1(security.connections) { metrics.refused($0) }
+        var server: HTTPServerBuilder = http1
         var scheme = "http"
         if let cert = security.tlsCertFile, let key = security.tlsKeyFile {
             // A TLS setup that fails stops the server: no fallback to plain HTTP.
@@ -126,13 +140,16 @@ public final class HubServer: Service, @unchecked Sendable {
             let tls = TLSConfiguration.makeServerConfiguration(
                 certificateChain: chain,
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
-            server = try .tls(.http1(configuration: http1), tlsConfiguration: tls)
+            server = try .tls(http1, tlsConfiguration: tls)
             scheme = "https"
         }
+        let maxConnections = security.connections.maxConnections
         let app = Application(
             router: makeRouter(),
             server: server,
-            configuration: .init(address: .hostname(host, port: port), serverName: "thingif-hub"),
+            configuration: .init(
+                address: .hostname(host, port: port), serverName: "thingif-hub",
+                availableConnectionsDelegate: maxConnections > 0 ? MaximumAvailableConnections(maxConnections) : nil),
             onServerRunning: { [boundPort, log, host, scheme] channel in
                 let p = channel.localAddress?.port ?? 0
                 boundPort.withLock { $0 = p }
@@ -190,6 +207,7 @@ public final class HubServer: Service, @unchecked Sendable {
         }
 
         router.post("/api/apps/{appID}/users") { try await api.createUser($0, $1) }
+        router.post("/api/apps/{appID}/things/import") { try await api.importThings($0, $1) }
         router.post("/api/apps/{appID}/oauth2/token") { try await api.token($0, $1) }
         router.post("/api/apps/{appID}/oauth2/revoke") { try await api.revoke($0, $1) }
         router.post("/api/apps/{appID}/groups") { try await api.createGroup($0, $1) }
@@ -313,15 +331,59 @@ struct API: Sendable {
         return v
     }
 
-    /// The thingID of a `thing:{thingID}` target.
-    func thingID(_ context: BasicRequestContext) throws -> String {
+    /// The thingID of a `thing:{thingID}` target that `user` may act on.
+    /// The thing's budget is spent only after that check: a refused call
+    /// (404 for a thing the caller does not own) spends the caller's budget
+    /// (`user`), never its target's.
+    func thingID(_ context: BasicRequestContext, _ user: UserRecord) throws -> String {
         let target = try param(context, "target")
         guard target.hasPrefix("thing:"), target.count > 6 else {
             throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
         }
         let id = String(target.dropFirst(6))
-        try spend("thing:" + id)
+        try spendOwned(user, id)
         return id
+    }
+
+    /// Checks that `user` owns (or is in a group that owns) thing `id`,
+    /// then spends the thing's budget.
+    func spendOwned(_ user: UserRecord, _ id: String) throws {
+        _ = try value(hub.ownedThing(user: user, thingID: id))
+        try spend("thing:" + id)
+    }
+
+    /// Spends the budgets of a call made before any identity: the source
+    /// address's (X-Forwarded-For only from a trusted proxy) and the app's.
+    func spendAnonymous(_ request: Request) throws {
+        if let limiter = security.addressLimiter {
+            let key = ClientAddress.key(
+                peer: request.headers[HTTPConnectionLimits.peerHeader],
+                forwardedFor: request.headers[HTTPConnectionLimits.forwardedFor], trusted: security.trustedProxies)
+            let now = Platform.epochMs()
+            guard limiter.allow(key, now: now) else {
+                hub.metrics.refused("address_budget")
+                throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds(key, now: now))
+            }
+        }
+        if let limiter = security.appLimiter {
+            let now = Platform.epochMs()
+            guard limiter.allow("app", now: now) else {
+                hub.metrics.refused("app_budget")
+                throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds("app", now: now))
+            }
+        }
+    }
+
+    /// Runs costly work (a password hash, a broker credential hand-out) on
+    /// the hub's CostlyWork pool; a full queue answers 503 with Retry-After
+    /// at once. The handler's thread is never held meanwhile.
+    func costly<T: Sendable>(_ body: @escaping @Sendable () -> T) async throws -> T {
+        do {
+            return try await hub.costly.run(body)
+        } catch let busy as CostlyWork.Busy {
+            hub.metrics.refused("costly_busy")
+            throw busy
+        }
     }
 
     func value<T>(_ r: Result<T, HubError>) throws -> T {
@@ -341,10 +403,11 @@ struct API: Sendable {
 
     func createUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try checkApp(context)
+        try spendAnonymous(request)
         let body = try await object(request)
         let loginName = try Body.optionalString(body, "loginName")
         let password = try Body.optionalString(body, "password")
-        let u = try value(hub.createUser(loginName: loginName, password: password))
+        let u = try value(try await costly { [hub] in hub.createUser(loginName: loginName, password: password) })
         // "_accessToken" is the field Kii's clients read; "accessToken" stays for ours.
         let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken), ("_accessToken", u.accessToken)])
         if let l = u.loginName { o.set("loginName", string: l) }
@@ -353,13 +416,14 @@ struct API: Sendable {
 
     func token(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         try checkApp(context)
+        try spendAnonymous(request)
         let body = try await object(request)
         if body["grant_type"]?.stringValue == "client_credentials" { return try appToken(body) }
         let name = try Body.requiredString(body, "username")
         let password = try Body.requiredString(body, "password")
         // Password guessing spends the login name's budget.
         try spend("login:" + name)
-        let u = try value(hub.login(loginName: name, password: password))
+        let u = try value(try await costly { [hub] in hub.login(loginName: name, password: password) })
         let o = Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)])
         let lifetime = hub.store.secrets.userTokenLifetime
         if lifetime > 0 { o.set("expires_in", .int(Int(lifetime))) }
@@ -430,12 +494,18 @@ struct API: Sendable {
             throw HubError.invalid("bad path \(request.uri.path)")
         }
         let path = String(full.dropFirst(prefix.count))
+        let bootstrap = FrameworkSide.isBootstrap(api: kind, path: path)
+        // Onboarding by the thing has no identity yet: the address's and
+        // the app's budgets, spent before the body is read.
+        if bootstrap && kind == .thingIF { try spendAnonymous(request) }
         let body = try await Body.bytes(request, limit: hub.maxBody(path: path))
         var headers: [(name: String, value: String)] = []
         if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
         if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
         let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
-        return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path))
+        guard bootstrap else { return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path)) }
+        // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
+        return Reply.kii(try await costly { [hub] in hub.thingRequestOverHTTP(req, api: kind, path: path) })
     }
 
     /// True when the request carries a thing's token (not a user's).
@@ -477,7 +547,7 @@ struct API: Sendable {
             o.set("mqttTopic", string: topic)
             // Where and as whom the app reads its notifications: a broker
             // client allowed only to subscribe to this topic.
-            if let creds = hub.pushCredentials(i) {
+            if let creds = try await costly({ [hub] in hub.pushCredentials(i) }) {
                 let b = hub.advertisedBroker
                 let ep = Reply.object([
                     ("host", b.host), ("username", creds.username), ("password", creds.password),
@@ -528,6 +598,68 @@ struct API: Sendable {
 
     // MARK: things
 
+    /// The operator's enrollment: POST …/things/import with
+    /// `Authorization: Bearer <adminToken>` and {"things":[{"vendorThingID",
+    /// "thingPassword","thingType"?,"firmwareVersion"?}…]} (at most 100):
+    /// {"imported":n,"existing":n,"failed":[{"vendorThingID","errorCode","message"}]}.
+    func importThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try checkApp(context)
+        guard let admin = security.adminToken else {
+            throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
+        }
+        let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        guard let given, Metrics.equalInConstantTime(Array(given.utf8), Array(admin.utf8)) else {
+            throw HubError(403, "WRONG_TOKEN", "POST …/things/import needs Authorization: Bearer <adminToken>")
+        }
+        let body = try await object(request)
+        guard let list = body["things"], list.isArray, (1...100).contains(list.elements.count) else {
+            throw HubError.invalid("\"things\" must be an array of 1 to 100 objects")
+        }
+        var rows: [(String, String, String?, String?)] = []
+        for e in list.elements {
+            guard e.isObject else { throw HubError.invalid("each of \"things\" must be an object") }
+            rows.append(
+                (
+                    try Body.requiredString(e, "vendorThingID"), try Body.requiredString(e, "thingPassword"),
+                    try Body.optionalString(e, "thingType"), try Body.optionalString(e, "firmwareVersion")
+                ))
+        }
+        let sendable = rows.map { Enrollment(vendorThingID: $0.0, password: $0.1, thingType: $0.2, firmware: $0.3) }
+        let outcomes = try await costly { [hub] in
+            sendable.map {
+                hub.enroll(
+                    vendorThingID: $0.vendorThingID, password: $0.password, thingType: $0.thingType,
+                    firmwareVersion: $0.firmware)
+            }
+        }
+        var imported = 0
+        var existing = 0
+        let failed = JSON.array()
+        for (row, outcome) in zip(sendable, outcomes) {
+            switch outcome {
+            case .success(true): imported += 1
+            case .success(false): existing += 1
+            case .failure(let e):
+                let f = Reply.object([
+                    ("vendorThingID", row.vendorThingID), ("errorCode", e.code), ("message", e.message)
+                ])
+                failed.append(f)
+            }
+        }
+        let o = JSON.object()
+        o.set("imported", .int(imported))
+        o.set("existing", .int(existing))
+        o.set("failed", failed)
+        return Reply.json(200, o)
+    }
+
+    struct Enrollment: Sendable {
+        var vendorThingID: String
+        var password: String
+        var thingType: String?
+        var firmware: String?
+    }
+
     func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         // Onboarding by the thing itself (vendorThingID and password, no
         // user token): Kii's thing SDKs call this path with that media type.
@@ -556,13 +688,16 @@ struct API: Sendable {
         let thingType = try Body.optionalString(body, "thingType")
         let firmware = try Body.optionalString(body, "firmwareVersion")
         let interval = try Body.optionalString(body, "dataGroupingInterval")
-        let t = try value(
+        let outcome = try await costly { [hub] () -> Result<(ThingRecord, MQTTEndpoint?), HubError> in
             hub.onboardByOwner(
                 user: user, vendorThingID: vendorThingID, password: password, owner: owner,
                 thingType: thingType, firmwareVersion: firmware,
-                dataGroupingInterval: interval))
+                dataGroupingInterval: interval
+            ).map { ($0, hub.handoverEndpoint(for: $0)) }
+        }
+        let (t, endpoint) = try value(outcome)
         let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
-        if let ep = hub.handoverEndpoint(for: t) { o.set("mqttEndpoint", ep.encode()) }
+        if let ep = endpoint { o.set("mqttEndpoint", ep.encode()) }
         return Reply.json(200, o)
     }
 
@@ -573,9 +708,9 @@ struct API: Sendable {
         let tid: String
         if context.parameters.get("thingID") != nil {
             tid = try param(context, "thingID")
-            try spend("thing:" + tid)
+            try spendOwned(user, tid)
         } else {
-            tid = try thingID(context)
+            tid = try thingID(context, user)
         }
         try value(hub.deleteThing(user: user, thingID: tid))
         return Reply.noContent()
@@ -585,7 +720,7 @@ struct API: Sendable {
 
     func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
         let c = try value(hub.postCommand(user: user, thingID: tid, form: body, installationID: installation))
@@ -594,7 +729,7 @@ struct API: Sendable {
 
     func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let cid = try param(context, "commandID")
         let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
         return Reply.json(200, hub.commandJSON(c))
@@ -602,7 +737,7 @@ struct API: Sendable {
 
     func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         var limit: Int?
         if let s = request.uri.queryParameters.get("bestEffortLimit") {
             guard let n = Int(s) else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
@@ -624,7 +759,7 @@ struct API: Sendable {
     /// for one trait alias: that alias's object of the current state).
     func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
             throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
         }
@@ -645,8 +780,7 @@ struct API: Sendable {
         if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
         let user = try user(request, context)
         let tid = try param(context, "thingID")
-        try spend("thing:" + tid)
-        _ = try value(hub.ownedThing(user: user, thingID: tid))
+        try spendOwned(user, tid)
         if request.method == .get { return Reply.json(200, try value(hub.thingField(field, thingID: tid))) }
         let body = try await Body.bytes(request, limit: security.limits.maxBody)
         try value(hub.setThingField(field, thingID: tid, body: body))
@@ -655,7 +789,7 @@ struct API: Sendable {
 
     func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let from = try int64Query(request, "from") ?? 0
         let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
         var limit: Int?
@@ -715,7 +849,7 @@ struct API: Sendable {
     /// {"groupedResults":[…]}; objects carry "_created".
     func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let alias = context.parameters.get("alias").map { String($0) }
         let body = try await object(request)
         guard let query = body["query"], query.isObject, let clause = query["clause"], clause.isObject,
@@ -770,7 +904,7 @@ struct API: Sendable {
 
     func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let body = try await object(request)
         let t = try value(hub.createTrigger(user: user, thingID: tid, body: body))
         return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
@@ -778,7 +912,7 @@ struct API: Sendable {
 
     func listTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         // Kii's paging: bestEffortLimit (at most 100 here) and the opaque
         // paginationKey of the previous page (an offset).
         var limit = 100
@@ -805,7 +939,7 @@ struct API: Sendable {
 
     func patchTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let id = try param(context, "triggerID")
         let body = try await object(request)
         return Reply.json(
@@ -814,14 +948,14 @@ struct API: Sendable {
 
     func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let id = try param(context, "triggerID")
         return Reply.json(200, hub.triggerJSON(try value(hub.getTrigger(user: user, thingID: tid, triggerID: id))))
     }
 
     func enableTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let id = try param(context, "triggerID")
         try value(hub.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
         return Reply.noContent()
@@ -829,7 +963,7 @@ struct API: Sendable {
 
     func deleteTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let id = try param(context, "triggerID")
         try value(hub.deleteTrigger(user: user, thingID: tid, triggerID: id))
         return Reply.noContent()
@@ -847,7 +981,7 @@ struct API: Sendable {
 
     func putActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let name = try param(context, "name")
         let body = try await object(request)
         try value(hub.putActionSet(user: user, thingID: tid, name: name, body: body))
@@ -856,13 +990,13 @@ struct API: Sendable {
 
     func listActionSets(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         return Reply.json(200, Self.list("actionSets", try value(hub.listActionSets(user: user, thingID: tid))))
     }
 
     func deleteActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let name = try param(context, "name")
         try value(hub.deleteActionSet(user: user, thingID: tid, name: name))
         return Reply.noContent()
@@ -870,7 +1004,7 @@ struct API: Sendable {
 
     func putTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let name = try param(context, "name")
         let body = try await object(request)
         try value(hub.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
@@ -879,13 +1013,13 @@ struct API: Sendable {
 
     func automationStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         return Reply.json(200, try value(hub.automationStatus(user: user, thingID: tid)))
     }
 
     func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         return Reply.json(200, Self.list("timerTriggers", try value(hub.listTimerTriggers(user: user, thingID: tid))))
     }
 
@@ -893,7 +1027,7 @@ struct API: Sendable {
         -> Response
     {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let name = try param(context, "name")
         try value(hub.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
         return Reply.noContent()
@@ -901,7 +1035,7 @@ struct API: Sendable {
 
     func deleteTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context)
+        let tid = try thingID(context, user)
         let name = try param(context, "name")
         try value(hub.deleteTimerTrigger(user: user, thingID: tid, name: name))
         return Reply.noContent()

@@ -24,7 +24,7 @@ struct ThingIFCLI: ParsableCommand {
             """,
         subcommands: [
             UserGroup.self, Onboard.self, ThingGroup.self, CommandGroup.self, StateGroup.self, Watch.self,
-            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self
+            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self
         ]
     )
 

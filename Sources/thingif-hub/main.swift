@@ -77,6 +77,7 @@ var hubOptions = FrameworkSide.Options(
     brokerPassword: config.brokerPassword, brokerTLS: config.brokerTLS,
     advertisedTLSPort: config.advertisedTLSPort)
 hubOptions.limits = config.limits
+config.applyFloodSettings(to: &hubOptions)
 guard let hub = FrameworkSide(hubOptions, store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)
@@ -86,12 +87,21 @@ if !config.quiet { hub.onEvent = { say("hub: " + $0) } }
 do {
     // The REST API; it sets hub.onCommandFinished for notifications, so it
     // exists before the hub starts taking results.
-    let security = HubServer.Security(
+    var security = HubServer.Security(
         limits: config.limits,
         rateLimiter: config.rateLimit > 0
             ? RateLimiter(ratePerSecond: Double(config.rateLimit), burst: config.rateBurst) : nil,
         webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey,
         metricsToken: config.metricsToken)
+    security.addressLimiter =
+        config.addressRate > 0
+        ? RateLimiter(ratePerSecond: Double(config.addressRate), burst: config.addressBurst) : nil
+    security.appLimiter =
+        config.appAnonymousRate > 0
+        ? RateLimiter(ratePerSecond: Double(config.appAnonymousRate), burst: config.appAnonymousBurst) : nil
+    security.trustedProxies = config.trustedProxies
+    security.connections = config.connections
+    security.adminToken = config.adminToken
     if config.insecureFastPasswordHash {
         say(
             "hub: WARNING: --insecure-fast-password-hash is set (\(config.passwordIterations) iterations): for tests only"

@@ -1,4 +1,5 @@
 import Foundation
+import ArgumentParser
 import Testing
 @testable import thingif_cli
 #if canImport(Glibc)
@@ -227,6 +228,16 @@ struct CLITests {
                 EventStream.Event(name: "command", data: "{\"commandID\":\"c-1\",\n\"x\"}"),
                 EventStream.Event(name: "message", data: "plain")
             ])
+    }
+
+    @Test("things import: CSV rows with an optional header, comments and blank lines; a short line is a usage error")
+    func enrollmentCSV() throws {
+        let rows = try ThingsGroup.Import.rows(
+            "vendorThingID,thingPassword,thingType\n# fleet 1\nAC-1, pw-1 ,AirConditioner\n\nAC-2,pw-2\nAC-3,pw-3,,1.0\n"
+        )
+        #expect(rows == [["AC-1", "pw-1", "AirConditioner"], ["AC-2", "pw-2"], ["AC-3", "pw-3", "", "1.0"]])
+        #expect(throws: ValidationError.self) { try ThingsGroup.Import.rows("AC-1\n") }
+        #expect(throws: ValidationError.self) { try ThingsGroup.Import.rows("AC-1,\n") }
     }
 }
 

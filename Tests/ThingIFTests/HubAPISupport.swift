@@ -73,8 +73,11 @@ final class HubAPIEnv {
         session = URLSession(configuration: config)
     }
 
-    static func start(security: HubServer.Security = HubServer.Security()) async throws -> HubAPIEnv {
-        let env = try await offPool { Result { try Env() } }.get()
+    static func start(
+        security: HubServer.Security = HubServer.Security(),
+        options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in }
+    ) async throws -> HubAPIEnv {
+        let env = try await offPool { Result { try Env(configure: options) } }.get()
         let logs = Locked<[String]>([])
         let server = HubServer(
             hub: env.hub, host: "127.0.0.1", port: 0, security: security,
@@ -260,9 +263,10 @@ final class HubAPIEnv {
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
 func withHubAPI(
     security: HubServer.Security = HubServer.Security(),
+    options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in },
     _ body: (HubAPIEnv) async throws -> Void
 ) async throws {
-    let e = try await HubAPIEnv.start(security: security)
+    let e = try await HubAPIEnv.start(security: security, options: options)
     do {
         try await body(e)
     } catch {

@@ -290,7 +290,10 @@ struct SecurityTests {
             #expect(poll { boot.messages(on: replies).count == 12 })
             let statuses = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
             #expect(statuses.filter { $0 == 403 }.count >= 8, "\(statuses)")
-            #expect(statuses.suffix(2) == [429, 429], "\(statuses)")
+            // The last ones refused (three when no token came back meanwhile);
+            // with more than one costly-work thread the replies may come out
+            // of order, so they are counted.
+            #expect(statuses.filter { $0 == 429 }.count >= 2, "\(statuses)")
             // Another thing onboards meanwhile.
             let (other, _) = try env.onlineAircon(vendorThingID: "AC-NOT-GUESSED", storage: "other", start: false)
             #expect(other.thingID != nil)

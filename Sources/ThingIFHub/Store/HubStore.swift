@@ -403,6 +403,8 @@ public protocol HubStore: AnyObject, Sendable {
     func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation?
     func appInstallation(id: String) -> AppInstallation?
     func appInstallations(userID: String) -> [AppInstallation]
+    /// How many app installations of `kind` the app has (all users).
+    func countAppInstallations(kind: AppInstallation.Kind) -> Int
     /// False when unknown or not the user's.
     func removeAppInstallation(id: String, userID: String) -> Bool
     /// Replaces a user's password hash (a legacy hash re-hashed at login).

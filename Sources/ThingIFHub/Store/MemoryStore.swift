@@ -404,6 +404,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
+        data.withLock { d in d.installations.values.filter { $0.kind == kind }.count }
+    }
+
     public func removeAppInstallation(id: String, userID: String) -> Bool {
         data.withLock { d in
             guard d.installations[id]?.userID == userID else { return false }

@@ -764,6 +764,10 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         }
     }
 
+    public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
+        use(0) { try SQLQueries.countAppInstallations($0, kind: kind) }
+    }
+
     public func removeAppInstallation(id: String, userID: String) -> Bool {
         use(false) { try SQLQueries.removeAppInstallation($0, id: id, userID: userID) }
     }

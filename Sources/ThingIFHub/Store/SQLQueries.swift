@@ -185,6 +185,12 @@ enum SQLQueries {
         try c.first(StoreRows.installationColumns + " WHERE installation_id = ?", [.text(id)], StoreRows.installation)
     }
 
+    static func countAppInstallations(_ c: some SQLConnection, kind: AppInstallation.Kind) throws -> Int {
+        Int(
+            try c.first("SELECT COUNT(*) FROM app_installations WHERE kind = ?", [.text(kind.rawValue)]) { $0.int(0) }
+                ?? 0)
+    }
+
     static func removeAppInstallation(_ c: some SQLConnection, id: String, userID: String) throws -> Bool {
         try c.run(
             "DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?", [.text(id), .text(userID)]) == 1

@@ -169,15 +169,16 @@ final class Env {
     let root: String
     private var things: [TestThing] = []
 
-    init() throws {
+    /// `configure` changes the framework side's options (the flood defences' settings).
+    init(configure: (inout FrameworkSide.Options) -> Void = { _ in }) throws {
         broker = try Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
         // Fast password hashes: the KDF's production cost (600,000 iterations)
         // would add a quarter second to every onboarding and login.
+        var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
+        configure(&options)
         guard
-            let h = FrameworkSide(
-                Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker),
-                store: MemoryStore(secrets: .fastForTests))
+            let h = FrameworkSide(options, store: MemoryStore(secrets: .fastForTests))
         else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")

@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""bench/abuse_driver.py - the floods of bench/abuse (standard library only).
+
+  abuse_driver.py FLOOD --hub URL --token T --user U --thing TID
+                  [--mqtt-port P --app-id A --app-key K] [-c CLIENTS] [-d SECONDS]
+
+Runs FLOOD with CLIENTS clients for SECONDS while one owner sends commands
+to a running aircon one at a time (REST POST, then its result event on the
+owner's event stream), and prints one line of key=value figures: the commands' p50/p99 round
+trip, commands that never finished (lost), and what the flood got through.
+
+FLOOD is one of:
+  idle           no flood
+  signup         POST …/users with a loginName and a password (no credential)
+  onboard        onboarding by the thing over HTTP, a new vendorThingID each time
+  login          logins of unknown users (each a full password hash)
+  mqtt           one app-key MQTT connection publishing onboarding requests as
+                 fast as it can, QoS 0, a new client ID in every topic
+  rollout        8 clients onboarding new things over HTTP (a normal fleet roll-out)
+  installations  one pseudo user making MQTT installations at 15 a second
+  slowloris      4,000 half-sent HTTP requests (reports how many are open at the end)
+  nonowner       8 pseudo users reading a thing they do not own, while its owner
+                 reads it too (reports the owner's answers)
+"""
+import argparse
+import http.client
+import json
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hubs_driver  # noqa: E402  (its event stream reader)
+
+ACTIONS = [{"turnPower": {"power": True}}]
+BY_THING = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"
+
+
+class Hub:
+    """One keep-alive HTTP connection (one per thread)."""
+
+    def __init__(self, url, token=None):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port = u.hostname, u.port
+        self.token = token
+        self.conn = None
+
+    def call(self, method, path, body=None, content_type="application/json"):
+        """(status, parsed body or None); status 0 when the connection failed."""
+        headers = {}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        try:
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
+                self.conn.connect()
+                # Headers and body leave in two writes: without this, Nagle and
+                # the delayed ACK add 40 ms to every POST.
+                self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conn.request(method, path, body=data, headers=headers)
+            r = self.conn.getresponse()
+            text = r.read()
+            if r.getheader("Connection", "").lower() == "close":
+                self.conn.close()
+                self.conn = None
+            try:
+                return r.status, (json.loads(text) if text else None)
+            except ValueError:
+                return r.status, None
+        except (http.client.HTTPException, OSError):
+            if self.conn:
+                self.conn.close()
+            self.conn = None
+            return 0, None
+
+
+def metric_sum(url, name, label=None):
+    """The sum of a counter's samples in /metrics (those with `label` in their labels)."""
+    h = Hub(url)
+    h.conn = http.client.HTTPConnection(h.host, h.port, timeout=10)
+    h.conn.request("GET", "/metrics")
+    text = h.conn.getresponse().read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (label is None or label in line):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except ValueError:
+                pass
+    return total
+
+
+def percentile(xs, p):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+class Counter:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by = {}
+
+    def add(self, key, n=1):
+        with self.lock:
+            self.by[key] = self.by.get(key, 0) + n
+
+    def get(self, key):
+        with self.lock:
+            return self.by.get(key, 0)
+
+
+def measure(args, stop, out, events):
+    """Commands one at a time to the aircon while `stop` is not set; done
+    when the owner's event stream says so (no polling: polls would spend the
+    owner's and the thing's budgets)."""
+    hub = Hub(args.hub, args.token)
+    path = "/thing-if/apps/%s/targets/thing:%s/commands" % (args.app_id, args.thing)
+    lat, lost, refused = [], 0, 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        s, b = hub.call("POST", path, {"schema": "AirConditioner-Demo", "schemaVersion": 1,
+                                       "issuer": "user:" + args.user, "actions": ACTIONS})
+        if s != 201:
+            refused += 1
+            time.sleep(0.1)
+            continue
+        if events.wait(b["commandID"], 15):
+            lat.append((time.monotonic() - t0) * 1000)
+        else:
+            lost += 1
+        time.sleep(0.1)
+    out.update(lat=lat, lost=lost, refused=refused)
+
+
+def run_http_flood(args, stop, counts, make):
+    def client(i):
+        hub = Hub(args.hub)
+        n = 0
+        while not stop.is_set():
+            n += 1
+            method, path, body, ctype = make(i, n)
+            s, _ = hub.call(method, path, body, ctype)
+            counts.add(s)
+            if s == 0:
+                time.sleep(0.01)
+    return [threading.Thread(target=client, args=(i,), daemon=True) for i in range(args.clients)]
+
+
+def mqtt_connect(port, client_id, username, password):
+    def s(x):
+        b = x.encode()
+        return struct.pack("!H", len(b)) + b
+
+    def remaining(n):
+        out = b""
+        while True:
+            d, n = n % 128, n // 128
+            out += bytes([d | (128 if n else 0)])
+            if not n:
+                return out
+
+    var = s("MQTT") + bytes([4, 0xC2]) + struct.pack("!H", 60)
+    payload = s(client_id) + s(username) + s(password)
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(bytes([0x10]) + remaining(len(var) + len(payload)) + var + payload)
+    ack = sock.recv(4)
+    if len(ack) < 4 or ack[3] != 0:
+        raise RuntimeError("the broker refused the bootstrap connection: %r" % ack)
+
+    def publish(topic, body):
+        v = s(topic) + body
+        return bytes([0x30]) + remaining(len(v)) + v
+
+    return sock, publish
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("flood")
+    ap.add_argument("--hub", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--user", required=True)
+    ap.add_argument("--thing", required=True)
+    ap.add_argument("--app-id", default="demoApp")
+    ap.add_argument("--app-key", default="demoKey")
+    ap.add_argument("--mqtt-port", type=int, default=1883)
+    ap.add_argument("-c", "--clients", type=int, default=16)
+    ap.add_argument("-d", "--duration", type=float, default=20)
+    args = ap.parse_args()
+    app = args.app_id
+    tag = "%x" % int(time.time() * 1000)
+    stop = threading.Event()
+    counts = Counter()
+    threads = []
+    through = ""
+    extra = {}
+
+    if args.flood == "idle":
+        pass
+    elif args.flood == "signup":
+        threads = run_http_flood(args, stop, counts, lambda i, n: (
+            "POST", "/api/apps/%s/users" % app, {"loginName": "f%s-%d-%d" % (tag, i, n), "password": "flood-pw-1"},
+            "application/json"))
+    elif args.flood in ("onboard", "rollout"):
+        if args.flood == "rollout":
+            args.clients = 8
+        threads = run_http_flood(args, stop, counts, lambda i, n: (
+            "POST", "/thing-if/apps/%s/onboardings" % app,
+            {"vendorThingID": "F-%s-%d-%d" % (tag, i, n), "thingPassword": "flood-pw", "thingType": "AirConditioner"},
+            BY_THING))
+    elif args.flood == "login":
+        threads = run_http_flood(args, stop, counts, lambda i, n: (
+            "POST", "/api/apps/%s/oauth2/token" % app, {"username": "nobody-%s-%d-%d" % (tag, i, n),
+                                                         "password": "guess"}, "application/json"))
+    elif args.flood == "mqtt":
+        base = metric_sum(args.hub, "thingif_hub_mqtt_requests_total", 'kind="onboarding"')
+        dropped0 = metric_sum(args.hub, "thingif_hub_bootstrap_dropped_total")
+        sent = [0]
+
+        def mqtt_flood():
+            sock, publish = mqtt_connect(args.mqtt_port, "thingif-bootstrap-" + tag, app, args.app_key)
+            n = 0
+            while not stop.is_set():
+                batch = []
+                for _ in range(100):
+                    n += 1
+                    cid = "thingif-bootstrap-%s%08x" % (tag, n)
+                    body = ("POST\r\nContent-Type: %s\r\nX-Kii-RequestID: r%d\r\n\r\n" % (BY_THING, n)).encode() + \
+                        json.dumps({"vendorThingID": "M-%s-%d" % (tag, n), "thingPassword": "pw"}).encode()
+                    batch.append(publish("p/%s/thing-if/apps/%s/onboardings" % (cid, app), body))
+                sock.sendall(b"".join(batch))
+                sent[0] = n
+            sock.close()
+
+        threads = [threading.Thread(target=mqtt_flood, daemon=True)]
+        extra["finish"] = lambda: {
+            "sent": sent[0],
+            "answered": int(metric_sum(args.hub, "thingif_hub_mqtt_requests_total", 'kind="onboarding"') - base),
+            "dropped": int(metric_sum(args.hub, "thingif_hub_bootstrap_dropped_total") - dropped0)}
+    elif args.flood == "installations":
+        s, u = Hub(args.hub).call("POST", "/api/apps/%s/users" % app, {})
+        if s != 201:
+            sys.exit("abuse: cannot make the pseudo user: HTTP %d" % s)
+
+        def installer():
+            hub = Hub(args.hub, u["accessToken"])
+            next_t = time.monotonic()
+            while not stop.is_set():
+                st, _ = hub.call("POST", "/api/apps/%s/installations" % app, {"deviceType": "MQTT"})
+                counts.add(st)
+                next_t += 1 / 15.0
+                time.sleep(max(0, next_t - time.monotonic()))
+
+        threads = [threading.Thread(target=installer, daemon=True)]
+    elif args.flood == "slowloris":
+        u = urllib.parse.urlsplit(args.hub)
+        socks = []
+
+        def opener():
+            for i in range(4000):
+                if stop.is_set():
+                    break
+                try:
+                    c = socket.create_connection((u.hostname, u.port), timeout=5)
+                    c.sendall(b"POST /api/apps/%s/users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              % app.encode())
+                    socks.append(c)
+                except OSError:
+                    counts.add("connect_failed")
+
+        threads = [threading.Thread(target=opener, daemon=True)]
+
+        def still_open():
+            n = 0
+            for c in socks:
+                c.setblocking(False)
+                try:
+                    n += 1 if c.recv(1) != b"" else 0
+                except BlockingIOError:
+                    n += 1
+                except OSError:
+                    pass
+                c.close()
+            return {"opened": len(socks), "open_at_end": n}
+
+        extra["finish"] = still_open
+    elif args.flood == "nonowner":
+        owner = Hub(args.hub, args.token)
+        thing_path = "/thing-if/apps/%s/targets/thing:%s/commands" % (app, args.thing)
+        tokens = []
+        for _ in range(8):
+            s, u = Hub(args.hub).call("POST", "/api/apps/%s/users" % app, {})
+            if s == 201:
+                tokens.append(u["accessToken"])
+
+        def reader(tok):
+            hub = Hub(args.hub, tok)
+            while not stop.is_set():
+                st, _ = hub.call("GET", thing_path)
+                counts.add(st)
+
+        def owner_reads():
+            while not stop.is_set():
+                st, _ = owner.call("GET", thing_path)
+                counts.add("owner_%d" % st)
+                time.sleep(0.3)
+
+        threads = [threading.Thread(target=reader, args=(t,), daemon=True) for t in tokens]
+        threads.append(threading.Thread(target=owner_reads, daemon=True))
+    else:
+        sys.exit("abuse: unknown flood %s" % args.flood)
+
+    out = {}
+    hubs_driver.APP = app
+    events = hubs_driver.Events(args.hub, args.token)
+    events.start()
+    if not events.ready.wait(10):
+        sys.exit("abuse: the owner's event stream did not open")
+    m = threading.Thread(target=measure, args=(args, stop, out, events))
+    for t in threads:
+        t.start()
+    m.start()
+    time.sleep(args.duration)
+    stop.set()
+    m.join()
+    for t in threads:
+        t.join(timeout=35)
+    if "finish" in extra:
+        through = " ".join("%s=%s" % kv for kv in extra["finish"]().items())
+    fields = {k: v for k, v in counts.by.items()}
+    through = (through + " " + " ".join("http_%s=%d" % (k, v) for k, v in sorted(fields.items(), key=str))).strip()
+    lat = out.get("lat", [])
+    print("flood=%s commands=%d lost=%d cmd_refused=%d p50_ms=%.1f p99_ms=%.1f max_ms=%.1f %s" % (
+        args.flood, len(lat), out.get("lost", 0), out.get("refused", 0), percentile(lat, 50), percentile(lat, 99),
+        max(lat) if lat else float("nan"), through))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
