@@ -22,8 +22,7 @@ public final class CostlyWork: @unchecked Sendable {
     public let threads: Int
     public let queueLimit: Int
 
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let monitor = Monitor()
     private var jobs: [() -> Void] = []
     private var head = 0
     private var busyThreads = 0
@@ -40,22 +39,9 @@ public final class CostlyWork: @unchecked Sendable {
     public init(threads: Int = CostlyWork.defaultThreads, queueLimit: Int = CostlyWork.defaultQueueLimit) {
         self.threads = max(1, threads)
         self.queueLimit = max(1, queueLimit)
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(changed, nil)
     }
 
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(mutex)
-        changed.deallocate()
-        mutex.deallocate()
-    }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
+    private func locked<T>(_ body: () -> T) -> T { monitor.locked(body) }
 
     /// Jobs waiting (not running).
     public var waiting: Int { locked { jobs.count - head } }
@@ -78,7 +64,7 @@ public final class CostlyWork: @unchecked Sendable {
             }
             ok = true
             jobs.append(job)
-            pthread_cond_signal(changed)
+            monitor.signal()
             guard liveThreads < threads else { return false }
             liveThreads += 1
             return true
@@ -126,7 +112,7 @@ public final class CostlyWork: @unchecked Sendable {
 
     private func take() -> (() -> Void)? {
         locked {
-            while !closed && head == jobs.count { pthread_cond_wait(changed, mutex) }
+            while !closed && head == jobs.count { monitor.wait() }
             guard head < jobs.count else {
                 liveThreads -= 1
                 return nil
@@ -184,7 +170,7 @@ public final class CostlyWork: @unchecked Sendable {
     public func close() {
         locked {
             closed = true
-            pthread_cond_broadcast(changed)
+            monitor.broadcast()
         }
     }
 

@@ -12,8 +12,7 @@ import ThingIF
 /// the hub dies is a request without an answer, which the thing sends again
 /// (its outbox); the reliability contract does not move.
 final class RequestQueue: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let monitor = Monitor()
     private var items: [MqttClient.Message] = []
     private var head = 0
     private var closed = false
@@ -27,22 +26,9 @@ final class RequestQueue: @unchecked Sendable {
     init(capacity: Int, maxBytes: Int) {
         self.capacity = max(1, capacity)
         self.maxBytes = max(1, maxBytes)
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(changed, nil)
     }
 
-    deinit {
-        pthread_cond_destroy(changed)
-        pthread_mutex_destroy(mutex)
-        changed.deallocate()
-        mutex.deallocate()
-    }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
-    }
+    private func locked<T>(_ body: () -> T) -> T { monitor.locked(body) }
 
     /// How many messages wait.
     var count: Int { locked { items.count - head } }
@@ -52,13 +38,13 @@ final class RequestQueue: @unchecked Sendable {
     func push(_ m: MqttClient.Message) -> Bool {
         locked {
             while !closed && head < items.count && (items.count - head >= capacity || bytes >= maxBytes) {
-                pthread_cond_wait(changed, mutex)
+                monitor.wait()
             }
             guard !closed else { return false }
             items.append(m)
             bytes += m.payload.count
             highWater = max(highWater, items.count - head)
-            pthread_cond_broadcast(changed)
+            monitor.broadcast()
             return true
         }
     }
@@ -66,7 +52,7 @@ final class RequestQueue: @unchecked Sendable {
     /// The oldest message; waits while none is there. Nil once closed and empty.
     func pop() -> MqttClient.Message? {
         locked {
-            while !closed && head == items.count { pthread_cond_wait(changed, mutex) }
+            while !closed && head == items.count { monitor.wait() }
             guard head < items.count else { return nil }
             let m = items[head]
             head += 1
@@ -79,7 +65,7 @@ final class RequestQueue: @unchecked Sendable {
                 items.removeAll(keepingCapacity: true)
                 head = 0
             }
-            pthread_cond_broadcast(changed)
+            monitor.broadcast()
             return m
         }
     }
@@ -115,7 +101,7 @@ final class RequestQueue: @unchecked Sendable {
     func close() {
         let tid = locked { () -> pthread_t? in
             closed = true
-            pthread_cond_broadcast(changed)
+            monitor.broadcast()
             defer { worker = nil }
             return worker
         }
