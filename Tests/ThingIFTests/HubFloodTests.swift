@@ -207,20 +207,8 @@ struct HubFloodTests {
     /// Opens a raw connection, sends `bytes`, and returns the seconds until
     /// the server closed it (nil: still open after `limit` s).
     static func secondsUntilClosed(port: Int, sending bytes: String, limit: Double) -> Double? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard let fd = connectLoopback(port: port, receiveTimeoutMs: 200) else { return 0 }
         defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard rc == 0 else { return 0 }
-        var tv = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         _ = bytes.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         let start = Date()
         var buf = [UInt8](repeating: 0, count: 1024)
