@@ -55,3 +55,30 @@ struct FuzzFindingsTests {
         #expect(afterBytes == afterDump)
     }
 }
+
+@Suite("Fuzz findings: Kii framing")
+struct FuzzFramingFindingsTests {
+    /// A first line and `headers` header lines, without the empty line.
+    private func unterminated(_ first: String, headers: Int) -> [UInt8] {
+        var text = first
+        for i in 0..<headers { text += "\nX-\(i): v" }
+        return Array(text.utf8)
+    }
+
+    @Test(
+        "Kii framing: 65 lines without an empty line are refused, as 65 terminated lines are (kii_request, kii_reply)")
+    func lineLimitWithoutEmptyLine() {
+        // 64 lines: accepted, and accepted again after encode().
+        let req64 = KiiRequest.decode(unterminated("PATCH", headers: 63))
+        #expect(req64?.headers.count == 63)
+        #expect(req64.flatMap { KiiRequest.decode($0.encode()) } != nil)
+        let resp64 = KiiResponse.decode(unterminated("204", headers: 63))
+        #expect(resp64.flatMap { KiiResponse.decode($0.encode()) } != nil)
+        // 65 lines: refused whether or not the last line ends with a line
+        // end (before the fix, only the terminated form was refused, so a
+        // message the hub accepted did not survive its own encoding).
+        #expect(KiiRequest.decode(unterminated("PATCH", headers: 64)) == nil)
+        #expect(KiiRequest.decode(unterminated("PATCH", headers: 64) + [10]) == nil)
+        #expect(KiiResponse.decode(unterminated("204", headers: 64)) == nil)
+    }
+}

@@ -123,7 +123,12 @@ public enum KiiFraming {
             i += 1
         }
         // No empty line: a bare first line (with optional headers) and no body.
-        if i == bytes.count && lineStart < bytes.count { lines.append(lineStart..<bytes.count) }
+        if i == bytes.count && lineStart < bytes.count {
+            lines.append(lineStart..<bytes.count)
+            // The same 64-line limit as for terminated lines, so a message
+            // decodes the same way before and after encode() (fuzzing).
+            if lines.count > 64 { return nil }
+        }
         guard let firstRange = lines.first, let first = text(bytes[trimmed(bytes, firstRange)]), !first.isEmpty
         else { return nil }
         var headers: [(name: String, value: String)] = []
