@@ -82,3 +82,17 @@ struct FuzzFramingFindingsTests {
         #expect(KiiResponse.decode(unterminated("204", headers: 64)) == nil)
     }
 }
+
+@Suite("Fuzz findings: topics")
+struct FuzzTopicFindingsTests {
+    @Test("Topics split at every '/' byte, also when a combining mark follows it (kii_request)")
+    func slashBeforeCombiningMark() {
+        // "/" + U+0351 is one Character: String.split kept it inside a level.
+        #expect(Topics.parseStatus("p/a/\u{351}b/status") == nil)
+        #expect(Topics.parseRequest("p/c/\u{351}x/thing-if/apps/app/onboardings") == nil)
+        let ok = Topics.parseRequest("p/c\u{351}/thing-if/apps/app/targets/thing:t/states")
+        #expect(ok?.clientID == "c\u{351}")
+        #expect(ok?.path == "targets/thing:t/states")
+        #expect(Topics.parseStatus("p/th.1/status") == "th.1")
+    }
+}
