@@ -15,7 +15,10 @@
 //     result per entry.
 //  4. Re-encoding a decoded command and decoding it again gives the same
 //     shape, aliases and action names and parameters (JSON equality).
-//  5. jansson's memory returns to its baseline after each input.
+//  5. An oversized payload that begins {"commandID":"<plain ID>" has its
+//     ID recovered (the thing reports it as dropped: issue #26's
+//     oversized-command rule, thing side).
+//  6. jansson's memory returns to its baseline after each input.
 import CThingIF
 @testable import ThingIF
 
@@ -27,6 +30,15 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 }
 
 private func check(_ input: [UInt8]) {
+    // Property 1 for payloads over a thing's limit (a small limit here, so
+    // short inputs reach that path): the commandID of a payload that begins
+    // {"commandID":"<plain ID>" is always recovered, so the thing can report
+    // the command as dropped instead of leaving it DELIVERED.
+    if input.count > 64, case .failure(let e) = Command.decode(input, maxSize: 64), e.commandID == nil,
+        let id = plainLeadingID(input)
+    {
+        fuzzFail("an oversized command's commandID \(id) was not recovered", input)
+    }
     switch Command.decode(input, maxSize: WireLimits.maxPayload) {
     case .failure(let e):
         if let id = e.commandID {
@@ -82,4 +94,19 @@ private func roundTrip(_ cmd: Command, _ input: [UInt8]) {
         }
     }
     if cmd.id != again.id { fuzzFail("commandID changed in the round trip", input) }
+}
+
+/// The ID of a payload that starts exactly {"commandID":"ID" with ID 1 to
+/// 256 printable ASCII bytes other than '"', '\\', '/', '+', '#'.
+private func plainLeadingID(_ input: [UInt8]) -> String? {
+    let head = Array(#"{"commandID":""#.utf8)
+    guard input.count > head.count, Array(input[0..<head.count]) == head else { return nil }
+    var j = head.count
+    while j < input.count, input[j] != 0x22 {
+        let b = input[j]
+        guard b > 0x20, b < 0x7f, b != 0x5c, b != 0x2f, b != 0x2b, b != 0x23 else { return nil }
+        j += 1
+    }
+    guard j < input.count, j > head.count, j - head.count <= Command.maxCommandIDLength else { return nil }
+    return String(decoding: input[head.count..<j], as: UTF8.self)
 }
