@@ -13,8 +13,8 @@
 # the Swift harness
 # again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
-# errors). First, the formatting of every C and Swift file. Installs what is
-# missing.
+# errors); last, every fuzz target of fuzz/ for a short fixed time. First,
+# the formatting of every C and Swift file. Installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,3 +60,6 @@ bash scripts/api-docs.sh
 
 echo "== Python package (pytest against a real broker and the hub)"
 bash python/run-tests.sh --build-dir build --hub "$bin/thingif-hub"
+
+echo "== fuzz: every libFuzzer target of fuzz/ for 10 s from its stored corpus (scripts/fuzz.sh --ci)"
+bash scripts/fuzz.sh --ci 10

@@ -173,15 +173,25 @@ public final class JSON {
     public func dump() -> String {
         let flags = Int(JSON_COMPACT) | Int(JSON_ENSURE_ASCII) | Int(JSON_ENCODE_ANY)
         guard let c = json_dumps(raw, flags) else { return "null" }
-        defer { free(c) }
+        defer { JSON.freeDumped(c) }
         return String(cString: c)
+    }
+
+    /// Frees what json_dumps returned with jansson's own free function: a
+    /// host may have given jansson its allocator (json_set_alloc_funcs), and
+    /// libc's free() on that memory corrupts the heap (found by fuzzing).
+    static func freeDumped(_ c: UnsafeMutablePointer<CChar>) {
+        var allocate: json_malloc_t?
+        var release: json_free_t?
+        json_get_alloc_funcs(&allocate, &release)
+        if let release { release(c) } else { free(c) }
     }
 
     /// `dump()` as bytes, copied once from jansson's buffer.
     public func dumpBytes() -> [UInt8] {
         let flags = Int(JSON_COMPACT) | Int(JSON_ENSURE_ASCII) | Int(JSON_ENCODE_ANY)
         guard let c = json_dumps(raw, flags) else { return Array("null".utf8) }
-        defer { free(c) }
+        defer { JSON.freeDumped(c) }
         return UnsafeRawBufferPointer(start: c, count: strlen(c)).map { $0 }
     }
 
