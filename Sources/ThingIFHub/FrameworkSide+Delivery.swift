@@ -69,9 +69,12 @@ extension FrameworkSide {
             // its PUBACK may come at once: the callback takes the same lock,
             // so it finds the mid recorded (PUBACKs of other publishes find
             // nothing and are ignored).
-            let rc = publishing.withLock { _ -> Int32 in
+            let rc = publishing.withLock { tracked -> Int32 in
                 let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
-                if rc == MOSQ_ERR_SUCCESS.rawValue { data.withLock { $0.pendingMids[mid] = (commandID, topic) } }
+                if rc == MOSQ_ERR_SUCCESS.rawValue {
+                    data.withLock { $0.pendingMids[mid] = (commandID, topic) }
+                    tracked &+= 1
+                }
                 return rc
             }
             if rc == MOSQ_ERR_SUCCESS.rawValue {
