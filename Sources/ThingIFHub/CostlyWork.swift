@@ -11,8 +11,10 @@ import ThingIF
 /// that finds the queue full is refused at once (REST answers 503 with
 /// Retry-After, MQTT a 503 reply), so a flood of sign-ups, logins or
 /// onboardings never waits on, or takes, a thread that serves commands,
-/// results, state or MQTT. The threads run at a lower scheduling priority
-/// (nice +10): when the cores are busy, the command path comes first.
+/// results, state or MQTT. The bound is what keeps hashing off the command
+/// path: cores − 1 threads leave a core's worth of time to the rest. (They
+/// ran at nice +10 once; on a busy machine that starved every onboarding,
+/// see docs/DECISIONS.md.)
 public final class CostlyWork: @unchecked Sendable {
     /// Why a job was refused.
     public struct Busy: Error, Sendable {
@@ -149,9 +151,6 @@ public final class CostlyWork: @unchecked Sendable {
             &tid, nil,
             { raw in
                 let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                // Linux: with who = 0 this sets the calling thread's nice
-                // value only. Below the command path, never above it.
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
                 while let job = box.pool.take() {
                     job()
                     box.pool.finished()

@@ -225,11 +225,15 @@ struct EbisuConformanceTests {
                         port: port,
                         "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: \(value)\r\n\r\n")
                 }
-                #expect(r.status == 200 && r.closedByServer && r.elapsedMs < 5000, "\(value): \(r)")
+                // Closed by the server (without the fix it stays open until
+                // raw() gives up after 10 s). No bound on the time itself: on
+                // a busy CI machine the answer alone can take seconds.
+                #expect(r.status == 200 && r.closedByServer, "\(value): \(r)")
             }
-            // Without it the connection stays open for the next request.
+            // Without it the connection stays open for the next request (the
+            // hub's idle timeout is 60 s; 8 s leave room for a slow answer).
             let open = await offPool {
-                Khc.raw(port: port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", waitMs: 1500)
+                Khc.raw(port: port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", waitMs: 8000)
             }
             #expect(open.status == 200 && !open.closedByServer, "\(open)")
         }
