@@ -31,8 +31,11 @@ swift test
 # The hub and the CLI for ctest's demo tests and the Python tests.
 bin=$(swift build --show-bin-path)
 
-echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests are left out for time)"
-swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.'
+echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests and the 2,000-upload burst are left out for time)"
+# The burst (SecurityTests.stateBurst) measures that the hub keeps up with a
+# thing's uploads; under ThreadSanitizer beside the other suites it did not
+# finish in 60 s (1,947 of 2,000). It runs in the plain suite above.
+swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' --skip 'stateBurst'
 
 echo "== cmake + ctest: the default build, Embedded Swift (no Swift runtime), every C test"
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
