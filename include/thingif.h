@@ -1054,31 +1054,49 @@ THINGIF_NODISCARD int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void 
  * New code uses the new names; these may go at the next ABI version.
  * @{
  */
-/** Deprecated: thingif_state_update(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_update") int thingif_update_state(thingif_t *t,
-                                                                                      const json_t *state);
-/** Deprecated: thingif_state_patch(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_patch") int thingif_patch_state(thingif_t *t,
-                                                                                    const json_t *partial_state);
-/** Deprecated: thingif_firmware_version_update(). */
-THINGIF_NODISCARD
-THINGIF_DEPRECATED("thingif_firmware_version_update")
-int thingif_update_firmware_version(thingif_t *t, const char *version);
-/** Deprecated: thingif_actionset_create(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_create") int thingif_action_set_create(thingif_t *t,
-                                                                                               const char *name);
-/** Deprecated: thingif_actionset_add_action(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_add_action") int thingif_action_set_add_action(
-    thingif_t *t, const char *set, const char *schema, int schema_version, const char *action, const json_t *params);
-/** Deprecated: thingif_actionset_remove_action(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_remove_action") int thingif_action_set_remove_action(
-    thingif_t *t, const char *set, int index);
-/** Deprecated: thingif_actionset_delete(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_delete") int thingif_action_set_delete(thingif_t *t,
-                                                                                               const char *name);
-/** Deprecated: thingif_actionset_execute(). */
-THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_execute") int thingif_action_set_execute(thingif_t *t,
-                                                                                                 const char *name);
+/* One declaration per line, each with its comment right above it. */
+/* clang-format off */
+/**
+ * Deprecated: the old name of thingif_state_update(), the same function: state is borrowed for the call;
+ * the same threads and return codes as thingif_state_update().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_update") int thingif_update_state(thingif_t *t, const json_t *state);
+/**
+ * Deprecated: the old name of thingif_state_patch(), the same function: partial_state is borrowed for the call;
+ * the same threads and return codes as thingif_state_patch().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_state_patch") int thingif_patch_state(thingif_t *t, const json_t *partial_state);
+/**
+ * Deprecated: the old name of thingif_firmware_version_update(), the same function: version is copied;
+ * the same threads and return codes as thingif_firmware_version_update().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_firmware_version_update") int thingif_update_firmware_version(thingif_t *t, const char *version);
+/**
+ * Deprecated: the old name of thingif_actionset_create(), the same function: name is copied;
+ * the same threads and return codes as thingif_actionset_create().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_create") int thingif_action_set_create(thingif_t *t, const char *name);
+/**
+ * Deprecated: the old name of thingif_actionset_add_action(), the same function: the strings are copied, params deep-copied;
+ * the same threads and return codes as thingif_actionset_add_action().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_add_action") int thingif_action_set_add_action(thingif_t *t, const char *set, const char *schema, int schema_version, const char *action, const json_t *params);
+/**
+ * Deprecated: the old name of thingif_actionset_remove_action(), the same function: set is read during the call;
+ * the same threads and return codes as thingif_actionset_remove_action().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_remove_action") int thingif_action_set_remove_action(thingif_t *t, const char *set, int index);
+/**
+ * Deprecated: the old name of thingif_actionset_delete(), the same function: name is read during the call;
+ * the same threads and return codes as thingif_actionset_delete().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_delete") int thingif_action_set_delete(thingif_t *t, const char *name);
+/**
+ * Deprecated: the old name of thingif_actionset_execute(), the same function: name is read during the call;
+ * the same threads and return codes as thingif_actionset_execute().
+ */
+THINGIF_NODISCARD THINGIF_DEPRECATED("thingif_actionset_execute") int thingif_action_set_execute(thingif_t *t, const char *name);
+/* clang-format on */
 /** @} */
 
 #ifdef __cplusplus
