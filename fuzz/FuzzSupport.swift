@@ -10,6 +10,16 @@ func fuzzFail(_ what: String, _ input: [UInt8]) -> Never {
     abort()
 }
 
+/// libFuzzer's entry point, the same for every target: the target's
+/// fuzzCheck(_:) (defined once in fuzz/<target>.swift) runs on the input, and
+/// jansson's memory must be back at its baseline afterwards.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let input = fuzzBytes(data, size)
+    fuzzBalanced(input) { fuzzCheck(input) }
+    return 0
+}
+
 /// The input as a Swift array (the parsers take [UInt8]).
 @inline(__always)
 func fuzzBytes(_ data: UnsafePointer<UInt8>?, _ size: Int) -> [UInt8] {

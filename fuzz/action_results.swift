@@ -12,14 +12,7 @@
 import CThingIF
 @testable import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     // Property 2 with arbitrary text as a name and a message (the handler's
     // error message is any C string; invalid UTF-8 is repaired by String).
     // No NUL: names are jansson object keys and messages C strings, neither

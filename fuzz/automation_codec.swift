@@ -13,14 +13,7 @@
 import CThingIF
 @testable import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     guard input.count <= AutomationLimits.maxConfigBytes, case .success(let j) = JSON.parse(input) else { return }
     // Each element alone too, as the hub's REST API takes one at a time.
     if j.isObject {

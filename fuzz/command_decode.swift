@@ -22,14 +22,7 @@
 import CThingIF
 @testable import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     // Property 1 for payloads over a thing's limit (a small limit here, so
     // short inputs reach that path): the commandID of a payload that begins
     // {"commandID":"<plain ID>" is always recovered, so the thing can report

@@ -16,18 +16,11 @@
 import CThingIF
 @testable import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
 private func levels(_ topic: String) -> Int {
     topic.utf8.split(separator: 0x2F, omittingEmptySubsequences: false).count
 }
 
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     // The reply body alone, too: libFuzzer mutates the JSON directly.
     checkBody(input, input)
     guard let reply = KiiResponse.decode(input) else { return }

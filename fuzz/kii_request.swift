@@ -15,14 +15,7 @@
 import CThingIF
 @testable import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     let nl = input.firstIndex(of: 10) ?? input.count
     let topic = String(decoding: input[..<nl], as: UTF8.self)
     let payload = nl < input.count ? Array(input[(nl + 1)...]) : []

@@ -11,14 +11,7 @@
 import CThingIF
 import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     guard let first = input.first else { return }
     let method = first & 1 == 0 ? "PUT" : "PATCH"
     let rest = input.dropFirst()

@@ -11,14 +11,7 @@
 import CThingIF
 import ThingIF
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let input = fuzzBytes(data, size)
-    fuzzBalanced(input) { check(input) }
-    return 0
-}
-
-private func check(_ input: [UInt8]) {
+func fuzzCheck(_ input: [UInt8]) {
     let parts = input.split(separator: 0, maxSplits: 2, omittingEmptySubsequences: false)
     if case .success(let cj) = JSON.parse(Array(parts[0])), case .success(let c) = StateCondition.parse(cj) {
         let state: JSON

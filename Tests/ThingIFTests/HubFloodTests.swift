@@ -76,9 +76,8 @@ struct HubFloodTests {
             // At once: not after the jobs in the pool (which never end here).
             #expect(Date().timeIntervalSince(start) < 20)
             // A bootstrap request over MQTT is dropped and counted.
-            let bootID = "thingif-bootstrap-" + randomHexString(8)
-            let boot = try MqttProbe(
-                port: e.env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            let bootID = boot.client.clientID
             defer { boot.stop() }
             #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
             boot.publish(
@@ -264,8 +263,7 @@ struct HubFloodTests {
         defer { env.close() }
         // One of the four: the aircon's own onboarding.
         let (_, tid) = try env.onlineAircon(vendorThingID: "AC-BOOT", storage: "boot")
-        let bootID = "thingif-bootstrap-" + randomHexString(8)
-        let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+        let boot = try MqttProbe.bootstrap(port: env.broker.port)
         defer { boot.stop() }
         let ids = (0..<8).map { _ in "thingif-bootstrap-" + randomHexString(8) }
         for id in ids { #expect(boot.subscribe(Topics.response(clientID: id)) == 1) }

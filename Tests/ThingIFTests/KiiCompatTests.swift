@@ -589,9 +589,8 @@ struct KiiCompatTests {
             #expect(v.status == 400 && v.errorCode == "INVALID_INPUT_DATA", "\(v.status) \(v.text)")
 
             // The same request over MQTT, on a bootstrap connection with the app's credentials.
-            let bootID = "thingif-bootstrap-" + randomHexString(8)
-            let boot = try MqttProbe(
-                port: e.env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            let bootID = boot.client.clientID
             defer { boot.stop() }
             #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
             boot.publish(

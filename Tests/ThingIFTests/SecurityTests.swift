@@ -76,8 +76,8 @@ struct SecurityTests {
     func tokenHarvest() throws {
         try withEnv { env in
             let (_, aid, b) = try twoThings(env)
-            let bootID = "thingif-bootstrap-" + randomHexString(8)
-            let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe.bootstrap(port: env.broker.port)
+            let bootID = boot.client.clientID
             defer { boot.stop() }
             try #require(boot.isConnected)
             for filter in [
@@ -114,9 +114,7 @@ struct SecurityTests {
     func injection() throws {
         try withEnv { env in
             let (a, aid, b) = try twoThings(env)
-            let boot = try MqttProbe(
-                port: env.broker.port, clientID: "thingif-bootstrap-" + randomHexString(8),
-                username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe.bootstrap(port: env.broker.port)
             defer { boot.stop() }
             let thingB = try MqttProbe(
                 port: env.broker.port, clientID: b.topic, username: b.username, password: b.password)
@@ -275,8 +273,8 @@ struct SecurityTests {
         try withEnv { env in
             let (t, _) = try env.onlineAircon(vendorThingID: "AC-GUESS", storage: "guessed", start: false)
             t.destroy()
-            let bootID = "thingif-bootstrap-" + randomHexString(8)
-            let boot = try MqttProbe(port: env.broker.port, clientID: bootID, username: Env.appID, password: Env.appKey)
+            let boot = try MqttProbe.bootstrap(port: env.broker.port)
+            let bootID = boot.client.clientID
             defer { boot.stop() }
             #expect(boot.subscribe(Topics.response(clientID: bootID)) == 1)
             let topic = Topics.request(clientID: bootID, appID: Env.appID, path: "onboardings")

@@ -57,21 +57,7 @@ final class CuttingProxy: @unchecked Sendable {
         return a
     }
 
-    private func connectUpstream() -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var addr = CuttingProxy.loopback(port: upstreamPort)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard rc == 0 else {
-            close(fd)
-            return nil
-        }
-        return fd
-    }
+    private func connectUpstream() -> Int32? { connectLoopback(port: upstreamPort) }
 
     private func run() {
         var buf = [UInt8](repeating: 0, count: 16384)

@@ -7,9 +7,10 @@ import Foundation
 /// A raw TCP connection to 127.0.0.1:`port` for the tests that speak HTTP
 /// byte by byte (a client's exact requests, slow clients): close-on-exec,
 /// so brokers and hubs that parallel tests spawn do not inherit it and keep
-/// it open, and with a receive timeout so that reads return to the caller's
-/// own deadline. Nil when it cannot connect; the caller closes the fd.
-func connectLoopback(port: Int, receiveTimeoutMs: Int) -> Int32? {
+/// it open, and with a receive timeout (if given) so that reads return to
+/// the caller's own deadline. Nil when it cannot connect; the caller closes
+/// the fd.
+func connectLoopback(port: Int, receiveTimeoutMs: Int? = nil) -> Int32? {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return nil }
     var addr = sockaddr_in()
@@ -25,7 +26,9 @@ func connectLoopback(port: Int, receiveTimeoutMs: Int) -> Int32? {
         close(fd)
         return nil
     }
-    var tv = timeval(tv_sec: receiveTimeoutMs / 1000, tv_usec: Int(receiveTimeoutMs % 1000) * 1000)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    if let ms = receiveTimeoutMs {
+        var tv = timeval(tv_sec: ms / 1000, tv_usec: Int(ms % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
     return fd
 }

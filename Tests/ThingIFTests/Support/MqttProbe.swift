@@ -4,6 +4,16 @@ import ThingIF
 
 /// A raw MQTT 5 client for the attack tests: connects with any identity,
 /// reports the CONNACK and each SUBACK's codes, and keeps what it receives.
+extension MqttProbe {
+    /// A bootstrap connection as a device makes one before onboarding: the
+    /// app's credentials and a client ID of its own ("thingif-bootstrap-…").
+    static func bootstrap(port: Int) throws -> MqttProbe {
+        try MqttProbe(
+            port: port, clientID: "thingif-bootstrap-" + randomHexString(8), username: Env.appID,
+            password: Env.appKey)
+    }
+}
+
 final class MqttProbe: @unchecked Sendable {
     let client: MqttClient
     private let lock = NSLock()
