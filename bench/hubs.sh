@@ -19,6 +19,9 @@
 #        THINGIF_BENCH_THINGS=K   appliances (default 4)
 #        THINGIF_BENCH_INFLIGHT=C commands in flight (default 16)
 #        THINGIF_PG_BIN=DIR       where initdb and postgres are
+#        THINGIF_BENCH_ROUNDS="1 2 3"  the numbers of hubs, one round each (default 1 2 3)
+#        THINGIF_BENCH_PGSTAT=1   also print, for the one-hub round, the statements that cost
+#                                 PostgreSQL the most (pg_stat_statements: calls, total and mean ms)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,8 +70,11 @@ fi
 pg_port=$(free_port)
 "${as_pg[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U thingif --auth=trust -E UTF8 --no-locale >"$tmp/initdb.log" 2>&1 \
     || { cat "$tmp/initdb.log" >&2; exit 1; }
+pgstat=${THINGIF_BENCH_PGSTAT:-0}
+pg_extra=()
+[ "$pgstat" = 1 ] && pg_extra=(-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all)
 "${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "$pg_dir" \
-    -c max_connections=100 >"$tmp/postgres.log" 2>&1 &
+    -c max_connections=100 "${pg_extra[@]}" >"$tmp/postgres.log" 2>&1 &
 pids+=($!)
 pg_pid=$!
 db_url="postgres://thingif@127.0.0.1:$pg_port/thingif"
@@ -79,6 +85,8 @@ until "$pg_bin/psql" "postgres://thingif@127.0.0.1:$pg_port/postgres" -XAtqc 'CR
     fi
     sleep 0.2
 done
+psql_db() { "$pg_bin/psql" "$db_url" -XAtq "$@"; }
+[ "$pgstat" = 1 ] && psql_db -c 'CREATE EXTENSION pg_stat_statements'
 
 # --- broker and hubs ---------------------------------------------------------
 start_broker
@@ -146,11 +154,13 @@ pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
 python3 bench/hubs_driver.py run --hubs "${hub_urls[0]}" --token "$token" --user "$user" --things "$thing_ids" \
     -n 50 -c 4 >/dev/null
 results=()
-for h in 1 2 3; do
+rounds=${THINGIF_BENCH_ROUNDS:-1 2 3}
+for h in $rounds; do
     while [ "${#hub_pids[@]}" -lt "$h" ]; do add_hub; done
     sleep 1   # the new hub's shared subscription is in place
     urls=$(IFS=,; echo "${hub_urls[*]:0:$h}")
     store_sums >"$tmp/store0.$h"
+    [ "$pgstat" = 1 ] && [ "$h" = 1 ] && psql_db -c 'SELECT pg_stat_statements_reset()' >/dev/null
     hc0=$(cpu_sum "${hub_pids[@]}")
     pc0=$(cpu_sum $(pg_procs))
     echo "bench: $h hub(s), $n commands, $inflight in flight …" >&2
@@ -159,6 +169,11 @@ for h in 1 2 3; do
     hc1=$(cpu_sum "${hub_pids[@]}")
     pc1=$(cpu_sum $(pg_procs))
     store_sums >"$tmp/store1.$h"
+    if [ "$pgstat" = 1 ] && [ "$h" = 1 ]; then
+        psql_db -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
+            regexp_replace(left(query, 110), '\s+', ' ', 'g') FROM pg_stat_statements
+            WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 25" >"$tmp/pgstat"
+    fi
     results+=("$h $line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
     join "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
         | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$h"
@@ -186,11 +201,16 @@ for r in "${results[@]}"; do
 done
 echo
 echo "  store latency, mean ms per call / calls in the round (all hubs):"
-for h in 1 2 3; do
+for h in $rounds; do
     printf '  %s hub(s): ' "$h"
     tr ' ' '\n' <"$tmp/store.$h" | sed '/^$/d' | sort | tr '\n' ' '
     echo
 done
+if [ "$pgstat" = 1 ]; then
+    echo
+    echo "  pg_stat_statements, one-hub round (calls | total ms | mean ms | statement):"
+    sed 's/^/  /' "$tmp/pgstat"
+fi
 echo
 echo "  cmd/s: commands with results / (first POST to last result seen); latency per command from"
 echo "  POST to its result event on the stream of hub 1 (polled: no event within 3 s, read with GET)."

@@ -38,9 +38,17 @@ private let ignoreNotices: PQnoticeProcessor = { _, _ in }
 
 /// One libpq connection. Not thread-safe by itself: PostgresStore keeps it
 /// behind a lock. SQL text is always a constant with `$1…` placeholders;
-/// values travel only as parameters (PQexecParams), never inside the text.
+/// values travel only as parameters, never inside the text. Each distinct
+/// statement is prepared once per connection (parsed and analysed once) and
+/// then only executed (PQexecPrepared): a command's dozen statements cost
+/// PostgreSQL a parse each otherwise.
 final class PostgresConnection: SQLConnection {
     private var conn: OpaquePointer?
+    /// The statements prepared on this connection: SQL text → name.
+    private var prepared: [String: String] = [:]
+    /// Beyond this many distinct statements (e.g. IN lists of every length)
+    /// the rest run unprepared, so the cache stays bounded.
+    static let maxPrepared = 256
     /// host:port/dbname, for messages (never the password).
     let target: String
 
@@ -72,6 +80,7 @@ final class PostgresConnection: SQLConnection {
     func close() {
         if let conn { PQfinish(conn) }
         conn = nil
+        prepared = [:]
     }
 
     /// Whether the connection is closed or known to be broken.
@@ -81,7 +90,10 @@ final class PostgresConnection: SQLConnection {
     /// network dropped). A statement that failed is not repeated: the caller
     /// gets its error, the next call works again.
     func resetIfBroken() {
-        if let conn, PQstatus(conn) == CONNECTION_BAD { PQreset(conn) }
+        if let conn, PQstatus(conn) == CONNECTION_BAD {
+            PQreset(conn)
+            prepared = [:]  // a new session has none of them
+        }
     }
 
     private static func trimmed(_ p: UnsafePointer<CChar>?) -> String {
@@ -133,10 +145,43 @@ final class PostgresConnection: SQLConnection {
             case .int(let i): return i.map { String($0) }
             }
         }
-        let numbered = Self.numbered(sql)
+        let name = try statement(sql, conn)
         let result = Self.withCStrings(texts) { params in
-            PQexecParams(conn, numbered, Int32(values.count), nil, params, nil, nil, 0)
+            if let name {
+                return PQexecPrepared(conn, name, Int32(values.count), params, nil, nil, 0)
+            }
+            return PQexecParams(conn, Self.numbered(sql), Int32(values.count), nil, params, nil, nil, 0)
         }
+        do {
+            return try checked(result, conn, body)
+        } catch let e as PostgresError where name != nil && Self.voidsPlan(e.sqlState) {
+            // Another hub changed the schema under a prepared statement: prepare it anew next time.
+            prepared[sql] = nil
+            PQclear(PQexec(conn, "DEALLOCATE " + name!))
+            throw e
+        }
+    }
+
+    /// The prepared statement's name for `sql`, preparing it on first use;
+    /// nil when the cache is full (the statement then runs unprepared).
+    private func statement(_ sql: String, _ conn: OpaquePointer) throws -> String? {
+        if let name = prepared[sql] { return name }
+        guard prepared.count < Self.maxPrepared else { return nil }
+        let name = "thingif_\(prepared.count)"
+        _ = try checked(PQprepare(conn, name, Self.numbered(sql), 0, nil), conn) { _ in () }
+        prepared[sql] = name
+        return name
+    }
+
+    /// 0A000: "cached plan must not change result type"; 26000: the
+    /// statement is gone (DEALLOCATE ALL, a pooler).
+    private static func voidsPlan(_ state: String) -> Bool { state == "0A000" || state == "26000" }
+
+    /// The result when it succeeded, handed to `body` and cleared after;
+    /// else the server's error.
+    private func checked<R>(_ result: OpaquePointer?, _ conn: OpaquePointer, _ body: (OpaquePointer) throws -> R)
+        throws -> R
+    {
         guard let result else {
             throw PostgresError(sqlState: "", message: Self.trimmed(PQerrorMessage(conn)))
         }
@@ -151,8 +196,12 @@ final class PostgresConnection: SQLConnection {
         return try body(result)
     }
 
-    /// Runs SQL without results (schema, BEGIN/COMMIT).
-    func exec(_ sql: String) throws { try execute(sql, []) { _ in () } }
+    /// Runs SQL without parameters or results (schema, BEGIN/COMMIT), in
+    /// the simple protocol: one round trip, nothing prepared.
+    func exec(_ sql: String) throws {
+        guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
+        _ = try checked(PQexec(conn, sql), conn) { _ in () }
+    }
 
     /// Runs a statement with bound values, calling `row` for every result row.
     func query(_ sql: String, _ values: [SQLValue] = [], row: (PGRow) throws -> Void = { _ in }) throws {

@@ -306,17 +306,35 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         _ c: PostgresConnection, where clause: String, _ value: String, lock: Bool = false
     ) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
-        guard
-            var t = try c.first(
-                StoreRows.thingColumns + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""),
-                [.text(value)], StoreRows.thing)
-        else { return nil }
-        let id = [SQLValue.text(t.thingID)]
-        try c.query("SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = $1", id) {
-            t.installations[$0.string(0)] = $0.string(1)
+        // One round trip: the installations and owners come as two lists
+        // joined with control characters no ID or topic level can hold
+        // (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
+        try c.first(
+            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), [.text(value)]
+        ) { r in
+            var t = StoreRows.thing(r)
+            for pair in Self.split(r.text(8), by: 0x1E) {
+                let kv = Self.split(pair, by: 0x1F)
+                if kv.count == 2 { t.installations[kv[0]] = kv[1] }
+            }
+            t.owners = Self.split(r.text(9), by: 0x1E)
+            return t
         }
-        t.owners = try c.rows("SELECT owner FROM thing_owners WHERE thing_id = $1 ORDER BY id", id) { $0.string(0) }
-        return t
+    }
+
+    private static let thingWithListsSQL = """
+        SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+               data_grouping_interval, state, created_at,
+               (SELECT string_agg(i.installation_id || chr(31) || i.mqtt_topic, chr(30) ORDER BY i.id)
+                  FROM thing_installations i WHERE i.thing_id = things.thing_id),
+               (SELECT string_agg(o.owner, chr(30) ORDER BY o.id)
+                  FROM thing_owners o WHERE o.thing_id = things.thing_id)
+        FROM things
+        """
+
+    private static func split(_ s: String?, by byte: UInt8) -> [String] {
+        guard let s, !s.isEmpty else { return [] }
+        return s.utf8.split(separator: byte, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
     }
 
     private static func exists(_ c: PostgresConnection, thing id: String) throws -> Bool {
