@@ -137,6 +137,14 @@ extension FrameworkSide {
         appAPI.postCommand(user: user, thingID: thingID, form: form, installationID: installationID)
     }
 
+    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave
+    /// (the REST route has checked ownership already: read once).
+    public func postCommand(
+        user: UserRecord, owned thing: ThingRecord, form: JSON, installationID: String?
+    ) -> Result<CommandRecord, HubError> {
+        appAPI.postCommand(user: user, owned: thing, form: form, installationID: installationID)
+    }
+
     public func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
         appAPI.getCommand(user: user, thingID: thingID, commandID: commandID)
     }

@@ -132,11 +132,15 @@ struct AppAPI {
     func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<
         CommandRecord, HubError
     > {
-        let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
-        case .failure(let e): return .failure(e)
-        case .success(let t): thing = t
+        ownedThing(user: user, thingID: thingID).flatMap {
+            postCommand(user: user, owned: $0, form: form, installationID: installationID)
         }
+    }
+
+    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave.
+    func postCommand(user: UserRecord, owned thing: ThingRecord, form: JSON, installationID: String?) -> Result<
+        CommandRecord, HubError
+    > {
         let command: Command
         switch commandForm(form, issuerAllowed: identities(of: user).contains) {
         case .failure(let e): return .failure(e)
@@ -149,7 +153,7 @@ struct AppAPI {
         }
         guard
             let record = hub.stored(
-                command, to: thing.thingID, issuer: command.issuer,
+                command, to: thing, issuer: command.issuer,
                 installationID: installationID)
         else {
             return .failure(.storage)

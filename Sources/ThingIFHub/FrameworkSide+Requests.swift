@@ -153,18 +153,18 @@ extension FrameworkSide {
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1], overHTTP: clientID == nil)
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return forTarget(req, parts[1], clientID: clientID) { commandReport(req, thingID: $0, commandID: parts[3]) }
+            return forTarget(req, parts[1], clientID: clientID) { commandReport(req, thingID: $0.thingID, commandID: parts[3]) }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return forTarget(req, parts[1], clientID: clientID) { actionResults(req, thingID: $0, commandID: parts[3]) }
+            return forTarget(req, parts[1], clientID: clientID) { actionResults(req, thingID: $0.thingID, commandID: parts[3]) }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return forTarget(req, parts[1], clientID: clientID) { state(req, thingID: $0) }
+            return forTarget(req, parts[1], clientID: clientID) { state(req, thing: $0) }
         case (.thingIF, "PUT", 3) where parts[0] == "things",
             (.thingIF, "GET", 3) where parts[0] == "things":
             guard let field = ThingField(rawValue: parts[2]) else { break }
             return thingField(req, field, from: clientID, thingID: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
-            return forTarget(req, parts[1], clientID: clientID) { automationReport(req, thingID: $0) }
+            return forTarget(req, parts[1], clientID: clientID) { automationReport(req, thingID: $0.thingID) }
         default:
             break
         }

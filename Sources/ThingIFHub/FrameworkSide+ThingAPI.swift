@@ -199,16 +199,23 @@ extension FrameworkSide {
     /// must come from one of the thing's own MQTT installations (client IDs);
     /// over HTTP (`clientID` nil) the token is the whole credential.
     func authorize(_ req: KiiRequest, thingID: String, clientID: String?) -> KiiResponse? {
+        if case .failure(let r) = authorized(req, thingID: thingID, clientID: clientID) { return r }
+        return nil
+    }
+
+    /// As `authorize`, with the thing's record (read once for the request).
+    func authorized(_ req: KiiRequest, thingID: String, clientID: String?) -> Auth {
         switch authenticate(req, overHTTP: clientID == nil) {
-        case .failure(let r): return r
+        case .failure(let r): return .failure(r)
         case .success(let t):
             guard t.thingID == thingID else {
-                return error(403, "FORBIDDEN", "the token does not belong to \(thingID)")
+                return .failure(error(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
             }
             if let clientID, !t.installations.values.contains(clientID) {
-                return error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)")
+                return .failure(
+                    error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)"))
             }
-            return nil
+            return .success(t)
         }
     }
 
@@ -255,7 +262,7 @@ extension FrameworkSide {
     }
 
     enum Target {
-        case thing(String)
+        case thing(ThingRecord)
         case refused(KiiResponse)
     }
 
@@ -263,11 +270,11 @@ extension FrameworkSide {
     /// may act for it (its token, one of its client IDs), else the answer
     /// that refuses it.
     func forTarget(
-        _ req: KiiRequest, _ target: String, clientID: String?, _ body: (String) -> KiiResponse
+        _ req: KiiRequest, _ target: String, clientID: String?, _ body: (ThingRecord) -> KiiResponse
     ) -> KiiResponse {
         switch authorizedTarget(req, target, clientID: clientID) {
         case .refused(let answer): return answer
-        case .thing(let id): return body(id)
+        case .thing(let t): return body(t)
         }
     }
 
@@ -277,8 +284,10 @@ extension FrameworkSide {
         guard let tid = thingID(fromTarget: target) else {
             return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
         }
-        if let denied = authorize(req, thingID: tid, clientID: clientID) { return .refused(denied) }
-        return .thing(tid)
+        switch authorized(req, thingID: tid, clientID: clientID) {
+        case .failure(let denied): return .refused(denied)
+        case .success(let t): return .thing(t)
+        }
     }
 
     func actionResults(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
@@ -377,11 +386,14 @@ extension FrameworkSide {
         return ok(204)
     }
 
-    func state(_ req: KiiRequest, thingID tid: String) -> KiiResponse {
+    /// A state upload by `thing` (its record as authorisation read it: its
+    /// state then is the old state the triggers compare with).
+    func state(_ req: KiiRequest, thing: ThingRecord) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
-        let old = store.thing(id: tid)?.state
+        let tid = thing.thingID
+        let old = thing.state
         guard
             let merged = metrics.timed(
                 "applyState",

@@ -341,6 +341,12 @@ public final class FrameworkSide: @unchecked Sendable {
     /// As `send`, returning the stored record.
     func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
         guard let thing = store.thing(id: thingID) else { return nil }
+        return stored(command, to: thing, issuer: issuer, installationID: installationID)
+    }
+
+    /// As `stored(_:to:…)` for a thing the caller has just read.
+    func stored(_ command: Command, to thing: ThingRecord, issuer: String?, installationID: String?) -> CommandRecord? {
+        let thingID = thing.thingID
         let payload = command.encode().dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a

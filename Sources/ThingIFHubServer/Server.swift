@@ -336,20 +336,25 @@ struct API: Sendable {
     /// (404 for a thing the caller does not own) spends the caller's budget
     /// (`user`), never its target's.
     func thingID(_ context: BasicRequestContext, _ user: UserRecord) throws -> String {
+        try ownedThing(context, user).thingID
+    }
+
+    /// As `thingID`, with the thing's record.
+    func ownedThing(_ context: BasicRequestContext, _ user: UserRecord) throws -> ThingRecord {
         let target = try param(context, "target")
         guard target.hasPrefix("thing:"), target.count > 6 else {
             throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
         }
-        let id = String(target.dropFirst(6))
-        try spendOwned(user, id)
-        return id
+        return try spendOwned(user, String(target.dropFirst(6)))
     }
 
     /// Checks that `user` owns (or is in a group that owns) thing `id`,
-    /// then spends the thing's budget.
-    func spendOwned(_ user: UserRecord, _ id: String) throws {
-        _ = try value(hub.ownedThing(user: user, thingID: id))
+    /// then spends the thing's budget; returns the thing.
+    @discardableResult
+    func spendOwned(_ user: UserRecord, _ id: String) throws -> ThingRecord {
+        let t = try value(hub.ownedThing(user: user, thingID: id))
         try spend("thing:" + id)
+        return t
     }
 
     /// Spends the budgets of a call made before any identity: the source
@@ -720,10 +725,10 @@ struct API: Sendable {
 
     func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let thing = try ownedThing(context, user)
         let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
-        let c = try value(hub.postCommand(user: user, thingID: tid, form: body, installationID: installation))
+        let c = try value(hub.postCommand(user: user, owned: thing, form: body, installationID: installation))
         return Reply.json(201, Reply.object([("commandID", c.commandID)]))
     }
 

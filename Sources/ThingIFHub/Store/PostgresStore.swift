@@ -3,8 +3,10 @@ import ThingIF
 /// A HubStore in a PostgreSQL database, for several hubs that share one
 /// (`--db postgres://…`). Behaves exactly as MemoryStore and SQLiteStore (the
 /// same IDs, state merge, rules, row decoding: StoreRows, StoreRules,
-/// StateMerge); one connection behind a lock makes every method thread-safe,
-/// and a method that writes several rows does so in one transaction.
+/// StateMerge); each call borrows a connection of a small pool
+/// (PostgresPool) for its statements, so every method is thread-safe and
+/// calls from different threads run side by side, and a method that writes
+/// several rows does so in one transaction.
 ///
 /// Writes that hubs race on are decided by the database: results are kept
 /// only when none are stored (`WHERE results IS NULL`), a commandID is a
@@ -17,7 +19,9 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// The schema this code writes (thingif_schema.version).
     public static let schemaVersion: Int64 = 2
 
-    private let db: Locked<PostgresConnection>
+    private let db: PostgresPool
+    /// The most connections a store opens (calls that overlap beyond them wait).
+    public static let defaultConnections = 4
     /// For the listeners' connections; never printed (it may hold a password).
     private let url: String
     /// This store's name in its results notifications, to tell its own.
@@ -39,20 +43,25 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// has a schema newer than this code.
     public convenience init(
         url: String, secrets: HubSecrets = HubSecrets(), retention: StateRetention = StateRetention(),
-        timeout: Int = 5
+        timeout: Int = 5, connections: Int = PostgresStore.defaultConnections
     ) throws {
-        try self.init(url: url, secrets: secrets, retention: retention, timeout: timeout, migrateTo: Self.schemaVersion)
+        try self.init(
+            url: url, secrets: secrets, retention: retention, timeout: timeout, connections: connections,
+            migrateTo: Self.schemaVersion)
     }
 
     /// `migrateTo` below schemaVersion leaves an older schema, for the migration tests.
-    init(url: String, secrets: HubSecrets, retention: StateRetention, timeout: Int, migrateTo: Int64) throws {
+    init(
+        url: String, secrets: HubSecrets, retention: StateRetention, timeout: Int,
+        connections: Int = PostgresStore.defaultConnections, migrateTo: Int64
+    ) throws {
         self.url = url
         self.secrets = secrets
         self.retention = retention
         let c = try PostgresConnection(url: url, timeout: timeout)
         target = c.target
         try Self.migrate(c, to: migrateTo)
-        db = Locked(c)
+        db = PostgresPool(first: c, url: url, timeout: timeout, capacity: connections)
     }
 
     /// Whether `db` (the hub's --db) names a PostgreSQL database rather than an SQLite file.
@@ -70,7 +79,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
             l.connection?.close()
             l = (nil, false)
         }
-        db.withLock { $0.close() }
+        db.close()
     }
 
     /// The lock lives on a connection of its own, so that the store's
@@ -292,10 +301,21 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// Runs `body` on the connection; a storage error gives `fallback` (and
     /// a broken connection is reset for the next call).
     private func use<R>(_ fallback: R, _ body: (PostgresConnection) throws -> R) -> R {
-        db.withLock { c in
-            do { return try body(c) } catch {
-                c.resetIfBroken()
-                return fallback
+        switch attempt(body) {
+        case .success(let r): return r
+        case .failure: return fallback
+        }
+    }
+
+    /// Runs `body` on a connection of the pool; its error (or the pool's)
+    /// comes back as the failure.
+    private func attempt<R>(_ body: (PostgresConnection) throws -> R) -> Result<R, Error> {
+        Result {
+            try db.with { c in
+                do { return try body(c) } catch {
+                    c.resetIfBroken()
+                    throw error
+                }
             }
         }
     }
@@ -398,12 +418,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         // A few rounds at most: only a concurrent first registration of the
         // same vendorThingID (on this hub or another) makes one repeat.
         for _ in 0..<4 {
-            let found: Result<ThingRecord?, Error> = db.withLock { c in
-                do { return .success(try Self.thing(c, where: "vendor_thing_id = $1", vendorThingID)) } catch {
-                    c.resetIfBroken()
-                    return .failure(error)
-                }
-            }
+            let found = attempt { try Self.thing($0, where: "vendor_thing_id = $1", vendorThingID) }
             guard case .success(let known) = found else { return .failure(.storage) }
             if let known {
                 guard let h = known.passwordHash, PasswordHash.verify(password, h) else {
