@@ -3,7 +3,8 @@
 # not pass/fail). Starts a PostgreSQL of its own (initdb in a temp folder,
 # 127.0.0.1 on a free port, default durability: fsync on), the secured
 # broker, and a few aircon appliances (build-bench/aircon, onboarded by
-# their owner through the hub's REST API). Then, with 1, 2 and 3 thingif-hub
+# their owner through the hub's REST API). First, as the baseline, one
+# thingif-hub on an SQLite file (its own owner and aircons). Then, with 1, 2 and 3 thingif-hub
 # processes on that database and broker, bench/hubs_driver.py sends N
 # commands through the hubs' REST APIs (round-robin over hubs and things, C
 # in flight) and waits for each one's results (an event stream on the first
@@ -19,7 +20,10 @@
 #        THINGIF_BENCH_THINGS=K   appliances (default 4)
 #        THINGIF_BENCH_INFLIGHT=C commands in flight (default 16)
 #        THINGIF_PG_BIN=DIR       where initdb and postgres are
+#        THINGIF_BENCH_SQLITE=0   without the SQLite round
 #        THINGIF_BENCH_ROUNDS="1 2 3"  the numbers of hubs, one round each (default 1 2 3)
+#        THINGIF_BENCH_PGOPTS="k=v …"   more PostgreSQL settings (e.g. synchronous_commit=off, to see
+#                                 what the commits' flushes cost; not a setting to deploy with)
 #        THINGIF_BENCH_PGSTAT=1   also print, for the one-hub round, the statements that cost
 #                                 PostgreSQL the most (pg_stat_statements: calls, total and mean ms)
 set -euo pipefail
@@ -73,6 +77,7 @@ pg_port=$(free_port)
 pgstat=${THINGIF_BENCH_PGSTAT:-0}
 pg_extra=()
 [ "$pgstat" = 1 ] && pg_extra=(-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all)
+for o in ${THINGIF_BENCH_PGOPTS:-}; do pg_extra+=(-c "$o"); done
 "${as_pg[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "$pg_dir" \
     -c max_connections=100 "${pg_extra[@]}" >"$tmp/postgres.log" 2>&1 &
 pids+=($!)
@@ -92,39 +97,48 @@ psql_db() { "$pg_bin/psql" "$db_url" -XAtq "$@"; }
 start_broker
 hub_urls=()
 hub_pids=()
-# add_hub: one more thingif-hub on the broker and the database.
+# add_hub DB: one more thingif-hub on the broker and DB (a PostgreSQL URL or an SQLite file).
 add_hub() {
     local i=${#hub_pids[@]} http
     http=$(free_port)
     THINGIF_HUB_BROKER_PASSWORD=$admin_password "$hub_bin" --port "$port" --broker-username thingif-hub \
-        --http-port "$http" --db "$db_url" --rate-limit 0 --quiet >"$tmp/hub$i.log" 2>&1 &
+        --http-port "$http" --db "$1" --rate-limit 0 --quiet >"$tmp/hub$i.$2.log" 2>&1 &
     pids+=($!)
     hub_pids+=($!)
     hub_urls+=("http://127.0.0.1:$http")
-    wait_line "$tmp/hub$i.log" "serving app" "$!" 60
+    wait_line "$tmp/hub$i.$2.log" "serving app" "$!" 60
     local end=$((SECONDS + 30))
     until python3 -c "import urllib.request; urllib.request.urlopen('${hub_urls[$i]}/health', timeout=1)" 2>/dev/null; do
-        [ "$SECONDS" -lt "$end" ] || { echo "bench: hub $i does not answer HTTP" >&2; tail "$tmp/hub$i.log" >&2; exit 1; }
+        [ "$SECONDS" -lt "$end" ] || { echo "bench: hub $i does not answer HTTP" >&2; tail "$tmp/hub$i.$2.log" >&2; exit 1; }
         sleep 0.1
     done
 }
-add_hub
 
 # --- appliances ----------------------------------------------------------------
-vendors=()
-for ((k = 1; k <= things_n; k++)); do vendors+=("AC-HUBS-$k"); done
-python3 bench/hubs_driver.py setup "${hub_urls[0]}" "${vendors[@]}" >"$tmp/setup.json"
-token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$tmp/setup.json")
-user=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["userID"])' "$tmp/setup.json")
-thing_ids=""
-for ((k = 0; k < things_n; k++)); do
-    read -r tid ttoken < <(python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))["things"][int(sys.argv[2])]; print(t["thingID"], t["accessToken"])' "$tmp/setup.json" "$k")
-    thing_ids="$thing_ids${thing_ids:+,}$tid"
-    build-bench/aircon --host 127.0.0.1 --port "$port" --storage "$tmp/aircon$k" --thing-id "$tid" --token "$ttoken" \
-        >"$tmp/aircon$k.log" 2>&1 &
-    pids+=($!)
-    wait_line "$tmp/aircon$k.log" "aircon: connected" "$!" 30
-done
+# start_aircons NAME: the owner signs up on the first hub and onboards
+# things_n aircons there (vendorThingIDs AC-NAME-k), which connect; sets
+# token, user, thing_ids and aircon_pids.
+start_aircons() {
+    local vendors=() k tid ttoken
+    for ((k = 1; k <= things_n; k++)); do vendors+=("AC-$1-$k"); done
+    python3 bench/hubs_driver.py setup "${hub_urls[0]}" "${vendors[@]}" >"$tmp/setup.$1.json"
+    token=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$tmp/setup.$1.json")
+    user=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["userID"])' "$tmp/setup.$1.json")
+    thing_ids=""
+    aircon_pids=()
+    for ((k = 0; k < things_n; k++)); do
+        read -r tid ttoken < <(python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))["things"][int(sys.argv[2])]; print(t["thingID"], t["accessToken"])' "$tmp/setup.$1.json" "$k")
+        thing_ids="$thing_ids${thing_ids:+,}$tid"
+        build-bench/aircon --host 127.0.0.1 --port "$port" --storage "$tmp/aircon.$1.$k" --thing-id "$tid" \
+            --token "$ttoken" >"$tmp/aircon.$1.$k.log" 2>&1 &
+        pids+=($!)
+        aircon_pids+=($!)
+        wait_line "$tmp/aircon.$1.$k.log" "aircon: connected" "$!" 30
+    done
+    # A short warm-up on one hub (connections, first plans) before the rounds.
+    python3 bench/hubs_driver.py run --hubs "${hub_urls[0]}" --token "$token" --user "$user" --things "$thing_ids" \
+        -n 50 -c 4 >/dev/null
+}
 
 # store_sums: "op sum count" per op, summed over the running hubs.
 store_sums() {
@@ -149,37 +163,55 @@ cpu_sum() {
 # The postmaster and its backends (the hubs' connections live through a round).
 pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
 
-# --- rounds --------------------------------------------------------------------
-# A short warm-up on one hub (connections, first plans) before the rounds.
-python3 bench/hubs_driver.py run --hubs "${hub_urls[0]}" --token "$token" --user "$user" --things "$thing_ids" \
-    -n 50 -c 4 >/dev/null
+# round LABEL H: N commands through the first H hubs; appends a line to results
+# and the store latencies to $tmp/store.LABEL. LABEL "sqlite" has no database CPU.
 results=()
-rounds=${THINGIF_BENCH_ROUNDS:-1 2 3}
-for h in $rounds; do
-    while [ "${#hub_pids[@]}" -lt "$h" ]; do add_hub; done
-    sleep 1   # the new hub's shared subscription is in place
+labels=()
+round() {
+    local label=$1 h=$2 urls hc0 hc1 pc0=0 pc1=0 line
     urls=$(IFS=,; echo "${hub_urls[*]:0:$h}")
-    store_sums >"$tmp/store0.$h"
-    [ "$pgstat" = 1 ] && [ "$h" = 1 ] && psql_db -c 'SELECT pg_stat_statements_reset()' >/dev/null
+    store_sums >"$tmp/store0.$label"
+    [ "$pgstat" = 1 ] && [ "$label" = 1 ] && psql_db -c 'SELECT pg_stat_statements_reset()' >/dev/null
     hc0=$(cpu_sum "${hub_pids[@]}")
-    pc0=$(cpu_sum $(pg_procs))
-    echo "bench: $h hub(s), $n commands, $inflight in flight …" >&2
+    [ "$label" = sqlite ] || pc0=$(cpu_sum $(pg_procs))
+    echo "bench: $label: $h hub(s), $n commands, $inflight in flight …" >&2
     line=$(python3 bench/hubs_driver.py run --hubs "$urls" --token "$token" --user "$user" --things "$thing_ids" \
         -n "$n" -c "$inflight")
     hc1=$(cpu_sum "${hub_pids[@]}")
-    pc1=$(cpu_sum $(pg_procs))
-    store_sums >"$tmp/store1.$h"
-    if [ "$pgstat" = 1 ] && [ "$h" = 1 ]; then
+    [ "$label" = sqlite ] || pc1=$(cpu_sum $(pg_procs))
+    store_sums >"$tmp/store1.$label"
+    if [ "$pgstat" = 1 ] && [ "$label" = 1 ]; then
         psql_db -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
             regexp_replace(left(query, 110), '\s+', ' ', 'g') FROM pg_stat_statements
             WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 25" >"$tmp/pgstat"
     fi
-    results+=("$h $line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
-    join "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
-        | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$h"
+    labels+=("$label")
+    results+=("$line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
+    join "$tmp/store0.$label" "$tmp/store1.$label" 2>/dev/null \
+        | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$label"
     # ops only in the second snapshot (a new hub's first calls)
-    join -v 2 "$tmp/store0.$h" "$tmp/store1.$h" 2>/dev/null \
-        | awk '{ if ($3 > 0) printf "%s=%.2f/%d ", $1, $2 / $3 * 1000, $3 }' >>"$tmp/store.$h"
+    join -v 2 "$tmp/store0.$label" "$tmp/store1.$label" 2>/dev/null \
+        | awk '{ if ($3 > 0) printf "%s=%.2f/%d ", $1, $2 / $3 * 1000, $3 }' >>"$tmp/store.$label"
+}
+
+# --- rounds --------------------------------------------------------------------
+# First one hub on an SQLite file (its own owner and aircons), the baseline;
+# then 1, 2, 3 hubs on PostgreSQL.
+if [ "${THINGIF_BENCH_SQLITE:-1}" = 1 ]; then
+    add_hub "$tmp/hub.sqlite" sqlite
+    start_aircons SQLITE
+    round sqlite 1
+    for p in "${aircon_pids[@]}" "${hub_pids[@]}"; do stop "$p"; done
+    hub_pids=()
+    hub_urls=()
+fi
+add_hub "$db_url" pg
+start_aircons PG
+rounds=${THINGIF_BENCH_ROUNDS:-1 2 3}
+for h in $rounds; do
+    while [ "${#hub_pids[@]}" -lt "$h" ]; do add_hub "$db_url" pg; done
+    sleep 1   # the new hub's shared subscription is in place
+    round "$h" "$h"
 done
 
 # --- table ---------------------------------------------------------------------
@@ -190,20 +222,23 @@ echo
 echo "hubs on one PostgreSQL: $(nproc) cores ($cpu), $(uname -sr), PostgreSQL $pgv, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "  $things_n aircon appliances, $n commands per round (3 actions each), $inflight in flight, hub $hub_bin"
 echo
-printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' hubs done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms' \
+printf '  %-9s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' store done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms' \
     'hub CPU/cmd' 'pg CPU/cmd'
-for r in "${results[@]}"; do
-    h=${r%% *}
-    l=${r#* }
-    printf '  %-6s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' "$h" "$(field "$l" done)" "$(field "$l" polled)" \
+name() { case "$1" in sqlite) echo "SQLite" ;; 1) echo "PG 1 hub" ;; *) echo "PG $1 hubs" ;; esac; }
+for ((i = 0; i < ${#results[@]}; i++)); do
+    l=${results[$i]}
+    lab=${labels[$i]}
+    pgc="$(field "$l" pg_cpu_us) us"
+    [ "$lab" = sqlite ] && pgc="(in the hub)"
+    printf '  %-9s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' "$(name "$lab")" "$(field "$l" done)" "$(field "$l" polled)" \
         "$(field "$l" errors)" "$(field "$l" cmd_per_s)" "$(field "$l" p50_ms)" "$(field "$l" p95_ms)" \
-        "$(field "$l" max_ms)" "$(field "$l" hub_cpu_us) us" "$(field "$l" pg_cpu_us) us"
+        "$(field "$l" max_ms)" "$(field "$l" hub_cpu_us) us" "$pgc"
 done
 echo
 echo "  store latency, mean ms per call / calls in the round (all hubs):"
-for h in $rounds; do
-    printf '  %s hub(s): ' "$h"
-    tr ' ' '\n' <"$tmp/store.$h" | sed '/^$/d' | sort | tr '\n' ' '
+for lab in "${labels[@]}"; do
+    printf '  %-10s ' "$(name "$lab"):"
+    tr ' ' '\n' <"$tmp/store.$lab" | sed '/^$/d' | sort | tr '\n' ' '
     echo
 done
 if [ "$pgstat" = 1 ]; then

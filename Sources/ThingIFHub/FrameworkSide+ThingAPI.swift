@@ -397,7 +397,10 @@ extension FrameworkSide {
         guard
             let merged = metrics.timed(
                 "applyState",
-                { store.applyState(thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs()) })
+                {
+                    store.applyState(
+                        thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs(), after: old)
+                })
         else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }

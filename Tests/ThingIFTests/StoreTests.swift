@@ -515,6 +515,34 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "State with the old state the caller read: the same result, and a stale one merges onto the stored state",
+        arguments: StoreFactory.all)
+    func stateAfterKnownOld(_ factory: StoreFactory) throws {
+        try withStore(factory, retention: StateRetention(maxSamples: 3, maxAgeDays: 0)) { s in
+            let t = try register(s, "AC-AFTER")
+            #expect(s.applyState(thingID: "th.nope", method: "PUT", upload: "{}", at: 1, after: nil) == nil)
+            let first = try #require(
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"a":1}"#, at: 10, after: nil))
+            #expect(parseObject(first)?["a"] as? Int == 1)
+            // The right old state.
+            let second = try #require(
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 20, after: first))
+            #expect(parseObject(second)?.count == 2)
+            // A stale one (another upload came between): merged onto what is stored, not onto it.
+            let third = try #require(
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"c":3}"#, at: 30, after: first))
+            let o = try #require(parseObject(third))
+            #expect(o["a"] as? Int == 1 && o["b"] as? Int == 2 && o["c"] as? Int == 3)
+            #expect(s.thing(id: t.thingID)?.state == third)
+            // Each upload is one sample, and the retention holds.
+            _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"d":4}"#, at: 40, after: third))
+            let all = s.stateHistory(thingID: t.thingID, from: 0, to: .max)
+            #expect(all.map(\.at) == [20, 30, 40])
+            #expect(all.last?.state == #"{"d":4}"#)
+        }
+    }
+
     @Test("State history: pages by cursor, retention by count and by age", arguments: StoreFactory.all)
     func historyPagesAndRetention(_ factory: StoreFactory) throws {
         try withStore(factory, retention: StateRetention(maxSamples: 5, maxAgeDays: 1)) { s in

@@ -349,6 +349,11 @@ public protocol HubStore: AnyObject, Sendable {
     /// Stores an upload: PUT replaces the state, PATCH merges the object's
     /// members into it. Returns the whole state after it, nil for an unknown thing.
     func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
+    /// As `applyState`, by a caller that read the thing's state as `old` a
+    /// moment before: a store may then write without taking the row first
+    /// (one round trip), and does as `applyState` when the state has
+    /// changed meanwhile. The result is the same either way.
+    func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String?
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
     /// At most `limit` uploads with from <= at < to, oldest first, starting
@@ -465,4 +470,11 @@ public protocol SharedResultsFeed: AnyObject {
     /// Calls `handler` with the commandID of every command whose results
     /// another store on the same data records, from a thread of its own.
     func listenForResults(_ handler: @escaping @Sendable (_ commandID: String) -> Void) throws
+}
+
+extension HubStore {
+    /// Stores whose writes cost no round trip do not need the hint.
+    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
+        applyState(thingID: thingID, method: method, upload: upload, at: at)
+    }
 }

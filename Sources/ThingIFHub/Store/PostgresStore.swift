@@ -325,12 +325,18 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     private static func thing(
         _ c: PostgresConnection, where clause: String, _ value: String, lock: Bool = false
     ) throws -> ThingRecord? {
+        try thing(c, where: clause, [.text(value)], lock: lock)
+    }
+
+    private static func thing(
+        _ c: PostgresConnection, where clause: String, _ values: [SQLValue], lock: Bool = false
+    ) throws -> ThingRecord? {
         // The clause is one of this file's constants; the value is bound.
         // One round trip: the installations and owners come as two lists
         // joined with control characters no ID or topic level can hold
         // (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
         try c.first(
-            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), [.text(value)]
+            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), values
         ) { r in
             var t = StoreRows.thing(r)
             for pair in Self.split(r.text(8), by: 0x1E) {
@@ -382,13 +388,13 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     /// The subject of a valid (known, unexpired, unrevoked) raw token.
-    private static func subject(_ c: PostgresConnection, kind: TokenKind, token: String) throws -> String? {
-        try c.first(
-            """
-            SELECT subject_id FROM tokens
-            WHERE token_hash = $1 AND kind = $2 AND revoked = 0 AND (expires_at = 0 OR expires_at > $3)
-            """, [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
-        ) { $0.string(0) }
+    /// The rows of `token`'s live token of its kind: $1 its hash, $2 the
+    /// kind, $3 now (tokenValues); a subquery, so that a request's subject
+    /// is read in the same round trip as its token.
+    private static let liveToken = "token_hash = $1 AND kind = $2 AND revoked = 0 AND (expires_at = 0 OR expires_at > $3)"
+
+    private static func tokenValues(_ kind: TokenKind, _ token: String) -> [SQLValue] {
+        [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
     }
 
     public func issueToken(kind: TokenKind, subjectID: String) -> String? {
@@ -503,9 +509,10 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     }
 
     public func thing(accessToken: String) -> ThingRecord? {
-        use(nil) { c in
-            guard let id = try Self.subject(c, kind: .thing, token: accessToken) else { return nil }
-            return try Self.thing(c, where: "thing_id = $1", id)
+        use(nil) {
+            try Self.thing(
+                $0, where: "thing_id IN (SELECT subject_id FROM tokens WHERE " + Self.liveToken + ")",
+                Self.tokenValues(.thing, accessToken))
         }
     }
 
@@ -598,6 +605,33 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
                 try prune(c, thingID: thingID, at: at)
                 return merged
             }
+        }
+    }
+
+    /// The state merged from `old` in one statement that writes only if the
+    /// row still holds `old` (no other upload came between), then the
+    /// retention; else the locked read-merge-write of `applyState`.
+    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String?
+    {
+        let merged = StateMerge.apply(method: method, upload: upload, to: old)
+        let written: Bool? = use(nil) { c in
+            let rows = try c.run(
+                """
+                WITH up AS (
+                    UPDATE things SET state = $1 WHERE thing_id = $2 AND state IS NOT DISTINCT FROM $3
+                    RETURNING thing_id)
+                INSERT INTO state_samples (thing_id, at, method, upload, state)
+                SELECT thing_id, $4, $5, $6, $1 FROM up
+                """, [.text(merged), .text(thingID), .text(old), .int(at), .text(method), .text(upload)])
+            guard rows == 1 else { return false }
+            // Housekeeping: a failure here leaves it to the next upload.
+            try? prune(c, thingID: thingID, at: at)
+            return true
+        }
+        switch written {
+        case true?: return merged
+        case false?: return applyState(thingID: thingID, method: method, upload: upload, at: at)
+        case nil: return nil
         }
     }
 
@@ -734,8 +768,9 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
 
     public func user(accessToken: String) -> UserRecord? {
         use(nil) { c in
-            guard let id = try Self.subject(c, kind: .user, token: accessToken) else { return nil }
-            return try c.first(StoreRows.userColumns + " WHERE user_id = $1", [.text(id)], StoreRows.user)
+            try c.first(
+                StoreRows.userColumns + " WHERE user_id IN (SELECT subject_id FROM tokens WHERE " + Self.liveToken
+                    + ") LIMIT 1", Self.tokenValues(.user, accessToken), StoreRows.user)
         }
     }
 
