@@ -343,9 +343,13 @@ extension FrameworkSide {
         let state: CommandState = !all.isEmpty && all.allSatisfy(\.succeeded) ? .done : .incomplete
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(
-            "recordResults", { store.recordResults(commandID: commandID, results: text, state: state, at: now) }),
-            let record = store.command(id: commandID)
+            "recordResults", { store.recordResults(commandID: commandID, results: text, state: state, at: now) })
         {
+            // The stored row now: the one read above with what was just written.
+            var record = command
+            record.results = text
+            record.state = state
+            record.modifiedAt = now
             metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
             onEvent?("results of \(commandID) from \(tid): \(text)")
             if let notify = onCommandFinished {
