@@ -153,9 +153,13 @@ extension FrameworkSide {
         case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
             return endpoint(req, installationID: parts[1], overHTTP: clientID == nil)
         case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return forTarget(req, parts[1], clientID: clientID) { commandReport(req, thingID: $0.thingID, commandID: parts[3]) }
+            return forTarget(req, parts[1], clientID: clientID) {
+                commandReport(req, thingID: $0.thingID, commandID: parts[3])
+            }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return forTarget(req, parts[1], clientID: clientID) { actionResults(req, thingID: $0.thingID, commandID: parts[3]) }
+            return forTarget(req, parts[1], clientID: clientID) {
+                actionResults(req, thingID: $0.thingID, commandID: parts[3])
+            }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
             return forTarget(req, parts[1], clientID: clientID) { state(req, thing: $0) }

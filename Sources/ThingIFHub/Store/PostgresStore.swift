@@ -360,7 +360,9 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
 
     private static func split(_ s: String?, by byte: UInt8) -> [String] {
         guard let s, !s.isEmpty else { return [] }
-        return s.utf8.split(separator: byte, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        return s.utf8.split(separator: byte, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
     private static func exists(_ c: PostgresConnection, thing id: String) throws -> Bool {
@@ -391,7 +393,8 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// The rows of `token`'s live token of its kind: $1 its hash, $2 the
     /// kind, $3 now (tokenValues); a subquery, so that a request's subject
     /// is read in the same round trip as its token.
-    private static let liveToken = "token_hash = $1 AND kind = $2 AND revoked = 0 AND (expires_at = 0 OR expires_at > $3)"
+    private static let liveToken =
+        "token_hash = $1 AND kind = $2 AND revoked = 0 AND (expires_at = 0 OR expires_at > $3)"
 
     private static func tokenValues(_ kind: TokenKind, _ token: String) -> [SQLValue] {
         [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
@@ -611,8 +614,7 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
     /// The state merged from `old` in one statement that writes only if the
     /// row still holds `old` (no other upload came between), then the
     /// retention; else the locked read-merge-write of `applyState`.
-    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String?
-    {
+    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
         let merged = StateMerge.apply(method: method, upload: upload, to: old)
         let written: Bool? = use(nil) { c in
             let rows = try c.run(
