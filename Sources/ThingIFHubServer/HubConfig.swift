@@ -14,6 +14,8 @@ public struct HubConfig: Equatable, Sendable {
     public var db = "./thingif-hub.sqlite"
     /// True when db was set (by any source), not defaulted.
     public var dbGiven = false
+    /// The most connections to a PostgreSQL db the hub opens at once.
+    public var dbConnections = PostgresStore.defaultConnections
     public var memory = false
 
     /// Where the hub keeps its data.
@@ -134,6 +136,7 @@ public struct HubConfig: Equatable, Sendable {
                                       URL postgres://user[:password]@host[:port]/dbname (hubs
                                       can share one; prefer THINGIF_HUB_DB or the config file
                                       when it holds a password)
+          --db-connections N          most PostgreSQL connections the hub opens (default 4)
           --memory                    keep everything in memory instead
           --advertised-host H         broker host given to things (default: the broker host)
           --advertised-port P         broker port given to things (default: the broker port)
@@ -201,7 +204,8 @@ public struct HubConfig: Equatable, Sendable {
           --ha-username U             Home Assistant's broker client, made by the hub (with its
           --ha-password P             password: prefer THINGIF_HUB_HA_PASSWORD or the config file)
         Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
-          _APP_KEY, _DB, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT, _QUIET, _CONFIG,
+          _APP_KEY, _DB, _DB_CONNECTIONS, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT,
+          _QUIET, _CONFIG,
           _PASSWORD_ITERATIONS, _INSECURE_FAST_PASSWORD_HASH, _TOKEN_LIFETIME, _THING_TOKEN_LIFETIME,
           _MAX_BODY, _MAX_STATE_BODY, _MAX_HISTORY_PAGE, _RATE_LIMIT, _RATE_BURST, _STATE_RETENTION,
           _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
@@ -212,7 +216,8 @@ public struct HubConfig: Equatable, Sendable {
           _APP_ANONYMOUS_BURST, _TRUSTED_PROXIES, _HTTP_HEADER_TIMEOUT, _HTTP_BODY_TIMEOUT,
           _HTTP_IDLE_TIMEOUT, _HTTP_MAX_CONNECTIONS, _THINGS_CREATED_PER_HOUR,
           _MQTT_INSTALLATIONS_PER_USER, _MQTT_INSTALLATIONS_PER_APP, _ONBOARDING, _ADMIN_TOKEN.
-        File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, memory,
+        File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, dbConnections,
+          memory,
           advertisedHost, advertisedPort, quiet, passwordIterations,
           insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
           maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
@@ -355,6 +360,9 @@ public struct HubConfig: Equatable, Sendable {
         Option(key: "db", flags: ["--db"], env: "DB", kind: .string) {
             $0.db = try nonEmpty($1, "db")
             $0.dbGiven = true
+        },
+        Option(key: "dbConnections", flags: ["--db-connections"], env: "DB_CONNECTIONS", kind: .int) {
+            $0.dbConnections = try count($1, "dbConnections", min: 1)
         },
         Option(key: "memory", flags: ["--memory"], env: "MEMORY", kind: .bool) { $0.memory = try bool($1, "memory") },
         Option(key: "advertisedHost", flags: ["--advertised-host"], env: "ADVERTISED_HOST", kind: .string) {

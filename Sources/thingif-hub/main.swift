@@ -43,7 +43,8 @@ case .memory:
     store = MemoryStore(secrets: config.secrets, retention: config.retention)
 case .postgres(let url):
     do {
-        store = try PostgresStore(url: url, secrets: config.secrets, retention: config.retention)
+        store = try PostgresStore(
+            url: url, secrets: config.secrets, retention: config.retention, connections: config.dbConnections)
     } catch {
         // The error names host:port/dbname, never the URL (it may hold a password).
         fputs("thingif-hub: cannot open the PostgreSQL database: \(error)\n", stderr)

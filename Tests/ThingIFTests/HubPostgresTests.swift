@@ -380,4 +380,20 @@ struct HubStorageChoiceTests {
         #expect(try storage(["--config", "hub.json"], file: #"{"db": "\#(url)"}"#) == .postgres(url: url))
         #expect(try storage(["--db", url, "--memory"]) == .memory)
     }
+
+    @Test("--db-connections, THINGIF_HUB_DB_CONNECTIONS and the file's dbConnections: at least 1, default 4")
+    func dbConnections() throws {
+        func connections(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> Int {
+            let outcome = try HubConfig.load(
+                arguments: args, environment: env, readFile: { _ in file.map { Array($0.utf8) } })
+            guard case .run(let c) = outcome else { throw HarnessError("help") }
+            return c.dbConnections
+        }
+        #expect(try connections([]) == 4)
+        #expect(try connections(["--db-connections", "9"]) == 9)
+        #expect(try connections([], ["THINGIF_HUB_DB_CONNECTIONS": "2"]) == 2)
+        #expect(try connections(["--config", "hub.json"], file: #"{"dbConnections": 6}"#) == 6)
+        #expect(throws: (any Error).self) { try connections(["--db-connections", "0"]) }
+        #expect(throws: (any Error).self) { try connections(["--db-connections", "many"]) }
+    }
 }

@@ -75,6 +75,48 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("The pool: overlapping calls get connections of their own, at most its capacity; a closed pool refuses")
+    func pool() throws {
+        try withDatabase { _, url in
+            let pool = PostgresPool(
+                first: try PostgresConnection(url: url), url: url, timeout: 5, capacity: 2)
+            let held = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            let ids = Locked<[ObjectIdentifier]>([])
+            let third = Locked<Bool>(false)
+            let group = DispatchGroup()
+            // Two callers hold a connection each until released.
+            for _ in 0..<2 {
+                DispatchQueue.global().async(group: group) {
+                    _ = try? pool.with { c -> Void in
+                        ids.withLock { $0.append(ObjectIdentifier(c)) }
+                        _ = try? c.run("SELECT 1")
+                        held.signal()
+                        release.wait()
+                    }
+                }
+            }
+            held.wait()
+            held.wait()
+            #expect(Set(ids.withLock { $0 }).count == 2, "two overlapping calls, two connections")
+            // A third waits for one of them.
+            DispatchQueue.global().async(group: group) {
+                _ = try? pool.with { c in
+                    _ = try? c.run("SELECT 1")
+                    third.withLock { $0 = true }
+                }
+            }
+            usleep(300_000)
+            #expect(!third.withLock { $0 }, "beyond the capacity a call waits")
+            release.signal()
+            release.signal()
+            #expect(group.wait(timeout: .now() + 10) == .success)
+            #expect(third.withLock { $0 })
+            pool.close()
+            #expect(throws: PostgresError.self) { try pool.with { _ in () } }
+        }
+    }
+
     @Test("Two hubs on one database tick the same SCHEDULE trigger: it fires once an hour; the other hub takes over")
     func scheduleAcrossHubs() throws {
         try withDatabase { _, url in
