@@ -133,9 +133,12 @@ public final class TriggerEngine: @unchecked Sendable {
     /// Evaluates the thing's STATES triggers on a state upload.
     func stateChanged(thingID: String, old: String?, new: String) {
         guard let hub else { return }
+        // Most things have no trigger: then no state is parsed.
+        let triggers = hub.store.triggers(thingID: thingID).filter(\.enabled)
+        guard !triggers.isEmpty else { return }
         let oldState = old.flatMap { try? JSON.parse($0).get() }
         guard case .success(let newState) = JSON.parse(new) else { return }
-        for trig in hub.store.triggers(thingID: thingID) where trig.enabled {
+        for trig in triggers {
             guard case .success(let def) = JSON.parse(trig.definition),
                 case .success(.states(let cond, let when)) = TriggerPredicate.parse(def["predicate"], now: nil)
             else { continue }
