@@ -22,7 +22,7 @@ extension FrameworkSide {
     /// queue is full, they are dropped and counted, so a flood with a new
     /// client ID in every topic buys nothing); the rest (things' own
     /// requests, status, Home Assistant) to the request thread, in order.
-    func accept(_ m: MqttClient.Message, queue: RequestQueue) {
+    func accept(_ m: MqttClient.Message, queue: RequestLanes) {
         guard let t = Topics.parseRequest(m.topic), Self.isBootstrap(api: t.api, path: t.path) else {
             queue.push(m)
             return

@@ -164,10 +164,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public let metrics = HubMetrics()
     /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
     let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
-    /// Inbound messages waiting for the request thread (RequestQueue), while started.
-    let requestQueue = Locked<RequestQueue?>(nil)
+    /// Inbound messages waiting for the request threads (RequestLanes), while started.
+    let requestQueue = Locked<RequestLanes?>(nil)
     /// At most this many inbound messages, or this many payload bytes, wait
-    /// for the request thread; then the broker holds what follows.
+    /// for the request threads; then the broker holds what follows.
     public static let requestQueueMax = 50_000
     public static let requestQueueMaxBytes = 64 << 20
     /// Held while a tracked command is published and its mid recorded, and
@@ -251,9 +251,11 @@ public final class FrameworkSide: @unchecked Sendable {
         client.onSubscribeGranted = { [unowned self] _, codes in
             if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
         }
-        // libmosquitto's thread only queues; one request thread handles
-        // them in order (a burst no longer waits in the broker's queue).
-        let queue = RequestQueue(capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)
+        // libmosquitto's thread only queues; request threads handle them,
+        // each client's in order (a burst no longer waits in the broker's
+        // queue): as many as the store serves calls at once.
+        let queue = RequestLanes(
+            count: store.concurrentCalls, capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)
         guard queue.start({ [unowned self] m in self.handle(m) }) else {
             startProblem = "cannot start the request thread"
             return false

@@ -354,6 +354,8 @@ public protocol HubStore: AnyObject, Sendable {
     /// (one round trip), and does as `applyState` when the state has
     /// changed meanwhile. The result is the same either way.
     func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String?
+    /// How many calls the store serves side by side.
+    var concurrentCalls: Int { get }
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
     /// At most `limit` uploads with from <= at < to, oldest first, starting
@@ -473,6 +475,10 @@ public protocol SharedResultsFeed: AnyObject {
 }
 
 extension HubStore {
+    /// How many calls the store serves side by side (the hub runs as many
+    /// request threads): one for a store behind one lock.
+    public var concurrentCalls: Int { 1 }
+
     /// Stores whose writes cost no round trip do not need the hint.
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
         applyState(thingID: thingID, method: method, upload: upload, at: at)

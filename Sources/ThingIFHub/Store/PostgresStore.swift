@@ -64,6 +64,9 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         db = PostgresPool(first: c, url: url, timeout: timeout, capacity: connections)
     }
 
+    /// One call per connection of the pool.
+    public var concurrentCalls: Int { db.capacity }
+
     /// Whether `db` (the hub's --db) names a PostgreSQL database rather than an SQLite file.
     public static func isURL(_ db: String) -> Bool {
         db.hasPrefix("postgres://") || db.hasPrefix("postgresql://")
