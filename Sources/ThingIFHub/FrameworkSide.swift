@@ -58,6 +58,9 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Onboarding by the thing accepts only vendorThingIDs an operator
         /// registered before (`thingif things import`); false: open (Kii's way).
         public var enrollmentOnly = false
+        /// Commands' expiry and the bounds after which an undelivered or
+        /// unanswered command ends (CommandLifecycle.swift).
+        public var lifetimes = CommandLifetimes()
 
         public init(
             appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
@@ -120,6 +123,7 @@ public final class FrameworkSide: @unchecked Sendable {
         var finishedRounds: [(String, DeliveryRound)] = []
         var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
+        var lifecycleSweepDueMs: Int64 = 0  // the next lifecycle sweep (CommandLifecycle.swift), monotonic ms
     }
 
     public let options: Options
@@ -338,10 +342,15 @@ public final class FrameworkSide: @unchecked Sendable {
         stored(command, to: thingID, issuer: issuer, installationID: installationID) != nil
     }
 
-    /// As `send`, returning the stored record.
-    func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
+    /// As `send`, returning the stored record. `expiresAt` (ms): the
+    /// command's expiry, which also travels in its payload (CommandLifecycle.swift).
+    func stored(
+        _ command: Command, to thingID: String, issuer: String?, installationID: String?, expiresAt: Int64? = nil
+    ) -> CommandRecord? {
         guard let thing = store.thing(id: thingID) else { return nil }
-        let payload = command.encode().dump()
+        let wire = command.encode()
+        if let expiresAt { wire.set("expiresAt", .int(Int(expiresAt))) }
+        let payload = wire.dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a
         // command the framework does not know.
@@ -355,12 +364,21 @@ public final class FrameworkSide: @unchecked Sendable {
                             issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
                 })
         else { return nil }
+        if let expiresAt, store.setCommandExpiry(commandID: command.id, expiresAt: expiresAt) {
+            record.expiresAt = expiresAt
+        }
         metrics.commandIssued()
         // Every installation's topic (FrameworkSide+Delivery.swift); one that
-        // announced itself online makes it delivered at once, as before.
-        let topics = thing.installations.values.sorted()
+        // announced itself online makes it delivered at once, as before. An
+        // installation that announces itself (persistent session) gets it only
+        // while the thing is online by its status: else the hub holds it until
+        // the thing's next `online`, so that a command that expires or is
+        // cancelled meanwhile never waits in the broker's session queue.
+        let online = announcedOnline(thingID)
+        let announcing = data.withLock { $0.statusTopics }
+        let topics = thing.installations.values.filter { online || !announcing.contains($0) }.sorted()
         let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
-        if queued && announcedOnline(thingID) && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
+        if queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
             metrics.commandDelivered()
         }
@@ -402,12 +420,15 @@ public final class FrameworkSide: @unchecked Sendable {
         store.unansweredCommands(thingID: thingID).map(\.commandID)
     }
 
-    /// Publishes again every command of the thing that has no results: the
-    /// thing runs each at most once, so this only fills gaps.
+    /// Publishes again every open command of the thing that has no results
+    /// (not an EXPIRED or CANCELLED one, nor one past its expiry): the thing
+    /// runs each at most once, so this only fills gaps.
     @discardableResult
     public func resendUnanswered(to thingID: String) -> Int {
         var sent = 0
-        for c in store.unansweredCommands(thingID: thingID) where publish(Array(c.payload.utf8), to: thingID) {
+        let now = Platform.epochMs()
+        for c in store.unansweredCommands(thingID: thingID)
+        where mayPublish(c, now: now) && publish(Array(c.payload.utf8), to: thingID) {
             sent += 1
             _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
         }

@@ -158,7 +158,12 @@ public final class TriggerEngine: @unchecked Sendable {
             case .success(var command) = hub.appAPI.commandForm(form, issuerAllowed: { _ in true })
         else { return nil }
         command.firedByTriggerID = trig.triggerID
-        guard let record = hub.stored(command, to: trig.thingID, issuer: command.issuer, installationID: nil) else {
+        // A timeToLive in the trigger's command counts from each firing; else the hub's default TTL.
+        let expiresAt = (try? hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()).get()) ?? nil
+        guard
+            let record = hub.stored(
+                command, to: trig.thingID, issuer: command.issuer, installationID: nil, expiresAt: expiresAt)
+        else {
             return nil
         }
         hub.onEvent?("trigger \(trig.triggerID) of \(trig.thingID) issued \(record.commandID)")
