@@ -84,8 +84,10 @@ struct CommandLifecycleTests {
             // The thing comes back (same storage: its persistent session):
             // nothing of the expired command reaches it.
             let back = try await e.appliance(thingID: tid, token: thingToken, storage: "exp")
-            let probe = try await e.postCommand(tid, token: token, userID: uid)
-            _ = try await e.waitForFinished(tid, probe, token: token)
+            // A command with an expiry still ahead runs (the device reads past expiresAt).
+            let probe = try await e.postCommand(tid, token: token, userID: uid, extra: ["timeToLive": 600])
+            let ran = try await e.waitForFinished(tid, probe, token: token)
+            #expect(ran["commandState"] as? String == "DONE" && ran["expiresAt"] != nil)
             #expect(!back.records.contains { $0.commandID == cid }, "\(back.records.map(\.commandID))")
             let after = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)
             #expect(after.json["commandState"] as? String == "EXPIRED")
