@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import ThingIF
 import ThingIFHub
+import ThingIFHubServer
 
 /// Issue #27: commands that expire, can be cancelled, and always end
 /// (CommandLifecycle.swift, docs/PROTOCOL.md §9.1). A real broker, hub,
@@ -209,6 +210,40 @@ struct CommandLifecycleTests {
             // The device got b once and never the expired a.
             #expect(device.payloads(on: thingTopic).filter { $0.contains(b) }.count == 1)
             #expect(!device.payloads(on: thingTopic).contains { $0.contains(a) })
+        }
+    }
+
+    @Test("Settings: TTL default none, bounds a day; flags, environment and file; a TTL over a year is refused")
+    func settings() throws {
+        func load(_ args: [String], env: [String: String] = [:], file: String? = nil) throws -> HubConfig {
+            guard
+                case .run(let c) = try HubConfig.load(
+                    arguments: args + (file != nil ? ["--config", "f.json"] : []), environment: env,
+                    readFile: { _ in file.map { Array($0.utf8) } })
+            else { throw HarnessError("help") }
+            return c
+        }
+        let defaults = try load([]).commandLifetimes
+        #expect(defaults == CommandLifetimes())
+        #expect(defaults.defaultTimeToLive == 0 && defaults.undeliveredLimit == 86_400 && defaults.unansweredLimit == 86_400)
+        let flags = try load(["--command-ttl", "300", "--command-undelivered-limit", "0", "--command-unanswered-limit", "60"])
+        #expect(flags.commandLifetimes == CommandLifetimes(defaultTimeToLive: 300, undeliveredLimit: 0, unansweredLimit: 60))
+        let env = try load([], env: ["THINGIF_HUB_COMMAND_TTL": "30"])
+        #expect(env.commandTimeToLive == 30)
+        let file = try load([], file: #"{"commandUnansweredLimit":120}"#)
+        #expect(file.commandUnansweredLimit == 120)
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--command-ttl", "31536001"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--command-ttl", "-1"]) }
+
+        // The rule the REST API applies: timeToLive, else the default TTL, else none.
+        let l = CommandLifetimes(defaultTimeToLive: 300)
+        let form = { (s: String) in try JSON.parse(s).get() }
+        #expect(try l.expiry(form: form(#"{"timeToLive":10}"#), now: 1_000).get() == 11_000)
+        #expect(try l.expiry(form: form("{}"), now: 1_000).get() == 301_000)
+        #expect(try CommandLifetimes().expiry(form: form("{}"), now: 1_000).get() == nil)
+        #expect(try l.expiry(form: form(#"{"timeToLive":null}"#), now: 1_000).get() == 301_000)
+        for bad in [#"{"timeToLive":0}"#, #"{"timeToLive":1.5}"#, #"{"timeToLive":31536001}"#, #"{"expiresAt":5}"#] {
+            #expect(throws: HubError.self) { try l.expiry(form: form(bad), now: 1_000).get() }
         }
     }
 }
