@@ -326,7 +326,7 @@ struct AppAPI {
         o.set("modifiedAt", .int(Int(c.modifiedAt)))
         // The payload carries expiresAt already (the thing reads it there);
         // the store's column is the same value.
-        if let e = c.expiresAt { o.set("expiresAt", .int(Int(e))) }
+        if let e = c.expiresAt { o.set("expiresAt", .int64(e)) }
         if let r = c.endReason { o.set("endReason", string: r) }
         return o
     }

@@ -348,9 +348,10 @@ public final class FrameworkSide: @unchecked Sendable {
         _ command: Command, to thingID: String, issuer: String?, installationID: String?, expiresAt: Int64? = nil
     ) -> CommandRecord? {
         guard let thing = store.thing(id: thingID) else { return nil }
-        let wire = command.encode()
-        if let expiresAt { wire.set("expiresAt", .int(Int(expiresAt))) }
-        let payload = wire.dump()
+        var command = command
+        command.expiresAt = expiresAt ?? command.expiresAt
+        let expiresAt = command.expiresAt
+        let payload = command.encode().dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a
         // command the framework does not know.
@@ -368,6 +369,8 @@ public final class FrameworkSide: @unchecked Sendable {
             record.expiresAt = expiresAt
         }
         metrics.commandIssued()
+        // One that expired already (a Command given with a past expiresAt) is ended, not published.
+        guard mayPublish(record, now: now) else { return store.command(id: command.id) ?? record }
         // Every installation's topic (FrameworkSide+Delivery.swift); one that
         // announced itself online makes it delivered at once, as before. An
         // installation that announces itself (persistent session) gets it only
