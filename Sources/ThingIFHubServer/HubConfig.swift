@@ -472,7 +472,8 @@ public struct HubConfig: Equatable, Sendable {
             let n = Int64(try count($1, "commandTimeToLive"))
             guard n <= CommandLifetimes.maxTimeToLive else {
                 throw ConfigError(
-                    description: "commandTimeToLive must be at most \(CommandLifetimes.maxTimeToLive) seconds, not \($1)")
+                    description:
+                        "commandTimeToLive must be at most \(CommandLifetimes.maxTimeToLive) seconds, not \($1)")
             }
             $0.commandTimeToLive = n
         },

@@ -389,7 +389,8 @@ struct CommandGroup: ParsableCommand {
             _ = try metadataValue()
             if let wait, !(wait > 0) { throw ValidationError("--wait needs a positive number of seconds") }
             if let expiresIn, TimeSpan.seconds(expiresIn) == nil {
-                throw ValidationError("--expires-in must be a whole number with an optional unit s, m, h or d (e.g. 10m)")
+                throw ValidationError(
+                    "--expires-in must be a whole number with an optional unit s, m, h or d (e.g. 10m)")
             }
         }
 

@@ -437,21 +437,26 @@ struct CLIEndToEndTests {
 
         // 4. An expiry, as timeToLive; the hub shows expiresAt.
         let before = Int64(Date().timeIntervalSince1970 * 1000)
-        r = try thingif("command", "send", thingID, "turnPower", "power=true", "--expires-in", "10m", "--wait", "30", "--json")
+        r = try thingif(
+            "command", "send", thingID, "turnPower", "power=true", "--expires-in", "10m", "--wait", "30", "--json")
         #expect(r.status == 0, "\(r.output)")
         let expiring = try JSONValue.parse(r.output)
         let expiresAt = try #require(expiring["expiresAt"]?.intValue, "\(r.output)")
         #expect(expiresAt >= before + 600_000 && expiresAt <= before + 660_000)
         // Cancel: too late for a finished command (exit 1, the hub's 409) …
         r = try thingif("command", "cancel", thingID, try #require(expiring["commandID"]?.stringValue))
-        #expect(r.status == 1 && r.output.contains("HTTP 409") && r.output.contains("COMMAND_NOT_CANCELLABLE"), "\(r.output)")
+        #expect(
+            r.status == 1 && r.output.contains("HTTP 409") && r.output.contains("COMMAND_NOT_CANCELLABLE"),
+            "\(r.output)")
         // … and in time for one to a thing that is not running.
         r = try thingif("onboard", "AC-0003", "pw-3", "--thing-type", "AirConditioner", "--json")
         let idle = try #require(try JSONValue.parse(r.output)["thingID"]?.stringValue, "\(r.output)")
         r = try thingif("command", "send", idle, "turnPower", "power=true", "--json")
         let pendingID = try #require(try JSONValue.parse(r.output)["commandID"]?.stringValue, "\(r.output)")
         r = try thingif("command", "cancel", idle, pendingID)
-        #expect(r.status == 0 && field(r.output, "state") == "CANCELLED" && field(r.output, "ended") == "cancelled", "\(r.output)")
+        #expect(
+            r.status == 0 && field(r.output, "state") == "CANCELLED" && field(r.output, "ended") == "cancelled",
+            "\(r.output)")
 
         // Errors: the hub's refusal exits 1 with its errorCode; usage errors exit 2.
         r = try thingif("command", "get", thingID, "no-such-command")

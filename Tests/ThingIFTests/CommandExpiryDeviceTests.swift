@@ -14,7 +14,8 @@ struct CommandExpiryDeviceTests {
 
     private static func payload(_ id: String, expiresAt: Int64?) -> String {
         let expiry = expiresAt.map { ",\"expiresAt\":\($0)" } ?? ""
-        return #"{"commandID":"\#(id)","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:demo"\#(expiry),"actions":[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":3}}]}"#
+        return
+            #"{"commandID":"\#(id)","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:demo"\#(expiry),"actions":[{"turnPower":{"power":true}},{"setFanSpeed":{"fanSpeed":3}}]}"#
     }
 
     private func send(_ env: Env, _ id: String, expiresAt: Int64?, to tid: String) {
@@ -109,7 +110,10 @@ struct CommandExpiryDeviceTests {
             #expect(ct_set_option(t.ct, skew, 0) == RC.ok)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             send(env, "cmd-strict", expiresAt: now - 30_000, to: tid)
-            #expect(try env.results(of: "cmd-strict").allSatisfy { !$0.succeeded && $0.data?["reason"] as? String == "EXPIRED" })
+            #expect(
+                try env.results(of: "cmd-strict").allSatisfy {
+                    !$0.succeeded && $0.data?["reason"] as? String == "EXPIRED"
+                })
 
             // A thing whose clock reads 2010 runs even a command a day past its expiry.
             #expect(ct_use_fake_clock(t.ct, 1_262_304_000_000) == RC.ok)

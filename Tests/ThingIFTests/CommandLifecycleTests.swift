@@ -78,7 +78,9 @@ struct CommandLifecycleTests {
             }
             #expect(ended["endReason"] as? String == "expired")
             #expect(ended["actionResults"] == nil)
-            #expect(await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } })
+            #expect(
+                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
+            )
             let note = try #require(parseObject(listener.payloads(on: topic).first { $0.contains(cid) }))
             #expect(note["commandState"] as? String == "EXPIRED" && note["endReason"] as? String == "expired")
 
@@ -95,7 +97,9 @@ struct CommandLifecycleTests {
         }
     }
 
-    @Test("Cancel: before delivery the thing never runs it; again is the same answer; a non-owner gets 404; after results 409")
+    @Test(
+        "Cancel: before delivery the thing never runs it; again is the same answer; a non-owner gets 404; after results 409"
+    )
     func cancel() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user(loginName: "cancel-alice")
@@ -117,7 +121,9 @@ struct CommandLifecycleTests {
             #expect(again.status == 200 && again.json["commandState"] as? String == "CANCELLED")
             let unknown = try await e.call("POST", "\(e.target(tid))/commands/cmd-nope/cancel", token: token)
             #expect(unknown.status == 404 && unknown.errorCode == "COMMAND_NOT_FOUND")
-            #expect(await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } })
+            #expect(
+                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
+            )
             let note = try #require(parseObject(listener.payloads(on: topic).first { $0.contains(cid) }))
             #expect(note["commandState"] as? String == "CANCELLED")
 
@@ -181,10 +187,12 @@ struct CommandLifecycleTests {
                 $0["commandState"] as? String == "EXPIRED"
             }
             #expect(endedB["endReason"] as? String == "unanswered")
-            #expect(await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(b) } } })
+            #expect(
+                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(b) } } })
 
             // The device ran it after all: its results are recorded and decide the state.
-            let answer = #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":true}},{"setFanSpeed":{"succeeded":false,"errorMessage":"stuck"}}]}"#
+            let answer =
+                #"{"actionResults":[{"turnPower":{"succeeded":true}},{"setPresetTemperature":{"succeeded":true}},{"setFanSpeed":{"succeeded":false,"errorMessage":"stuck"}}]}"#
             let results = "\(e.target(tid))/commands/\(b)/action-results"
             let put = try await e.call("PUT", results, token: thingToken, body: Data(answer.utf8))
             #expect(put.status == 204, "\(put.status) \(put.text)")
@@ -225,9 +233,15 @@ struct CommandLifecycleTests {
         }
         let defaults = try load([]).commandLifetimes
         #expect(defaults == CommandLifetimes())
-        #expect(defaults.defaultTimeToLive == 0 && defaults.undeliveredLimit == 86_400 && defaults.unansweredLimit == 86_400)
-        let flags = try load(["--command-ttl", "300", "--command-undelivered-limit", "0", "--command-unanswered-limit", "60"])
-        #expect(flags.commandLifetimes == CommandLifetimes(defaultTimeToLive: 300, undeliveredLimit: 0, unansweredLimit: 60))
+        #expect(
+            defaults.defaultTimeToLive == 0 && defaults.undeliveredLimit == 86_400 && defaults.unansweredLimit == 86_400
+        )
+        let flags = try load([
+            "--command-ttl", "300", "--command-undelivered-limit", "0", "--command-unanswered-limit", "60"
+        ])
+        #expect(
+            flags.commandLifetimes == CommandLifetimes(defaultTimeToLive: 300, undeliveredLimit: 0, unansweredLimit: 60)
+        )
         let env = try load([], env: ["THINGIF_HUB_COMMAND_TTL": "30"])
         #expect(env.commandTimeToLive == 30)
         let file = try load([], file: #"{"commandUnansweredLimit":120}"#)

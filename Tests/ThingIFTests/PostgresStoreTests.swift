@@ -236,7 +236,9 @@ struct PostgresStoreTests {
                         createdAt: 1, modifiedAt: 1)))
             #expect(b.endCommand(commandID: "c4", state: .cancelled, reason: "cancelled", at: 4))
             #expect(!a.endCommand(commandID: "c4", state: .expired, reason: "expired", at: 5))
-            #expect(poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] }, "\(heardByA.withLock { $0 })")
+            #expect(
+                poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] }, "\(heardByA.withLock { $0 })"
+            )
             usleep(300_000)
             #expect(heardByB.withLock { $0 } == ["c2"])
         }

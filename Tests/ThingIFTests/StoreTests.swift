@@ -966,7 +966,8 @@ struct SQLiteStoreTests {
         // 5 -> 6: a command's expiry and end.
         #expect(m.insertCommand(command("c-mig6", thing: "th.v1")) != nil)
         #expect(m.setCommandExpiry(commandID: "c-mig6", expiresAt: 5))
-        #expect(m.commandsDueToEnd(now: 5, sentBefore: nil, deliveredBefore: nil, limit: 5).map(\.commandID) == ["c-mig6"])
+        #expect(
+            m.commandsDueToEnd(now: 5, sentBefore: nil, deliveredBefore: nil, limit: 5).map(\.commandID) == ["c-mig6"])
         #expect(m.endCommand(commandID: "c-mig6", state: .expired, reason: "expired", at: 6))
         #expect(m.command(id: "c-mig6")?.endReason == "expired")
     }

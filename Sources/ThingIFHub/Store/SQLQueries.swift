@@ -166,7 +166,8 @@ enum SQLQueries {
             StoreRows.commandColumns + " WHERE " + openCommand
                 + " AND ((expires_at IS NOT NULL AND expires_at <= ?) OR (state = 'SENDING' AND created_at <= ?)"
                 + " OR (state = 'DELIVERED' AND modified_at <= ?)) ORDER BY seq LIMIT ?",
-            [.int(now), .int(sentBefore), .int(deliveredBefore), .int(Int64(max(0, limit)))
+            [
+                .int(now), .int(sentBefore), .int(deliveredBefore), .int(Int64(max(0, limit)))
             ], StoreRows.command)
     }
 
