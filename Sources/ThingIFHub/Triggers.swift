@@ -238,6 +238,8 @@ extension AppAPI {
         }
         let ids = identities(of: user)
         if case .failure(let e) = commandForm(form, issuerAllowed: ids.contains) { return .failure(e) }
+        // A timeToLive counts from each firing; refused here when bad, not at the firing.
+        if case .failure(let e) = hub.options.lifetimes.expiry(form: form, now: 0) { return .failure(e) }
         let def = JSON.object()
         def.set("predicate", body["predicate"]!)
         let command = form.deepCopy() ?? JSON.object()

@@ -215,6 +215,10 @@ struct CommandLifecycleTests {
                 let c = try await e.call("POST", "\(e.target(tid))/commands/\(cid)/cancel", token: token)
                 #expect(c.status == 409 && c.errorCode == "COMMAND_NOT_CANCELLABLE", "\(c.text)")
             }
+            // Counted by reason (GET /metrics).
+            let m = try Exposition(try await e.get("/metrics", token: nil).text)
+            #expect(m.value("thingif_hub_commands_ended_total", ["state": "EXPIRED", "reason": "undelivered"]) == 1)
+            #expect(m.value("thingif_hub_commands_ended_total", ["state": "EXPIRED", "reason": "unanswered"]) == 1)
             // The device got b once and never the expired a.
             #expect(device.payloads(on: thingTopic).filter { $0.contains(b) }.count == 1)
             #expect(!device.payloads(on: thingTopic).contains { $0.contains(a) })
