@@ -377,9 +377,12 @@ public final class FrameworkSide: @unchecked Sendable {
         // while the thing is online by its status: else the hub holds it until
         // the thing's next `online`, so that a command that expires or is
         // cancelled meanwhile never waits in the broker's session queue.
-        let online = announcedOnline(thingID)
-        let announcing = data.withLock { $0.statusTopics }
-        let topics = thing.installations.values.filter { online || !announcing.contains($0) }.sorted()
+        let (online, held) = data.withLock { d in
+            let online = d.online[thingID] ?? false
+            // Looked up under the lock: no copy of every status topic per command.
+            return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
+        }
+        let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
         let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
         if queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
