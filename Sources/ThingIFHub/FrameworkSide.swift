@@ -153,7 +153,11 @@ public final class FrameworkSide: @unchecked Sendable {
     let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the request thread.
     public var onEvent: (@Sendable (String) -> Void)?
-    /// Called once per command when its results arrive, on the request thread.
+    /// Called when a command's results arrive (once), on the request thread,
+    /// and when the hub ends it without results (EXPIRED, CANCELLED:
+    /// CommandLifecycle.swift), on the thread that ended it (the delivery
+    /// worker, the request thread, or a REST handler's for a cancel); a
+    /// command that gets late results after its end is reported twice.
     public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
     var appAPI: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
