@@ -185,7 +185,16 @@ enum thingif_option {
     /** What the ledger and the outbox ask of the storage: an enum
      * thingif_durability value. Default THINGIF_DURABILITY_SYNC. See
      * docs/FAILURE_MODEL.md. */
-    THINGIF_OPT_DURABILITY = 9
+    THINGIF_OPT_DURABILITY = 9,
+    /** How far, in milliseconds, the thing's clock may be ahead of the
+     * framework's before a command that carries an expiry ("expiresAt",
+     * docs/PROTOCOL.md 9.1) counts as expired on arrival. An expired command
+     * is not run: every action gets a failed result with the error message
+     * "expired: …" and the data {"reason":"EXPIRED","expiresAt":…,
+     * "thingTime":…}. A thing whose clock reads before 2020 (not set yet)
+     * runs every command. The clock is thingif_set_clock()'s, else the
+     * system's. Default 60000; range 0 .. 86400000. */
+    THINGIF_OPT_EXPIRY_SKEW_MS = 10
 };
 
 /** Values of THINGIF_OPT_DURABILITY. */
@@ -600,6 +609,19 @@ json_t *thingif_action_metadata(const thingif_action_t *action);
  * the handler's own call only (the action lives for that call).
  */
 int thingif_action_index(const thingif_action_t *action);
+
+/**
+ * When the action's command expires, in milliseconds since the Unix epoch
+ * (UTC), or 0 when it has no expiry. The framework sets it; a command that
+ * arrives past it (by the thing's clock, with THINGIF_OPT_EXPIRY_SKEW_MS of
+ * tolerance) never reaches a handler, so a handler sees an expiry still
+ * ahead, or an unjudged one (a clock before 2020). A handler that starts
+ * something long may use it to stop in time.
+ * @par Thread
+ * the handler's own call only (the action lives for that call).
+ * @see THINGIF_OPT_EXPIRY_SKEW_MS
+ */
+long long thingif_action_command_expires_at(const thingif_action_t *action);
 
 /**
  * The handle that runs this action, so a handler can call

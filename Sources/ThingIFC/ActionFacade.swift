@@ -58,6 +58,11 @@ public func thingif_action_index(_ a: OpaquePointer?) -> Int32 {
 }
 
 @c @implementation
+public func thingif_action_command_expires_at(_ a: OpaquePointer?) -> CLongLong {
+    CLongLong(action(a)?.command.expiresAt ?? 0)
+}
+
+@c @implementation
 public func thingif_action_thing(_ a: OpaquePointer?) -> OpaquePointer? {
     action(a).map { OpaquePointer(Unmanaged.passUnretained($0.thing).toOpaque()) }
 }

@@ -79,6 +79,7 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
         case THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue: return set(100...600_000) { $0.requestTimeoutMs = value }
         case THINGIF_OPT_RECONNECT_MIN_MS.rawValue: return set(10...3_600_000) { $0.reconnectMinMs = value }
         case THINGIF_OPT_RECONNECT_MAX_MS.rawValue: return set(10...3_600_000) { $0.reconnectMaxMs = value }
+        case THINGIF_OPT_EXPIRY_SKEW_MS.rawValue: return set(0...86_400_000) { $0.expirySkewMs = Int64(value) }
         default: return INVALID
         }
     }

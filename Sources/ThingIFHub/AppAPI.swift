@@ -6,6 +6,8 @@ public struct HubError: Error, Sendable, Equatable {
     public var status: Int
     public var code: String
     public var message: String
+    /// A command's state beside the error (409 COMMAND_NOT_CANCELLABLE), nil for none.
+    public var commandState: String?
 
     public init(_ status: Int, _ code: String, _ message: String) {
         self.status = status
@@ -41,6 +43,7 @@ public struct HubError: Error, Sendable, Equatable {
         let o = JSON.object()
         o.set("errorCode", string: code)
         o.set("message", string: message)
+        if let commandState { o.set("commandState", string: commandState) }
         return o
     }
 }
@@ -236,12 +239,14 @@ extension FrameworkSide {
         appAPI.notificationTargets(for: command)
     }
 
-    /// The notification body: {"commandID","thingID","commandState"}.
+    /// The notification body: {"commandID","thingID","commandState"}, and
+    /// "endReason" for a command the hub ended (CommandLifecycle).
     public static func notificationPayload(_ c: CommandRecord) -> [UInt8] {
         let o = JSON.object()
         o.set("commandID", string: c.commandID)
         o.set("thingID", string: c.thingID)
         o.set("commandState", string: c.state.rawValue)
+        if let r = c.endReason { o.set("endReason", string: r) }
         return o.dumpBytes()
     }
 

@@ -146,6 +146,11 @@ struct AppAPI {
         case .failure(let e): return .failure(e)
         case .success(let c): command = c
         }
+        let expiresAt: Int64?
+        switch hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
+        case .failure(let e): return .failure(e)
+        case .success(let e): expiresAt = e
+        }
         if let installationID {
             guard store.appInstallation(id: installationID)?.userID == user.userID else {
                 return .failure(.invalid("installation \(installationID) is not one of the caller's"))
@@ -154,7 +159,7 @@ struct AppAPI {
         guard
             let record = hub.stored(
                 command, to: thing, issuer: command.issuer,
-                installationID: installationID)
+                installationID: installationID, expiresAt: expiresAt)
         else {
             return .failure(.storage)
         }
@@ -323,6 +328,10 @@ struct AppAPI {
         }
         o.set("createdAt", .int(Int(c.createdAt)))
         o.set("modifiedAt", .int(Int(c.modifiedAt)))
+        // The payload carries expiresAt already (the thing reads it there);
+        // the store's column is the same value.
+        if let e = c.expiresAt { o.set("expiresAt", .int64(e)) }
+        if let r = c.endReason { o.set("endReason", string: r) }
         return o
     }
 

@@ -34,8 +34,10 @@ extension FrameworkSide {
     }
 
     /// Retries start at 1 s and double up to 30 s; an attempt without a
-    /// PUBACK after 30 s counts as unreached; commands older than a day are
-    /// no longer retried (they stay SENDING, as for an offline thing).
+    /// PUBACK after 30 s counts as unreached; commands older than
+    /// `deliveryRetryHorizonMs` (the undelivered limit of
+    /// CommandLifetimes, when set; else `retryHorizonMs`) are no longer
+    /// retried: the lifecycle sweep ends them EXPIRED ("undelivered").
     static let retryFirstMs: Int64 = 1000
     static let retryMaxMs: Int64 = 30_000
     static let roundTimeoutMs: Int64 = 30_000
@@ -173,8 +175,9 @@ extension FrameworkSide {
         for (tid, retry) in due {
             let topics = silentTopics(of: tid)
             let epoch = Platform.epochMs()
+            let horizon = deliveryRetryHorizonMs
             let pending = store.unansweredCommands(thingID: tid).filter {
-                $0.state == .sending && epoch - $0.createdAt < Self.retryHorizonMs
+                $0.state == .sending && epoch - $0.createdAt < horizon && mayPublish($0, now: epoch)
             }
             if topics.isEmpty || pending.isEmpty {
                 data.withLock { _ = $0.retries.removeValue(forKey: tid) }
@@ -188,6 +191,7 @@ extension FrameworkSide {
                 startRound(commandID: c.commandID, thingID: tid, payload: Array(c.payload.utf8), topics: topics)
             }
         }
+        lifecycleTick(nowMs: now)
     }
 }
 

@@ -58,6 +58,9 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Onboarding by the thing accepts only vendorThingIDs an operator
         /// registered before (`thingif things import`); false: open (Kii's way).
         public var enrollmentOnly = false
+        /// Commands' expiry and the bounds after which an undelivered or
+        /// unanswered command ends (CommandLifecycle.swift).
+        public var lifetimes = CommandLifetimes()
 
         public init(
             appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
@@ -120,6 +123,7 @@ public final class FrameworkSide: @unchecked Sendable {
         var finishedRounds: [(String, DeliveryRound)] = []
         var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
+        var lifecycleSweepDueMs: Int64 = 0  // the next lifecycle sweep (CommandLifecycle.swift), monotonic ms
     }
 
     public let options: Options
@@ -149,7 +153,11 @@ public final class FrameworkSide: @unchecked Sendable {
     let data = Locked(Data())
     /// Called for notable events (onboarding, results, state), on the request thread.
     public var onEvent: (@Sendable (String) -> Void)?
-    /// Called once per command when its results arrive, on the request thread.
+    /// Called when a command's results arrive (once), on the request thread,
+    /// and when the hub ends it without results (EXPIRED, CANCELLED:
+    /// CommandLifecycle.swift), on the thread that ended it (the delivery
+    /// worker, the request thread, or a REST handler's for a cancel); a
+    /// command that gets late results after its end is reported twice.
     public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
     var appAPI: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
@@ -340,15 +348,23 @@ public final class FrameworkSide: @unchecked Sendable {
         stored(command, to: thingID, issuer: issuer, installationID: installationID) != nil
     }
 
-    /// As `send`, returning the stored record.
-    func stored(_ command: Command, to thingID: String, issuer: String?, installationID: String?) -> CommandRecord? {
+    /// As `send`, returning the stored record. `expiresAt` (ms): the
+    /// command's expiry, which also travels in its payload (CommandLifecycle.swift).
+    func stored(
+        _ command: Command, to thingID: String, issuer: String?, installationID: String?, expiresAt: Int64? = nil
+    ) -> CommandRecord? {
         guard let thing = store.thing(id: thingID) else { return nil }
-        return stored(command, to: thing, issuer: issuer, installationID: installationID)
+        return stored(command, to: thing, issuer: issuer, installationID: installationID, expiresAt: expiresAt)
     }
 
     /// As `stored(_:to:…)` for a thing the caller has just read.
-    func stored(_ command: Command, to thing: ThingRecord, issuer: String?, installationID: String?) -> CommandRecord? {
+    func stored(
+        _ command: Command, to thing: ThingRecord, issuer: String?, installationID: String?, expiresAt: Int64? = nil
+    ) -> CommandRecord? {
         let thingID = thing.thingID
+        var command = command
+        command.expiresAt = expiresAt ?? command.expiresAt
+        let expiresAt = command.expiresAt
         let payload = command.encode().dump()
         let now = Platform.epochMs()
         // Stored before it is published, so a result can never arrive for a
@@ -363,12 +379,26 @@ public final class FrameworkSide: @unchecked Sendable {
                             issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
                 })
         else { return nil }
+        if let expiresAt, store.setCommandExpiry(commandID: command.id, expiresAt: expiresAt) {
+            record.expiresAt = expiresAt
+        }
         metrics.commandIssued()
+        // One that expired already (a Command given with a past expiresAt) is ended, not published.
+        guard mayPublish(record, now: now) else { return store.command(id: command.id) ?? record }
         // Every installation's topic (FrameworkSide+Delivery.swift); one that
-        // announced itself online makes it delivered at once, as before.
-        let topics = thing.installations.values.sorted()
+        // announced itself online makes it delivered at once, as before. An
+        // installation that announces itself (persistent session) gets it only
+        // while the thing is online by its status: else the hub holds it until
+        // the thing's next `online`, so that a command that expires or is
+        // cancelled meanwhile never waits in the broker's session queue.
+        let (online, held) = data.withLock { d in
+            let online = d.online[thingID] ?? false
+            // Looked up under the lock: no copy of every status topic per command.
+            return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
+        }
+        let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
         let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
-        if queued && announcedOnline(thingID) && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
+        if queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
             record.state = .delivered
             metrics.commandDelivered()
         }
@@ -410,12 +440,15 @@ public final class FrameworkSide: @unchecked Sendable {
         store.unansweredCommands(thingID: thingID).map(\.commandID)
     }
 
-    /// Publishes again every command of the thing that has no results: the
-    /// thing runs each at most once, so this only fills gaps.
+    /// Publishes again every open command of the thing that has no results
+    /// (not an EXPIRED or CANCELLED one, nor one past its expiry): the thing
+    /// runs each at most once, so this only fills gaps.
     @discardableResult
     public func resendUnanswered(to thingID: String) -> Int {
         var sent = 0
-        for c in store.unansweredCommands(thingID: thingID) where publish(Array(c.payload.utf8), to: thingID) {
+        let now = Platform.epochMs()
+        for c in store.unansweredCommands(thingID: thingID)
+        where mayPublish(c, now: now) && publish(Array(c.payload.utf8), to: thingID) {
             sent += 1
             _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
         }

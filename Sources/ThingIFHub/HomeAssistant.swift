@@ -349,7 +349,13 @@ final class HomeAssistantBridge: @unchecked Sendable {
             id: FrameworkSide.newCommandID(), shape: .schema, schema: map.schema, schemaVersion: map.schemaVersion,
             issuer: HATopics.issuer,
             groups: [Command.Group(alias: nil, entries: [.action(name: control.action, params: params)])])
-        guard let record = hub.stored(command, to: tid, issuer: HATopics.issuer, installationID: nil) else {
+        // A switch flipped in Home Assistant is meant for now, not for when
+        // an offline thing comes back (CommandLifetimes.homeAssistantTimeToLive).
+        let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
+        guard
+            let record = hub.stored(
+                command, to: tid, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
+        else {
             return refused("the hub could not store the command")
         }
         hub.metrics.homeAssistantCommand(ok: true)

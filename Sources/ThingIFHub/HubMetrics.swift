@@ -6,6 +6,7 @@ import ThingIF
 /// their own numbers. Every method may be called from any thread.
 ///
 /// Names (all prefixed `thingif_hub_`): commands_{issued,delivered,done,failed}_total,
+/// commands_ended_total{state,reason} (EXPIRED or CANCELLED, CommandLifecycle),
 /// command_result_latency_seconds (created -> results recorded), things_online,
 /// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
 /// store_latency_seconds{op}, homeassistant_commands_total{outcome},
@@ -74,6 +75,15 @@ public final class HubMetrics: Sendable {
     }
 
     func commandIssued() { commandsIssued.increment() }
+
+    /// A command ended without results (CommandLifecycle): EXPIRED or CANCELLED, by reason.
+    func commandEnded(state: CommandState, reason: EndReason) {
+        registry.makeCounter(
+            descriptor: descriptor(
+                "commands_ended", "total", "Commands the hub ended without results (EXPIRED, CANCELLED), by reason."),
+            labels: [("state", state.rawValue), ("reason", reason.rawValue)]
+        ).increment()
+    }
     func commandDelivered(_ n: Int = 1) { if n > 0 { commandsDelivered.increment(by: Int64(n)) } }
 
     /// A command's results were recorded: `createdAt` and `now` in epoch ms.

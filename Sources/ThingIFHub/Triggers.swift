@@ -161,7 +161,12 @@ public final class TriggerEngine: @unchecked Sendable {
             case .success(var command) = hub.appAPI.commandForm(form, issuerAllowed: { _ in true })
         else { return nil }
         command.firedByTriggerID = trig.triggerID
-        guard let record = hub.stored(command, to: trig.thingID, issuer: command.issuer, installationID: nil) else {
+        // A timeToLive in the trigger's command counts from each firing; else the hub's default TTL.
+        let expiresAt = (try? hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()).get()) ?? nil
+        guard
+            let record = hub.stored(
+                command, to: trig.thingID, issuer: command.issuer, installationID: nil, expiresAt: expiresAt)
+        else {
             return nil
         }
         hub.onEvent?("trigger \(trig.triggerID) of \(trig.thingID) issued \(record.commandID)")
@@ -236,6 +241,8 @@ extension AppAPI {
         }
         let ids = identities(of: user)
         if case .failure(let e) = commandForm(form, issuerAllowed: ids.contains) { return .failure(e) }
+        // A timeToLive counts from each firing; refused here when bad, not at the firing.
+        if case .failure(let e) = hub.options.lifetimes.expiry(form: form, now: 0) { return .failure(e) }
         let def = JSON.object()
         def.set("predicate", body["predicate"]!)
         let command = form.deepCopy() ?? JSON.object()

@@ -112,6 +112,12 @@ public struct HubConfig: Equatable, Sendable {
     /// Home Assistant's own broker client, made by the hub when both are set.
     public var haUsername: String?
     public var haPassword: String?
+    /// Commands' lifetimes in seconds (CommandLifetimes): the TTL of a
+    /// command posted without one (0: none), and how long one may stay
+    /// undelivered or unanswered before it ends EXPIRED (0: no bound).
+    public var commandTimeToLive: Int64 = 0
+    public var commandUndeliveredLimit: Int64 = 86_400
+    public var commandUnansweredLimit: Int64 = 86_400
 
     public init() {}
 
@@ -203,6 +209,12 @@ public struct HubConfig: Equatable, Sendable {
           --ha-mappings-file FILE     JSON thing type mappings beside the built-in AirConditioner one
           --ha-username U             Home Assistant's broker client, made by the hub (with its
           --ha-password P             password: prefer THINGIF_HUB_HA_PASSWORD or the config file)
+        Commands (docs/PROTOCOL.md 9.1):
+          --command-ttl S             seconds a command posted without timeToLive lives (default 0: no expiry)
+          --command-undelivered-limit S  seconds a command may stay SENDING before it ends EXPIRED
+                                      "undelivered" (default 86400; 0: never)
+          --command-unanswered-limit S   seconds a command may stay DELIVERED without results before it
+                                      ends EXPIRED "unanswered" (default 86400; 0: never)
         Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
           _APP_KEY, _DB, _DB_CONNECTIONS, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT,
           _QUIET, _CONFIG,
@@ -215,7 +227,8 @@ public struct HubConfig: Equatable, Sendable {
           _BOOTSTRAP_RATE, _BOOTSTRAP_BURST, _ADDRESS_RATE, _ADDRESS_BURST, _APP_ANONYMOUS_RATE,
           _APP_ANONYMOUS_BURST, _TRUSTED_PROXIES, _HTTP_HEADER_TIMEOUT, _HTTP_BODY_TIMEOUT,
           _HTTP_IDLE_TIMEOUT, _HTTP_MAX_CONNECTIONS, _THINGS_CREATED_PER_HOUR,
-          _MQTT_INSTALLATIONS_PER_USER, _MQTT_INSTALLATIONS_PER_APP, _ONBOARDING, _ADMIN_TOKEN.
+          _MQTT_INSTALLATIONS_PER_USER, _MQTT_INSTALLATIONS_PER_APP, _ONBOARDING, _ADMIN_TOKEN,
+          _COMMAND_TTL, _COMMAND_UNDELIVERED_LIMIT, _COMMAND_UNANSWERED_LIMIT.
         File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, dbConnections,
           memory,
           advertisedHost, advertisedPort, quiet, passwordIterations,
@@ -228,7 +241,7 @@ public struct HubConfig: Equatable, Sendable {
           appAnonymousRate, appAnonymousBurst, trustedProxies (a string or an array of strings),
           httpHeaderTimeout, httpBodyTimeout, httpIdleTimeout, httpMaxConnections,
           thingsCreatedPerHour, mqttInstallationsPerUser, mqttInstallationsPerApp, onboarding,
-          adminToken.
+          adminToken, commandTimeToLive, commandUndeliveredLimit, commandUnansweredLimit.
         Precedence: flags > environment > file > defaults.
         """
 
@@ -462,6 +475,27 @@ public struct HubConfig: Equatable, Sendable {
         },
         Option(key: "haPassword", flags: ["--ha-password"], env: "HA_PASSWORD", kind: .string) {
             $0.haPassword = try nonEmpty($1, "haPassword")
+        },
+        Option(key: "commandTimeToLive", flags: ["--command-ttl"], env: "COMMAND_TTL", kind: .int) {
+            let n = Int64(try count($1, "commandTimeToLive"))
+            guard n <= CommandLifetimes.maxTimeToLive else {
+                throw ConfigError(
+                    description:
+                        "commandTimeToLive must be at most \(CommandLifetimes.maxTimeToLive) seconds, not \($1)")
+            }
+            $0.commandTimeToLive = n
+        },
+        Option(
+            key: "commandUndeliveredLimit", flags: ["--command-undelivered-limit"], env: "COMMAND_UNDELIVERED_LIMIT",
+            kind: .int
+        ) {
+            $0.commandUndeliveredLimit = Int64(try count($1, "commandUndeliveredLimit"))
+        },
+        Option(
+            key: "commandUnansweredLimit", flags: ["--command-unanswered-limit"], env: "COMMAND_UNANSWERED_LIMIT",
+            kind: .int
+        ) {
+            $0.commandUnansweredLimit = Int64(try count($1, "commandUnansweredLimit"))
         }
     ]
 
@@ -589,6 +623,13 @@ public struct HubConfig: Equatable, Sendable {
         o.mqttInstallationsPerUser = mqttInstallationsPerUser
         o.mqttInstallationsPerApp = mqttInstallationsPerApp
         o.enrollmentOnly = onboarding == "enrolled"
+    }
+
+    /// Commands' expiry and bounds (FrameworkSide.Options.lifetimes).
+    public var commandLifetimes: CommandLifetimes {
+        CommandLifetimes(
+            defaultTimeToLive: commandTimeToLive, undeliveredLimit: commandUndeliveredLimit,
+            unansweredLimit: commandUnansweredLimit)
     }
 
     /// TLS to the broker, when a CA file is set.

@@ -230,6 +230,9 @@ public final class HubServer: Service, @unchecked Sendable {
         router.post("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.postCommand($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/commands") { try await api.listCommands($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}") { try await api.getCommand($0, $1) }
+        router.post("/thing-if/apps/{appID}/targets/{target}/commands/{commandID}/cancel") {
+            try await api.cancelCommand($0, $1)
+        }
         router.get("/thing-if/apps/{appID}/targets/{target}/states") { try await api.latestState($0, $1) }
         router.get("/thing-if/apps/{appID}/targets/{target}/states/aliases/{alias}") {
             try await api.latestState($0, $1)
@@ -737,6 +740,17 @@ struct API: Sendable {
         let tid = try thingID(context, user)
         let cid = try param(context, "commandID")
         let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
+        return Reply.json(200, hub.commandJSON(c))
+    }
+
+    /// POST …/commands/{commandID}/cancel (CommandLifecycle): 200 with the
+    /// CANCELLED command; 409 COMMAND_NOT_CANCELLABLE with its commandState
+    /// when results came first or the hub ended it; 404 as for a read.
+    func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let cid = try param(context, "commandID")
+        let c = try value(hub.cancelCommand(user: user, thingID: tid, commandID: cid))
         return Reply.json(200, hub.commandJSON(c))
     }
 

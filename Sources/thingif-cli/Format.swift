@@ -76,6 +76,8 @@ enum Format {
         if let m = c["metadata"] { fields.append(["metadata", m.text]) }
         fields.append(["created", time(c["createdAt"]?.intValue)])
         fields.append(["modified", time(c["modifiedAt"]?.intValue)])
+        if let e = c["expiresAt"]?.intValue { fields.append(["expires", time(e)]) }
+        if let r = c["endReason"]?.stringValue { fields.append(["ended", r]) }
 
         let actions = c["actions"]?.arrayValue ?? []
         let results = results(c["actionResults"])

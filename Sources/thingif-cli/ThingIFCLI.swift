@@ -315,9 +315,12 @@ struct ThingGroup: ParsableCommand {
 struct CommandGroup: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "command", abstract: "Send commands to a thing and read them back with their results.",
-        subcommands: [Send.self, Get.self, List.self])
+        subcommands: [Send.self, Get.self, List.self, Cancel.self])
 
-    static let finished: Set<String> = ["DONE", "INCOMPLETE"]
+    /// States a command does not leave (EXPIRED and CANCELLED only by late results).
+    static let finished: Set<String> = ["DONE", "INCOMPLETE", "EXPIRED", "CANCELLED"]
+    /// Finished with results.
+    static let answered: Set<String> = ["DONE", "INCOMPLETE"]
 
     struct Send: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -329,7 +332,10 @@ struct CommandGroup: ParsableCommand {
                 thingif command send th.1234 turnPower power=true setFanSpeed fanSpeed=5 --wait 30
 
                 With --wait the command's results are printed once it is DONE or INCOMPLETE (exit status 0 \
-                either way; 1 when none came within the time).
+                either way; 1 when none came within the time, or the command ended EXPIRED or CANCELLED).
+
+                With --expires-in (90, 90s, 10m, 2h, 1d) the hub never delivers the command after that \
+                span, counted by the hub's clock; it ends EXPIRED if no results came by then.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -354,6 +360,12 @@ struct CommandGroup: ParsableCommand {
             help: ArgumentHelp(
                 "The issuing installation to notify (default: the one `thingif watch` saved).", valueName: "id"))
         var installationID: String?
+        @Option(
+            name: .customLong("expires-in"),
+            help: ArgumentHelp(
+                "The command expires this long after the hub stores it: 90, 90s, 10m, 2h or 1d (timeToLive).",
+                valueName: "span"))
+        var expiresIn: String?
 
         func actions() throws -> JSONValue {
             switch (raw, words.isEmpty) {
@@ -376,6 +388,10 @@ struct CommandGroup: ParsableCommand {
             do { _ = try actions() } catch let e as ActionParseError { throw ValidationError(e.message) }
             _ = try metadataValue()
             if let wait, !(wait > 0) { throw ValidationError("--wait needs a positive number of seconds") }
+            if let expiresIn, TimeSpan.seconds(expiresIn) == nil {
+                throw ValidationError(
+                    "--expires-in must be a whole number with an optional unit s, m, h or d (e.g. 10m)")
+            }
         }
 
         func run() throws {
@@ -392,6 +408,9 @@ struct CommandGroup: ParsableCommand {
                 if let title { body.append(("title", .string(title))) }
                 if let commandDescription { body.append(("description", .string(commandDescription))) }
                 if let m = try metadataValue() { body.append(("metadata", m)) }
+                if let span = expiresIn.flatMap(TimeSpan.seconds) {
+                    body.append(("timeToLive", .number(String(span))))
+                }
                 var headers: [String: String] = [:]
                 if let inst = installationID ?? (ctx.usesSavedUser ? ctx.saved?.installationID : nil) {
                     headers["X-Thingif-Installation-ID"] = inst
@@ -417,11 +436,13 @@ struct CommandGroup: ParsableCommand {
                         "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
                 }
                 if ctx.json { print(command.pretty) } else { print(Format.command(command)) }
-                guard CommandGroup.finished.contains(command["commandState"]?.stringValue ?? "") else {
-                    throw HubClientError(
-                        description:
-                            "command \(commandID) has no results after \(seconds(wait)) (state \(command["commandState"]?.stringValue ?? "?"))"
-                    )
+                let state = command["commandState"]?.stringValue ?? "?"
+                guard CommandGroup.answered.contains(state) else {
+                    let why =
+                        CommandGroup.finished.contains(state)
+                        ? "ended \(state) (\(command["endReason"]?.stringValue ?? "?")) without results"
+                        : "has no results after \(seconds(wait)) (state \(state))"
+                    throw HubClientError(description: "command \(commandID) \(why)")
                 }
             }
         }
@@ -442,6 +463,30 @@ struct CommandGroup: ParsableCommand {
                 let client = try ctx.userClient()
                 let c = try client.call(
                     "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
+                print(ctx.json ? c.pretty : Format.command(c))
+            }
+        }
+    }
+
+    struct Cancel: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Cancel a command that has no results yet; it is never delivered afterwards.",
+            discussion: """
+                A command that is SENDING or DELIVERED becomes CANCELLED (a DELIVERED one may already be \
+                on the thing, which may still run it; its results then count). Too late (results came, or \
+                it EXPIRED): the hub answers 409 COMMAND_NOT_CANCELLABLE with its state, and this exits 1.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @Argument(help: "The thing's ID.") var thingID: String
+        @Argument(help: "The command's ID.") var commandID: String
+
+        func run() throws {
+            try guarded {
+                let ctx = try Context(global)
+                let client = try ctx.userClient()
+                let c = try client.call(
+                    "POST", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID) + "/cancel")
                 print(ctx.json ? c.pretty : Format.command(c))
             }
         }

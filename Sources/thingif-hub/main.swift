@@ -79,6 +79,7 @@ var hubOptions = FrameworkSide.Options(
     advertisedTLSPort: config.advertisedTLSPort)
 hubOptions.limits = config.limits
 config.applyFloodSettings(to: &hubOptions)
+hubOptions.lifetimes = config.commandLifetimes
 guard let hub = FrameworkSide(hubOptions, store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)

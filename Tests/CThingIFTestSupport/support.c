@@ -431,6 +431,8 @@ static void handle(thingif_action_t *a, void *userdata)
     free(metadata);
     if (!rec)
         rec = json_pack("{s:s}", "error", "could not build the record");
+    else
+        json_object_set_new(rec, "expiresAt", json_integer(thingif_action_command_expires_at(a)));
 
     char reason[512];
     if (reg->kind != KIND_RECORDER) {
@@ -1086,6 +1088,7 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_TRUE(thingif_action_description(NULL) == NULL);
     CHECK_TRUE(thingif_action_metadata(NULL) == NULL);
     CHECK_RC(thingif_action_index(NULL), -1);
+    CHECK_TRUE(thingif_action_command_expires_at(NULL) == 0);
     CHECK_TRUE(thingif_action_thing(NULL) == NULL);
     CHECK_RC(thingif_action_fail(NULL, "why"), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_action_attach_data(NULL, json_object()), THINGIF_ERR_INVALID); /* stolen, also on failure */

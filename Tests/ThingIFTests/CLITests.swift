@@ -142,6 +142,36 @@ struct CLITests {
                 == "power              true\npresetTemperature  25\nfanSpeed           5\nmode               cool")
     }
 
+    @Test("--expires-in spans: a whole number with s, m, h or d; anything else is refused before the hub")
+    func timeSpans() {
+        #expect(TimeSpan.seconds("90") == 90)
+        #expect(TimeSpan.seconds("90s") == 90)
+        #expect(TimeSpan.seconds("10m") == 600)
+        #expect(TimeSpan.seconds("2h") == 7200)
+        #expect(TimeSpan.seconds("1d") == 86_400)
+        for bad in ["", "m", "-5m", "1.5h", "10 m", "10M", "1w", "٣m", "99999999999999999999d"] {
+            #expect(TimeSpan.seconds(bad) == nil, "\(bad)")
+        }
+        #expect(throws: (any Error).self) {
+            try CommandGroup.Send.parse(["th.1", "turnPower", "power=true", "--expires-in", "soon"])
+        }
+        let ok = try? CommandGroup.Send.parse(["th.1", "turnPower", "power=true", "--expires-in", "10m"])
+        #expect(ok?.expiresIn == "10m")
+    }
+
+    @Test("A command the hub ended shows when it expires and why it ended")
+    func endedCommand() throws {
+        let c = try JSONValue.parse(
+            """
+            {"commandID":"c-9","commandState":"EXPIRED","endReason":"undelivered","expiresAt":1714557660000,
+             "actions":[{"turnPower":{"power":true}}],"createdAt":1714557600000,"modifiedAt":1714557660000}
+            """)
+        let out = Format.command(c)
+        #expect(field(out, "state") == "EXPIRED")
+        #expect(field(out, "expires") == "2024-05-01 10:01:00Z")
+        #expect(field(out, "ended") == "undelivered")
+    }
+
     // MARK: saved credentials
 
     @Test("Saved credentials: written 0600 in a 0700 folder, read back, replaced atomically")
@@ -404,6 +434,29 @@ struct CLIEndToEndTests {
             poll(timeoutMs: 10_000) {
                 readText(watchLog).split(separator: "\n").filter { $0.hasPrefix("commandID") }.count == 3
             }, "\(readText(watchLog))")
+
+        // 4. An expiry, as timeToLive; the hub shows expiresAt.
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
+        r = try thingif(
+            "command", "send", thingID, "turnPower", "power=true", "--expires-in", "10m", "--wait", "30", "--json")
+        #expect(r.status == 0, "\(r.output)")
+        let expiring = try JSONValue.parse(r.output)
+        let expiresAt = try #require(expiring["expiresAt"]?.intValue, "\(r.output)")
+        #expect(expiresAt >= before + 600_000 && expiresAt <= before + 660_000)
+        // Cancel: too late for a finished command (exit 1, the hub's 409) …
+        r = try thingif("command", "cancel", thingID, try #require(expiring["commandID"]?.stringValue))
+        #expect(
+            r.status == 1 && r.output.contains("HTTP 409") && r.output.contains("COMMAND_NOT_CANCELLABLE"),
+            "\(r.output)")
+        // … and in time for one to a thing that is not running.
+        r = try thingif("onboard", "AC-0003", "pw-3", "--thing-type", "AirConditioner", "--json")
+        let idle = try #require(try JSONValue.parse(r.output)["thingID"]?.stringValue, "\(r.output)")
+        r = try thingif("command", "send", idle, "turnPower", "power=true", "--json")
+        let pendingID = try #require(try JSONValue.parse(r.output)["commandID"]?.stringValue, "\(r.output)")
+        r = try thingif("command", "cancel", idle, pendingID)
+        #expect(
+            r.status == 0 && field(r.output, "state") == "CANCELLED" && field(r.output, "ended") == "cancelled",
+            "\(r.output)")
 
         // Errors: the hub's refusal exits 1 with its errorCode; usage errors exit 2.
         r = try thingif("command", "get", thingID, "no-such-command")

@@ -435,6 +435,10 @@ struct HubOpsTests {
             let done = try await e.waitForFinished(tid, cid, token: token)
             #expect(done["commandState"] as? String == "DONE", "\(done)")
             #expect(done["issuer"] as? String == "hub:homeassistant")
+            // Meant for now: it lives 60 s (CommandLifetimes.homeAssistantTimeToLive).
+            let created = try #require((done["createdAt"] as? NSNumber)?.int64Value)
+            let expires = try #require((done["expiresAt"] as? NSNumber)?.int64Value, "\(done)")
+            #expect(expires - created >= 59_000 && expires - created <= 61_000, "\(expires - created) ms")
             let actions = done["actions"] as? [[String: Any]]
             #expect((actions?.first?["setPresetTemperature"] as? [String: Any])?["presetTemperature"] as? Int == 22)
             // The thing's state upload reaches the state topic.

@@ -347,6 +347,15 @@ struct HubTriggerAPITests {
                 "POST", base, token: token,
                 json: ["predicate": ["eventSource": "NOPE"], "command": command])
             #expect(bad.status == 400 && bad.isErrorBody)
+            var badTTL = command
+            badTTL["timeToLive"] = 0
+            let refusedTTL = try await e.call(
+                "POST", base, token: token,
+                json: [
+                    "predicate": ["eventSource": "SCHEDULE_ONCE", "scheduleAt": Platform.epochMs() + 60_000],
+                    "command": badTTL
+                ])
+            #expect(refusedTTL.status == 400 && refusedTTL.text.contains("timeToLive"), "\(refusedTTL.text)")
             let empty = try await e.get(base, token: token)
             #expect((empty.json["triggers"] as? [Any])?.isEmpty == true)
 
@@ -355,7 +364,7 @@ struct HubTriggerAPITests {
                 "POST", base, token: token,
                 json: [
                     "predicate": ["eventSource": "SCHEDULE_ONCE", "scheduleAt": at],
-                    "command": command, "title": "wake"
+                    "command": command.merging(["timeToLive": 120]) { $1 }, "title": "wake"
                 ])
             #expect(r.status == 201)
             let id = try #require(r.string("triggerID"))
@@ -373,6 +382,10 @@ struct HubTriggerAPITests {
             let commands = try #require(list.json["commands"] as? [[String: Any]])
             #expect(commands.count == 1 && commands.first?["firedByTriggerID"] as? String == id)
             #expect(commands.first?["issuer"] as? String == "user:\(uid)")
+            // Its timeToLive counts from the firing, by the hub's clock.
+            let fired = Platform.epochMs()
+            let expiresAt = (commands.first?["expiresAt"] as? NSNumber)?.int64Value ?? 0
+            #expect(expiresAt > fired + 60_000 && expiresAt <= fired + 120_000, "\(commands)")
 
             #expect(try await e.call("DELETE", "\(base)/\(id)", token: token).status == 204)
             let gone = try await e.get("\(base)/\(id)", token: token)

@@ -270,6 +270,19 @@ struct PostgresStoreTests {
             #expect(poll(timeoutMs: 5_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
             usleep(300_000)
             #expect(heardByA.withLock { $0 } == ["c1", "c3"] && heardByB.withLock { $0 } == ["c2"])
+            // An end (EXPIRED, CANCELLED) is announced the same way, once.
+            _ = try #require(
+                a.insertCommand(
+                    CommandRecord(
+                        commandID: "c4", thingID: "th.x", issuer: nil, issuingInstallationID: nil, payload: "{}",
+                        createdAt: 1, modifiedAt: 1)))
+            #expect(b.endCommand(commandID: "c4", state: .cancelled, reason: "cancelled", at: 4))
+            #expect(!a.endCommand(commandID: "c4", state: .expired, reason: "expired", at: 5))
+            #expect(
+                poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] }, "\(heardByA.withLock { $0 })"
+            )
+            usleep(300_000)
+            #expect(heardByB.withLock { $0 } == ["c2"])
         }
     }
 

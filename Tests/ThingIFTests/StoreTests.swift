@@ -359,6 +359,75 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "Command lifecycle: expiry kept, due to end by expiry or bound, ended once, never delivered again, late results recorded",
+        arguments: StoreFactory.all)
+    func commandLifecycle(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            for (id, at) in [("e1", Int64(100)), ("e2", 200), ("e3", 300), ("e4", 400)] {
+                _ = try #require(s.insertCommand(command(id, thing: "th.a", at: at)))
+            }
+            #expect(s.command(id: "e1")?.expiresAt == nil && s.command(id: "e1")?.endReason == nil)
+            #expect(s.setCommandExpiry(commandID: "e1", expiresAt: 1_000))
+            #expect(!s.setCommandExpiry(commandID: "nope", expiresAt: 1_000))
+            #expect(s.command(id: "e1")?.expiresAt == 1_000)
+            #expect(s.markDelivered(commandID: "e2", at: 250))
+            #expect(s.recordResults(commandID: "e4", results: "{}", state: .done, at: 450))
+            #expect(s.markNotified(commandID: "e4"))
+
+            // No bounds: only a passed expiry is due; an answered command never.
+            #expect(s.commandsDueToEnd(now: 999, sentBefore: nil, deliveredBefore: nil, limit: 10).isEmpty)
+            #expect(
+                s.commandsDueToEnd(now: 1_000, sentBefore: nil, deliveredBefore: nil, limit: 10).map(\.commandID) == [
+                    "e1"
+                ])
+            // SENDING counts from creation, DELIVERED from its (last) delivery.
+            #expect(
+                s.commandsDueToEnd(now: 0, sentBefore: 300, deliveredBefore: nil, limit: 10).map(\.commandID) == [
+                    "e1", "e3"
+                ])
+            #expect(
+                s.commandsDueToEnd(now: 0, sentBefore: nil, deliveredBefore: 249, limit: 10).isEmpty)
+            #expect(
+                s.commandsDueToEnd(now: 2_000, sentBefore: 10_000, deliveredBefore: 250, limit: 10).map(\.commandID)
+                    == ["e1", "e2", "e3"])
+            #expect(
+                s.commandsDueToEnd(now: 2_000, sentBefore: 10_000, deliveredBefore: 250, limit: 2).map(\.commandID)
+                    == ["e1", "e2"])
+
+            // Ended once; the end makes a notification due, like results.
+            #expect(s.endCommand(commandID: "e1", state: .expired, reason: "expired", at: 1_001))
+            #expect(!s.endCommand(commandID: "e1", state: .cancelled, reason: "cancelled", at: 1_002))
+            #expect(!s.endCommand(commandID: "e4", state: .cancelled, reason: "cancelled", at: 1_002))
+            #expect(!s.endCommand(commandID: "nope", state: .expired, reason: "expired", at: 1_002))
+            #expect(s.endCommand(commandID: "e2", state: .cancelled, reason: "cancelled", at: 1_003))
+            let e1 = try #require(s.command(id: "e1"))
+            #expect(e1.state == .expired && e1.endReason == "expired" && e1.modifiedAt == 1_001)
+            #expect(s.command(id: "e2")?.state == .cancelled && s.command(id: "e2")?.endReason == "cancelled")
+            #expect(s.command(id: "e4")?.state == .done && s.command(id: "e4")?.endReason == nil)
+            let grace = StoreRules.notificationGraceMs
+            #expect(
+                s.claimUnnotified(now: 1_003 + grace, leaseMs: 1_000, limit: 10).map(\.commandID) == ["e1", "e2"])
+            #expect(s.markNotified(commandID: "e1") && s.markNotified(commandID: "e2"))
+
+            // Ended commands are no longer due, never marked delivered again,
+            // and still listed as unanswered (results may come).
+            #expect(
+                s.commandsDueToEnd(now: 9_999, sentBefore: 9_999, deliveredBefore: 9_999, limit: 10).map(\.commandID)
+                    == ["e3"])
+            #expect(!s.markDelivered(commandID: "e1", at: 1_100))
+            #expect(s.command(id: "e1")?.state == .expired)
+            #expect(s.unansweredCommands(thingID: "th.a").map(\.commandID) == ["e1", "e2", "e3"])
+
+            // Late results are recorded once, with the state the caller gives; the reason stays.
+            #expect(s.recordResults(commandID: "e1", results: #"{"actionResults":[]}"#, state: .done, at: 1_200))
+            #expect(!s.recordResults(commandID: "e1", results: "{}", state: .incomplete, at: 1_300))
+            let late = try #require(s.command(id: "e1"))
+            #expect(late.state == .done && late.results == #"{"actionResults":[]}"# && late.endReason == "expired")
+            #expect(s.claimUnnotified(now: 1_200 + grace, leaseMs: 1_000, limit: 10).map(\.commandID) == ["e1"])
+        }
+    }
+
     @Test("Command listing: ascending seq after a cursor, at most limit", arguments: StoreFactory.all)
     func commandListing(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
@@ -901,7 +970,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 5)
+        #expect(SQLiteStore.schemaVersion == 6)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 4 -> 5: results make a notification due.
         _ = try #require(
@@ -922,6 +991,13 @@ struct SQLiteStoreTests {
         // Version 4's column: the thing's report.
         #expect(m.saveAutomationReport(thingID: "th.v1", report: #"{"applied":true}"#))
         #expect(m.automation(thingID: "th.v1")?.report == #"{"applied":true}"#)
+        // 5 -> 6: a command's expiry and end.
+        #expect(m.insertCommand(command("c-mig6", thing: "th.v1")) != nil)
+        #expect(m.setCommandExpiry(commandID: "c-mig6", expiresAt: 5))
+        #expect(
+            m.commandsDueToEnd(now: 5, sentBefore: nil, deliveredBefore: nil, limit: 5).map(\.commandID) == ["c-mig6"])
+        #expect(m.endCommand(commandID: "c-mig6", state: .expired, reason: "expired", at: 6))
+        #expect(m.command(id: "c-mig6")?.endReason == "expired")
     }
 
     @Test(

@@ -177,7 +177,7 @@ def test_handler_results_exceptions_and_data(make_thing, hub, broker, tmp_path):
         def turn_power(action):
             seen.append((action.name, action.params, action.command_id, action.issuer, action.schema,
                          action.schema_version, action.alias, action.title, action.description,
-                         action.metadata, action.index))
+                         action.metadata, action.index, action.expires_at))
 
         @t.action("setPresetTemperature", schema=SCHEMA, schema_version=1)
         def set_preset(action):
@@ -201,7 +201,8 @@ def test_handler_results_exceptions_and_data(make_thing, hub, broker, tmp_path):
     cid, cmd = command([{"turnPower": {"power": True}}, {"setPresetTemperature": {"presetTemperature": 42}},
                         {"setFanSpeed": {"fanSpeed": 4}}, {"setFanSpeed": {"fanSpeed": 11}},
                         {"badData": {}}, {"unknownAction": {}}],
-                       title="Cool down", description="Before I get home", metadata={"origin": "pytest"})
+                       title="Cool down", description="Before I get home", metadata={"origin": "pytest"},
+                       expiresAt=4102444800000)  # 2100-01-01: ahead, so it runs
     gc.collect()
     publish_command(broker, topic_of(t, tmp_path), cmd)
     results = hub.wait_results(cid)
@@ -215,7 +216,7 @@ def test_handler_results_exceptions_and_data(make_thing, hub, broker, tmp_path):
     assert r[4]["succeeded"] is False and "not a JSON object" in r[4]["errorMessage"]
     assert r[5]["succeeded"] is False and "unknownAction" in r[5]["errorMessage"]
     assert seen == [("turnPower", {"power": True}, cid, "user:tester", SCHEMA, 1, None, "Cool down",
-                     "Before I get home", {"origin": "pytest"}, 0)]
+                     "Before I get home", {"origin": "pytest"}, 0, 4102444800000)]
 
 
 def test_alias_catch_all_and_replacement(make_thing, hub, broker, tmp_path):

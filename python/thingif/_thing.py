@@ -57,6 +57,7 @@ class Option(enum.IntEnum):
     LEDGER_SIZE = 7
     INBOX_MAX = 8
     DURABILITY = 9
+    EXPIRY_SKEW_MS = 10
 
 
 class Durability(enum.IntEnum):
@@ -255,7 +256,7 @@ class Action:
     returns; fail(), set_data() and defer() work only during the handler."""
 
     __slots__ = ("_ptr", "_done", "thing", "name", "params", "command_id", "issuer", "schema",
-                 "schema_version", "alias", "title", "description", "metadata", "index", "_deferred")
+                 "schema_version", "alias", "title", "description", "metadata", "index", "expires_at", "_deferred")
 
     def __init__(self, ptr, thing):
         self._ptr = ptr
@@ -272,6 +273,8 @@ class Action:
         self.description = _u(lib.thingif_action_description(ptr))
         self.metadata = _native.json_from_c(lib.thingif_action_metadata(ptr))
         self.index = lib.thingif_action_index(ptr)
+        # When the command expires (epoch ms), None for none (thingif_action_command_expires_at).
+        self.expires_at = lib.thingif_action_command_expires_at(ptr) or None
 
     def __repr__(self):
         return "<thingif.Action %s %s of %s>" % (self.name, self.params, self.command_id)

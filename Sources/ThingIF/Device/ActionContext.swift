@@ -11,6 +11,8 @@ final class CommandStrings {
     let description: UnsafeMutablePointer<CChar>?
     let schemaVersion: Int32
     let metadata: JSON?
+    /// Epoch ms, 0 for none.
+    let expiresAt: Int64
 
     init(_ c: Command) {
         id = Platform.cString(c.id)
@@ -20,6 +22,7 @@ final class CommandStrings {
         description = c.description.map { Platform.cString($0) }
         schemaVersion = c.shape == .schema ? Int32(clamping: c.schemaVersion) : 0
         metadata = c.metadata
+        expiresAt = c.expiresAt ?? 0
     }
 
     deinit {

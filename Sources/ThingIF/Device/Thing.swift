@@ -25,6 +25,8 @@ final class Thing: @unchecked Sendable {
         var requestTimeoutMs = 10_000
         var reconnectMinMs = 500
         var reconnectMaxMs = 30_000
+        /// THINGIF_OPT_EXPIRY_SKEW_MS (CommandExpiry).
+        var expirySkewMs = CommandExpiry.defaultSkewToleranceMs
     }
 
     struct StateProvider {
@@ -92,6 +94,7 @@ final class Thing: @unchecked Sendable {
         // from the thing's own calls into it.
         pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
         pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
+        pipeline.wallClock = { [unowned(unsafe) self] in self.epochNow() }
     }
 
     deinit {
@@ -109,7 +112,10 @@ final class Thing: @unchecked Sendable {
 
     func configure(_ body: (inout Config) -> Int32) -> Int32 {
         let (rc, c) = shared.withLock { s in (body(&s.config), s.config) }
-        pipeline.setLimits(.init(maxPayload: c.maxPayload, inboxMax: c.inboxMax, requestTimeoutMs: c.requestTimeoutMs))
+        pipeline.setLimits(
+            .init(
+                maxPayload: c.maxPayload, inboxMax: c.inboxMax, requestTimeoutMs: c.requestTimeoutMs,
+                expirySkewMs: c.expirySkewMs))
         return rc
     }
 

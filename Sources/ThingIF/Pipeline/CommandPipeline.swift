@@ -102,6 +102,9 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// THINGIF_OPT_INBOX_MAX: received messages held before they are handled.
         var inboxMax = Pipeline.defaultInboxMax
         var requestTimeoutMs = 10_000
+        /// THINGIF_OPT_EXPIRY_SKEW_MS: how far the thing's clock may be ahead
+        /// before an arriving command counts as expired (CommandExpiry).
+        var expirySkewMs = CommandExpiry.defaultSkewToleranceMs
     }
 
     struct State {
@@ -144,6 +147,9 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// (it comes later through `complete`). Set once by the owner, before
     /// the first message.
     var runAction: (ActionCall) -> ActionResult? = { .failure($0.name, "no action runner") }
+    /// The thing's wall clock (epoch ms) that judges an arriving command's
+    /// expiry: the owner's (thingif_set_clock), else the system's.
+    var wallClock: () -> Int64 = { Platform.epochMs() }
     /// Test hook: told every step passed, with the commandID when one is known.
     var checkpoint: ((PipelineStep, String?) -> Void)?
 
@@ -438,6 +444,19 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 logger.error(
                     "cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard"
                 )
+            }
+            if command.expiresAt != nil {
+                let now = wallClock()
+                let skew = state.withLock { $0.limits.expirySkewMs }
+                if CommandExpiry.isExpired(expiresAt: command.expiresAt, now: now, skewToleranceMs: skew) {
+                    logger.warning(
+                        "command \(command.id) arrived expired (at \(command.expiresAt ?? 0), now \(now) by this thing's clock); not run"
+                    )
+                    for (i, r) in CommandExpiry.refusal(command, now: now, skewToleranceMs: skew).enumerated() {
+                        complete(command.id, index: i, result: r)
+                    }
+                    return
+                }
             }
             run(command)
         }

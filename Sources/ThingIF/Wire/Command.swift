@@ -40,6 +40,10 @@ public struct Command {
     public var description: String?
     public var metadata: JSON?
     public var firedByTriggerID: String?
+    /// When the command expires (epoch ms), set by the hub (docs/PROTOCOL.md
+    /// §9.1); nil for none. The thing refuses a command that arrives past it
+    /// (CommandExpiry).
+    public var expiresAt: Int64?
     public var groups: [Group]
 
     public init(
@@ -195,6 +199,13 @@ public struct Command {
                 problems.append(str("\"schemaVersion\" must be a non-negative integer, not \(v.typeName)"))
             }
         }
+        if let v = doc["expiresAt"], !v.isNull {
+            if let n = v.int64Value, n >= 0 {
+                cmd.expiresAt = n
+            } else {
+                problems.append(str("\"expiresAt\" must be a non-negative integer (epoch ms), not \(v.typeName)"))
+            }
+        }
         if let m = doc["metadata"], !m.isNull {
             if m.isObject {
                 cmd.metadata = m
@@ -271,6 +282,7 @@ public struct Command {
         if let description { o.set("description", string: description) }
         if let metadata { o.set("metadata", metadata) }
         if let firedByTriggerID { o.set("firedByTriggerID", string: firedByTriggerID) }
+        if let expiresAt { o.set("expiresAt", .int64(expiresAt)) }
         let actions = JSON.array()
         func actionJSON(_ e: Entry) -> JSON {
             let a = JSON.object()

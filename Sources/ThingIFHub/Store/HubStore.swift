@@ -18,6 +18,16 @@ public enum CommandState: String, Sendable, CaseIterable {
     case done = "DONE"
     /// Results arrived and at least one action failed.
     case incomplete = "INCOMPLETE"
+    /// The hub gave up on it before results arrived: its expiry passed, or
+    /// it stayed undelivered or unanswered too long (`endReason` says
+    /// which; CommandLifecycle.swift). It is never published again.
+    case expired = "EXPIRED"
+    /// Its issuer or an owner cancelled it before results arrived. It is
+    /// never published again.
+    case cancelled = "CANCELLED"
+
+    /// SENDING or DELIVERED: the hub still publishes it and waits for results.
+    public var isOpen: Bool { self == .sending || self == .delivered }
 }
 
 /// A thing the framework knows.
@@ -81,12 +91,20 @@ public struct CommandRecord: Sendable {
     public var state: CommandState
     public var createdAt: Int64
     public var modifiedAt: Int64
+    /// When the command expires (ms), nil for no expiry of its own
+    /// (`setCommandExpiry`; the bounds of CommandLifetimes apply to all).
+    public var expiresAt: Int64?
+    /// Why the hub ended it (EXPIRED or CANCELLED): "expired", "undelivered",
+    /// "unanswered" or "cancelled" (`endCommand`). Kept when results arrive later.
+    public var endReason: String?
 
     public init(
         commandID: String, thingID: String, seq: Int64 = 0, issuer: String?, issuingInstallationID: String?,
         payload: String, results: String? = nil, state: CommandState = .sending, createdAt: Int64,
-        modifiedAt: Int64
+        modifiedAt: Int64, expiresAt: Int64? = nil, endReason: String? = nil
     ) {
+        self.expiresAt = expiresAt
+        self.endReason = endReason
         self.commandID = commandID
         self.thingID = thingID
         self.seq = seq
@@ -390,8 +408,25 @@ public protocol HubStore: AnyObject, Sendable {
     func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord]
     /// A thing's commands with seq > afterSeq, ascending, at most `limit`.
     func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord]
-    /// A thing's commands without results, ascending.
+    /// A thing's commands without results, ascending (EXPIRED and CANCELLED
+    /// ones too: they may still get results; callers that publish filter
+    /// on `state.isOpen`).
     func unansweredCommands(thingID: String) -> [CommandRecord]
+
+    // MARK: command lifecycle (CommandLifecycle.swift)
+
+    /// Sets when a command expires (ms); false when it is unknown.
+    func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool
+    /// Ends an open command (SENDING or DELIVERED, no results) in `state`
+    /// (EXPIRED or CANCELLED) with `reason`, and makes its notification due
+    /// as `recordResults` does. False, changing nothing, when the command is
+    /// unknown, has results or is not open (of two hubs ending it, one wins).
+    func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool
+    /// At most `limit` open commands, oldest first, that are due to end at
+    /// `now`: past their `expiresAt`, or SENDING and created at or before
+    /// `sentBefore`, or DELIVERED and last delivered at or before
+    /// `deliveredBefore` (nil: no such bound).
+    func commandsDueToEnd(now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int) -> [CommandRecord]
 
     // MARK: users, groups, app installations
 

@@ -288,7 +288,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func markDelivered(commandID: String, at: Int64) -> Bool {
         data.withLock { d in
-            guard var c = d.commands[commandID], c.results == nil else { return false }
+            guard var c = d.commands[commandID], c.results == nil, c.state.isOpen else { return false }
             c.state = .delivered
             c.modifiedAt = at
             d.commands[commandID] = c
@@ -333,6 +333,44 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
         data.withLock { d in
             d.commandOrder.compactMap { d.commands[$0] }.filter { $0.thingID == thingID && $0.results == nil }
+        }
+    }
+
+    // MARK: command lifecycle
+
+    public func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool {
+        data.withLock { d in
+            guard d.commands[commandID] != nil else { return false }
+            d.commands[commandID]?.expiresAt = expiresAt
+            return true
+        }
+    }
+
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+        data.withLock { d in
+            guard var c = d.commands[commandID], c.results == nil, c.state.isOpen else { return false }
+            c.state = state
+            c.endReason = reason
+            c.modifiedAt = at
+            d.commands[commandID] = c
+            d.notifyDue[commandID] = at + StoreRules.notificationGraceMs
+            return true
+        }
+    }
+
+    public func commandsDueToEnd(now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int)
+        -> [CommandRecord]
+    {
+        data.withLock { d in
+            let all = d.commands
+            let due = d.commandOrder.lazy.compactMap { all[$0] }.filter { c in
+                guard c.results == nil, c.state.isOpen else { return false }
+                if let e = c.expiresAt, e <= now { return true }
+                if c.state == .sending, let b = sentBefore { return c.createdAt <= b }
+                if c.state == .delivered, let b = deliveredBefore { return c.modifiedAt <= b }
+                return false
+            }
+            return Array(due.prefix(max(0, limit)))
         }
     }
 

@@ -17,7 +17,7 @@ import ThingIF
 /// broken connection is re-established for the next call.
 public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendable {
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -269,6 +269,13 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
         [
             "ALTER TABLE commands ADD COLUMN notify_due BIGINT",
             "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
+        ],
+        // 2 -> 3: a command's expiry and why the hub ended it (CommandLifecycle);
+        // the lifecycle sweep reads the open commands only.
+        [
+            "ALTER TABLE commands ADD COLUMN expires_at BIGINT",
+            "ALTER TABLE commands ADD COLUMN end_reason TEXT",
+            "CREATE INDEX commands_open ON commands(seq) WHERE \(SQLQueries.openCommand)"
         ]
     ]
 
@@ -739,6 +746,40 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
 
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
         use([]) { try SQLQueries.unansweredCommands($0, thingID: thingID) }
+    }
+
+    // MARK: command lifecycle
+
+    public func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool {
+        use(false) { try SQLQueries.setCommandExpiry($0, commandID: commandID, expiresAt: expiresAt) }
+    }
+
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+        use(false) { c in
+            // As recordResults: the other hubs hear of it (their event streams).
+            try c.rows(
+                """
+                WITH ended AS (
+                    UPDATE commands SET state = $1, end_reason = $2, modified_at = $3, notify_due = $4
+                    WHERE command_id = $5 AND \(SQLQueries.openCommand) RETURNING command_id
+                )
+                SELECT pg_notify('thingif_results', $6::text || ' ' || command_id) FROM ended
+                """,
+                [
+                    .text(state.rawValue), .text(reason), .int(at), .int(at + StoreRules.notificationGraceMs),
+                    .text(commandID), .text(origin)
+                ], { _ in () }
+            ).count == 1
+        }
+    }
+
+    public func commandsDueToEnd(now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int)
+        -> [CommandRecord]
+    {
+        use([]) {
+            try SQLQueries.commandsDueToEnd(
+                $0, now: now, sentBefore: sentBefore, deliveredBefore: deliveredBefore, limit: limit)
+        }
     }
 
     // MARK: users

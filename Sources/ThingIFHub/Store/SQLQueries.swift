@@ -97,7 +97,10 @@ enum SQLQueries {
 
     static func markDelivered(_ c: some SQLConnection, commandID: String, at: Int64) throws -> Bool {
         try c.run(
-            "UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND results IS NULL",
+            """
+            UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND results IS NULL
+                AND state IN ('SENDING', 'DELIVERED')
+            """,
             [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
     }
 
@@ -133,6 +136,39 @@ enum SQLQueries {
         try c.rows(
             StoreRows.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq", [.text(thingID)],
             StoreRows.command)
+    }
+
+    // MARK: command lifecycle (new columns of migration SQLite 5 -> 6, PostgreSQL 2 -> 3)
+
+    static func setCommandExpiry(_ c: some SQLConnection, commandID: String, expiresAt: Int64) throws -> Bool {
+        try c.run("UPDATE commands SET expires_at = ? WHERE command_id = ?", [.int(expiresAt), .text(commandID)]) == 1
+    }
+
+    /// The condition of an open command (the partial index commands_open).
+    static let openCommand = "results IS NULL AND state IN ('SENDING', 'DELIVERED')"
+
+    static func endCommand(_ c: some SQLConnection, commandID: String, state: CommandState, reason: String, at: Int64)
+        throws -> Bool
+    {
+        try c.run(
+            "UPDATE commands SET state = ?, end_reason = ?, modified_at = ?, notify_due = ? WHERE command_id = ? AND "
+                + openCommand,
+            [
+                .text(state.rawValue), .text(reason), .int(at), .int(at + StoreRules.notificationGraceMs),
+                .text(commandID)
+            ]) == 1
+    }
+
+    static func commandsDueToEnd(
+        _ c: some SQLConnection, now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int
+    ) throws -> [CommandRecord] {
+        try c.rows(
+            StoreRows.commandColumns + " WHERE " + openCommand
+                + " AND ((expires_at IS NOT NULL AND expires_at <= ?) OR (state = 'SENDING' AND created_at <= ?)"
+                + " OR (state = 'DELIVERED' AND modified_at <= ?)) ORDER BY seq LIMIT ?",
+            [
+                .int(now), .int(sentBefore), .int(deliveredBefore), .int(Int64(max(0, limit)))
+            ], StoreRows.command)
     }
 
     // MARK: users, groups, app installations

@@ -12,7 +12,7 @@ import ThingIF
 /// `.failure(.storage)`.
 public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 5
+    public static let schemaVersion: Int64 = 6
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -205,6 +205,13 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
         [
             "ALTER TABLE commands ADD COLUMN notify_due INTEGER",
             "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
+        ],
+        // 5 -> 6: a command's expiry and why the hub ended it (CommandLifecycle);
+        // the lifecycle sweep reads the open commands only.
+        [
+            "ALTER TABLE commands ADD COLUMN expires_at INTEGER",
+            "ALTER TABLE commands ADD COLUMN end_reason TEXT",
+            "CREATE INDEX commands_open ON commands(seq) WHERE \(SQLQueries.openCommand)"
         ]
     ]
 
@@ -684,6 +691,25 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     public func unansweredCommands(thingID: String) -> [CommandRecord] {
         use([]) { try SQLQueries.unansweredCommands($0, thingID: thingID) }
+    }
+
+    // MARK: command lifecycle
+
+    public func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool {
+        use(false) { try SQLQueries.setCommandExpiry($0, commandID: commandID, expiresAt: expiresAt) }
+    }
+
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+        use(false) { try SQLQueries.endCommand($0, commandID: commandID, state: state, reason: reason, at: at) }
+    }
+
+    public func commandsDueToEnd(now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int)
+        -> [CommandRecord]
+    {
+        use([]) {
+            try SQLQueries.commandsDueToEnd(
+                $0, now: now, sentBefore: sentBefore, deliveredBefore: deliveredBefore, limit: limit)
+        }
     }
 
     // MARK: users

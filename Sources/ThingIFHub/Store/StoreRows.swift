@@ -40,7 +40,7 @@ enum StoreRows {
     /// The columns `command` reads, in its order.
     static let commandFields = """
         command_id, thing_id, seq, issuer, issuing_installation_id, payload, results, state,
-               created_at, modified_at
+               created_at, modified_at, expires_at, end_reason
         """
     static let commandColumns = "SELECT " + commandFields + " FROM commands"
 
@@ -49,7 +49,7 @@ enum StoreRows {
             commandID: r.string(0), thingID: r.string(1), seq: r.int(2), issuer: r.text(3),
             issuingInstallationID: r.text(4), payload: r.string(5), results: r.text(6),
             state: CommandState(rawValue: r.string(7)) ?? .sending, createdAt: r.int(8),
-            modifiedAt: r.int(9))
+            modifiedAt: r.int(9), expiresAt: r.isNull(10) ? nil : r.int(10), endReason: r.text(11))
     }
 
     static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"

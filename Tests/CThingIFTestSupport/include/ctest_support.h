@@ -121,7 +121,7 @@ int ct_use_system_clock(ct_thing *ct);
 /* Records: a JSON array, one object per handler call, in order:
  * {"tag","name","params" (JSON text),"commandID","issuer","schema",
  *  "schemaVersion","alias","title","description","metadata" (JSON text),
- *  "index","thingMatches","forbidden"?,"allowed"?}; absent strings are null. */
+ *  "index","thingMatches","expiresAt" (0: none),"forbidden"?,"allowed"?}; absent strings are null. */
 char *ct_records_json(ct_thing *ct);
 int ct_record_count(ct_thing *ct);
 void ct_clear_records(ct_thing *ct);

@@ -68,6 +68,8 @@ struct Record: Decodable {
     var metadata: String?
     var index: Int
     var thingMatches: Bool
+    /// thingif_action_command_expires_at (0: none).
+    var expiresAt: Int64?
     var failRc: Int?
     var dataRc: Int?
     var uploadRc: Int?

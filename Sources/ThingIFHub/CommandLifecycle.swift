@@ -1,0 +1,159 @@
+import ThingIF
+
+/// How long a command may live at the hub (issue #27; docs/PROTOCOL.md §9.1).
+/// Every command ends: with results (DONE, INCOMPLETE), or, when none came,
+/// EXPIRED (its own expiry passed, or it stayed undelivered or unanswered
+/// past a bound) or CANCELLED (by its issuer or an owner).
+public struct CommandLifetimes: Sendable, Equatable {
+    /// Seconds a command posted without `timeToLive` lives; 0: no expiry of
+    /// its own (the default: Kii's clients see no change).
+    public var defaultTimeToLive: Int64
+    /// Seconds a command may stay SENDING (no installation took it) before
+    /// it ends EXPIRED with reason "undelivered"; 0: never. The delivery
+    /// worker retries silent installations this long (a day without it).
+    public var undeliveredLimit: Int64
+    /// Seconds a command may stay DELIVERED without results, counted from
+    /// its last delivery, before it ends EXPIRED with reason "unanswered"; 0: never.
+    public var unansweredLimit: Int64
+
+    /// The largest `timeToLive` (and default TTL): a year.
+    public static let maxTimeToLive: Int64 = 365 * 86_400
+    /// Home Assistant's commands (a switch flipped now) live this long.
+    public static let homeAssistantTimeToLive: Int64 = 60
+    /// How often the hub looks for commands due to end, and how many it ends a time.
+    static let sweepPeriodMs: Int64 = 1000
+    static let sweepLimit = 200
+
+    public init(defaultTimeToLive: Int64 = 0, undeliveredLimit: Int64 = 86_400, unansweredLimit: Int64 = 86_400) {
+        self.defaultTimeToLive = defaultTimeToLive
+        self.undeliveredLimit = undeliveredLimit
+        self.unansweredLimit = unansweredLimit
+    }
+
+    /// The expiry (ms) of a command posted at `now` with the CommandForm
+    /// `form`: its `timeToLive` (whole seconds, 1 … maxTimeToLive), else the
+    /// default TTL, else none. The hub's clock decides; a client's absolute
+    /// `expiresAt` is refused (its clock is not the hub's).
+    public func expiry(form: JSON, now: Int64) -> Result<Int64?, HubError> {
+        if form["expiresAt"] != nil {
+            return .failure(
+                .wrongCommand("\"expiresAt\" is set by the hub; give \"timeToLive\" (seconds) instead"))
+        }
+        guard let v = form["timeToLive"], !v.isNull else {
+            return .success(defaultTimeToLive > 0 ? now + defaultTimeToLive * 1000 : nil)
+        }
+        guard let ttl = v.intValue, (1...Int(Self.maxTimeToLive)).contains(ttl) else {
+            return .failure(
+                .wrongCommand("\"timeToLive\" must be a whole number of seconds from 1 to \(Self.maxTimeToLive)"))
+        }
+        return .success(now + Int64(ttl) * 1000)
+    }
+}
+
+/// Why the hub ended a command without results (CommandRecord.endReason).
+public enum EndReason: String, Sendable, CaseIterable {
+    /// Its expiresAt passed before results arrived.
+    case expired
+    /// It stayed SENDING past CommandLifetimes.undeliveredLimit.
+    case undelivered
+    /// It stayed DELIVERED without results past CommandLifetimes.unansweredLimit.
+    case unanswered
+    /// Its issuer or an owner cancelled it.
+    case cancelled
+}
+
+extension FrameworkSide {
+    /// Whether the hub may still publish the command at `now` (ms): open
+    /// (SENDING or DELIVERED, no results) and not past its expiry. One that
+    /// is past it is ended here, so it is never published.
+    func mayPublish(_ c: CommandRecord, now: Int64) -> Bool {
+        guard c.results == nil, c.state.isOpen else { return false }
+        if let e = c.expiresAt, e <= now {
+            end(c.commandID, state: .expired, reason: .expired, at: now)
+            return false
+        }
+        return true
+    }
+
+    /// Ends an open command without results and notifies it like results;
+    /// false when it was not open (results came first, or another hub or
+    /// call ended it).
+    @discardableResult
+    func end(_ commandID: String, state: CommandState, reason: EndReason, at: Int64) -> Bool {
+        guard store.endCommand(commandID: commandID, state: state, reason: reason.rawValue, at: at) else {
+            return false
+        }
+        metrics.commandEnded(state: state, reason: reason)
+        onEvent?("command \(commandID) ended \(state.rawValue) (\(reason.rawValue))")
+        guard let record = store.command(id: commandID) else { return true }
+        if let notify = onCommandFinished {
+            notify(record)
+        } else {
+            _ = store.markNotified(commandID: commandID)
+        }
+        return true
+    }
+
+    /// The lifecycle sweep, from the delivery worker: ends the commands past
+    /// their expiry or a bound of `options.lifetimes`. Several hubs on one
+    /// database may sweep at once; `endCommand` lets one of them end each.
+    func lifecycleTick(nowMs: Int64) {
+        let due = data.withLock { d -> Bool in
+            guard nowMs >= d.lifecycleSweepDueMs else { return false }
+            d.lifecycleSweepDueMs = nowMs + CommandLifetimes.sweepPeriodMs
+            return true
+        }
+        guard due else { return }
+        let l = options.lifetimes
+        let now = Platform.epochMs()
+        let ending = store.commandsDueToEnd(
+            now: now, sentBefore: l.undeliveredLimit > 0 ? now - l.undeliveredLimit * 1000 : nil,
+            deliveredBefore: l.unansweredLimit > 0 ? now - l.unansweredLimit * 1000 : nil,
+            limit: CommandLifetimes.sweepLimit)
+        for c in ending {
+            let reason: EndReason =
+                (c.expiresAt.map { $0 <= now } ?? false) ? .expired : c.state == .sending ? .undelivered : .unanswered
+            end(c.commandID, state: .expired, reason: reason, at: now)
+        }
+    }
+
+    /// How long the delivery worker retries a SENDING command (ms).
+    var deliveryRetryHorizonMs: Int64 {
+        options.lifetimes.undeliveredLimit > 0 ? options.lifetimes.undeliveredLimit * 1000 : Self.retryHorizonMs
+    }
+
+    /// Cancels a command for `user`, who must be allowed to read it (an owner
+    /// of its thing; anyone else gets the 404 a read gets). A command
+    /// without results that is SENDING or DELIVERED becomes CANCELLED and is
+    /// never published again; cancelling a CANCELLED one again answers the
+    /// same. A command with results, or EXPIRED, is too late: 409
+    /// COMMAND_NOT_CANCELLABLE with its `commandState`.
+    ///
+    /// "Started" is what the hub can see: results. A DELIVERED command may
+    /// already be running on the thing; if its results still come, they are
+    /// recorded and decide the state (DONE or INCOMPLETE), as for any late
+    /// results.
+    public func cancelCommand(user: UserRecord, thingID: String, commandID: String) -> Result<
+        CommandRecord, HubError
+    > {
+        let c: CommandRecord
+        switch appAPI.getCommand(user: user, thingID: thingID, commandID: commandID) {
+        case .failure(let e): return .failure(e)
+        case .success(let r): c = r
+        }
+        if c.results == nil && c.state.isOpen
+            && end(commandID, state: .cancelled, reason: .cancelled, at: Platform.epochMs())
+        {
+            return store.command(id: commandID).map { .success($0) } ?? .failure(.storage)
+        }
+        // Not open, or it changed under us: answer from what is stored now.
+        guard let now = store.command(id: commandID) else { return .failure(.storage) }
+        if now.state == .cancelled && now.results == nil { return .success(now) }
+        var e = HubError(
+            409, "COMMAND_NOT_CANCELLABLE",
+            "command \(commandID) is \(now.state.rawValue)"
+                + (now.results != nil ? ": its results arrived" : ": the hub ended it (\(now.endReason ?? "?"))"))
+        e.commandState = now.state.rawValue
+        return .failure(e)
+    }
+}
