@@ -21,6 +21,7 @@ hub_files() {
     case "$1" in
         state_merge) echo Sources/ThingIFHub/Store/StateMerge.swift ;;
         trigger_rules) echo Sources/ThingIFRules/*.swift ;;
+        command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/CommandForm.swift ;;
     esac
 }
 

@@ -433,7 +433,7 @@ public final class FrameworkSide: @unchecked Sendable {
         client.publish(topic: topic, payload: payload, qos: 1, retain: true) == MOSQ_ERR_SUCCESS.rawValue
     }
 
-    public static func newCommandID() -> String { "cmd-" + Platform.randomHex(bytes: 8) }
+    public static func newCommandID() -> String { CommandForm.newCommandID() }
 
     /// Commands sent to a thing that have no results yet, oldest first.
     public func unanswered(of thingID: String) -> [String] {
