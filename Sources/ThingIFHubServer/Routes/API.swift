@@ -1,0 +1,142 @@
+// The REST API's handlers: what every route checks first (docs/openapi.yaml).
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+/// The handlers. Each checks, in order: the app, the bearer token, the
+/// body (media type, size, JSON), then calls the app API, which checks
+/// ownership and the fields; nothing is stored before every check passed.
+struct API: Sendable {
+    let hub: FrameworkSide
+    let notifier: Notifier
+    let security: HubServer.Security
+    let tickets: EventTickets
+
+    static let installationHeader = HTTPField.Name("X-Thingif-Installation-ID")!
+
+    // MARK: checks
+
+    func checkApp(_ context: BasicRequestContext) throws {
+        guard context.parameters.get("appID") == hub.options.appID else { throw HubError.appNotFound }
+    }
+
+    /// The user whose token the request carries: 401 for none, an unknown
+    /// token or a thing's token.
+    func user(_ request: Request, _ context: BasicRequestContext) throws -> UserRecord {
+        try checkApp(context)
+        guard let value = request.headers[.authorization] else { throw HubError.unauthorized() }
+        let parts = value.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw HubError.unauthorized() }
+        let token = String(parts[1]).trimmingSpaces()
+        guard !token.isEmpty, let u = hub.user(token: token) else { throw HubError.invalidToken }
+        try spend("user:" + u.userID)
+        return u
+    }
+
+    /// The raw bearer token of the request (after `user` accepted it).
+    func bearer(_ request: Request) -> String {
+        let value = request.headers[.authorization] ?? ""
+        let parts = value.split(separator: " ", maxSplits: 1)
+        return parts.count == 2 ? String(parts[1]).trimmingSpaces() : ""
+    }
+
+    /// Takes one request of `key`'s budget: 429 with Retry-After when spent.
+    func spend(_ key: String) throws {
+        guard let limiter = security.rateLimiter else { return }
+        let now = Platform.epochMs()
+        guard limiter.allow(key, now: now) else {
+            throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds(key, now: now))
+        }
+    }
+
+    func object(_ request: Request) async throws -> JSON {
+        try await Body.object(request, limit: security.limits.maxBody)
+    }
+
+    func param(_ context: BasicRequestContext, _ name: String) throws -> String {
+        guard let raw = context.parameters.get(name), let v = raw.percentDecoded(), !v.isEmpty else {
+            throw HubError.invalid("bad \(name) in the path")
+        }
+        return v
+    }
+
+    /// The thingID of a `thing:{thingID}` target that `user` may act on.
+    /// The thing's budget is spent only after that check: a refused call
+    /// (404 for a thing the caller does not own) spends the caller's budget
+    /// (`user`), never its target's.
+    func thingID(_ context: BasicRequestContext, _ user: UserRecord) throws -> String {
+        try ownedThing(context, user).thingID
+    }
+
+    /// As `thingID`, with the thing's record.
+    func ownedThing(_ context: BasicRequestContext, _ user: UserRecord) throws -> ThingRecord {
+        let target = try param(context, "target")
+        guard target.hasPrefix("thing:"), target.count > 6 else {
+            throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
+        }
+        return try spendOwned(user, String(target.dropFirst(6)))
+    }
+
+    /// Checks that `user` owns (or is in a group that owns) thing `id`,
+    /// then spends the thing's budget; returns the thing.
+    @discardableResult
+    func spendOwned(_ user: UserRecord, _ id: String) throws -> ThingRecord {
+        let t = try value(hub.ownedThing(user: user, thingID: id))
+        try spend("thing:" + id)
+        return t
+    }
+
+    /// Spends the budgets of a call made before any identity: the source
+    /// address's (X-Forwarded-For only from a trusted proxy) and the app's.
+    func spendAnonymous(_ request: Request) throws {
+        if let limiter = security.addressLimiter {
+            let key = ClientAddress.key(
+                peer: request.headers[HTTPConnectionLimits.peerHeader],
+                forwardedFor: request.headers[HTTPConnectionLimits.forwardedFor], trusted: security.trustedProxies)
+            let now = Platform.epochMs()
+            guard limiter.allow(key, now: now) else {
+                hub.metrics.refused("address_budget")
+                throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds(key, now: now))
+            }
+        }
+        if let limiter = security.appLimiter {
+            let now = Platform.epochMs()
+            guard limiter.allow("app", now: now) else {
+                hub.metrics.refused("app_budget")
+                throw RateLimited(retryAfterSeconds: limiter.retryAfterSeconds("app", now: now))
+            }
+        }
+    }
+
+    /// Runs costly work (a password hash, a broker credential hand-out) on
+    /// the hub's CostlyWork pool; a full queue answers 503 with Retry-After
+    /// at once. The handler's thread is never held meanwhile.
+    func costly<T: Sendable>(_ body: @escaping @Sendable () -> T) async throws -> T {
+        do {
+            return try await hub.costly.run(body)
+        } catch let busy as CostlyWork.Busy {
+            hub.metrics.refused("costly_busy")
+            throw busy
+        }
+    }
+
+    func value<T>(_ r: Result<T, HubError>) throws -> T {
+        switch r {
+        case .success(let v): return v
+        case .failure(let e): throw e
+        }
+    }
+
+    func int64Query(_ request: Request, _ name: String) throws -> Int64? {
+        guard let s = request.uri.queryParameters.get(name) else { return nil }
+        guard let v = Int64(s) else { throw HubError.invalid("\(name) must be an integer, not \(s)") }
+        return v
+    }
+
+}

@@ -1,0 +1,100 @@
+// A thing's own automation: action sets and timer triggers.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    /// A thing's action sets, timer triggers and automation status.
+    var automationRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        let t = "/thing-if/apps/{appID}/targets/{target}"
+        r.put(RouterPath("\(t)/action-sets/{name}")) { try await putActionSet($0, $1) }
+        r.get(RouterPath("\(t)/action-sets")) { try await listActionSets($0, $1) }
+        r.delete(RouterPath("\(t)/action-sets/{name}")) { try await deleteActionSet($0, $1) }
+        r.put(RouterPath("\(t)/timer-triggers/{name}")) { try await putTimerTrigger($0, $1) }
+        r.get(RouterPath("\(t)/timer-triggers")) { try await listTimerTriggers($0, $1) }
+        r.put(RouterPath("\(t)/timer-triggers/{name}/enable")) { try await enableTimerTrigger($0, $1, true) }
+        r.put(RouterPath("\(t)/timer-triggers/{name}/disable")) { try await enableTimerTrigger($0, $1, false) }
+        r.delete(RouterPath("\(t)/timer-triggers/{name}")) { try await deleteTimerTrigger($0, $1) }
+        r.get(RouterPath("\(t)/automation")) { try await automationStatus($0, $1) }
+        return r
+    }
+
+    // MARK: thing automation
+
+    private static func list(_ key: String, _ items: [JSON]) -> JSON {
+        let a = JSON.array()
+        for i in items { a.append(i) }
+        let o = JSON.object()
+        o.set(key, a)
+        return o
+    }
+
+    func putActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let name = try param(context, "name")
+        let body = try await object(request)
+        try value(hub.putActionSet(user: user, thingID: tid, name: name, body: body))
+        return Reply.noContent()
+    }
+
+    func listActionSets(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        return Reply.json(200, Self.list("actionSets", try value(hub.listActionSets(user: user, thingID: tid))))
+    }
+
+    func deleteActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let name = try param(context, "name")
+        try value(hub.deleteActionSet(user: user, thingID: tid, name: name))
+        return Reply.noContent()
+    }
+
+    func putTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let name = try param(context, "name")
+        let body = try await object(request)
+        try value(hub.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
+        return Reply.noContent()
+    }
+
+    func automationStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        return Reply.json(200, try value(hub.automationStatus(user: user, thingID: tid)))
+    }
+
+    func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        return Reply.json(200, Self.list("timerTriggers", try value(hub.listTimerTriggers(user: user, thingID: tid))))
+    }
+
+    func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws
+        -> Response
+    {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let name = try param(context, "name")
+        try value(hub.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
+        return Reply.noContent()
+    }
+
+    func deleteTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let name = try param(context, "name")
+        try value(hub.deleteTimerTrigger(user: user, thingID: tid, name: name))
+        return Reply.noContent()
+    }
+}

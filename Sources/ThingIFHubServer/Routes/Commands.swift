@@ -1,0 +1,72 @@
+// Commands: post, list, read, cancel.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    /// An owner's POST/GET …/commands, GET …/commands/{id}, POST …/cancel.
+    var commandRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        let c = "/thing-if/apps/{appID}/targets/{target}/commands"
+        r.post(RouterPath(c)) { try await postCommand($0, $1) }
+        r.get(RouterPath(c)) { try await listCommands($0, $1) }
+        r.get(RouterPath("\(c)/{commandID}")) { try await getCommand($0, $1) }
+        r.post(RouterPath("\(c)/{commandID}/cancel")) { try await cancelCommand($0, $1) }
+        return r
+    }
+
+    // MARK: commands
+
+    func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let thing = try ownedThing(context, user)
+        let body = try await object(request)
+        let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
+        let c = try value(hub.postCommand(user: user, owned: thing, form: body, installationID: installation))
+        return Reply.json(201, Reply.object([("commandID", c.commandID)]))
+    }
+
+    func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let cid = try param(context, "commandID")
+        let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
+        return Reply.json(200, hub.commandJSON(c))
+    }
+
+    /// POST …/commands/{commandID}/cancel (CommandLifecycle): 200 with the
+    /// CANCELLED command; 409 COMMAND_NOT_CANCELLABLE with its commandState
+    /// when results came first or the hub ended it; 404 as for a read.
+    func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let cid = try param(context, "commandID")
+        let c = try value(hub.cancelCommand(user: user, thingID: tid, commandID: cid))
+        return Reply.json(200, hub.commandJSON(c))
+    }
+
+    func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        var limit: Int?
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s) else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
+            limit = n
+        }
+        let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
+        let page = try value(hub.listCommands(user: user, thingID: tid, paginationKey: key, bestEffortLimit: limit))
+        let list = JSON.array()
+        for c in page.commands { list.append(hub.commandJSON(c)) }
+        let o = JSON.object()
+        o.set("commands", list)
+        if let next = page.next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+}

@@ -1,0 +1,179 @@
+// A thing's state: latest, fields, history, queries.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    /// An owner's reads of a thing's state, history and queries; a thing's
+    /// firmware version and type (the thing's calls and the owner's).
+    var stateRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        let s = "/thing-if/apps/{appID}/targets/{target}/states"
+        r.get(RouterPath(s)) { try await latestState($0, $1) }
+        r.get(RouterPath("\(s)/aliases/{alias}")) { try await latestState($0, $1) }
+        r.get(RouterPath("\(s)/history")) { try await stateHistory($0, $1) }
+        r.post(RouterPath("\(s)/query")) { try await queryStates($0, $1) }
+        r.post(RouterPath("\(s)/aliases/{alias}/query")) { try await queryStates($0, $1) }
+        // One rule for the thing's token and a user's (FrameworkSide.thingField).
+        for field in [ThingField.firmwareVersion, .thingType] {
+            let path = RouterPath("/thing-if/apps/{appID}/things/{thingID}/\(field.rawValue)")
+            r.get(path) { try await thingField($0, $1, field) }
+            r.put(path) { try await thingField($0, $1, field) }
+        }
+        return r
+    }
+
+    // MARK: state
+
+    /// GET …/states, and …/states/aliases/{alias} (Kii's getTargetState
+    /// for one trait alias: that alias's object of the current state).
+    func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
+            throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
+        }
+        guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state) }
+        let alias = try param(context, "alias")
+        guard case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
+            throw HubError.notFound("STATE_NOT_FOUND", "the state of \(tid) has no trait alias \(alias)")
+        }
+        return Reply.json(200, a)
+    }
+
+    /// GET or PUT …/things/{thingID}/firmware-version or …/thing-type: with
+    /// the thing's token, the thing's own call (the same router as over MQTT);
+    /// with a user's, the owner's.
+    func thingField(_ request: Request, _ context: BasicRequestContext, _ field: ThingField) async throws
+        -> Response
+    {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
+        let user = try user(request, context)
+        let tid = try param(context, "thingID")
+        try spendOwned(user, tid)
+        if request.method == .get { return Reply.json(200, try value(hub.thingField(field, thingID: tid))) }
+        let body = try await Body.bytes(request, limit: security.limits.maxBody)
+        try value(hub.setThingField(field, thingID: tid, body: body))
+        return Reply.noContent()
+    }
+
+    func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let from = try int64Query(request, "from") ?? 0
+        let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
+        var limit: Int?
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s), n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)")
+            }
+            limit = n
+        }
+        let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
+        let (groups, next) = try value(
+            hub.stateHistory(
+                user: user, thingID: tid, from: from, to: to, paginationKey: key,
+                limit: limit, maxPage: security.limits.maxHistoryPage))
+        let o = JSON.object()
+        o.set("groupedResults", Self.groupedJSON(groups, alias: nil))
+        if let next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+    /// History groups as Kii answers them: [{"range":{"from","to"},"objects":[{…state,"_created"}]}].
+    /// With an alias, each object is the state of that trait alias, and samples without it are left out.
+    static func groupedJSON(_ groups: [StateGroup], alias: String?) -> JSON {
+        let results = JSON.array()
+        for g in groups {
+            let range = JSON.object()
+            range.set("from", .int(Int(g.from)))
+            range.set("to", .int(Int(g.to)))
+            let group = JSON.object()
+            group.set("range", range)
+            group.set("objects", objectsJSON(g.samples, alias: alias))
+            results.append(group)
+        }
+        return results
+    }
+
+    static func objectsJSON(_ samples: [StateSample], alias: String?) -> JSON {
+        let objects = JSON.array()
+        for s in samples {
+            guard case .success(let p) = JSON.parse(s.state), p.isObject else { continue }
+            let o: JSON
+            if let alias {
+                guard let a = p[alias], a.isObject, let copy = a.deepCopy() else { continue }
+                o = copy
+            } else {
+                o = p
+            }
+            o.set("_created", .int(Int(s.at)))
+            objects.append(o)
+        }
+        return objects
+    }
+
+    /// Kii's state query: POST …/states/query, and …/states/aliases/{alias}/query for a
+    /// trait alias. {"query":{"clause":{"type":"all"|"withinTimeRange","lowerLimit","upperLimit"},
+    /// "grouped"?},"bestEffortLimit"?,"paginationKey"?}: {"results":[…]} or, grouped,
+    /// {"groupedResults":[…]}; objects carry "_created".
+    func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try thingID(context, user)
+        let alias = context.parameters.get("alias").map { String($0) }
+        let body = try await object(request)
+        guard let query = body["query"], query.isObject, let clause = query["clause"], clause.isObject,
+            let type = clause["type"]?.stringValue
+        else { throw HubError.invalid("\"query\" must be {\"clause\":{\"type\":…}}") }
+        // Kii's aggregations (COUNT, MEAN, MAX, …) are not computed: refused
+        // rather than answered with plain results the client would misread.
+        if let a = query["aggregations"], !a.isNull {
+            throw HubError.queryNotSupported("aggregations are not supported by this hub")
+        }
+        var from: Int64 = 0
+        var to = Platform.epochMs() + 1
+        switch type {
+        case "all": break
+        case "withinTimeRange":
+            guard let lo = clause["lowerLimit"]?.intValue, let hi = clause["upperLimit"]?.intValue, lo >= 0, lo < hi
+            else {
+                throw HubError.invalid("withinTimeRange needs integer lowerLimit < upperLimit (milliseconds)")
+            }
+            from = Int64(lo)
+            to = Int64(hi) + 1
+        default:
+            throw HubError.queryNotSupported("clause type \(type) is not supported: all or withinTimeRange")
+        }
+        let grouped = query["grouped"]?.boolValue ?? false
+        if grouped && type != "withinTimeRange" {
+            throw HubError.invalid("a grouped query needs a withinTimeRange clause")
+        }
+        var limit: Int?
+        if let v = body["bestEffortLimit"], !v.isNull {
+            guard let n = v.intValue, n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer")
+            }
+            limit = n
+        }
+        let key = body["paginationKey"]?.stringValue
+        let (groups, next) = try value(
+            hub.stateHistory(
+                user: user, thingID: tid, from: from, to: to, paginationKey: key, limit: limit,
+                maxPage: security.limits.maxHistoryPage))
+        let o = JSON.object()
+        if grouped {
+            o.set("groupedResults", Self.groupedJSON(groups, alias: alias))
+        } else {
+            o.set("results", Self.objectsJSON(groups.flatMap { $0.samples }, alias: alias))
+        }
+        if let next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+}

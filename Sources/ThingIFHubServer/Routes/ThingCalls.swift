@@ -1,0 +1,62 @@
+// A thing's own calls over HTTP, routed as over MQTT (FrameworkSide).
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    /// The thing's own calls over HTTP as Kii's thing SDKs make them (the
+    /// same router as over MQTT: FrameworkSide.thingRequestOverHTTP):
+    /// results, its own commands, state, the automation report. Onboarding
+    /// by the thing shares POST …/onboardings with the owner's forms, and
+    /// installations with the apps' (Things.swift, Installations.swift).
+    var thingCallRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        let t = "/thing-if/apps/{appID}/targets/{target}"
+        r.put(RouterPath("\(t)/automation-report")) { try await thingRequest($0, $1, .thingIF) }
+        r.put(RouterPath("\(t)/commands/{commandID}")) { try await thingRequest($0, $1, .thingIF) }
+        r.put(RouterPath("\(t)/commands/{commandID}/action-results")) { try await thingRequest($0, $1, .thingIF) }
+        r.put(RouterPath("\(t)/states")) { try await thingRequest($0, $1, .thingIF) }
+        r.patch(RouterPath("\(t)/states")) { try await thingRequest($0, $1, .thingIF) }
+        return r
+    }
+
+    // MARK: a thing's calls over HTTP
+
+    /// A thing's request over HTTP: the body (bounded by the path's limit)
+    /// goes to the router that serves the same requests over MQTT.
+    func thingRequest(_ request: Request, _ context: BasicRequestContext, _ kind: Topics.API) async throws
+        -> Response
+    {
+        try checkApp(context)
+        let prefix = "/\(kind.rawValue)/apps/\(hub.options.appID)/"
+        guard let full = request.uri.path.percentDecoded(), full.hasPrefix(prefix) else {
+            throw HubError.invalid("bad path \(request.uri.path)")
+        }
+        let path = String(full.dropFirst(prefix.count))
+        let bootstrap = FrameworkSide.isBootstrap(api: kind, path: path)
+        // Onboarding by the thing has no identity yet: the address's and
+        // the app's budgets, spent before the body is read.
+        if bootstrap && kind == .thingIF { try spendAnonymous(request) }
+        let body = try await Body.bytes(request, limit: hub.maxBody(path: path))
+        var headers: [(name: String, value: String)] = []
+        if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
+        if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
+        let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
+        guard bootstrap else { return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path)) }
+        // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
+        return Reply.kii(try await costly { [hub] in hub.thingRequestOverHTTP(req, api: kind, path: path) })
+    }
+
+    /// True when the request carries a thing's token (not a user's).
+    func isThingToken(_ request: Request) -> Bool {
+        let token = bearer(request)
+        return !token.isEmpty && hub.store.thing(accessToken: token) != nil
+    }
+
+}

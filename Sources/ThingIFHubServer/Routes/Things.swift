@@ -1,0 +1,144 @@
+// Things: onboarding, enrollment import, deletion.
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    /// Onboarding (the owner's forms and the thing's own), enrollment
+    /// import, deletion (Thing-IF's target path and Kii's thing resource).
+    var thingRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        r.post("/thing-if/apps/{appID}/onboardings") { try await onboard($0, $1) }
+        r.post("/api/apps/{appID}/things/import") { try await importThings($0, $1) }
+        r.delete("/api/apps/{appID}/targets/{target}") { try await deleteThing($0, $1) }
+        r.delete("/api/apps/{appID}/things/{thingID}") { try await deleteThing($0, $1) }
+        return r
+    }
+
+    // MARK: things
+
+    /// The operator's enrollment: POST …/things/import with
+    /// `Authorization: Bearer <adminToken>` and {"things":[{"vendorThingID",
+    /// "thingPassword","thingType"?,"firmwareVersion"?}…]} (at most 100):
+    /// {"imported":n,"existing":n,"failed":[{"vendorThingID","errorCode","message"}]}.
+    func importThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        try checkApp(context)
+        guard let admin = security.adminToken else {
+            throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
+        }
+        let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        guard let given, Metrics.equalInConstantTime(Array(given.utf8), Array(admin.utf8)) else {
+            throw HubError(403, "WRONG_TOKEN", "POST …/things/import needs Authorization: Bearer <adminToken>")
+        }
+        let body = try await object(request)
+        guard let list = body["things"], list.isArray, (1...100).contains(list.elements.count) else {
+            throw HubError.invalid("\"things\" must be an array of 1 to 100 objects")
+        }
+        var rows: [(String, String, String?, String?)] = []
+        for e in list.elements {
+            guard e.isObject else { throw HubError.invalid("each of \"things\" must be an object") }
+            rows.append(
+                (
+                    try Body.requiredString(e, "vendorThingID"), try Body.requiredString(e, "thingPassword"),
+                    try Body.optionalString(e, "thingType"), try Body.optionalString(e, "firmwareVersion")
+                ))
+        }
+        let sendable = rows.map { Enrollment(vendorThingID: $0.0, password: $0.1, thingType: $0.2, firmware: $0.3) }
+        let outcomes = try await costly { [hub] in
+            sendable.map {
+                hub.enroll(
+                    vendorThingID: $0.vendorThingID, password: $0.password, thingType: $0.thingType,
+                    firmwareVersion: $0.firmware)
+            }
+        }
+        var imported = 0
+        var existing = 0
+        let failed = JSON.array()
+        for (row, outcome) in zip(sendable, outcomes) {
+            switch outcome {
+            case .success(true): imported += 1
+            case .success(false): existing += 1
+            case .failure(let e):
+                let f = Reply.object([
+                    ("vendorThingID", row.vendorThingID), ("errorCode", e.code), ("message", e.message)
+                ])
+                failed.append(f)
+            }
+        }
+        let o = JSON.object()
+        o.set("imported", .int(imported))
+        o.set("existing", .int(existing))
+        o.set("failed", failed)
+        return Reply.json(200, o)
+    }
+
+    struct Enrollment: Sendable {
+        var vendorThingID: String
+        var password: String
+        var thingType: String?
+        var firmware: String?
+    }
+
+    func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        // Onboarding by the thing itself (vendorThingID and password, no
+        // user token): Kii's thing SDKs call this path with that media type.
+        if request.headers[.contentType].map(MediaType.isOnboardingByThing) == true {
+            return try await thingRequest(request, context, .thingIF)
+        }
+        let user = try user(request, context)
+        let body = try await object(request)
+        // Kii's two forms: by vendorThingID (OnboardingWithVendorThingIDByOwner) or,
+        // for a thing that onboarded itself, by its thingID (OnboardingWithThingIDByOwner).
+        let byThingID =
+            request.headers[.contentType]?.contains("OnboardingWithThingIDByOwner") == true
+            || (body["thingID"] != nil && body["vendorThingID"] == nil)
+        let vendorThingID: String
+        if byThingID {
+            let tid = try Body.requiredString(body, "thingID")
+            guard let known = hub.store.thing(id: tid)?.vendorThingID else {
+                throw HubError.notFound("THING_NOT_FOUND", "no thing \(tid) in this app")
+            }
+            vendorThingID = known
+        } else {
+            vendorThingID = try Body.requiredString(body, "vendorThingID")
+        }
+        let password = try Body.requiredString(body, "thingPassword")
+        let owner = try Body.requiredString(body, "owner")
+        let thingType = try Body.optionalString(body, "thingType")
+        let firmware = try Body.optionalString(body, "firmwareVersion")
+        let interval = try Body.optionalString(body, "dataGroupingInterval")
+        let outcome = try await costly { [hub] () -> Result<(ThingRecord, MQTTEndpoint?), HubError> in
+            hub.onboardByOwner(
+                user: user, vendorThingID: vendorThingID, password: password, owner: owner,
+                thingType: thingType, firmwareVersion: firmware,
+                dataGroupingInterval: interval
+            ).map { ($0, hub.handoverEndpoint(for: $0)) }
+        }
+        let (t, endpoint) = try value(outcome)
+        let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
+        if let ep = endpoint { o.set("mqttEndpoint", ep.encode()) }
+        return Reply.json(200, o)
+    }
+
+    /// DELETE …/targets/thing:{thingID} or Kii's …/things/{thingID}: the
+    /// owner deletes the thing and what belongs to it (FrameworkSide.removeThing); 204.
+    func deleteThing(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid: String
+        if context.parameters.get("thingID") != nil {
+            tid = try param(context, "thingID")
+            try spendOwned(user, tid)
+        } else {
+            tid = try thingID(context, user)
+        }
+        try value(hub.deleteThing(user: user, thingID: tid))
+        return Reply.noContent()
+    }
+
+}
