@@ -130,7 +130,12 @@ public struct HubConfig: Equatable, Sendable {
         public let description: String
     }
 
-    public static let usage = """
+    /// The flags' help (written by hand, one line or more per flag; a test
+    /// checks it names every flag of the options table), then the
+    /// environment variables and file keys, generated from that table.
+    public static let usage = flagHelp + "\n" + generatedLists()
+
+    private static let flagHelp = """
         usage: thingif-hub [options]
           --broker-host H, --host H   MQTT broker to connect to (default 127.0.0.1)
           --broker-port P, --port P   its port (default 1883)
@@ -215,37 +220,40 @@ public struct HubConfig: Equatable, Sendable {
                                       "undelivered" (default 86400; 0: never)
           --command-unanswered-limit S   seconds a command may stay DELIVERED without results before it
                                       ends EXPIRED "unanswered" (default 86400; 0: never)
-        Environment: THINGIF_HUB_BROKER_HOST, _BROKER_PORT, _HTTP_HOST, _HTTP_PORT, _APP_ID,
-          _APP_KEY, _DB, _DB_CONNECTIONS, _MEMORY, _ADVERTISED_HOST, _ADVERTISED_PORT, _TIMEOUT,
-          _QUIET, _CONFIG,
-          _PASSWORD_ITERATIONS, _INSECURE_FAST_PASSWORD_HASH, _TOKEN_LIFETIME, _THING_TOKEN_LIFETIME,
-          _MAX_BODY, _MAX_STATE_BODY, _MAX_HISTORY_PAGE, _RATE_LIMIT, _RATE_BURST, _STATE_RETENTION,
-          _STATE_RETENTION_DAYS, _WEBHOOK_ALLOW, _TLS_CERT, _TLS_KEY, _BROKER_USERNAME,
-          _BROKER_PASSWORD, _BROKER_CAFILE, _BROKER_CERTFILE, _BROKER_KEYFILE, _ADVERTISED_TLS_PORT,
-          _INSECURE_ANONYMOUS_BROKER, _METRICS_TOKEN, _HA_DISCOVERY, _HA_DISCOVERY_PREFIX,
-          _HA_MAPPINGS_FILE, _HA_USERNAME, _HA_PASSWORD, _COSTLY_THREADS, _COSTLY_QUEUE,
-          _BOOTSTRAP_RATE, _BOOTSTRAP_BURST, _ADDRESS_RATE, _ADDRESS_BURST, _APP_ANONYMOUS_RATE,
-          _APP_ANONYMOUS_BURST, _TRUSTED_PROXIES, _HTTP_HEADER_TIMEOUT, _HTTP_BODY_TIMEOUT,
-          _HTTP_IDLE_TIMEOUT, _HTTP_MAX_CONNECTIONS, _THINGS_CREATED_PER_HOUR,
-          _MQTT_INSTALLATIONS_PER_USER, _MQTT_INSTALLATIONS_PER_APP, _ONBOARDING, _ADMIN_TOKEN,
-          _COMMAND_TTL, _COMMAND_UNDELIVERED_LIMIT, _COMMAND_UNANSWERED_LIMIT.
-        File keys: brokerHost, brokerPort, httpHost, httpPort, appID, appKey, db, dbConnections,
-          memory,
-          advertisedHost, advertisedPort, quiet, passwordIterations,
-          insecureFastPasswordHash, tokenLifetime, thingTokenLifetime, maxBody, maxStateBody,
-          maxHistoryPage, rateLimit, rateBurst, stateRetention, stateRetentionDays, webhookAllow
-          (a string or an array of strings), tlsCert, tlsKey, brokerUsername, brokerPassword,
-          brokerCAFile, brokerCertFile, brokerKeyFile, advertisedTLSPort, insecureAnonymousBroker,
-          metricsToken, haDiscovery, haDiscoveryPrefix, haMappingsFile, haUsername, haPassword,
-          costlyThreads, costlyQueue, bootstrapRate, bootstrapBurst, addressRate, addressBurst,
-          appAnonymousRate, appAnonymousBurst, trustedProxies (a string or an array of strings),
-          httpHeaderTimeout, httpBodyTimeout, httpIdleTimeout, httpMaxConnections,
-          thingsCreatedPerHour, mqttInstallationsPerUser, mqttInstallationsPerApp, onboarding,
-          adminToken, commandTimeToLive, commandUndeliveredLimit, commandUnansweredLimit.
-        Precedence: flags > environment > file > defaults.
         """
 
     private enum Kind { case string, int, bool, list }
+
+    /// "Environment: …", "File keys: …" and the precedence, from `options`.
+    private static func generatedLists() -> String {
+        let env = ["THINGIF_HUB_" + options[0].env] + options.dropFirst().map { "_" + $0.env } + ["_CONFIG"]
+        let keys = options.map { $0.kind == .list ? "\($0.key) (a string or an array of strings)" : $0.key }
+        return wrapped("Environment: ", env) + "\n" + wrapped("File keys: ", keys) + "\n"
+            + "Precedence: flags > environment > file > defaults."
+    }
+
+    /// `items` after `label`, comma-separated, ending with a full stop, in
+    /// lines of at most 100 columns.
+    private static func wrapped(_ label: String, _ items: [String]) -> String {
+        var lines: [String] = []
+        var line = label
+        for (i, item) in items.enumerated() {
+            let word = item + (i == items.count - 1 ? "." : ",")
+            if line.count + 1 + word.count > 100 && line.count > 2 {
+                lines.append(line)
+                line = "  " + word
+            } else {
+                line += (line.hasSuffix(" ") ? "" : " ") + word
+            }
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+
+    /// Every flag and environment variable (without THINGIF_HUB_) of the
+    /// options table, for the test that the usage names them all.
+    static var allFlags: [String] { options.flatMap(\.flags) }
+    static var allEnvironment: [String] { options.map(\.env) }
 
     private struct Option {
         var key: String

@@ -7,7 +7,7 @@ import Foundation
 import Testing
 import ThingIF
 import ThingIFHub
-import ThingIFHubServer
+@testable import ThingIFHubServer
 
 /// The REST API of thingif-hub end to end: a real broker, the hub's HTTP
 /// server in-process on a free port, and the C appliance.
@@ -639,6 +639,36 @@ struct HubAPITests {
             #expect(doc.text == file, "GET /openapi.yaml serves docs/openapi.yaml (a SwiftPM resource)")
             #expect(doc.text.hasPrefix("openapi: 3.0"))
         }
+    }
+
+    @Test("The usage names every flag of the options table, each environment variable and file key, and no other")
+    func usageFromTable() throws {
+        let usage = HubConfig.usage
+        for flag in HubConfig.allFlags { #expect(usage.contains(flag), "the usage does not name \(flag)") }
+        // The flags the help text names are the table's (none left over from a removed option).
+        let named = Set(
+            usage.split(whereSeparator: { " ,\n=()".contains($0) })
+                .filter { $0.hasPrefix("--") && $0.count > 2 }.map(String.init))
+        let known = Set(HubConfig.allFlags + ["--help", "--config"])
+        #expect(named.subtracting(known).isEmpty, "\(named.subtracting(known))")
+        // Generated lists: every variable set through the environment is listed.
+        let env = try #require(usage.range(of: "Environment: ")).upperBound
+        let listed = usage[env...].prefix(while: { $0 != "." })
+        for (name, value) in [("THINGIF_HUB_DB_CONNECTIONS", "3"), ("THINGIF_HUB_COMMAND_TTL", "60")] {
+            let short = name == "THINGIF_HUB_DB_CONNECTIONS" ? "_DB_CONNECTIONS" : "_COMMAND_TTL"
+            #expect(listed.contains(short))
+            guard case .run = try HubConfig.load(arguments: [], environment: [name: value], readFile: { _ in nil })
+            else {
+                Issue.record("\(name) not accepted")
+                continue
+            }
+        }
+        let names = listed.split(whereSeparator: { " ,\n".contains($0) }).map(String.init)
+        #expect(!names.contains("_TIMEOUT"), "no variable that nothing reads")
+        for e in HubConfig.allEnvironment {
+            #expect(names.contains("_" + e) || names.contains("THINGIF_HUB_" + e), "the usage does not list \(e)")
+        }
+        #expect(usage.contains("File keys: ") && usage.contains("dbConnections"))
     }
 
     @Test("Configuration: flags > environment > file > defaults")

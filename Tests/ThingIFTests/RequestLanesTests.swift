@@ -33,7 +33,9 @@ struct RequestLanesTests {
             })
         let clients = (0..<12).map { Topics.status(clientID: "c\($0)") }
         for i in 0..<300 {
-            for t in clients { lanes.push(MqttClient.Message(topic: t, payload: Array(String(i).utf8), qos: 1, retain: false)) }
+            for t in clients {
+                lanes.push(MqttClient.Message(topic: t, payload: Array(String(i).utf8), qos: 1, retain: false))
+            }
         }
         lanes.close()
         let s = seen.withLock { $0 }
