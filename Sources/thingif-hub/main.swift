@@ -148,14 +148,10 @@ do {
     // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE) and the sweep
     // of notifications a hub did not send (it died after the results): one
     // tick a second.
-    let ticker = Thread {
-        while true {
-            hub.triggerEngine.tick()
-            server.sweepNotifications()
-            Thread.sleep(forTimeInterval: 1)
-        }
+    let ticker = HubTicker {
+        hub.triggerEngine.tick()
+        server.sweepNotifications()
     }
-    ticker.start()
     let where_ = config.memory ? "in memory" : "in \(config.db)"
     say(
         "hub: serving app \(config.appID) on the MQTT broker at \(config.brokerHost):\(config.brokerPort), data \(where_)"
@@ -164,7 +160,11 @@ do {
     logger.logLevel = .warning
     let group = ServiceGroup(
         configuration: .init(
-            services: [server], gracefulShutdownSignals: [.sigterm, .sigint],
+            // Shut down in reverse: the ticker stops between two ticks, then the HTTP API.
+            services: [
+                .init(service: server),
+                .init(service: ticker, successTerminationBehavior: .ignore)
+            ], gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
     do {
         try await group.run()
