@@ -32,10 +32,16 @@ extension API {
         return Reply.json(201, Reply.object([("commandID", c.commandID)]))
     }
 
-    func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    /// The caller, the owned thing and the path's commandID of a call on one command.
+    private func oneCommand(_ request: Request, _ context: BasicRequestContext) throws -> (
+        user: UserRecord, thingID: String, commandID: String
+    ) {
         let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let cid = try param(context, "commandID")
+        return (user, try thingID(context, user), try param(context, "commandID"))
+    }
+
+    func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (user, tid, cid) = try oneCommand(request, context)
         let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
         return Reply.json(200, hub.commandJSON(c))
     }
@@ -44,9 +50,7 @@ extension API {
     /// CANCELLED command; 409 COMMAND_NOT_CANCELLABLE with its commandState
     /// when results came first or the hub ended it; 404 as for a read.
     func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let cid = try param(context, "commandID")
+        let (user, tid, cid) = try oneCommand(request, context)
         let c = try value(hub.cancelCommand(user: user, thingID: tid, commandID: cid))
         return Reply.json(200, hub.commandJSON(c))
     }
