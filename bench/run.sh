@@ -10,7 +10,12 @@
 #      one at a time (each after the previous one's results: no queueing).
 #   The hub's own CPU per command (all its threads, /proc/PID/task) is
 #   printed beside each run: it answers every results request, with SQLite
-#   on this machine's disk.
+#   on this machine's disk. bench/loadgen publishes commands straight on the
+#   thing's topic, which the hub never issued, so the hub answers each
+#   results request 404 COMMAND_NOT_FOUND (after the same token and thing
+#   checks): that column is the cost of a refused results request, not of
+#   a command through the hub. bench/hubs.sh measures commands end to end
+#   through the hub's REST API.
 # Everything runs on 127.0.0.1: a mosquitto on a free port and thingif-hub
 # from the release SwiftPM build, its SQLite database in the scratch folder.
 #
@@ -136,5 +141,6 @@ echo "  cmd/s: commands done / (last results request - first publish); latency p
 echo "  from mosquitto_publish() to its action-results request (in the first two runs all"
 echo "  commands are published at once, so it is mostly time queued); fsync/cmd: the library's"
 echo "  fsync+fdatasync calls per command and their time; hub us/cmd: thingif-hub's CPU per"
-echo "  command (all threads), SQLite on $(stat -f -c %T "$tmp"). One mosquitto, thingif-hub"
-echo "  (release) and the thing share the machine."
+echo "  command (all threads), SQLite on $(stat -f -c %T "$tmp"): the hub did not issue these"
+echo "  commands, so it answers their results 404 (bench/hubs.sh measures the hub end to end)."
+echo "  One mosquitto, thingif-hub (release) and the thing share the machine."
