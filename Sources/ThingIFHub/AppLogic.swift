@@ -142,7 +142,9 @@ struct AppAPI {
         CommandRecord, HubError
     > {
         let command: Command
-        switch commandForm(form, issuerAllowed: identities(of: user).contains) {
+        // The caller itself needs no lookup; a group issuer reads the groups.
+        let me = "user:\(user.userID)"
+        switch commandForm(form, issuerAllowed: { $0 == me || identities(of: user).contains($0) }) {
         case .failure(let e): return .failure(e)
         case .success(let c): command = c
         }
