@@ -19,6 +19,7 @@ FILTERS = {
     "action_results": lambda s: '"actionResults"' in s or '"succeeded"' in s,
     "state_merge": lambda s: s.startswith("{") and '"commandID"' not in s and '"actionResults"' not in s,
     "kii_reply": lambda s: '"thingID"' in s or '"mqttEndpoint"' in s or '"installationID"' in s,
+    "trigger_form": lambda s: '"predicate"' in s,
     "command_form": lambda s: '"actions"' in s and ('"issuer"' in s or '"schema"' in s),
     "trigger_rules": lambda s: '"clause"' in s or '"type":"eq"' in s or '"type":"range"' in s or '"type":"and"' in s,
 }

@@ -5,49 +5,6 @@ import ThingIFRules
 // Server triggers (Thing-IF's trigger API): a predicate on a thing (its
 // state, a cron schedule, or one point in time) and the command it issues.
 
-/// A trigger's predicate, parsed.
-enum TriggerPredicate {
-    enum When: String {
-        case conditionTrue = "CONDITION_TRUE", falseToTrue = "CONDITION_FALSE_TO_TRUE", changed = "CONDITION_CHANGED"
-    }
-    case states(StateCondition, When)
-    case schedule(CronSchedule)
-    case scheduleOnce(Int64)
-
-    /// `now` is only for SCHEDULE_ONCE (scheduleAt must be later).
-    static func parse(_ p: JSON?, now: Int64?) -> Result<TriggerPredicate, HubError> {
-        guard let p, p.isObject else { return .failure(.invalid("\"predicate\" is required: an object")) }
-        guard let source = p["eventSource"]?.stringValue else {
-            return .failure(.invalid("the predicate needs \"eventSource\": STATES, SCHEDULE or SCHEDULE_ONCE"))
-        }
-        switch source {
-        case "STATES":
-            guard let w = p["triggersWhen"]?.stringValue, let when = When(rawValue: w) else {
-                return .failure(
-                    .invalid("\"triggersWhen\" must be CONDITION_TRUE, CONDITION_FALSE_TO_TRUE or CONDITION_CHANGED"))
-            }
-            guard let c = p["condition"] else { return .failure(.invalid("a STATES predicate needs \"condition\"")) }
-            return StateCondition.parse(c).map { .states($0, when) }.mapError { .invalid($0.message) }
-        case "SCHEDULE":
-            guard let s = p["schedule"]?.stringValue else {
-                return .failure(.invalid("a SCHEDULE predicate needs \"schedule\": a cron string"))
-            }
-            guard let cron = CronSchedule(s) else {
-                return .failure(.invalid("\"schedule\" is not a five-field cron expression: \(s)"))
-            }
-            return .success(.schedule(cron))
-        case "SCHEDULE_ONCE":
-            guard let at = p["scheduleAt"]?.intValue else {
-                return .failure(.invalid("a SCHEDULE_ONCE predicate needs \"scheduleAt\": milliseconds"))
-            }
-            if let now, Int64(at) <= now { return .failure(.invalid("\"scheduleAt\" must be in the future")) }
-            return .success(.scheduleOnce(Int64(at)))
-        default:
-            return .failure(.invalid("unknown eventSource \(source): STATES, SCHEDULE or SCHEDULE_ONCE"))
-        }
-    }
-}
-
 /// Evaluates the server triggers: STATES ones on every state upload,
 /// SCHEDULE and SCHEDULE_ONCE ones on `tick()`. The clock is injectable
 /// (`now`), so that tests drive time; thingif-hub ticks every second.
@@ -229,41 +186,14 @@ extension AppAPI {
     /// The stored definition of a trigger body: predicate, command (a
     /// CommandForm), title, description and metadata, each checked.
     private func triggerDefinition(user: UserRecord, body: JSON) -> Result<JSON, HubError> {
-        guard body.isObject else { return .failure(.invalid("the body must be a JSON object")) }
-        if body["serverCode"] != nil {
-            return .failure(.invalid("server-code triggers are not run by this hub: give a \"command\" instead"))
-        }
-        if case .failure(let e) = TriggerPredicate.parse(body["predicate"], now: hub.triggerEngine.now()) {
-            return .failure(e)
-        }
-        guard let form = body["command"], form.isObject else {
-            return .failure(.invalid("\"command\" is required: an object (a CommandForm)"))
-        }
         let ids = identities(of: user)
-        if case .failure(let e) = commandForm(form, issuerAllowed: ids.contains) { return .failure(e) }
-        // A timeToLive counts from each firing; refused here when bad, not at the firing.
-        if case .failure(let e) = hub.options.lifetimes.expiry(form: form, now: 0) { return .failure(e) }
-        let def = JSON.object()
-        def.set("predicate", body["predicate"]!)
-        let command = form.deepCopy() ?? JSON.object()
-        json_object_del(command.raw, "commandID")
-        json_object_del(command.raw, "firedByTriggerID")
-        def.set("command", command)
-        for (key, max) in [("title", AppLimits.maxTitle), ("description", AppLimits.maxDescription)] {
-            guard let v = body[key], !v.isNull else { continue }
-            guard let s = v.stringValue, s.count <= max else {
-                return .failure(.invalid("\"\(key)\" must be a string of at most \(max) characters"))
-            }
-            def.set(key, string: s)
-        }
-        if let m = body["metadata"], !m.isNull {
-            guard m.isObject, m.dump().utf8.count <= AppLimits.maxMetadataBytes else {
-                return .failure(
-                    .invalid("\"metadata\" must be an object of at most \(AppLimits.maxMetadataBytes) bytes"))
-            }
-            def.set("metadata", m)
-        }
-        return .success(def)
+        return TriggerForm.definition(
+            body, now: hub.triggerEngine.now(), issuerAllowed: ids.contains,
+            // A timeToLive counts from each firing; refused here when bad, not at the firing.
+            checkCommand: { form in
+                if case .failure(let e) = hub.options.lifetimes.expiry(form: form, now: 0) { return e }
+                return nil
+            })
     }
 
     func ownedTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
