@@ -163,4 +163,37 @@ struct CommandCancelTests {
             #expect(!thing.records.contains { $0.commandID == second })
         }
     }
+
+    @Test("A device that cannot be told (no status, as Kii's SDKs): a DELIVERED command answers 409 DELIVERED, no cancel sent")
+    func cancelSilentDevice() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "kii-alice")
+            let r = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                json: [
+                    "vendorThingID": "AC-KII-1", "thingPassword": "pw", "owner": "user:\(uid)",
+                    "thingType": "AirConditioner"
+                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
+            let tid = try #require(r.string("thingID"))
+            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+            let thingTopic = try #require(ep["mqttTopic"] as? String)
+            let (user, pass) = (try #require(ep["username"] as? String), try #require(ep["password"] as? String))
+            let device = try await offPool {
+                Result {
+                    try TopicListener(
+                        port: e.env.broker.port, topics: [thingTopic], username: user, password: pass,
+                        clientID: thingTopic)
+                }
+            }.get()
+            defer { device.stop() }
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await waitForState(e, tid, cid, token: token) { $0 == "DELIVERED" }
+            let c = try await e.call("POST", "\(e.target(tid))/commands/\(cid)/cancel", token: token)
+            #expect(c.status == 409 && c.errorCode == "COMMAND_NOT_CANCELLABLE", "\(c.status) \(c.text)")
+            #expect(c.string("commandState") == "DELIVERED")
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(!device.payloads(on: thingTopic).contains { $0.contains("\"cancel\"") })
+        }
+    }
 }
