@@ -145,7 +145,9 @@ extension FrameworkSide {
         case .failure(let e): return .answered(.failure(e))
         case .success(let r): c = r
         }
-        guard c.results == nil && c.state.isOpen else { return .answered(cancelAnswer(commandID) ?? .failure(.storage)) }
+        guard c.results == nil && c.state.isOpen else {
+            return .answered(cancelAnswer(commandID) ?? .failure(.storage))
+        }
         let step = commandGate(c.thingID).withLock { gated -> CancelStep? in
             gated &+= 1
             guard let now = store.command(id: commandID) else { return .answered(.failure(.storage)) }

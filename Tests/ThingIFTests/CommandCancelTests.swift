@@ -42,7 +42,8 @@ struct CommandCancelTests {
                 _ = ct_behave_sleep($0.ct, "turnPower", 4000)
             }
             // The first command's handler holds the thing's loop for 4 s.
-            let busy = try await e.postCommand(tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            let busy = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
             // (A record is written when the handler returns: wait for the
             // delivery, then give the thing ample time to enter the handler.)
             _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
@@ -147,7 +148,8 @@ struct CommandCancelTests {
             let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "pend") {
                 _ = ct_behave_sleep($0.ct, "turnPower", 4000)
             }
-            let busy = try await e.postCommand(tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            let busy = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
             // (A record is written when the handler returns: wait for the
             // delivery, then give the thing ample time to enter the handler.)
             _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
@@ -164,7 +166,9 @@ struct CommandCancelTests {
         }
     }
 
-    @Test("A device that cannot be told (no status, as Kii's SDKs): a DELIVERED command answers 409 DELIVERED, no cancel sent")
+    @Test(
+        "A device that cannot be told (no status, as Kii's SDKs): a DELIVERED command answers 409 DELIVERED, no cancel sent"
+    )
     func cancelSilentDevice() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user(loginName: "kii-alice")
