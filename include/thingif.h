@@ -174,7 +174,14 @@ enum thingif_option {
      * never dropped and may exceed it. See thingif_state_update(). */
     THINGIF_OPT_OUTBOX_MAX = 6,
     /** How many of the newest command IDs the ledger remembers, so that a
-     * redelivered command is not run again. Default 1000; range 16 .. 1000000. */
+     * redelivered command is not run again. Default 1000; range 16 .. 1000000.
+     * The ledger also remembers the commands the framework cancelled before
+     * this thing took them (a cancel message on the command topic,
+     * docs/PROTOCOL.md 9.1; handled by the loop thread, no callback): such
+     * a command is never run, also after a restart; every action gets a
+     * failed result with the error message "cancelled: …" and the data
+     * {"reason":"CANCELLED"}, and no handler is called. A cancel that comes
+     * after the command's handlers started is ignored. */
     THINGIF_OPT_LEDGER_SIZE = 7,
     /** How many received messages the thing holds before its loop handles
      * them. At this bound the loop handles the held messages before it

@@ -22,6 +22,8 @@ public struct CommandLifetimes: Sendable, Equatable {
     public static let homeAssistantTimeToLive: Int64 = 60
     /// How often the hub looks for commands due to end, and how many it ends a time.
     static let sweepPeriodMs: Int64 = 1000
+    /// How long a cancel waits for the thing's answer by default (ms).
+    public static let defaultCancelWaitMs: Int64 = 5000
     static let sweepLimit = 200
 
     public init(defaultTimeToLive: Int64 = 0, undeliveredLimit: Int64 = 86_400, unansweredLimit: Int64 = 86_400) {
@@ -123,32 +125,60 @@ extension FrameworkSide {
     }
 
     /// Cancels a command for `user`, who must be allowed to read it (an owner
-    /// of its thing; anyone else gets the 404 a read gets). A command
-    /// without results that is SENDING or DELIVERED becomes CANCELLED and is
-    /// never published again; cancelling a CANCELLED one again answers the
-    /// same. A command with results, or EXPIRED, is too late: 409
-    /// COMMAND_NOT_CANCELLABLE with its `commandState`.
+    /// of its thing; anyone else gets the 404 a read gets); docs/PROTOCOL.md
+    /// §9.1. The hub answers CANCELLED only when the thing will not run it:
     ///
-    /// "Started" is what the hub can see: results. A DELIVERED command may
-    /// already be running on the thing; if its results still come, they are
-    /// recorded and decide the state (DONE or INCOMPLETE), as for any late
-    /// results.
-    public func cancelCommand(user: UserRecord, thingID: String, commandID: String) -> Result<
-        CommandRecord, HubError
-    > {
+    /// - SENDING (held or retried by the hub, not published to a thing that
+    ///   keeps a ledger): ended CANCELLED here, under the thing's gate, so no
+    ///   publish overlaps it; never published again.
+    /// - DELIVERED to thingif's library (its topic announces a status): the
+    ///   cancel goes to the thing (CommandCancel) and `.waiting` comes back;
+    ///   the caller polls `cancelOutcome` up to `options.cancelWaitMs`. The
+    ///   thing refuses a command it has not started (results with reason
+    ///   CANCELLED: stored as CANCELLED) or, if it ran it, sends its results.
+    /// - DELIVERED to a device that cannot be told (Kii's SDKs, no status):
+    ///   409 COMMAND_NOT_CANCELLABLE with DELIVERED.
+    /// - CANCELLED already: the same 200; results or EXPIRED: 409 with the state.
+    public func startCancel(user: UserRecord, thingID: String, commandID: String) -> CancelStep {
         let c: CommandRecord
         switch appAPI.getCommand(user: user, thingID: thingID, commandID: commandID) {
-        case .failure(let e): return .failure(e)
+        case .failure(let e): return .answered(.failure(e))
         case .success(let r): c = r
         }
-        if c.results == nil && c.state.isOpen
-            && end(commandID, state: .cancelled, reason: .cancelled, at: Platform.epochMs())
-        {
-            return store.command(id: commandID).map { .success($0) } ?? .failure(.storage)
+        guard c.results == nil && c.state.isOpen else {
+            return .answered(cancelAnswer(commandID) ?? .failure(.storage))
         }
-        // Not open, or it changed under us: answer from what is stored now.
+        let step = commandGate(c.thingID).withLock { gated -> CancelStep? in
+            gated &+= 1
+            guard let now = store.command(id: commandID) else { return .answered(.failure(.storage)) }
+            guard now.results == nil && now.state.isOpen else { return nil }
+            if now.state == .sending {
+                _ = end(commandID, state: .cancelled, reason: .cancelled, at: Platform.epochMs())
+                return nil
+            }
+            // DELIVERED: the thing decides.
+            guard let topic = commandTopic(of: c.thingID), data.withLock({ $0.statusTopics.contains(topic) }) else {
+                var e = HubError(
+                    409, "COMMAND_NOT_CANCELLABLE",
+                    "command \(commandID) is DELIVERED to a device that cannot be told of a cancel")
+                e.commandState = now.state.rawValue
+                return .answered(.failure(e))
+            }
+            guard publishRaw(topic: topic, payload: CommandCancel.encode(commandID: commandID)) else {
+                return .answered(.failure(.storage))
+            }
+            onEvent?("cancel of \(commandID) sent to \(c.thingID)")
+            return .waiting
+        }
+        return step ?? .answered(cancelAnswer(commandID) ?? .failure(.storage))
+    }
+
+    /// The answer to a cancel from what is stored now; nil while the command
+    /// is still open without results (the thing has not answered yet).
+    public func cancelAnswer(_ commandID: String) -> Result<CommandRecord, HubError>? {
         guard let now = store.command(id: commandID) else { return .failure(.storage) }
-        if now.state == .cancelled && now.results == nil { return .success(now) }
+        if now.state == .cancelled { return .success(now) }
+        if now.results == nil && now.state.isOpen { return nil }
         var e = HubError(
             409, "COMMAND_NOT_CANCELLABLE",
             "command \(commandID) is \(now.state.rawValue)"
@@ -156,4 +186,13 @@ extension FrameworkSide {
         e.commandState = now.state.rawValue
         return .failure(e)
     }
+}
+
+/// What a cancel did first (FrameworkSide.startCancel).
+public enum CancelStep {
+    /// The answer is known.
+    case answered(Result<CommandRecord, HubError>)
+    /// The cancel went to the thing: poll `cancelAnswer` until it is not nil
+    /// or the wait (`Options.cancelWaitMs`) is over (then 202: pending).
+    case waiting
 }

@@ -340,7 +340,11 @@ extension FrameworkSide {
         // Results count once: a repeat (the thing sends again until it has an
         // answer) is accepted and changes nothing.
         guard command.results == nil else { return ok(204) }
-        let state: CommandState = !all.isEmpty && all.allSatisfy(\.succeeded) ? .done : .incomplete
+        // Every action refused for a cancel (CommandCancel): the thing
+        // confirms it never ran it, so the command is CANCELLED (§9.1).
+        let state: CommandState =
+            !all.isEmpty && all.allSatisfy(\.succeeded)
+            ? .done : CommandCancel.isRefusal(all) ? .cancelled : .incomplete
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(
             "recordResults", { store.recordResults(commandID: commandID, results: text, state: state, at: now) })

@@ -61,6 +61,9 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Commands' expiry and the bounds after which an undelivered or
         /// unanswered command ends (CommandLifecycle.swift).
         public var lifetimes = CommandLifetimes()
+        /// How long a cancel of a DELIVERED command waits for the thing's
+        /// answer (ms) before it answers 202, the cancel pending (§9.1).
+        public var cancelWaitMs: Int64 = CommandLifetimes.defaultCancelWaitMs
 
         public init(
             appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
@@ -184,6 +187,16 @@ public final class FrameworkSide: @unchecked Sendable {
     /// ThreadSanitizer takes the zero-sized value's accesses for accesses to
     /// the lock's own pointer beside it and reports a race that is none.
     let publishing = Locked(0)
+    /// Per thing (striped): held while a command is found open, published
+    /// and marked DELIVERED, and while a cancel finds it SENDING and ends
+    /// it, so that a cancel answered at the hub alone never overlaps a
+    /// publish (CommandLifecycle.swift). Int, not Void: see `publishing`.
+    let commandGates: [Locked<Int>] = (0..<64).map { _ in Locked(0) }
+    func commandGate(_ thingID: String) -> Locked<Int> {
+        var h: UInt32 = 2_166_136_261
+        for b in thingID.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
+        return commandGates[Int(h % UInt32(commandGates.count))]
+    }
     /// The delivery worker (deliveryTick), while started.
     let deliveryTicker = Locked<Ticker?>(nil)
 
@@ -391,14 +404,19 @@ public final class FrameworkSide: @unchecked Sendable {
         // while the thing is online by its status: else the hub holds it until
         // the thing's next `online`, so that a command that expires or is
         // cancelled meanwhile never waits in the broker's session queue.
-        let (online, held) = data.withLock { d in
-            let online = d.online[thingID] ?? false
-            // Looked up under the lock: no copy of every status topic per command.
-            return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
+        let delivered = commandGate(thingID).withLock { gated -> Bool in
+            gated &+= 1
+            let (online, held) = data.withLock { d in
+                let online = d.online[thingID] ?? false
+                // Looked up under the lock: no copy of every status topic per command.
+                return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
+            }
+            let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
+            let queued = startRound(
+                commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
+            return queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs())
         }
-        let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
-        let queued = startRound(commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
-        if queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs()) {
+        if delivered {
             record.state = .delivered
             metrics.commandDelivered()
         }
@@ -447,10 +465,18 @@ public final class FrameworkSide: @unchecked Sendable {
     public func resendUnanswered(to thingID: String) -> Int {
         var sent = 0
         let now = Platform.epochMs()
-        for c in store.unansweredCommands(thingID: thingID)
-        where mayPublish(c, now: now) && publish(Array(c.payload.utf8), to: thingID) {
-            sent += 1
-            _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
+        for c in store.unansweredCommands(thingID: thingID) where mayPublish(c, now: now) {
+            // Under the thing's gate, as read now: a cancel that ended it
+            // at the hub meanwhile keeps it from being published.
+            let published = commandGate(thingID).withLock { gated -> Bool in
+                gated &+= 1
+                guard let fresh = store.command(id: c.commandID), fresh.results == nil, fresh.state.isOpen,
+                    publish(Array(c.payload.utf8), to: thingID)
+                else { return false }
+                _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
+                return true
+            }
+            if published { sent += 1 }
         }
         metrics.commandDelivered(sent)
         return sent

@@ -118,6 +118,9 @@ public struct HubConfig: Equatable, Sendable {
     public var commandTimeToLive: Int64 = 0
     public var commandUndeliveredLimit: Int64 = 86_400
     public var commandUnansweredLimit: Int64 = 86_400
+    /// How long a cancel of a DELIVERED command waits for the thing's
+    /// answer, in ms (FrameworkSide.Options.cancelWaitMs).
+    public var commandCancelWaitMs: Int64 = CommandLifetimes.defaultCancelWaitMs
 
     public init() {}
 
@@ -220,6 +223,8 @@ public struct HubConfig: Equatable, Sendable {
                                       "undelivered" (default 86400; 0: never)
           --command-unanswered-limit S   seconds a command may stay DELIVERED without results before it
                                       ends EXPIRED "unanswered" (default 86400; 0: never)
+          --command-cancel-wait MS    how long a cancel of a DELIVERED command waits for the thing's
+                                      answer before it answers 202, pending (default 5000; at most 60000)
         """
 
     private enum Kind { case string, int, bool, list }
@@ -504,6 +509,15 @@ public struct HubConfig: Equatable, Sendable {
             kind: .int
         ) {
             $0.commandUnansweredLimit = Int64(try count($1, "commandUnansweredLimit"))
+        },
+        Option(
+            key: "commandCancelWait", flags: ["--command-cancel-wait"], env: "COMMAND_CANCEL_WAIT", kind: .int
+        ) {
+            let n = Int64(try count($1, "commandCancelWait"))
+            guard n <= 60_000 else {
+                throw ConfigError(description: "commandCancelWait must be at most 60000 ms, not \($1)")
+            }
+            $0.commandCancelWaitMs = n
         }
     ]
 

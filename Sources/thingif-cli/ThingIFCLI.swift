@@ -472,9 +472,12 @@ struct CommandGroup: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Cancel a command that has no results yet; it is never delivered afterwards.",
             discussion: """
-                A command that is SENDING or DELIVERED becomes CANCELLED (a DELIVERED one may already be \
-                on the thing, which may still run it; its results then count). Too late (results came, or \
-                it EXPIRED): the hub answers 409 COMMAND_NOT_CANCELLABLE with its state, and this exits 1.
+                A SENDING command becomes CANCELLED at the hub. A DELIVERED one is cancelled by the thing \
+                (thingif's library), if it has not started it: CANCELLED; if the thing does not answer \
+                within a few seconds, the command is shown as it is (DELIVERED, cancel pending) and the \
+                thing still refuses it if the cancel reaches it first. Too late (results came, it EXPIRED, \
+                or a device that cannot be told of a cancel): the hub answers 409 COMMAND_NOT_CANCELLABLE \
+                with its state, and this exits 1.
                 """)
 
         @OptionGroup var global: GlobalOptions

@@ -80,6 +80,7 @@ var hubOptions = FrameworkSide.Options(
 hubOptions.limits = config.limits
 config.applyFloodSettings(to: &hubOptions)
 hubOptions.lifetimes = config.commandLifetimes
+hubOptions.cancelWaitMs = config.commandCancelWaitMs
 guard let hub = FrameworkSide(hubOptions, store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)

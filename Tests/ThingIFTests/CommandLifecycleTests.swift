@@ -225,7 +225,9 @@ struct CommandLifecycleTests {
         }
     }
 
-    @Test("Settings: TTL default none, bounds a day; flags, environment and file; a TTL over a year is refused")
+    @Test(
+        "Settings: TTL default none, bounds a day, cancel wait 5 s; flags, environment and file; a TTL over a year is refused"
+    )
     func settings() throws {
         func load(_ args: [String], env: [String: String] = [:], file: String? = nil) throws -> HubConfig {
             guard
@@ -252,6 +254,12 @@ struct CommandLifecycleTests {
         #expect(file.commandUnansweredLimit == 120)
         #expect(throws: HubConfig.ConfigError.self) { try load(["--command-ttl", "31536001"]) }
         #expect(throws: HubConfig.ConfigError.self) { try load(["--command-ttl", "-1"]) }
+        // How long a cancel waits for the thing (ms): 5 s, up to a minute.
+        #expect(try load([]).commandCancelWaitMs == 5000)
+        #expect(try load(["--command-cancel-wait", "800"]).commandCancelWaitMs == 800)
+        #expect(try load([], env: ["THINGIF_HUB_COMMAND_CANCEL_WAIT": "0"]).commandCancelWaitMs == 0)
+        #expect(try load([], file: #"{"commandCancelWait":2000}"#).commandCancelWaitMs == 2000)
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--command-cancel-wait", "60001"]) }
 
         // The rule the REST API applies: timeToLive, else the default TTL, else none.
         let l = CommandLifetimes(defaultTimeToLive: 300)

@@ -40,6 +40,9 @@ enum CommandAdmission {
     /// New: recorded as started (durable once the ledger is flushed,
     /// unless `persisted` is false: the ledger could not be written).
     case new(Command, persisted: Bool)
+    /// The hub cancelled it before it arrived (the ledger says so): not
+    /// run; every action fails with reason CANCELLED.
+    case cancelled(Command)
 
     var isNew: Bool {
         if case .new = self { return true }
@@ -360,14 +363,28 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// (docs/FAILURE_MODEL.md).
     func runBatch(_ batch: [TransportMessage], identity: Identity, maxPayload: Int, publishing previous: [Held]) {
         let topic = identity.endpoint.mqttTopic
+        // Cancels first: one behind its command in the same batch still
+        // reaches it before it runs.
+        var cancels: [Bool] = []
+        cancels.reserveCapacity(batch.count)
+        var cancelsRecorded = false
+        for m in batch {
+            if m.topic.equals(topic), let id = CommandCancel.commandID(of: m.payload) {
+                cancels.append(true)
+                if cancel(id) { cancelsRecorded = true }
+            } else {
+                cancels.append(false)
+            }
+        }
         var admitted: [CommandAdmission?] = []
         admitted.reserveCapacity(batch.count)
-        for m in batch {
+        for (m, isCancel) in zip(batch, cancels) {
             admitted.append(
-                m.topic.equals(topic) ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
+                m.topic.equals(topic) && !isCancel
+                    ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
         }
         let newCommands = admitted.contains { $0?.isNew == true }
-        if newCommands || !previous.isEmpty {
+        if newCommands || cancelsRecorded || !previous.isEmpty {
             if !state.withLock({ $0.ledger.flush() }) {
                 logger.error(
                     "cannot sync \(storage.path(CommandLedger.fileName)); running commands without the at-most-once guard"
@@ -376,9 +393,11 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             passed(.startSynced)
         }
         for h in previous { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
-        for (m, a) in zip(batch, admitted) {
+        for (i, (m, a)) in zip(batch, admitted).enumerated() {
             if let a {
                 execute(a, identity: identity)
+            } else if cancels[i] {
+                continue
             } else if m.topic.equals(Topics.response(clientID: topic)) {
                 handleReply(m)
             } else if m.topic.equals(Topics.config(clientID: topic)) {
@@ -417,6 +436,9 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     alreadyQueued: s.outbox.items.contains { $0.path.equals(resultsPath) }
                         || s.heldResults.contains { $0.commandID.equals(command.id) })
             case .started(let skeleton)?: return .interrupted(command.id, skeleton: skeleton)
+            case .cancelled?:
+                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: identity.thingID)
+                return .cancelled(command)
             case nil:
                 let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command), sync: sync)
                 s.running[ByteKey(command.id)] = RunningCommand(command, thingID: identity.thingID)
@@ -439,6 +461,11 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         case .interrupted(let id, let skeleton):
             logger.warning("command \(id) arrived again after it was cut off; reporting it as interrupted")
             finishInterrupted(id, skeleton: skeleton, thingID: identity.thingID)
+        case .cancelled(let command):
+            logger.warning("command \(command.id) was cancelled by the hub before it ran; not run")
+            for (i, r) in CommandCancel.refusal(command).enumerated() {
+                complete(command.id, index: i, result: r)
+            }
         case .new(let command, let persisted):
             if !persisted {
                 logger.error(
@@ -460,6 +487,32 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             }
             run(command)
         }
+    }
+
+    /// A cancel from the hub (CommandCancel), before the batch's commands
+    /// are admitted. A command this thing has not taken (not received, or
+    /// waiting in this batch or the inbox) is recorded cancelled in the
+    /// ledger (synced with the batch's starts): it is never run, also when
+    /// it comes again after a restart. One that started or finished is
+    /// not touched: its results go as usual. True when it was recorded.
+    func cancel(_ commandID: String) -> Bool {
+        let outcome = state.withLock { s -> (recorded: Bool, note: String) in
+            if s.running[ByteKey(commandID)] != nil { return (false, "it is running") }
+            switch s.ledger.state(of: commandID) {
+            case .started?: return (false, "it started")
+            case .done?: return (false, "it ran already")
+            case .cancelled?: return (false, "it is cancelled already")
+            case nil:
+                guard s.ledger.cancel(commandID, sync: false) else { return (false, "the ledger cannot be written") }
+                return (true, "")
+            }
+        }
+        if outcome.recorded {
+            logger.info("command \(commandID) cancelled by the hub; it will not run")
+        } else {
+            logger.info("ignored the hub's cancel of command \(commandID): \(outcome.note)")
+        }
+        return outcome.recorded
     }
 
     /// A command made on the thing (an action set, a timer trigger): recorded

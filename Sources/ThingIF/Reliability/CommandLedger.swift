@@ -20,6 +20,9 @@ final class CommandLedger {
         case started(skeleton: [UInt8])
         /// Finished; the action-results body as sent.
         case done(body: [UInt8])
+        /// The hub cancelled it before it was taken (CommandCancel): when it
+        /// arrives it is not run; every action fails with reason CANCELLED.
+        case cancelled
     }
 
     /// Results the framework has not acknowledged yet: (commandID, thingID).
@@ -51,6 +54,8 @@ final class CommandLedger {
                 if let t = r["t"]?.stringValue, r["k"] == nil { unacknowledged[ByteKey(id)] = t }
             } else if let skeleton = r["a"] {
                 record(id, .started(skeleton: skeleton.dumpBytes()))
+            } else if r["x"] != nil {
+                record(id, .cancelled)
             } else if r["k"] != nil {
                 unacknowledged[ByteKey(id)] = nil
             }
@@ -84,6 +89,13 @@ final class CommandLedger {
     /// after the next `flush()`. False when it could not be written.
     func start(_ commandID: String, skeleton: [UInt8], sync: Bool = true) -> Bool {
         persist(commandID, .started(skeleton: skeleton), thingID: nil, sync: sync)
+    }
+
+    /// Marks a command the thing has not taken as cancelled: a later
+    /// delivery of it is refused, not run (also after a restart, once
+    /// synced: `sync`, or the next `flush()`).
+    func cancel(_ commandID: String, sync: Bool = true) -> Bool {
+        persist(commandID, .cancelled, thingID: nil, sync: sync)
     }
 
     /// Marks a command as done with the results body it reported (JSON
@@ -120,8 +132,8 @@ final class CommandLedger {
         }
     }
 
-    /// One journal line: {"c": id, "a": skeleton} or {"c": id, "r": results,
-    /// "t"?: thingID while owed}, built from bytes (the results body is
+    /// One journal line: {"c": id, "a": skeleton}, {"c": id, "r": results,
+    /// "t"?: thingID while owed} or {"c": id, "x": 1} (cancelled), built from bytes (the results body is
     /// written as the request carries it, not encoded again).
     private func line(_ id: String, _ state: State) -> [UInt8] {
         var out: [UInt8] = []
@@ -142,6 +154,10 @@ final class CommandLedger {
                 out.append(contentsOf: #","t":"#.utf8)
                 out += JSON.quoted(t)
             }
+        case .cancelled:
+            out.append(contentsOf: #"{"c":"#.utf8)
+            out += JSON.quoted(id)
+            out.append(contentsOf: #","x":1"#.utf8)
         }
         out.append(0x7D)
         out.append(0x0A)

@@ -49,10 +49,29 @@ extension API {
     /// POST …/commands/{commandID}/cancel (CommandLifecycle): 200 with the
     /// CANCELLED command; 409 COMMAND_NOT_CANCELLABLE with its commandState
     /// when results came first or the hub ended it; 404 as for a read.
+    ///
+    /// A DELIVERED command's cancel goes to the thing, and the answer waits
+    /// for the thing's (its refusal, or its results) up to
+    /// `cancelWaitMs`; then 202 with the command as it is and
+    /// `"cancelPending":true`: the thing refuses it if the cancel reaches it
+    /// before it runs (the state then becomes CANCELLED), else it runs.
     func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, cid) = try oneCommand(request, context)
-        let c = try value(hub.cancelCommand(user: user, thingID: tid, commandID: cid))
-        return Reply.json(200, hub.commandJSON(c))
+        switch hub.startCancel(user: user, thingID: tid, commandID: cid) {
+        case .answered(let r):
+            return Reply.json(200, hub.commandJSON(try value(r)))
+        case .waiting:
+            let deadline = Platform.nowMs() + hub.options.cancelWaitMs
+            while Platform.nowMs() < deadline {
+                try await Task.sleep(nanoseconds: 25_000_000)
+                if let r = hub.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+            }
+            if let r = hub.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+            guard let now = hub.store.command(id: cid) else { throw HubError.storage }
+            let o = hub.commandJSON(now)
+            o.set("cancelPending", .bool(true))
+            return Reply.json(202, o)
+        }
     }
 
     func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {

@@ -1,0 +1,203 @@
+import CThingIFTestSupport
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+import ThingIFHubServer
+
+/// Issue #27, a cancel that reaches the thing (docs/PROTOCOL.md §9.1): the
+/// hub sends a DELIVERED command's cancel to the thing and answers CANCELLED
+/// only when the thing refused it. A real broker, hub, REST API and C
+/// appliance; bounds are generous and polled.
+@Suite("Command cancel reaches the thing")
+struct CommandCancelTests {
+    private func state(_ e: HubAPIEnv, _ tid: String, _ cid: String, token: String) async throws -> [String: Any] {
+        let r = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)
+        try #require(r.status == 200, "get command: \(r.status) \(r.text)")
+        return r.json
+    }
+
+    private func waitForState(
+        _ e: HubAPIEnv, _ tid: String, _ cid: String, token: String, timeoutMs: Int = 15_000,
+        _ done: (String) -> Bool
+    ) async throws -> [String: Any] {
+        let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
+        var last: [String: Any] = [:]
+        while Date() < deadline {
+            last = try await state(e, tid, cid, token: token)
+            if let s = last["commandState"] as? String, done(s) { return last }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        throw HarnessError("command \(cid) did not reach the expected state within \(timeoutMs) ms: \(last)")
+    }
+
+    @Test(
+        "A delivered command waiting behind a busy handler: the cancel answers CANCELLED, it never runs, not after a restart either"
+    )
+    func cancelDeliveredNotRun() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "cxl-alice")
+            let (tid, thingToken) = try await e.onboard("AC-CXL-1", owner: "user:\(uid)", token: token)
+            let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl") {
+                _ = ct_behave_sleep($0.ct, "turnPower", 4000)
+            }
+            // The first command's handler holds the thing's loop for 4 s.
+            let busy = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            // (A record is written when the handler returns: wait for the
+            // delivery, then give the thing ample time to enter the handler.)
+            _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
+            try await Task.sleep(nanoseconds: 500_000_000)
+            let second = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
+            _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
+            let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
+            #expect(r.status == 200, "\(r.status) \(r.text)")
+            #expect(r.json["commandState"] as? String == "CANCELLED", "\(r.text)")
+            let results = try #require(r.json["actionResults"] as? [[String: Any]], "\(r.text)")
+            let fan = try #require(results.first?["setFanSpeed"] as? [String: Any], "\(r.text)")
+            #expect(fan["succeeded"] as? Bool == false)
+            #expect((fan["data"] as? [String: Any])?["reason"] as? String == "CANCELLED", "\(r.text)")
+            _ = try await e.waitForFinished(tid, busy, token: token)
+            #expect(!thing.records.contains { $0.commandID == second }, "\(thing.records.map(\.commandID))")
+            // Again: the same answer.
+            let again = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
+            #expect(again.status == 200 && again.json["commandState"] as? String == "CANCELLED", "\(again.text)")
+
+            // A restart, then the same command delivered again: the ledger refuses it.
+            let hub = e.hub
+            _ = await offPool { () -> Bool in
+                thing.destroy()
+                return poll(timeoutMs: 10_000) { !hub.isOnline(tid) }
+            }
+            let back = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl")
+            let payload = try #require(hub.store.command(id: second)?.payload)
+            #expect(hub.publish(Array(payload.utf8), to: tid))
+            #expect(await offPool { poll(timeoutMs: 10_000) { back.logContains("command \(second) arrived again") } })
+            let probe = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await e.waitForFinished(tid, probe, token: token)
+            #expect(!back.records.contains { $0.commandID == second }, "\(back.records.map(\.commandID))")
+            let still = try await state(e, tid, second, token: token)
+            #expect(still["commandState"] as? String == "CANCELLED")
+        }
+    }
+
+    @Test("Cancel racing delivery: a command answered CANCELLED never ran; one that ran answers 409 with its state")
+    func cancelRacingDelivery() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "race-alice")
+            let (tid, thingToken) = try await e.onboard("AC-RACE-1", owner: "user:\(uid)", token: token)
+            // A slow last action: commands queue up behind each other on the thing.
+            let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "race") {
+                _ = ct_behave_sleep($0.ct, "setFanSpeed", 60)
+            }
+            // Rounds of eight send-then-cancel at once, so that cancels meet
+            // commands in flight, in the thing's inbox and in its handlers.
+            var answers: [(cid: String, status: Int, state: String?)] = []
+            for _ in 0..<5 {
+                try await withThrowingTaskGroup(of: (String, Int, String?).self) { g in
+                    for _ in 0..<8 {
+                        g.addTask {
+                            let cid = try await e.postCommand(tid, token: token, userID: uid)
+                            let r = try await e.call("POST", "\(e.target(tid))/commands/\(cid)/cancel", token: token)
+                            let s = r.status == 409 ? r.string("commandState") : r.json["commandState"] as? String
+                            return (cid, r.status, s)
+                        }
+                    }
+                    for try await a in g { answers.append(a) }
+                }
+            }
+            // Every command ends; then nothing more may run.
+            for a in answers {
+                _ = try await waitForState(e, tid, a.cid, token: token) {
+                    ["DONE", "INCOMPLETE", "CANCELLED"].contains($0)
+                }
+            }
+            let probe = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await e.waitForFinished(tid, probe, token: token)
+            let ran = Set(thing.records.compactMap(\.commandID))
+            var cancelled = 0
+            for a in answers {
+                switch a.status {
+                case 200:
+                    cancelled += 1
+                    #expect(a.state == "CANCELLED", "\(a)")
+                    #expect(!ran.contains(a.cid), "\(a.cid) was answered CANCELLED but ran")
+                    let now = try await state(e, tid, a.cid, token: token)
+                    #expect(now["commandState"] as? String == "CANCELLED", "\(now)")
+                case 409:
+                    #expect(a.state == "DONE" || a.state == "INCOMPLETE", "\(a)")
+                    #expect(ran.contains(a.cid), "\(a.cid) answered 409 \(a.state ?? "?") but never ran")
+                default:
+                    Issue.record("unexpected answer \(a) for a thing that is online")
+                }
+            }
+            // Each ran at most once.
+            let counts = Dictionary(grouping: thing.records.compactMap(\.commandID), by: { $0 })
+            for a in answers { #expect((counts[a.cid]?.count ?? 0) <= 3, "\(a.cid) ran twice") }
+            // Both outcomes are legal; which one each gets is the race's.
+            print("cancel race: \(cancelled) of \(answers.count) answered CANCELLED")
+        }
+    }
+
+    @Test("A thing that does not answer in time: 202 with the cancel pending; its refusal later makes it CANCELLED")
+    func cancelPending() async throws {
+        try await withHubAPI(options: { $0.cancelWaitMs = 500 }) { e in
+            let (uid, token) = try await e.user(loginName: "pend-alice")
+            let (tid, thingToken) = try await e.onboard("AC-PEND-1", owner: "user:\(uid)", token: token)
+            let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "pend") {
+                _ = ct_behave_sleep($0.ct, "turnPower", 4000)
+            }
+            let busy = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+            // (A record is written when the handler returns: wait for the
+            // delivery, then give the thing ample time to enter the handler.)
+            _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
+            try await Task.sleep(nanoseconds: 500_000_000)
+            let second = try await e.postCommand(
+                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
+            _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
+            let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
+            #expect(r.status == 202, "\(r.status) \(r.text)")
+            #expect(r.json["commandState"] as? String == "DELIVERED" && r.json["cancelPending"] as? Bool == true)
+            let ended = try await waitForState(e, tid, second, token: token) { $0 != "DELIVERED" }
+            #expect(ended["commandState"] as? String == "CANCELLED", "\(ended)")
+            #expect(!thing.records.contains { $0.commandID == second })
+        }
+    }
+
+    @Test(
+        "A device that cannot be told (no status, as Kii's SDKs): a DELIVERED command answers 409 DELIVERED, no cancel sent"
+    )
+    func cancelSilentDevice() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "kii-alice")
+            let r = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                json: [
+                    "vendorThingID": "AC-KII-1", "thingPassword": "pw", "owner": "user:\(uid)",
+                    "thingType": "AirConditioner"
+                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
+            let tid = try #require(r.string("thingID"))
+            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+            let thingTopic = try #require(ep["mqttTopic"] as? String)
+            let (user, pass) = (try #require(ep["username"] as? String), try #require(ep["password"] as? String))
+            let device = try await offPool {
+                Result {
+                    try TopicListener(
+                        port: e.env.broker.port, topics: [thingTopic], username: user, password: pass,
+                        clientID: thingTopic)
+                }
+            }.get()
+            defer { device.stop() }
+            let cid = try await e.postCommand(tid, token: token, userID: uid)
+            _ = try await waitForState(e, tid, cid, token: token) { $0 == "DELIVERED" }
+            let c = try await e.call("POST", "\(e.target(tid))/commands/\(cid)/cancel", token: token)
+            #expect(c.status == 409 && c.errorCode == "COMMAND_NOT_CANCELLABLE", "\(c.status) \(c.text)")
+            #expect(c.string("commandState") == "DELIVERED")
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(!device.payloads(on: thingTopic).contains { $0.contains("\"cancel\"") })
+        }
+    }
+}
