@@ -35,13 +35,17 @@ struct CommandCancelTests {
         "A delivered command waiting behind a busy handler: the cancel answers CANCELLED, it never runs, not after a restart either"
     )
     func cancelDeliveredNotRun() async throws {
-        try await withHubAPI { e in
+        // The cancel waits for the thing as long as its busy handler may take
+        // on a loaded machine: the answer comes when that handler returns.
+        try await withHubAPI(options: { $0.cancelWaitMs = 60_000 }) { e in
             let (uid, token) = try await e.user(loginName: "cxl-alice")
             let (tid, thingToken) = try await e.onboard("AC-CXL-1", owner: "user:\(uid)", token: token)
             let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl") {
-                _ = ct_behave_sleep($0.ct, "turnPower", 4000)
+                _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
             }
-            // The first command's handler holds the thing's loop for 4 s.
+            // The first command's handler holds the thing's loop for 12 s:
+            // ample time for the second command and its cancel to arrive,
+            // however slow the machine.
             let busy = try await e.postCommand(
                 tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
             // (A record is written when the handler returns: wait for the
@@ -58,7 +62,7 @@ struct CommandCancelTests {
             let fan = try #require(results.first?["setFanSpeed"] as? [String: Any], "\(r.text)")
             #expect(fan["succeeded"] as? Bool == false)
             #expect((fan["data"] as? [String: Any])?["reason"] as? String == "CANCELLED", "\(r.text)")
-            _ = try await e.waitForFinished(tid, busy, token: token)
+            _ = try await e.waitForFinished(tid, busy, token: token, timeoutMs: 60_000)
             #expect(!thing.records.contains { $0.commandID == second }, "\(thing.records.map(\.commandID))")
             // Again: the same answer.
             let again = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
@@ -146,7 +150,7 @@ struct CommandCancelTests {
             let (uid, token) = try await e.user(loginName: "pend-alice")
             let (tid, thingToken) = try await e.onboard("AC-PEND-1", owner: "user:\(uid)", token: token)
             let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "pend") {
-                _ = ct_behave_sleep($0.ct, "turnPower", 4000)
+                _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
             }
             let busy = try await e.postCommand(
                 tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
@@ -160,7 +164,7 @@ struct CommandCancelTests {
             let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             #expect(r.status == 202, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "DELIVERED" && r.json["cancelPending"] as? Bool == true)
-            let ended = try await waitForState(e, tid, second, token: token) { $0 != "DELIVERED" }
+            let ended = try await waitForState(e, tid, second, token: token, timeoutMs: 60_000) { $0 != "DELIVERED" }
             #expect(ended["commandState"] as? String == "CANCELLED", "\(ended)")
             #expect(!thing.records.contains { $0.commandID == second })
         }
