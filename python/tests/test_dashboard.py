@@ -150,7 +150,42 @@ def finished_by_event(driver, cid, timeout=20):
                              % (cid, timeout, driver.find_element(By.TAG_NAME, "main").text))
 
 
-def run_dashboard(driver, base, login, token, width, shots, tmp_path):
+def command_head(driver, cid):
+    """(data-state, text) of a command's head row, or (None, "")."""
+    from selenium.webdriver.common.by import By
+
+    def read():
+        rows = driver.find_elements(By.CSS_SELECTOR, 'tr.command[data-command="%s"]' % cid)
+        return (rows[0].get_attribute("data-state"), rows[0].text) if rows else (None, "")
+    return fresh(read)
+
+
+def expiry_and_cancel(driver, stop_thing, hub_out, thing_id):
+    """A command with a time to live shows its expiry; then, with the thing
+    stopped, a command waits SENDING with a Cancel button, and the button
+    makes it CANCELLED (docs/PROTOCOL.md 9.1)."""
+    from selenium.webdriver.common.by import By
+    ttl = driver.find_element(By.ID, "ttl")
+    ttl.clear()
+    ttl.send_keys("600")
+    timed = send_from_form(driver, [("turnPower", '{"power":false}')])
+    assert finished_by_event(driver, timed) == "DONE"
+    assert "expires" in command_head(driver, timed)[1], command_head(driver, timed)
+    assert not driver.find_elements(By.CSS_SELECTOR, 'button[data-cancel="%s"]' % timed), "a done command has no Cancel"
+    ttl.clear()
+
+    stop_thing()
+    hub_out.wait_for(r"^hub: %s is offline" % re.escape(thing_id), timeout=30)
+    held = send_from_form(driver, [("turnPower", '{"power":true}')])
+    assert command_head(driver, held)[0] == "SENDING", command_head(driver, held)
+    button = wait(driver, lambda d: fresh(
+        lambda: (d.find_elements(By.CSS_SELECTOR, 'button[data-cancel="%s"]' % held) or [None])[0]))
+    button.click()
+    wait(driver, lambda d: command_head(d, held)[0] == "CANCELLED")
+    assert not driver.find_elements(By.CSS_SELECTOR, 'button[data-cancel="%s"]' % held)
+
+
+def run_dashboard(driver, base, login, token, width, shots, tmp_path, after=None):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
@@ -225,6 +260,9 @@ def run_dashboard(driver, base, login, token, width, shots, tmp_path):
     driver.save_screenshot(str(shots / ("dashboard-%d.png" % width)))
     driver.find_element(By.ID, "chart").screenshot(str(shots / ("chart-%d.png" % width)))
 
+    if after:
+        after(driver)
+
     csp = [e for e in driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
     assert not csp, csp
     driver.find_element(By.ID, "signout").click()
@@ -260,8 +298,12 @@ def test_dashboard_in_a_real_browser(hub, broker, tmp_path):
         for width, by_login in ((1280, True), (390, False)):
             driver = start_browser(tmp_path, width)
             drivers.append(driver)
+            # The last round also stops the thing, for the cancel.
+            after = None if width == 1280 else (
+                lambda d: expiry_and_cancel(d, lambda: stop_process(aircon), hub.out, thing_id))
             try:
-                run_dashboard(driver, base, login if by_login else None, user["accessToken"], width, shots, tmp_path)
+                run_dashboard(driver, base, login if by_login else None, user["accessToken"], width, shots, tmp_path,
+                              after)
             except BaseException:
                 driver.save_screenshot(str(shots / ("failed-%d.png" % width)))
                 raise

@@ -325,10 +325,18 @@ function renderCommands() {
   for (const c of list) {
     const state = c.commandState || "SENDING";
     const when = c.createdAt ? new Date(c.createdAt).toLocaleString() : "";
+    const expires = c.expiresAt ? " · expires " + new Date(c.expiresAt).toLocaleString() : "";
+    const cell = el("td", { colspan: "4" },
+      el("span", { class: "state-" + state }, state), " · ", when, " · ",
+      el("span", { class: "mono" }, c.commandID), " · ", actionsSummary(c.actions), expires);
+    // A command without results yet can be cancelled (docs/PROTOCOL.md 9.1).
+    if (state === "SENDING" || state === "DELIVERED") {
+      const b = el("button", { type: "button", class: "small cancel", "data-cancel": c.commandID }, "Cancel");
+      b.addEventListener("click", () => cancelCommand(c.commandID, b));
+      cell.append(" ", b);
+    }
     const head = el("tr", { class: "command", "data-command": c.commandID, "data-state": state, "data-via": c._via || "list" },
-      el("td", { colspan: "4" },
-        el("span", { class: "state-" + state }, state), " · ", when, " · ",
-        el("span", { class: "mono" }, c.commandID), " · ", actionsSummary(c.actions)));
+      cell);
     body.append(head);
     for (const { name, r } of flatResults(c.actionResults)) {
       const ok = !!(r && r.succeeded);
@@ -351,6 +359,24 @@ function addActionRow(name, params) {
     if ($("actions").children.length > 1) row.remove();
   });
   $("actions").append(row);
+}
+
+// POST …/cancel: 200 CANCELLED, 202 while the thing has not answered yet
+// (it still refuses the command if the cancel reaches it first), 409 when
+// the command had results or ended already (its state is shown).
+async function cancelCommand(commandID, button) {
+  showError("");
+  button.disabled = true;
+  try {
+    const c = await call("POST", target(S.thing.thingID) + "/commands/" + encodeURIComponent(commandID) + "/cancel");
+    if (c && c.commandID) S.commands.set(c.commandID, Object.assign({}, S.commands.get(c.commandID), c));
+    renderCommands();
+  } catch (e) {
+    const state = e.body && e.body.commandState;
+    showError("The command was not cancelled: " + e.message + (state ? " (it is " + state + ")" : ""));
+    button.disabled = false;
+    loadCommands().catch(() => {});
+  }
 }
 
 async function sendCommand(ev) {
@@ -376,6 +402,8 @@ async function sendCommand(ev) {
     issuer: "user:" + S.userID,
     actions,
   };
+  const ttl = Number($("ttl").value);
+  if (ttl > 0) form.timeToLive = ttl;
   const tid = S.thing.thingID;
   const headers = S.installationID ? { "X-Thingif-Installation-ID": S.installationID } : {};
   $("send").disabled = true;
