@@ -31,6 +31,30 @@ struct CommandCancelTests {
         throw HarnessError("command \(cid) did not reach the expected state within \(timeoutMs) ms: \(last)")
     }
 
+    /// A user, a thing whose turnPower handler holds its loop for 12 s (ample
+    /// time for a second command and its cancel to arrive, however slow the
+    /// machine), a first command in that handler and a second one DELIVERED
+    /// behind it.
+    private func busyThenSecond(_ e: HubAPIEnv, _ name: String) async throws -> (
+        uid: String, token: String, tid: String, thingToken: String, thing: TestThing, busy: String,
+        second: String
+    ) {
+        let (uid, token) = try await e.user(loginName: "\(name)-alice")
+        let (tid, thingToken) = try await e.onboard("AC-\(name.uppercased())-1", owner: "user:\(uid)", token: token)
+        let thing = try await e.appliance(thingID: tid, token: thingToken, storage: name) {
+            _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
+        }
+        let busy = try await e.postCommand(tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
+        // (A record is written when the handler returns: wait for the
+        // delivery, then give the thing ample time to enter the handler.)
+        _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
+        try await Task.sleep(nanoseconds: 500_000_000)
+        let second = try await e.postCommand(
+            tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
+        _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
+        return (uid, token, tid, thingToken, thing, busy, second)
+    }
+
     @Test(
         "A delivered command waiting behind a busy handler: the cancel answers CANCELLED, it never runs, not after a restart either"
     )
@@ -38,23 +62,7 @@ struct CommandCancelTests {
         // The cancel waits for the thing as long as its busy handler may take
         // on a loaded machine: the answer comes when that handler returns.
         try await withHubAPI(options: { $0.cancelWaitMs = 60_000 }) { e in
-            let (uid, token) = try await e.user(loginName: "cxl-alice")
-            let (tid, thingToken) = try await e.onboard("AC-CXL-1", owner: "user:\(uid)", token: token)
-            let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl") {
-                _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
-            }
-            // The first command's handler holds the thing's loop for 12 s:
-            // ample time for the second command and its cancel to arrive,
-            // however slow the machine.
-            let busy = try await e.postCommand(
-                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
-            // (A record is written when the handler returns: wait for the
-            // delivery, then give the thing ample time to enter the handler.)
-            _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
-            try await Task.sleep(nanoseconds: 500_000_000)
-            let second = try await e.postCommand(
-                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
-            _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
+            let (uid, token, tid, thingToken, thing, busy, second) = try await busyThenSecond(e, "cxl")
             let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             #expect(r.status == 200, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "CANCELLED", "\(r.text)")
@@ -147,20 +155,7 @@ struct CommandCancelTests {
     @Test("A thing that does not answer in time: 202 with the cancel pending; its refusal later makes it CANCELLED")
     func cancelPending() async throws {
         try await withHubAPI(options: { $0.cancelWaitMs = 500 }) { e in
-            let (uid, token) = try await e.user(loginName: "pend-alice")
-            let (tid, thingToken) = try await e.onboard("AC-PEND-1", owner: "user:\(uid)", token: token)
-            let thing = try await e.appliance(thingID: tid, token: thingToken, storage: "pend") {
-                _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
-            }
-            let busy = try await e.postCommand(
-                tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
-            // (A record is written when the handler returns: wait for the
-            // delivery, then give the thing ample time to enter the handler.)
-            _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
-            try await Task.sleep(nanoseconds: 500_000_000)
-            let second = try await e.postCommand(
-                tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
-            _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
+            let (_, token, tid, _, thing, _, second) = try await busyThenSecond(e, "pend")
             let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             #expect(r.status == 202, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "DELIVERED" && r.json["cancelPending"] as? Bool == true)
