@@ -9,9 +9,7 @@ import Foundation
 /// this executor (a task created with it, and its child tasks) runs here
 /// instead, whatever holds the pool.
 final class HubTestExecutor: TaskExecutor, @unchecked Sendable {
-    /// Many: a test step that blocks (a poll, a sleep) holds one thread, and
-    /// a dozen hub tests run at once.
-    static let shared = HubTestExecutor(threads: 16)
+    static let shared = HubTestExecutor(threads: 4)
 
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
