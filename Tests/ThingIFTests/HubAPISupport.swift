@@ -85,8 +85,7 @@ final class HubAPIEnv {
         var logger = Logger(label: "hub-api-test")
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-        // The server on threads of its own (HubTestExecutor.swift).
-        let task = Task(executorPreference: HubTestExecutor.shared) { try await group.run() }
+        let task = Task { try await group.run() }
         guard let port = await server.waitUntilListening(timeoutMs: 60_000) else {
             await group.triggerGracefulShutdown()
             env.close()
@@ -267,17 +266,14 @@ func withHubAPI(
     options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in },
     _ body: (HubAPIEnv) async throws -> Void
 ) async throws {
-    // The test's own steps too run off the cooperative pool (HubTestExecutor.swift).
-    try await withTaskExecutorPreference(HubTestExecutor.shared) {
-        let e = try await HubAPIEnv.start(security: security, options: options)
-        do {
-            try await body(e)
-        } catch {
-            await e.close()
-            throw error
-        }
+    let e = try await HubAPIEnv.start(security: security, options: options)
+    do {
+        try await body(e)
+    } catch {
         await e.close()
+        throw error
     }
+    await e.close()
 }
 
 // MARK: raw sockets
