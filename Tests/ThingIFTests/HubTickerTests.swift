@@ -34,7 +34,7 @@ struct HubTickerTests {
         await group.triggerGracefulShutdown()
         let start = ContinuousClock.now
         try await task.value
-        #expect(ContinuousClock.now - start < .seconds(5), "the group ends after the shutdown")
+        #expect(ContinuousClock.now - start < .seconds(30), "the group ends after the shutdown")
         #expect(!inTick.withLock { $0 }, "stopped between ticks, not inside one")
         let after = ticks.withLock { $0 }
         try await Task.sleep(for: .milliseconds(100))
