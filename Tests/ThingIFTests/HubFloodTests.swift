@@ -204,11 +204,12 @@ struct HubFloodTests {
     }
 
     /// Opens a raw connection, sends `bytes`, and returns the seconds until
-    /// the server closed it, counted from the last bytes it sent (nil: still
-    /// open `limit` s after them). Counting from the server's last reply makes
-    /// the idle probe start when the hub has surely accepted and served the
-    /// connection, however busy the machine is.
-    static func secondsUntilClosed(port: Int, sending bytes: String, limit: Double) -> Double? {
+    /// the server closed it (nil: still open after `limit` s), counted from
+    /// the send or, with `fromReply`, from the last bytes the server sent:
+    /// the idle probe then starts when the hub has surely accepted and
+    /// served the connection, however busy the machine is.
+    static func secondsUntilClosed(port: Int, sending bytes: String, limit: Double, fromReply: Bool = false) -> Double?
+    {
         guard let fd = connectLoopback(port: port, receiveTimeoutMs: 200) else { return 0 }
         defer { close(fd) }
         _ = bytes.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
@@ -217,7 +218,7 @@ struct HubFloodTests {
         while Date().timeIntervalSince(since) < limit {
             let n = recv(fd, &buf, buf.count, 0)
             if n > 0 {
-                since = Date()
+                if fromReply { since = Date() }
             } else if n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
                 return Date().timeIntervalSince(since)
             }
@@ -245,7 +246,8 @@ struct HubFloodTests {
                         limit: 30),
                     // A keep-alive connection served once, then left idle.
                     Self.secondsUntilClosed(
-                        port: port, sending: "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", limit: 30)
+                        port: port, sending: "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", limit: 30,
+                        fromReply: true)
                 )
             }
             #expect(head != nil && head! >= 0.5, "half-sent head: \(head.map { "\($0) s" } ?? "still open")")
