@@ -32,9 +32,12 @@ struct HarnessError: Error, CustomStringConvertible {
     init(_ d: String) { description = d }
 }
 
-/// Polls `condition` every 10 ms for up to `timeoutMs`.
+/// Polls `condition` every 10 ms for up to `timeoutMs`: by default 30 s, a
+/// bound for ThreadSanitizer on a busy 2-core machine (5 s failed there);
+/// a condition that holds returns at once, and no test waits on a default
+/// poll for a condition that must stay false.
 @discardableResult
-func poll(timeoutMs: Int = 5000, _ condition: () -> Bool) -> Bool {
+func poll(timeoutMs: Int = 30_000, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
     while !condition() {
         if Date() > deadline { return false }
