@@ -66,6 +66,22 @@ struct API: Sendable {
         return v
     }
 
+    /// The prologue of a route on one thing's resources: the caller, then
+    /// the thing it targets (`thingID`'s checks and budgets).
+    func caller(_ request: Request, _ context: BasicRequestContext) throws -> (user: UserRecord, thingID: String) {
+        let user = try user(request, context)
+        return (user, try thingID(context, user))
+    }
+
+    /// As `caller`, then the path parameter `name` (a command's, a
+    /// trigger's, an action set's …) in that order.
+    func caller(_ request: Request, _ context: BasicRequestContext, _ name: String) throws -> (
+        user: UserRecord, thingID: String, id: String
+    ) {
+        let (user, tid) = try caller(request, context)
+        return (user, tid, try param(context, name))
+    }
+
     /// The thingID of a `thing:{thingID}` target that `user` may act on.
     /// The thing's budget is spent only after that check: a refused call
     /// (404 for a thing the caller does not own) spends the caller's budget

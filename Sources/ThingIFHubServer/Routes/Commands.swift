@@ -33,15 +33,8 @@ extension API {
     }
 
     /// The caller, the owned thing and the path's commandID of a call on one command.
-    private func oneCommand(_ request: Request, _ context: BasicRequestContext) throws -> (
-        user: UserRecord, thingID: String, commandID: String
-    ) {
-        let user = try user(request, context)
-        return (user, try thingID(context, user), try param(context, "commandID"))
-    }
-
     func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, cid) = try oneCommand(request, context)
+        let (user, tid, cid) = try caller(request, context, "commandID")
         let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
         return Reply.json(200, hub.commandJSON(c))
     }
@@ -56,7 +49,7 @@ extension API {
     /// `"cancelPending":true`: the thing refuses it if the cancel reaches it
     /// before it runs (the state then becomes CANCELLED), else it runs.
     func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, cid) = try oneCommand(request, context)
+        let (user, tid, cid) = try caller(request, context, "commandID")
         switch hub.startCancel(user: user, thingID: tid, commandID: cid) {
         case .answered(let r):
             return Reply.json(200, hub.commandJSON(try value(r)))
@@ -75,8 +68,7 @@ extension API {
     }
 
     func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         var limit: Int?
         if let s = request.uri.queryParameters.get("bestEffortLimit") {
             guard let n = Int(s) else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }

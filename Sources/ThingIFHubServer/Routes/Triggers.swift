@@ -27,16 +27,14 @@ extension API {
     // MARK: server triggers
 
     func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         let body = try await object(request)
         let t = try value(hub.createTrigger(user: user, thingID: tid, body: body))
         return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
     }
 
     func listTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         // Kii's paging: bestEffortLimit (at most 100 here) and the opaque
         // paginationKey of the previous page (an offset).
         var limit = 100
@@ -62,33 +60,25 @@ extension API {
     }
 
     func patchTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let id = try param(context, "triggerID")
+        let (user, tid, id) = try caller(request, context, "triggerID")
         let body = try await object(request)
         return Reply.json(
             200, hub.triggerJSON(try value(hub.patchTrigger(user: user, thingID: tid, triggerID: id, body: body))))
     }
 
     func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let id = try param(context, "triggerID")
+        let (user, tid, id) = try caller(request, context, "triggerID")
         return Reply.json(200, hub.triggerJSON(try value(hub.getTrigger(user: user, thingID: tid, triggerID: id))))
     }
 
     func enableTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let id = try param(context, "triggerID")
+        let (user, tid, id) = try caller(request, context, "triggerID")
         try value(hub.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
         return Reply.noContent()
     }
 
     func deleteTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
-        let id = try param(context, "triggerID")
+        let (user, tid, id) = try caller(request, context, "triggerID")
         try value(hub.deleteTrigger(user: user, thingID: tid, triggerID: id))
         return Reply.noContent()
     }
