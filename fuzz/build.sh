@@ -22,6 +22,14 @@ hub_files() {
         state_merge) echo Sources/ThingIFHub/Store/StateMerge.swift ;;
         trigger_rules) echo Sources/ThingIFRules/*.swift ;;
         command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/CommandForm.swift ;;
+        onboarding_form)
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/FormFields.swift \
+                Sources/ThingIFHub/OnboardingForm.swift
+            ;;
+        state_query)
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/FormFields.swift \
+                Sources/ThingIFHub/StateQueryForm.swift
+            ;;
         trigger_form)
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/CommandForm.swift \
                 Sources/ThingIFHub/TriggerForm.swift Sources/ThingIFRules/*.swift

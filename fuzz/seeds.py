@@ -21,6 +21,8 @@ FILTERS = {
     "kii_reply": lambda s: '"thingID"' in s or '"mqttEndpoint"' in s or '"installationID"' in s,
     "trigger_form": lambda s: '"predicate"' in s,
     "command_form": lambda s: '"actions"' in s and ('"issuer"' in s or '"schema"' in s),
+    "state_query": lambda s: '"query"' in s and '"clause"' in s,
+    "onboarding_form": lambda s: '"thingPassword"' in s and '"owner"' in s,
     "trigger_rules": lambda s: '"clause"' in s or '"type":"eq"' in s or '"type":"range"' in s or '"type":"and"' in s,
 }
 
@@ -49,6 +51,9 @@ def main():
         if target == "state_merge":
             # A method byte (odd: PATCH, even: PUT), the old state, NUL, the upload.
             picked = [bytes([i & 1]) + a + b"\0" + b for i, (a, b) in enumerate(zip(picked, picked[1:]))][:80]
+        if target == "onboarding_form":
+            # A media-type byte (odd: OnboardingWithThingIDByOwner), the body.
+            picked = [bytes([i & 1]) + p for i, p in enumerate(picked)]
         for p in picked:
             write(target, p)
     for d in glob.glob(os.path.join(ROOT, "fuzz/seeds/*")):

@@ -84,20 +84,13 @@ struct AppAPI {
         thingType: String?, firmwareVersion: String?,
         dataGroupingInterval: String?
     ) -> Result<ThingRecord, HubError> {
-        guard !vendorThingID.isEmpty, vendorThingID.count <= 200, !password.isEmpty, password.count <= 200 else {
-            return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
-        }
-        guard owner.hasPrefix("user:") || owner.hasPrefix("group:") else {
-            return .failure(.invalid("owner must be a typed ID: user:{userID} or group:{groupID}"))
+        if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password)
+            ?? OnboardingForm.check(owner: owner, dataGroupingInterval: dataGroupingInterval)
+        {
+            return .failure(e)
         }
         guard identities(of: user).contains(owner) else {
             return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
-        }
-        if let i = dataGroupingInterval, AppLimits.groupingIntervals[i] == nil {
-            return .failure(
-                .invalid(
-                    "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"
-                ))
         }
         switch store.registerThing(
             vendorThingID: vendorThingID, password: password, thingType: thingType,

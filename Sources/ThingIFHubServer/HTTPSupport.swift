@@ -154,17 +154,6 @@ enum Body {
             throw HubError.tooLarge(limit)
         }
     }
-
-    static func requiredString(_ o: JSON, _ key: String) throws -> String {
-        guard let s = try optionalString(o, key) else { throw HubError.invalid("\"\(key)\" is required: a string") }
-        return s
-    }
-
-    static func optionalString(_ o: JSON, _ key: String) throws -> String? {
-        guard let v = o[key], !v.isNull else { return nil }
-        guard let s = v.stringValue else { throw HubError.invalid("\"\(key)\" must be a string, not \(v.typeName)") }
-        return s
-    }
 }
 
 extension String {

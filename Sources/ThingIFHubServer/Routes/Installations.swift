@@ -30,14 +30,14 @@ extension API {
         if isThingToken(request) { return try await thingRequest(request, context, .kii) }
         let user = try user(request, context)
         let body = try await object(request)
-        let type = try Body.requiredString(body, "deviceType")
+        let type = try FormFields.requiredString(body, "deviceType")
         guard let kind = AppInstallation.Kind(rawValue: type) else {
             throw HubError.invalid("deviceType must be MQTT, SSE, WEBHOOK, IOS, ANDROID or JPUSH, not \(type)")
         }
-        var url = try Body.optionalString(body, "webhookURL")
+        var url = try FormFields.optionalString(body, "webhookURL")
         if !kind.isDelivered {
             // Kii's installPush: the push service's token, 1 to 4096 bytes.
-            let token = try Body.requiredString(body, "installationRegistrationID")
+            let token = try FormFields.requiredString(body, "installationRegistrationID")
             guard (1...4096).contains(token.utf8.count), url == nil else {
                 throw HubError.invalid("installationRegistrationID must be 1 to 4096 bytes, and no webhookURL")
             }

@@ -34,8 +34,7 @@ extension API {
     /// GET …/states, and …/states/aliases/{alias} (Kii's getTargetState
     /// for one trait alias: that alias's object of the current state).
     func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
             throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
         }
@@ -64,8 +63,7 @@ extension API {
     }
 
     func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         let from = try int64Query(request, "from") ?? 0
         let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
         var limit: Int?
@@ -124,50 +122,15 @@ extension API {
     /// "grouped"?},"bestEffortLimit"?,"paginationKey"?}: {"results":[…]} or, grouped,
     /// {"groupedResults":[…]}; objects carry "_created".
     func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try thingID(context, user)
+        let (user, tid) = try caller(request, context)
         let alias = context.parameters.get("alias").map { String($0) }
-        let body = try await object(request)
-        guard let query = body["query"], query.isObject, let clause = query["clause"], clause.isObject,
-            let type = clause["type"]?.stringValue
-        else { throw HubError.invalid("\"query\" must be {\"clause\":{\"type\":…}}") }
-        // Kii's aggregations (COUNT, MEAN, MAX, …) are not computed: refused
-        // rather than answered with plain results the client would misread.
-        if let a = query["aggregations"], !a.isNull {
-            throw HubError.queryNotSupported("aggregations are not supported by this hub")
-        }
-        var from: Int64 = 0
-        var to = Platform.epochMs() + 1
-        switch type {
-        case "all": break
-        case "withinTimeRange":
-            guard let lo = clause["lowerLimit"]?.intValue, let hi = clause["upperLimit"]?.intValue, lo >= 0, lo < hi
-            else {
-                throw HubError.invalid("withinTimeRange needs integer lowerLimit < upperLimit (milliseconds)")
-            }
-            from = Int64(lo)
-            to = Int64(hi) + 1
-        default:
-            throw HubError.queryNotSupported("clause type \(type) is not supported: all or withinTimeRange")
-        }
-        let grouped = query["grouped"]?.boolValue ?? false
-        if grouped && type != "withinTimeRange" {
-            throw HubError.invalid("a grouped query needs a withinTimeRange clause")
-        }
-        var limit: Int?
-        if let v = body["bestEffortLimit"], !v.isNull {
-            guard let n = v.intValue, n > 0 else {
-                throw HubError.invalid("bestEffortLimit must be a positive integer")
-            }
-            limit = n
-        }
-        let key = body["paginationKey"]?.stringValue
+        let q = try value(StateQueryForm.parse(try await object(request), now: Platform.epochMs()))
         let (groups, next) = try value(
             hub.stateHistory(
-                user: user, thingID: tid, from: from, to: to, paginationKey: key, limit: limit,
+                user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
                 maxPage: security.limits.maxHistoryPage))
         let o = JSON.object()
-        if grouped {
+        if q.grouped {
             o.set("groupedResults", Self.groupedJSON(groups, alias: alias))
         } else {
             o.set("results", Self.objectsJSON(groups.flatMap { $0.samples }, alias: alias))

@@ -45,8 +45,9 @@ extension API {
             guard e.isObject else { throw HubError.invalid("each of \"things\" must be an object") }
             rows.append(
                 (
-                    try Body.requiredString(e, "vendorThingID"), try Body.requiredString(e, "thingPassword"),
-                    try Body.optionalString(e, "thingType"), try Body.optionalString(e, "firmwareVersion")
+                    try FormFields.requiredString(e, "vendorThingID"),
+                    try FormFields.requiredString(e, "thingPassword"),
+                    try FormFields.optionalString(e, "thingType"), try FormFields.optionalString(e, "firmwareVersion")
                 ))
         }
         let sendable = rows.map { Enrollment(vendorThingID: $0.0, password: $0.1, thingType: $0.2, firmware: $0.3) }
@@ -95,29 +96,23 @@ extension API {
         let body = try await object(request)
         // Kii's two forms: by vendorThingID (OnboardingWithVendorThingIDByOwner) or,
         // for a thing that onboarded itself, by its thingID (OnboardingWithThingIDByOwner).
-        let byThingID =
-            request.headers[.contentType]?.contains("OnboardingWithThingIDByOwner") == true
-            || (body["thingID"] != nil && body["vendorThingID"] == nil)
+        let form = try value(
+            OnboardingForm.parse(
+                body, byThingID: request.headers[.contentType]?.contains("OnboardingWithThingIDByOwner") == true))
         let vendorThingID: String
-        if byThingID {
-            let tid = try Body.requiredString(body, "thingID")
+        switch form.thing {
+        case .vendorThingID(let v): vendorThingID = v
+        case .thingID(let tid):
             guard let known = hub.store.thing(id: tid)?.vendorThingID else {
                 throw HubError.notFound("THING_NOT_FOUND", "no thing \(tid) in this app")
             }
             vendorThingID = known
-        } else {
-            vendorThingID = try Body.requiredString(body, "vendorThingID")
         }
-        let password = try Body.requiredString(body, "thingPassword")
-        let owner = try Body.requiredString(body, "owner")
-        let thingType = try Body.optionalString(body, "thingType")
-        let firmware = try Body.optionalString(body, "firmwareVersion")
-        let interval = try Body.optionalString(body, "dataGroupingInterval")
         let outcome = try await costly { [hub] () -> Result<(ThingRecord, MQTTEndpoint?), HubError> in
             hub.onboardByOwner(
-                user: user, vendorThingID: vendorThingID, password: password, owner: owner,
-                thingType: thingType, firmwareVersion: firmware,
-                dataGroupingInterval: interval
+                user: user, vendorThingID: vendorThingID, password: form.password, owner: form.owner,
+                thingType: form.thingType, firmwareVersion: form.firmwareVersion,
+                dataGroupingInterval: form.dataGroupingInterval
             ).map { ($0, hub.handoverEndpoint(for: $0)) }
         }
         let (t, endpoint) = try value(outcome)

@@ -29,8 +29,8 @@ extension API {
         try checkApp(context)
         try spendAnonymous(request)
         let body = try await object(request)
-        let loginName = try Body.optionalString(body, "loginName")
-        let password = try Body.optionalString(body, "password")
+        let loginName = try FormFields.optionalString(body, "loginName")
+        let password = try FormFields.optionalString(body, "password")
         let u = try value(try await costly { [hub] in hub.createUser(loginName: loginName, password: password) })
         // "_accessToken" is the field Kii's clients read; "accessToken" stays for ours.
         let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken), ("_accessToken", u.accessToken)])
@@ -43,8 +43,8 @@ extension API {
         try spendAnonymous(request)
         let body = try await object(request)
         if body["grant_type"]?.stringValue == "client_credentials" { return try appToken(body) }
-        let name = try Body.requiredString(body, "username")
-        let password = try Body.requiredString(body, "password")
+        let name = try FormFields.requiredString(body, "username")
+        let password = try FormFields.requiredString(body, "password")
         // Password guessing spends the login name's budget.
         try spend("login:" + name)
         let u = try value(try await costly { [hub] in hub.login(loginName: name, password: password) })
@@ -64,8 +64,8 @@ extension API {
     /// WRONG_TOKEN). Refusing a secret would protect nothing, so only the
     /// app ID is checked (docs/DECISIONS.md).
     func appToken(_ body: JSON) throws -> Response {
-        let clientID = try Body.requiredString(body, "client_id")
-        _ = try Body.requiredString(body, "client_secret")
+        let clientID = try FormFields.requiredString(body, "client_id")
+        _ = try FormFields.requiredString(body, "client_secret")
         try spend("client:" + clientID)
         guard clientID == hub.options.appID else {
             throw HubError(400, "invalid_client", "client_id is not this app's appID")
@@ -80,7 +80,7 @@ extension API {
     func revoke(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let body = try await object(request)
-        let token = try Body.optionalString(body, "token") ?? bearer(request)
+        let token = try FormFields.optionalString(body, "token") ?? bearer(request)
         guard hub.revoke(token: token, by: user) else {
             throw HubError.invalid("the token is not a valid token of the caller")
         }
@@ -90,7 +90,7 @@ extension API {
     func createGroup(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let body = try await object(request)
-        let name = try Body.requiredString(body, "name")
+        let name = try FormFields.requiredString(body, "name")
         var members: [String] = []
         if let m = body["members"], !m.isNull {
             guard m.isArray else {

@@ -1,0 +1,19 @@
+import ThingIF
+
+/// Reading one field of a request body: the one rule for "a string or
+/// absent" that the REST routes and the pure forms (OnboardingForm,
+/// StateQueryForm) share. A JSON null counts as absent.
+public enum FormFields {
+    /// The string at `key`, nil when absent or null; 400 for another type.
+    public static func optionalString(_ o: JSON, _ key: String) throws(HubError) -> String? {
+        guard let v = o[key], !v.isNull else { return nil }
+        guard let s = v.stringValue else { throw HubError.invalid("\"\(key)\" must be a string, not \(v.typeName)") }
+        return s
+    }
+
+    /// The string at `key`; 400 when absent, null or not a string.
+    public static func requiredString(_ o: JSON, _ key: String) throws(HubError) -> String {
+        guard let s = try optionalString(o, key) else { throw HubError.invalid("\"\(key)\" is required: a string") }
+        return s
+    }
+}

@@ -1,0 +1,32 @@
+// Kii's state query body of POST …/states/query, as the hub checks it
+// before it reads the store (StateQueryForm.parse, the function the REST
+// route calls). "now" is fixed, so a run is reproducible.
+//
+// Properties, beyond "no crash" (an overflow trap is one):
+//  1. An accepted query reads a non-empty range from >= 0 to `to` > from,
+//     and an "all" query ends at now + 1.
+//  2. A grouped query has a time range; bestEffortLimit, when set, is >= 1.
+//  3. A refused query gives a 4xx with an errorCode and a message, and its
+//     body is JSON.
+//  4. jansson's memory returns to its baseline after each input.
+import CThingIF
+@testable import ThingIF
+
+private let now: Int64 = 1_767_225_600_000
+
+func fuzzCheck(_ input: [UInt8]) {
+    guard case .success(let body) = JSON.parse(input) else { return }
+    switch StateQueryForm.parse(body, now: now) {
+    case .failure(let e):
+        if !(400..<500).contains(e.status) || e.code.isEmpty || e.message.isEmpty {
+            fuzzFail("a refusal that is not a 4xx with a code and a message: \(e.status) \(e.code)", input)
+        }
+        guard case .success = JSON.parse(e.body.dumpBytes()) else { fuzzFail("the error body is not JSON", input) }
+    case .success(let q):
+        if q.from < 0 || q.to <= q.from { fuzzFail("an accepted empty or negative range \(q.from)..<\(q.to)", input) }
+        let type = body["query"]?["clause"]?["type"]?.stringValue
+        if type == "all" && (q.from != 0 || q.to != now + 1) { fuzzFail("an \"all\" query that is not 0..<now+1", input) }
+        if q.grouped && type != "withinTimeRange" { fuzzFail("a grouped query without a time range", input) }
+        if let l = q.limit, l < 1 { fuzzFail("an accepted bestEffortLimit below 1", input) }
+    }
+}
