@@ -25,7 +25,9 @@ func fuzzCheck(_ input: [UInt8]) {
     case .success(let q):
         if q.from < 0 || q.to <= q.from { fuzzFail("an accepted empty or negative range \(q.from)..<\(q.to)", input) }
         let type = body["query"]?["clause"]?["type"]?.stringValue
-        if type == "all" && (q.from != 0 || q.to != now + 1) { fuzzFail("an \"all\" query that is not 0..<now+1", input) }
+        if type == "all" && (q.from != 0 || q.to != now + 1) {
+            fuzzFail("an \"all\" query that is not 0..<now+1", input)
+        }
         if q.grouped && type != "withinTimeRange" { fuzzFail("a grouped query without a time range", input) }
         if let l = q.limit, l < 1 { fuzzFail("an accepted bestEffortLimit below 1", input) }
     }

@@ -83,7 +83,8 @@ public struct OnboardingForm: Equatable, Sendable {
         }
         if let i = dataGroupingInterval, AppLimits.groupingIntervals[i] == nil {
             return .invalid(
-                "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))")
+                "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"
+            )
         }
         return nil
     }

@@ -47,7 +47,9 @@ public struct StateQueryForm: Equatable, Sendable {
             return .failure(.invalid("a grouped query needs a withinTimeRange clause"))
         }
         if let v = body["bestEffortLimit"], !v.isNull {
-            guard let n = v.intValue, n > 0 else { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
+            guard let n = v.intValue, n > 0 else {
+                return .failure(.invalid("bestEffortLimit must be a positive integer"))
+            }
             form.limit = n
         }
         do {

@@ -171,24 +171,9 @@ struct CommandCancelTests {
     func cancelSilentDevice() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user(loginName: "kii-alice")
-            let r = try await e.call(
-                "POST", "\(e.thingIF)/onboardings", token: token,
-                json: [
-                    "vendorThingID": "AC-KII-1", "thingPassword": "pw", "owner": "user:\(uid)",
-                    "thingType": "AirConditioner"
-                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
-            try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
-            let tid = try #require(r.string("thingID"))
-            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
-            let thingTopic = try #require(ep["mqttTopic"] as? String)
-            let (user, pass) = (try #require(ep["username"] as? String), try #require(ep["password"] as? String))
-            let device = try await offPool {
-                Result {
-                    try TopicListener(
-                        port: e.env.broker.port, topics: [thingTopic], username: user, password: pass,
-                        clientID: thingTopic)
-                }
-            }.get()
+            let installation = try await e.onboardSilent("AC-KII-1", owner: "user:\(uid)", token: token)
+            let (tid, thingTopic) = (installation.thingID, installation.topic)
+            let device = try await e.silentDevice(installation)
             defer { device.stop() }
             let cid = try await e.postCommand(tid, token: token, userID: uid)
             _ = try await waitForState(e, tid, cid, token: token) { $0 == "DELIVERED" }

@@ -150,18 +150,8 @@ struct CommandLifecycleTests {
             e in
             let (uid, token) = try await e.user(loginName: "bound-alice")
             // Onboarding by the owner hands out an installation; nobody reads it yet.
-            let r = try await e.call(
-                "POST", "\(e.thingIF)/onboardings", token: token,
-                json: [
-                    "vendorThingID": "AC-BND-1", "thingPassword": "pw", "owner": "user:\(uid)",
-                    "thingType": "AirConditioner"
-                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
-            try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
-            let tid = try #require(r.string("thingID"))
-            let thingToken = try #require(r.string("accessToken"))
-            let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
-            let thingTopic = try #require(ep["mqttTopic"] as? String)
-            let (user, pass) = (try #require(ep["username"] as? String), try #require(ep["password"] as? String))
+            let installation = try await e.onboardSilent("AC-BND-1", owner: "user:\(uid)", token: token)
+            let (tid, thingToken, thingTopic) = (installation.thingID, installation.token, installation.topic)
             let (listener, topic) = try await notifications(e, token: token)
             defer { listener.stop() }
 
@@ -173,13 +163,7 @@ struct CommandLifecycleTests {
             #expect(endedA["endReason"] as? String == "undelivered")
 
             // A device that subscribes (as Kii's SDKs do: no status) and never answers.
-            let device = try await offPool {
-                Result {
-                    try TopicListener(
-                        port: e.env.broker.port, topics: [thingTopic], username: user, password: pass,
-                        clientID: thingTopic)
-                }
-            }.get()
+            let device = try await e.silentDevice(installation)
             defer { device.stop() }
             let b = try await e.postCommand(tid, token: token, userID: uid)
             _ = try await waitForCommand(e, tid, b, token: token) { $0["commandState"] as? String != "SENDING" }

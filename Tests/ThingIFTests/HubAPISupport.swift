@@ -171,6 +171,13 @@ final class HubAPIEnv {
     func onboard(_ vendorThingID: String, owner: String, token: String, interval: String? = "1_MINUTE") async throws
         -> (id: String, token: String)
     {
+        let r = try await onboardReply(vendorThingID, owner: owner, token: token, interval: interval)
+        return (try #require(r.string("thingID")), try #require(r.string("accessToken")))
+    }
+
+    private func onboardReply(_ vendorThingID: String, owner: String, token: String, interval: String?) async throws
+        -> HTTPReply
+    {
         var body: [String: Any] = [
             "vendorThingID": vendorThingID, "thingPassword": "pw", "owner": owner,
             "thingType": "AirConditioner", "firmwareVersion": "1.0.0"
@@ -180,7 +187,40 @@ final class HubAPIEnv {
             "POST", "\(thingIF)/onboardings", token: token, json: body,
             contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
         try #require(r.status == 200, "onboard: \(r.status) \(r.text)")
-        return (try #require(r.string("thingID")), try #require(r.string("accessToken")))
+        return r
+    }
+
+    /// A thing of Kii's SDKs (no status, never answers), onboarded by its
+    /// owner: its thingID, and the MQTT installation the onboarding handed
+    /// out, which nobody reads until `silentDevice` subscribes with it.
+    struct Installation {
+        let thingID: String
+        /// The thing's access token.
+        let token: String
+        let topic: String
+        let username: String
+        let password: String
+    }
+
+    func onboardSilent(_ vendorThingID: String, owner: String, token: String) async throws -> Installation {
+        let r = try await onboardReply(vendorThingID, owner: owner, token: token, interval: nil)
+        let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+        return Installation(
+            thingID: try #require(r.string("thingID")), token: try #require(r.string("accessToken")),
+            topic: try #require(ep["mqttTopic"] as? String),
+            username: try #require(ep["username"] as? String), password: try #require(ep["password"] as? String))
+    }
+
+    /// The device of `onboardSilent` subscribed to its command topic, as
+    /// Kii's SDKs do (no status topic). Stop it.
+    func silentDevice(_ i: Installation) async throws -> TopicListener {
+        let port = env.broker.port
+        return try await offPool {
+            Result {
+                try TopicListener(
+                    port: port, topics: [i.topic], username: i.username, password: i.password, clientID: i.topic)
+            }
+        }.get()
     }
 
     /// The C appliance on the handed-over identity, loop running, online.

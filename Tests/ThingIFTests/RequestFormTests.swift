@@ -20,7 +20,8 @@ struct RequestFormTests {
             #"{"vendorThingID":"AC-1","thingPassword":"pw","owner":"user:u1","thingType":"AC","dataGroupingInterval":"1_HOUR"}"#
         )
         let form = try OnboardingForm.parse(v, byThingID: false).get()
-        #expect(form.thing == .vendorThingID("AC-1") && form.owner == "user:u1" && form.dataGroupingInterval == "1_HOUR")
+        #expect(
+            form.thing == .vendorThingID("AC-1") && form.owner == "user:u1" && form.dataGroupingInterval == "1_HOUR")
         #expect(try OnboardingForm.parse(form.encode(), byThingID: false).get() == form)
         // A thingID and no vendorThingID is the second form, media type or not.
         let t = try json(#"{"thingID":"th.1","thingPassword":"pw","owner":"group:g1"}"#)
