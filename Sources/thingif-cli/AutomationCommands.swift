@@ -78,9 +78,7 @@ struct ActionSetGroup: ParsableCommand {
         }
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let answer = try client.call(
                     "PUT", ActionSetGroup.path(client, thingID, name),
                     body: Automation.actionSetBody(actions: try actions()))
@@ -100,9 +98,7 @@ struct ActionSetGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let answer = try client.call("GET", ActionSetGroup.path(client, thingID))
                 let sets = try list(answer, "actionSets")
                 if ctx.json { print(answer.pretty); return }
@@ -120,9 +116,7 @@ struct ActionSetGroup: ParsableCommand {
         @Argument(help: "The action set's name.") var name: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 try client.call("DELETE", ActionSetGroup.path(client, thingID, name))
                 if ctx.json { print("{}") } else { print("action set \(name) deleted from \(thingID)") }
             }
@@ -188,9 +182,7 @@ struct TimerGroup: ParsableCommand {
         }
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let body = try body()
                 let answer = try client.call("PUT", TimerGroup.path(client, thingID, name), body: body)
                 if ctx.json { print(answer == .null ? "{}" : answer.pretty); return }
@@ -209,9 +201,7 @@ struct TimerGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let answer = try client.call("GET", TimerGroup.path(client, thingID))
                 let timers = try list(answer, "timerTriggers")
                 if ctx.json { print(answer.pretty); return }
@@ -325,9 +315,7 @@ struct TriggerGroup: ParsableCommand {
         }
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let body = Automation.triggerBody(
                     predicate: try predicate(), schema: schema, schemaVersion: schemaVersion,
                     actions: try actionWords(words, raw: raw), userID: try ctx.requireUserID())
@@ -351,9 +339,7 @@ struct TriggerGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 var triggers: [JSONValue] = []
                 var key: String?
                 repeat {
@@ -405,9 +391,7 @@ private func changeResource(
     _ global: GlobalOptions, _ thingID: String, _ id: String, _ verb: String, noun: String,
     path: (HubClient, String, String?) -> String
 ) throws {
-    try guarded {
-        let ctx = try Context(global)
-        let client = try ctx.userClient()
+    try global.asUser { ctx, client in
         if verb == "delete" {
             try client.call("DELETE", path(client, thingID, id))
         } else {

@@ -136,6 +136,17 @@ struct Context {
     }
 }
 
+extension GlobalOptions {
+    /// The body of most commands: the context of these options and a client
+    /// with the saved user's token, errors reported as `guarded` does.
+    func asUser(_ body: (Context, HubClient) throws -> Void) throws {
+        try guarded {
+            let ctx = try Context(self)
+            try body(ctx, try ctx.userClient())
+        }
+    }
+}
+
 /// Runs a command body, turning the hub's refusals and connection problems
 /// into a message on stderr and exit status 1, and bad command words into a
 /// usage error (status 2).
@@ -258,9 +269,7 @@ struct Onboard: ParsableCommand {
     }
 
     func run() throws {
-        try guarded {
-            let ctx = try Context(global)
-            let client = try ctx.userClient()
+        try global.asUser { ctx, client in
             var body: [(String, JSONValue)] = [
                 ("vendorThingID", .string(vendorThingID)),
                 ("thingPassword", .string(password)),
@@ -300,9 +309,7 @@ struct ThingGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 try client.call("DELETE", client.app + "/targets/thing:" + HubClient.pathComponent(thingID))
                 if ctx.json { print("{}") } else { print("thing \(thingID) deleted") }
             }
@@ -395,9 +402,7 @@ struct CommandGroup: ParsableCommand {
         }
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let userID = try ctx.requireUserID()
                 var body: [(String, JSONValue)] = [
                     ("schema", .string(schema)),
@@ -458,9 +463,7 @@ struct CommandGroup: ParsableCommand {
         @Argument(help: "The command's ID.") var commandID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let c = try client.call(
                     "GET", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID))
                 print(ctx.json ? c.pretty : Format.command(c))
@@ -485,9 +488,7 @@ struct CommandGroup: ParsableCommand {
         @Argument(help: "The command's ID.") var commandID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let c = try client.call(
                     "POST", client.target(thingID) + "/commands/" + HubClient.pathComponent(commandID) + "/cancel")
                 print(ctx.json ? c.pretty : Format.command(c))
@@ -508,9 +509,7 @@ struct CommandGroup: ParsableCommand {
         }
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 var commands: [JSONValue] = []
                 var key: String?
                 repeat {
@@ -552,9 +551,7 @@ struct StateGroup: ParsableCommand {
         @Argument(help: "The thing's ID.") var thingID: String
 
         func run() throws {
-            try guarded {
-                let ctx = try Context(global)
-                let client = try ctx.userClient()
+            try global.asUser { ctx, client in
                 let state = try client.call("GET", client.target(thingID) + "/states")
                 print(ctx.json ? state.pretty : Format.state(state))
             }
