@@ -170,6 +170,9 @@ def main():
     ap.add_argument("--mqtt-port", type=int, default=1883)
     ap.add_argument("-c", "--clients", type=int, default=16)
     ap.add_argument("-d", "--duration", type=float, default=20)
+    ap.add_argument("--count", type=int, default=0,
+                    help="rollout only: stop when so many things were onboarded (200), not after -d; "
+                         "-d is then the most it may take")
     args = ap.parse_args()
     app = args.app_id
     tag = "%x" % int(time.time() * 1000)
@@ -304,13 +307,21 @@ def main():
     for t in threads:
         t.start()
     m.start()
-    time.sleep(args.duration)
+    t_start = time.monotonic()
+    if args.count and args.flood == "rollout":
+        while counts.get(200) < args.count and time.monotonic() - t_start < args.duration:
+            time.sleep(0.05)
+    else:
+        time.sleep(args.duration)
     stop.set()
+    extra.setdefault("seconds", time.monotonic() - t_start)
     m.join()
     for t in threads:
         t.join(timeout=35)
     if "finish" in extra:
         through = " ".join("%s=%s" % kv for kv in extra["finish"]().items())
+    if args.count:
+        through = ("seconds=%.1f " % extra["seconds"] + through).strip()
     fields = {k: v for k, v in counts.by.items()}
     through = (through + " " + " ".join("http_%s=%d" % (k, v) for k, v in sorted(fields.items(), key=str))).strip()
     lat = out.get("lat", [])
