@@ -1,3 +1,4 @@
+import Configuration
 import ThingIF
 import ThingIFHub
 
@@ -156,6 +157,9 @@ public struct HubConfig: Equatable, Sendable {
         var help: String
         var set: (inout HubConfig, String) throws -> Void
         var shown: (HubConfig) -> String?
+        /// A password, a token or what may hold one: redacted in the
+        /// access log (swift-configuration's CONFIG_ACCESS_LOG_FILE).
+        var isSecret = false
 
         /// BROKER_HOST for --broker-host.
         var env: String { String(flags[0].dropFirst(2).uppercased().map { $0 == "-" ? "_" : $0 }) }
@@ -167,6 +171,12 @@ public struct HubConfig: Equatable, Sendable {
                 try self.set(&$0, $1)
                 more(&$0)
             }
+            return o
+        }
+
+        func secret() -> Option {
+            var o = self
+            o.isSecret = true
             return o
         }
     }
@@ -302,7 +312,7 @@ public struct HubConfig: Equatable, Sendable {
                     "db", ["--db"], "PATH", \.db,
                     "SQLite file, or a PostgreSQL URL postgres://user[:password]@host[:port]/dbname (hubs can share"
                         + " one; prefer THINGIF_HUB_DB or the config file when it holds a password)"
-                ).also { $0.dbGiven = true },
+                ).secret().also { $0.dbGiven = true },
                 number(
                     "dbConnections", ["--db-connections"], "N", \.dbConnections,
                     "most PostgreSQL connections the hub opens", min: 1),
@@ -417,7 +427,8 @@ public struct HubConfig: Equatable, Sendable {
                 text(
                     "adminToken", ["--admin-token"], "T", \.adminToken,
                     "the operator's token for POST /api/apps/{appID}/things/import (default: that route is off;"
-                        + " prefer THINGIF_HUB_ADMIN_TOKEN)")
+                        + " prefer THINGIF_HUB_ADMIN_TOKEN)"
+                ).secret()
             ]
         ),
         (
@@ -427,7 +438,8 @@ public struct HubConfig: Equatable, Sendable {
                 text(
                     "brokerPassword", ["--broker-password"], "P", \.brokerPassword,
                     "its password (prefer THINGIF_HUB_BROKER_PASSWORD or the config file: a flag is visible to"
-                        + " every user in ps)", check: anyText),
+                        + " every user in ps)", check: anyText
+                ).secret(),
                 text(
                     "brokerCAFile", ["--broker-cafile"], "FILE", \.brokerCAFile,
                     "CA of the broker's certificate: TLS to the broker"),
@@ -450,7 +462,8 @@ public struct HubConfig: Equatable, Sendable {
                 text(
                     "metricsToken", ["--metrics-token"], "T", \.metricsToken,
                     "require Authorization: Bearer T on GET /metrics (default: open; prefer"
-                        + " THINGIF_HUB_METRICS_TOKEN or the config file)"),
+                        + " THINGIF_HUB_METRICS_TOKEN or the config file)"
+                ).secret(),
                 toggle(
                     "haDiscovery", ["--ha-discovery"], \.haDiscovery, "no Home Assistant MQTT discovery (default: on)"),
                 text(
@@ -467,7 +480,8 @@ public struct HubConfig: Equatable, Sendable {
                     "Home Assistant's broker client, made by the hub (with its password)"),
                 text(
                     "haPassword", ["--ha-password"], "P", \.haPassword,
-                    "its password (prefer THINGIF_HUB_HA_PASSWORD or the config file)")
+                    "its password (prefer THINGIF_HUB_HA_PASSWORD or the config file)"
+                ).secret()
             ]
         ),
         (
@@ -559,9 +573,16 @@ public struct HubConfig: Equatable, Sendable {
     // MARK: Loading
 
     /// Parses the configuration. `readFile` reads the --config file.
+    ///
+    /// The layers are swift-configuration providers, asked in order: the
+    /// flags, the environment (THINGIF_HUB_ + the option's name), the file;
+    /// the first that has an option gives its value, which the table then
+    /// checks. The flags and the file are read here, strictly (an unknown
+    /// flag or key, a missing value, a wrong JSON type is an error), into
+    /// in-memory providers.
     public static func load(
         arguments: [String], environment: [String: String],
-        readFile: (String) -> [UInt8]?
+        readFile: (String) -> [UInt8]?, accessReporter: (any AccessReporter)? = nil
     ) throws -> Outcome {
         var flagValues: [String: String] = [:]
         var configPath = environment["THINGIF_HUB_CONFIG"]
@@ -595,15 +616,24 @@ public struct HubConfig: Equatable, Sendable {
         if let path = configPath, !path.isEmpty {
             fileValues = try readConfigFile(path, readFile)
         }
+        func provider(_ name: String, _ values: [String: String]) -> InMemoryProvider {
+            InMemoryProvider(
+                name: name,
+                values: Dictionary(
+                    uniqueKeysWithValues: values.map {
+                        (AbsoluteConfigKey([$0]), ConfigValue(.string($1), isSecret: false))
+                    }
+                ))
+        }
+        let reader = ConfigReader(
+            providers: [
+                provider("flags", flagValues),
+                EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ["THINGIF_HUB"]),
+                provider("config file", fileValues)
+            ], accessReporter: accessReporter)
         var c = HubConfig()
         for o in options {
-            if let v = fileValues[o.env] { try o.set(&c, v) }
-        }
-        for o in options {
-            if let v = environment["THINGIF_HUB_" + o.env] { try o.set(&c, v) }
-        }
-        for o in options {
-            if let v = flagValues[o.env] { try o.set(&c, v) }
+            if let v = reader.string(forKey: [o.env], isSecret: o.isSecret) { try o.set(&c, v) }
         }
         try c.validate()
         return .run(c)
