@@ -191,20 +191,28 @@ public struct HubConfig: Equatable, Sendable {
     private static let nonEmpty: Check = { key, v in v.isEmpty ? "\(key) must not be empty" : nil }
     private static let anyText: Check = { _, _ in nil }
 
-    private static func reject(_ message: String?) throws {
-        if let message { throw ConfigError(description: message) }
+    /// `v`, unless `check` refuses it.
+    private static func checked(_ key: String, _ v: String, _ check: Check) throws -> String {
+        if let message = check(key, v) { throw ConfigError(description: message) }
+        return v
+    }
+
+    /// An option whose value `parse` makes (or refuses, with the one-line
+    /// error) and stores at `path`; `shown` gives its default for the usage.
+    private static func option<T>(
+        _ key: String, _ flags: [String], _ arg: String?, _ kind: Kind, _ path: WritableKeyPath<HubConfig, T>,
+        _ help: String, parse: @escaping (String) throws -> T, shown: @escaping (T) -> String?
+    ) -> Option {
+        Option(
+            key: key, flags: flags, arg: arg, kind: kind, help: help, set: { $0[keyPath: path] = try parse($1) },
+            shown: { shown($0[keyPath: path]) })
     }
 
     private static func text(
         _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, String>, _ help: String,
         check: @escaping Check = nonEmpty
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: arg, kind: .text, help: help,
-            set: { c, v in
-                try reject(check(key, v))
-                c[keyPath: path] = v
-            }, shown: { $0[keyPath: path] })
+        option(key, flags, arg, .text, path, help, parse: { try checked(key, $0, check) }, shown: { $0 })
     }
 
     /// A string that has no default.
@@ -212,12 +220,7 @@ public struct HubConfig: Equatable, Sendable {
         _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, String?>, _ help: String,
         check: @escaping Check = nonEmpty
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: arg, kind: .text, help: help,
-            set: { c, v in
-                try reject(check(key, v))
-                c[keyPath: path] = v
-            }, shown: { $0[keyPath: path] })
+        option(key, flags, arg, .text, path, help, parse: { try checked(key, $0, check) }, shown: { $0 })
     }
 
     /// A whole number of at least `min` and, with `max`, at most max.limit max.unit.
@@ -225,20 +228,20 @@ public struct HubConfig: Equatable, Sendable {
         _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, N>, _ help: String,
         min: Int = 0, max: (limit: Int, unit: String)? = nil
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: arg, kind: .number, help: help,
-            set: { c, v in
+        option(
+            key, flags, arg, .number, path, help,
+            parse: { v in
                 guard let n = Int(v), n >= min else {
                     throw ConfigError(description: "\(key) must be a whole number of at least \(min), not \(v)")
                 }
                 if let max, n > max.limit {
                     throw ConfigError(description: "\(key) must be at most \(max.limit) \(max.unit), not \(v)")
                 }
-                c[keyPath: path] = N(n)
-            }, shown: { "\($0[keyPath: path])" })
+                return N(n)
+            }, shown: { "\($0)" })
     }
 
-    private static func portNumber(_ key: String, _ v: String, allowZero: Bool) throws -> Int {
+    private static func portNumber(_ key: String, _ v: String, allowZero: Bool = false) throws -> Int {
         guard let p = Int(v), (allowZero ? 0 : 1)...65535 ~= p else {
             throw ConfigError(description: "\(key) must be a port number, not \(v)")
         }
@@ -249,35 +252,31 @@ public struct HubConfig: Equatable, Sendable {
         _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Int>, _ help: String,
         allowZero: Bool = false
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: "P", kind: .number, help: help,
-            set: { $0[keyPath: path] = try portNumber(key, $1, allowZero: allowZero) },
-            shown: { "\($0[keyPath: path])" })
+        option(
+            key, flags, "P", .number, path, help, parse: { try portNumber(key, $0, allowZero: allowZero) },
+            shown: { "\($0)" })
     }
 
     /// A port that has no default.
     private static func port(
         _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Int?>, _ help: String
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: "P", kind: .number, help: help,
-            set: { $0[keyPath: path] = try portNumber(key, $1, allowZero: false) },
-            shown: { $0[keyPath: path].map { "\($0)" } })
+        option(key, flags, "P", .number, path, help, parse: { try portNumber(key, $0) }, shown: { $0.map { "\($0)" } })
     }
 
     /// A switch: a flag alone is true; a value is 1/true/yes/on or 0/false/no/off.
     private static func toggle(
         _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Bool>, _ help: String
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: nil, kind: .toggle, help: help,
-            set: { c, v in
+        option(
+            key, flags, nil, .toggle, path, help,
+            parse: { v in
                 switch v.lowercased() {
-                case "1", "true", "yes", "on": c[keyPath: path] = true
-                case "0", "false", "no", "off", "": c[keyPath: path] = false
+                case "1", "true", "yes", "on": return true
+                case "0", "false", "no", "off", "": return false
                 default: throw ConfigError(description: "\(key) must be true or false, not \(v)")
                 }
-            }, shown: { $0[keyPath: path] ? "true" : nil })
+            }, shown: { $0 ? "true" : nil })
     }
 
     /// Comma-separated items (in the file, a string or an array of strings).
@@ -285,12 +284,11 @@ public struct HubConfig: Equatable, Sendable {
         _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, [String]>, _ help: String,
         check: @escaping Check = anyText
     ) -> Option {
-        Option(
-            key: key, flags: flags, arg: "LIST", kind: .list, help: help,
-            set: { c, v in
-                let items = v.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
-                for item in items { try reject(check(key, item)) }
-                c[keyPath: path] = items
+        option(
+            key, flags, "LIST", .list, path, help,
+            parse: { v in
+                try v.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+                    .map { try checked(key, $0, check) }
             }, shown: { _ in nil })
     }
 
