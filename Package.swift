@@ -23,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // GET /metrics: the hub's counters and histograms in Prometheus' text format.
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // The hub's configuration: flags, environment and file as layered providers (HubConfig).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
     ],
     targets: [
         .systemLibrary(
@@ -77,6 +79,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "Configuration", package: "swift-configuration"),
             ],
             // The OpenAPI document (docs/openapi.yaml links to it), served at GET /openapi.yaml,
             // and the web dashboard's HTML, CSS and JS, served under /dashboard/.

@@ -1,3 +1,4 @@
+import Configuration
 import ThingIF
 import ThingIFHub
 
@@ -133,120 +134,432 @@ public struct HubConfig: Equatable, Sendable {
         public let description: String
     }
 
-    /// The flags' help (written by hand, one line or more per flag; a test
-    /// checks it names every flag of the options table), then the
-    /// environment variables and file keys, generated from that table.
-    public static let usage = flagHelp + "\n" + generatedLists()
+    /// The usage: every option's flags, help and default, then the
+    /// environment variables and file keys, all generated from `sections`.
+    public static let usage = generatedUsage()
 
-    private static let flagHelp = """
-        usage: thingif-hub [options]
-          --broker-host H, --host H   MQTT broker to connect to (default 127.0.0.1)
-          --broker-port P, --port P   its port (default 1883)
-          --http-host H               address of the REST API (default 127.0.0.1)
-          --http-port P               its port (default 8080; 0 picks a free one)
-          --app-id ID                 application ID (default demoApp)
-          --app-key KEY               application key (default demoKey)
-          --db PATH                   SQLite file (default ./thingif-hub.sqlite), or a PostgreSQL
-                                      URL postgres://user[:password]@host[:port]/dbname (hubs
-                                      can share one; prefer THINGIF_HUB_DB or the config file
-                                      when it holds a password)
-          --db-connections N          most PostgreSQL connections the hub opens (default 4)
-          --memory                    keep everything in memory instead
-          --advertised-host H         broker host given to things (default: the broker host)
-          --advertised-port P         broker port given to things (default: the broker port)
-          --config FILE               JSON file with any of the keys below
-          --quiet                     do not print every request
-        Security:
-          --password-iterations N     PBKDF2-HMAC-SHA256 iterations of new password hashes
-                                      (default and minimum 600000)
-          --insecure-fast-password-hash  allow fewer iterations: FOR TESTS ONLY, never in production
-          --token-lifetime S          seconds a user's access token lives (default 2592000, 30 days;
-                                      0: no expiry)
-          --thing-token-lifetime S    seconds a thing's access token lives (default 0: no expiry;
-                                      revocable)
-          --max-body N                largest request body in bytes (default 65536)
-          --max-state-body N          largest state upload in bytes (default 65536)
-          --max-history-page N        most state samples one history read returns (default 1000)
-          --rate-limit N              requests a second per user and per thing (default 20; 0: off)
-          --rate-burst N              requests at once per user and per thing (default 100)
-          --state-retention N         newest state samples kept per thing (default 100000; 0: all)
-          --state-retention-days D    days state samples are kept (default 0: no limit)
-          --webhook-allow LIST        comma-separated host:port webhooks may reach although not public
-          --tls-cert FILE             PEM certificate chain: serve the REST API over HTTPS
-          --tls-key FILE              its PEM private key (both or neither)
-        Floods (docs/SECURITY.md):
-          --costly-threads N          threads hashing passwords and handing out broker credentials
-                                      (default 0: cores - 1, at least 1)
-          --costly-queue N            such jobs that may wait; then 503 with Retry-After (default 32)
-          --bootstrap-rate N          MQTT bootstrap requests a second, whatever the client ID
-                                      (default 20); beyond it they are dropped
-          --bootstrap-burst N         and at once (default 200)
-          --address-rate N            sign-ups, logins, tokens and onboardings by the thing over HTTP
-                                      a second per source address, IPv4 /32 or IPv6 /64 (default 2; 0: off)
-          --address-burst N           and at once (default 20)
-          --app-anonymous-rate N      the same calls a second for the whole app (default 50; 0: off)
-          --app-anonymous-burst N     and at once (default 500)
-          --trusted-proxies LIST      comma-separated addresses or CIDRs whose X-Forwarded-For is believed
-          --http-header-timeout S     seconds a request's head may take (default 10; 0: none)
-          --http-body-timeout S       seconds its body may take (default 30; 0: none)
-          --http-idle-timeout S       seconds an idle keep-alive connection stays open (default 60)
-          --http-max-connections N    open HTTP connections at most (default 1000; 0: no limit)
-          --things-created-per-hour N things that onboarding by the thing may create an hour,
-                                      app-wide (default 3600; 0: no cap)
-          --mqtt-installations-per-user N  apps' MQTT installations per user (default 16; 0: no cap)
-          --mqtt-installations-per-app N   and per app (default 100000; 0: no cap)
-          --onboarding MODE           open (default: any vendorThingID onboards, Kii's way) or enrolled
-                                      (only those imported: thingif things import FILE.csv)
-          --admin-token T             the operator's token for POST /api/apps/{appID}/things/import
-                                      (default: that route is off; prefer THINGIF_HUB_ADMIN_TOKEN)
-        The hub's broker identity:
-          --broker-username U         user name at the broker
-          --broker-password P         its password (prefer THINGIF_HUB_BROKER_PASSWORD or the
-                                      config file: a flag is visible to every user in ps)
-          --broker-cafile FILE        CA of the broker's certificate: TLS to the broker
-          --broker-certfile FILE      client certificate for mutual TLS (with --broker-keyfile)
-          --broker-keyfile FILE       its private key
-          --advertised-tls-port P     broker TLS port given to things (mqttEndpoint.portSSL)
-          --insecure-anonymous-broker run without a broker identity, on an open broker (development
-                                      only: things then get no broker credentials)
-        Operations:
-          --metrics-token T           require Authorization: Bearer T on GET /metrics (default: open;
-                                      prefer THINGIF_HUB_METRICS_TOKEN or the config file)
-          --ha-discovery=false        no Home Assistant MQTT discovery (default: on)
-          --ha-discovery-prefix P     its discovery prefix (default homeassistant)
-          --ha-mappings-file FILE     JSON thing type mappings beside the built-in AirConditioner one
-          --ha-username U             Home Assistant's broker client, made by the hub (with its
-          --ha-password P             password: prefer THINGIF_HUB_HA_PASSWORD or the config file)
-        Commands (docs/PROTOCOL.md 9.1):
-          --command-ttl S             seconds a command posted without timeToLive lives (default 0: no expiry)
-          --command-undelivered-limit S  seconds a command may stay SENDING before it ends EXPIRED
-                                      "undelivered" (default 86400; 0: never)
-          --command-unanswered-limit S   seconds a command may stay DELIVERED without results before it
-                                      ends EXPIRED "unanswered" (default 86400; 0: never)
-          --command-cancel-wait MS    how long a cancel of a DELIVERED command waits for the thing's
-                                      answer before it answers 202, pending (default 5000; at most 60000)
-        """
+    /// Every flag and environment variable (without THINGIF_HUB_) of the
+    /// options table, for the test that the usage names them all.
+    static var allFlags: [String] { options.flatMap(\.flags) }
+    static var allEnvironment: [String] { options.map(\.env) }
 
-    private enum Kind { case string, int, bool, list }
+    // MARK: The options table
 
-    /// "Environment: …", "File keys: …" and the precedence, from `options`.
-    private static func generatedLists() -> String {
-        let env = ["THINGIF_HUB_" + options[0].env] + options.dropFirst().map { "_" + $0.env } + ["_CONFIG"]
-        let keys = options.map { $0.kind == .list ? "\($0.key) (a string or an array of strings)" : $0.key }
-        return wrapped("Environment: ", env) + "\n" + wrapped("File keys: ", keys) + "\n"
-            + "Precedence: flags > environment > file > defaults."
+    /// One option, said once: its file key, its flags (the first also names
+    /// its environment variable: --broker-host, THINGIF_HUB_BROKER_HOST), the
+    /// placeholder of its value (nil: a switch), its help, how a value is
+    /// checked and stored, and how its default (a field of HubConfig()) shows.
+    private struct Option {
+        var key: String
+        var flags: [String]
+        var arg: String?
+        var kind: Kind
+        var help: String
+        var set: (inout HubConfig, String) throws -> Void
+        var shown: (HubConfig) -> String?
+        /// A password, a token or what may hold one: redacted in the
+        /// access log (swift-configuration's CONFIG_ACCESS_LOG_FILE).
+        var isSecret = false
+
+        /// BROKER_HOST for --broker-host.
+        var env: String { String(flags[0].dropFirst(2).uppercased().map { $0 == "-" ? "_" : $0 }) }
+
+        /// This option, doing `more` after it stores a value.
+        func also(_ more: @escaping (inout HubConfig) -> Void) -> Option {
+            var o = self
+            o.set = {
+                try self.set(&$0, $1)
+                more(&$0)
+            }
+            return o
+        }
+
+        func secret() -> Option {
+            var o = self
+            o.isSecret = true
+            return o
+        }
     }
 
-    /// `items` after `label`, comma-separated, ending with a full stop, in
-    /// lines of at most 100 columns.
-    private static func wrapped(_ label: String, _ items: [String]) -> String {
+    /// What a value is: the file takes a number for a number, true or false
+    /// for a switch, an array of strings for a list, and a string for any.
+    private enum Kind { case text, number, toggle, list }
+
+    /// A value's check: nil, or the one-line error for `key`.
+    private typealias Check = (_ key: String, _ value: String) -> String?
+
+    private static let nonEmpty: Check = { key, v in v.isEmpty ? "\(key) must not be empty" : nil }
+    private static let anyText: Check = { _, _ in nil }
+
+    /// `v`, unless `check` refuses it.
+    private static func checked(_ key: String, _ v: String, _ check: Check) throws -> String {
+        if let message = check(key, v) { throw ConfigError(description: message) }
+        return v
+    }
+
+    /// An option whose value `parse` makes (or refuses, with the one-line
+    /// error) and stores at `path`; `shown` gives its default for the usage.
+    private static func option<T>(
+        _ key: String, _ flags: [String], _ arg: String?, _ kind: Kind, _ path: WritableKeyPath<HubConfig, T>,
+        _ help: String, parse: @escaping (String) throws -> T, shown: @escaping (T) -> String?
+    ) -> Option {
+        Option(
+            key: key, flags: flags, arg: arg, kind: kind, help: help, set: { $0[keyPath: path] = try parse($1) },
+            shown: { shown($0[keyPath: path]) })
+    }
+
+    private static func text(
+        _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, String>, _ help: String,
+        check: @escaping Check = nonEmpty
+    ) -> Option {
+        option(key, flags, arg, .text, path, help, parse: { try checked(key, $0, check) }, shown: { $0 })
+    }
+
+    /// A string that has no default.
+    private static func text(
+        _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, String?>, _ help: String,
+        check: @escaping Check = nonEmpty
+    ) -> Option {
+        option(key, flags, arg, .text, path, help, parse: { try checked(key, $0, check) }, shown: { $0 })
+    }
+
+    /// A whole number of at least `min` and, with `max`, at most max.limit max.unit.
+    private static func number<N: FixedWidthInteger>(
+        _ key: String, _ flags: [String], _ arg: String, _ path: WritableKeyPath<HubConfig, N>, _ help: String,
+        min: Int = 0, max: (limit: Int, unit: String)? = nil
+    ) -> Option {
+        option(
+            key, flags, arg, .number, path, help,
+            parse: { v in
+                guard let n = Int(v), n >= min else {
+                    throw ConfigError(description: "\(key) must be a whole number of at least \(min), not \(v)")
+                }
+                if let max, n > max.limit {
+                    throw ConfigError(description: "\(key) must be at most \(max.limit) \(max.unit), not \(v)")
+                }
+                return N(n)
+            }, shown: { "\($0)" })
+    }
+
+    private static func portNumber(_ key: String, _ v: String, allowZero: Bool = false) throws -> Int {
+        guard let p = Int(v), (allowZero ? 0 : 1)...65535 ~= p else {
+            throw ConfigError(description: "\(key) must be a port number, not \(v)")
+        }
+        return p
+    }
+
+    private static func port(
+        _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Int>, _ help: String,
+        allowZero: Bool = false
+    ) -> Option {
+        option(
+            key, flags, "P", .number, path, help, parse: { try portNumber(key, $0, allowZero: allowZero) },
+            shown: { "\($0)" })
+    }
+
+    /// A port that has no default.
+    private static func port(
+        _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Int?>, _ help: String
+    ) -> Option {
+        option(key, flags, "P", .number, path, help, parse: { try portNumber(key, $0) }, shown: { $0.map { "\($0)" } })
+    }
+
+    /// A switch: a flag alone is true; a value is 1/true/yes/on or 0/false/no/off.
+    private static func toggle(
+        _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, Bool>, _ help: String
+    ) -> Option {
+        option(
+            key, flags, nil, .toggle, path, help,
+            parse: { v in
+                switch v.lowercased() {
+                case "1", "true", "yes", "on": return true
+                case "0", "false", "no", "off", "": return false
+                default: throw ConfigError(description: "\(key) must be true or false, not \(v)")
+                }
+            }, shown: { $0 ? "true" : nil })
+    }
+
+    /// Comma-separated items (in the file, a string or an array of strings).
+    private static func list(
+        _ key: String, _ flags: [String], _ path: WritableKeyPath<HubConfig, [String]>, _ help: String,
+        check: @escaping Check = anyText
+    ) -> Option {
+        option(
+            key, flags, "LIST", .list, path, help,
+            parse: { v in
+                try v.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
+                    .map { try checked(key, $0, check) }
+            }, shown: { _ in nil })
+    }
+
+    private static let options: [Option] = sections.flatMap(\.options)
+
+    /// The options under the usage's headings. The defaults are HubConfig's
+    /// fields; the usage shows them as "(default …)".
+    private static let sections: [(title: String?, options: [Option])] = [
+        (
+            nil,
+            [
+                text("brokerHost", ["--broker-host", "--host"], "H", \.brokerHost, "MQTT broker to connect to"),
+                port("brokerPort", ["--broker-port", "--port"], \.brokerPort, "its port"),
+                text("httpHost", ["--http-host"], "H", \.httpHost, "address of the REST API"),
+                port("httpPort", ["--http-port"], \.httpPort, "its port; 0 picks a free one", allowZero: true),
+                text("appID", ["--app-id"], "ID", \.appID, "application ID"),
+                text("appKey", ["--app-key"], "KEY", \.appKey, "application key"),
+                text(
+                    "db", ["--db"], "PATH", \.db,
+                    "SQLite file, or a PostgreSQL URL postgres://user[:password]@host[:port]/dbname (hubs can share"
+                        + " one; prefer THINGIF_HUB_DB or the config file when it holds a password)"
+                ).secret().also { $0.dbGiven = true },
+                number(
+                    "dbConnections", ["--db-connections"], "N", \.dbConnections,
+                    "most PostgreSQL connections the hub opens", min: 1),
+                toggle("memory", ["--memory"], \.memory, "keep everything in memory instead"),
+                text(
+                    "advertisedHost", ["--advertised-host"], "H", \.advertisedHost,
+                    "broker host given to things (default: the broker host)"),
+                port(
+                    "advertisedPort", ["--advertised-port"], \.advertisedPort,
+                    "broker port given to things (default: the broker port)"),
+                toggle("quiet", ["--quiet"], \.quiet, "do not print every request")
+            ]
+        ),
+        (
+            "Security:",
+            [
+                number(
+                    "passwordIterations", ["--password-iterations"], "N", \.passwordIterations,
+                    "PBKDF2-HMAC-SHA256 iterations of new password hashes, at least the default", min: 1),
+                toggle(
+                    "insecureFastPasswordHash", ["--insecure-fast-password-hash"], \.insecureFastPasswordHash,
+                    "allow fewer iterations: FOR TESTS ONLY, never in production"),
+                number(
+                    "tokenLifetime", ["--token-lifetime"], "S", \.tokenLifetime,
+                    "seconds a user's access token lives (0: no expiry)"),
+                number(
+                    "thingTokenLifetime", ["--thing-token-lifetime"], "S", \.thingTokenLifetime,
+                    "seconds a thing's access token lives (0: no expiry; revocable)"),
+                number("maxBody", ["--max-body"], "N", \.maxBody, "largest request body in bytes", min: 1024),
+                number(
+                    "maxStateBody", ["--max-state-body"], "N", \.maxStateBody, "largest state upload in bytes",
+                    min: 1024),
+                number(
+                    "maxHistoryPage", ["--max-history-page"], "N", \.maxHistoryPage,
+                    "most state samples one history read returns", min: 1),
+                number(
+                    "rateLimit", ["--rate-limit"], "N", \.rateLimit,
+                    "requests a second per user and per thing (0: off)"),
+                number(
+                    "rateBurst", ["--rate-burst"], "N", \.rateBurst, "requests at once per user and per thing",
+                    min: 1),
+                number(
+                    "stateRetention", ["--state-retention"], "N", \.stateRetention,
+                    "newest state samples kept per thing (0: all)"),
+                number(
+                    "stateRetentionDays", ["--state-retention-days"], "D", \.stateRetentionDays,
+                    "days state samples are kept (0: no limit)"),
+                list(
+                    "webhookAllow", ["--webhook-allow"], \.webhookAllow,
+                    "comma-separated host:port webhooks may reach although not public"),
+                text(
+                    "tlsCert", ["--tls-cert"], "FILE", \.tlsCert,
+                    "PEM certificate chain: serve the REST API over HTTPS"),
+                text("tlsKey", ["--tls-key"], "FILE", \.tlsKey, "its PEM private key (both or neither)")
+            ]
+        ),
+        (
+            "Floods (docs/SECURITY.md):",
+            [
+                number(
+                    "costlyThreads", ["--costly-threads"], "N", \.costlyThreads,
+                    "threads hashing passwords and handing out broker credentials (0: cores - 1, at least 1)"),
+                number(
+                    "costlyQueue", ["--costly-queue"], "N", \.costlyQueue,
+                    "such jobs that may wait; then 503 with Retry-After", min: 1),
+                number(
+                    "bootstrapRate", ["--bootstrap-rate"], "N", \.bootstrapRate,
+                    "MQTT bootstrap requests a second, whatever the client ID; beyond it they are dropped", min: 1),
+                number("bootstrapBurst", ["--bootstrap-burst"], "N", \.bootstrapBurst, "and at once", min: 1),
+                number(
+                    "addressRate", ["--address-rate"], "N", \.addressRate,
+                    "sign-ups, logins, tokens and onboardings by the thing over HTTP a second per source address,"
+                        + " IPv4 /32 or IPv6 /64 (0: off)"),
+                number("addressBurst", ["--address-burst"], "N", \.addressBurst, "and at once", min: 1),
+                number(
+                    "appAnonymousRate", ["--app-anonymous-rate"], "N", \.appAnonymousRate,
+                    "the same calls a second for the whole app (0: off)"),
+                number(
+                    "appAnonymousBurst", ["--app-anonymous-burst"], "N", \.appAnonymousBurst, "and at once", min: 1),
+                list(
+                    "trustedProxies", ["--trusted-proxies"], \.trustedProxies,
+                    "comma-separated addresses or CIDRs whose X-Forwarded-For is believed"
+                ) { key, p in
+                    ClientAddress.isValidNetwork(p) ? nil : "\(key): \(p) is not an IP address or CIDR prefix"
+                },
+                number(
+                    "httpHeaderTimeout", ["--http-header-timeout"], "S", \.httpHeaderTimeout,
+                    "seconds a request's head may take (0: none)"),
+                number(
+                    "httpBodyTimeout", ["--http-body-timeout"], "S", \.httpBodyTimeout,
+                    "seconds its body may take (0: none)"),
+                number(
+                    "httpIdleTimeout", ["--http-idle-timeout"], "S", \.httpIdleTimeout,
+                    "seconds an idle keep-alive connection stays open"),
+                number(
+                    "httpMaxConnections", ["--http-max-connections"], "N", \.httpMaxConnections,
+                    "open HTTP connections at most (0: no limit)"),
+                number(
+                    "thingsCreatedPerHour", ["--things-created-per-hour"], "N", \.thingsCreatedPerHour,
+                    "things that onboarding by the thing may create an hour, app-wide (0: no cap)"),
+                number(
+                    "mqttInstallationsPerUser", ["--mqtt-installations-per-user"], "N", \.mqttInstallationsPerUser,
+                    "apps' MQTT installations per user (0: no cap)"),
+                number(
+                    "mqttInstallationsPerApp", ["--mqtt-installations-per-app"], "N", \.mqttInstallationsPerApp,
+                    "and per app (0: no cap)"),
+                text(
+                    "onboarding", ["--onboarding"], "MODE", \.onboarding,
+                    "open (any vendorThingID onboards, Kii's way) or enrolled (only those imported: thingif things"
+                        + " import FILE.csv)"
+                ) { key, v in v == "open" || v == "enrolled" ? nil : "\(key) must be open or enrolled, not \(v)" },
+                text(
+                    "adminToken", ["--admin-token"], "T", \.adminToken,
+                    "the operator's token for POST /api/apps/{appID}/things/import (default: that route is off;"
+                        + " prefer THINGIF_HUB_ADMIN_TOKEN)"
+                ).secret()
+            ]
+        ),
+        (
+            "The hub's broker identity:",
+            [
+                text("brokerUsername", ["--broker-username"], "U", \.brokerUsername, "user name at the broker"),
+                text(
+                    "brokerPassword", ["--broker-password"], "P", \.brokerPassword,
+                    "its password (prefer THINGIF_HUB_BROKER_PASSWORD or the config file: a flag is visible to"
+                        + " every user in ps)", check: anyText
+                ).secret(),
+                text(
+                    "brokerCAFile", ["--broker-cafile"], "FILE", \.brokerCAFile,
+                    "CA of the broker's certificate: TLS to the broker"),
+                text(
+                    "brokerCertFile", ["--broker-certfile"], "FILE", \.brokerCertFile,
+                    "client certificate for mutual TLS (with --broker-keyfile)"),
+                text("brokerKeyFile", ["--broker-keyfile"], "FILE", \.brokerKeyFile, "its private key"),
+                port(
+                    "advertisedTLSPort", ["--advertised-tls-port"], \.advertisedTLSPort,
+                    "broker TLS port given to things (mqttEndpoint.portSSL)"),
+                toggle(
+                    "insecureAnonymousBroker", ["--insecure-anonymous-broker"], \.insecureAnonymousBroker,
+                    "run without a broker identity, on an open broker (development only: things then get no broker"
+                        + " credentials)")
+            ]
+        ),
+        (
+            "Operations:",
+            [
+                text(
+                    "metricsToken", ["--metrics-token"], "T", \.metricsToken,
+                    "require Authorization: Bearer T on GET /metrics (default: open; prefer"
+                        + " THINGIF_HUB_METRICS_TOKEN or the config file)"
+                ).secret(),
+                toggle(
+                    "haDiscovery", ["--ha-discovery"], \.haDiscovery, "no Home Assistant MQTT discovery (default: on)"),
+                text(
+                    "haDiscoveryPrefix", ["--ha-discovery-prefix"], "P", \.haDiscoveryPrefix, "its discovery prefix"
+                ) { key, v in
+                    HomeAssistantOptions.isValidPrefix(v)
+                        ? nil : "\(key) must be topic levels without wildcards, not \(v)"
+                },
+                text(
+                    "haMappingsFile", ["--ha-mappings-file"], "FILE", \.haMappingsFile,
+                    "JSON thing type mappings beside the built-in AirConditioner one"),
+                text(
+                    "haUsername", ["--ha-username"], "U", \.haUsername,
+                    "Home Assistant's broker client, made by the hub (with its password)"),
+                text(
+                    "haPassword", ["--ha-password"], "P", \.haPassword,
+                    "its password (prefer THINGIF_HUB_HA_PASSWORD or the config file)"
+                ).secret()
+            ]
+        ),
+        (
+            "Commands (docs/PROTOCOL.md 9.1):",
+            [
+                number(
+                    "commandTimeToLive", ["--command-ttl"], "S", \.commandTimeToLive,
+                    "seconds a command posted without timeToLive lives (0: no expiry)",
+                    max: (Int(CommandLifetimes.maxTimeToLive), "seconds")),
+                number(
+                    "commandUndeliveredLimit", ["--command-undelivered-limit"], "S", \.commandUndeliveredLimit,
+                    "seconds a command may stay SENDING before it ends EXPIRED \"undelivered\" (0: never)"),
+                number(
+                    "commandUnansweredLimit", ["--command-unanswered-limit"], "S", \.commandUnansweredLimit,
+                    "seconds a command may stay DELIVERED without results before it ends EXPIRED \"unanswered\""
+                        + " (0: never)"),
+                number(
+                    "commandCancelWait", ["--command-cancel-wait"], "MS", \.commandCancelWaitMs,
+                    "how long a cancel of a DELIVERED command waits for the thing's answer before it answers 202,"
+                        + " pending", max: (60_000, "ms"))
+            ]
+        )
+    ]
+
+    // MARK: The usage, generated
+
+    private static func generatedUsage() -> String {
+        let defaults = HubConfig()
+        var lines = ["usage: thingif-hub [options]"]
+        lines.append(entry("--config FILE", "JSON file with any of the file keys below (or THINGIF_HUB_CONFIG)"))
+        lines.append(entry("-h, --help", "print this text"))
+        for (title, options) in sections {
+            if let title { lines.append(title) }
+            for o in options {
+                let shown = o.shown(defaults)
+                if let arg = o.arg {
+                    let names = o.flags.map { "\($0) \(arg)" }.joined(separator: ", ")
+                    lines.append(entry(names, withDefault(o.help, shown)))
+                } else {
+                    // A switch that is on by default is shown turning it off.
+                    let names = o.flags.map { shown == nil ? $0 : "\($0)=false" }.joined(separator: ", ")
+                    lines.append(entry(names, o.help))
+                }
+            }
+        }
+        let env = ["THINGIF_HUB_" + options[0].env] + options.dropFirst().map { "_" + $0.env } + ["_CONFIG"]
+        let keys = options.map { $0.kind == .list ? "\($0.key) (a string or an array of strings)" : $0.key }
+        lines.append(wrapped("Environment: ", listed(env), indent: 2))
+        lines.append(wrapped("File keys: ", listed(keys), indent: 2))
+        lines.append("Precedence: flags > environment > file > defaults.")
+        return lines.joined(separator: "\n")
+    }
+
+    /// "help (default d)", or "help (note; default d)" when help ends in a note.
+    private static func withDefault(_ help: String, _ shown: String?) -> String {
+        guard let shown else { return help }
+        return help.hasSuffix(")") ? help.dropLast() + "; default \(shown))" : help + " (default \(shown))"
+    }
+
+    /// "a, b, c." as words.
+    private static func listed(_ items: [String]) -> [String] {
+        items.enumerated().map { $1 + ($0 == items.count - 1 ? "." : ",") }
+    }
+
+    /// An option's line: its names, then its help from column 30.
+    private static func entry(_ names: String, _ help: String) -> String {
+        let head = "  " + names
+        let padded = head + String(repeating: " ", count: Swift.max(1, 30 - head.count))
+        return wrapped(padded, help.split(separator: " ").map(String.init), indent: 30)
+    }
+
+    /// `words` after `head`, in lines of at most 100 columns, the next ones
+    /// indented by `indent`.
+    private static func wrapped(_ head: String, _ words: [String], indent: Int) -> String {
         var lines: [String] = []
-        var line = label
-        for (i, item) in items.enumerated() {
-            let word = item + (i == items.count - 1 ? "." : ",")
-            if line.count + 1 + word.count > 100 && line.count > 2 {
+        var line = head
+        for word in words {
+            if line.count + 1 + word.count > 100 && line.count > indent {
                 lines.append(line)
-                line = "  " + word
+                line = String(repeating: " ", count: indent) + word
             } else {
                 line += (line.hasSuffix(" ") ? "" : " ") + word
             }
@@ -255,279 +568,21 @@ public struct HubConfig: Equatable, Sendable {
         return lines.joined(separator: "\n")
     }
 
-    /// Every flag and environment variable (without THINGIF_HUB_) of the
-    /// options table, for the test that the usage names them all.
-    static var allFlags: [String] { options.flatMap(\.flags) }
-    static var allEnvironment: [String] { options.map(\.env) }
-
-    private struct Option {
-        var key: String
-        var flags: [String]
-        var env: String
-        var kind: Kind
-        var apply: (inout HubConfig, String) throws -> Void
-    }
-
-    private static func port(_ s: String, _ name: String, allowZero: Bool = false) throws -> Int {
-        guard let p = Int(s), (allowZero ? 0 : 1)...65535 ~= p else {
-            throw ConfigError(description: "\(name) must be a port number, not \(s)")
-        }
-        return p
-    }
-
-    private static func bool(_ s: String, _ name: String) throws -> Bool {
-        switch s.lowercased() {
-        case "1", "true", "yes", "on": return true
-        case "0", "false", "no", "off", "": return false
-        default: throw ConfigError(description: "\(name) must be true or false, not \(s)")
-        }
-    }
-
-    private static func nonEmpty(_ s: String, _ name: String) throws -> String {
-        guard !s.isEmpty else { throw ConfigError(description: "\(name) must not be empty") }
-        return s
-    }
-
-    private static func count(_ s: String, _ name: String, min: Int = 0) throws -> Int {
-        guard let n = Int(s), n >= min else {
-            throw ConfigError(description: "\(name) must be a whole number of at least \(min), not \(s)")
-        }
-        return n
-    }
-
-    private static let options: [Option] = [
-        Option(key: "passwordIterations", flags: ["--password-iterations"], env: "PASSWORD_ITERATIONS", kind: .int) {
-            $0.passwordIterations = try count($1, "passwordIterations", min: 1)
-        },
-        Option(
-            key: "insecureFastPasswordHash", flags: ["--insecure-fast-password-hash"],
-            env: "INSECURE_FAST_PASSWORD_HASH", kind: .bool
-        ) {
-            $0.insecureFastPasswordHash = try bool($1, "insecureFastPasswordHash")
-        },
-        Option(
-            key: "insecureAnonymousBroker", flags: ["--insecure-anonymous-broker"], env: "INSECURE_ANONYMOUS_BROKER",
-            kind: .bool
-        ) {
-            $0.insecureAnonymousBroker = try bool($1, "insecureAnonymousBroker")
-        },
-        Option(key: "tokenLifetime", flags: ["--token-lifetime"], env: "TOKEN_LIFETIME", kind: .int) {
-            $0.tokenLifetime = Int64(try count($1, "tokenLifetime"))
-        },
-        Option(key: "thingTokenLifetime", flags: ["--thing-token-lifetime"], env: "THING_TOKEN_LIFETIME", kind: .int) {
-            $0.thingTokenLifetime = Int64(try count($1, "thingTokenLifetime"))
-        },
-        Option(key: "maxBody", flags: ["--max-body"], env: "MAX_BODY", kind: .int) {
-            $0.maxBody = try count($1, "maxBody", min: 1024)
-        },
-        Option(key: "maxStateBody", flags: ["--max-state-body"], env: "MAX_STATE_BODY", kind: .int) {
-            $0.maxStateBody = try count($1, "maxStateBody", min: 1024)
-        },
-        Option(key: "maxHistoryPage", flags: ["--max-history-page"], env: "MAX_HISTORY_PAGE", kind: .int) {
-            $0.maxHistoryPage = try count($1, "maxHistoryPage", min: 1)
-        },
-        Option(key: "rateLimit", flags: ["--rate-limit"], env: "RATE_LIMIT", kind: .int) {
-            $0.rateLimit = try count($1, "rateLimit")
-        },
-        Option(key: "rateBurst", flags: ["--rate-burst"], env: "RATE_BURST", kind: .int) {
-            $0.rateBurst = try count($1, "rateBurst", min: 1)
-        },
-        Option(key: "stateRetention", flags: ["--state-retention"], env: "STATE_RETENTION", kind: .int) {
-            $0.stateRetention = try count($1, "stateRetention")
-        },
-        Option(key: "stateRetentionDays", flags: ["--state-retention-days"], env: "STATE_RETENTION_DAYS", kind: .int) {
-            $0.stateRetentionDays = try count($1, "stateRetentionDays")
-        },
-        Option(key: "webhookAllow", flags: ["--webhook-allow"], env: "WEBHOOK_ALLOW", kind: .list) {
-            $0.webhookAllow = $1.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
-        },
-        Option(key: "tlsCert", flags: ["--tls-cert"], env: "TLS_CERT", kind: .string) {
-            $0.tlsCert = try nonEmpty($1, "tlsCert")
-        },
-        Option(key: "tlsKey", flags: ["--tls-key"], env: "TLS_KEY", kind: .string) {
-            $0.tlsKey = try nonEmpty($1, "tlsKey")
-        },
-        Option(key: "brokerUsername", flags: ["--broker-username"], env: "BROKER_USERNAME", kind: .string) {
-            $0.brokerUsername = try nonEmpty($1, "brokerUsername")
-        },
-        Option(key: "brokerPassword", flags: ["--broker-password"], env: "BROKER_PASSWORD", kind: .string) {
-            $0.brokerPassword = $1
-        },
-        Option(key: "brokerCAFile", flags: ["--broker-cafile"], env: "BROKER_CAFILE", kind: .string) {
-            $0.brokerCAFile = try nonEmpty($1, "brokerCAFile")
-        },
-        Option(key: "brokerCertFile", flags: ["--broker-certfile"], env: "BROKER_CERTFILE", kind: .string) {
-            $0.brokerCertFile = try nonEmpty($1, "brokerCertFile")
-        },
-        Option(key: "brokerKeyFile", flags: ["--broker-keyfile"], env: "BROKER_KEYFILE", kind: .string) {
-            $0.brokerKeyFile = try nonEmpty($1, "brokerKeyFile")
-        },
-        Option(key: "advertisedTLSPort", flags: ["--advertised-tls-port"], env: "ADVERTISED_TLS_PORT", kind: .int) {
-            $0.advertisedTLSPort = try port($1, "advertisedTLSPort")
-        },
-        Option(key: "brokerHost", flags: ["--broker-host", "--host"], env: "BROKER_HOST", kind: .string) {
-            $0.brokerHost = try nonEmpty($1, "brokerHost")
-        },
-        Option(key: "brokerPort", flags: ["--broker-port", "--port"], env: "BROKER_PORT", kind: .int) {
-            $0.brokerPort = try port($1, "brokerPort")
-        },
-        Option(key: "httpHost", flags: ["--http-host"], env: "HTTP_HOST", kind: .string) {
-            $0.httpHost = try nonEmpty($1, "httpHost")
-        },
-        Option(key: "httpPort", flags: ["--http-port"], env: "HTTP_PORT", kind: .int) {
-            $0.httpPort = try port($1, "httpPort", allowZero: true)
-        },
-        Option(key: "appID", flags: ["--app-id"], env: "APP_ID", kind: .string) {
-            $0.appID = try nonEmpty($1, "appID")
-        },
-        Option(key: "appKey", flags: ["--app-key"], env: "APP_KEY", kind: .string) {
-            $0.appKey = try nonEmpty($1, "appKey")
-        },
-        Option(key: "db", flags: ["--db"], env: "DB", kind: .string) {
-            $0.db = try nonEmpty($1, "db")
-            $0.dbGiven = true
-        },
-        Option(key: "dbConnections", flags: ["--db-connections"], env: "DB_CONNECTIONS", kind: .int) {
-            $0.dbConnections = try count($1, "dbConnections", min: 1)
-        },
-        Option(key: "memory", flags: ["--memory"], env: "MEMORY", kind: .bool) { $0.memory = try bool($1, "memory") },
-        Option(key: "advertisedHost", flags: ["--advertised-host"], env: "ADVERTISED_HOST", kind: .string) {
-            $0.advertisedHost = try nonEmpty($1, "advertisedHost")
-        },
-        Option(key: "advertisedPort", flags: ["--advertised-port"], env: "ADVERTISED_PORT", kind: .int) {
-            $0.advertisedPort = try port($1, "advertisedPort")
-        },
-        Option(key: "quiet", flags: ["--quiet"], env: "QUIET", kind: .bool) { $0.quiet = try bool($1, "quiet") },
-        Option(key: "metricsToken", flags: ["--metrics-token"], env: "METRICS_TOKEN", kind: .string) {
-            $0.metricsToken = try nonEmpty($1, "metricsToken")
-        },
-        Option(key: "costlyThreads", flags: ["--costly-threads"], env: "COSTLY_THREADS", kind: .int) {
-            $0.costlyThreads = try count($1, "costlyThreads")
-        },
-        Option(key: "costlyQueue", flags: ["--costly-queue"], env: "COSTLY_QUEUE", kind: .int) {
-            $0.costlyQueue = try count($1, "costlyQueue", min: 1)
-        },
-        Option(key: "bootstrapRate", flags: ["--bootstrap-rate"], env: "BOOTSTRAP_RATE", kind: .int) {
-            $0.bootstrapRate = try count($1, "bootstrapRate", min: 1)
-        },
-        Option(key: "bootstrapBurst", flags: ["--bootstrap-burst"], env: "BOOTSTRAP_BURST", kind: .int) {
-            $0.bootstrapBurst = try count($1, "bootstrapBurst", min: 1)
-        },
-        Option(key: "addressRate", flags: ["--address-rate"], env: "ADDRESS_RATE", kind: .int) {
-            $0.addressRate = try count($1, "addressRate")
-        },
-        Option(key: "addressBurst", flags: ["--address-burst"], env: "ADDRESS_BURST", kind: .int) {
-            $0.addressBurst = try count($1, "addressBurst", min: 1)
-        },
-        Option(key: "appAnonymousRate", flags: ["--app-anonymous-rate"], env: "APP_ANONYMOUS_RATE", kind: .int) {
-            $0.appAnonymousRate = try count($1, "appAnonymousRate")
-        },
-        Option(key: "appAnonymousBurst", flags: ["--app-anonymous-burst"], env: "APP_ANONYMOUS_BURST", kind: .int) {
-            $0.appAnonymousBurst = try count($1, "appAnonymousBurst", min: 1)
-        },
-        Option(key: "httpHeaderTimeout", flags: ["--http-header-timeout"], env: "HTTP_HEADER_TIMEOUT", kind: .int) {
-            $0.httpHeaderTimeout = try count($1, "httpHeaderTimeout")
-        },
-        Option(key: "httpBodyTimeout", flags: ["--http-body-timeout"], env: "HTTP_BODY_TIMEOUT", kind: .int) {
-            $0.httpBodyTimeout = try count($1, "httpBodyTimeout")
-        },
-        Option(key: "httpIdleTimeout", flags: ["--http-idle-timeout"], env: "HTTP_IDLE_TIMEOUT", kind: .int) {
-            $0.httpIdleTimeout = try count($1, "httpIdleTimeout")
-        },
-        Option(key: "httpMaxConnections", flags: ["--http-max-connections"], env: "HTTP_MAX_CONNECTIONS", kind: .int) {
-            $0.httpMaxConnections = try count($1, "httpMaxConnections")
-        },
-        Option(
-            key: "thingsCreatedPerHour", flags: ["--things-created-per-hour"], env: "THINGS_CREATED_PER_HOUR",
-            kind: .int
-        ) {
-            $0.thingsCreatedPerHour = try count($1, "thingsCreatedPerHour")
-        },
-        Option(
-            key: "mqttInstallationsPerUser", flags: ["--mqtt-installations-per-user"],
-            env: "MQTT_INSTALLATIONS_PER_USER", kind: .int
-        ) {
-            $0.mqttInstallationsPerUser = try count($1, "mqttInstallationsPerUser")
-        },
-        Option(
-            key: "mqttInstallationsPerApp", flags: ["--mqtt-installations-per-app"], env: "MQTT_INSTALLATIONS_PER_APP",
-            kind: .int
-        ) {
-            $0.mqttInstallationsPerApp = try count($1, "mqttInstallationsPerApp")
-        },
-        Option(key: "trustedProxies", flags: ["--trusted-proxies"], env: "TRUSTED_PROXIES", kind: .list) {
-            let list = $1.split(separator: ",").map { String($0).trimmingSpaces() }.filter { !$0.isEmpty }
-            for p in list where !ClientAddress.isValidNetwork(p) {
-                throw ConfigError(description: "trustedProxies: \(p) is not an IP address or CIDR prefix")
-            }
-            $0.trustedProxies = list
-        },
-        Option(key: "onboarding", flags: ["--onboarding"], env: "ONBOARDING", kind: .string) {
-            guard $1 == "open" || $1 == "enrolled" else {
-                throw ConfigError(description: "onboarding must be open or enrolled, not \($1)")
-            }
-            $0.onboarding = $1
-        },
-        Option(key: "adminToken", flags: ["--admin-token"], env: "ADMIN_TOKEN", kind: .string) {
-            $0.adminToken = try nonEmpty($1, "adminToken")
-        },
-        Option(key: "haDiscovery", flags: ["--ha-discovery"], env: "HA_DISCOVERY", kind: .bool) {
-            $0.haDiscovery = try bool($1, "haDiscovery")
-        },
-        Option(key: "haDiscoveryPrefix", flags: ["--ha-discovery-prefix"], env: "HA_DISCOVERY_PREFIX", kind: .string) {
-            guard HomeAssistantOptions.isValidPrefix($1) else {
-                throw ConfigError(description: "haDiscoveryPrefix must be topic levels without wildcards, not \($1)")
-            }
-            $0.haDiscoveryPrefix = $1
-        },
-        Option(key: "haMappingsFile", flags: ["--ha-mappings-file"], env: "HA_MAPPINGS_FILE", kind: .string) {
-            $0.haMappingsFile = try nonEmpty($1, "haMappingsFile")
-        },
-        Option(key: "haUsername", flags: ["--ha-username"], env: "HA_USERNAME", kind: .string) {
-            $0.haUsername = try nonEmpty($1, "haUsername")
-        },
-        Option(key: "haPassword", flags: ["--ha-password"], env: "HA_PASSWORD", kind: .string) {
-            $0.haPassword = try nonEmpty($1, "haPassword")
-        },
-        Option(key: "commandTimeToLive", flags: ["--command-ttl"], env: "COMMAND_TTL", kind: .int) {
-            let n = Int64(try count($1, "commandTimeToLive"))
-            guard n <= CommandLifetimes.maxTimeToLive else {
-                throw ConfigError(
-                    description:
-                        "commandTimeToLive must be at most \(CommandLifetimes.maxTimeToLive) seconds, not \($1)")
-            }
-            $0.commandTimeToLive = n
-        },
-        Option(
-            key: "commandUndeliveredLimit", flags: ["--command-undelivered-limit"], env: "COMMAND_UNDELIVERED_LIMIT",
-            kind: .int
-        ) {
-            $0.commandUndeliveredLimit = Int64(try count($1, "commandUndeliveredLimit"))
-        },
-        Option(
-            key: "commandUnansweredLimit", flags: ["--command-unanswered-limit"], env: "COMMAND_UNANSWERED_LIMIT",
-            kind: .int
-        ) {
-            $0.commandUnansweredLimit = Int64(try count($1, "commandUnansweredLimit"))
-        },
-        Option(
-            key: "commandCancelWait", flags: ["--command-cancel-wait"], env: "COMMAND_CANCEL_WAIT", kind: .int
-        ) {
-            let n = Int64(try count($1, "commandCancelWait"))
-            guard n <= 60_000 else {
-                throw ConfigError(description: "commandCancelWait must be at most 60000 ms, not \($1)")
-            }
-            $0.commandCancelWaitMs = n
-        }
-    ]
+    // MARK: Loading
 
     /// Parses the configuration. `readFile` reads the --config file.
+    ///
+    /// The layers are swift-configuration providers, asked in order: the
+    /// flags, the environment (THINGIF_HUB_ + the option's name), the file;
+    /// the first that has an option gives its value, which the table then
+    /// checks. The flags and the file are read here, strictly (an unknown
+    /// flag or key, a missing value, a wrong JSON type is an error), into
+    /// in-memory providers.
     public static func load(
         arguments: [String], environment: [String: String],
-        readFile: (String) -> [UInt8]?
+        readFile: (String) -> [UInt8]?, accessReporter: (any AccessReporter)? = nil
     ) throws -> Outcome {
-        // 1. Flags, kept to apply last.
-        var flagValues: [(Option, String)] = []
+        var flagValues: [String: String] = [:]
         var configPath = environment["THINGIF_HUB_CONFIG"]
         var args = arguments[...]
         while let a = args.popFirst() {
@@ -548,49 +603,68 @@ public struct HubConfig: Equatable, Sendable {
             guard let o = options.first(where: { $0.flags.contains(name) }) else {
                 throw ConfigError(description: "unknown argument \(a)")
             }
-            if o.kind == .bool {
-                flagValues.append((o, inline ?? "true"))
+            if o.kind == .toggle {
+                flagValues[o.env] = inline ?? "true"
             } else {
                 guard let v = inline ?? args.popFirst() else { throw ConfigError(description: "\(name) needs a value") }
-                flagValues.append((o, v))
+                flagValues[o.env] = v
             }
         }
-        var c = HubConfig()
-        // 2. The file.
+        var fileValues: [String: String] = [:]
         if let path = configPath, !path.isEmpty {
-            guard let bytes = readFile(path) else {
-                throw ConfigError(description: "cannot read the config file \(path)")
-            }
-            guard case .success(let j) = JSON.parse(bytes), j.isObject else {
-                throw ConfigError(description: "the config file \(path) must hold a JSON object")
-            }
-            for (key, v) in j.members {
-                guard let o = options.first(where: { $0.key == key }) else {
-                    throw ConfigError(description: "unknown key \(key) in \(path)")
-                }
-                let text: String
-                if let s = v.stringValue {
-                    text = s
-                } else if let n = v.intValue, o.kind == .int {
-                    text = String(n)
-                } else if let b = v.boolValue, o.kind == .bool {
-                    text = b ? "true" : "false"
-                } else if o.kind == .list, v.isArray, v.elements.allSatisfy({ $0.stringValue != nil }) {
-                    text = v.elements.compactMap(\.stringValue).joined(separator: ",")
-                } else {
-                    throw ConfigError(description: "\(key) in \(path) has the wrong type (\(v.typeName))")
-                }
-                try o.apply(&c, text)
-            }
+            fileValues = try readConfigFile(path, readFile)
         }
-        // 3. The environment.
+        func provider(_ name: String, _ values: [String: String]) -> InMemoryProvider {
+            InMemoryProvider(
+                name: name,
+                values: Dictionary(
+                    uniqueKeysWithValues: values.map {
+                        (AbsoluteConfigKey([$0]), ConfigValue(.string($1), isSecret: false))
+                    }
+                ))
+        }
+        let reader = ConfigReader(
+            providers: [
+                provider("flags", flagValues),
+                EnvironmentVariablesProvider(environmentVariables: environment).prefixKeys(with: ["THINGIF_HUB"]),
+                provider("config file", fileValues)
+            ], accessReporter: accessReporter)
+        var c = HubConfig()
         for o in options {
-            if let v = environment["THINGIF_HUB_" + o.env] { try o.apply(&c, v) }
+            if let v = reader.string(forKey: [o.env], isSecret: o.isSecret) { try o.set(&c, v) }
         }
-        // 4. The flags.
-        for (o, v) in flagValues { try o.apply(&c, v) }
         try c.validate()
         return .run(c)
+    }
+
+    /// The config file's members as text, by the options' environment
+    /// names. A string does for any option; a number for a number, true or
+    /// false for a switch, an array of strings for a list.
+    private static func readConfigFile(_ path: String, _ readFile: (String) -> [UInt8]?) throws -> [String: String] {
+        guard let bytes = readFile(path) else {
+            throw ConfigError(description: "cannot read the config file \(path)")
+        }
+        guard case .success(let j) = JSON.parse(bytes), j.isObject else {
+            throw ConfigError(description: "the config file \(path) must hold a JSON object")
+        }
+        var values: [String: String] = [:]
+        for (key, v) in j.members {
+            guard let o = options.first(where: { $0.key == key }) else {
+                throw ConfigError(description: "unknown key \(key) in \(path)")
+            }
+            if let s = v.stringValue {
+                values[o.env] = s
+            } else if let n = v.intValue, o.kind == .number {
+                values[o.env] = String(n)
+            } else if let b = v.boolValue, o.kind == .toggle {
+                values[o.env] = b ? "true" : "false"
+            } else if o.kind == .list, v.isArray, v.elements.allSatisfy({ $0.stringValue != nil }) {
+                values[o.env] = v.elements.compactMap(\.stringValue).joined(separator: ",")
+            } else {
+                throw ConfigError(description: "\(key) in \(path) has the wrong type (\(v.typeName))")
+            }
+        }
+        return values
     }
 
     /// Checks that span several settings.

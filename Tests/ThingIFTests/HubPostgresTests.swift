@@ -366,10 +366,7 @@ struct HubStorageChoiceTests {
     @Test("--db, THINGIF_HUB_DB and the file's db choose PostgreSQL for a postgres:// URL; SQLite stays the default")
     func storageChoice() throws {
         func storage(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> HubConfig.Storage {
-            let outcome = try HubConfig.load(
-                arguments: args, environment: env, readFile: { _ in file.map { Array($0.utf8) } })
-            guard case .run(let c) = outcome else { throw HarnessError("help") }
-            return c.storage
+            try loadHubConfig(args, env, file: file).storage
         }
         let url = "postgres://thingif:pw@db.example:5432/thingif"
         #expect(try storage([]) == .sqlite(path: "./thingif-hub.sqlite"))
@@ -384,10 +381,7 @@ struct HubStorageChoiceTests {
     @Test("--db-connections, THINGIF_HUB_DB_CONNECTIONS and the file's dbConnections: at least 1, default 4")
     func dbConnections() throws {
         func connections(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> Int {
-            let outcome = try HubConfig.load(
-                arguments: args, environment: env, readFile: { _ in file.map { Array($0.utf8) } })
-            guard case .run(let c) = outcome else { throw HarnessError("help") }
-            return c.dbConnections
+            try loadHubConfig(args, env, file: file).dbConnections
         }
         #expect(try connections([]) == 4)
         #expect(try connections(["--db-connections", "9"]) == 9)
