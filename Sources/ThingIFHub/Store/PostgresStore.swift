@@ -129,154 +129,19 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
 
     // MARK: schema
 
-    /// Migrations in order: entry i takes the version i to i + 1. The tables
-    /// and columns are SQLiteStore's (StoreRows reads both); `id` and `seq`
-    /// columns are identities where SQLite has rowid.
-    static let migrations: [[String]] = [
-        [
-            """
-            CREATE TABLE things (
-                thing_id TEXT PRIMARY KEY,
-                vendor_thing_id TEXT UNIQUE,
-                password_hash TEXT,
-                thing_type TEXT,
-                firmware_version TEXT,
-                data_grouping_interval TEXT,
-                state TEXT,
-                created_at BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE thing_installations (
-                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                installation_id TEXT NOT NULL,
-                mqtt_topic TEXT NOT NULL,
-                PRIMARY KEY (thing_id, installation_id)
-            )
-            """,
-            "CREATE INDEX thing_installations_topic ON thing_installations(mqtt_topic, id)",
-            """
-            CREATE TABLE thing_owners (
-                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                owner TEXT NOT NULL,
-                PRIMARY KEY (thing_id, owner)
-            )
-            """,
-            """
-            CREATE TABLE state_samples (
-                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                at BIGINT NOT NULL,
-                method TEXT NOT NULL,
-                upload TEXT NOT NULL,
-                state TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX state_samples_thing_at ON state_samples(thing_id, at)",
-            "CREATE INDEX state_samples_thing_id ON state_samples(thing_id, id)",
-            // No foreign key on thing_id: like MemoryStore, the store keeps
-            // whatever command it is given (the framework checks the thing).
-            """
-            CREATE TABLE commands (
-                command_id TEXT PRIMARY KEY,
-                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                thing_id TEXT NOT NULL,
-                issuer TEXT,
-                issuing_installation_id TEXT,
-                payload TEXT NOT NULL,
-                results TEXT,
-                state TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                modified_at BIGINT NOT NULL
-            )
-            """,
-            "CREATE INDEX commands_thing_seq ON commands(thing_id, seq)",
-            """
-            CREATE TABLE users (
-                user_id TEXT PRIMARY KEY,
-                login_name TEXT UNIQUE,
-                password_hash TEXT,
-                created_at BIGINT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE groups (
-                group_id TEXT PRIMARY KEY,
-                name TEXT NOT NULL,
-                owner_user_id TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX groups_owner ON groups(owner_user_id)",
-            // position keeps the members' order (and duplicates) as given.
-            """
-            CREATE TABLE group_members (
-                group_id TEXT NOT NULL REFERENCES groups(group_id) ON DELETE CASCADE,
-                position BIGINT NOT NULL,
-                user_id TEXT NOT NULL,
-                PRIMARY KEY (group_id, position)
-            )
-            """,
-            "CREATE INDEX group_members_user ON group_members(user_id)",
-            """
-            CREATE TABLE app_installations (
-                id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                installation_id TEXT PRIMARY KEY,
-                user_id TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                target TEXT,
-                created_at BIGINT NOT NULL
-            )
-            """,
-            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at, id)",
-            """
-            CREATE TABLE triggers (
-                trigger_id TEXT PRIMARY KEY,
-                seq BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
-                thing_id TEXT NOT NULL,
-                definition TEXT NOT NULL,
-                enabled INTEGER NOT NULL,
-                last_match INTEGER,
-                created_at BIGINT NOT NULL
-            )
-            """,
-            "CREATE INDEX triggers_thing ON triggers(thing_id, seq)",
-            """
-            CREATE TABLE thing_automation (
-                thing_id TEXT PRIMARY KEY REFERENCES things(thing_id) ON DELETE CASCADE,
-                config TEXT NOT NULL,
-                version BIGINT NOT NULL,
-                report TEXT
-            )
-            """,
-            """
-            CREATE TABLE tokens (
-                token_hash TEXT PRIMARY KEY,
-                kind TEXT NOT NULL,
-                subject_id TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                expires_at BIGINT NOT NULL,
-                revoked INTEGER NOT NULL DEFAULT 0
-            )
-            """,
-            "CREATE INDEX tokens_subject ON tokens(kind, subject_id)",
-            "CREATE INDEX tokens_expiry ON tokens(expires_at) WHERE expires_at <> 0",
-            "CREATE INDEX tokens_revoked ON tokens(revoked) WHERE revoked = 1"
-        ],
+    /// Migrations in order: entry i takes the version i to i + 1. Version 1
+    /// was all of StoreSchema but what the later ones add; a new database
+    /// gets all of it at once, which comes to the same.
+    static let migrations: [[StoreSchema.Step]] =
+        [StoreSchema.createAll(except: laterMigrations.flatMap { $0 })]
+        + laterMigrations
+
+    private static let laterMigrations: [[StoreSchema.Step]] = [
         // 1 -> 2: when a command's notification may be claimed by a sweep
-        // (NULL: sent, or nothing to send; rows from before are left NULL).
-        [
-            "ALTER TABLE commands ADD COLUMN notify_due BIGINT",
-            "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
-        ],
-        // 2 -> 3: a command's expiry and why the hub ended it (CommandLifecycle);
-        // the lifecycle sweep reads the open commands only.
-        [
-            "ALTER TABLE commands ADD COLUMN expires_at BIGINT",
-            "ALTER TABLE commands ADD COLUMN end_reason TEXT",
-            "CREATE INDEX commands_open ON commands(seq) WHERE \(SQLQueries.openCommand)"
-        ]
+        // (rows from before are left NULL).
+        [.column("commands", "notify_due"), .index("commands_notify_due")],
+        // 2 -> 3: a command's expiry and why the hub ended it (CommandLifecycle).
+        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")]
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock
@@ -295,9 +160,10 @@ public final class PostgresStore: HubStore, SharedResultsFeed, @unchecked Sendab
                     message: "schema version \(current) of \(c.target) is newer than this hub's \(schemaVersion)")
             }
             guard current < target else { return }
-            for v in Int(current)..<Int(target) {
-                for sql in migrations[v] { try c.exec(sql) }
-            }
+            let steps =
+                current == 0 && target == schemaVersion
+                ? StoreSchema.createAll() : migrations[Int(current)..<Int(target)].flatMap { $0 }
+            for step in steps { try c.exec(step.ddl(.postgres)) }
             if found == nil {
                 try c.run("INSERT INTO thingif_schema (version) VALUES ($1)", [.int(target)])
             } else {

@@ -145,7 +145,7 @@ enum SQLQueries {
     }
 
     /// The condition of an open command (the partial index commands_open).
-    static let openCommand = "results IS NULL AND state IN ('SENDING', 'DELIVERED')"
+    static let openCommand = StoreSchema.openCommand
 
     static func endCommand(_ c: some SQLConnection, commandID: String, state: CommandState, reason: String, at: Int64)
         throws -> Bool

@@ -76,143 +76,55 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
 
     // MARK: schema
 
-    /// Migrations in order: entry i takes user_version i to i + 1.
-    private static let migrations: [[String]] = [
+    /// Migrations in order: entry i takes user_version i to i + 1 (a new
+    /// database is made from StoreSchema at once). Version 1's `things` and
+    /// `users` kept raw tokens; 2 -> 3 rebuilds them (migrateToHashedSecrets).
+    static let migrations: [[StoreSchema.Step]] = [
         [
-            """
-            CREATE TABLE things (
-                thing_id TEXT PRIMARY KEY,
-                vendor_thing_id TEXT UNIQUE,
-                password TEXT,
-                thing_type TEXT,
-                firmware_version TEXT,
-                access_token TEXT NOT NULL UNIQUE,
-                data_grouping_interval TEXT,
-                state TEXT,
-                created_at INTEGER NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE thing_installations (
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                installation_id TEXT NOT NULL,
-                mqtt_topic TEXT NOT NULL,
-                PRIMARY KEY (thing_id, installation_id)
-            )
-            """,
-            "CREATE INDEX thing_installations_topic ON thing_installations(mqtt_topic)",
-            """
-            CREATE TABLE thing_owners (
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                owner TEXT NOT NULL,
-                PRIMARY KEY (thing_id, owner)
-            )
-            """,
-            """
-            CREATE TABLE state_samples (
-                id INTEGER PRIMARY KEY,
-                thing_id TEXT NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE,
-                at INTEGER NOT NULL,
-                method TEXT NOT NULL,
-                upload TEXT NOT NULL,
-                state TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX state_samples_thing_at ON state_samples(thing_id, at)",
-            // No foreign key on thing_id: like MemoryStore, the store keeps
-            // whatever command it is given (the framework checks the thing).
-            """
-            CREATE TABLE commands (
-                command_id TEXT PRIMARY KEY,
-                seq INTEGER NOT NULL UNIQUE,
-                thing_id TEXT NOT NULL,
-                issuer TEXT,
-                issuing_installation_id TEXT,
-                payload TEXT NOT NULL,
-                results TEXT,
-                state TEXT NOT NULL,
-                created_at INTEGER NOT NULL,
-                modified_at INTEGER NOT NULL
-            )
-            """,
-            "CREATE INDEX commands_thing_seq ON commands(thing_id, seq)",
-            """
-            CREATE TABLE users (
-                user_id TEXT PRIMARY KEY,
-                login_name TEXT UNIQUE,
-                password_hash TEXT,
-                access_token TEXT NOT NULL UNIQUE,
-                created_at INTEGER NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE groups (
-                group_id TEXT PRIMARY KEY,
-                name TEXT NOT NULL,
-                owner_user_id TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX groups_owner ON groups(owner_user_id)",
-            // position keeps the members' order (and duplicates) as given.
-            """
-            CREATE TABLE group_members (
-                group_id TEXT NOT NULL REFERENCES groups(group_id) ON DELETE CASCADE,
-                position INTEGER NOT NULL,
-                user_id TEXT NOT NULL,
-                PRIMARY KEY (group_id, position)
-            )
-            """,
-            "CREATE INDEX group_members_user ON group_members(user_id)",
-            """
-            CREATE TABLE app_installations (
-                installation_id TEXT PRIMARY KEY,
-                user_id TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                target TEXT,
-                created_at INTEGER NOT NULL
-            )
-            """,
-            "CREATE INDEX app_installations_user ON app_installations(user_id, created_at)"
+            .sql(
+                """
+                CREATE TABLE things (
+                    thing_id TEXT PRIMARY KEY,
+                    vendor_thing_id TEXT UNIQUE,
+                    password TEXT,
+                    thing_type TEXT,
+                    firmware_version TEXT,
+                    access_token TEXT NOT NULL UNIQUE,
+                    data_grouping_interval TEXT,
+                    state TEXT,
+                    created_at INTEGER NOT NULL
+                )
+                """),
+            .table("thing_installations"), .index("thing_installations_topic"), .table("thing_owners"),
+            .table("state_samples"), .index("state_samples_thing_at"),
+            .table("commands", without: ["notify_due", "expires_at", "end_reason"]), .index("commands_thing_seq"),
+            .sql(
+                """
+                CREATE TABLE users (
+                    user_id TEXT PRIMARY KEY,
+                    login_name TEXT UNIQUE,
+                    password_hash TEXT,
+                    access_token TEXT NOT NULL UNIQUE,
+                    created_at INTEGER NOT NULL
+                )
+                """),
+            .table("groups"), .index("groups_owner"), .table("group_members"), .index("group_members_user"),
+            .table("app_installations"), .index("app_installations_user")
         ],
         // 1 -> 2: server triggers and the things' automation config.
+        [.table("triggers"), .index("triggers_thing"), .table("thing_automation", without: ["report"])],
+        // 2 -> 3: hashed secrets: the tokens table, then the rest in code (migrateToHashedSecrets).
         [
-            """
-            CREATE TABLE triggers (
-                trigger_id TEXT PRIMARY KEY,
-                seq INTEGER NOT NULL UNIQUE,
-                thing_id TEXT NOT NULL,
-                definition TEXT NOT NULL,
-                enabled INTEGER NOT NULL,
-                last_match INTEGER,
-                created_at INTEGER NOT NULL
-            )
-            """,
-            "CREATE INDEX triggers_thing ON triggers(thing_id, seq)",
-            """
-            CREATE TABLE thing_automation (
-                thing_id TEXT PRIMARY KEY REFERENCES things(thing_id) ON DELETE CASCADE,
-                config TEXT NOT NULL,
-                version INTEGER NOT NULL
-            )
-            """
+            .table("tokens"), .index("tokens_subject"), .index("tokens_expiry"), .index("tokens_revoked"),
+            .index("state_samples_thing_id")
         ],
-        // 2 -> 3: hashed secrets, in code (migrateToHashedSecrets).
-        [],
         // 3 -> 4: the thing's report on its automation configuration.
-        ["ALTER TABLE thing_automation ADD COLUMN report TEXT"],
+        [.column("thing_automation", "report")],
         // 4 -> 5: when a command's notification may be claimed by a sweep
-        // (NULL: sent, or nothing to send; rows from before are left NULL).
-        [
-            "ALTER TABLE commands ADD COLUMN notify_due INTEGER",
-            "CREATE INDEX commands_notify_due ON commands(notify_due) WHERE notify_due IS NOT NULL"
-        ],
-        // 5 -> 6: a command's expiry and why the hub ended it (CommandLifecycle);
-        // the lifecycle sweep reads the open commands only.
-        [
-            "ALTER TABLE commands ADD COLUMN expires_at INTEGER",
-            "ALTER TABLE commands ADD COLUMN end_reason TEXT",
-            "CREATE INDEX commands_open ON commands(seq) WHERE \(SQLQueries.openCommand)"
-        ]
+        // (rows from before are left NULL).
+        [.column("commands", "notify_due"), .index("commands_notify_due")],
+        // 5 -> 6: a command's expiry and why the hub ended it (CommandLifecycle).
+        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")]
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
@@ -224,12 +136,14 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
                     message: "schema version \(found) is newer than this hub's \(schemaVersion)")
             }
             guard found < target else { return }
-            for v in Int(found)..<Int(target) {
-                if v < migrations.count {
-                    for sql in migrations[v] { try c.exec(sql) }
-                }
-                if v == 2 {
-                    try migrateToHashedSecrets(c, secrets: secrets)
+            if found == 0 && target == schemaVersion {
+                for step in StoreSchema.createAll() { try c.exec(step.ddl(.sqlite)) }
+            } else {
+                for v in Int(found)..<Int(target) {
+                    for step in migrations[v] { try c.exec(step.ddl(.sqlite)) }
+                    if v == 2 {
+                        try migrateToHashedSecrets(c, secrets: secrets)
+                    }
                 }
             }
             // PRAGMA takes no bound parameters; the value is this code's constant.
@@ -245,40 +159,12 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
     /// expiry and revocation; things' passwords become KDF hashes; `things`
     /// and `users` are rebuilt without their raw-token columns.
     private static func migrateToHashedSecrets(_ c: SQLiteConnection, secrets: HubSecrets) throws {
-        try c.exec(
-            """
-            CREATE TABLE tokens (
-                token_hash TEXT PRIMARY KEY,
-                kind TEXT NOT NULL,
-                subject_id TEXT NOT NULL,
-                created_at INTEGER NOT NULL,
-                expires_at INTEGER NOT NULL,
-                revoked INTEGER NOT NULL DEFAULT 0
-            )
-            """)
-        try c.exec("CREATE INDEX tokens_subject ON tokens(kind, subject_id)")
-        // For the pruning at each issue, without a scan of the table.
-        try c.exec("CREATE INDEX tokens_expiry ON tokens(expires_at) WHERE expires_at <> 0")
-        try c.exec("CREATE INDEX tokens_revoked ON tokens(revoked) WHERE revoked = 1")
-        try c.exec("CREATE INDEX state_samples_thing_id ON state_samples(thing_id, id)")
         let now = Platform.epochMs()
         let things = try c.rows("SELECT thing_id, access_token, password FROM things", []) {
             ($0.string(0), $0.string(1), $0.text(2))
         }
         let users = try c.rows("SELECT user_id, access_token FROM users", []) { ($0.string(0), $0.string(1)) }
-        try c.exec(
-            """
-            CREATE TABLE things_new (
-                thing_id TEXT PRIMARY KEY,
-                vendor_thing_id TEXT UNIQUE,
-                password_hash TEXT,
-                thing_type TEXT,
-                firmware_version TEXT,
-                data_grouping_interval TEXT,
-                state TEXT,
-                created_at INTEGER NOT NULL
-            )
-            """)
+        try c.exec(StoreSchema.table("things").ddl(.sqlite, name: "things_new"))
         try c.exec(
             """
             INSERT INTO things_new (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
@@ -296,15 +182,7 @@ public final class SQLiteStore: HubStore, @unchecked Sendable {
             }
             try insertToken(c, hash: Crypto.sha256Hex(token), kind: .thing, subject: id, now: now, secrets: secrets)
         }
-        try c.exec(
-            """
-            CREATE TABLE users_new (
-                user_id TEXT PRIMARY KEY,
-                login_name TEXT UNIQUE,
-                password_hash TEXT,
-                created_at INTEGER NOT NULL
-            )
-            """)
+        try c.exec(StoreSchema.table("users").ddl(.sqlite, name: "users_new"))
         try c.exec(
             """
             INSERT INTO users_new (user_id, login_name, password_hash, created_at)
