@@ -331,7 +331,8 @@ extension SQLStore {
                     try c.run("DELETE FROM " + table + " WHERE thing_id = ?", t)
                 }
                 try c.run(
-                    "DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)])
+                    "DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)]
+                )
                 return try c.run("DELETE FROM things WHERE thing_id = ?", t) == 1
             }
         }
@@ -427,15 +428,9 @@ extension SQLStore {
             guard
                 let n = try c.first(
                     "INSERT INTO commands (command_id, " + seq.column
-                        + """
-                        thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at)
-                        VALUES (?, 
-                        """ + seq.value
-                        + """
-                        ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (command_id) DO NOTHING
-                        RETURNING seq
-                        """,
+                        + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at)"
+                        + " VALUES (?, " + seq.value
+                        + "?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq",
                     [
                         .text(command.commandID), .text(command.thingID), .text(command.issuer),
                         .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
@@ -712,7 +707,8 @@ extension SQLStore {
 
     public func triggers(thingID: String) -> [ServerTriggerRecord] {
         use([]) {
-            try $0.rows(StoreRows.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], StoreRows.trigger)
+            try $0.rows(
+                StoreRows.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], StoreRows.trigger)
         }
     }
 
