@@ -26,7 +26,7 @@ private func openError(_ url: String, timeout: Int = 5) -> String? {
 /// "Store conformance"): several hubs on one database, migrations, errors.
 @Suite("SQL shared by the stores (no server)")
 struct SQLPlaceholderTests {
-    @Test("SQLQueries' ? placeholders are numbered for PostgreSQL; quoted question marks and $n SQL stay")
+    @Test("SQLStore's ? placeholders are numbered for PostgreSQL; quoted question marks and $n SQL stay")
     func numbered() {
         #expect(
             PostgresConnection.numbered("SELECT a FROM t WHERE b = ? AND c > ?")

@@ -110,7 +110,7 @@ final class PostgresConnection: SQLConnection {
         return body(pointers.map { $0.map { UnsafePointer($0) } })
     }
 
-    /// `sql` with each `?` placeholder (the statements SQLQueries shares
+    /// `sql` with each `?` placeholder (the statements SQLStore shares
     /// with SQLite) numbered as PostgreSQL wants them: $1, $2 … Question
     /// marks inside quotes are left alone; SQL without any is returned as is.
     static func numbered(_ sql: String) -> String {

@@ -1,0 +1,782 @@
+import ThingIF
+
+/// What SQLiteConnection and PostgresConnection both offer. Statements are
+/// written with `?` placeholders; PostgresConnection numbers them ($1, $2 …).
+protocol SQLConnection: AnyObject {
+    associatedtype Row: StoreRow
+    /// Runs a statement with bound values, calling `row` for every result row.
+    func query(_ sql: String, _ values: [SQLValue], row: (Row) throws -> Void) throws
+    /// Runs a statement; returns the rows it changed.
+    @discardableResult func run(_ sql: String, _ values: [SQLValue]) throws -> Int
+    /// Runs `body` in a transaction; rolls back when it throws.
+    func transaction<R>(_ body: () throws -> R) throws -> R
+}
+
+extension SQLConnection {
+    /// All rows mapped by `map`.
+    func rows<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (Row) throws -> T) throws -> [T] {
+        var out: [T] = []
+        try query(sql, values) { out.append(try map($0)) }
+        return out
+    }
+
+    /// The first row mapped by `map`, nil for none.
+    func first<T>(_ sql: String, _ values: [SQLValue] = [], _ map: (Row) throws -> T) throws -> T? {
+        var out: T?
+        try query(sql, values) { r in if out == nil { out = try map(r) } }
+        return out
+    }
+}
+
+/// What SQL says differently in the two dialects, as fragments the shared
+/// statements take (string literals: nothing is built per call).
+extension SQLDialect {
+    /// The column that orders a table's rows by insertion (StoreSchema's
+    /// `ordered` tables).
+    var insertionOrder: String { self == .sqlite ? "rowid" : "id" }
+
+    /// How a sequence column gets its next value: SQLite (one writer) takes
+    /// MAX + 1 in the INSERT; PostgreSQL's is an identity and not written.
+    func sequence(_ table: String) -> (column: String, value: String) {
+        switch (self, table) {
+        case (.sqlite, "triggers"): return ("seq, ", "(SELECT COALESCE(MAX(seq), 0) + 1 FROM triggers), ")
+        case (.sqlite, _): return ("seq, ", "(SELECT COALESCE(MAX(seq), 0) + 1 FROM commands), ")
+        case (.postgres, _): return ("", "")
+        }
+    }
+
+    /// Locks the rows a SELECT reads until COMMIT (PostgreSQL: two hubs'
+    /// writes of one row take turns); SQLite's write transaction holds the
+    /// whole file already.
+    var forUpdate: String { self == .sqlite ? "" : " FOR UPDATE" }
+
+    /// As forUpdate, and passes over rows another transaction holds (the
+    /// sweeps of other hubs).
+    var skipLocked: String { self == .sqlite ? "" : " FOR UPDATE SKIP LOCKED" }
+
+    /// Byte order for an ORDER BY of IDs (String's <): SQLite's default
+    /// collation is binary, PostgreSQL's follows the database's locale.
+    var byteOrder: String { self == .sqlite ? "" : #" COLLATE "C""# }
+}
+
+/// A HubStore on SQL, written once: SQLiteStore and PostgresStore supply a
+/// connection (`attempt`: the one behind a lock, or one of a pool), their
+/// dialect and the schema's migrations, and keep only what truly differs
+/// (reading a thing with its lists, announcing results to other hubs,
+/// PostgreSQL's optimistic state upload and schedule lease). Every method
+/// here is the same SQL on both; it is generic over the store, so each
+/// store's calls are compiled for its own connection (no existential on
+/// the way to the database).
+protocol SQLStore: HubStore {
+    associatedtype Connection: SQLConnection
+    static var dialect: SQLDialect { get }
+    var retention: StateRetention { get }
+    /// Runs `body` on a connection; its error (or the connection's) comes
+    /// back as the failure.
+    func attempt<R>(_ body: (Connection) throws -> R) -> Result<R, Error>
+    /// The whole record of the thing the clause selects (without its state
+    /// history, so lookups stay cheap); `lock` takes its row for the
+    /// transaction (forUpdate). The clause is one of SQLStore's constants;
+    /// the values are bound.
+    static func thing(_ c: Connection, where clause: String, _ values: [SQLValue], lock: Bool) throws -> ThingRecord?
+    /// Runs `update`, an UPDATE of at most one command; true when it
+    /// changed it. PostgresStore also announces the commandID to the other
+    /// hubs on the database (their event streams) when it commits.
+    func changeCommand(_ c: Connection, _ update: String, _ values: [SQLValue]) throws -> Bool
+}
+
+extension SQLStore {
+    /// Runs `body` on a connection; a storage error gives `fallback`.
+    func use<R>(_ fallback: R, _ body: (Connection) throws -> R) -> R {
+        switch attempt(body) {
+        case .success(let r): return r
+        case .failure: return fallback
+        }
+    }
+
+    static func thing(_ c: Connection, where clause: String, _ value: String, lock: Bool = false) throws
+        -> ThingRecord?
+    {
+        try thing(c, where: clause, [.text(value)], lock: lock)
+    }
+
+    static func exists(_ c: Connection, thing id: String) throws -> Bool {
+        try c.first("SELECT 1 FROM things WHERE thing_id = ?", [.text(id)]) { _ in true } ?? false
+    }
+
+    // MARK: tokens
+
+    /// Stores a token's hash (also the SQLite migration to hashed secrets).
+    static func insertToken(
+        _ c: Connection, hash: String, kind: TokenKind, subject: String, now: Int64, secrets: HubSecrets
+    ) throws {
+        try c.run(
+            """
+            INSERT INTO tokens (token_hash, kind, subject_id, created_at, expires_at, revoked)
+            VALUES (?, ?, ?, ?, ?, 0)
+            """, [.text(hash), .text(kind.rawValue), .text(subject), .int(now), .int(secrets.expiry(kind, now: now))])
+    }
+
+    /// A new raw token for the subject; prunes expired and revoked ones.
+    func issue(_ c: Connection, kind: TokenKind, subject: String) throws -> String {
+        let now = Platform.epochMs()
+        try c.run("DELETE FROM tokens WHERE revoked = 1", [])
+        try c.run("DELETE FROM tokens WHERE expires_at <> 0 AND expires_at <= ?", [.int(now)])
+        let raw = HubIDs.token()
+        try Self.insertToken(c, hash: Crypto.sha256Hex(raw), kind: kind, subject: subject, now: now, secrets: secrets)
+        return raw
+    }
+
+    /// The subjects of a live (known, unexpired, unrevoked) token of a kind,
+    /// as a subquery (tokenValues bind it), so that a request's subject is
+    /// read in the same round trip as its token.
+    static var liveTokenSubject: String {
+        "(SELECT subject_id FROM tokens WHERE token_hash = ? AND kind = ? AND revoked = 0"
+            + " AND (expires_at = 0 OR expires_at > ?))"
+    }
+
+    static func tokenValues(_ kind: TokenKind, _ token: String) -> [SQLValue] {
+        [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
+    }
+
+    public func issueToken(kind: TokenKind, subjectID: String) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                let table =
+                    kind == .user ? "SELECT 1 FROM users WHERE user_id = ?" : "SELECT 1 FROM things WHERE thing_id = ?"
+                guard try c.first(table, [.text(subjectID)], { _ in true }) != nil else { return nil }
+                return try issue(c, kind: kind, subject: subjectID)
+            }
+        }
+    }
+
+    public func revokeToken(_ token: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0", [.text(Crypto.sha256Hex(token))])
+                == 1
+        }
+    }
+
+    // MARK: things
+
+    /// The KDF (a quarter second at the production cost) runs outside any
+    /// connection and transaction, so one onboarding never stalls the rest
+    /// of the hub. Writes that hubs race on are decided by the database: a
+    /// vendorThingID is UNIQUE, so a losing first registration inserts
+    /// nothing and the next round finds the winner's thing.
+    public func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError> {
+        // A few rounds at most: only a concurrent first registration of the
+        // same vendorThingID (on this hub or another) makes one repeat.
+        for _ in 0..<4 {
+            let found = attempt { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
+            guard case .success(let known) = found else { return .failure(.storage) }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else {
+                    return .failure(.wrongPassword)
+                }
+                let r: Result<ThingRecord, RegisterError>? = use(.failure(.storage)) { c in
+                    try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                        // Still the hash that was verified? The row stays locked until COMMIT.
+                        guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID, lock: true),
+                            t.passwordHash == h
+                        else { return nil }
+                        guard StoreRules.typeMatches(thingType, known: t.thingType) else { return .failure(.wrongType) }
+                        try c.run(
+                            """
+                            UPDATE things SET thing_type = COALESCE(thing_type, ?),
+                                firmware_version = COALESCE(?, firmware_version),
+                                data_grouping_interval = COALESCE(?, data_grouping_interval)
+                            WHERE thing_id = ?
+                            """,
+                            [.text(thingType), .text(firmwareVersion), .text(dataGroupingInterval), .text(t.thingID)])
+                        guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else {
+                            return .failure(.storage)
+                        }
+                        updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                        return .success(updated)
+                    }
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: Result<ThingRecord, RegisterError>? = use(.failure(.storage)) { c in
+                try c.transaction { () throws -> Result<ThingRecord, RegisterError>? in
+                    var t = ThingRecord(
+                        thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
+                        thingType: thingType, firmwareVersion: firmwareVersion,
+                        accessToken: "", dataGroupingInterval: dataGroupingInterval,
+                        createdAt: Platform.epochMs())
+                    guard
+                        try c.run(
+                            """
+                            INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                                data_grouping_interval, state, created_at)
+                            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                            ON CONFLICT (vendor_thing_id) DO NOTHING
+                            """,
+                            [
+                                .text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
+                                .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)
+                            ]) == 1
+                    else { return nil }
+                    t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                    return .success(t)
+                }
+            }
+            if let r { return r }
+        }
+        return .failure(.storage)
+    }
+
+    public func thing(id: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "thing_id = ?", id) }
+    }
+
+    public func thing(vendorThingID: String) -> ThingRecord? {
+        use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
+    }
+
+    public func thing(accessToken: String) -> ThingRecord? {
+        use(nil) {
+            try Self.thing(
+                $0, where: "thing_id IN " + Self.liveTokenSubject, Self.tokenValues(.thing, accessToken), lock: false)
+        }
+    }
+
+    public func thing(mqttTopic: String) -> ThingRecord? {
+        use(nil) { c in
+            // The thing that most recently took the topic.
+            guard
+                let id = try c.first(
+                    "SELECT thing_id FROM thing_installations WHERE mqtt_topic = ? ORDER BY "
+                        + Self.dialect.insertionOrder + " DESC LIMIT 1", [.text(mqttTopic)], { $0.string(0) })
+            else { return nil }
+            return try Self.thing(c, where: "thing_id = ?", id)
+        }
+    }
+
+    public func things(ownedBy owners: [String]) -> [ThingRecord] {
+        guard !owners.isEmpty else { return [] }
+        return use([]) { c in
+            let marks = Array(repeating: "?", count: owners.count).joined(separator: ", ")
+            let ids = try c.rows(
+                // Each thing once, by thingID (GROUP BY: PostgreSQL takes no
+                // COLLATE in the ORDER BY of a SELECT DISTINCT).
+                "SELECT thing_id FROM thing_owners WHERE owner IN (\(marks)) GROUP BY thing_id ORDER BY thing_id"
+                    + Self.dialect.byteOrder, owners.map { SQLValue.text($0) }
+            ) { $0.string(0) }
+            return try ids.compactMap { try Self.thing(c, where: "thing_id = ?", $0) }
+        }
+    }
+
+    /// Runs `body` in a transaction if the thing exists; false when it does
+    /// not or the store fails.
+    func ifThingExists(_ thingID: String, _ body: (Connection) throws -> Void) -> Bool {
+        use(false) { c in
+            try c.transaction {
+                guard try Self.exists(c, thing: thingID) else { return false }
+                try body(c)
+                return true
+            }
+        }
+    }
+
+    public func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool {
+        ifThingExists(thingID) { c in
+            // Replaced, not updated: the new row comes last in insertion order.
+            try c.run(
+                "DELETE FROM thing_installations WHERE thing_id = ? AND installation_id = ?",
+                [.text(thingID), .text(installationID)])
+            try c.run(
+                "INSERT INTO thing_installations (thing_id, installation_id, mqtt_topic) VALUES (?, ?, ?)",
+                [.text(thingID), .text(installationID), .text(mqttTopic)])
+        }
+    }
+
+    public func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)] {
+        use([]) { c in
+            var out: [(installationID: String, mqttTopic: String)] = []
+            try c.query(
+                "SELECT installation_id, mqtt_topic FROM thing_installations WHERE thing_id = ? ORDER BY "
+                    + Self.dialect.insertionOrder, [.text(thingID)]
+            ) { out.append(($0.string(0), $0.string(1))) }
+            return out
+        }
+    }
+
+    public func removeInstallation(thingID: String, installationID: String) -> Bool {
+        use(false) { c in
+            try c.run(
+                "DELETE FROM thing_installations WHERE thing_id = ? AND installation_id = ?",
+                [.text(thingID), .text(installationID)]) == 1
+        }
+    }
+
+    /// Children first, in one transaction; the tables without a foreign key
+    /// on the thing (commands, triggers, tokens) are the reason it is
+    /// spelled out rather than left to ON DELETE CASCADE.
+    public func deleteThing(id: String) -> Bool {
+        use(false) { c in
+            let t: [SQLValue] = [.text(id)]
+            return try c.transaction {
+                guard try Self.exists(c, thing: id) else { return false }
+                for table in [
+                    "commands", "triggers", "thing_automation", "state_samples", "thing_installations", "thing_owners"
+                ] {
+                    try c.run("DELETE FROM " + table + " WHERE thing_id = ?", t)
+                }
+                try c.run(
+                    "DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)]
+                )
+                return try c.run("DELETE FROM things WHERE thing_id = ?", t) == 1
+            }
+        }
+    }
+
+    public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?", [.text(version), .text(thingID)])
+                == 1
+        }
+    }
+
+    public func setThingType(thingID: String, _ thingType: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE things SET thing_type = ? WHERE thing_id = ?", [.text(thingType), .text(thingID)]) == 1
+        }
+    }
+
+    public func addOwner(thingID: String, owner: String) -> Bool {
+        ifThingExists(thingID) {
+            try $0.run(
+                "INSERT INTO thing_owners (thing_id, owner) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [.text(thingID), .text(owner)])
+        }
+    }
+
+    // MARK: state
+
+    public func applyState(thingID: String, method: String, upload: String, at: Int64) -> String? {
+        use(nil) { c in
+            try c.transaction { () throws -> String? in
+                // forUpdate: two hubs' PATCHes of one thing merge one after the other.
+                guard
+                    let old = try c.first(
+                        "SELECT state FROM things WHERE thing_id = ?" + Self.dialect.forUpdate, [.text(thingID)],
+                        { $0.text(0) })
+                else { return nil }
+                let merged = StateMerge.apply(method: method, upload: upload, to: old)
+                try c.run("UPDATE things SET state = ? WHERE thing_id = ?", [.text(merged), .text(thingID)])
+                try c.run(
+                    "INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
+                    [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
+                try prune(c, thingID: thingID, at: at)
+                return merged
+            }
+        }
+    }
+
+    /// Applies the retention to one thing's samples (on each write, through
+    /// the (thing_id, id) and (thing_id, at) indexes).
+    func prune(_ c: Connection, thingID: String, at: Int64) throws {
+        if let oldest = StoreRules.oldestKept(retention, at: at) {
+            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND at < ?", [.text(thingID), .int(oldest)])
+        }
+        if retention.maxSamples > 0,
+            let keep = try c.first(
+                "SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) })
+        {
+            try c.run("DELETE FROM state_samples WHERE thing_id = ? AND id < ?", [.text(thingID), .int(keep)])
+        }
+    }
+
+    public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {
+        use([]) {
+            try $0.rows(
+                StoreRows.sampleColumns + " WHERE thing_id = ? AND at >= ? AND at < ? ORDER BY id",
+                [.text(thingID), .int(from), .int(to)], StoreRows.sample)
+        }
+    }
+
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int) -> (
+        samples: [StateSample], next: Int64?
+    ) {
+        use(([], nil)) { c in
+            let n = max(0, limit)
+            var rows = try c.rows(
+                StoreRows.sampleColumns + " WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?",
+                [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], StoreRows.sample)
+            guard rows.count > n else { return (rows, nil) }
+            rows.removeLast()
+            return (rows, rows.last?.cursor ?? after)
+        }
+    }
+
+    // MARK: commands
+
+    public func insertCommand(_ command: CommandRecord) -> CommandRecord? {
+        use(nil) { c in
+            // One statement: the seq is taken atomically; a commandID stored
+            // already (by any hub) inserts nothing and returns no row.
+            let seq = Self.dialect.sequence("commands")
+            guard
+                let n = try c.first(
+                    "INSERT INTO commands (command_id, " + seq.column
+                        + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at)"
+                        + " VALUES (?, " + seq.value
+                        + "?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq",
+                    [
+                        .text(command.commandID), .text(command.thingID), .text(command.issuer),
+                        .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
+                        .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)
+                    ],
+                    { $0.int(0) })
+            else { return nil }
+            var stored = command
+            stored.seq = n
+            return stored
+        }
+    }
+
+    public func command(id: String) -> CommandRecord? {
+        use(nil) { try $0.first(StoreRows.commandColumns + " WHERE command_id = ?", [.text(id)], StoreRows.command) }
+    }
+
+    public func markDelivered(commandID: String, at: Int64) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND " + StoreSchema.openCommand,
+                [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
+        }
+    }
+
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+        use(false) {
+            // The first results win, whichever hub stores them.
+            try changeCommand(
+                $0,
+                """
+                UPDATE commands SET results = ?, state = ?, modified_at = ?, notify_due = ?
+                WHERE command_id = ? AND results IS NULL
+                """,
+                [
+                    .text(results), .text(state.rawValue), .int(at), .int(at + StoreRules.notificationGraceMs),
+                    .text(commandID)
+                ])
+        }
+    }
+
+    public func markNotified(commandID: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE commands SET notify_due = NULL WHERE command_id = ? AND notify_due IS NOT NULL",
+                [.text(commandID)]) == 1
+        }
+    }
+
+    public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
+        use([]) {
+            try $0.rows(
+                """
+                UPDATE commands SET notify_due = ? WHERE command_id IN (
+                    SELECT command_id FROM commands WHERE notify_due <= ? ORDER BY notify_due LIMIT ?
+                """ + Self.dialect.skipLocked + ") RETURNING " + StoreRows.commandFields,
+                [.int(now + max(0, leaseMs)), .int(now), .int(Int64(max(0, limit)))], StoreRows.command
+            ).sorted { $0.seq < $1.seq }
+        }
+    }
+
+    public func commands(thingID: String, afterSeq: Int64, limit: Int) -> [CommandRecord] {
+        use([]) {
+            try $0.rows(
+                StoreRows.commandColumns + " WHERE thing_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                [.text(thingID), .int(afterSeq), .int(Int64(max(0, limit)))], StoreRows.command)
+        }
+    }
+
+    public func unansweredCommands(thingID: String) -> [CommandRecord] {
+        use([]) {
+            try $0.rows(
+                StoreRows.commandColumns + " WHERE thing_id = ? AND results IS NULL ORDER BY seq", [.text(thingID)],
+                StoreRows.command)
+        }
+    }
+
+    // MARK: command lifecycle
+
+    public func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool {
+        use(false) {
+            try $0.run("UPDATE commands SET expires_at = ? WHERE command_id = ?", [.int(expiresAt), .text(commandID)])
+                == 1
+        }
+    }
+
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+        use(false) {
+            try changeCommand(
+                $0,
+                "UPDATE commands SET state = ?, end_reason = ?, modified_at = ?, notify_due = ? WHERE command_id = ? AND "
+                    + StoreSchema.openCommand,
+                [
+                    .text(state.rawValue), .text(reason), .int(at), .int(at + StoreRules.notificationGraceMs),
+                    .text(commandID)
+                ])
+        }
+    }
+
+    public func commandsDueToEnd(now: Int64, sentBefore: Int64?, deliveredBefore: Int64?, limit: Int)
+        -> [CommandRecord]
+    {
+        use([]) {
+            try $0.rows(
+                StoreRows.commandColumns + " WHERE " + StoreSchema.openCommand
+                    + " AND ((expires_at IS NOT NULL AND expires_at <= ?) OR (state = 'SENDING' AND created_at <= ?)"
+                    + " OR (state = 'DELIVERED' AND modified_at <= ?)) ORDER BY seq LIMIT ?",
+                [.int(now), .int(sentBefore), .int(deliveredBefore), .int(Int64(max(0, limit)))], StoreRows.command)
+        }
+    }
+
+    // MARK: users
+
+    public func createUser(loginName: String?, passwordHash: String?) -> UserRecord? {
+        use(nil) { c in
+            var u = UserRecord(
+                userID: HubIDs.userID(), loginName: loginName, passwordHash: passwordHash,
+                accessToken: "", createdAt: Platform.epochMs())
+            return try c.transaction { () throws -> UserRecord? in
+                // A taken loginName (by any hub) inserts nothing.
+                guard
+                    try c.run(
+                        """
+                        INSERT INTO users (user_id, login_name, password_hash, created_at) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (login_name) DO NOTHING
+                        """, [.text(u.userID), .text(loginName), .text(passwordHash), .int(u.createdAt)]) == 1
+                else { return nil }
+                u.accessToken = try issue(c, kind: .user, subject: u.userID)
+                return u
+            }
+        }
+    }
+
+    public func setPasswordHash(userID: String, _ hash: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE users SET password_hash = ? WHERE user_id = ?", [.text(hash), .text(userID)]) == 1
+        }
+    }
+
+    public func user(id: String) -> UserRecord? {
+        use(nil) { try $0.first(StoreRows.userColumns + " WHERE user_id = ?", [.text(id)], StoreRows.user) }
+    }
+
+    public func user(accessToken: String) -> UserRecord? {
+        use(nil) {
+            try $0.first(
+                StoreRows.userColumns + " WHERE user_id IN " + Self.liveTokenSubject + " LIMIT 1",
+                Self.tokenValues(.user, accessToken), StoreRows.user)
+        }
+    }
+
+    public func user(loginName: String) -> UserRecord? {
+        use(nil) {
+            try $0.first(StoreRows.userColumns + " WHERE login_name = ?", [.text(loginName)], StoreRows.user)
+        }
+    }
+
+    // MARK: groups
+
+    private static func withMembers(_ c: Connection, _ g: GroupRecord) throws -> GroupRecord {
+        var out = g
+        out.members = try c.rows(
+            "SELECT user_id FROM group_members WHERE group_id = ? ORDER BY position", [.text(g.groupID)]
+        ) { $0.string(0) }
+        return out
+    }
+
+    public func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord? {
+        use(nil) { c in
+            let g = GroupRecord(groupID: HubIDs.groupID(), name: name, ownerUserID: ownerUserID, members: members)
+            return try c.transaction {
+                try c.run(
+                    "INSERT INTO groups (group_id, name, owner_user_id) VALUES (?, ?, ?)",
+                    [.text(g.groupID), .text(name), .text(ownerUserID)])
+                for (i, m) in members.enumerated() {
+                    try c.run(
+                        "INSERT INTO group_members (group_id, position, user_id) VALUES (?, ?, ?)",
+                        [.text(g.groupID), .int(Int64(i)), .text(m)])
+                }
+                return g
+            }
+        }
+    }
+
+    public func group(id: String) -> GroupRecord? {
+        use(nil) { c in
+            try c.first(StoreRows.groupColumns + " WHERE group_id = ?", [.text(id)], StoreRows.group).map {
+                try Self.withMembers(c, $0)
+            }
+        }
+    }
+
+    public func groups(ofUser userID: String) -> [GroupRecord] {
+        use([]) { c in
+            // Ordered by groupID as MemoryStore does.
+            try c.rows(
+                StoreRows.groupColumns + """
+                     WHERE owner_user_id = ?
+                       OR group_id IN (SELECT group_id FROM group_members WHERE user_id = ?)
+                    ORDER BY group_id
+                    """ + Self.dialect.byteOrder, [.text(userID), .text(userID)], StoreRows.group
+            ).map { try Self.withMembers(c, $0) }
+        }
+    }
+
+    // MARK: app installations
+
+    public func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation? {
+        use(nil) { c in
+            let id = HubIDs.installationID()
+            let i = AppInstallation(
+                installationID: id, userID: userID, kind: kind,
+                target: StoreRules.installationTarget(kind: kind, id: id, given: target), createdAt: Platform.epochMs())
+            try c.run(
+                """
+                INSERT INTO app_installations (installation_id, user_id, kind, target, created_at)
+                VALUES (?, ?, ?, ?, ?)
+                """, [.text(id), .text(userID), .text(kind.rawValue), .text(i.target), .int(i.createdAt)])
+            return i
+        }
+    }
+
+    public func appInstallation(id: String) -> AppInstallation? {
+        use(nil) {
+            try $0.first(
+                StoreRows.installationColumns + " WHERE installation_id = ?", [.text(id)], StoreRows.installation)
+        }
+    }
+
+    public func appInstallations(userID: String) -> [AppInstallation] {
+        use([]) {
+            try $0.rows(
+                StoreRows.installationColumns + " WHERE user_id = ? ORDER BY created_at, "
+                    + Self.dialect.insertionOrder, [.text(userID)], StoreRows.installation)
+        }
+    }
+
+    public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
+        use(0) {
+            Int(
+                try $0.first("SELECT COUNT(*) FROM app_installations WHERE kind = ?", [.text(kind.rawValue)]) {
+                    $0.int(0)
+                } ?? 0)
+        }
+    }
+
+    public func removeAppInstallation(id: String, userID: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "DELETE FROM app_installations WHERE installation_id = ? AND user_id = ?", [.text(id), .text(userID)])
+                == 1
+        }
+    }
+
+    // MARK: server triggers
+
+    public func insertTrigger(_ t: ServerTriggerRecord) -> Bool {
+        use(false) {
+            let seq = Self.dialect.sequence("triggers")
+            return try $0.run(
+                "INSERT INTO triggers (trigger_id, " + seq.column
+                    + "thing_id, definition, enabled, last_match, created_at) VALUES (?, " + seq.value
+                    + "?, ?, ?, ?, ?) ON CONFLICT (trigger_id) DO NOTHING",
+                [
+                    .text(t.triggerID), .text(t.thingID), .text(t.definition), .int(t.enabled ? 1 : 0),
+                    .int(t.lastMatch.map { $0 ? 1 : 0 }), .int(t.createdAt)
+                ]) == 1
+        }
+    }
+
+    public func trigger(id: String) -> ServerTriggerRecord? {
+        use(nil) { try $0.first(StoreRows.triggerColumns + " WHERE trigger_id = ?", [.text(id)], StoreRows.trigger) }
+    }
+
+    public func triggers(thingID: String) -> [ServerTriggerRecord] {
+        use([]) {
+            try $0.rows(
+                StoreRows.triggerColumns + " WHERE thing_id = ? ORDER BY seq", [.text(thingID)], StoreRows.trigger)
+        }
+    }
+
+    public func allTriggers() -> [ServerTriggerRecord] {
+        use([]) { try $0.rows(StoreRows.triggerColumns + " ORDER BY seq", [], StoreRows.trigger) }
+    }
+
+    public func updateTrigger(id: String, definition: String) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE triggers SET definition = ?, last_match = NULL WHERE trigger_id = ?",
+                [.text(definition), .text(id)]) == 1
+        }
+    }
+
+    public func setTriggerEnabled(id: String, enabled: Bool) -> Bool {
+        use(false) {
+            try $0.run("UPDATE triggers SET enabled = ? WHERE trigger_id = ?", [.int(enabled ? 1 : 0), .text(id)]) == 1
+        }
+    }
+
+    public func claimTrigger(id: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE triggers SET enabled = 0 WHERE trigger_id = ? AND enabled = 1", [.text(id)]) == 1
+        }
+    }
+
+    public func setTriggerLastMatch(id: String, lastMatch: Bool?) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE triggers SET last_match = ? WHERE trigger_id = ?",
+                [.int(lastMatch.map { $0 ? 1 : 0 }), .text(id)]) == 1
+        }
+    }
+
+    public func deleteTrigger(id: String) -> Bool {
+        use(false) { try $0.run("DELETE FROM triggers WHERE trigger_id = ?", [.text(id)]) == 1 }
+    }
+
+    // MARK: thing automation
+
+    public func automation(thingID: String) -> ThingAutomation? {
+        use(nil) {
+            try $0.first(StoreRows.automationColumns + " WHERE thing_id = ?", [.text(thingID)], StoreRows.automation)
+        }
+    }
+
+    public func saveAutomation(thingID: String, config: String) -> ThingAutomation? {
+        use(nil) { c in
+            try c.transaction { () throws -> ThingAutomation? in
+                guard try Self.exists(c, thing: thingID) else { return nil }
+                return try c.first(
+                    """
+                    INSERT INTO thing_automation (thing_id, config, version) VALUES (?, ?, 1)
+                    ON CONFLICT (thing_id) DO UPDATE
+                        SET config = excluded.config, version = thing_automation.version + 1, report = NULL
+                    RETURNING version
+                    """, [.text(thingID), .text(config)]
+                ) {
+                    ThingAutomation(thingID: thingID, config: config, version: $0.int(0))
+                }
+            }
+        }
+    }
+
+    public func saveAutomationReport(thingID: String, report: String) -> Bool {
+        use(false) {
+            try $0.run("UPDATE thing_automation SET report = ? WHERE thing_id = ?", [.text(report), .text(thingID)]) > 0
+        }
+    }
+}

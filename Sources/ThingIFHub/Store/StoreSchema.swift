@@ -1,0 +1,305 @@
+/// The two SQL dialects the hub stores in.
+enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+}
+
+/// The SQL stores' schema, described once: every table, column and index
+/// that SQLiteStore and PostgresStore keep. Each dialect's DDL is made from
+/// it (`ddl`): a new database gets all of it (`createAll`), an older one
+/// the steps of its dialect's migrations, which name what they add here
+/// rather than spell it again. Only what an old version had that this
+/// description no longer holds (the first hubs' raw-token columns) stays
+/// written out in the migration that made it.
+///
+/// What differs between the dialects is said by the kinds, not per table:
+/// integers are SQLite's INTEGER and PostgreSQL's BIGINT; a key or a
+/// listing order the database numbers is SQLite's rowid (the store takes
+/// MAX + 1 for `seq`: one writer) and PostgreSQL's identity; a table read
+/// in insertion order has SQLite's implicit rowid and a PostgreSQL identity
+/// column `id` (its indexes end in it, as SQLite's end in rowid).
+enum StoreSchema {
+    struct Column {
+        enum Kind {
+            case text
+            /// 64-bit: times (ms), versions, positions.
+            case integer
+            /// 0 or 1: INTEGER in both.
+            case flag
+            /// The table's key, numbered by the database (a cursor).
+            case rowID
+            /// A listing order numbered on insert, UNIQUE.
+            case sequence
+        }
+
+        let name: String
+        let kind: Kind
+        /// What follows the type, the same in both dialects (NOT NULL,
+        /// PRIMARY KEY, UNIQUE, REFERENCES, DEFAULT).
+        let rest: String
+
+        init(_ name: String, _ kind: Kind, _ rest: String = "") {
+            self.name = name
+            self.kind = kind
+            self.rest = rest
+        }
+
+        func ddl(_ d: SQLDialect) -> String {
+            let type: String
+            switch (kind, d) {
+            case (.text, _): type = "TEXT"
+            case (.integer, .sqlite), (.flag, _): type = "INTEGER"
+            case (.integer, .postgres): type = "BIGINT"
+            case (.rowID, .sqlite): type = "INTEGER PRIMARY KEY"
+            case (.rowID, .postgres): type = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+            case (.sequence, .sqlite): type = "INTEGER NOT NULL UNIQUE"
+            case (.sequence, .postgres): type = "BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE"
+            }
+            return rest.isEmpty ? "\(name) \(type)" : "\(name) \(type) \(rest)"
+        }
+    }
+
+    struct Table {
+        let name: String
+        let columns: [Column]
+        /// A key of several columns ("" for none).
+        let primaryKey: String
+        /// Read in insertion order (rowid, or PostgreSQL's `id`).
+        let ordered: Bool
+
+        init(_ name: String, ordered: Bool = false, primaryKey: String = "", _ columns: [Column]) {
+            self.name = name
+            self.columns = columns
+            self.primaryKey = primaryKey
+            self.ordered = ordered
+        }
+
+        /// CREATE TABLE, named `name` (a rebuild's new table), without the
+        /// columns a later migration adds.
+        func ddl(_ d: SQLDialect, name: String? = nil, without: Set<String> = []) -> String {
+            var lines: [String] = []
+            if ordered && d == .postgres { lines.append("id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE") }
+            lines += columns.filter { !without.contains($0.name) }.map { $0.ddl(d) }
+            if !primaryKey.isEmpty { lines.append("PRIMARY KEY (\(primaryKey))") }
+            return "CREATE TABLE \(name ?? self.name) (\n    " + lines.joined(separator: ",\n    ") + "\n)"
+        }
+    }
+
+    struct Index {
+        let name: String
+        let table: String
+        let columns: String
+        /// A partial index's condition.
+        let condition: String?
+
+        init(_ name: String, on table: String, _ columns: String, where condition: String? = nil) {
+            self.name = name
+            self.table = table
+            self.columns = columns
+            self.condition = condition
+        }
+
+        func ddl(_ d: SQLDialect) -> String {
+            // An index of a table read in insertion order ends in that
+            // order: PostgreSQL's `id`, SQLite's implicit rowid.
+            let tail = d == .postgres && StoreSchema.table(table).ordered ? ", id" : ""
+            return "CREATE INDEX \(name) ON \(table)(\(columns)\(tail))" + (condition.map { " WHERE " + $0 } ?? "")
+        }
+    }
+
+    /// The condition of an open command (the partial index commands_open).
+    static let openCommand = "results IS NULL AND state IN ('SENDING', 'DELIVERED')"
+
+    /// Parents before children (PostgreSQL checks REFERENCES at CREATE).
+    static let tables: [Table] = [
+        Table(
+            "things",
+            [
+                Column("thing_id", .text, "PRIMARY KEY"),
+                Column("vendor_thing_id", .text, "UNIQUE"),
+                Column("password_hash", .text),
+                Column("thing_type", .text),
+                Column("firmware_version", .text),
+                Column("data_grouping_interval", .text),
+                Column("state", .text),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "thing_installations", ordered: true, primaryKey: "thing_id, installation_id",
+            [
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("installation_id", .text, "NOT NULL"),
+                Column("mqtt_topic", .text, "NOT NULL")
+            ]),
+        Table(
+            "thing_owners", ordered: true, primaryKey: "thing_id, owner",
+            [
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("owner", .text, "NOT NULL")
+            ]),
+        Table(
+            "state_samples",
+            [
+                Column("id", .rowID),
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("at", .integer, "NOT NULL"),
+                Column("method", .text, "NOT NULL"),
+                Column("upload", .text, "NOT NULL"),
+                Column("state", .text, "NOT NULL")
+            ]),
+        // No foreign key on thing_id: like MemoryStore, the store keeps
+        // whatever command it is given (the framework checks the thing).
+        Table(
+            "commands",
+            [
+                Column("command_id", .text, "PRIMARY KEY"),
+                Column("seq", .sequence),
+                Column("thing_id", .text, "NOT NULL"),
+                Column("issuer", .text),
+                Column("issuing_installation_id", .text),
+                Column("payload", .text, "NOT NULL"),
+                Column("results", .text),
+                Column("state", .text, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL"),
+                Column("modified_at", .integer, "NOT NULL"),
+                // When its notification may be claimed by a sweep (NULL:
+                // sent, or nothing to send).
+                Column("notify_due", .integer),
+                // CommandLifecycle: its expiry and why the hub ended it.
+                Column("expires_at", .integer),
+                Column("end_reason", .text)
+            ]),
+        Table(
+            "users",
+            [
+                Column("user_id", .text, "PRIMARY KEY"),
+                Column("login_name", .text, "UNIQUE"),
+                Column("password_hash", .text),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "groups",
+            [
+                Column("group_id", .text, "PRIMARY KEY"),
+                Column("name", .text, "NOT NULL"),
+                Column("owner_user_id", .text, "NOT NULL")
+            ]),
+        // position keeps the members' order (and duplicates) as given.
+        Table(
+            "group_members", primaryKey: "group_id, position",
+            [
+                Column("group_id", .text, "NOT NULL REFERENCES groups(group_id) ON DELETE CASCADE"),
+                Column("position", .integer, "NOT NULL"),
+                Column("user_id", .text, "NOT NULL")
+            ]),
+        Table(
+            "app_installations", ordered: true,
+            [
+                Column("installation_id", .text, "PRIMARY KEY"),
+                Column("user_id", .text, "NOT NULL"),
+                Column("kind", .text, "NOT NULL"),
+                Column("target", .text),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "triggers",
+            [
+                Column("trigger_id", .text, "PRIMARY KEY"),
+                Column("seq", .sequence),
+                Column("thing_id", .text, "NOT NULL"),
+                Column("definition", .text, "NOT NULL"),
+                Column("enabled", .flag, "NOT NULL"),
+                Column("last_match", .flag),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "thing_automation",
+            [
+                Column("thing_id", .text, "PRIMARY KEY REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("config", .text, "NOT NULL"),
+                Column("version", .integer, "NOT NULL"),
+                // The thing's report on applying the config.
+                Column("report", .text)
+            ]),
+        // Access tokens as SHA-256 (hex), never raw.
+        Table(
+            "tokens",
+            [
+                Column("token_hash", .text, "PRIMARY KEY"),
+                Column("kind", .text, "NOT NULL"),
+                Column("subject_id", .text, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL"),
+                Column("expires_at", .integer, "NOT NULL"),
+                Column("revoked", .flag, "NOT NULL DEFAULT 0")
+            ])
+    ]
+
+    static let indexes: [Index] = [
+        Index("thing_installations_topic", on: "thing_installations", "mqtt_topic"),
+        Index("state_samples_thing_at", on: "state_samples", "thing_id, at"),
+        Index("state_samples_thing_id", on: "state_samples", "thing_id, id"),
+        Index("commands_thing_seq", on: "commands", "thing_id, seq"),
+        Index("commands_notify_due", on: "commands", "notify_due", where: "notify_due IS NOT NULL"),
+        // The lifecycle sweep reads the open commands only.
+        Index("commands_open", on: "commands", "seq", where: openCommand),
+        Index("groups_owner", on: "groups", "owner_user_id"),
+        Index("group_members_user", on: "group_members", "user_id"),
+        Index("app_installations_user", on: "app_installations", "user_id, created_at"),
+        Index("triggers_thing", on: "triggers", "thing_id, seq"),
+        Index("tokens_subject", on: "tokens", "kind, subject_id"),
+        // For the pruning at each issue, without a scan of the table.
+        Index("tokens_expiry", on: "tokens", "expires_at", where: "expires_at <> 0"),
+        Index("tokens_revoked", on: "tokens", "revoked", where: "revoked = 1")
+    ]
+
+    static func table(_ name: String) -> Table {
+        guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }
+        return t
+    }
+
+    static func index(_ name: String) -> Index {
+        guard let i = indexes.first(where: { $0.name == name }) else { preconditionFailure("no index \(name)") }
+        return i
+    }
+
+    /// One step of a migration.
+    enum Step {
+        /// CREATE TABLE from the description, without the columns a later step adds.
+        case table(String, without: Set<String> = [])
+        case index(String)
+        /// ALTER TABLE … ADD COLUMN from the description.
+        case column(String, String)
+        /// What a version had that the description no longer holds.
+        case sql(String)
+
+        func ddl(_ d: SQLDialect) -> String {
+            switch self {
+            case .table(let name, let without): return StoreSchema.table(name).ddl(d, without: without)
+            case .index(let name): return StoreSchema.index(name).ddl(d)
+            case .column(let table, let name):
+                guard let c = StoreSchema.table(table).columns.first(where: { $0.name == name }) else {
+                    preconditionFailure("no column \(table).\(name)")
+                }
+                return "ALTER TABLE \(table) ADD COLUMN \(c.ddl(d))"
+            case .sql(let sql): return sql
+            }
+        }
+    }
+
+    /// Everything, as a new database gets it; `except` leaves out what the
+    /// given (later) steps add, for a migration that made an older version.
+    static func createAll(except later: [Step] = []) -> [Step] {
+        var columns: [String: Set<String>] = [:]
+        var skipped = Set<String>()
+        for step in later {
+            switch step {
+            case .column(let t, let c): columns[t, default: []].insert(c)
+            case .index(let i): skipped.insert(i)
+            case .table(let t, _): skipped.insert(t)
+            case .sql: break
+            }
+        }
+        return tables.filter { !skipped.contains($0.name) }.map { .table($0.name, without: columns[$0.name] ?? []) }
+            + indexes.filter { !skipped.contains($0.name) }.map { .index($0.name) }
+    }
+}
