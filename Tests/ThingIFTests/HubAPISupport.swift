@@ -85,7 +85,7 @@ final class HubAPIEnv {
         var logger = Logger(label: "hub-api-test")
         logger.logLevel = .error
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
-        let task = Task { try await group.run() }
+        let task = Task(executorPreference: HubExecutor.shared) { try await group.run() }
         guard let port = await server.waitUntilListening(timeoutMs: 60_000) else {
             await group.triggerGracefulShutdown()
             env.close()

@@ -24,7 +24,7 @@ struct HubTickerTests {
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: ticker, successTerminationBehavior: .ignore)], logger: logger))
-        let task = Task { try await group.run() }
+        let task = Task(executorPreference: HubExecutor.shared) { try await group.run() }
         var waited = 0
         while ticks.withLock({ $0 }) < 3 && waited < 500 {
             try await Task.sleep(for: .milliseconds(20))
