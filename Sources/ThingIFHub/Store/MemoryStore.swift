@@ -286,13 +286,17 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func command(id: String) -> CommandRecord? { data.withLock { $0.commands[id] } }
 
-    public func markDelivered(commandID: String, at: Int64) -> Bool {
+    public func markDelivered(commandIDs: [String], at: Int64) -> Set<String> {
         data.withLock { d in
-            guard var c = d.commands[commandID], c.results == nil, c.state.isOpen else { return false }
-            c.state = .delivered
-            c.modifiedAt = at
-            d.commands[commandID] = c
-            return true
+            var marked = Set<String>()
+            for id in commandIDs {
+                guard var c = d.commands[id], c.results == nil, c.state.isOpen else { continue }
+                c.state = .delivered
+                c.modifiedAt = at
+                d.commands[id] = c
+                marked.insert(id)
+            }
+            return marked
         }
     }
 
@@ -308,8 +312,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
-    public func markNotified(commandID: String) -> Bool {
-        data.withLock { $0.notifyDue.removeValue(forKey: commandID) != nil }
+    public func markNotified(commandIDs: [String]) -> Int {
+        data.withLock { d in commandIDs.reduce(0) { $0 + (d.notifyDue.removeValue(forKey: $1) != nil ? 1 : 0) } }
     }
 
     public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
@@ -440,6 +444,12 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in
             d.installations.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
         }
+    }
+
+    public func notificationInstallations(userID: String, issuingInstallationID: String?) -> [AppInstallation] {
+        guard let u = user(id: userID) else { return [] }
+        let all = appInstallations(userID: userID)
+        return u.pseudo ? all.filter { $0.installationID == issuingInstallationID } : all
     }
 
     public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
