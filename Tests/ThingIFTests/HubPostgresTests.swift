@@ -144,7 +144,9 @@ struct TwoHubsOnPostgresTests {
         let count = 8
         for i in 0..<count {
             r = try thingif("command", "send", thingID, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--wait", "30")
-            #expect(r.status == 0 && field(r.output, "state") == "DONE", "\(r.output)\naircon:\n\(aircon.log)")
+            #expect(
+                r.status == 0 && field(r.output, "state") == "DONE",
+                "\(r.output)\naircon:\n\(aircon.log)\nhub A:\n\(readText(logA))\nhub B:\n\(readText(logB))")
         }
         func handled(_ log: String) -> Int {
             readText(log).split(separator: "\n").filter { $0.contains("results of ") }.count
