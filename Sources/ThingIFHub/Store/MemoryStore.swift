@@ -22,6 +22,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var usersByLogin: [String: String] = [:]
         var groups: [String: GroupRecord] = [:]
         var installations: [String: AppInstallation] = [:]
+        /// Each app installation's place in the order they were added (the
+        /// SQL stores' insertion order, for those made in one millisecond).
+        var installationRank: [String: Int] = [:]
+        var installationsAdded = 0
         var triggers: [String: ServerTriggerRecord] = [:]
         var triggerOrder: [String] = []
         var automations: [String: ThingAutomation] = [:]
@@ -434,6 +438,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
                 target: StoreRules.installationTarget(kind: kind, id: id, given: target),
                 createdAt: Platform.epochMs())
             d.installations[id] = i
+            d.installationsAdded += 1
+            d.installationRank[id] = d.installationsAdded
             return i
         }
     }
@@ -442,7 +448,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func appInstallations(userID: String) -> [AppInstallation] {
         data.withLock { d in
-            d.installations.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
+            d.installations.values.filter { $0.userID == userID }.sorted {
+                ($0.createdAt, d.installationRank[$0.installationID] ?? 0)
+                    < ($1.createdAt, d.installationRank[$1.installationID] ?? 0)
+            }
         }
     }
 
@@ -460,6 +469,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in
             guard d.installations[id]?.userID == userID else { return false }
             d.installations[id] = nil
+            d.installationRank[id] = nil
             return true
         }
     }
