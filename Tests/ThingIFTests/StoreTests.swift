@@ -357,13 +357,18 @@ struct StoreConformanceTests {
         try withStore(factory) { s in
             let alice = try #require(s.createUser(loginName: "alice", passwordHash: "h"))
             let pseudo = try #require(s.createUser(loginName: nil, passwordHash: nil))
-            let a = try (0..<3).map { _ in try #require(s.addAppInstallation(userID: alice.userID, kind: .sse, target: nil)) }
-            let p = try (0..<2).map { _ in try #require(s.addAppInstallation(userID: pseudo.userID, kind: .sse, target: nil)) }
+            let a = try (0..<3).map { _ in
+                try #require(s.addAppInstallation(userID: alice.userID, kind: .sse, target: nil))
+            }
+            let p = try (0..<2).map { _ in
+                try #require(s.addAppInstallation(userID: pseudo.userID, kind: .sse, target: nil))
+            }
             #expect(
                 s.notificationInstallations(userID: alice.userID, issuingInstallationID: nil).map(\.installationID)
                     == a.map(\.installationID))
             #expect(
-                s.notificationInstallations(userID: alice.userID, issuingInstallationID: p[0].installationID).count == 3)
+                s.notificationInstallations(userID: alice.userID, issuingInstallationID: p[0].installationID).count == 3
+            )
             #expect(
                 s.notificationInstallations(userID: pseudo.userID, issuingInstallationID: p[1].installationID)
                     .map(\.installationID) == [p[1].installationID])
