@@ -298,10 +298,9 @@ struct AppAPI {
     func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
         guard let issuer = command.issuer else { return [] }
         if issuer.hasPrefix("user:") {
-            guard let u = store.user(id: String(issuer.dropFirst(5))) else { return [] }
-            let all = store.appInstallations(userID: u.userID)
             // A pseudo user is told only on the installation it issued from.
-            return u.pseudo ? all.filter { $0.installationID == command.issuingInstallationID } : all
+            return store.notificationInstallations(
+                userID: String(issuer.dropFirst(5)), issuingInstallationID: command.issuingInstallationID)
         }
         if issuer.hasPrefix("group:"), let g = store.group(id: String(issuer.dropFirst(6))) {
             return ([g.ownerUserID] + g.members).flatMap { store.appInstallations(userID: $0) }

@@ -128,6 +128,24 @@ extension FrameworkSide {
         }
     }
 
+    /// Marks a command's notification sent, with the next delivery tick's
+    /// others in one statement (well within StoreRules.notificationGraceMs,
+    /// before which no sweep claims it; a hub that dies first leaves it to
+    /// a sweep, which sends it again, as for a hub that dies before the
+    /// mark). A graceful stop marks what is left.
+    public func markNotifiedSoon(_ commandID: String) {
+        notifiedMarks.withLock { $0.append(commandID) }
+    }
+
+    func flushNotifiedMarks() {
+        let ids = notifiedMarks.withLock { m -> [String] in
+            defer { m = [] }
+            return m
+        }
+        guard !ids.isEmpty else { return }
+        _ = metrics.timed("markNotified") { store.markNotified(commandIDs: ids) }
+    }
+
     /// Asks the worker to try the thing's undelivered commands after `ms`
     /// (a thing that just fetched its MQTT endpoint subscribes within a few seconds).
     func scheduleDelivery(thingID: String, inMs ms: Int64 = FrameworkSide.retryFirstMs) {
@@ -152,9 +170,13 @@ extension FrameworkSide {
             let due = d.retries.filter { $0.value.dueMs <= now }.map { ($0.key, $0.value) }
             return (f, due)
         }
+        flushNotifiedMarks()
+        // One statement for every round that reached a subscription.
+        let reached = finished.filter { $0.1.reached }.map(\.0)
+        let marked = reached.isEmpty ? [] : store.markDelivered(commandIDs: reached, at: Platform.epochMs())
+        metrics.commandDelivered(marked.count)
         for (cid, r) in finished {
             if r.reached {
-                if store.markDelivered(commandID: cid, at: Platform.epochMs()) { metrics.commandDelivered() }
                 data.withLock { d in
                     d.reachable[r.thingID] = true
                     d.reachedCommands.remove(cid)

@@ -199,6 +199,9 @@ public final class FrameworkSide: @unchecked Sendable {
     }
     /// The delivery worker (deliveryTick), while started.
     let deliveryTicker = Locked<Ticker?>(nil)
+    /// Commands whose notification was sent, to be marked in the store
+    /// (markNotifiedSoon).
+    let notifiedMarks = Locked<[String]>([])
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -325,6 +328,7 @@ public final class FrameworkSide: @unchecked Sendable {
             q?.close()
             q = nil
         }
+        flushNotifiedMarks()
         costly.close()
         admin?.stop()
     }

@@ -115,10 +115,11 @@ final class Notifier: @unchecked Sendable {
 
     /// Called on the hub's request thread; never blocks on the network.
     /// Once MQTT is published and the webhooks are handed to URLSession, the
-    /// store is told, so no sweep sends them again.
+    /// store is told (with the delivery tick's others), so no sweep sends
+    /// them again.
     func commandFinished(_ command: CommandRecord) {
         deliver(command, to: .all)
-        _ = hub.metrics.timed("markNotified") { hub.store.markNotified(commandID: command.commandID) }
+        hub.markNotifiedSoon(command.commandID)
     }
 
     /// Sends the MQTT and webhook notifications of commands whose results a

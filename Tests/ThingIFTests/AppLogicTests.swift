@@ -240,6 +240,28 @@ struct AppLogicTests {
         #expect(hub.stateHistory(user: alice, thingID: t.thingID, from: 10, to: 5).failureStatus == 400)
     }
 
+    @Test("Notified marks wait for the delivery tick, in one call; a stop writes those left")
+    func notifiedMarksOnStop() throws {
+        let u = try user("bob")
+        let t = try ownedThing(u, "AC-MARK")
+        let ids = try (0..<3).map { i in
+            try hub.postCommand(
+                user: u, thingID: t.thingID,
+                form: form(#"{"schema":"S","schemaVersion":1,"issuer":"user:\#(u.userID)","actions":[{"a":\#(i)}]}"#),
+                installationID: nil
+            ).get().commandID
+        }
+        for id in ids { #expect(hub.store.recordResults(commandID: id, results: "{}", state: .done, at: 1)) }
+        for id in ids { hub.markNotifiedSoon(id) }
+        let late: Int64 = 1 + StoreRules.notificationGraceMs
+        // Not written yet (this hub is not started: no tick) ...
+        #expect(hub.notifiedMarks.withLock { $0 } == ids)
+        hub.stop()
+        // ... the stop wrote them: no sweep claims them.
+        #expect(hub.notifiedMarks.withLock { $0 }.isEmpty)
+        #expect(hub.store.claimUnnotified(now: late, leaseMs: 1, limit: 10).isEmpty)
+    }
+
     @Test("Notification targets: a pseudo user only on the issuing installation; a normal user on all")
     func notificationTargets() throws {
         let pseudo = try user(), named = try user("alice")

@@ -220,6 +220,16 @@ struct HubAPITests {
             #expect(w["commandID"] as? String == cid)
             #expect(w["commandState"] as? String == "DONE")
             _ = webhook
+            // The hub marks it notified with its next delivery tick: no sweep
+            // (here: any time after the grace period) claims it.
+            let store = e.hub.store
+            #expect(
+                await offPool {
+                    poll(timeoutMs: 5_000) {
+                        store.claimUnnotified(now: Platform.epochMs() + 60_000, leaseMs: 1, limit: 10).isEmpty
+                    }
+                })
+            #expect(store.command(id: cid)?.state == .done)
 
             // Uninstalling ends the stream and stops the notifications there.
             let del = try await e.call("DELETE", "\(e.api)/installations/\(sse.id)", token: token)

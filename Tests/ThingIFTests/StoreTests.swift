@@ -325,6 +325,76 @@ struct StoreConformanceTests {
     }
 
     @Test(
+        "Batch marks: delivered and notified for 300 commandIDs in portions; only open or due ones count; padding changes nothing",
+        arguments: StoreFactory.all)
+    func batchMarks(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let ids = (0..<300).map { "b\($0)" }
+            for id in ids { _ = try #require(s.insertCommand(command(id, thing: "th.a"))) }
+            // b0 has results, b1 ended: neither is open.
+            #expect(s.recordResults(commandID: "b0", results: "{}", state: .done, at: 10))
+            #expect(s.endCommand(commandID: "b1", state: .expired, reason: "ttl", at: 10))
+            let asked = ids + ["unknown", "b5"]
+            let marked = s.markDelivered(commandIDs: asked, at: 50)
+            #expect(marked == Set(ids.dropFirst(2)), "\(marked.count) marked")
+            #expect(s.command(id: "b299")?.state == .delivered && s.command(id: "b299")?.modifiedAt == 50)
+            #expect(s.command(id: "b0")?.state == .done && s.command(id: "b1")?.state == .expired)
+            // Again: delivered ones stay open and are marked again, the others not.
+            #expect(s.markDelivered(commandIDs: ["b0", "b2"], at: 60) == ["b2"])
+            #expect(s.markDelivered(commandIDs: [], at: 60).isEmpty)
+            // Notified: due are those with results (b0, b1's end, and 20 more), each once.
+            for id in ids[2..<22] { #expect(s.recordResults(commandID: id, results: "{}", state: .done, at: 70)) }
+            #expect(s.markNotified(commandIDs: ids + ["b3", "unknown"]) == 22)
+            #expect(s.markNotified(commandIDs: ids) == 0)
+            #expect(s.claimUnnotified(now: 10_000_000, leaseMs: 1, limit: 400).isEmpty)
+        }
+    }
+
+    @Test(
+        "Notification installations in one call: a named user's all, in order; a pseudo user's issuing one; none for an unknown user",
+        arguments: StoreFactory.all)
+    func notificationInstallations(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let alice = try #require(s.createUser(loginName: "alice", passwordHash: "h"))
+            let pseudo = try #require(s.createUser(loginName: nil, passwordHash: nil))
+            let a = try (0..<3).map { _ in
+                try #require(s.addAppInstallation(userID: alice.userID, kind: .sse, target: nil))
+            }
+            let p = try (0..<2).map { _ in
+                try #require(s.addAppInstallation(userID: pseudo.userID, kind: .sse, target: nil))
+            }
+            #expect(
+                s.notificationInstallations(userID: alice.userID, issuingInstallationID: nil).map(\.installationID)
+                    == a.map(\.installationID))
+            #expect(
+                s.notificationInstallations(userID: alice.userID, issuingInstallationID: p[0].installationID).count == 3
+            )
+            #expect(
+                s.notificationInstallations(userID: pseudo.userID, issuingInstallationID: p[1].installationID)
+                    .map(\.installationID) == [p[1].installationID])
+            #expect(s.notificationInstallations(userID: pseudo.userID, issuingInstallationID: nil).isEmpty)
+            // Another user's installation is not the pseudo user's.
+            #expect(
+                s.notificationInstallations(userID: pseudo.userID, issuingInstallationID: a[0].installationID).isEmpty)
+            #expect(s.notificationInstallations(userID: "nobody", issuingInstallationID: p[0].installationID).isEmpty)
+        }
+    }
+
+    @Test("Batch portions: at most batchMax each, padded to 1, 16 or batchMax with the portion's last ID")
+    func batchPortions() {
+        #expect(StoreRules.batches([]).isEmpty)
+        #expect(StoreRules.batches(["a"]) == [["a"]])
+        let two = StoreRules.batches(["a", "b"])
+        #expect(two.count == 1 && two[0].count == 16 && two[0].prefix(2) == ["a", "b"] && Set(two[0]) == ["a", "b"])
+        let ids = (0..<(StoreRules.batchMax + 17)).map { "c\($0)" }
+        let parts = StoreRules.batches(ids)
+        #expect(parts.map(\.count) == [StoreRules.batchMax, StoreRules.batchMax])
+        #expect(Array(parts[0]) == Array(ids.prefix(StoreRules.batchMax)))
+        #expect(Set(parts[1]) == Set(ids.dropFirst(StoreRules.batchMax)))
+        #expect(StoreRules.placeholders(3) == "(?, ?, ?)")
+    }
+
+    @Test(
         "Result notifications: due after the grace period unless marked sent; a claim holds them for its lease",
         arguments: StoreFactory.all)
     func notificationClaims(_ factory: StoreFactory) throws {

@@ -388,17 +388,20 @@ public protocol HubStore: AnyObject, Sendable {
     /// commandID exists already or the store cannot write.
     func insertCommand(_ command: CommandRecord) -> CommandRecord?
     func command(id: String) -> CommandRecord?
-    /// Sets the state (and modifiedAt) of a command that has no results yet.
-    func markDelivered(commandID: String, at: Int64) -> Bool
+    /// Sets the state (delivered) and modifiedAt of those of `commandIDs`
+    /// that are open and have no results yet, in as few statements as the
+    /// store can (one per `StoreRules.batchMax`); returns them.
+    func markDelivered(commandIDs: [String], at: Int64) -> Set<String>
     /// Stores the first results of a command and its final state. Returns
     /// false, changing nothing, when the command already has results (results
     /// are idempotent by commandID) or is unknown. The command's notification
     /// (MQTT, webhooks) is then due: a sweep may claim it from
     /// `at + StoreRules.notificationGraceMs` on, unless `markNotified` came first.
     func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool
-    /// The hub that sent a command's notification says so: no sweep claims
-    /// it afterwards. False when it was not due (unknown, no results, or marked).
-    func markNotified(commandID: String) -> Bool
+    /// The hub that sent these commands' notifications says so: no sweep
+    /// claims them afterwards. Returns how many were due (the others are
+    /// unknown, have no results, or were marked).
+    func markNotified(commandIDs: [String]) -> Int
     /// Claims at most `limit` commands whose notification is due at `now`
     /// (results recorded, not marked notified, grace or earlier claim over),
     /// oldest first, and makes each due again only at `now + leaseMs`: the
@@ -445,6 +448,10 @@ public protocol HubStore: AnyObject, Sendable {
     func addAppInstallation(userID: String, kind: AppInstallation.Kind, target: String?) -> AppInstallation?
     func appInstallation(id: String) -> AppInstallation?
     func appInstallations(userID: String) -> [AppInstallation]
+    /// Where a user's command's notifications go, in one call: all of the
+    /// user's installations, or for a pseudo user only the one it issued
+    /// the command from; none for an unknown user.
+    func notificationInstallations(userID: String, issuingInstallationID: String?) -> [AppInstallation]
     /// How many app installations of `kind` the app has (all users).
     func countAppInstallations(kind: AppInstallation.Kind) -> Int
     /// False when unknown or not the user's.
@@ -513,6 +520,14 @@ extension HubStore {
     /// How many calls the store serves side by side (the hub runs as many
     /// request threads): one for a store behind one lock.
     public var concurrentCalls: Int { 1 }
+
+    /// One command's `markDelivered(commandIDs:at:)`.
+    public func markDelivered(commandID: String, at: Int64) -> Bool {
+        markDelivered(commandIDs: [commandID], at: at).contains(commandID)
+    }
+
+    /// One command's `markNotified(commandIDs:)`: false when it was not due.
+    public func markNotified(commandID: String) -> Bool { markNotified(commandIDs: [commandID]) == 1 }
 
     /// Stores whose writes cost no round trip do not need the hint.
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {

@@ -22,6 +22,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var usersByLogin: [String: String] = [:]
         var groups: [String: GroupRecord] = [:]
         var installations: [String: AppInstallation] = [:]
+        /// Each app installation's place in the order they were added (the
+        /// SQL stores' insertion order, for those made in one millisecond).
+        var installationRank: [String: Int] = [:]
+        var installationsAdded = 0
         var triggers: [String: ServerTriggerRecord] = [:]
         var triggerOrder: [String] = []
         var automations: [String: ThingAutomation] = [:]
@@ -286,13 +290,17 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func command(id: String) -> CommandRecord? { data.withLock { $0.commands[id] } }
 
-    public func markDelivered(commandID: String, at: Int64) -> Bool {
+    public func markDelivered(commandIDs: [String], at: Int64) -> Set<String> {
         data.withLock { d in
-            guard var c = d.commands[commandID], c.results == nil, c.state.isOpen else { return false }
-            c.state = .delivered
-            c.modifiedAt = at
-            d.commands[commandID] = c
-            return true
+            var marked = Set<String>()
+            for id in commandIDs {
+                guard var c = d.commands[id], c.results == nil, c.state.isOpen else { continue }
+                c.state = .delivered
+                c.modifiedAt = at
+                d.commands[id] = c
+                marked.insert(id)
+            }
+            return marked
         }
     }
 
@@ -308,8 +316,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
-    public func markNotified(commandID: String) -> Bool {
-        data.withLock { $0.notifyDue.removeValue(forKey: commandID) != nil }
+    public func markNotified(commandIDs: [String]) -> Int {
+        data.withLock { d in commandIDs.reduce(0) { $0 + (d.notifyDue.removeValue(forKey: $1) != nil ? 1 : 0) } }
     }
 
     public func claimUnnotified(now: Int64, leaseMs: Int64, limit: Int) -> [CommandRecord] {
@@ -430,6 +438,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
                 target: StoreRules.installationTarget(kind: kind, id: id, given: target),
                 createdAt: Platform.epochMs())
             d.installations[id] = i
+            d.installationsAdded += 1
+            d.installationRank[id] = d.installationsAdded
             return i
         }
     }
@@ -438,8 +448,17 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func appInstallations(userID: String) -> [AppInstallation] {
         data.withLock { d in
-            d.installations.values.filter { $0.userID == userID }.sorted { $0.createdAt < $1.createdAt }
+            d.installations.values.filter { $0.userID == userID }.sorted {
+                ($0.createdAt, d.installationRank[$0.installationID] ?? 0)
+                    < ($1.createdAt, d.installationRank[$1.installationID] ?? 0)
+            }
         }
+    }
+
+    public func notificationInstallations(userID: String, issuingInstallationID: String?) -> [AppInstallation] {
+        guard let u = user(id: userID) else { return [] }
+        let all = appInstallations(userID: userID)
+        return u.pseudo ? all.filter { $0.installationID == issuingInstallationID } : all
     }
 
     public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
@@ -450,6 +469,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in
             guard d.installations[id]?.userID == userID else { return false }
             d.installations[id] = nil
+            d.installationRank[id] = nil
             return true
         }
     }

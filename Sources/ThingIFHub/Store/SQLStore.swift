@@ -448,12 +448,20 @@ extension SQLStore {
         use(nil) { try $0.first(StoreRows.commandColumns + " WHERE command_id = ?", [.text(id)], StoreRows.command) }
     }
 
-    public func markDelivered(commandID: String, at: Int64) -> Bool {
-        use(false) {
-            try $0.run(
-                "UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND " + StoreSchema.openCommand,
-                [.text(CommandState.delivered.rawValue), .int(at), .text(commandID)]) == 1
+    public func markDelivered(commandIDs: [String], at: Int64) -> Set<String> {
+        var marked = Set<String>()
+        for part in StoreRules.batches(commandIDs) {
+            marked.formUnion(
+                use([]) {
+                    try $0.rows(
+                        "UPDATE commands SET state = ?, modified_at = ? WHERE command_id IN "
+                            + StoreRules.placeholders(part.count) + " AND " + StoreSchema.openCommand
+                            + " RETURNING command_id",
+                        [.text(CommandState.delivered.rawValue), .int(at)] + part.map { .text($0) }
+                    ) { $0.string(0) }
+                })
         }
+        return marked
     }
 
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
@@ -472,11 +480,15 @@ extension SQLStore {
         }
     }
 
-    public func markNotified(commandID: String) -> Bool {
-        use(false) {
-            try $0.run(
-                "UPDATE commands SET notify_due = NULL WHERE command_id = ? AND notify_due IS NOT NULL",
-                [.text(commandID)]) == 1
+    public func markNotified(commandIDs: [String]) -> Int {
+        StoreRules.batches(commandIDs).reduce(0) { n, part in
+            n
+                + use(0) {
+                    try $0.run(
+                        "UPDATE commands SET notify_due = NULL WHERE command_id IN "
+                            + StoreRules.placeholders(part.count) + " AND notify_due IS NOT NULL",
+                        part.map { .text($0) })
+                }
         }
     }
 
@@ -665,6 +677,16 @@ extension SQLStore {
             try $0.rows(
                 StoreRows.installationColumns + " WHERE user_id = ? ORDER BY created_at, "
                     + Self.dialect.insertionOrder, [.text(userID)], StoreRows.installation)
+        }
+    }
+
+    public func notificationInstallations(userID: String, issuingInstallationID: String?) -> [AppInstallation] {
+        use([]) {
+            try $0.rows(
+                StoreRows.installationColumns + " i WHERE i.user_id = ? AND EXISTS (SELECT 1 FROM users u"
+                    + " WHERE u.user_id = i.user_id AND (u.login_name IS NOT NULL OR i.installation_id = ?))"
+                    + " ORDER BY i.created_at, i." + Self.dialect.insertionOrder,
+                [.text(userID), .text(issuingInstallationID)], StoreRows.installation)
         }
     }
 

@@ -101,6 +101,32 @@ public enum StoreRules {
     /// within this).
     public static let notificationGraceMs: Int64 = 5_000
 
+    /// At most this many commandIDs in one statement of a batch call
+    /// (`markDelivered(commandIDs:at:)`, `markNotified(commandIDs:)`).
+    public static let batchMax = 256
+
+    /// `ids` in statements' portions: each at most `batchMax` long and
+    /// padded (by repeating its last ID, which changes nothing in an `IN`
+    /// list) to 1, 16 or `batchMax` IDs, so that PostgreSQL prepares three
+    /// statement texts, not one per length.
+    static func batches(_ ids: [String]) -> [[String]] {
+        var out: [[String]] = []
+        var i = 0
+        while i < ids.count {
+            var part = Array(ids[i..<min(ids.count, i + batchMax)])
+            i += part.count
+            let size = part.count == 1 ? 1 : part.count <= 16 ? 16 : batchMax
+            part += Array(repeating: part[part.count - 1], count: size - part.count)
+            out.append(part)
+        }
+        return out
+    }
+
+    /// "(?, ?, …)" for `n` values.
+    static func placeholders(_ n: Int) -> String {
+        "(" + Array(repeating: "?", count: n).joined(separator: ", ") + ")"
+    }
+
     /// Whether a registration with `thingType` may go on for a thing of
     /// `known` type: a nil type on either side matches.
     static func typeMatches(_ thingType: String?, known: String?) -> Bool {
