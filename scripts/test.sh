@@ -29,7 +29,8 @@ swift build --product thingif-hub
 swift build --product thingif
 # Two tests at a time here too (see the ThreadSanitizer stage below): at full
 # parallelism one clean-clone run stalled every in-process hub for over a
-# minute, and two cancel tests whose busy handler lasts 12 s saw it end first.
+# minute. (The in-process hubs now run on threads of their own, HubExecutor,
+# and the cancel tests hold their busy handler until they release it.)
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=2 swift test
 # The hub and the CLI for ctest's demo tests and the Python tests.
 bin=$(swift build --show-bin-path)

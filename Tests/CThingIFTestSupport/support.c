@@ -32,6 +32,7 @@ struct behavior {
     int probe;
     int defer;
     int sleep_ms;
+    int hold_ms; /* wait for ct_release, at most this long */
 };
 
 /* A deferred action waiting for ct_complete_deferred. */
@@ -67,9 +68,33 @@ struct ct_thing {
     int nlogs;
 
     long long clock_ms; /* the fake clock (ct_use_fake_clock), read atomically */
+
+    /* ct_behave_hold: handlers inside the hold, and whether ct_release came (under mu). */
+    pthread_cond_t hold_cv;
+    int holding;
+    int released;
 };
 
 /* ---------------------------------------------------------------- helpers */
+
+/* Inside a handler: wait for ct_release, at most max_ms. */
+static void hold(ct_thing *ct, int max_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += max_ms / 1000;
+    deadline.tv_nsec += (long)(max_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&ct->mu);
+    ct->holding++;
+    while (!ct->released && pthread_cond_timedwait(&ct->hold_cv, &ct->mu, &deadline) == 0) {
+    }
+    ct->holding--;
+    pthread_mutex_unlock(&ct->mu);
+}
 
 static long long now_ms(void)
 {
@@ -138,6 +163,7 @@ ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_di
     }
     pthread_mutex_init(&ct->mu, NULL);
     pthread_mutex_init(&ct->log_mu, NULL);
+    pthread_cond_init(&ct->hold_cv, NULL);
     ct->log_level = log_level;
     ct->t = thingif_new(app_id, app_key, storage_dir);
     if (!ct->t) {
@@ -145,6 +171,7 @@ ct_thing *ct_new(const char *app_id, const char *app_key, const char *storage_di
         json_decref(ct->records);
         pthread_mutex_destroy(&ct->mu);
         pthread_mutex_destroy(&ct->log_mu);
+        pthread_cond_destroy(&ct->hold_cv);
         free(ct);
         return NULL;
     }
@@ -272,6 +299,7 @@ int ct_free(ct_thing *ct, int timeout_ms)
     json_decref(ct->records);
     pthread_mutex_destroy(&ct->mu);
     pthread_mutex_destroy(&ct->log_mu);
+    pthread_cond_destroy(&ct->hold_cv);
     free(ct);
     return THINGIF_OK;
 }
@@ -443,7 +471,7 @@ static void handle(thingif_action_t *a, void *userdata)
 
     /* Copy the behavior out, then act without the lock. */
     char *fail_message = NULL, *data_json = NULL;
-    int upload_mode = 0, do_probe = 0, do_defer = 0, sleep_ms = 0;
+    int upload_mode = 0, do_probe = 0, do_defer = 0, sleep_ms = 0, hold_ms = 0;
     pthread_mutex_lock(&ct->mu);
     struct behavior *b = find_behavior_locked(ct, name);
     if (b) {
@@ -453,11 +481,14 @@ static void handle(thingif_action_t *a, void *userdata)
         do_probe = b->probe;
         do_defer = b->defer;
         sleep_ms = b->sleep_ms;
+        hold_ms = b->hold_ms;
     }
     pthread_mutex_unlock(&ct->mu);
 
     if (sleep_ms > 0)
         usleep((useconds_t)sleep_ms * 1000);
+    if (hold_ms > 0)
+        hold(ct, hold_ms);
 
     if (do_probe) {
         json_t *allowed = NULL;
@@ -626,6 +657,32 @@ int ct_behave_sleep(ct_thing *ct, const char *action, int ms)
         b->sleep_ms = ms;
     pthread_mutex_unlock(&ct->mu);
     return b ? 0 : -1;
+}
+
+int ct_behave_hold(ct_thing *ct, const char *action, int max_ms)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        b->hold_ms = max_ms;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
+}
+
+void ct_release(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    ct->released = 1;
+    pthread_cond_broadcast(&ct->hold_cv);
+    pthread_mutex_unlock(&ct->mu);
+}
+
+int ct_holding(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    int n = ct->holding;
+    pthread_mutex_unlock(&ct->mu);
+    return n;
 }
 
 int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const char *keyfile)

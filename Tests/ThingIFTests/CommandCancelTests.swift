@@ -31,10 +31,10 @@ struct CommandCancelTests {
         throw HarnessError("command \(cid) did not reach the expected state within \(timeoutMs) ms: \(last)")
     }
 
-    /// A user, a thing whose turnPower handler holds its loop for 12 s (ample
-    /// time for a second command and its cancel to arrive, however slow the
-    /// machine), a first command in that handler and a second one DELIVERED
-    /// behind it.
+    /// A user, a thing whose turnPower handler holds its loop until the test
+    /// releases it (ct_release; at most 120 s), a first command in that
+    /// handler and a second one DELIVERED behind it. The caller releases
+    /// the handler (and must, before the thing is destroyed).
     private func busyThenSecond(_ e: HubAPIEnv, _ name: String) async throws -> (
         uid: String, token: String, tid: String, thingToken: String, thing: TestThing, busy: String,
         second: String
@@ -42,13 +42,11 @@ struct CommandCancelTests {
         let (uid, token) = try await e.user(loginName: "\(name)-alice")
         let (tid, thingToken) = try await e.onboard("AC-\(name.uppercased())-1", owner: "user:\(uid)", token: token)
         let thing = try await e.appliance(thingID: tid, token: thingToken, storage: name) {
-            _ = ct_behave_sleep($0.ct, "turnPower", 12_000)
+            _ = ct_behave_hold($0.ct, "turnPower", 120_000)
         }
         let busy = try await e.postCommand(tid, token: token, userID: uid, actions: [["turnPower": ["power": true]]])
-        // (A record is written when the handler returns: wait for the
-        // delivery, then give the thing ample time to enter the handler.)
-        _ = try await waitForState(e, tid, busy, token: token) { $0 == "DELIVERED" }
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let ct = thing.ct
+        #expect(await offPool { poll(timeoutMs: 60_000) { ct_holding(ct) == 1 } }, "the thing is in its handler")
         let second = try await e.postCommand(
             tid, token: token, userID: uid, actions: [["setFanSpeed": ["fanSpeed": 3]]])
         _ = try await waitForState(e, tid, second, token: token) { $0 == "DELIVERED" }
@@ -63,7 +61,22 @@ struct CommandCancelTests {
         // on a loaded machine: the answer comes when that handler returns.
         try await withHubAPI(options: { $0.cancelWaitMs = 60_000 }) { e in
             let (uid, token, tid, thingToken, thing, busy, second) = try await busyThenSecond(e, "cxl")
-            let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
+            defer { ct_release(thing.ct) }
+            let events = Locked<[String]>([])
+            e.hub.onEvent = { line in events.withLock { $0.append(line) } }
+            async let cancel = e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
+            // The handler returns once the hub has sent the cancel and the
+            // broker has had a moment to pass it on: the thing's next loop
+            // pass reads the second command and the cancel together.
+            let sent = await offPool {
+                poll(timeoutMs: 60_000) {
+                    events.withLock { $0.contains { $0.hasPrefix("cancel of \(second) sent") } }
+                }
+            }
+            #expect(sent, "\(events.withLock { $0 })")
+            try await Task.sleep(nanoseconds: 1_000_000_000)
+            ct_release(thing.ct)
+            let r = try await cancel
             #expect(r.status == 200, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "CANCELLED", "\(r.text)")
             let results = try #require(r.json["actionResults"] as? [[String: Any]], "\(r.text)")
@@ -156,9 +169,12 @@ struct CommandCancelTests {
     func cancelPending() async throws {
         try await withHubAPI(options: { $0.cancelWaitMs = 500 }) { e in
             let (_, token, tid, _, thing, _, second) = try await busyThenSecond(e, "pend")
+            defer { ct_release(thing.ct) }
             let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             #expect(r.status == 202, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "DELIVERED" && r.json["cancelPending"] as? Bool == true)
+            // The thing, free again, reads the cancel before the command.
+            ct_release(thing.ct)
             let ended = try await waitForState(e, tid, second, token: token, timeoutMs: 60_000) { $0 != "DELIVERED" }
             #expect(ended["commandState"] as? String == "CANCELLED", "\(ended)")
             #expect(!thing.records.contains { $0.commandID == second })

@@ -76,6 +76,11 @@ int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_mes
  * valid, so it is kept, first in line, for the next call.) */
 /* The handler of `action` sleeps ms milliseconds (a slow device). */
 int ct_behave_sleep(ct_thing *ct, const char *action, int ms);
+/* The handler of `action` waits until ct_release (a device busy for as long
+ * as a test needs), at most max_ms; ct_holding says how many handlers wait. */
+int ct_behave_hold(ct_thing *ct, const char *action, int max_ms);
+void ct_release(ct_thing *ct);
+int ct_holding(ct_thing *ct);
 /* The thingif_t * inside (for a Swift test hook on the library's internals). */
 void *ct_handle(ct_thing *ct);
 int ct_deferred_count(ct_thing *ct);
