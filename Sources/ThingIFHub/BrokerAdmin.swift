@@ -126,8 +126,13 @@ public final class BrokerAdmin: @unchecked Sendable {
     }
 
     /// Sends a batch of commands and waits for their answers (in order);
-    /// nil when no answer came within `timeoutMs`.
-    public func run(_ commands: [JSON], timeoutMs: Int = 5000) -> [Outcome]? {
+    /// nil when no answer came within `timeoutMs`. The plugin answers in
+    /// milliseconds on an idle broker, but each change rewrites its whole
+    /// file (a quarter second at 10,000 things, docs/SCALING.md) and the
+    /// broker is one thread: 15 s, not 5, so that a busy broker is not
+    /// taken for a missing plugin (one CI run's hub start, on a loaded
+    /// machine, was).
+    public func run(_ commands: [JSON], timeoutMs: Int = 15_000) -> [Outcome]? {
         serial.withLock { _ in
             let tag =
                 "thingif-"
