@@ -384,31 +384,26 @@ public final class FrameworkSide: @unchecked Sendable {
         let expiresAt = command.expiresAt
         let payload = command.encode().dump()
         let now = Platform.epochMs()
-        // Stored before it is published, so a result can never arrive for a
-        // command the framework does not know.
-        guard
-            var record = metrics.timed(
-                "insertCommand",
-                {
-                    store.insertCommand(
-                        CommandRecord(
-                            commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
-                            issuingInstallationID: installationID, payload: payload, createdAt: now, modifiedAt: now))
-                })
-        else { return nil }
-        if let expiresAt, store.setCommandExpiry(commandID: command.id, expiresAt: expiresAt) {
-            record.expiresAt = expiresAt
+        // One that expired already (a Command given with a past expiresAt)
+        // is stored and ended, never published.
+        if let expiresAt, expiresAt <= now {
+            guard
+                let record = insert(
+                    command, thingID: thingID, issuer: issuer, installationID: installationID,
+                    payload: payload, state: .sending, now: now)
+            else { return nil }
+            _ = mayPublish(record, now: now)
+            return store.command(id: command.id) ?? record
         }
-        metrics.commandIssued()
-        // One that expired already (a Command given with a past expiresAt) is ended, not published.
-        guard mayPublish(record, now: now) else { return store.command(id: command.id) ?? record }
         // Every installation's topic (FrameworkSide+Delivery.swift); one that
         // announced itself online makes it delivered at once, as before. An
         // installation that announces itself (persistent session) gets it only
         // while the thing is online by its status: else the hub holds it until
         // the thing's next `online`, so that a command that expires or is
         // cancelled meanwhile never waits in the broker's session queue.
-        let delivered = commandGate(thingID).withLock { gated -> Bool in
+        // Under the thing's gate from the insert on, so a cancel or a resend
+        // finds it stored and published or neither.
+        return commandGate(thingID).withLock { gated -> CommandRecord? in
             gated &+= 1
             let (online, held) = data.withLock { d in
                 let online = d.online[thingID] ?? false
@@ -416,14 +411,41 @@ public final class FrameworkSide: @unchecked Sendable {
                 return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
             }
             let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
+            // Stored before it is published, so a result can never arrive
+            // for a command the framework does not know; for a thing online
+            // by its status, stored DELIVERED (one write, not two), and put
+            // back to SENDING if the publish cannot be queued.
+            let direct = online && !topics.isEmpty
+            guard
+                var record = insert(
+                    command, thingID: thingID, issuer: issuer, installationID: installationID, payload: payload,
+                    state: direct ? .delivered : .sending, now: now)
+            else { return nil }
             let queued = startRound(
                 commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
-            return queued && online && store.markDelivered(commandID: command.id, at: Platform.epochMs())
+            if direct && queued {
+                metrics.commandDelivered()
+            } else if direct {
+                _ = store.markUndelivered(commandID: command.id, at: Platform.epochMs())
+                record.state = .sending
+            }
+            return record
         }
-        if delivered {
-            record.state = .delivered
-            metrics.commandDelivered()
+    }
+
+    /// Stores a new command (`stored`): with its expiry, in `state`.
+    private func insert(
+        _ command: Command, thingID: String, issuer: String?, installationID: String?, payload: String,
+        state: CommandState, now: Int64
+    ) -> CommandRecord? {
+        let record = metrics.timed("insertCommand") {
+            store.insertCommand(
+                CommandRecord(
+                    commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
+                    issuingInstallationID: installationID, payload: payload, state: state, createdAt: now,
+                    modifiedAt: now, expiresAt: command.expiresAt))
         }
+        if record != nil { metrics.commandIssued() }
         return record
     }
 

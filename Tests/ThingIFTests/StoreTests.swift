@@ -380,6 +380,31 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "A command is stored with its state and expiry; DELIVERED goes back to SENDING only without results",
+        arguments: StoreFactory.all)
+    func insertStateAndExpiry(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            var c = command("x1", thing: "th.a")
+            c.state = .delivered
+            c.expiresAt = 9_000
+            #expect(s.insertCommand(c)?.state == .delivered)
+            let stored = try #require(s.command(id: "x1"))
+            #expect(stored.state == .delivered && stored.expiresAt == 9_000)
+            #expect(s.markUndelivered(commandID: "x1", at: 5))
+            #expect(s.command(id: "x1")?.state == .sending && s.command(id: "x1")?.modifiedAt == 5)
+            #expect(!s.markUndelivered(commandID: "x1", at: 6), "SENDING already")
+            #expect(s.markDelivered(commandID: "x1", at: 7))
+            #expect(s.recordResults(commandID: "x1", results: "{}", state: .done, at: 8))
+            #expect(!s.markUndelivered(commandID: "x1", at: 9), "it has results")
+            #expect(s.command(id: "x1")?.state == .done)
+            #expect(!s.markUndelivered(commandID: "unknown", at: 9))
+            // Without an expiry given, none is stored.
+            _ = try #require(s.insertCommand(command("x2", thing: "th.a")))
+            #expect(s.command(id: "x2")?.expiresAt == nil)
+        }
+    }
+
     @Test("Batch portions: at most batchMax each, padded to 1, 16 or batchMax with the portion's last ID")
     func batchPortions() {
         #expect(StoreRules.batches([]).isEmpty)

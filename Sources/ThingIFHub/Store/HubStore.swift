@@ -384,14 +384,19 @@ public protocol HubStore: AnyObject, Sendable {
 
     // MARK: commands
 
-    /// Stores a new command; returns it with `seq` assigned, nil when the
-    /// commandID exists already or the store cannot write.
+    /// Stores a new command (its state and expiry as given); returns it
+    /// with `seq` assigned, nil when the commandID exists already or the
+    /// store cannot write.
     func insertCommand(_ command: CommandRecord) -> CommandRecord?
     func command(id: String) -> CommandRecord?
     /// Sets the state (delivered) and modifiedAt of those of `commandIDs`
     /// that are open and have no results yet, in as few statements as the
     /// store can (one per `StoreRules.batchMax`); returns them.
     func markDelivered(commandIDs: [String], at: Int64) -> Set<String>
+    /// Puts a DELIVERED command without results back to SENDING (its
+    /// publish could not be queued after it was stored DELIVERED); false
+    /// when it is not DELIVERED or has results.
+    func markUndelivered(commandID: String, at: Int64) -> Bool
     /// Stores the first results of a command and its final state. Returns
     /// false, changing nothing, when the command already has results (results
     /// are idempotent by commandID) or is unknown. The command's notification

@@ -316,6 +316,16 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func markUndelivered(commandID: String, at: Int64) -> Bool {
+        data.withLock { d in
+            guard var c = d.commands[commandID], c.results == nil, c.state == .delivered else { return false }
+            c.state = .sending
+            c.modifiedAt = at
+            d.commands[commandID] = c
+            return true
+        }
+    }
+
     public func markNotified(commandIDs: [String]) -> Int {
         data.withLock { d in commandIDs.reduce(0) { $0 + (d.notifyDue.removeValue(forKey: $1) != nil ? 1 : 0) } }
     }

@@ -428,13 +428,14 @@ extension SQLStore {
             guard
                 let n = try c.first(
                     "INSERT INTO commands (command_id, " + seq.column
-                        + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at)"
-                        + " VALUES (?, " + seq.value
-                        + "?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq",
+                        + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at,"
+                        + " expires_at) VALUES (?, " + seq.value
+                        + "?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq",
                     [
                         .text(command.commandID), .text(command.thingID), .text(command.issuer),
                         .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
-                        .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt)
+                        .text(command.state.rawValue), .int(command.createdAt), .int(command.modifiedAt),
+                        .int(command.expiresAt)
                     ],
                     { $0.int(0) })
             else { return nil }
@@ -477,6 +478,17 @@ extension SQLStore {
                     .text(results), .text(state.rawValue), .int(at), .int(at + StoreRules.notificationGraceMs),
                     .text(commandID)
                 ])
+        }
+    }
+
+    public func markUndelivered(commandID: String, at: Int64) -> Bool {
+        use(false) {
+            try $0.run(
+                "UPDATE commands SET state = ?, modified_at = ? WHERE command_id = ? AND state = ? AND results IS NULL",
+                [
+                    .text(CommandState.sending.rawValue), .int(at), .text(commandID),
+                    .text(CommandState.delivered.rawValue)
+                ]) == 1
         }
     }
 
