@@ -354,7 +354,7 @@ public struct HubConfig: Equatable, Sendable {
                     min: 1),
                 number(
                     "stateRetention", ["--state-retention"], "N", \.stateRetention,
-                    "newest state samples kept per thing (0: all)"),
+                    "newest state samples kept per thing (0: all; up to 1/64 more between cuts)"),
                 number(
                     "stateRetentionDays", ["--state-retention-days"], "D", \.stateRetentionDays,
                     "days state samples are kept (0: no limit)"),

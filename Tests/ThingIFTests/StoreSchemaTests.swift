@@ -345,10 +345,12 @@ struct StoreSchemaTests {
         #expect(sqlite3_open_v2(earlier, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK)
         #expect(sqlite3_exec(db, EarlierSchema.sqlite, nil, nil, nil) == SQLITE_OK)
         sqlite3_close_v2(db)
-        #expect(try sqliteSchema(earlier) == expected)
+        // The earlier hubs' schema is the new one but for what version 7 added.
+        #expect(try sqliteSchema(earlier) == expected.filter { !$0.contains(" unpruned_samples ") })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
         s.close()
+        #expect(try sqliteSchema(earlier) == expected)
 
         let migrated = dir + "/v1.sqlite"
         try SQLiteStore(path: migrated, secrets: .fastForTests, retention: StateRetention(), migrateTo: 1).close()
@@ -372,10 +374,12 @@ struct StoreSchemaTests {
         let (earlier, earlierURL) = try server.createDatabase()
         defer { server.dropDatabase(earlier) }
         try server.psql(EarlierSchema.postgres, database: earlier)
-        #expect(try postgresSchema(server, earlier) == expected)
+        // The earlier hubs' schema is the new one but for what version 4 added.
+        #expect(try postgresSchema(server, earlier) == expected.filter { !$0.contains(" unpruned_samples ") })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)
         s.close()
+        #expect(try postgresSchema(server, earlier) == expected)
 
         let (migrated, migratedURL) = try server.createDatabase()
         defer { server.dropDatabase(migrated) }

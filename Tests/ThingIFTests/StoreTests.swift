@@ -707,6 +707,32 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "Retention by count above 127 samples: the cut runs every maxSamples/64 uploads, so at most that many minus one extra are kept",
+        arguments: StoreFactory.all)
+    func retentionAmortized(_ factory: StoreFactory) throws {
+        let retention = StateRetention(maxSamples: 256, maxAgeDays: 0)
+        #expect(retention.pruneEvery == 4 && StateRetention(maxSamples: 127).pruneEvery == 1)
+        try withStore(factory, retention: retention) { s in
+            let t = try register(s, "AC-PRUNE")
+            var old: String? = nil
+            var counts: [Int] = []
+            for i in 1...300 {
+                // Both paths: the one-statement write (after:) and the locked one.
+                old =
+                    i % 2 == 0
+                    ? s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i), after: old)
+                    : s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i))
+                if i >= 256 { counts.append(s.stateHistory(thingID: t.thingID, from: 0, to: .max).count) }
+            }
+            #expect(counts.allSatisfy { (256...259).contains($0) }, "\(counts)")
+            #expect(counts.contains(256), "the cut ran: \(counts)")
+            let all = s.stateHistory(thingID: t.thingID, from: 0, to: .max)
+            // The newest are kept, in order, without a gap.
+            #expect(all.last?.at == 300 && all.map(\.at) == Array(Int64(301 - all.count)...300))
+        }
+    }
+
     @Test("State history: pages by cursor, retention by count and by age", arguments: StoreFactory.all)
     func historyPagesAndRetention(_ factory: StoreFactory) throws {
         try withStore(factory, retention: StateRetention(maxSamples: 5, maxAgeDays: 1)) { s in
@@ -1065,7 +1091,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 6)
+        #expect(SQLiteStore.schemaVersion == 7)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 4 -> 5: results make a notification due.
         _ = try #require(

@@ -306,6 +306,13 @@ public struct StateRetention: Sendable, Equatable {
         self.maxSamples = maxSamples
         self.maxAgeDays = maxAgeDays
     }
+
+    /// The SQL stores drop the samples beyond `maxSamples` once every this
+    /// many uploads of a thing, not on each: finding the cut walks
+    /// `maxSamples` index entries. A thing so has at most `maxSamples +
+    /// pruneEvery - 1` samples (under 1/64 more); up to 127 samples it is
+    /// every upload and exact.
+    public var pruneEvery: Int { max(1, maxSamples / 64) }
 }
 
 public enum RegisterError: Error, Sendable {

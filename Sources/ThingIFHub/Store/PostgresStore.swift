@@ -23,7 +23,7 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -147,7 +147,9 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
         // (rows from before are left NULL).
         [.column("commands", "notify_due"), .index("commands_notify_due")],
         // 2 -> 3: a command's expiry and why the hub ended it (CommandLifecycle).
-        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")]
+        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")],
+        // 3 -> 4: uploads since the retention last ran (StateRetention.pruneEvery).
+        [.column("things", "unpruned_samples")]
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock
@@ -250,17 +252,22 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
         let merged = StateMerge.apply(method: method, upload: upload, to: old)
         let written: Bool? = use(nil) { c in
-            let rows = try c.run(
-                """
-                WITH up AS (
-                    UPDATE things SET state = $1 WHERE thing_id = $2 AND state IS NOT DISTINCT FROM $3
-                    RETURNING thing_id)
-                INSERT INTO state_samples (thing_id, at, method, upload, state)
-                SELECT thing_id, $4, $5, $6, $1 FROM up
-                """, [.text(merged), .text(thingID), .text(old), .int(at), .text(method), .text(upload)])
-            guard rows == 1 else { return false }
+            guard
+                let unpruned = try c.first(
+                    """
+                    WITH up AS (
+                        UPDATE things SET state = $1, unpruned_samples = unpruned_samples + 1
+                        WHERE thing_id = $2 AND state IS NOT DISTINCT FROM $3
+                        RETURNING thing_id, unpruned_samples),
+                    ins AS (
+                        INSERT INTO state_samples (thing_id, at, method, upload, state)
+                        SELECT thing_id, $4, $5, $6, $1 FROM up RETURNING thing_id)
+                    SELECT up.unpruned_samples FROM up, ins
+                    """, [.text(merged), .text(thingID), .text(old), .int(at), .text(method), .text(upload)],
+                    { $0.int(0) })
+            else { return false }
             // Housekeeping: a failure here leaves it to the next upload.
-            try? prune(c, thingID: thingID, at: at)
+            try? prune(c, thingID: thingID, at: at, unpruned: unpruned)
             return true
         }
         switch written {

@@ -366,34 +366,40 @@ extension SQLStore {
             try c.transaction { () throws -> String? in
                 // forUpdate: two hubs' PATCHes of one thing merge one after the other.
                 guard
-                    let old = try c.first(
-                        "SELECT state FROM things WHERE thing_id = ?" + Self.dialect.forUpdate, [.text(thingID)],
-                        { $0.text(0) })
+                    let row = try c.first(
+                        "SELECT state, unpruned_samples FROM things WHERE thing_id = ?" + Self.dialect.forUpdate,
+                        [.text(thingID)], { ($0.text(0), $0.int(1) + 1) })
                 else { return nil }
+                let (old, unpruned) = row
                 let merged = StateMerge.apply(method: method, upload: upload, to: old)
-                try c.run("UPDATE things SET state = ? WHERE thing_id = ?", [.text(merged), .text(thingID)])
+                try c.run(
+                    "UPDATE things SET state = ?, unpruned_samples = ? WHERE thing_id = ?",
+                    [.text(merged), .int(unpruned), .text(thingID)])
                 try c.run(
                     "INSERT INTO state_samples (thing_id, at, method, upload, state) VALUES (?, ?, ?, ?, ?)",
                     [.text(thingID), .int(at), .text(method), .text(upload), .text(merged)])
-                try prune(c, thingID: thingID, at: at)
+                try prune(c, thingID: thingID, at: at, unpruned: unpruned)
                 return merged
             }
         }
     }
 
-    /// Applies the retention to one thing's samples (on each write, through
-    /// the (thing_id, id) and (thing_id, at) indexes).
-    func prune(_ c: Connection, thingID: String, at: Int64) throws {
+    /// Applies the retention to one thing's samples after a write, through
+    /// the (thing_id, at) and (thing_id, id) indexes: by age on each write;
+    /// by count once `unpruned` (the thing's uploads since the last time,
+    /// this one included) reaches `StateRetention.pruneEvery`.
+    func prune(_ c: Connection, thingID: String, at: Int64, unpruned: Int64) throws {
         if let oldest = StoreRules.oldestKept(retention, at: at) {
             try c.run("DELETE FROM state_samples WHERE thing_id = ? AND at < ?", [.text(thingID), .int(oldest)])
         }
-        if retention.maxSamples > 0,
-            let keep = try c.first(
-                "SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
-                [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) })
+        guard retention.maxSamples > 0, unpruned >= Int64(retention.pruneEvery) else { return }
+        if let keep = try c.first(
+            "SELECT id FROM state_samples WHERE thing_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+            [.text(thingID), .int(Int64(retention.maxSamples - 1))], { $0.int(0) })
         {
             try c.run("DELETE FROM state_samples WHERE thing_id = ? AND id < ?", [.text(thingID), .int(keep)])
         }
+        try c.run("UPDATE things SET unpruned_samples = 0 WHERE thing_id = ?", [.text(thingID)])
     }
 
     public func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample] {

@@ -15,7 +15,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 6
+    public static let schemaVersion: Int64 = 7
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -127,7 +127,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // (rows from before are left NULL).
         [.column("commands", "notify_due"), .index("commands_notify_due")],
         // 5 -> 6: a command's expiry and why the hub ended it (CommandLifecycle).
-        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")]
+        [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")],
+        // 6 -> 7: uploads since the retention last ran (StateRetention.pruneEvery).
+        [.column("things", "unpruned_samples")]
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
@@ -167,7 +169,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
             ($0.string(0), $0.string(1), $0.text(2))
         }
         let users = try c.rows("SELECT user_id, access_token FROM users", []) { ($0.string(0), $0.string(1)) }
-        try c.exec(StoreSchema.table("things").ddl(.sqlite, name: "things_new"))
+        try c.exec(StoreSchema.table("things").ddl(.sqlite, name: "things_new", without: ["unpruned_samples"]))
         try c.exec(
             """
             INSERT INTO things_new (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,

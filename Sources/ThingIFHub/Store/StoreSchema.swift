@@ -122,7 +122,10 @@ enum StoreSchema {
                 Column("firmware_version", .text),
                 Column("data_grouping_interval", .text),
                 Column("state", .text),
-                Column("created_at", .integer, "NOT NULL")
+                Column("created_at", .integer, "NOT NULL"),
+                // Samples uploaded since the count-based retention last ran
+                // (StateRetention.pruneEvery).
+                Column("unpruned_samples", .integer, "NOT NULL DEFAULT 0")
             ]),
         Table(
             "thing_installations", ordered: true, primaryKey: "thing_id, installation_id",
