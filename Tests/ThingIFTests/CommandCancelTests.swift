@@ -61,7 +61,7 @@ struct CommandCancelTests {
         // on a loaded machine: the answer comes when that handler returns.
         try await withHubAPI(options: { $0.cancelWaitMs = 60_000 }) { e in
             let (uid, token, tid, thingToken, thing, busy, second) = try await busyThenSecond(e, "cxl")
-            defer { ct_release(thing.ct) }
+            defer { thing.release() }
             let events = Locked<[String]>([])
             e.hub.onEvent = { line in events.withLock { $0.append(line) } }
             async let cancel = e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
@@ -75,7 +75,7 @@ struct CommandCancelTests {
             }
             #expect(sent, "\(events.withLock { $0 })")
             try await Task.sleep(nanoseconds: 1_000_000_000)
-            ct_release(thing.ct)
+            thing.release()
             let r = try await cancel
             #expect(r.status == 200, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "CANCELLED", "\(r.text)")
@@ -169,12 +169,12 @@ struct CommandCancelTests {
     func cancelPending() async throws {
         try await withHubAPI(options: { $0.cancelWaitMs = 500 }) { e in
             let (_, token, tid, _, thing, _, second) = try await busyThenSecond(e, "pend")
-            defer { ct_release(thing.ct) }
+            defer { thing.release() }
             let r = try await e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             #expect(r.status == 202, "\(r.status) \(r.text)")
             #expect(r.json["commandState"] as? String == "DELIVERED" && r.json["cancelPending"] as? Bool == true)
             // The thing, free again, reads the cancel before the command.
-            ct_release(thing.ct)
+            thing.release()
             let ended = try await waitForState(e, tid, second, token: token, timeoutMs: 60_000) { $0 != "DELIVERED" }
             #expect(ended["commandState"] as? String == "CANCELLED", "\(ended)")
             #expect(!thing.records.contains { $0.commandID == second })

@@ -155,6 +155,12 @@ final class TestThing {
         poll(timeoutMs: timeoutMs) { logContains(s) }
     }
 
+    /// Lets the handlers held by ct_behave_hold return; nothing once the
+    /// thing is destroyed (its memory is gone).
+    func release() {
+        if !freed { ct_release(ct) }
+    }
+
     /// thingif_destroy, bounded. Returns its status, or -1 on a timeout.
     @discardableResult
     func destroy(timeoutMs: Int32 = 5000) -> Int32 {
