@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,17 +78,24 @@ struct ct_thing {
 
 /* ---------------------------------------------------------------- helpers */
 
-/* Inside a handler: wait for ct_release, at most max_ms. */
-static void hold(ct_thing *ct, int max_ms)
+/* `ms` milliseconds from now on `clock`, for pthread_cond_timedwait. */
+static struct timespec deadline_in(clockid_t clock, int ms)
 {
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += max_ms / 1000;
-    deadline.tv_nsec += (long)(max_ms % 1000) * 1000000L;
+    clock_gettime(clock, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
     if (deadline.tv_nsec >= 1000000000L) {
         deadline.tv_sec += 1;
         deadline.tv_nsec -= 1000000000L;
     }
+    return deadline;
+}
+
+/* Inside a handler: wait for ct_release, at most max_ms. */
+static void hold(ct_thing *ct, int max_ms)
+{
+    struct timespec deadline = deadline_in(CLOCK_REALTIME, max_ms);
     pthread_mutex_lock(&ct->mu);
     ct->holding++;
     while (!ct->released && pthread_cond_timedwait(&ct->hold_cv, &ct->mu, &deadline) == 0) {
@@ -229,14 +237,7 @@ static int run_bounded(thingif_t *t, int destroy, int timeout_ms, int *rc)
         free(b);
         return -1;
     }
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec += 1;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = deadline_in(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&b->mu);
     while (!b->done) {
         if (pthread_cond_timedwait(&b->cv, &b->mu, &deadline) == ETIMEDOUT)
@@ -351,6 +352,17 @@ static struct behavior *behavior_slot_locked(ct_thing *ct, const char *action)
     memset(b, 0, sizeof(*b));
     b->action = strdup(action);
     return b;
+}
+
+/* Sets one int field (its offsetof in struct behavior) of `action`'s behavior. */
+static int set_behavior_int(ct_thing *ct, const char *action, size_t field, int value)
+{
+    pthread_mutex_lock(&ct->mu);
+    struct behavior *b = behavior_slot_locked(ct, action);
+    if (b)
+        *(int *)((char *)b + field) = value;
+    pthread_mutex_unlock(&ct->mu);
+    return b ? 0 : -1;
 }
 
 static json_t *device_state(ct_thing *ct, int tick)
@@ -641,32 +653,17 @@ int ct_behave_data(ct_thing *ct, const char *action, const char *data_json)
 
 int ct_behave_upload_state(ct_thing *ct, const char *action, int mode)
 {
-    pthread_mutex_lock(&ct->mu);
-    struct behavior *b = behavior_slot_locked(ct, action);
-    if (b)
-        b->upload_mode = mode;
-    pthread_mutex_unlock(&ct->mu);
-    return b ? 0 : -1;
+    return set_behavior_int(ct, action, offsetof(struct behavior, upload_mode), mode);
 }
 
 int ct_behave_sleep(ct_thing *ct, const char *action, int ms)
 {
-    pthread_mutex_lock(&ct->mu);
-    struct behavior *b = behavior_slot_locked(ct, action);
-    if (b)
-        b->sleep_ms = ms;
-    pthread_mutex_unlock(&ct->mu);
-    return b ? 0 : -1;
+    return set_behavior_int(ct, action, offsetof(struct behavior, sleep_ms), ms);
 }
 
 int ct_behave_hold(ct_thing *ct, const char *action, int max_ms)
 {
-    pthread_mutex_lock(&ct->mu);
-    struct behavior *b = behavior_slot_locked(ct, action);
-    if (b)
-        b->hold_ms = max_ms;
-    pthread_mutex_unlock(&ct->mu);
-    return b ? 0 : -1;
+    return set_behavior_int(ct, action, offsetof(struct behavior, hold_ms), max_ms);
 }
 
 void ct_release(ct_thing *ct)
@@ -697,12 +694,7 @@ void *ct_handle(ct_thing *ct)
 
 int ct_behave_defer(ct_thing *ct, const char *action, int on)
 {
-    pthread_mutex_lock(&ct->mu);
-    struct behavior *b = behavior_slot_locked(ct, action);
-    if (b)
-        b->defer = on;
-    pthread_mutex_unlock(&ct->mu);
-    return b ? 0 : -1;
+    return set_behavior_int(ct, action, offsetof(struct behavior, defer), on);
 }
 
 int ct_complete_deferred(ct_thing *ct, const char *action, const char *error_message, const char *data_json)
@@ -757,12 +749,7 @@ int ct_deferred_count(ct_thing *ct)
 
 int ct_behave_probe(ct_thing *ct, const char *action)
 {
-    pthread_mutex_lock(&ct->mu);
-    struct behavior *b = behavior_slot_locked(ct, action);
-    if (b)
-        b->probe = 1;
-    pthread_mutex_unlock(&ct->mu);
-    return b ? 0 : -1;
+    return set_behavior_int(ct, action, offsetof(struct behavior, probe), 1);
 }
 
 /* ------------------------------------------------------------------- loop */
