@@ -42,17 +42,24 @@ public struct MQTTEndpoint: Equatable, Sendable {
     public var password: String
     public var mqttTopic: String
     public var ttl: Int
+    /// The client certificate (PEM) the framework signed for this
+    /// installation, CN = mqttTopic, when the thing sent a CSR and the
+    /// framework has a CA for things; the thing then connects to portSSL
+    /// with it and its own key, and username/password are empty. thingif's
+    /// own field: Kii's thing SDKs ignore it.
+    public var clientCertificate: String?
 
     /// Field by field, the strings as bytes (Text/Bytes.swift).
     public static func == (a: MQTTEndpoint, b: MQTTEndpoint) -> Bool {
         a.installationID.equals(b.installationID) && a.host.equals(b.host) && a.portTCP == b.portTCP
             && a.portSSL == b.portSSL && a.username.equals(b.username) && a.password.equals(b.password)
             && a.mqttTopic.equals(b.mqttTopic) && a.ttl == b.ttl
+            && a.clientCertificate.equals(b.clientCertificate)
     }
 
     public init(
         installationID: String, host: String, portTCP: Int, portSSL: Int, username: String,
-        password: String, mqttTopic: String, ttl: Int
+        password: String, mqttTopic: String, ttl: Int, clientCertificate: String? = nil
     ) {
         self.installationID = installationID
         self.host = host
@@ -62,6 +69,7 @@ public struct MQTTEndpoint: Equatable, Sendable {
         self.password = password
         self.mqttTopic = mqttTopic
         self.ttl = ttl
+        self.clientCertificate = clientCertificate
     }
 
     public func encode() -> JSON {
@@ -79,6 +87,7 @@ public struct MQTTEndpoint: Equatable, Sendable {
         // No MQTT over WebSocket is offered: 0, as Kii's clients read a port.
         o.set("portWS", .int(0))
         o.set("portWSS", .int(0))
+        if let clientCertificate { o.set("clientCertificate", string: clientCertificate) }
         return o
     }
 
@@ -90,12 +99,15 @@ public struct MQTTEndpoint: Equatable, Sendable {
         let host = j["host"]?.stringValue ?? ""
         let portTCP = j["portTCP"]?.intValue ?? 0
         guard portTCP >= 0 && portTCP <= 65535 else { return nil }
+        let certificate = j["clientCertificate"]
+        if let certificate, certificate.stringValue == nil { return nil }
         return MQTTEndpoint(
             installationID: installationID, host: host, portTCP: portTCP,
             portSSL: j["portSSL"]?.intValue ?? 0,
             username: j["username"]?.stringValue ?? "",
             password: j["password"]?.stringValue ?? "",
-            mqttTopic: mqttTopic, ttl: j["X-MQTT-TTL"]?.intValue ?? j["ttl"]?.intValue ?? 0)
+            mqttTopic: mqttTopic, ttl: j["X-MQTT-TTL"]?.intValue ?? j["ttl"]?.intValue ?? 0,
+            clientCertificate: certificate?.stringValue)
     }
 }
 
@@ -107,10 +119,19 @@ public struct OnboardingRequest {
     public var firmwareVersion: String?
     public var thingProperties: JSON?
     public var layoutPosition: String
+    /// A PKCS#10 certificate signing request (PEM) for the thing's MQTT
+    /// client key: the framework, when it has a CA for things, answers with
+    /// a certificate for the new installation (MQTTEndpoint.clientCertificate).
+    /// thingif's own field; at most `maxCSRBytes`.
+    public var certificateSigningRequest: String?
+
+    /// The longest CSR taken (an RSA-4096 one in PEM is about 1,700 bytes).
+    public static let maxCSRBytes = 8192
 
     public init(
         vendorThingID: String, thingPassword: String, thingType: String? = nil,
-        firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE"
+        firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE",
+        certificateSigningRequest: String? = nil
     ) {
         self.vendorThingID = vendorThingID
         self.thingPassword = thingPassword
@@ -118,6 +139,7 @@ public struct OnboardingRequest {
         self.firmwareVersion = firmwareVersion
         self.thingProperties = thingProperties
         self.layoutPosition = layoutPosition
+        self.certificateSigningRequest = certificateSigningRequest
     }
 
     public func encode() -> JSON {
@@ -128,6 +150,7 @@ public struct OnboardingRequest {
         if let firmwareVersion { o.set("firmwareVersion", string: firmwareVersion) }
         if let thingProperties { o.set("thingProperties", thingProperties) }
         o.set("layoutPosition", string: layoutPosition)
+        if let certificateSigningRequest { o.set("certificateSigningRequest", string: certificateSigningRequest) }
         return o
     }
 
@@ -137,10 +160,15 @@ public struct OnboardingRequest {
         else { return nil }
         let props = j["thingProperties"]
         if let props, !props.isObject { return nil }
+        let csr = j["certificateSigningRequest"]
+        if let csr {
+            guard let text = csr.stringValue, !text.isEmpty, text.utf8.count <= maxCSRBytes else { return nil }
+        }
         return OnboardingRequest(
             vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
             firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
-            layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE")
+            layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE",
+            certificateSigningRequest: csr?.stringValue)
     }
 }
 
