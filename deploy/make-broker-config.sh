@@ -2,16 +2,26 @@
 # Writes a secured mosquitto configuration for thingif into DIR:
 #   DIR/mosquitto.conf            no anonymous clients, the dynamic-security
 #                                 plugin, a plain listener (loopback only),
-#                                 a TLS listener and a mutual-TLS listener
+#                                 a TLS listener and a mutual-TLS listener,
+#                                 and with --cert-port the listener for
+#                                 things with certificates from the hub
 #   DIR/dynamic-security.json     the plugin's state, with one admin client
 #                                 (the hub's identity); the hub creates every
 #                                 other client and role over
 #                                 $CONTROL/dynamic-security/v1
+#   DIR/thing-acl                 with --cert-port: the rules of things that
+#                                 connect with a certificate, as patterns on
+#                                 their certificate's CN (= their mqttTopic),
+#                                 so that a new thing needs no broker record
 #   PKI/ca.crt ca.key server.crt server.key client.crt client.key
 #                                 made with openssl when missing (EC P-256,
 #                                 server SAN IP:127.0.0.1 and DNS:localhost)
+#   PKI/things-ca.crt things-ca.key
+#                                 with --cert-port, when missing: the CA with
+#                                 which thingif-hub signs things' certificates
+#                                 (--thing-ca-cert/--thing-ca-key)
 #
-# usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P]
+# usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P] [--cert-port P]
 #          [--bind ADDR] [--pki DIR] [--admin-user U] [--admin-password PW]
 #          [--persistence] [--server-name NAME]
 # --admin-password defaults to a random one, printed on stdout as the only
@@ -20,13 +30,14 @@
 # broker uses deploy/mosquitto.conf, which has the same directives.
 set -euo pipefail
 
-dir=""; port=""; tls_port=""; mtls_port=""; bind="127.0.0.1"; pki=""
+dir=""; port=""; tls_port=""; mtls_port=""; cert_port=""; bind="127.0.0.1"; pki=""
 admin_user="thingif-hub"; admin_password=""; persistence=false; server_name="localhost"
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
     --tls-port) tls_port=$2; shift 2 ;;
     --mtls-port) mtls_port=$2; shift 2 ;;
+    --cert-port) cert_port=$2; shift 2 ;;
     --bind) bind=$2; shift 2 ;;
     --pki) pki=$2; shift 2 ;;
     --admin-user) admin_user=$2; shift 2 ;;
@@ -53,7 +64,7 @@ done
 [ -n "$plugin" ] || { echo "make-broker-config: mosquitto_dynamic_security.so not found (Debian: package mosquitto)" >&2; exit 1; }
 
 # The PKI: made once, then reused (a lock keeps parallel callers apart).
-if [ -n "$tls_port$mtls_port" ]; then
+if [ -n "$tls_port$mtls_port$cert_port" ]; then
   (
     flock 9
     if [ ! -s "$pki/client.crt" ]; then
@@ -79,6 +90,35 @@ if [ -n "$tls_port$mtls_port" ]; then
       mv client.crt.tmp client.crt
     fi
   ) 9>"$pki/.lock"
+fi
+if [ -n "$cert_port" ]; then
+  (
+    flock 9
+    if [ ! -s "$pki/things-ca.crt" ]; then
+      cd "$pki"
+      umask 077
+      openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout things-ca.key \
+        -out things-ca.crt.tmp -days 3650 -subj "/CN=thingif things CA" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+      chmod 0644 things-ca.crt.tmp
+      mv things-ca.crt.tmp things-ca.crt
+    fi
+  ) 9>"$pki/.lock"
+  # A thing's client ID and username are its mqttTopic, the CN of its
+  # certificate. The same rules as the hub gives a thing with a password
+  # (BrokerAdmin.thingACLs): read its command topic, its replies and its
+  # configuration; write its requests and its status. mosquitto asks this
+  # file only for clients the plugin does not know (checked on 2.0.11), so
+  # the plugin's clients keep exactly their own rules.
+  cat > "$dir/thing-acl" <<'ACL'
+# Things with a certificate (CN = mqttTopic = username, use_identity_as_username).
+pattern read %u
+pattern read p/%u/resp
+pattern read p/%u/config
+pattern write p/%u/status
+pattern write p/%u/thing-if/#
+pattern write p/%u/api/#
+ACL
 fi
 
 if [ -z "$admin_password" ]; then
@@ -113,6 +153,7 @@ chmod 0600 "$dir/dynamic-security.json"
   echo "allow_anonymous false"
   echo "plugin $plugin"
   echo "plugin_opt_config_file $dir/dynamic-security.json"
+  [ -z "$cert_port" ] || echo "acl_file $dir/thing-acl"
   echo "max_packet_size 1048576"
   echo "# Commands and replies are small: send each at once (no Nagle delay)."
   echo "set_tcp_nodelay true"
@@ -142,6 +183,18 @@ chmod 0600 "$dir/dynamic-security.json"
     echo "certfile $pki/server.crt"
     echo "keyfile $pki/server.key"
     echo "require_certificate true"
+    echo "tls_version tlsv1.2"
+  fi
+  if [ -n "$cert_port" ]; then
+    echo
+    echo "# Things with a certificate from the hub's things CA: the certificate's"
+    echo "# CN (the thing's mqttTopic) is the username; no password, no record."
+    echo "listener $cert_port $bind"
+    echo "cafile $pki/things-ca.crt"
+    echo "certfile $pki/server.crt"
+    echo "keyfile $pki/server.key"
+    echo "require_certificate true"
+    echo "use_identity_as_username true"
     echo "tls_version tlsv1.2"
   fi
   echo

@@ -23,6 +23,10 @@ enum BrokerSecrets {
     static var caFile: String { pkiDirectory + "/ca.crt" }
     static var clientCert: String { pkiDirectory + "/client.crt" }
     static var clientKey: String { pkiDirectory + "/client.key" }
+    /// The CA with which the hub signs things' certificates (its key is the
+    /// hub's --thing-ca-key); the broker's certificate listener trusts it.
+    static var thingsCAFile: String { pkiDirectory + "/things-ca.crt" }
+    static var thingsCAKey: String { pkiDirectory + "/things-ca.key" }
 }
 
 func randomHexString(_ bytes: Int) -> String {
@@ -33,8 +37,10 @@ func randomHexString(_ bytes: Int) -> String {
 /// A private mosquitto broker on 127.0.0.1, one per test, secured as in
 /// production (docs/SECURITY.md): no anonymous clients, the dynamic-security
 /// plugin whose admin identity the hub uses (BrokerSecrets), a plain
-/// listener on `port`, a TLS listener on `tlsPort` and a mutual-TLS one on
-/// `mtlsPort`, with certificates made by openssl at run time.
+/// listener on `port`, a TLS listener on `tlsPort`, a mutual-TLS one on
+/// `mtlsPort` and one for things with a certificate from the things CA on
+/// `certPort` (pattern rules, no records), with certificates made by
+/// openssl at run time.
 ///
 /// It is spawned with posix_spawn and an empty signal mask: Swift Testing's
 /// workers block SIGTERM, and a child would inherit that and ignore stop().
@@ -46,6 +52,7 @@ final class Broker {
     let port: Int
     let tlsPort: Int
     let mtlsPort: Int
+    let certPort: Int
     let directory: String
     let logPath: String
     private(set) var pid: pid_t
@@ -76,7 +83,7 @@ final class Broker {
         for _ in 0..<10 {
             do {
                 return try Broker(
-                    ports: (port, tlsPort, mtlsPort), passwordFile: passwordFile,
+                    ports: (port, tlsPort, mtlsPort, certPort), passwordFile: passwordFile,
                     state: passwordFile == nil ? dynsecFile : nil)
             } catch { lastError = error }
             usleep(200_000)
@@ -84,7 +91,7 @@ final class Broker {
         throw lastError
     }
 
-    private init(ports wanted: (Int, Int, Int)?, passwordFile: String?, state: String?) throws {
+    private init(ports wanted: (Int, Int, Int, Int)?, passwordFile: String?, state: String?) throws {
         guard let exe = Broker.executable() else {
             throw StartError(description: "mosquitto not found on PATH or in /usr/sbin")
         }
@@ -98,6 +105,7 @@ final class Broker {
                 [
                     BrokerSecrets.script, dir, "--port", String(ports.0),
                     "--tls-port", String(ports.1), "--mtls-port", String(ports.2),
+                    "--cert-port", String(ports.3),
                     "--pki", BrokerSecrets.pkiDirectory,
                     "--admin-user", BrokerSecrets.adminUsername,
                     "--admin-password", BrokerSecrets.adminPassword
@@ -133,6 +141,7 @@ final class Broker {
         self.port = ports.0
         self.tlsPort = ports.1
         self.mtlsPort = ports.2
+        self.certPort = ports.3
         self.directory = dir
         self.logPath = log
         self.pid = child
@@ -142,7 +151,7 @@ final class Broker {
         // freePorts() accepts too, while mosquitto exits with "Address
         // already in use" (seen on CI), and start() then tries other ports.
         let deadline = Date().addingTimeInterval(5)
-        while !([ports.0, ports.1, ports.2].allSatisfy { Broker.listens(pid: child, port: $0) }) {
+        while !([ports.0, ports.1, ports.2, ports.3].allSatisfy { Broker.listens(pid: child, port: $0) }) {
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
                 stopped = true
@@ -196,13 +205,13 @@ final class Broker {
         }
     }
 
-    /// Three distinct ports that were free a moment ago.
-    static func freePorts() -> (Int, Int, Int)? {
+    /// Four distinct ports that were free a moment ago.
+    static func freePorts() -> (Int, Int, Int, Int)? {
         var got: [Int] = []
-        for _ in 0..<10 where got.count < 3 {
+        for _ in 0..<12 where got.count < 4 {
             if let p = freePort(), !got.contains(p) { got.append(p) }
         }
-        return got.count == 3 ? (got[0], got[1], got[2]) : nil
+        return got.count == 4 ? (got[0], got[1], got[2], got[3]) : nil
     }
 
     deinit {
