@@ -173,6 +173,9 @@ def main():
     ap.add_argument("--count", type=int, default=0,
                     help="rollout only: stop when so many things were onboarded (200), not after -d; "
                          "-d is then the most it may take")
+    ap.add_argument("--csr", default="",
+                    help="onboard/rollout: send this PEM CSR with every onboarding (a hub with a things CA "
+                         "then signs a certificate for each new thing and makes no broker record)")
     args = ap.parse_args()
     app = args.app_id
     tag = "%x" % int(time.time() * 1000)
@@ -191,9 +194,14 @@ def main():
     elif args.flood in ("onboard", "rollout"):
         if args.flood == "rollout":
             args.clients = 8
+        csr = {}
+        if args.csr:
+            with open(args.csr) as f:
+                csr = {"certificateSigningRequest": f.read()}
         threads = run_http_flood(args, stop, counts, lambda i, n: (
             "POST", "/thing-if/apps/%s/onboardings" % app,
-            {"vendorThingID": "F-%s-%d-%d" % (tag, i, n), "thingPassword": "flood-pw", "thingType": "AirConditioner"},
+            dict({"vendorThingID": "F-%s-%d-%d" % (tag, i, n), "thingPassword": "flood-pw",
+                  "thingType": "AirConditioner"}, **csr),
             BY_THING))
     elif args.flood == "login":
         threads = run_http_flood(args, stop, counts, lambda i, n: (

@@ -59,12 +59,16 @@ wait_line() {
 # start_broker [QUEUE]: the secured broker of docs/SECURITY.md on a free
 # port, with max_queued_messages QUEUE (default 0: no limit); sets port,
 # mosq_pid and admin_password, and exports the hub's identity for the
-# bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD).
+# bench's publishers (THINGIF_BENCH_USERNAME / _PASSWORD). With
+# broker_cert_port set (a free port), the broker also has the listener for
+# things with certificates, and the things CA is $tmp/broker/pki/things-ca.*.
 start_broker() {
     port=$(free_port)
     admin_password=$(openssl rand -hex 16)
+    local extra=()
+    [ -z "${broker_cert_port:-}" ] || extra=(--cert-port "$broker_cert_port")
     bash deploy/make-broker-config.sh "$tmp/broker" --port "$port" --admin-user thingif-hub \
-        --admin-password "$admin_password" >/dev/null
+        --admin-password "$admin_password" "${extra[@]}" >/dev/null
     echo "max_queued_messages ${1:-0}" >>"$tmp/broker/mosquitto.conf"
     export THINGIF_BENCH_USERNAME=thingif-hub THINGIF_BENCH_PASSWORD=$admin_password
     mosquitto -c "$tmp/broker/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &

@@ -13,6 +13,9 @@
 #                                 connect with a certificate, as patterns on
 #                                 their certificate's CN (= their mqttTopic),
 #                                 so that a new thing needs no broker record
+#   DIR/passwd                    with --no-plugin: the hub's identity and the
+#                                 app's bootstrap identity (--bootstrap-user),
+#                                 for thingif-hub --broker-admin none
 #   PKI/ca.crt ca.key server.crt server.key client.crt client.key
 #                                 made with openssl when missing (EC P-256,
 #                                 server SAN IP:127.0.0.1 and DNS:localhost)
@@ -24,6 +27,12 @@
 # usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P] [--cert-port P]
 #          [--bind ADDR] [--pki DIR] [--admin-user U] [--admin-password PW]
 #          [--persistence] [--server-name NAME]
+#          [--no-plugin [--bootstrap-user APPID --bootstrap-password APPKEY]]
+# --no-plugin: a broker configured by files only, as a hub that administers
+# nothing in its broker needs (thingif-hub --broker-admin none; things then
+# connect with certificates, --cert-port): the plugin is not loaded, the
+# hub's identity and the app's bootstrap identity are a password_file, and
+# their rules are users in the acl_file beside the things' patterns.
 # --admin-password defaults to a random one, printed on stdout as the only
 # output ("admin-password=..."), so a caller can read it.
 # The demo, the tests and docs/SECURITY.md use this one script; a production
@@ -32,6 +41,7 @@ set -euo pipefail
 
 dir=""; port=""; tls_port=""; mtls_port=""; cert_port=""; bind="127.0.0.1"; pki=""
 admin_user="thingif-hub"; admin_password=""; persistence=false; server_name="localhost"
+no_plugin=false; bootstrap_user=""; bootstrap_password=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
@@ -44,6 +54,9 @@ while [ $# -gt 0 ]; do
     --admin-password) admin_password=$2; shift 2 ;;
     --persistence) persistence=true; shift ;;
     --server-name) server_name=$2; shift 2 ;;
+    --no-plugin) no_plugin=true; shift ;;
+    --bootstrap-user) bootstrap_user=$2; shift 2 ;;
+    --bootstrap-password) bootstrap_password=$2; shift 2 ;;
     -*) echo "make-broker-config: unknown option $1" >&2; exit 2 ;;
     *) dir=$1; shift ;;
   esac
@@ -55,13 +68,16 @@ pki=${pki:-$dir/pki}
 mkdir -p "$pki"
 pki=$(cd "$pki" && pwd)
 
+[ -z "$bootstrap_user" ] || $no_plugin || { echo "make-broker-config: --bootstrap-user needs --no-plugin" >&2; exit 2; }
+[ -z "$bootstrap_user" ] || [ -n "$bootstrap_password" ] \
+  || { echo "make-broker-config: --bootstrap-user needs --bootstrap-password" >&2; exit 2; }
 plugin=""
 for p in /usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so /usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so \
          /usr/lib/mosquitto_dynamic_security.so /usr/local/lib/mosquitto_dynamic_security.so \
          /usr/lib/"$(uname -m)"-linux-gnu/mosquitto_dynamic_security.so; do
   [ -f "$p" ] && { plugin=$p; break; }
 done
-[ -n "$plugin" ] || { echo "make-broker-config: mosquitto_dynamic_security.so not found (Debian: package mosquitto)" >&2; exit 1; }
+$no_plugin || [ -n "$plugin" ] || { echo "make-broker-config: mosquitto_dynamic_security.so not found (Debian: package mosquitto)" >&2; exit 1; }
 
 # The PKI: made once, then reused (a lock keeps parallel callers apart).
 if [ -n "$tls_port$mtls_port$cert_port" ]; then
@@ -110,28 +126,57 @@ if [ -n "$cert_port" ]; then
   # configuration; write its requests and its status. mosquitto asks this
   # file only for clients the plugin does not know (checked on 2.0.11), so
   # the plugin's clients keep exactly their own rules.
-  cat > "$dir/thing-acl" <<'ACL'
-# Things with a certificate (CN = mqttTopic = username, use_identity_as_username).
-pattern read %u
-pattern read p/%u/resp
-pattern read p/%u/config
-pattern write p/%u/status
-pattern write p/%u/thing-if/#
-pattern write p/%u/api/#
-ACL
+fi
+acl=""
+if [ -n "$cert_port" ] || $no_plugin; then
+  acl=$dir/thing-acl
+  {
+    if [ -n "$cert_port" ]; then
+      echo "# Things with a certificate (CN = mqttTopic = username, use_identity_as_username)."
+      echo "pattern read %u"
+      echo "pattern read p/%u/resp"
+      echo "pattern read p/%u/config"
+      echo "pattern write p/%u/status"
+      echo "pattern write p/%u/thing-if/#"
+      echo "pattern write p/%u/api/#"
+    fi
+    if $no_plugin; then
+      # The rules the hub would give through the plugin (BrokerAdmin's role
+      # thingif-hub and onboardingACLs); a bootstrap client reads only the
+      # replies to its own client ID.
+      echo "# Bootstrap clients read the replies to their own client ID."
+      echo "pattern read p/%c/resp"
+      echo
+      echo "user $admin_user"
+      echo "topic readwrite #"
+      if [ -n "$bootstrap_user" ]; then
+        echo
+        echo "user $bootstrap_user"
+        echo "topic write p/+/thing-if/apps/$bootstrap_user/onboardings"
+        echo "topic write p/+/api/apps/$bootstrap_user/installations"
+        echo "topic write p/+/api/apps/$bootstrap_user/installations/+/mqtt-endpoint"
+      fi
+    fi
+  } > "$acl"
+  chmod 0644 "$acl"
 fi
 
 if [ -z "$admin_password" ]; then
   admin_password=$(openssl rand -hex 16)
   echo "admin-password=$admin_password"
 fi
-rm -f "$dir/dynamic-security.json"
-mosquitto_ctrl dynsec init "$dir/dynamic-security.json" "$admin_user" "$admin_password" >/dev/null
-# The hub's client also publishes commands, configurations and replies: the
-# role "thingif-hub" (as `mosquitto_ctrl dynsec createRole thingif-hub`,
-# `addRoleACL thingif-hub publishClientSend '#' allow` and
-# `addClientRole <admin> thingif-hub` would make it on a running broker).
-python3 - "$dir/dynamic-security.json" "$admin_user" <<'PY'
+rm -f "$dir/dynamic-security.json" "$dir/passwd"
+if $no_plugin; then
+  mosquitto_passwd -c -b "$dir/passwd" "$admin_user" "$admin_password" 2>/dev/null
+  [ -z "$bootstrap_user" ] || mosquitto_passwd -b "$dir/passwd" "$bootstrap_user" "$bootstrap_password" 2>/dev/null
+  chmod 0600 "$dir/passwd"
+else
+  mosquitto_ctrl dynsec init "$dir/dynamic-security.json" "$admin_user" "$admin_password" >/dev/null
+  # The hub's client also publishes commands, configurations and replies: the
+  # role "thingif-hub" (as `mosquitto_ctrl dynsec createRole thingif-hub`,
+  # `addRoleACL thingif-hub publishClientSend '#' allow` and
+  # `addClientRole <admin> thingif-hub` would make it on a running broker).
+  python3 - "$dir/dynamic-security.json" "$admin_user" <<'PY'
 import json, sys
 path, admin = sys.argv[1], sys.argv[2]
 with open(path) as f:
@@ -145,15 +190,20 @@ for c in d["clients"]:
 with open(path, "w") as f:
     json.dump(d, f, indent=2)
 PY
-chmod 0600 "$dir/dynamic-security.json"
+  chmod 0600 "$dir/dynamic-security.json"
+fi
 
 {
   echo "# thingif: secured broker (see docs/SECURITY.md). Made by deploy/make-broker-config.sh."
   echo "per_listener_settings false"
   echo "allow_anonymous false"
-  echo "plugin $plugin"
-  echo "plugin_opt_config_file $dir/dynamic-security.json"
-  [ -z "$cert_port" ] || echo "acl_file $dir/thing-acl"
+  if $no_plugin; then
+    echo "password_file $dir/passwd"
+  else
+    echo "plugin $plugin"
+    echo "plugin_opt_config_file $dir/dynamic-security.json"
+  fi
+  [ -z "$acl" ] || echo "acl_file $acl"
   echo "max_packet_size 1048576"
   echo "# Commands and replies are small: send each at once (no Nagle delay)."
   echo "set_tcp_nodelay true"
