@@ -68,9 +68,21 @@ final class Broker {
     /// mosquitto_passwd), only its users may connect and the
     /// dynamic-security plugin is not loaded.
     static func start(passwordFile: String? = nil) throws -> Broker {
+        try start { try Broker(ports: nil, passwordFile: passwordFile, state: nil, filesOnly: false) }
+    }
+
+    /// A broker configured by files only (make-broker-config.sh --no-plugin):
+    /// the hub's identity and the app's bootstrap identity (Env.appID /
+    /// Env.appKey) in a password file, their rules and the things' patterns
+    /// in an ACL file; what `thingif-hub --broker-admin none` runs on.
+    static func startFilesOnly() throws -> Broker {
+        try start { try Broker(ports: nil, passwordFile: nil, state: nil, filesOnly: true) }
+    }
+
+    private static func start(_ make: () throws -> Broker) throws -> Broker {
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<3 {
-            do { return try Broker(ports: nil, passwordFile: passwordFile, state: nil) } catch { lastError = error }
+            do { return try make() } catch { lastError = error }
         }
         throw lastError
     }
@@ -84,14 +96,14 @@ final class Broker {
             do {
                 return try Broker(
                     ports: (port, tlsPort, mtlsPort, certPort), passwordFile: passwordFile,
-                    state: passwordFile == nil ? dynsecFile : nil)
+                    state: passwordFile == nil ? dynsecFile : nil, filesOnly: false)
             } catch { lastError = error }
             usleep(200_000)
         }
         throw lastError
     }
 
-    private init(ports wanted: (Int, Int, Int, Int)?, passwordFile: String?, state: String?) throws {
+    private init(ports wanted: (Int, Int, Int, Int)?, passwordFile: String?, state: String?, filesOnly: Bool) throws {
         guard let exe = Broker.executable() else {
             throw StartError(description: "mosquitto not found on PATH or in /usr/sbin")
         }
@@ -109,7 +121,7 @@ final class Broker {
                     "--pki", BrokerSecrets.pkiDirectory,
                     "--admin-user", BrokerSecrets.adminUsername,
                     "--admin-password", BrokerSecrets.adminPassword
-                ],
+                ] + (filesOnly ? ["--no-plugin", "--bootstrap-user", Env.appID, "--bootstrap-password", Env.appKey] : []),
                 logPath: dir + "/setup.log")
             guard status == 0 else {
                 throw StartError(description: "make-broker-config.sh failed: \(readText(dir + "/setup.log"))")
