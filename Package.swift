@@ -25,6 +25,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // The hub's configuration: flags, environment and file as layered providers (HubConfig).
         .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        // The things' CA (ThingCertificates): reads CSRs, signs client certificates.
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        // Its key types, named to check a CSR's key (swift-certificates' own range).
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"6.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -69,7 +73,13 @@ let package = Package(
         .target(name: "ThingIFRules", dependencies: ["ThingIF"], swiftSettings: swift5),
         .target(
             name: "ThingIFHub",
-            dependencies: ["ThingIF", "ThingIFRules", "CSQLite", "CPostgres", "CCrypto", .product(name: "Prometheus", package: "swift-prometheus")],
+            dependencies: [
+                "ThingIF", "ThingIFRules", "CSQLite", "CPostgres", "CCrypto",
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: swift5
         ),
         .target(

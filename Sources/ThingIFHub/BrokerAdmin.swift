@@ -356,7 +356,9 @@ public final class BrokerAdmin: @unchecked Sendable {
 
     /// Removes a client and its role (a deleted thing or installation); the
     /// plugin disconnects a client that is connected. True when the broker
-    /// confirmed both, or did not know them (removal is idempotent).
+    /// confirmed both, or did not know them (removal is idempotent): an
+    /// installation whose thing got a client certificate has neither, and
+    /// the plugin saves nothing for a command that found nothing.
     @discardableResult
     func remove(username: String, role: String) -> Bool {
         guard

@@ -34,18 +34,50 @@ extension FrameworkSide {
     /// broker client `topic`, bound to client ID `topic`, gets a new random
     /// password each time the endpoint is handed out (the old one stops
     /// working), so the hub stores none. nil when the broker refuses.
-    func endpoint(for t: ThingRecord, installationID: String, topic: String) -> MQTTEndpoint? {
+    ///
+    /// With `certificate` (PEM, signed for `topic` by the things' CA) the
+    /// endpoint carries it instead: username `topic`, an empty password,
+    /// portSSL the certificate listener, and nothing is made in the broker.
+    func endpoint(for t: ThingRecord, installationID: String, topic: String, certificate: String? = nil)
+        -> MQTTEndpoint?
+    {
         var username = ""
         var password = ""
-        if let admin {
+        var portSSL = options.advertisedTLSPort ?? 0
+        if certificate != nil {
+            username = topic
+            portSSL = options.advertisedCertPort ?? portSSL
+        } else if let admin {
             guard let pw = admin.thingCredentials(topic: topic, appID: options.appID) else { return nil }
             username = topic
             password = pw
         }
         return MQTTEndpoint(
             installationID: installationID, host: options.advertisedHost ?? options.brokerHost,
-            portTCP: options.advertisedPort ?? options.brokerPort, portSSL: options.advertisedTLSPort ?? 0,
-            username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647)
+            portTCP: options.advertisedPort ?? options.brokerPort, portSSL: portSSL,
+            username: username, password: password, mqttTopic: topic, ttl: 2_147_483_647,
+            clientCertificate: certificate)
+    }
+
+    /// Under `--broker-admin none` a thing connects only with a certificate,
+    /// which it gets by sending a CSR when it onboards: what would hand out
+    /// a password (an onboarding without a CSR, Kii's installation and
+    /// mqtt-endpoint calls) is refused with this 400, not retried.
+    var certificateRequired: KiiResponse {
+        error(
+            400, "CERTIFICATE_SIGNING_REQUEST_REQUIRED",
+            "this hub gives things client certificates only (--broker-admin none): onboard with a"
+                + " certificateSigningRequest")
+    }
+
+    /// The certificate for `topic` from the CSR `request` (PEM), or why the
+    /// CA could not sign (logged; the caller answers 500).
+    func certificate(_ request: ThingCertificates.CheckedRequest, ca: ThingCertificates, topic: String) -> Result<
+        String, ThingCertificates.Problem
+    > {
+        let issued = ca.issue(request, topic: topic, days: options.thingCertDays)
+        if case .failure(let p) = issued { onEvent?("no certificate for \(topic): \(p.message)") }
+        return issued
     }
 
     /// MQTT installations a thing keeps: each is a broker client. A new one
@@ -82,8 +114,12 @@ extension FrameworkSide {
     /// installations, leaving the rest to the thing; past that, or when the
     /// broker refuses, nil (the answer then has no mqttEndpoint, and the
     /// thing makes its own installation with its token).
+    /// Under `--broker-admin none`, nil: the thing gets its endpoint (and
+    /// certificate) when it onboards itself with a CSR.
     public func handoverEndpoint(for t: ThingRecord) -> MQTTEndpoint? {
-        guard t.installations.count < Self.installationLimit / 2, let (iid, topic) = newInstallation(for: t) else {
+        guard options.brokerAdmin == .dynsec, t.installations.count < Self.installationLimit / 2,
+            let (iid, topic) = newInstallation(for: t)
+        else {
             return nil
         }
         return endpoint(for: t, installationID: iid, topic: topic)
@@ -113,8 +149,29 @@ extension FrameworkSide {
             }
             j.set("vendorThingID", string: vendorThingID)
         }
+        if let csr = j["certificateSigningRequest"],
+            !(csr.stringValue.map { !$0.isEmpty && $0.utf8.count <= OnboardingRequest.maxCSRBytes } ?? false)
+        {
+            return error(
+                400, "INVALID_INPUT_DATA",
+                "certificateSigningRequest must be a PEM PKCS#10 request of at most \(OnboardingRequest.maxCSRBytes) bytes"
+            )
+        }
         guard let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
+        }
+        // A CSR is read when this hub has a CA (a hub without one ignores
+        // it: the thing gets a password, as from any hub), and checked
+        // before anything is stored.
+        let ca = thingCA.withLock { $0 }
+        var signing: (ca: ThingCertificates, request: ThingCertificates.CheckedRequest)?
+        if let ca, let pem = o.certificateSigningRequest {
+            switch ThingCertificates.request(pem) {
+            case .failure(let p): return error(400, "INVALID_INPUT_DATA", p.message)
+            case .success(let checked): signing = (ca, checked)
+            }
+        } else if options.brokerAdmin == .none {
+            return certificateRequired
         }
         // Only wrong passwords spend the budget: Kii's SDKs onboard at every
         // start, and a device that restarts often is no password guesser.
@@ -152,7 +209,7 @@ extension FrameworkSide {
             return error(500, HubError.storage.code, HubError.storage.message)
         case .success(let t):
             // A thing that onboards again keeps its MQTT installation (with
-            // a new broker password).
+            // a new broker password, or a new certificate for its topic).
             let installation: (installationID: String, topic: String)
             if let (iid, topic) = t.installations.sorted(by: { $0.key < $1.key }).first {
                 installation = (iid, topic)
@@ -161,11 +218,23 @@ extension FrameworkSide {
             } else {
                 return error(500, HubError.storage.code, HubError.storage.message)
             }
-            guard let ep = endpoint(for: t, installationID: installation.installationID, topic: installation.topic)
+            var certificate: String?
+            if let signing {
+                switch self.certificate(signing.request, ca: signing.ca, topic: installation.topic) {
+                case .failure(let p): return error(500, "CERTIFICATE_NOT_ISSUED", p.message)
+                case .success(let pem): certificate = pem
+                }
+            }
+            guard
+                let ep = endpoint(
+                    for: t, installationID: installation.installationID, topic: installation.topic,
+                    certificate: certificate)
             else {
                 return brokerRefused
             }
-            onEvent?("onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)")
+            onEvent?(
+                "onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)"
+                    + (certificate != nil ? " (client certificate)" : ""))
             return ok(
                 200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
         }
@@ -225,6 +294,7 @@ extension FrameworkSide {
         case .failure(let r): return r
         case .success(let x): t = x
         }
+        guard options.brokerAdmin == .dynsec else { return certificateRequired }
         guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
@@ -251,6 +321,7 @@ extension FrameworkSide {
         guard let topic = t.installations[installationID] else {
             return error(404, "INSTALLATION_NOT_FOUND", "no installation \(installationID) for \(t.thingID)")
         }
+        guard options.brokerAdmin == .dynsec else { return certificateRequired }
         guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
         // The thing connects and subscribes next: try what it has not received.
         scheduleDelivery(thingID: t.thingID)

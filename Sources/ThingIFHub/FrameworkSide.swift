@@ -35,6 +35,18 @@ public final class FrameworkSide: @unchecked Sendable {
         public var brokerTLS: TLSFiles?
         /// The broker's TLS port given to things in mqttEndpoint.portSSL (0: none).
         public var advertisedTLSPort: Int?
+        /// The things' CA (ThingCertificates), read at start(): a thing that
+        /// sends a CSR at onboarding gets a client certificate it signs.
+        public var thingCA: ThingCAFiles?
+        /// Days a thing's certificate is valid.
+        public var thingCertDays = ThingCAFiles.defaultDays
+        /// The broker listener where things connect with their certificate:
+        /// the portSSL of an endpoint that carries one (needed with thingCA).
+        public var advertisedCertPort: Int?
+        /// Whether the hub keeps things' broker clients in the
+        /// dynamic-security plugin (with brokerUsername), or administers
+        /// nothing there and hands out certificates only.
+        public var brokerAdmin = BrokerAdminMode.dynsec
         /// Requests per MQTT client ID: a burst of `requestBurst`, refilled at
         /// `requestRatePerSecond`; beyond that, 429.
         public var requestRatePerSecond: Double = 200
@@ -82,6 +94,29 @@ public final class FrameworkSide: @unchecked Sendable {
             self.brokerPassword = brokerPassword
             self.brokerTLS = brokerTLS
             self.advertisedTLSPort = advertisedTLSPort
+        }
+    }
+
+    /// How the broker learns the things' identities.
+    public enum BrokerAdminMode: String, Sendable, Equatable {
+        /// A client and role per installation in mosquitto's dynamic-security
+        /// plugin (a password in each endpoint); with thingCA, certificates
+        /// for things that send a CSR.
+        case dynsec
+        /// Nothing in the broker: things must send a CSR and get a
+        /// certificate (needs thingCA); no password is ever handed out.
+        case none
+    }
+
+    /// The things' CA: a PEM certificate and its PEM private key.
+    public struct ThingCAFiles: Sendable, Equatable {
+        public var certFile: String
+        public var keyFile: String
+        public static let defaultDays = 3650
+        public static let maxDays = 36_500
+        public init(certFile: String, keyFile: String) {
+            self.certFile = certFile
+            self.keyFile = keyFile
         }
     }
 
@@ -133,8 +168,10 @@ public final class FrameworkSide: @unchecked Sendable {
     public let store: HubStore
     let client: MqttClient
     /// The broker's dynamic-security administration, when the hub has a
-    /// broker identity (options.brokerUsername).
+    /// broker identity (options.brokerUsername) and brokerAdmin is dynsec.
     let admin: BrokerAdmin?
+    /// The things' CA, once start() has read options.thingCA.
+    let thingCA = Locked<ThingCertificates?>(nil)
     /// Why start() failed, when it did.
     public private(set) var startProblem: String?
     /// Requests kept for tests and logs: the newest ones only.
@@ -217,7 +254,7 @@ public final class FrameworkSide: @unchecked Sendable {
             options.thingsCreatedPerHour > 0
             ? RateLimiter(
                 ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
-        if options.brokerUsername != nil {
+        if options.brokerUsername != nil && options.brokerAdmin == .dynsec {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
         } else {
@@ -231,6 +268,10 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Connects, subscribes and starts the MQTT and request threads. Blocks up to `timeoutMs`.
     public func start(timeoutMs: Int = 5000) -> Bool {
         startProblem = nil
+        if let problem = loadThingCA() {
+            startProblem = problem
+            return false
+        }
         costly.open()
         if let tls = options.brokerTLS {
             // Never a plain-text fallback: a TLS setup that fails stops here.
@@ -315,6 +356,32 @@ public final class FrameworkSide: @unchecked Sendable {
             startProblem = "the broker refused the hub's subscriptions (its client lacks the rights)"
         }
         return up && !refused
+    }
+
+    /// Reads and checks the things' CA (options.thingCA) and the options
+    /// that go with it. A CA that cannot be used stops the start: never a
+    /// hub that quietly hands out passwords instead. Returns the problem.
+    func loadThingCA() -> String? {
+        if options.brokerAdmin == .none && options.thingCA == nil {
+            return "--broker-admin none needs the things' CA (--thing-ca-cert and --thing-ca-key)"
+        }
+        guard let files = options.thingCA else {
+            thingCA.withLock { $0 = nil }
+            return nil
+        }
+        guard let port = options.advertisedCertPort, (1...65535).contains(port) else {
+            return "the things' CA needs --advertised-cert-port (the broker listener for things' certificates)"
+        }
+        guard (1...ThingCAFiles.maxDays).contains(options.thingCertDays) else {
+            return "--thing-cert-days must be 1 to \(ThingCAFiles.maxDays), not \(options.thingCertDays)"
+        }
+        switch ThingCertificates.load(certFile: files.certFile, keyFile: files.keyFile) {
+        case .failure(let p):
+            return "the things' CA cannot be used: \(p.message)"
+        case .success(let ca):
+            thingCA.withLock { $0 = ca }
+            return nil
+        }
     }
 
     public func stop() {

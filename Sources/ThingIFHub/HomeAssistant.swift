@@ -383,7 +383,11 @@ extension FrameworkSide {
     /// publish only Home Assistant's command topics and its status. nil when
     /// it worked, else the problem.
     public func provisionHomeAssistantClient(username: String, password: String, prefix: String) -> String? {
-        guard let admin else { return "the hub has no broker identity" }
+        guard let admin else {
+            return options.brokerAdmin == .none
+                ? "the hub administers nothing in the broker (--broker-admin none): make Home Assistant's client there"
+                : "the hub has no broker identity"
+        }
         return admin.homeAssistantClient(username: username, password: password, prefix: prefix)
     }
 }

@@ -70,6 +70,16 @@ public struct HubConfig: Equatable, Sendable {
     public var brokerCertFile: String?
     public var brokerKeyFile: String?
     public var advertisedTLSPort: Int?
+    /// The things' CA (PEM certificate and key, both or neither): things
+    /// that send a CSR get a client certificate valid thingCertDays days,
+    /// for the broker listener advertisedCertPort.
+    public var thingCACert: String?
+    public var thingCAKey: String?
+    public var thingCertDays = FrameworkSide.ThingCAFiles.defaultDays
+    public var advertisedCertPort: Int?
+    /// "dynsec" (a broker client per thing installation) or "none" (the
+    /// hub administers nothing in the broker; certificates only).
+    public var brokerAdmin = FrameworkSide.BrokerAdminMode.dynsec.rawValue
     /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
     public var metricsToken: String?
     /// The costly work's pool (password hashing, broker credentials):
@@ -455,6 +465,31 @@ public struct HubConfig: Equatable, Sendable {
             ]
         ),
         (
+            "Things' client certificates (docs/SECURITY.md):",
+            [
+                text(
+                    "thingCACert", ["--thing-ca-cert"], "FILE", \.thingCACert,
+                    "PEM CA certificate that signs a client certificate for each thing sending a CSR"),
+                text(
+                    "thingCAKey", ["--thing-ca-key"], "FILE", \.thingCAKey,
+                    "its PEM private key, unencrypted (both or neither)"),
+                number(
+                    "thingCertDays", ["--thing-cert-days"], "N", \.thingCertDays, "days a thing's certificate is valid",
+                    min: 1, max: (FrameworkSide.ThingCAFiles.maxDays, "days")),
+                port(
+                    "advertisedCertPort", ["--advertised-cert-port"], \.advertisedCertPort,
+                    "broker listener for things' certificates, given as mqttEndpoint.portSSL with a certificate"
+                        + " (needed with the CA)"),
+                text(
+                    "brokerAdmin", ["--broker-admin"], "MODE", \.brokerAdmin,
+                    "dynsec (a broker client per thing in the dynamic-security plugin) or none (nothing in the broker;"
+                        + " needs the CA, and things must send a CSR)"
+                ) { key, v in
+                    FrameworkSide.BrokerAdminMode(rawValue: v) == nil ? "\(key) must be dynsec or none, not \(v)" : nil
+                }
+            ]
+        ),
+        (
             "Operations:",
             [
                 text(
@@ -687,6 +722,21 @@ public struct HubConfig: Equatable, Sendable {
         if brokerCertFile != nil && brokerCAFile == nil {
             throw ConfigError(description: "brokerCertFile needs brokerCAFile (TLS to the broker)")
         }
+        if (thingCACert == nil) != (thingCAKey == nil) {
+            throw ConfigError(description: "thingCACert and thingCAKey go together")
+        }
+        if thingCACert != nil && advertisedCertPort == nil {
+            throw ConfigError(
+                description: "thingCACert needs advertisedCertPort (the broker listener for things' certificates)")
+        }
+        if advertisedCertPort != nil && thingCACert == nil {
+            throw ConfigError(description: "advertisedCertPort needs thingCACert and thingCAKey")
+        }
+        if brokerAdmin == FrameworkSide.BrokerAdminMode.none.rawValue && thingCACert == nil {
+            throw ConfigError(
+                description:
+                    "brokerAdmin none needs thingCACert and thingCAKey (things then connect only with certificates)")
+        }
     }
 
     /// The store's secrets settings.
@@ -726,6 +776,16 @@ public struct HubConfig: Equatable, Sendable {
         CommandLifetimes(
             defaultTimeToLive: commandTimeToLive, undeliveredLimit: commandUndeliveredLimit,
             unansweredLimit: commandUnansweredLimit)
+    }
+
+    /// Applies the things' CA settings to FrameworkSide's options.
+    public func applyThingCertificates(to o: inout FrameworkSide.Options) {
+        if let cert = thingCACert, let key = thingCAKey {
+            o.thingCA = FrameworkSide.ThingCAFiles(certFile: cert, keyFile: key)
+        }
+        o.thingCertDays = thingCertDays
+        o.advertisedCertPort = advertisedCertPort
+        o.brokerAdmin = FrameworkSide.BrokerAdminMode(rawValue: brokerAdmin) ?? .dynsec
     }
 
     /// TLS to the broker, when a CA file is set.

@@ -79,6 +79,7 @@ var hubOptions = FrameworkSide.Options(
     advertisedTLSPort: config.advertisedTLSPort)
 hubOptions.limits = config.limits
 config.applyFloodSettings(to: &hubOptions)
+config.applyThingCertificates(to: &hubOptions)
 hubOptions.lifetimes = config.commandLifetimes
 hubOptions.cancelWaitMs = config.commandCancelWaitMs
 guard let hub = FrameworkSide(hubOptions, store: store) else {
@@ -115,9 +116,16 @@ do {
         logLevel: config.quiet ? .error : .warning, log: { say("hub: " + $0) })
     guard hub.start() else {
         fputs(
-            "thingif-hub: cannot start on the broker at \(config.brokerHost):\(config.brokerPort): \(hub.startProblem ?? "")\n",
+            "thingif-hub: cannot start (broker at \(config.brokerHost):\(config.brokerPort)): \(hub.startProblem ?? "")\n",
             stderr)
         exit(1)
+    }
+    if let ca = config.thingCACert {
+        say(
+            "hub: things that send a CSR get a client certificate from the CA \(ca), valid \(config.thingCertDays) days,"
+                + " for the broker's port \(config.advertisedCertPort ?? 0)"
+                + (hubOptions.brokerAdmin == .none
+                    ? "; --broker-admin none: no passwords, nothing made in the broker" : ""))
     }
     // Home Assistant's MQTT discovery: the built-in mapping and the file's.
     if config.haDiscovery {
