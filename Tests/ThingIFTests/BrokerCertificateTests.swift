@@ -22,7 +22,6 @@ struct BrokerCertificateTests {
         defer {
             broker.stop()
             broker.removeFiles()
-            pki.remove()
         }
         let mine = "t" + randomHexString(8)
         let other = "t" + randomHexString(8)
@@ -62,7 +61,6 @@ struct BrokerCertificateTests {
         defer {
             broker.stop()
             broker.removeFiles()
-            pki.remove()
         }
         let cn = "t" + randomHexString(8)
         // The control: an in-date certificate of the things CA gets in.
@@ -75,7 +73,7 @@ struct BrokerCertificateTests {
             port: broker.certPort, clientID: cn, username: cn, password: nil, tls: (ca: broker.caFile, nil, nil))
         #expect(!none.isConnected)
         none.stop()
-        let (otherCA, otherKey) = try pki.otherCA()
+        let (otherCA, otherKey) = try pki.makeCA("other")
         let foreign = try pki.clientCertificate(cn: cn, ca: otherCA, caKey: otherKey)
         let a = try Self.thing(broker, cn: cn, cert: foreign.cert, key: foreign.key)
         #expect(!a.isConnected)

@@ -121,7 +121,9 @@ final class Broker {
                     "--pki", BrokerSecrets.pkiDirectory,
                     "--admin-user", BrokerSecrets.adminUsername,
                     "--admin-password", BrokerSecrets.adminPassword
-                ] + (filesOnly ? ["--no-plugin", "--bootstrap-user", Env.appID, "--bootstrap-password", Env.appKey] : []),
+                ]
+                    + (filesOnly
+                        ? ["--no-plugin", "--bootstrap-user", Env.appID, "--bootstrap-password", Env.appKey] : []),
                 logPath: dir + "/setup.log")
             guard status == 0 else {
                 throw StartError(description: "make-broker-config.sh failed: \(readText(dir + "/setup.log"))")

@@ -181,12 +181,15 @@ final class Env {
     private var things: [TestThing] = []
 
     /// `configure` changes the framework side's options (the flood defences' settings).
-    init(configure: (inout FrameworkSide.Options) -> Void = { _ in }) throws {
-        broker = try Broker.start()
+    /// With `filesOnlyBroker`, the broker has no plugin and the hub
+    /// administers nothing in it (--broker-admin none).
+    init(filesOnlyBroker: Bool = false, configure: (inout FrameworkSide.Options) -> Void = { _ in }) throws {
+        broker = try filesOnlyBroker ? Broker.startFilesOnly() : Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
         // Fast password hashes: the KDF's production cost (600,000 iterations)
         // would add a quarter second to every onboarding and login.
         var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
+        if filesOnlyBroker { options.brokerAdmin = .none }
         configure(&options)
         guard
             let h = FrameworkSide(options, store: MemoryStore(secrets: .fastForTests))
@@ -204,15 +207,22 @@ final class Env {
     }
 
     /// The hub as the tests run it: the broker's admin identity, the plain
-    /// listener, and the TLS port advertised to things.
+    /// listener, the TLS port advertised to things, and the things CA with
+    /// the broker's certificate listener (certificate mode, the default:
+    /// a thing with TLS and no certificate of its own sends a CSR and gets
+    /// one; a thing without TLS gets a password).
     static func hubOptions(
         appID: String, appKey: String, broker: Broker, advertisedPort: Int? = nil,
         sharedSubscription: Bool = true
     ) -> FrameworkSide.Options {
-        FrameworkSide.Options(
+        var o = FrameworkSide.Options(
             appID: appID, appKey: appKey, brokerPort: broker.port, advertisedPort: advertisedPort,
             sharedSubscription: sharedSubscription, brokerUsername: broker.adminUsername,
             brokerPassword: broker.adminPassword, advertisedTLSPort: broker.tlsPort)
+        o.thingCA = FrameworkSide.ThingCAFiles(
+            certFile: BrokerSecrets.thingsCAFile, keyFile: BrokerSecrets.thingsCAKey)
+        o.advertisedCertPort = broker.certPort
+        return o
     }
 
     func close() {

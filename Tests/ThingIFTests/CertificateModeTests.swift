@@ -1,0 +1,177 @@
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import Testing
+@testable import ThingIF
+import ThingIFHub
+
+/// Things with certificates end to end (issue #31): the library makes its
+/// key and a CSR, the hub signs a certificate for the installation's topic
+/// with the things CA, and the thing takes commands on the broker's
+/// certificate listener, where pattern rules stand in for per-thing records.
+@Suite("Certificate mode")
+struct CertificateModeTests {
+    /// A thing with the aircon handlers whose bootstrap goes to the TLS
+    /// listener, with TLS and no certificate of the user's own.
+    static func certThing(_ env: Env, storage: String) throws -> TestThing {
+        let t = try env.newThing(storage: storage)
+        #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
+        #expect(ct_set_broker(t.ct, "127.0.0.1", Int32(env.broker.tlsPort)) == RC.ok)
+        #expect(ct_set_tls(t.ct, env.broker.caFile, nil, nil) == RC.ok)
+        return t
+    }
+
+    /// The thing's stored identity.json as JSON.
+    static func identity(_ env: Env, storage: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: env.storage(storage) + "/identity.json"))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    static func mode(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_mode & 0o777) : -1
+    }
+
+    /// Usernames of the clients in the broker's dynamic-security file.
+    static func pluginClients(_ broker: Broker) -> [String] {
+        guard let data = FileManager.default.contents(atPath: broker.dynsecFile),
+            let j = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let clients = j["clients"] as? [[String: Any]]
+        else { return [] }
+        return clients.compactMap { $0["username"] as? String }
+    }
+
+    @Test("A thing with TLS gets a certificate for its topic, takes commands on the certificate listener, and the broker keeps no record of it")
+    func onboardsWithCertificate() throws {
+        try withEnv { env in
+            let t = try Self.certThing(env, storage: "cert")
+            let rc = ct_onboard(t.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil)
+            try #require(rc == RC.ok, "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+            let tid = try #require(t.thingID)
+            let id = try Self.identity(env, storage: "cert")
+            let ep = try #require(id["mqttEndpoint"] as? [String: Any])
+            let topic = try #require(ep["mqttTopic"] as? String)
+            let pem = try #require(ep["clientCertificate"] as? String, "\(ep)")
+            #expect((ep["password"] as? String ?? "").isEmpty)
+            #expect(ep["portSSL"] as? Int == env.broker.certPort)
+            // The key stays with the thing, readable by it alone; the
+            // certificate is beside it for libmosquitto.
+            let dir = env.storage("cert")
+            #expect(Self.mode(dir + "/thing-key.pem") == 0o600)
+            #expect(Self.mode(dir + "/thing-cert.pem") == 0o600)
+            #expect(try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8) == pem)
+            #expect(!(try String(contentsOfFile: dir + "/identity.json", encoding: .utf8)).contains("PRIVATE KEY"))
+            // Signed by the things CA for the topic.
+            let pki = try TestPKI()
+            let subject = try pki.run(["x509", "-in", dir + "/thing-cert.pem", "-noout", "-subject"])
+            #expect(subject.contains("CN = \(topic)") || subject.contains("CN=\(topic)"), "\(subject)")
+            let verified = try pki.run(["verify", "-CAfile", BrokerSecrets.thingsCAFile, dir + "/thing-cert.pem"])
+            #expect(verified.contains("OK"), "\(verified)")
+
+            #expect(ct_start(t.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+            try env.expectAlive(tid)
+            // No client for the thing in the plugin: a new thing changed nothing in the broker.
+            #expect(!Self.pluginClients(env.broker).contains(topic), "\(Self.pluginClients(env.broker))")
+            t.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            let ports = DeviceSecurityTests.sessionPorts(log, clientPrefix: topic)
+            #expect(!ports.isEmpty && ports.allSatisfy { $0 == env.broker.certPort }, "\(ports); broker:\n\(tail(log))")
+        }
+    }
+
+    @Test("A restarted thing uses its stored certificate: no new onboarding, no new key")
+    func restartKeepsCertificate() throws {
+        try withEnv { env in
+            let t = try Self.certThing(env, storage: "cert")
+            try #require(ct_onboard(t.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(t.logs)")
+            let tid = try #require(t.thingID)
+            let dir = env.storage("cert")
+            let key = try String(contentsOfFile: dir + "/thing-key.pem", encoding: .utf8)
+            let cert = try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8)
+            t.destroy()
+            // The certificate file is gone (say, a partial restore): it is
+            // written again from identity.json.
+            try FileManager.default.removeItem(atPath: dir + "/thing-cert.pem")
+            let again = try Self.certThing(env, storage: "cert")
+            try #require(
+                ct_onboard(again.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(again.logs)")
+            #expect(again.thingID == tid)
+            #expect(try String(contentsOfFile: dir + "/thing-key.pem", encoding: .utf8) == key)
+            #expect(try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8) == cert)
+            #expect(ct_start(again.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(again.logs)")
+            try env.expectAlive(tid)
+        }
+    }
+
+    @Test("A thing's certificate reads no other thing's commands")
+    func certificateReadsOnlyItsOwnTopic() throws {
+        try withEnv { env in
+            let a = try Self.certThing(env, storage: "a")
+            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
+            let b = try Self.certThing(env, storage: "b")
+            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
+            let tidB = try #require(b.thingID)
+            #expect(ct_start(b.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            let topicA = try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])[
+                "mqttTopic"] as? String
+            let topicB = try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])[
+                "mqttTopic"] as? String
+            // A's certificate and key, as an intruder with A's files would use them.
+            let dirA = env.storage("a")
+            let spy = try MqttProbe(
+                port: env.broker.certPort, clientID: try #require(topicA), username: nil, password: nil,
+                tls: (ca: env.broker.caFile, cert: dirA + "/thing-cert.pem", key: dirA + "/thing-key.pem"))
+            defer { spy.stop() }
+            #expect(spy.isConnected, "broker:\n\(tail(env.broker.log))")
+            _ = spy.subscribe(try #require(topicB))
+            _ = spy.subscribe("p/\(topicB ?? "")/resp")
+            try env.expectAlive(tidB)
+            usleep(300_000)
+            #expect(spy.messages().isEmpty, "\(spy.messages().map(\.topic))")
+            // Under B's name on the broker, with A's certificate: the broker
+            // takes the certificate's CN as the username, so it still reads nothing of B's.
+            let impostor = try MqttProbe(
+                port: env.broker.certPort, clientID: try #require(topicB) + "-x", username: topicB, password: nil,
+                tls: (ca: env.broker.caFile, cert: dirA + "/thing-cert.pem", key: dirA + "/thing-key.pem"))
+            defer { impostor.stop() }
+            _ = impostor.subscribe(topicB ?? "")
+            try env.expectAlive(tidB)
+            usleep(300_000)
+            #expect(impostor.messages().isEmpty, "\(impostor.messages().map(\.topic))")
+        }
+    }
+}
+
+/// A hub that administers nothing in its broker (issue #31): a mosquitto
+/// configured by files only (make-broker-config.sh --no-plugin), the hub's
+/// own login in its password file, things with certificates.
+@Suite("Certificate mode: a hub on a broker it does not administer")
+struct FilesOnlyBrokerTests {
+    @Test("--broker-admin none: a thing onboards with a certificate and takes commands; a thing without TLS is refused")
+    func hubAdministersNothing() throws {
+        let env = try Env(filesOnlyBroker: true)
+        defer { env.close() }
+        #expect(!FileManager.default.fileExists(atPath: env.broker.dynsecFile))
+        let t = try CertificateModeTests.certThing(env, storage: "cert")
+        try #require(
+            ct_onboard(t.ct, "AC-NONE", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok,
+            "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+        let tid = try #require(t.thingID)
+        #expect(ct_start(t.ct) == RC.ok)
+        #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+        try env.expectAlive(tid)
+
+        // Without TLS the thing sends no CSR: the hub cannot hand it a
+        // password here, and says so; the thing gets no identity.
+        let plain = try env.newThing(storage: "plain")
+        #expect(ct_register_aircon_handlers(plain.ct, Aircon.schema, Aircon.version) == RC.ok)
+        let rc = ct_onboard(plain.ct, "AC-PLAIN", "password-1", "AirConditioner", "1.0.0", nil)
+        #expect(rc == Int32(THINGIF_ERR_REJECTED.rawValue), "\(rc); logs:\n\(plain.logs)")
+        #expect(plain.logContains("CERTIFICATE_SIGNING_REQUEST_REQUIRED"), "logs:\n\(plain.logs)")
+        #expect(!FileManager.default.fileExists(atPath: env.storage("plain") + "/identity.json"))
+    }
+}
