@@ -120,13 +120,7 @@ extension Thing {
                 // that fails is retried with the backoff, like a refused one.
                 let rc = client.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
                 if rc != MOSQ_ERR_SUCCESS.rawValue {
-                    let attempt = shared.withLock { s -> Int in
-                        scheduleReconnect(&s)
-                        return s.reconnectAttempt
-                    }
-                    let line: Text = "TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS"
-                    if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
-                    return false
+                    return retryLater("TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS")
                 }
             }
             _ = client.setWill(topic: Topics.status(clientID: ep.mqttTopic), payload: Array("offline".utf8))
@@ -159,27 +153,33 @@ extension Thing {
         let port = Thing.port(of: ep, config: config)
         let rc = client.connect(
             host: host, port: port, keepalive: config.keepaliveS, sessionExpiry: Thing.sessionExpiryS)
+        if rc == MOSQ_ERR_TLS.rawValue {
+            // The handshake may finish inside connect (or in the loop:
+            // see turn()); either way the same line.
+            return retryLater(
+                "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
+            )
+        }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            let attempt = shared.withLock { s -> Int in
-                scheduleReconnect(&s)
-                return s.reconnectAttempt
-            }
-            if rc == MOSQ_ERR_TLS.rawValue {
-                // The handshake may finish inside connect (or in the loop:
-                // see turn()); either way the same line.
-                let line: Text =
-                    "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
-                if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
-                return false
-            }
             let tls = config.tls != nil ? " (TLS)" : ""
-            let line: Text = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
-            if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
-            return false
+            return retryLater(
+                "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))", level: THINGIF_LOG_WARNING)
         }
         shared.withLock { $0.socketOpen = true }
         logger.debug("connecting to \(host):\(port) as \(ep.mqttTopic)")
         return true
+    }
+
+    /// A connection attempt that failed: the next one after the backoff.
+    /// The first failure in a row logs `line` at `level`, the others at
+    /// debug level. Returns false, connect()'s answer.
+    func retryLater(_ line: Text, level: thingif_log_level = THINGIF_LOG_ERROR) -> Bool {
+        let attempt = shared.withLock { s -> Int in
+            scheduleReconnect(&s)
+            return s.reconnectAttempt
+        }
+        logger.write(attempt <= 1 ? level : THINGIF_LOG_DEBUG, line)
+        return false
     }
 
     /// The thing's port: with TLS, the endpoint's portSSL when it gives one,
