@@ -106,19 +106,43 @@ extension Thing {
         if let existing {
             client = existing
         } else {
+            // A client certificate from the framework replaces the password
+            // (ClientCertificate.swift); one that cannot be used is retried
+            // with the backoff, never replaced by a password.
+            let ownCertificate = ep.clientCertificate != nil
+            if ownCertificate {
+                guard config.tls != nil else {
+                    return retryLater("the onboarding has a client certificate, which needs TLS (thingif_set_tls)")
+                }
+                // An error line for the first failure in a row, as retryLater.
+                let quiet = shared.withLock { $0.reconnectAttempt > 0 }
+                guard prepareClientCertificate(ep, level: quiet ? THINGIF_LOG_DEBUG : THINGIF_LOG_ERROR) == OK else {
+                    shared.withLock { scheduleReconnect(&$0) }
+                    return false
+                }
+                logger.debug(
+                    "the thing's connection authenticates with the client certificate \(storage.path(ClientCertificate.certificateFile)), no password"
+                )
+            }
             guard let c = MqttClient(clientID: ep.mqttTopic, cleanStart: false) else {
                 logger.error("cannot create an MQTT client")
                 shared.withLock { scheduleReconnect(&$0) }
                 return false
             }
             client = c
+            // With a certificate no password is sent; a broker that takes the
+            // certificate's CN as the username (use_identity_as_username)
+            // ignores the username too.
             _ = client.setCredentials(
                 username: ep.username.isEmpty ? nil : ep.username,
-                password: ep.password.isEmpty ? nil : ep.password)
+                password: ep.password.isEmpty || ownCertificate ? nil : ep.password)
             if let tls = config.tls {
                 // Never a plain-text connection once TLS is set: a TLS setup
                 // that fails is retried with the backoff, like a refused one.
-                let rc = client.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
+                let rc = client.setTLS(
+                    cafile: tls.cafile,
+                    certfile: ownCertificate ? storage.path(ClientCertificate.certificateFile) : tls.certfile,
+                    keyfile: ownCertificate ? storage.path(ClientCertificate.keyFile) : tls.keyfile)
                 if rc != MOSQ_ERR_SUCCESS.rawValue {
                     return retryLater("TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS")
                 }
