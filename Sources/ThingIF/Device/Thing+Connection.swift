@@ -132,10 +132,18 @@ extension Thing {
             client = c
             // With a certificate no password is sent; a broker that takes the
             // certificate's CN as the username (use_identity_as_username)
-            // ignores the username too.
-            _ = client.setCredentials(
-                username: ep.username.isEmpty ? nil : ep.username,
-                password: ep.password.isEmpty || ownCertificate ? nil : ep.password)
+            // ignores the username too. (Two calls, not one with
+            // `isEmpty || ownCertificate ? nil : password`: Swift 6.3's
+            // Embedded runtime returns an untagged pointer from
+            // swift_bridgeObjectRetain, which the aarch64 code for that
+            // expression used as the String, and crashed; swiftlang/swift
+            // #91151.)
+            let username = ep.username.isEmpty ? nil : ep.username
+            if ownCertificate {
+                _ = client.setCredentials(username: username, password: nil)
+            } else {
+                _ = client.setCredentials(username: username, password: ep.password.isEmpty ? nil : ep.password)
+            }
             if let tls = config.tls {
                 // Never a plain-text connection once TLS is set: a TLS setup
                 // that fails is retried with the backoff, like a refused one.
