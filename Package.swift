@@ -35,7 +35,7 @@ let package = Package(
             name: "CThingIF",
             path: "Sources/CThingIF",
             pkgConfig: "libmosquitto",
-            providers: [.apt(["libmosquitto-dev", "libjansson-dev"])]
+            providers: [.apt(["libmosquitto-dev", "libjansson-dev", "libssl-dev"])]
         ),
         .target(
             name: "ThingIF",

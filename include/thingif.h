@@ -355,9 +355,29 @@ THINGIF_NODISCARD int thingif_set_broker(thingif_t *t, const char *host, int por
  * The files are checked for readability now and read by libmosquitto at
  * connect time.
  *
+ * A certificate of the thing's own: with certfile NULL, thingif_onboard()
+ * asks the framework for a client certificate for this thing (see there).
+ * The library then keeps an EC P-256 key of its own in
+ * storage_dir/thing-key.pem and, once the framework signed one, the
+ * certificate in storage_dir/thing-cert.pem (both mode 0600, written
+ * atomically: a temporary file, fsync, rename). When the stored onboarding
+ * has such a certificate, the thing's own connection authenticates with it
+ * and thing-key.pem (cafile verifies the broker), connects to the
+ * mqttEndpoint's portSSL and sends no password; this holds even when
+ * certfile/keyfile are given (those are then used for the bootstrap
+ * connection only). The bootstrap connection always uses app_id/app_key
+ * and certfile/keyfile as given. With certfile/keyfile given, or without
+ * TLS, no key is made and no certificate is asked for. thing-key.pem is
+ * an unencrypted PKCS#8 PEM file: keep storage_dir private. If the key is
+ * gone or does not fit the certificate when the loop connects (or TLS is
+ * not set), the loop logs an error and retries after the reconnect
+ * backoff; it never connects with a password instead.
+ *
  * @param t the handle.
  * @param cafile PEM file of trusted CAs. Copied. Not NULL.
- * @param certfile client certificate (PEM) for mutual TLS, or NULL for none. Copied.
+ * @param certfile client certificate (PEM) for mutual TLS, or NULL for none
+ *                 (then the thing asks for a certificate of its own when it
+ *                 onboards itself). Copied.
  * @param keyfile its private key (PEM), or NULL; given exactly when certfile is.
  *
  * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL handle, a NULL or empty
@@ -385,6 +405,31 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  * thingif_loop_start() do that.
  * Register handlers before the loop runs, so no command finds none.
  *
+ * A client certificate of the thing's own: when thingif_set_tls() was
+ * called with certfile NULL, the request also carries a PKCS#10
+ * certificate signing request (PEM, subject CN = vendor_thing_id, signed
+ * with SHA-256) for the thing's EC P-256 key. The key is read from
+ * storage_dir/thing-key.pem, or made and written there (mode 0600,
+ * atomically) when that file is missing or holds no unencrypted P-256
+ * key; it never leaves the device. A vendor_thing_id longer than 64
+ * characters (the most a CN holds) gets no CSR, with a warning. A
+ * framework with a CA for things answers with a certificate in the
+ * mqttEndpoint (clientCertificate, an empty password, portSSL the
+ * broker's certificate listener): the library checks that it is for
+ * thing-key.pem, writes it to storage_dir/thing-cert.pem (0600,
+ * atomically) and keeps it in identity.json; the thing's own connection
+ * then uses it instead of a password (see thingif_set_tls()). A framework
+ * that signs nothing answers as without a CSR: the thing gets a password
+ * as before (an info log line says so) and keeps thing-key.pem for a
+ * later onboarding. Without TLS, or with a certfile of the user's own, no
+ * CSR is sent and no file is made.
+ * When a stored onboarding is used, thing-cert.pem is written again from
+ * identity.json if it is missing or differs. If its endpoint has a
+ * certificate but thing-key.pem is missing or holds another key, the
+ * thing cannot connect (it has no password, and never falls back to one):
+ * THINGIF_ERR_TLS with an error log line; delete storage_dir/identity.json
+ * and onboard again to get a new key and certificate.
+ *
  * @param t the handle.
  * @param vendor_thing_id the thing's vendor ID. Copied. Not NULL or empty.
  * @param password its password. Copied. Not NULL or empty.
@@ -397,7 +442,11 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  *   a JSON object), THINGIF_ERR_STATE (a loop runs),
  *   THINGIF_ERR_IN_CALLBACK, THINGIF_ERR_CONNECT, THINGIF_ERR_TIMEOUT,
  *   THINGIF_ERR_REJECTED (e.g. a wrong password), THINGIF_ERR_PROTOCOL,
- *   THINGIF_ERR_STORAGE, THINGIF_ERR_TLS.
+ *   THINGIF_ERR_STORAGE (identity.json, thing-key.pem or thing-cert.pem
+ *   cannot be written), THINGIF_ERR_TLS (a TLS setup or handshake
+ *   failure; the key or the CSR cannot be made; the framework's
+ *   certificate is not for thing-key.pem; a stored certificate whose key
+ *   is gone).
  *
  * @par Thread
  * any, while no loop runs; not from a callback.
@@ -417,6 +466,9 @@ THINGIF_NODISCARD int thingif_onboard(thingif_t *t, const char *vendor_thing_id,
  * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS in all (two
  * requests, and retries while the framework answers 503), plus the TCP
  * connect. Does not connect the thing: the loop does.
+ * This path sends no certificate signing request and makes no key: the
+ * thing connects with the endpoint's password (see thingif_onboard() for
+ * a certificate of the thing's own).
  *
  * @param t the handle.
  * @param thing_id the thingID. Copied. Not NULL or empty.

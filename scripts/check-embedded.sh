@@ -9,7 +9,7 @@
 #   4. aircon links against it (NEEDED libthingif.so.N, no libswift*), takes
 #      only thingif_* from it, and runs (aircon --help);
 #   5. libthingif.a links into a plain C program with cc and only libc,
-#      libm, libpthread, libmosquitto and libjansson (no Swift toolchain on
+#      libm, libpthread, libmosquitto, libjansson and libcrypto (no Swift toolchain on
 #      PATH), and the program creates and destroys a thing.
 # The demo round trip with this library is the aircon_demo test of the same
 # build folder.
@@ -123,7 +123,7 @@ plain_path=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v -i swift | paste -sd: -
 cc_bin=$(command -v cc)
 [ -z "$run" ] || cc_bin=$build_dir/target-cc
 if ! PATH="$plain_path" "$cc_bin" -std=c11 -I"$(dirname "$0")/../include" "$tmp/plain.c" "$build_dir/libthingif.a" \
-        $(pkg-config --libs libmosquitto jansson) -lm -lpthread -o "$tmp/plain" 2>"$tmp/plain.log"; then
+        $(pkg-config --libs libmosquitto jansson libcrypto) -lm -lpthread -o "$tmp/plain" 2>"$tmp/plain.log"; then
     echo "embedded: FAIL: libthingif.a does not link with plain cc:" >&2
     head -20 "$tmp/plain.log" >&2
     fail=1

@@ -2,7 +2,8 @@
 # Makes a target root file system for cross-building and running libthingif:
 # Debian's own packages of the board's architecture (libc6, libc6-dev,
 # linux-libc-dev, libgcc-s1, libmosquitto1 + -dev, libjansson4 + -dev,
-# libssl3, libcrypt1 + -dev), fetched with `apt-get download` and unpacked
+# libssl3 + libssl-dev (libcrypto: the thing's own TLS key and CSR),
+# libcrypt1 + -dev), fetched with `apt-get download` and unpacked
 # with `dpkg -x` into one folder.
 #
 # Nothing is installed on this machine: apt runs with a private state and
@@ -38,7 +39,7 @@ case "$arch" in
 esac
 dir=${2:-$src/build/sysroot-$arch}
 pkgs=(libc6 libc6-dev linux-libc-dev libgcc-s1 libcrypt1 libcrypt-dev
-    libmosquitto1 libmosquitto-dev libjansson4 libjansson-dev libssl3)
+    libmosquitto1 libmosquitto-dev libjansson4 libjansson-dev libssl3 libssl-dev)
 stamp="$dir/.thingif-sysroot"
 want="$arch ${pkgs[*]}"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

@@ -1,5 +1,5 @@
-/* One C module for Swift: libmosquitto, jansson and the public header, so
- * that json_t and the thingif types exist once.
+/* One C module for Swift: libmosquitto, jansson, libcrypto (crypto.h) and
+ * the public header, so that json_t and the thingif types exist once.
  *
  * POSIX comes through this module too, never through `import Glibc`: the
  * Glibc overlay does not exist in Embedded Swift, so the core spells every
@@ -41,6 +41,8 @@
 #include <mqtt_protocol.h>
 #include <jansson.h>
 #include "../../include/thingif.h"
+/* OpenSSL's libcrypto: the thing's own TLS key and CSR (issue #31). */
+#include "crypto.h"
 
 static inline int thingif_sys_errno(void)
 {

@@ -26,11 +26,21 @@ final class Logger: @unchecked Sendable {
     /// Whether a line of `level` would be written.
     func enabled(_ level: thingif_log_level) -> Bool { Int32(level.rawValue) <= sink.withLock { $0.maxLevel } }
 
+    /// The message is built only when a line of `level` is kept.
     func log(_ level: thingif_log_level, _ message: @autoclosure () -> Text) {
+        guard enabled(level) else { return }
+        write(level, message())
+    }
+
+    /// A line built already. Out of line, so that `log` stays small where
+    /// it is inlined: a message closure passed into the whole function got
+    /// a specialized copy of it per call site in the Embedded build.
+    @inline(never)
+    func write(_ level: thingif_log_level, _ message: Text) {
         let s = sink.withLock { $0 }
         let lv = Int32(level.rawValue)
         guard lv <= s.maxLevel else { return }
-        let text = message().string
+        let text = message.string
         if let cb = s.callback {
             cb(lv, text, s.userdata)
         } else {

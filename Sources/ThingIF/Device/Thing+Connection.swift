@@ -106,27 +106,53 @@ extension Thing {
         if let existing {
             client = existing
         } else {
+            // A client certificate from the framework replaces the password
+            // (ClientCertificate.swift); one that cannot be used is retried
+            // with the backoff, never replaced by a password.
+            let ownCertificate = ep.clientCertificate != nil
+            if ownCertificate {
+                guard config.tls != nil else {
+                    return retryLater("the onboarding has a client certificate, which needs TLS (thingif_set_tls)")
+                }
+                // An error line for the first failure in a row, as retryLater.
+                let quiet = shared.withLock { $0.reconnectAttempt > 0 }
+                guard prepareClientCertificate(ep, level: quiet ? THINGIF_LOG_DEBUG : THINGIF_LOG_ERROR) == OK else {
+                    shared.withLock { scheduleReconnect(&$0) }
+                    return false
+                }
+                logger.debug(
+                    "the thing's connection authenticates with the client certificate \(storage.path(ClientCertificate.certificateFile)), no password"
+                )
+            }
             guard let c = MqttClient(clientID: ep.mqttTopic, cleanStart: false) else {
                 logger.error("cannot create an MQTT client")
                 shared.withLock { scheduleReconnect(&$0) }
                 return false
             }
             client = c
-            _ = client.setCredentials(
-                username: ep.username.isEmpty ? nil : ep.username,
-                password: ep.password.isEmpty ? nil : ep.password)
+            // With a certificate no password is sent; a broker that takes the
+            // certificate's CN as the username (use_identity_as_username)
+            // ignores the username too. (Two calls, not one with
+            // `isEmpty || ownCertificate ? nil : password`: Swift 6.3's
+            // Embedded runtime returns an untagged pointer from
+            // swift_bridgeObjectRetain, which the aarch64 code for that
+            // expression used as the String, and crashed; swiftlang/swift
+            // #91151.)
+            let username = ep.username.isEmpty ? nil : ep.username
+            if ownCertificate {
+                _ = client.setCredentials(username: username, password: nil)
+            } else {
+                _ = client.setCredentials(username: username, password: ep.password.isEmpty ? nil : ep.password)
+            }
             if let tls = config.tls {
                 // Never a plain-text connection once TLS is set: a TLS setup
                 // that fails is retried with the backoff, like a refused one.
-                let rc = client.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
+                let rc = client.setTLS(
+                    cafile: tls.cafile,
+                    certfile: ownCertificate ? storage.path(ClientCertificate.certificateFile) : tls.certfile,
+                    keyfile: ownCertificate ? storage.path(ClientCertificate.keyFile) : tls.keyfile)
                 if rc != MOSQ_ERR_SUCCESS.rawValue {
-                    let attempt = shared.withLock { s -> Int in
-                        scheduleReconnect(&s)
-                        return s.reconnectAttempt
-                    }
-                    let line: Text = "TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS"
-                    if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
-                    return false
+                    return retryLater("TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS")
                 }
             }
             _ = client.setWill(topic: Topics.status(clientID: ep.mqttTopic), payload: Array("offline".utf8))
@@ -159,27 +185,33 @@ extension Thing {
         let port = Thing.port(of: ep, config: config)
         let rc = client.connect(
             host: host, port: port, keepalive: config.keepaliveS, sessionExpiry: Thing.sessionExpiryS)
+        if rc == MOSQ_ERR_TLS.rawValue {
+            // The handshake may finish inside connect (or in the loop:
+            // see turn()); either way the same line.
+            return retryLater(
+                "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
+            )
+        }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
-            let attempt = shared.withLock { s -> Int in
-                scheduleReconnect(&s)
-                return s.reconnectAttempt
-            }
-            if rc == MOSQ_ERR_TLS.rawValue {
-                // The handshake may finish inside connect (or in the loop:
-                // see turn()); either way the same line.
-                let line: Text =
-                    "TLS handshake with the broker failed (\(host):\(port): \(MqttClient.describe(rc))); retrying after the backoff, never without TLS"
-                if attempt <= 1 { logger.error(line) } else { logger.debug(line) }
-                return false
-            }
             let tls = config.tls != nil ? " (TLS)" : ""
-            let line: Text = "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))"
-            if attempt <= 1 { logger.warning(line) } else { logger.debug(line) }
-            return false
+            return retryLater(
+                "cannot connect to \(host):\(port)\(tls): \(MqttClient.describe(rc))", level: THINGIF_LOG_WARNING)
         }
         shared.withLock { $0.socketOpen = true }
         logger.debug("connecting to \(host):\(port) as \(ep.mqttTopic)")
         return true
+    }
+
+    /// A connection attempt that failed: the next one after the backoff.
+    /// The first failure in a row logs `line` at `level`, the others at
+    /// debug level. Returns false, connect()'s answer.
+    func retryLater(_ line: Text, level: thingif_log_level = THINGIF_LOG_ERROR) -> Bool {
+        let attempt = shared.withLock { s -> Int in
+            scheduleReconnect(&s)
+            return s.reconnectAttempt
+        }
+        logger.write(attempt <= 1 ? level : THINGIF_LOG_DEBUG, line)
+        return false
     }
 
     /// The thing's port: with TLS, the endpoint's portSSL when it gives one,

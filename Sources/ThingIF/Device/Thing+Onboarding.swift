@@ -55,13 +55,22 @@ extension Thing {
         let rc = checkCanBlock()
         guard rc == OK else { return rc }
         if let stored = storedIdentity(), stored.vendorThingID.equals(vendorThingID) {
+            // Its client certificate, if any, is written out again when
+            // thing-cert.pem is missing or differs; without its key the
+            // thing cannot connect, and says so.
+            let certificateStatus = prepareClientCertificate(stored.endpoint)
+            guard certificateStatus == OK else { return certificateStatus }
             logger.info("using the stored onboarding of \(vendorThingID): thing \(stored.thingID)")
             adopt(stored)
             return OK
         }
+        // With TLS and no client certificate of the user's own: a CSR for
+        // the thing's own key (ClientCertificate.swift).
+        let (csr, csrStatus) = certificateSigningRequest(vendorThingID: vendorThingID)
+        guard csrStatus == OK else { return csrStatus }
         let request = OnboardingRequest(
             vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, thingProperties: properties)
+            firmwareVersion: firmwareVersion, thingProperties: properties, certificateSigningRequest: csr)
         let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs)
         defer { session.close() }
         var status = session.open()
@@ -82,6 +91,13 @@ extension Thing {
             logger.error("onboarding of \(vendorThingID): malformed answer: \(reply.bodyText)")
             return THINGIF_ERR_PROTOCOL.code
         }
+        if csr != nil && answer.mqttEndpoint.clientCertificate == nil {
+            logger.info("the framework signed no client certificate: thing \(answer.thingID) connects with a password")
+        }
+        // thing-cert.pem is written (and checked against the key) before
+        // the identity that names it is stored.
+        status = prepareClientCertificate(answer.mqttEndpoint)
+        guard status == OK else { return status }
         let identity = Identity(
             appID: appID, vendorThingID: vendorThingID, thingID: answer.thingID,
             accessToken: answer.accessToken, endpoint: answer.mqttEndpoint)

@@ -8,7 +8,7 @@ THINGIF_VERSION = 0.3.0
 # The repository has no license file yet: set these when it does.
 THINGIF_LICENSE = PROPRIETARY
 THINGIF_INSTALL_STAGING = YES
-THINGIF_DEPENDENCIES = mosquitto jansson host-pkgconf
+THINGIF_DEPENDENCIES = mosquitto jansson openssl host-pkgconf
 
 ifeq ($(BR2_aarch64),y)
 THINGIF_ARCH = aarch64

@@ -9,8 +9,8 @@ LICENSE = "CLOSED"
 
 PROVIDES = "thingif"
 RPROVIDES:${PN} = "thingif"
-DEPENDS = "mosquitto jansson"
-RDEPENDS:${PN} = "mosquitto jansson"
+DEPENDS = "mosquitto jansson openssl"
+RDEPENDS:${PN} = "mosquitto jansson libcrypto"
 
 # One tarball per architecture, made by deploy/make-prebuilt.sh ARCH: the
 # tree of `cmake --install --prefix /usr`, architecture in the name.

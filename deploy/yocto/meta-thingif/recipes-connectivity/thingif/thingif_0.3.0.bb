@@ -2,7 +2,7 @@ SUMMARY = "libthingif: the thing side of a Thing Interaction Framework (C API)"
 DESCRIPTION = "libthingif onboards a device, receives commands over MQTT 5, \
 runs their actions, reports results and state. Its core is Embedded Swift \
 behind a C ABI: the library needs no Swift runtime on the board, only libc, \
-libmosquitto and libjansson. This recipe builds it from source and needs a \
+libmosquitto, libjansson and libcrypto. This recipe builds it from source and needs a \
 Swift 6 toolchain on the build host (THINGIF_SWIFT_TOOLCHAIN); without one, \
 use thingif-prebuilt (PREFERRED_PROVIDER_thingif = \"thingif-prebuilt\")."
 HOMEPAGE = "https://github.com/thingif/thingif"
@@ -11,7 +11,7 @@ SECTION = "libs"
 # when it does.
 LICENSE = "CLOSED"
 
-DEPENDS = "mosquitto jansson"
+DEPENDS = "mosquitto jansson openssl"
 
 # Your copy of the repository and the commit to build.
 THINGIF_GIT_URI ?= "git://github.com/thingif/thingif.git;protocol=https;branch=main"
