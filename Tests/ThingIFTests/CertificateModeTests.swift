@@ -41,7 +41,9 @@ struct CertificateModeTests {
         return clients.compactMap { $0["username"] as? String }
     }
 
-    @Test("A thing with TLS gets a certificate for its topic, takes commands on the certificate listener, and the broker keeps no record of it")
+    @Test(
+        "A thing with TLS gets a certificate for its topic, takes commands on the certificate listener, and the broker keeps no record of it"
+    )
     func onboardsWithCertificate() throws {
         try withEnv { env in
             let t = try Self.certThing(env, storage: "cert")
@@ -85,7 +87,8 @@ struct CertificateModeTests {
     func restartKeepsCertificate() throws {
         try withEnv { env in
             let t = try Self.certThing(env, storage: "cert")
-            try #require(ct_onboard(t.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(t.logs)")
+            try #require(
+                ct_onboard(t.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(t.logs)")
             let tid = try #require(t.thingID)
             let dir = env.storage("cert")
             let key = try String(contentsOfFile: dir + "/thing-key.pem", encoding: .utf8)
@@ -116,10 +119,12 @@ struct CertificateModeTests {
             let tidB = try #require(b.thingID)
             #expect(ct_start(b.ct) == RC.ok)
             #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
-            let topicA = try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])[
-                "mqttTopic"] as? String
-            let topicB = try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])[
-                "mqttTopic"] as? String
+            let topicA =
+                try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])[
+                    "mqttTopic"] as? String
+            let topicB =
+                try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])[
+                    "mqttTopic"] as? String
             // A's certificate and key, as an intruder with A's files would use them.
             let dirA = env.storage("a")
             let spy = try MqttProbe(

@@ -22,7 +22,7 @@ struct DeviceCertificateTests {
         "With TLS and no client certificate, onboarding sends a CSR (verifies, CN = vendorThingID, EC P-256, SHA-256) for thing-key.pem (0600), reused by the next onboarding; a hub without a CA hands out a password"
     )
     func csrWithTLS() throws {
-        try withEnv { env in
+        try withEnv(configure: Env.withoutThingCA) { env in
             let t = try tlsThing(env, storage: "csr")
             try #require(
                 ct_onboard(t.ct, "AC-CSR-1", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "logs:\n\(t.logs)")
@@ -311,7 +311,7 @@ private func openssl(_ args: [String], in dir: String) throws -> String {
 
 /// A CA, a server certificate for 127.0.0.1 and thing certificates, made
 /// with the openssl CLI (EC P-256).
-private struct TestPKI {
+private struct SceneCA {
     let dir: String
     var caFile: String { dir + "/ca.crt" }
 
@@ -364,7 +364,7 @@ private final class CertificateBroker {
     private let pid: pid_t
     private var stopped = false
 
-    init(dir: String, pki: TestPKI) throws {
+    init(dir: String, pki: SceneCA) throws {
         guard let exe = Broker.executable() else { throw HarnessError("mosquitto not found") }
         guard let ports = Broker.freePorts() else { throw HarnessError("no free port") }
         tlsPort = ports.0
@@ -408,7 +408,7 @@ private final class CertificateBroker {
 /// One test's certificate world: a PKI, a CertificateBroker and a storage root.
 private final class CertificateScene {
     let root: String
-    let pki: TestPKI
+    let pki: SceneCA
     let broker: CertificateBroker
     private var things: [TestThing] = []
 
@@ -416,7 +416,7 @@ private final class CertificateScene {
         root = try makeTempDirectory(prefix: "thingif-cert")
         do {
             try FileManager.default.createDirectory(atPath: root + "/pki", withIntermediateDirectories: true)
-            pki = try TestPKI(dir: root + "/pki")
+            pki = try SceneCA(dir: root + "/pki")
             broker = try CertificateBroker(dir: root, pki: pki)
         } catch {
             try? FileManager.default.removeItem(atPath: root)

@@ -187,12 +187,7 @@ struct ThingCertificateTests {
     func noCAIgnoresCSR() throws {
         let pki = try TestPKI()
         let csr = try pki.makeCSR("thing")
-        let env = try Env { o in
-            o.thingCA = nil
-            o.advertisedCertPort = nil
-        }
-        defer { env.close() }
-        do {
+        try withEnv(configure: Env.withoutThingCA) { env in
             let r = try onboardOverMQTT(env, "AC-NOCA", csr: csr)
             #expect(r.status == 200, "\(r.json)")
             let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])

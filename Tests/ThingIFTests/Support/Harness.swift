@@ -181,6 +181,7 @@ final class Env {
     private var things: [TestThing] = []
 
     /// `configure` changes the framework side's options (the flood defences' settings).
+    /// A hub without a CA for things (password mode): `Env.withoutThingCA`.
     /// With `filesOnlyBroker`, the broker has no plugin and the hub
     /// administers nothing in it (--broker-admin none).
     init(filesOnlyBroker: Bool = false, configure: (inout FrameworkSide.Options) -> Void = { _ in }) throws {
@@ -223,6 +224,13 @@ final class Env {
             certFile: BrokerSecrets.thingsCAFile, keyFile: BrokerSecrets.thingsCAKey)
         o.advertisedCertPort = broker.certPort
         return o
+    }
+
+    /// Options without the things CA: every thing gets a password, as from
+    /// a hub that does not sign (or Kii's cloud).
+    static func withoutThingCA(_ o: inout FrameworkSide.Options) {
+        o.thingCA = nil
+        o.advertisedCertPort = nil
     }
 
     func close() {
@@ -307,9 +315,10 @@ final class Env {
     }
 }
 
-/// Runs `body` in a fresh Env and always tears it down.
-func withEnv(_ body: (Env) throws -> Void) throws {
-    let env = try Env()
+/// Runs `body` in a fresh Env (its hub's options changed by `configure`)
+/// and always tears it down.
+func withEnv(configure: (inout FrameworkSide.Options) -> Void = { _ in }, _ body: (Env) throws -> Void) throws {
+    let env = try Env(configure: configure)
     defer { env.close() }
     try body(env)
 }
