@@ -9,10 +9,12 @@
 #                                 (the hub's identity); the hub creates every
 #                                 other client and role over
 #                                 $CONTROL/dynamic-security/v1
-#   DIR/thing-acl                 with --cert-port: the rules of things that
+#   DIR/acl                       with --cert-port: the rules of things that
 #                                 connect with a certificate, as patterns on
 #                                 their certificate's CN (= their mqttTopic),
-#                                 so that a new thing needs no broker record
+#                                 so that a new thing needs no broker record;
+#                                 with --no-plugin also the hub's and the
+#                                 bootstrap identity's rules
 #   DIR/passwd                    with --no-plugin: the hub's identity and the
 #                                 app's bootstrap identity (--bootstrap-user),
 #                                 for thingif-hub --broker-admin none
@@ -32,7 +34,7 @@
 # nothing in its broker needs (thingif-hub --broker-admin none; things then
 # connect with certificates, --cert-port): the plugin is not loaded, the
 # hub's identity and the app's bootstrap identity are a password_file, and
-# their rules are users in the acl_file beside the things' patterns.
+# their rules are users in an acl_file (DIR/acl).
 # --admin-password defaults to a random one, printed on stdout as the only
 # output ("admin-password=..."), so a caller can read it.
 # The demo, the tests and docs/SECURITY.md use this one script; a production
@@ -120,16 +122,23 @@ if [ -n "$cert_port" ]; then
       mv things-ca.crt.tmp things-ca.crt
     fi
   ) 9>"$pki/.lock"
-  # A thing's client ID and username are its mqttTopic, the CN of its
-  # certificate. The same rules as the hub gives a thing with a password
-  # (BrokerAdmin.thingACLs): read its command topic, its replies and its
-  # configuration; write its requests and its status. mosquitto asks this
-  # file only for clients the plugin does not know (checked on 2.0.11), so
-  # the plugin's clients keep exactly their own rules.
 fi
+# One acl_file (mosquitto reads one), when there is a certificate listener
+# or no plugin. The things' patterns: a thing's client ID and username are
+# its mqttTopic, the CN of its certificate; the same rules as the hub gives
+# a thing with a password (BrokerAdmin.thingACLs): read its command topic,
+# its replies and its configuration; write its requests and its status.
+# mosquitto 2.0.11 asks this file whenever the plugin has no rule of its
+# own for a client (the plugin's default deny defers), and the file allows
+# every subscription; so every role the hub makes ends in a deny of the
+# rest (BrokerAdmin.denyTheRest) and the plugin decides for its clients.
+# Without the plugin, the file also holds the rules it would hold for the
+# hub (role thingif-hub) and the bootstrap identity
+# (BrokerAdmin.onboardingACLs); a bootstrap client reads only the replies
+# to its own client ID.
 acl=""
 if [ -n "$cert_port" ] || $no_plugin; then
-  acl=$dir/thing-acl
+  acl=$dir/acl
   {
     if [ -n "$cert_port" ]; then
       echo "# Things with a certificate (CN = mqttTopic = username, use_identity_as_username)."
@@ -141,9 +150,6 @@ if [ -n "$cert_port" ] || $no_plugin; then
       echo "pattern write p/%u/api/#"
     fi
     if $no_plugin; then
-      # The rules the hub would give through the plugin (BrokerAdmin's role
-      # thingif-hub and onboardingACLs); a bootstrap client reads only the
-      # replies to its own client ID.
       echo "# Bootstrap clients read the replies to their own client ID."
       echo "pattern read p/%c/resp"
       echo
@@ -213,6 +219,18 @@ fi
     # broker (deploy/mosquitto.conf) runs as "mosquitto" and owns its files.
     echo "user root"
   fi
+  if $persistence; then
+    echo "persistence true"
+    echo "persistence_location $dir/"
+    echo "autosave_interval 1800"
+  else
+    echo "persistence false"
+  fi
+  echo "log_dest stdout"
+  echo "log_type error"
+  echo "log_type warning"
+  echo "log_type notice"
+  echo "log_type information"
   echo
   echo "# Plain MQTT, on $bind only."
   echo "listener $port $bind"
@@ -220,7 +238,7 @@ fi
     echo
     echo "# TLS: the server is verified by its certificate."
     echo "listener $tls_port $bind"
-    echo "cafile $pki/ca.crt"
+      echo "cafile $pki/ca.crt"
     echo "certfile $pki/server.crt"
     echo "keyfile $pki/server.key"
     echo "tls_version tlsv1.2"
@@ -229,7 +247,7 @@ fi
     echo
     echo "# Mutual TLS: the client must present a certificate signed by the CA."
     echo "listener $mtls_port $bind"
-    echo "cafile $pki/ca.crt"
+      echo "cafile $pki/ca.crt"
     echo "certfile $pki/server.crt"
     echo "keyfile $pki/server.key"
     echo "require_certificate true"
@@ -248,16 +266,4 @@ fi
     echo "tls_version tlsv1.2"
   fi
   echo
-  if $persistence; then
-    echo "persistence true"
-    echo "persistence_location $dir/"
-    echo "autosave_interval 1800"
-  else
-    echo "persistence false"
-  fi
-  echo "log_dest stdout"
-  echo "log_type error"
-  echo "log_type warning"
-  echo "log_type notice"
-  echo "log_type information"
 } > "$dir/mosquitto.conf"

@@ -252,6 +252,22 @@ public final class BrokerAdmin: @unchecked Sendable {
         ]
     }
 
+    /// The last rules of every role the hub makes: deny every other
+    /// subscription and publish. Without them the plugin's default deny
+    /// defers to the broker's acl_file (mosquitto 2.0.11), which holds the
+    /// patterns of things with certificates and allows every subscription,
+    /// so a client of the plugin could subscribe to anything and read what
+    /// the plugin's default lets it receive. With them the plugin decides
+    /// for its own clients; the file speaks only for the certificate
+    /// listener's clients, whom the plugin does not know.
+    /// (New objects each time: a JSON value belongs to one list.)
+    public static var denyTheRest: [JSON] {
+        [
+            acl("subscribePattern", "#", allow: false, priority: -1000),
+            acl("publishClientSend", "#", allow: false, priority: -1000)
+        ]
+    }
+
     public static func onboardingRole(appID: String) -> String { "thingif-onboarding-\(appID)" }
     public static func thingRole(topic: String) -> String { "thing-\(topic)" }
     public static func pushRole(installationID: String) -> String { "push-\(installationID)" }
@@ -334,7 +350,9 @@ public final class BrokerAdmin: @unchecked Sendable {
         guard
             let out = run([
                 BrokerAdmin.command(
-                    "createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
+                    "createRole",
+                    [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls + BrokerAdmin.denyTheRest))]
+                ),
                 BrokerAdmin.command("createClient", client)
             ])
         else { return "no answer from the broker's dynamic-security plugin" }
@@ -399,7 +417,9 @@ extension BrokerAdmin {
         guard
             let out = run([
                 BrokerAdmin.command(
-                    "createRole", [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls))]),
+                    "createRole",
+                    [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls + BrokerAdmin.denyTheRest))]
+                ),
                 BrokerAdmin.command(
                     "createClient",
                     [

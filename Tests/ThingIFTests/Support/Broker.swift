@@ -134,10 +134,13 @@ final class Broker {
                 try FileManager.default.copyItem(atPath: state, toPath: dir + "/dynamic-security.json")
             }
             if let passwordFile {
+                // The password file where the plugin was (each listener
+                // with passwords has its own settings).
                 var text = try String(contentsOfFile: conf, encoding: .utf8)
                 text = text.split(separator: "\n", omittingEmptySubsequences: false)
-                    .filter { !$0.hasPrefix("plugin") }.joined(separator: "\n")
-                text += "\npassword_file \(passwordFile)\n"
+                    .filter { !$0.hasPrefix("plugin_opt") }
+                    .map { $0.hasPrefix("plugin ") ? "password_file \(passwordFile)" : String($0) }
+                    .joined(separator: "\n")
                 try text.write(toFile: conf, atomically: true, encoding: .utf8)
             }
         } catch {
