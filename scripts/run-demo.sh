@@ -2,13 +2,15 @@
 # The AirConditioner-Demo round trip, end to end, on this machine only:
 #
 #   mosquitto      free ports on 127.0.0.1, secured as docs/SECURITY.md says:
-#                  no anonymous clients, per-thing rights made by the hub,
-#                  TLS with certificates made here
+#                  no anonymous clients, TLS with certificates made here,
+#                  things authenticated by client certificates from the
+#                  hub's things CA (no per-thing record in the broker)
 #   thingif-hub    the framework side: MQTT for things, the REST API for apps
 #                  (a free port on 127.0.0.1, data in memory)
 #   thingif        the CLI, as a person at a terminal would use it: creates a
-#                  user, onboards AC-0001 and hands the thing's ID and token
-#                  to the appliance, sends the seeds' three commands and
+#                  user, registers AC-0001 with its password (the appliance
+#                  then onboards itself with them, sends a CSR and gets its
+#                  certificate from the hub), sends the seeds' three commands and
 #                  waits for each one's results, lists the commands, reads
 #                  the state; `thingif watch` prints the results as they come
 #   aircon         the C appliance (examples-c/aircon.c) on libthingif
@@ -22,8 +24,8 @@
 #                            [--no-hub] [--valgrind] [--keep]
 #   --build-dir DIR  the CMake build folder holding aircon
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
-#                    takes aircon's arguments: --port, --storage, --thing-id,
-#                    --token, --run-seconds)
+#                    takes aircon's arguments: --port, --cafile, --storage,
+#                    --vendor-thing-id, --password, --run-seconds)
 #   --hub PATH       the thingif-hub program (default: SwiftPM's, from
 #                    `swift build --show-bin-path`)
 #   --cli PATH       the thingif CLI (default: SwiftPM's, as for --hub)
@@ -119,17 +121,22 @@ show() {
 
 # --- the broker ------------------------------------------------------------
 # The secured configuration of docs/SECURITY.md: no anonymous clients, the
-# dynamic-security plugin (the hub makes every client's credentials and
-# rights), and TLS with a CA and certificates made here by openssl.
+# dynamic-security plugin (the hub makes its own and the bootstrap
+# identity's credentials and rights), TLS with a CA and certificates made
+# here by openssl, and the listener for things with certificates from the
+# things CA (pattern rules: a new thing changes nothing in the broker).
 port=$(free_port)
 tls_port=$(free_port)
 while [ "$tls_port" = "$port" ]; do tls_port=$(free_port); done
+cert_port=$(free_port)
+while [ "$cert_port" = "$port" ] || [ "$cert_port" = "$tls_port" ]; do cert_port=$(free_port); done
 admin_password=$(openssl rand -hex 16)
 bash "$src/deploy/make-broker-config.sh" "$tmp/broker" --port "$port" --tls-port "$tls_port" \
-    --admin-user thingif-hub --admin-password "$admin_password" \
+    --cert-port "$cert_port" --admin-user thingif-hub --admin-password "$admin_password" \
     || { echo "run-demo: deploy/make-broker-config.sh failed" >&2; exit 1; }
 cafile=$tmp/broker/pki/ca.crt
-echo "demo: mosquitto on 127.0.0.1, TLS on port $tls_port (CA $cafile); no anonymous clients (files in $tmp)"
+echo "demo: mosquitto on 127.0.0.1, TLS on port $tls_port (CA $cafile), things' certificates on port $cert_port;"
+echo "      no anonymous clients (files in $tmp)"
 "$mosquitto_bin" -c "$tmp/broker/mosquitto.conf" >"$tmp/mosquitto.log" 2>&1 &
 mosq_pid=$!
 deadline=$((SECONDS + 10))
@@ -148,6 +155,8 @@ echo "demo: starting thingif-hub (the framework side: MQTT for the thing, REST f
 THINGIF_HUB_BROKER_PASSWORD=$admin_password \
 "$hub_bin" --broker-port "$tls_port" --broker-cafile "$cafile" --broker-username thingif-hub \
     --advertised-tls-port "$tls_port" --http-port 0 --memory \
+    --thing-ca-cert "$tmp/broker/pki/things-ca.crt" --thing-ca-key "$tmp/broker/pki/things-ca.key" \
+    --advertised-cert-port "$cert_port" \
     > >(tee "$tmp/hub.log" | label hub) 2>&1 &
 hub_pid=$!
 hub_url=""
@@ -186,8 +195,11 @@ until grep -q "^watching" "$tmp/watch.log" 2>/dev/null; do
     sleep 0.1
 done
 
-aircon_cmd=("$aircon_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/aircon" --thing-id "$thing_id"
-            --token "$thing_token" --run-seconds $((wait_s * 10)))
+# The appliance onboards itself with the vendorThingID and password the
+# owner registered (same thing): with TLS and no certificate of its own, it
+# makes its key, sends a CSR and connects with the certificate the hub signs.
+aircon_cmd=("$aircon_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/aircon"
+            --vendor-thing-id AC-0001 --password demo-pass --run-seconds $((wait_s * 10)))
 if [ -n "${THINGIF_TARGET_RUN:-}" ]; then
     # shellcheck disable=SC2206
     aircon_cmd=(${THINGIF_TARGET_RUN} "${aircon_cmd[@]}")
@@ -196,9 +208,9 @@ fi
 if [ "$use_valgrind" -eq 1 ]; then
     aircon_cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
                 --log-file="$tmp/valgrind.log" "${aircon_cmd[@]}")
-    echo "demo: starting aircon under valgrind with the handed-over thingID and token (the appliance)"
+    echo "demo: starting aircon under valgrind (the appliance; it onboards itself with a certificate)"
 else
-    echo "demo: starting aircon with the handed-over thingID and token (the appliance)"
+    echo "demo: starting aircon (the appliance; it onboards itself with a certificate)"
 fi
 "${aircon_cmd[@]}" > >(label aircon) 2>&1 &
 aircon_pid=$!
@@ -297,6 +309,15 @@ echo "demo: aircon exited with status $aircon_status; thingif-hub with status $h
 if [ "$use_valgrind" -eq 1 ] && [ -f "$tmp/valgrind.log" ]; then
     grep -E "(definitely|indirectly|possibly) lost:|ERROR SUMMARY:|All heap blocks" "$tmp/valgrind.log" \
         | sed 's/^==[0-9]*== */valgrind│ /'
+fi
+# The appliance ran on the certificate the hub signed for its topic (no
+# broker password, no per-thing record in the broker).
+if [ -s "$tmp/aircon/thing-cert.pem" ] \
+    && openssl verify -CAfile "$tmp/broker/pki/things-ca.crt" "$tmp/aircon/thing-cert.pem" >/dev/null 2>&1; then
+    echo "demo: ✓ the appliance's client certificate: $(openssl x509 -in "$tmp/aircon/thing-cert.pem" -noout -subject),"
+    echo "      signed by the things CA; its key never left $tmp/aircon/thing-key.pem"
+else
+    fail "the appliance holds no client certificate signed by the things CA"
 fi
 status=0
 [ "$failures" -eq 0 ] || status=1

@@ -99,11 +99,18 @@ extension FrameworkSide {
     /// token as the only credential, since HTTP has no client ID. `path` is
     /// what follows /thing-if/apps/{appID}/ or /api/apps/{appID}/; the
     /// caller has checked the appID and read at most `maxBody(path:)` bytes.
+    /// Budgets: per token; a tokenless onboarding by the thing spends the
+    /// address's and the app's budgets at the REST layer (spendAnonymous,
+    /// which the operator sets), not one key shared by every device of the
+    /// app, which capped an app's onboardings over HTTP at
+    /// requestRatePerSecond whatever the operator had set.
     public func thingRequestOverHTTP(_ req: KiiRequest, api: Topics.API, path: String) -> KiiResponse {
         let reply: KiiResponse
+        let budgetKey =
+            req.bearerToken.map { "http:" + $0 } ?? (api == .thingIF && path == "onboardings" ? nil : "http:")
         if req.body.count > maxBody(path: path) {
             reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
-        } else if !rateLimiter.allow("http:" + (req.bearerToken ?? "onboarding"), now: Platform.nowMs()) {
+        } else if let budgetKey, !rateLimiter.allow(budgetKey, now: Platform.nowMs()) {
             reply = error(429, "TOO_MANY_REQUESTS", "too many requests with this token; slow down")
         } else {
             reply = route(req, api: api, path: path, clientID: nil)

@@ -364,6 +364,44 @@ struct HubFloodTests {
         }
     }
 
+    @Test(
+        "HTTP thing requests: a budget per token; tokenless onboardings spend the address's and app's budgets only, not one key every device shares"
+    )
+    func httpThingBudgets() throws {
+        var o = FrameworkSide.Options(appID: Env.appID, appKey: Env.appKey, brokerPort: 1)
+        o.requestRatePerSecond = 0.001
+        o.requestBurst = 5
+        let hub = try #require(FrameworkSide(o, store: MemoryStore(secrets: .fastForTests)))
+        var token = ""
+        var thingID = ""
+        for n in 0..<20 {
+            let body = #"{"vendorThingID":"AC-HTTP-\#(n)","thingPassword":"pw-1"}"#
+            let r = hub.thingRequestOverHTTP(
+                KiiRequest(
+                    method: "POST", headers: [("Content-Type", MediaType.onboardingByThing)], body: Array(body.utf8)),
+                api: .thingIF, path: "onboardings")
+            #expect(r.status == 200, "onboarding \(n): \(r.status) \(r.bodyText)")
+            if n == 0, let j = parseObject(r.bodyText) {
+                token = j["accessToken"] as? String ?? ""
+                thingID = j["thingID"] as? String ?? ""
+            }
+        }
+        // One thing's token keeps its own budget: 5, then 429.
+        try #require(!token.isEmpty && !thingID.isEmpty)
+        var statuses: [Int] = []
+        for _ in 0..<8 {
+            let r = hub.thingRequestOverHTTP(
+                KiiRequest(
+                    method: "PUT",
+                    headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
+                    body: Array(#"{"power":true}"#.utf8)),
+                api: .thingIF, path: "targets/thing:\(thingID)/states")
+            statuses.append(r.status)
+        }
+        #expect(statuses.filter { $0 == 429 }.count == 3, "\(statuses)")
+        #expect(statuses.prefix(5).allSatisfy { $0 != 429 }, "\(statuses)")
+    }
+
     @Test("Configuration: the flood settings from flags, environment and file; defaults and bad values")
     func floodSettings() throws {
         func load(_ args: [String], env: [String: String] = [:], file: String? = nil) throws -> HubConfig {

@@ -35,6 +35,26 @@ private func opensslDate(_ s: String?) -> Date? {
 }
 
 /// An onboarding by the thing, as its body goes on the wire.
+/// Checks an onboarding answer that carries a certificate: 200, username =
+/// the topic, no password, portSSL = `port`, and a certificate that OpenSSL
+/// verifies against `caFile` with CN = the topic. Returns (topic, PEM).
+private func certificateEndpoint(
+    _ r: (status: Int, json: [String: Any]), port: Int, pki: TestPKI, caFile: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws -> (topic: String, pem: String) {
+    #expect(r.status == 200, "\(r.json)", sourceLocation: sourceLocation)
+    let ep = try #require(r.json["mqttEndpoint"] as? [String: Any], sourceLocation: sourceLocation)
+    let topic = try #require(ep["mqttTopic"] as? String, sourceLocation: sourceLocation)
+    #expect(ep["username"] as? String == topic, sourceLocation: sourceLocation)
+    #expect(ep["password"] as? String == "", sourceLocation: sourceLocation)
+    #expect(ep["portSSL"] as? Int == port, sourceLocation: sourceLocation)
+    let pem = try #require(ep["clientCertificate"] as? String, sourceLocation: sourceLocation)
+    let (verified, text, out) = try pki.inspect(pem, caFile: caFile)
+    #expect(verified, "\(out)", sourceLocation: sourceLocation)
+    #expect(sslField(text, "Subject:") == "CN = \(topic)", sourceLocation: sourceLocation)
+    return (topic, pem)
+}
+
 private func onboardingBody(_ vendorThingID: String, csr: Any?) throws -> String {
     var o: [String: Any] = ["vendorThingID": vendorThingID, "thingPassword": "pw-\(vendorThingID)"]
     if let csr { o["certificateSigningRequest"] = csr }
@@ -167,15 +187,7 @@ struct ThingCertificateTests {
         }
         // The same CSR unbroken is signed.
         let r = try onboard(hub, "AC-GOOD", csr: good)
-        #expect(r.status == 200, "\(r.json)")
-        let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
-        let topic = try #require(ep["mqttTopic"] as? String)
-        #expect(ep["username"] as? String == topic)
-        #expect(ep["password"] as? String == "")
-        #expect(ep["portSSL"] as? Int == 8884)
-        let pem = try #require(ep["clientCertificate"] as? String)
-        let (verified, text, _) = try pki.inspect(pem, caFile: pki.path("ca.crt"))
-        #expect(verified && sslField(text, "Subject:") == "CN = \(topic)")
+        let (topic, pem) = try certificateEndpoint(r, port: 8884, pki: pki, caFile: pki.path("ca.crt"))
         // Onboarding again keeps the installation: a new certificate for the same topic.
         let again = try onboard(hub, "AC-GOOD", csr: try pki.makeCSR("good2"))
         let ep2 = try #require(again.json["mqttEndpoint"] as? [String: Any])
@@ -211,17 +223,8 @@ struct ThingCertificateTests {
         }
         defer { env.close() }
         let r = try onboardOverMQTT(env, "AC-CERT", csr: try pki.makeCSR("thing"))
-        #expect(r.status == 200, "\(r.json)")
         let tid = try #require(r.json["thingID"] as? String)
-        let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
-        let topic = try #require(ep["mqttTopic"] as? String)
-        #expect(ep["username"] as? String == topic)
-        #expect(ep["password"] as? String == "")
-        #expect(ep["portSSL"] as? Int == 18_884)
-        let pem = try #require(ep["clientCertificate"] as? String)
-        let (verified, text, out) = try pki.inspect(pem, caFile: ca.cert)
-        #expect(verified, "\(out)")
-        #expect(sslField(text, "Subject:") == "CN = \(topic)")
+        let (topic, _) = try certificateEndpoint(r, port: 18_884, pki: pki, caFile: ca.cert)
         let client = try dynsecClient(env.hub, topic)
         #expect(!client.isSuccess && client.notFound, "a broker client was made: \(client)")
         #expect(try dynsecClient(env.hub, Env.appID).isSuccess, "the plugin answers for a client it has")
