@@ -149,6 +149,38 @@ struct CertificateModeTests {
             #expect(impostor.messages().isEmpty, "\(impostor.messages().map(\.topic))")
         }
     }
+
+    @Test("A thing's certificate cannot take over another thing's session: the broker makes the CN the client ID")
+    func certificateCannotTakeOverSession() throws {
+        try withEnv { env in
+            let b = try Self.certThing(env, storage: "b")
+            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
+            let tidB = try #require(b.thingID)
+            #expect(ct_start(b.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            let a = try Self.certThing(env, storage: "a")
+            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
+            a.destroy()
+            let endpointB = try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])
+            let topicB = try #require(endpointB["mqttTopic"] as? String)
+            // A's certificate, asking for B's client ID: without
+            // use_username_as_clientid the broker closed B's connection.
+            let dirA = env.storage("a")
+            let intruder = try MqttProbe(
+                port: env.broker.certPort, clientID: topicB, username: nil, password: nil,
+                tls: (ca: env.broker.caFile, cert: dirA + "/thing-cert.pem", key: dirA + "/thing-key.pem"))
+            defer { intruder.stop() }
+            #expect(intruder.isConnected, "broker:\n\(tail(env.broker.log))")
+            usleep(300_000)
+            try env.expectAlive(tidB)
+            intruder.stop()
+            b.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            #expect(!log.contains("Client \(topicB) already connected"), "broker:\n\(tail(log))")
+            #expect(log.contains("as \(topicB) "), "B's own session is in the log:\n\(tail(log))")
+        }
+    }
 }
 
 /// A hub that administers nothing in its broker (issue #31): a mosquitto
