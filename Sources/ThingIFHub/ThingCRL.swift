@@ -34,11 +34,10 @@ public enum ThingCRL {
         /// The serials of the last CRL written, nil before the first.
         var serials: [String]?
         /// When it was written (monotonic ms), and its thisUpdate (epoch s):
-        /// each CRL's thisUpdate is later than the one before, because
-        /// OpenSSL takes, of two CRLs of one CA it holds, the one with the
-        /// later thisUpdate (mosquitto keeps the ones it read before), so
-        /// the hub writes at most one a second: a change within the second
-        /// of the last write is `pending`, for the next tick (250 ms).
+        /// each CRL's thisUpdate, and so its cRLNumber, is later than the
+        /// one before, so the hub writes at most one a second (a burst of
+        /// deletions is one broker reload a second): a change within the
+        /// second of the last write is `pending`, for the next tick (250 ms).
         var writtenMs: Int64 = 0
         var thisUpdate: Int64 = 0
         var nextCheckMs: Int64 = 0
