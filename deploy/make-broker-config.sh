@@ -25,6 +25,14 @@
 #                                 with --cert-port, when missing: the CA with
 #                                 which thingif-hub signs things' certificates
 #                                 (--thing-ca-cert/--thing-ca-key)
+#   DIR/things-crl.pem            with --cert-port, when missing: an empty CRL
+#                                 signed by the things CA, the certificate
+#                                 listener's crlfile (mosquitto does not start
+#                                 without it); thingif-hub --thing-crl writes
+#                                 it from then on
+#   DIR/mosquitto.pid             with --cert-port: the broker's pid_file, for
+#                                 thingif-hub --broker-pid-file (SIGHUP: read
+#                                 the CRL again)
 #
 # usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P] [--cert-port P]
 #          [--bind ADDR] [--pki DIR] [--admin-user U] [--admin-password PW]
@@ -122,6 +130,22 @@ if [ -n "$cert_port" ]; then
       mv things-ca.crt.tmp things-ca.crt
     fi
   ) 9>"$pki/.lock"
+  # The first CRL: empty, valid 10 years (the hub's, valid 7 days and
+  # re-signed daily, replaces it; OpenSSL takes the later thisUpdate). Kept
+  # when present: the hub's may list revoked certificates.
+  if [ ! -s "$dir/things-crl.pem" ]; then
+    gen=$(mktemp -d)
+    : > "$gen/index.txt"
+    echo 01 > "$gen/crlnumber"
+    printf '[ca]\ndefault_ca = things\n[things]\ndatabase = %s/index.txt\ncrlnumber = %s/crlnumber\ndefault_md = sha256\ndefault_crl_days = 3650\n' \
+      "$gen" "$gen" > "$gen/ca.cnf"
+    openssl ca -batch -gencrl -config "$gen/ca.cnf" -cert "$pki/things-ca.crt" -keyfile "$pki/things-ca.key" \
+      -out "$dir/things-crl.pem.tmp" 2>"$gen/log" \
+      || { cat "$gen/log" >&2; rm -rf "$gen"; echo "make-broker-config: cannot make the things CRL" >&2; exit 1; }
+    rm -rf "$gen"
+    chmod 0644 "$dir/things-crl.pem.tmp"
+    mv "$dir/things-crl.pem.tmp" "$dir/things-crl.pem"
+  fi
 fi
 # One acl_file (mosquitto reads one), when there is a certificate listener
 # or no plugin. The things' patterns: a thing's client ID and username are
@@ -226,6 +250,9 @@ fi
   else
     echo "persistence false"
   fi
+  # thingif-hub --broker-pid-file sends this process SIGHUP after writing
+  # the things' CRL (--thing-crl): mosquitto then reads its crlfile again.
+  [ -z "$cert_port" ] || echo "pid_file $dir/mosquitto.pid"
   echo "log_dest stdout"
   echo "log_type error"
   echo "log_type warning"
@@ -266,6 +293,8 @@ fi
     echo "require_certificate true"
     echo "use_identity_as_username true"
     echo "use_username_as_clientid true"
+    echo "# Certificates of deleted things: written by thingif-hub --thing-crl."
+    echo "crlfile $dir/things-crl.pem"
     echo "tls_version tlsv1.2"
   fi
   echo

@@ -16,8 +16,9 @@ extension FrameworkSide {
     ///    A broker that does not confirm stops the deletion here with 503:
     ///    the thing is still there, and the call can be repeated;
     /// 2. the store deletes the thing and what belongs to it
-    ///    (HubStore.deleteThing): its tokens stop working and its requests
-    ///    find no thing;
+    ///    (HubStore.deleteThing): its tokens stop working, its requests
+    ///    find no thing, and its certificates move to the revoked list;
+    ///    the hub writes the things' CRL and tells the broker (publishCRL);
     /// 3. the hub forgets its online status (things_online) and schedules;
     /// 4. empty retained messages clear its automation config and status
     ///    topics (after 1: the will of a disconnected thing comes first);
@@ -36,6 +37,7 @@ extension FrameworkSide {
         }
         let triggers = store.triggers(thingID: t.thingID)
         guard store.deleteThing(id: t.thingID) else { return .failure(.storage) }
+        publishCRL()
         let online = data.withLock { d -> Int in
             d.online[t.thingID] = nil
             d.commandTopic[t.thingID] = nil

@@ -171,6 +171,7 @@ extension FrameworkSide {
             return (f, due)
         }
         flushNotifiedMarks()
+        crlTick(nowMs: now)
         // One statement for every round that reached a subscription.
         let reached = finished.filter { $0.1.reached }.map(\.0)
         let marked = reached.isEmpty ? [] : store.markDelivered(commandIDs: reached, at: Platform.epochMs())

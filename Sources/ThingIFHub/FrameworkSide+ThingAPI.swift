@@ -70,14 +70,30 @@ extension FrameworkSide {
                 + " certificateSigningRequest")
     }
 
-    /// The certificate for `topic` from the CSR `request` (PEM), or why the
-    /// CA could not sign (logged; the caller answers 500).
-    func certificate(_ request: ThingCertificates.CheckedRequest, ca: ThingCertificates, topic: String) -> Result<
-        String, ThingCertificates.Problem
-    > {
-        let issued = ca.issue(request, topic: topic, days: options.thingCertDays)
-        if case .failure(let p) = issued { onEvent?("no certificate for \(topic): \(p.message)") }
-        return issued
+    /// The certificate (PEM) for the installation `topic` of a thing from
+    /// the CSR `request`, recorded in the store first (so that deleting the
+    /// thing or retiring the installation revokes it), or why the CA could
+    /// not sign or the store could not record it (logged; the caller
+    /// answers 500 and hands out nothing).
+    func certificate(
+        _ request: ThingCertificates.CheckedRequest, ca: ThingCertificates, thingID: String, installationID: String,
+        topic: String
+    ) -> Result<String, ThingCertificates.Problem> {
+        switch ca.issue(request, topic: topic, days: options.thingCertDays) {
+        case .failure(let p):
+            onEvent?("no certificate for \(topic): \(p.message)")
+            return .failure(p)
+        case .success(let issued):
+            guard
+                store.recordCertificate(
+                    thingID: thingID, installationID: installationID, serial: issued.serial,
+                    notAfter: issued.notAfterMs)
+            else {
+                onEvent?("no certificate for \(topic): the store did not record its serial \(issued.serial)")
+                return .failure(ThingCertificates.Problem("the certificate could not be recorded; try again"))
+            }
+            return .success(issued.pem)
+        }
     }
 
     /// MQTT installations a thing keeps: each is a broker client. A new one
@@ -88,12 +104,15 @@ extension FrameworkSide {
     /// remain: the broker deletes each one's client and role (disconnecting
     /// it if connected), then the store forgets it and its retained status
     /// and config messages are cleared. The installation the thing last
-    /// announced itself online with is kept. False when the broker does not
-    /// confirm a removal (nothing more is retired).
+    /// announced itself online with is kept. A retired installation's
+    /// certificates are revoked (HubStore.removeInstallation; publishCRL).
+    /// False when the broker does not confirm a removal (nothing more is
+    /// retired).
     func retireInstallations(of t: ThingRecord, keeping keep: Int) -> Bool {
         let ordered = store.installationsOldestFirst(thingID: t.thingID)
         var excess = ordered.count - keep
         guard excess > 0 else { return true }
+        defer { publishCRL() }
         let live = data.withLock { $0.online[t.thingID] == true ? $0.commandTopic[t.thingID] : nil }
         for (iid, topic) in ordered where excess > 0 && topic != live {
             if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }
@@ -220,7 +239,10 @@ extension FrameworkSide {
             }
             var certificate: String?
             if let signing {
-                switch self.certificate(signing.request, ca: signing.ca, topic: installation.topic) {
+                switch self.certificate(
+                    signing.request, ca: signing.ca, thingID: t.thingID, installationID: installation.installationID,
+                    topic: installation.topic)
+                {
                 case .failure(let p): return error(500, "CERTIFICATE_NOT_ISSUED", p.message)
                 case .success(let pem): certificate = pem
                 }

@@ -43,6 +43,13 @@ public final class FrameworkSide: @unchecked Sendable {
         /// The broker listener where things connect with their certificate:
         /// the portSSL of an endpoint that carries one (needed with thingCA).
         public var advertisedCertPort: Int?
+        /// Where the hub writes the things' CRL (ThingCRL.swift; needs
+        /// thingCA): at start, after each revocation, and daily.
+        public var thingCRL: String?
+        /// The broker's pid file: after writing the CRL the hub sends that
+        /// process SIGHUP (if it is a mosquitto), which makes it read its
+        /// crlfile again.
+        public var brokerPidFile: String?
         /// Whether the hub keeps things' broker clients in the
         /// dynamic-security plugin (with brokerUsername), or administers
         /// nothing there and hands out certificates only.
@@ -172,6 +179,8 @@ public final class FrameworkSide: @unchecked Sendable {
     let admin: BrokerAdmin?
     /// The things' CA, once start() has read options.thingCA.
     let thingCA = Locked<ThingCertificates?>(nil)
+    /// The last CRL written (ThingCRL.swift); held while one is made.
+    let crlState = Locked(ThingCRL.State())
     /// Why start() failed, when it did.
     public private(set) var startProblem: String?
     /// Requests kept for tests and logs: the newest ones only.
@@ -272,6 +281,11 @@ public final class FrameworkSide: @unchecked Sendable {
             startProblem = problem
             return false
         }
+        // The CRL before anything else: a hub that cannot revoke does not run.
+        if let path = options.thingCRL, let problem = publishCRL(force: true) {
+            startProblem = "cannot write the things' CRL \(path): \(problem)"
+            return false
+        }
         costly.open()
         if let tls = options.brokerTLS {
             // Never a plain-text fallback: a TLS setup that fails stops here.
@@ -364,6 +378,12 @@ public final class FrameworkSide: @unchecked Sendable {
     func loadThingCA() -> String? {
         if options.brokerAdmin == .none && options.thingCA == nil {
             return "--broker-admin none needs the things' CA (--thing-ca-cert and --thing-ca-key)"
+        }
+        if options.thingCRL != nil && options.thingCA == nil {
+            return "--thing-crl needs the things' CA (--thing-ca-cert and --thing-ca-key), which signs the CRL"
+        }
+        if options.brokerPidFile != nil && options.thingCRL == nil {
+            return "--broker-pid-file needs --thing-crl (the hub signals the broker only to read its CRL again)"
         }
         guard let files = options.thingCA else {
             thingCA.withLock { $0 = nil }

@@ -34,6 +34,16 @@ public struct ThingCertificates: Sendable {
         let publicKey: Certificate.PublicKey
     }
 
+    /// A certificate `issue` made: its PEM, and what the store records to
+    /// revoke it (HubStore.recordCertificate).
+    public struct Issued: Sendable {
+        public var pem: String
+        /// Its serial number's DER bytes as lowercase hex.
+        public var serial: String
+        /// Its notAfter, in epoch ms.
+        public var notAfterMs: Int64
+    }
+
     /// The largest CA certificate or key file read (a PEM chain is small).
     static let maxFileBytes = 1 << 20
     /// One day, in seconds.
@@ -47,6 +57,9 @@ public struct ThingCertificates: Sendable {
     /// The CA's subject key identifier (its own extension, else the SHA-1
     /// of its public key): the authority key identifier of what it signs.
     let keyIdentifier: ArraySlice<UInt8>
+    /// The PEM blocks read, for OpenSSL's CRL signing (ThingCRL.swift).
+    let certificatePEM: String
+    let keyPEM: String
 
     // MARK: the CA
 
@@ -112,6 +125,8 @@ public struct ThingCertificates: Sendable {
         }
         certificate = cert
         privateKey = key
+        self.certificatePEM = certBlock
+        self.keyPEM = keyBlock
         let own = try? cert.extensions.subjectKeyIdentifier
         keyIdentifier = own?.keyIdentifier ?? SubjectKeyIdentifier(hash: cert.publicKey).keyIdentifier
     }
@@ -151,7 +166,7 @@ public struct ThingCertificates: Sendable {
     /// digitalSignature (both critical), extendedKeyUsage clientAuth, and
     /// the subject and authority key identifiers.
     public func issue(_ request: CheckedRequest, topic: String, days: Int, now: Date = Date()) -> Result<
-        String, Problem
+        Issued, Problem
     > {
         guard !topic.isEmpty, topic.utf8.count <= 64 else {
             return .failure(Problem("a certificate's CN is 1 to 64 bytes, not \(topic.utf8.count)"))
@@ -165,12 +180,16 @@ public struct ThingCertificates: Sendable {
                 SubjectKeyIdentifier(hash: request.publicKey)
                 AuthorityKeyIdentifier(keyIdentifier: keyIdentifier)
             }
+            let serial = Self.serialNumber()
             let issued = try Certificate(
-                version: .v3, serialNumber: Self.serialNumber(), publicKey: request.publicKey,
+                version: .v3, serialNumber: serial, publicKey: request.publicKey,
                 notValidBefore: now.addingTimeInterval(-Self.backdating), notValidAfter: notAfter,
                 issuer: certificate.subject, subject: try DistinguishedName { CommonName(topic) },
                 extensions: extensions, issuerPrivateKey: privateKey)
-            return .success(try issued.serializeAsPEM().pemString)
+            return .success(
+                Issued(
+                    pem: try issued.serializeAsPEM().pemString, serial: ThingIFHub.Crypto.hex(Array(serial.bytes)),
+                    notAfterMs: Int64((notAfter.timeIntervalSince1970 * 1000).rounded(.down))))
         } catch {
             return .failure(Problem("the certificate for \(topic) could not be made: \(error)"))
         }

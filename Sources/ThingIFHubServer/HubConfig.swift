@@ -77,6 +77,10 @@ public struct HubConfig: Equatable, Sendable {
     public var thingCAKey: String?
     public var thingCertDays = FrameworkSide.ThingCAFiles.defaultDays
     public var advertisedCertPort: Int?
+    /// The things' CRL the hub writes (PEM; the broker's crlfile), and the
+    /// broker's pid file, whose process gets SIGHUP after each write.
+    public var thingCRL: String?
+    public var brokerPidFile: String?
     /// "dynsec" (a broker client per thing installation) or "none" (the
     /// hub administers nothing in the broker; certificates only).
     public var brokerAdmin = FrameworkSide.BrokerAdminMode.dynsec.rawValue
@@ -481,6 +485,14 @@ public struct HubConfig: Equatable, Sendable {
                     "broker listener for things' certificates, given as mqttEndpoint.portSSL with a certificate"
                         + " (needed with the CA)"),
                 text(
+                    "thingCRL", ["--thing-crl"], "FILE", \.thingCRL,
+                    "write the CA's revocation list here (the broker's crlfile): deleted things' certificates;"
+                        + " re-signed daily, valid 7 days (needs the CA)"),
+                text(
+                    "brokerPidFile", ["--broker-pid-file"], "FILE", \.brokerPidFile,
+                    "mosquitto's pid_file: SIGHUP after each CRL write, so the broker reads it again (needs"
+                        + " --thing-crl)"),
+                text(
                     "brokerAdmin", ["--broker-admin"], "MODE", \.brokerAdmin,
                     "dynsec (a broker client per thing in the dynamic-security plugin) or none (nothing in the broker;"
                         + " needs the CA, and things must send a CSR)"
@@ -732,6 +744,12 @@ public struct HubConfig: Equatable, Sendable {
         if advertisedCertPort != nil && thingCACert == nil {
             throw ConfigError(description: "advertisedCertPort needs thingCACert and thingCAKey")
         }
+        if thingCRL != nil && thingCACert == nil {
+            throw ConfigError(description: "thingCRL needs thingCACert and thingCAKey (the things' CA signs the CRL)")
+        }
+        if brokerPidFile != nil && thingCRL == nil {
+            throw ConfigError(description: "brokerPidFile needs thingCRL (the hub signals the broker to read its CRL)")
+        }
         if brokerAdmin == FrameworkSide.BrokerAdminMode.none.rawValue && thingCACert == nil {
             throw ConfigError(
                 description:
@@ -785,6 +803,8 @@ public struct HubConfig: Equatable, Sendable {
         }
         o.thingCertDays = thingCertDays
         o.advertisedCertPort = advertisedCertPort
+        o.thingCRL = thingCRL
+        o.brokerPidFile = brokerPidFile
         o.brokerAdmin = FrameworkSide.BrokerAdminMode(rawValue: brokerAdmin) ?? .dynsec
     }
 

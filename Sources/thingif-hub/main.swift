@@ -126,6 +126,12 @@ do {
                 + " for the broker's port \(config.advertisedCertPort ?? 0)"
                 + (hubOptions.brokerAdmin == .none
                     ? "; --broker-admin none: no passwords, nothing made in the broker" : ""))
+        if let crl = config.thingCRL {
+            say(
+                "hub: deleted things' certificates are revoked in \(crl) (valid 7 days, signed again daily)"
+                    + (config.brokerPidFile.map { "; the broker of \($0) gets SIGHUP after each write" }
+                        ?? "; nobody is told to read it again: reload the broker after each write (docs/SECURITY.md)"))
+        }
     }
     // Home Assistant's MQTT discovery: the built-in mapping and the file's.
     if config.haDiscovery {

@@ -327,10 +327,19 @@ private func exercise(_ s: HubStore) throws {
         s.insertTrigger(ServerTriggerRecord(triggerID: "trg-s", thingID: t.thingID, definition: "{}", createdAt: 1)))
     #expect(s.saveAutomation(thingID: t.thingID, config: "{}")?.version == 1)
     #expect(s.saveAutomationReport(thingID: t.thingID, report: "{}"))
+    #expect(s.recordCertificate(thingID: t.thingID, installationID: "i1", serial: "01", notAfter: Int64.max))
+    #expect(s.removeInstallation(thingID: t.thingID, installationID: "i1"))
+    #expect(s.revokedCertificates(now: 1)?.map(\.serial) == ["01"])
 }
 
 @Suite("One schema (StoreSchema)")
 struct StoreSchemaTests {
+    /// A schema line of what the migrations after EarlierSchema added.
+    static func addedSinceEarlier(_ line: String) -> Bool {
+        line.contains(" unpruned_samples ") || line.contains("thing_certificates")
+            || line.contains("revoked_certificates")
+    }
+
     @Test("SQLite: a database the earlier hubs made opens and has a new one's schema; so has one migrated from 1")
     func sqlite() throws {
         let dir = try makeTempDirectory(prefix: "thingif-schema")
@@ -345,8 +354,9 @@ struct StoreSchemaTests {
         #expect(sqlite3_open_v2(earlier, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK)
         #expect(sqlite3_exec(db, EarlierSchema.sqlite, nil, nil, nil) == SQLITE_OK)
         sqlite3_close_v2(db)
-        // The earlier hubs' schema is the new one but for what version 7 added.
-        #expect(try sqliteSchema(earlier) == expected.filter { !$0.contains(" unpruned_samples ") })
+        // The earlier hubs' schema is the new one but for what versions 7
+        // (unpruned_samples) and 8 (the certificate tables) added.
+        #expect(try sqliteSchema(earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
         s.close()
@@ -374,8 +384,9 @@ struct StoreSchemaTests {
         let (earlier, earlierURL) = try server.createDatabase()
         defer { server.dropDatabase(earlier) }
         try server.psql(EarlierSchema.postgres, database: earlier)
-        // The earlier hubs' schema is the new one but for what version 4 added.
-        #expect(try postgresSchema(server, earlier) == expected.filter { !$0.contains(" unpruned_samples ") })
+        // The earlier hubs' schema is the new one but for what versions 4
+        // (unpruned_samples) and 5 (the certificate tables) added.
+        #expect(try postgresSchema(server, earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)
         s.close()

@@ -1091,7 +1091,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 7)
+        #expect(SQLiteStore.schemaVersion == 8)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 4 -> 5: results make a notification due.
         _ = try #require(
@@ -1119,6 +1119,10 @@ struct SQLiteStoreTests {
             m.commandsDueToEnd(now: 5, sentBefore: nil, deliveredBefore: nil, limit: 5).map(\.commandID) == ["c-mig6"])
         #expect(m.endCommand(commandID: "c-mig6", state: .expired, reason: "expired", at: 6))
         #expect(m.command(id: "c-mig6")?.endReason == "expired")
+        // 7 -> 8: things' certificates, revoked with their thing.
+        #expect(m.recordCertificate(thingID: "th.v1", installationID: "i1", serial: "0f", notAfter: Int64.max))
+        #expect(m.deleteThing(id: "th.v1"))
+        #expect(m.revokedCertificates(now: 1)?.map(\.serial) == ["0f"])
     }
 
     @Test(

@@ -134,7 +134,8 @@ struct ThingCertificateTests {
         let request = try ThingCertificates.request(try pki.makeCSR("thing", key: csrKey)).get()
         let topic = "t" + randomHexString(11)
         let now = Date()
-        let pem = try things.issue(request, topic: topic, days: 42, now: now).get()
+        let issued = try things.issue(request, topic: topic, days: 42, now: now).get()
+        let pem = issued.pem
 
         let (verified, text, verifyOutput) = try pki.inspect(pem, caFile: ca.cert)
         #expect(verified, "openssl verify: \(verifyOutput)")
@@ -149,13 +150,17 @@ struct ThingCertificateTests {
         // 16 bytes, positive: openssl prints them as 16 hex pairs.
         let serial = try #require(valueAfter(text, "Serial Number:"))
         #expect(serial.split(separator: ":").count == 16, "serial \(serial)")
+        // What the store records to revoke it: the same serial and notAfter.
+        #expect(issued.serial == serial.replacing(":", with: "").lowercased())
         let notBefore = try #require(opensslDate(sslField(text, "notBefore=")))
         let notAfter = try #require(opensslDate(sslField(text, "notAfter=")))
         #expect(abs(notBefore.timeIntervalSince(now) + 300) < 2, "notBefore \(notBefore), now \(now)")
         #expect(abs(notAfter.timeIntervalSince(now) - 42 * 86_400) < 2, "notAfter \(notAfter)")
+        #expect(abs(Double(issued.notAfterMs) / 1000 - notAfter.timeIntervalSince1970) < 1)
         // Serials are random: a second certificate has another.
         let again = try things.issue(request, topic: topic, days: 42, now: now).get()
-        #expect(valueAfter(try pki.inspect(again, caFile: ca.cert).text, "Serial Number:") != serial)
+        #expect(valueAfter(try pki.inspect(again.pem, caFile: ca.cert).text, "Serial Number:") != serial)
+        #expect(again.serial != issued.serial)
         // Another CA does not vouch for it.
         let other = try pki.makeCA("other")
         #expect(!(try pki.inspect(pem, caFile: other.cert).verified))

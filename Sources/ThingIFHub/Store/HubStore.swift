@@ -140,6 +140,22 @@ public struct UserRecord: Sendable {
     }
 }
 
+/// A thing's certificate that was revoked (its thing deleted, or its MQTT
+/// installation retired): what the things' CRL lists until `notAfter`.
+public struct RevokedCertificate: Sendable, Equatable {
+    /// The certificate's serial number: its DER bytes as lowercase hex.
+    public var serial: String
+    /// When it was revoked, and when it expires anyway (epoch ms).
+    public var revokedAt: Int64
+    public var notAfter: Int64
+
+    public init(serial: String, revokedAt: Int64, notAfter: Int64) {
+        self.serial = serial
+        self.revokedAt = revokedAt
+        self.notAfter = notAfter
+    }
+}
+
 /// A group of users that can own things together.
 public struct GroupRecord: Sendable {
     public var groupID: String
@@ -350,8 +366,9 @@ public protocol HubStore: AnyObject, Sendable {
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
     /// The thing's MQTT installations, oldest (first added) first.
     func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)]
-    /// Removes one MQTT installation of a thing (a retired one); false when
-    /// it was not there or the store cannot write.
+    /// Removes one MQTT installation of a thing (a retired one), and revokes
+    /// the certificates recorded for it (`recordCertificate`) in the same
+    /// transaction; false when it was not there or the store cannot write.
     func removeInstallation(thingID: String, installationID: String) -> Bool
     func setFirmwareVersion(thingID: String, _ version: String) -> Bool
     /// Kii's ThingTypeUpdateRequest; false when the thing is unknown.
@@ -363,7 +380,8 @@ public protocol HubStore: AnyObject, Sendable {
     /// Deletes the thing and everything that belongs to it, in one
     /// transaction: its MQTT installations, owners, state and state history,
     /// commands (with their results), server triggers, automation config and
-    /// access tokens. Its vendorThingID is free again afterwards (a new
+    /// access tokens; the certificates recorded for it move to the revoked
+    /// list (`revokedCertificates`). Its vendorThingID is free again afterwards (a new
     /// registration makes a new thing). The owners' users and groups, and
     /// their app installations, stay. False, deleting nothing, when the thing
     /// is unknown or the store cannot write.
@@ -470,6 +488,22 @@ public protocol HubStore: AnyObject, Sendable {
     func removeAppInstallation(id: String, userID: String) -> Bool
     /// Replaces a user's password hash (a legacy hash re-hashed at login).
     func setPasswordHash(userID: String, _ hash: String) -> Bool
+
+    // MARK: things' certificates (revocation)
+
+    /// Records a certificate the things' CA signed for one of the thing's
+    /// MQTT installations (serial: its DER bytes as lowercase hex;
+    /// notAfter: epoch ms), so that deleting the thing or retiring the
+    /// installation revokes it. Every certificate is recorded: a thing that
+    /// onboards again (same topic, a new certificate) adds a serial. False
+    /// when the thing is unknown or the store cannot write: the caller then
+    /// hands the certificate out to nobody.
+    func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool
+    /// The revoked certificates that have not expired at `now`, by serial;
+    /// expired ones (revoked or still recorded) are deleted first, so both
+    /// lists keep only certificates a broker would still accept. nil when
+    /// the store cannot read: the caller must not write an empty CRL then.
+    func revokedCertificates(now: Int64) -> [RevokedCertificate]?
 
     // MARK: tokens
 

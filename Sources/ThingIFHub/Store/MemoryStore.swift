@@ -29,6 +29,16 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var triggers: [String: ServerTriggerRecord] = [:]
         var triggerOrder: [String] = []
         var automations: [String: ThingAutomation] = [:]
+        /// serial -> the certificate the things' CA signed (recordCertificate).
+        var certificates: [String: IssuedCertificate] = [:]
+        /// serial -> its revocation (revokedCertificates).
+        var revoked: [String: RevokedCertificate] = [:]
+    }
+
+    private struct IssuedCertificate {
+        var thingID: String
+        var installationID: String
+        var notAfter: Int64
     }
 
     private struct TokenEntry {
@@ -175,7 +185,41 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             }
             if d.byTopic[topic] == thingID { d.byTopic[topic] = nil }
             d.installationOrder[thingID]?.removeAll { $0 == installationID }
+            Self.revokeCertificates(&d) { $0.thingID == thingID && $0.installationID == installationID }
             return true
+        }
+    }
+
+    // MARK: things' certificates
+
+    /// Moves the recorded certificates that `selected` picks to the revoked
+    /// list (SQLStore.revokeCertificates); expired ones are only dropped.
+    private static func revokeCertificates(_ d: inout Data, _ selected: (IssuedCertificate) -> Bool) {
+        let now = Platform.epochMs()
+        for (serial, c) in d.certificates where selected(c) {
+            d.certificates[serial] = nil
+            if c.notAfter > now, d.revoked[serial] == nil {
+                d.revoked[serial] = RevokedCertificate(serial: serial, revokedAt: now, notAfter: c.notAfter)
+            }
+        }
+    }
+
+    public func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool {
+        data.withLock { d in
+            guard d.things[thingID] != nil, d.certificates[serial] == nil, d.revoked[serial] == nil else {
+                return false
+            }
+            d.certificates[serial] = IssuedCertificate(
+                thingID: thingID, installationID: installationID, notAfter: notAfter)
+            return true
+        }
+    }
+
+    public func revokedCertificates(now: Int64) -> [RevokedCertificate]? {
+        data.withLock { d in
+            d.revoked = d.revoked.filter { $0.value.notAfter > now }
+            d.certificates = d.certificates.filter { $0.value.notAfter > now }
+            return d.revoked.values.sorted { $0.serial < $1.serial }
         }
     }
 
@@ -226,6 +270,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             d.triggerOrder.removeAll { triggers[$0] == nil }
             d.automations[id] = nil
             d.tokens = d.tokens.filter { !($0.value.kind == .thing && $0.value.subjectID == id) }
+            Self.revokeCertificates(&d) { $0.thingID == id }
             return true
         }
     }

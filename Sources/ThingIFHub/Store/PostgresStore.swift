@@ -23,7 +23,7 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -149,7 +149,9 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
         // 2 -> 3: a command's expiry and why the hub ended it (CommandLifecycle).
         [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")],
         // 3 -> 4: uploads since the retention last ran (StateRetention.pruneEvery).
-        [.column("things", "unpruned_samples")]
+        [.column("things", "unpruned_samples")],
+        // 4 -> 5: things' certificates and the revoked ones (the CRL).
+        StoreSchema.certificateSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

@@ -311,9 +311,56 @@ extension SQLStore {
 
     public func removeInstallation(thingID: String, installationID: String) -> Bool {
         use(false) { c in
+            try c.transaction {
+                guard
+                    try c.run(
+                        "DELETE FROM thing_installations WHERE thing_id = ? AND installation_id = ?",
+                        [.text(thingID), .text(installationID)]) == 1
+                else { return false }
+                try Self.revokeCertificates(c, of: "thing_id = ? AND installation_id = ?", [thingID, installationID])
+                return true
+            }
+        }
+    }
+
+    // MARK: things' certificates
+
+    /// Moves the recorded certificates the clause selects (of one thing, or
+    /// of one of its installations) to the revoked list: one rule for
+    /// deleting a thing and retiring an installation. Expired ones are only
+    /// deleted (no broker accepts them any more).
+    static func revokeCertificates(_ c: Connection, of clause: String, _ values: [String]) throws {
+        let now = Platform.epochMs()
+        let bound = values.map { SQLValue.text($0) }
+        try c.run(
+            "INSERT INTO revoked_certificates (serial, revoked_at, not_after) SELECT serial, ?, not_after"
+                + " FROM thing_certificates WHERE " + clause + " AND not_after > ? ON CONFLICT (serial) DO NOTHING",
+            [.int(now)] + bound + [.int(now)])
+        try c.run("DELETE FROM thing_certificates WHERE " + clause, bound)
+    }
+
+    public func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool {
+        ifThingExists(thingID) { c in
             try c.run(
-                "DELETE FROM thing_installations WHERE thing_id = ? AND installation_id = ?",
-                [.text(thingID), .text(installationID)]) == 1
+                "INSERT INTO thing_certificates (serial, thing_id, installation_id, not_after, issued_at)"
+                    + " VALUES (?, ?, ?, ?, ?)",
+                [.text(serial), .text(thingID), .text(installationID), .int(notAfter), .int(Platform.epochMs())])
+        }
+    }
+
+    public func revokedCertificates(now: Int64) -> [RevokedCertificate]? {
+        switch attempt({ c in
+            try c.transaction { () throws -> [RevokedCertificate] in
+                try c.run("DELETE FROM revoked_certificates WHERE not_after <= ?", [.int(now)])
+                try c.run("DELETE FROM thing_certificates WHERE not_after <= ?", [.int(now)])
+                return try c.rows(
+                    "SELECT serial, revoked_at, not_after FROM revoked_certificates ORDER BY serial"
+                        + Self.dialect.byteOrder, []
+                ) { RevokedCertificate(serial: $0.string(0), revokedAt: $0.int(1), notAfter: $0.int(2)) }
+            }
+        }) {
+        case .success(let list): return list
+        case .failure: return nil
         }
     }
 
@@ -325,6 +372,7 @@ extension SQLStore {
             let t: [SQLValue] = [.text(id)]
             return try c.transaction {
                 guard try Self.exists(c, thing: id) else { return false }
+                try Self.revokeCertificates(c, of: "thing_id = ?", [id])
                 for table in [
                     "commands", "triggers", "thing_automation", "state_samples", "thing_installations", "thing_owners"
                 ] {

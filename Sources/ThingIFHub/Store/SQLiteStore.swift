@@ -15,7 +15,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 7
+    public static let schemaVersion: Int64 = 8
 
     private let db: Locked<SQLiteConnection>
     public let path: String
@@ -129,7 +129,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 5 -> 6: a command's expiry and why the hub ended it (CommandLifecycle).
         [.column("commands", "expires_at"), .column("commands", "end_reason"), .index("commands_open")],
         // 6 -> 7: uploads since the retention last ran (StateRetention.pruneEvery).
-        [.column("things", "unpruned_samples")]
+        [.column("things", "unpruned_samples")],
+        // 7 -> 8: things' certificates and the revoked ones (the CRL).
+        StoreSchema.certificateSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {

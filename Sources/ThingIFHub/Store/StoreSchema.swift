@@ -234,6 +234,27 @@ enum StoreSchema {
                 Column("created_at", .integer, "NOT NULL"),
                 Column("expires_at", .integer, "NOT NULL"),
                 Column("revoked", .flag, "NOT NULL DEFAULT 0")
+            ]),
+        // The certificates the things' CA signed, per MQTT installation
+        // (several per installation: a thing that onboards again gets a new
+        // one for the same topic); kept until they expire, to be revoked.
+        Table(
+            "thing_certificates",
+            [
+                Column("serial", .text, "PRIMARY KEY"),
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("installation_id", .text, "NOT NULL"),
+                Column("not_after", .integer, "NOT NULL"),
+                Column("issued_at", .integer, "NOT NULL")
+            ]),
+        // What the things' CRL lists: no thing_id (the thing is gone), kept
+        // until the certificate expires.
+        Table(
+            "revoked_certificates",
+            [
+                Column("serial", .text, "PRIMARY KEY"),
+                Column("revoked_at", .integer, "NOT NULL"),
+                Column("not_after", .integer, "NOT NULL")
             ])
     ]
 
@@ -252,7 +273,18 @@ enum StoreSchema {
         Index("tokens_subject", on: "tokens", "kind, subject_id"),
         // For the pruning at each issue, without a scan of the table.
         Index("tokens_expiry", on: "tokens", "expires_at", where: "expires_at <> 0"),
-        Index("tokens_revoked", on: "tokens", "revoked", where: "revoked = 1")
+        Index("tokens_revoked", on: "tokens", "revoked", where: "revoked = 1"),
+        Index("thing_certificates_thing", on: "thing_certificates", "thing_id, installation_id"),
+        // For the pruning of expired certificates, without a scan.
+        Index("thing_certificates_expiry", on: "thing_certificates", "not_after"),
+        Index("revoked_certificates_expiry", on: "revoked_certificates", "not_after")
+    ]
+
+    /// The migration that added the things' certificates (SQLite 7 -> 8,
+    /// PostgreSQL 4 -> 5).
+    static let certificateSteps: [Step] = [
+        .table("thing_certificates"), .index("thing_certificates_thing"), .index("thing_certificates_expiry"),
+        .table("revoked_certificates"), .index("revoked_certificates_expiry")
     ]
 
     static func table(_ name: String) -> Table {

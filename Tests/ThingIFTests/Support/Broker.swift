@@ -62,6 +62,11 @@ final class Broker {
     var adminPassword: String { BrokerSecrets.adminPassword }
     var caFile: String { BrokerSecrets.caFile }
     var dynsecFile: String { directory + "/dynamic-security.json" }
+    /// The certificate listener's crlfile (an empty CRL of the things CA
+    /// from make-broker-config.sh; the hub's --thing-crl), and the pid file
+    /// whose process the hub sends SIGHUP after writing it.
+    var crlFile: String { directory + "/things-crl.pem" }
+    var pidFile: String { directory + "/mosquitto.pid" }
 
     /// Starts a broker on free ports, retrying with new ports when a chosen
     /// one was taken meanwhile. With `passwordFile` (made by

@@ -211,7 +211,8 @@ final class Env {
     /// listener, the TLS port advertised to things, and the things CA with
     /// the broker's certificate listener (certificate mode, the default:
     /// a thing with TLS and no certificate of its own sends a CSR and gets
-    /// one; a thing without TLS gets a password).
+    /// one; a thing without TLS gets a password), the broker's crlfile as
+    /// the things' CRL and its pid file to tell it of each new one.
     static func hubOptions(
         appID: String, appKey: String, broker: Broker, advertisedPort: Int? = nil,
         sharedSubscription: Bool = true
@@ -223,6 +224,8 @@ final class Env {
         o.thingCA = FrameworkSide.ThingCAFiles(
             certFile: BrokerSecrets.thingsCAFile, keyFile: BrokerSecrets.thingsCAKey)
         o.advertisedCertPort = broker.certPort
+        o.thingCRL = broker.crlFile
+        o.brokerPidFile = broker.pidFile
         return o
     }
 
@@ -231,6 +234,8 @@ final class Env {
     static func withoutThingCA(_ o: inout FrameworkSide.Options) {
         o.thingCA = nil
         o.advertisedCertPort = nil
+        o.thingCRL = nil
+        o.brokerPidFile = nil
     }
 
     func close() {
