@@ -132,6 +132,12 @@ fi
 # own for a client (the plugin's default deny defers), and the file allows
 # every subscription; so every role the hub makes ends in a deny of the
 # rest (BrokerAdmin.denyTheRest) and the plugin decides for its clients.
+# A claim certificate (thingif-hub claim-certificate) is a certificate
+# client too: it writes only c/{CN}/{its client ID}/onboardings and reads
+# only c/{CN}/{its client ID}/resp (mosquitto refuses pattern rules to a
+# client ID or username with + or #; one with / yields topics no answer
+# uses). It also matches the things' patterns on p/{CN}/..., where nothing
+# is answered (the hub drops requests whose client ID is a claim name).
 # Without the plugin, the file also holds the rules it would hold for the
 # hub (role thingif-hub) and the bootstrap identity
 # (BrokerAdmin.onboardingACLs); a bootstrap client reads only the replies
@@ -148,6 +154,12 @@ if [ -n "$cert_port" ] || $no_plugin; then
       echo "pattern write p/%u/status"
       echo "pattern write p/%u/thing-if/#"
       echo "pattern write p/%u/api/#"
+      echo "# Claim certificates (CN = claim.APPID.BATCH, fleet provisioning): one onboarding"
+      echo "# request and its answer, under the CN and the client's own ID, so that devices"
+      echo "# sharing a claim certificate read no other's answer. Thing certificates match"
+      echo "# these too; the hub refuses any CN that is not one of its app's claims."
+      echo "pattern write c/%u/%c/onboardings"
+      echo "pattern read c/%u/%c/resp"
     fi
     if $no_plugin; then
       echo "# Bootstrap clients read the replies to their own client ID."
