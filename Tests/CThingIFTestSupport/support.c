@@ -687,6 +687,11 @@ int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const cha
     return thingif_set_tls(ct->t, cafile, certfile, keyfile);
 }
 
+int ct_set_claim_certificate(ct_thing *ct, const char *certfile, const char *keyfile)
+{
+    return thingif_set_claim_certificate(ct->t, certfile, keyfile);
+}
+
 void *ct_handle(ct_thing *ct)
 {
     return ct->t;
