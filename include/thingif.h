@@ -422,8 +422,10 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  *
  * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL handle, an empty path
  * or only one of the two given; THINGIF_ERR_TLS (with an error log line)
- * when a file cannot be read or the certificate's CN is not a claim name
- * (claim.APPID.BATCH, at most 64 bytes; the claim is then not set);
+ * when a file cannot be read or the certificate's CN does not begin with
+ * "claim." or cannot stand as a topic level (at most 64 bytes, no / + #;
+ * the framework checks the rest of claim.APPID.BATCH); the claim is then
+ * not set;
  * THINGIF_ERR_STATE while a loop runs.
  *
  * @par Thread
