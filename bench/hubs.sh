@@ -165,19 +165,25 @@ pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
 
 # round LABEL H: N commands through the first H hubs; appends a line to results
 # and the store latencies to $tmp/store.LABEL. LABEL "sqlite" has no database CPU.
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 results=()
 labels=()
+others=()
 round() {
-    local label=$1 h=$2 urls hc0 hc1 pc0=0 pc1=0 line
+    local label=$1 h=$2 urls hc0 hc1 pc0=0 pc1=0 bc0 bc1 ac0 ac1 line
     urls=$(IFS=,; echo "${hub_urls[*]:0:$h}")
     store_sums >"$tmp/store0.$label"
     [ "$pgstat" = 1 ] && [ "$label" = 1 ] && psql_db -c 'SELECT pg_stat_statements_reset()' >/dev/null
     hc0=$(cpu_sum "${hub_pids[@]}")
+    bc0=$(cpu_sum "$mosq_pid")
+    ac0=$(cpu_sum "${aircon_pids[@]}")
     [ "$label" = sqlite ] || pc0=$(cpu_sum $(pg_procs))
     echo "bench: $label: $h hub(s), $n commands, $inflight in flight …" >&2
     line=$(python3 bench/hubs_driver.py run --hubs "$urls" --token "$token" --user "$user" --things "$thing_ids" \
         -n "$n" -c "$inflight")
     hc1=$(cpu_sum "${hub_pids[@]}")
+    bc1=$(cpu_sum "$mosq_pid")
+    ac1=$(cpu_sum "${aircon_pids[@]}")
     [ "$label" = sqlite ] || pc1=$(cpu_sum $(pg_procs))
     store_sums >"$tmp/store1.$label"
     if [ "$pgstat" = 1 ] && [ "$label" = 1 ]; then
@@ -187,6 +193,7 @@ round() {
     fi
     labels+=("$label")
     results+=("$line hub_cpu_us=$(((hc1 - hc0) / 1000 / n)) pg_cpu_us=$(((pc1 - pc0) / 1000 / n))")
+    others+=("broker $(((bc1 - bc0) / 1000 / n)) us, appliances $(((ac1 - ac0) / 1000 / n)) us, driver $(field "$line" driver_cpu_us) us")
     join "$tmp/store0.$label" "$tmp/store1.$label" 2>/dev/null \
         | awk '{ dc = $5 - $3; if (dc > 0) printf "%s=%.2f/%d ", $1, ($4 - $2) / dc * 1000, dc }' >"$tmp/store.$label"
     # ops only in the second snapshot (a new hub's first calls)
@@ -215,7 +222,6 @@ for h in $rounds; do
 done
 
 # --- table ---------------------------------------------------------------------
-field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 pgv=$("$pg_bin/postgres" --version | awk '{ print $3 }')
 echo
@@ -233,6 +239,11 @@ for ((i = 0; i < ${#results[@]}; i++)); do
     printf '  %-9s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' "$(name "$lab")" "$(field "$l" done)" "$(field "$l" polled)" \
         "$(field "$l" errors)" "$(field "$l" cmd_per_s)" "$(field "$l" p50_ms)" "$(field "$l" p95_ms)" \
         "$(field "$l" max_ms)" "$(field "$l" hub_cpu_us) us" "$pgc"
+done
+echo
+echo "  the rest of the machine's CPU per command in the round (the broker, the aircons, this driver):"
+for ((i = 0; i < ${#results[@]}; i++)); do
+    printf '  %-10s %s\n' "$(name "${labels[$i]}"):" "${others[$i]}"
 done
 echo
 echo "  store latency, mean ms per call / calls in the round (all hubs):"

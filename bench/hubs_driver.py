@@ -209,20 +209,22 @@ def run(args):
                 print("hubs_driver: %s" % e, file=sys.stderr)
 
     start = time.monotonic()
+    cpu0 = time.process_time()
     threads = [threading.Thread(target=worker) for _ in range(conc)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     secs = time.monotonic() - start
+    cpu = time.process_time() - cpu0
     lat.sort()
 
     def pct(p):
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else 0.0
 
-    print("n=%d done=%d polled=%d errors=%d seconds=%.2f cmd_per_s=%.1f p50_ms=%.1f p95_ms=%.1f max_ms=%.1f"
+    print("n=%d done=%d polled=%d errors=%d seconds=%.2f cmd_per_s=%.1f p50_ms=%.1f p95_ms=%.1f max_ms=%.1f driver_cpu_us=%d"
           % (n, stats["done"], stats["polled"], stats["errors"], secs, stats["done"] / secs if secs else 0,
-             pct(0.5), pct(0.95), pct(1.0)))
+             pct(0.5), pct(0.95), pct(1.0), cpu / n * 1e6 if n else 0))
 
 
 if __name__ == "__main__":

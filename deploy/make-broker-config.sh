@@ -268,13 +268,16 @@ fi
   if [ -n "$cert_port" ]; then
     echo
     echo "# Things with a certificate from the hub's things CA: the certificate's"
-    echo "# CN (the thing's mqttTopic) is the username; no password, no record."
+    echo "# CN (the thing's mqttTopic) is the username and the client ID, whatever"
+    echo "# client ID the thing sends (so no certificate takes over another thing's"
+    echo "# session); no password, no record."
     echo "listener $cert_port $bind"
     echo "cafile $pki/things-ca.crt"
     echo "certfile $pki/server.crt"
     echo "keyfile $pki/server.key"
     echo "require_certificate true"
     echo "use_identity_as_username true"
+    echo "use_username_as_clientid true"
     echo "tls_version tlsv1.2"
   fi
   echo

@@ -113,8 +113,12 @@ struct AppAPI {
         }
     }
 
+    /// The user's groups are read only when the thing is not the user's own
+    /// (a read on every command of the REST API otherwise).
     func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        guard let t = store.thing(id: thingID), !Set(t.owners).isDisjoint(with: identities(of: user)) else {
+        guard let t = store.thing(id: thingID),
+            t.owners.contains("user:\(user.userID)") || !Set(t.owners).isDisjoint(with: identities(of: user))
+        else {
             return .failure(.thingNotFound(thingID))
         }
         return .success(t)

@@ -497,7 +497,7 @@ extension FrameworkSide {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
         onEvent?("state of \(tid): \(merged)")
-        homeAssistant?.stateChanged(thingID: tid, merged: merged)
+        homeAssistant?.stateChanged(thing: thing, merged: merged)
         triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
         return ok(204)
     }

@@ -274,9 +274,11 @@ final class HomeAssistantBridge: @unchecked Sendable {
         }
     }
 
-    func stateChanged(thingID: String, merged: String) {
-        guard let t = hub.store.thing(id: thingID), mapping(t.thingType) != nil else { return }
-        _ = hub.publishRetained(topic: HATopics.state(thingID), payload: Array(merged.utf8))
+    /// A state upload of `thing` (the record its request was authorised
+    /// with: no second read on every upload).
+    func stateChanged(thing t: ThingRecord, merged: String) {
+        guard mapping(t.thingType) != nil else { return }
+        _ = hub.publishRetained(topic: HATopics.state(t.thingID), payload: Array(merged.utf8))
     }
 
     // MARK: receiving

@@ -62,9 +62,15 @@ public enum PasswordHash {
 public enum Crypto {
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
-        bytes.withUnsafeBufferPointer { b in _ = SHA256(b.baseAddress, b.count, &out) }
+        let ok = bytes.withUnsafeBufferPointer { b in EVP_Digest(b.baseAddress, b.count, &out, nil, sha256MD, nil) }
+        // Only a failed allocation makes it fail; a zero hash then matches no stored token.
+        precondition(ok == 1, "EVP_Digest failed")
         return out
     }
+
+    /// SHA-256 fetched once: OpenSSL 3's SHA256() fetches the algorithm on
+    /// every call, which showed in the profile of every authenticated call.
+    nonisolated(unsafe) private static let sha256MD: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
 
     /// SHA-256 of the UTF-8 text, as 64 lowercase hex digits: how tokens are stored.
     public static func sha256Hex(_ text: String) -> String { hex(sha256(Array(text.utf8))) }

@@ -149,6 +149,92 @@ struct CertificateModeTests {
             #expect(impostor.messages().isEmpty, "\(impostor.messages().map(\.topic))")
         }
     }
+
+    @Test(
+        "Token harvest and injection with a thing certificate: wildcards read nothing of others, forged commands and configurations never run"
+    )
+    func harvestAndInjectionWithCertificate() throws {
+        try withEnv { env in
+            let a = try Self.certThing(env, storage: "a")
+            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
+            let tidA = try #require(a.thingID)
+            #expect(ct_start(a.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tidA, timeoutMs: 10_000), "logs:\n\(a.logs)")
+            let b = try Self.certThing(env, storage: "b")
+            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
+            b.destroy()
+            let endpointA = try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])
+            let topicA = try #require(endpointA["mqttTopic"] as? String)
+            let dirB = env.storage("b")
+            let attacker = try MqttProbe(
+                port: env.broker.certPort, clientID: "ignored", username: nil, password: nil,
+                tls: (ca: env.broker.caFile, cert: dirB + "/thing-cert.pem", key: dirB + "/thing-key.pem"))
+            defer { attacker.stop() }
+            try #require(attacker.isConnected, "broker:\n\(tail(env.broker.log))")
+            // mosquitto's acl_file grants any subscription and checks read
+            // access per message, so the SUBACKs say nothing: what counts is
+            // that no message of another client arrives.
+            for filter in [
+                "#", "p/#", "p/+/resp", "p/+/+", "+/+/resp", "p/+/thing-if/apps/#", "p/+/status", "$share/x/#",
+                topicA, "p/\(topicA)/config", "p/\(topicA)/resp", "n/#", "c/#"
+            ] {
+                _ = attacker.subscribe(filter)
+            }
+            // Injection: a command on A's topic and a retained configuration.
+            let before = a.records.count
+            let command =
+                #"{"commandID":"evil-cert","schema":"AirConditioner-Demo","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
+            attacker.publish(topicA, Array(command.utf8))
+            let config =
+                #"{"version":999999,"actionSets":[{"name":"evil","actions":[{"turnPower":{"power":false}}]}],"timers":[]}"#
+            attacker.publish(Topics.config(clientID: topicA), Array(config.utf8), retain: true)
+            // A newcomer onboards (its token and certificate cross the
+            // broker) and A takes a command while the attacker listens.
+            let (c, _) = try env.onlineAircon(vendorThingID: "AC-NEW", storage: "newcomer")
+            #expect(c.isConnected)
+            try env.expectAlive(tidA)
+            usleep(500_000)
+            #expect(a.records.count == before + 1, "an injected command ran: \(a.records.map { $0.commandID ?? "" })")
+            #expect(!a.logContains("applied remote configuration"))
+            #expect(env.hub.results(of: "evil-cert") == nil)
+            let cid = try StoredIdentity(storage: env.storage("newcomer"))
+            let seen = attacker.messages()
+            #expect(seen.isEmpty, "the attacker read: \(seen.map(\.topic))")
+            #expect(!seen.contains { String(decoding: $0.payload, as: UTF8.self).contains(cid.token) })
+        }
+    }
+
+    @Test("A thing's certificate cannot take over another thing's session: the broker makes the CN the client ID")
+    func certificateCannotTakeOverSession() throws {
+        try withEnv { env in
+            let b = try Self.certThing(env, storage: "b")
+            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
+            let tidB = try #require(b.thingID)
+            #expect(ct_start(b.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            let a = try Self.certThing(env, storage: "a")
+            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
+            a.destroy()
+            let endpointB = try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])
+            let topicB = try #require(endpointB["mqttTopic"] as? String)
+            // A's certificate, asking for B's client ID: without
+            // use_username_as_clientid the broker closed B's connection.
+            let dirA = env.storage("a")
+            let intruder = try MqttProbe(
+                port: env.broker.certPort, clientID: topicB, username: nil, password: nil,
+                tls: (ca: env.broker.caFile, cert: dirA + "/thing-cert.pem", key: dirA + "/thing-key.pem"))
+            defer { intruder.stop() }
+            #expect(intruder.isConnected, "broker:\n\(tail(env.broker.log))")
+            usleep(300_000)
+            try env.expectAlive(tidB)
+            intruder.stop()
+            b.destroy()
+            env.broker.stop()  // flushes its log
+            let log = env.broker.log
+            #expect(!log.contains("Client \(topicB) already connected"), "broker:\n\(tail(log))")
+            #expect(log.contains("as \(topicB) "), "B's own session is in the log:\n\(tail(log))")
+        }
+    }
 }
 
 /// A hub that administers nothing in its broker (issue #31): a mosquitto

@@ -201,20 +201,10 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     static func thing(_ c: PostgresConnection, where clause: String, _ values: [SQLValue], lock: Bool) throws
         -> ThingRecord?
     {
-        // One round trip: the installations and owners come as two lists
-        // joined with control characters no ID or topic level can hold
-        // (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
+        // One round trip: the installations and owners come as two lists.
         try c.first(
-            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), values
-        ) { r in
-            var t = StoreRows.thing(r)
-            for pair in Self.split(r.text(8), by: 0x1E) {
-                let kv = Self.split(pair, by: 0x1F)
-                if kv.count == 2 { t.installations[kv[0]] = kv[1] }
-            }
-            t.owners = Self.split(r.text(9), by: 0x1E)
-            return t
-        }
+            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), values,
+            StoreRows.thingWithLists)
     }
 
     private static let thingWithListsSQL = """
@@ -226,13 +216,6 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
                   FROM thing_owners o WHERE o.thing_id = things.thing_id)
         FROM things
         """
-
-    private static func split(_ s: String?, by byte: UInt8) -> [String] {
-        guard let s, !s.isEmpty else { return [] }
-        return s.utf8.split(separator: byte, omittingEmptySubsequences: false).map {
-            String(decoding: $0, as: UTF8.self)
-        }
-    }
 
     /// The UPDATE and the announcement in one statement: the other hubs
     /// hear "{origin} {commandID}" on thingif_results when it commits.

@@ -29,6 +29,28 @@ enum StoreRows {
             createdAt: r.int(7))
     }
 
+    /// A thing with its installations and owners from one row (each
+    /// store's one-statement thing read): column 8 holds the installations
+    /// as "installationID US topic" joined by RS, column 9 the owners joined
+    /// by RS; control characters no ID or topic level can hold
+    /// (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
+    static func thingWithLists(_ r: some StoreRow) -> ThingRecord {
+        var t = thing(r)
+        for pair in split(r.text(8), by: 0x1E) {
+            let kv = split(pair, by: 0x1F)
+            if kv.count == 2 { t.installations[kv[0]] = kv[1] }
+        }
+        t.owners = split(r.text(9), by: 0x1E)
+        return t
+    }
+
+    private static func split(_ s: String?, by byte: UInt8) -> [String] {
+        guard let s, !s.isEmpty else { return [] }
+        return s.utf8.split(separator: byte, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
     static let sampleColumns = "SELECT thing_id, at, method, upload, state, id FROM state_samples"
 
     static func sample(_ r: some StoreRow) -> StateSample {
