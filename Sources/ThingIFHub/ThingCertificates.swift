@@ -160,8 +160,10 @@ public struct ThingCertificates: Sendable {
     /// A claim certificate (fleet provisioning, docs/SECURITY.md) for the
     /// batch `batch` of app `appID`: what `issue` writes for a thing, with
     /// CN = claim.{appID}.{batch} (Topics.claimParts's form) instead of a
-    /// topic. The broker lets it publish only onboardings on
-    /// c/{CN}/{clientID}/onboardings; the hub takes them for `appID` only.
+    /// topic, signed by this CA: the claims CA (ClaimCertificateCommand),
+    /// which only the broker's claim listener trusts. The broker lets it
+    /// publish only onboardings on c/{CN}/{clientID}/onboardings; the hub
+    /// takes them for `appID` only.
     public func issueClaim(_ request: CheckedRequest, appID: String, batch: String, days: Int, now: Date = Date())
         -> Result<String, Problem>
     {

@@ -7,19 +7,21 @@ import ThingIFHub
 
 /// `thingif-hub claim-certificate`: the operator's command that makes a
 /// claim certificate for a batch of devices (fleet provisioning by claim,
-/// docs/SECURITY.md) with the things CA the hub holds. A device with it
-/// onboards without the app key. The signing is ThingCertificates' (one
-/// rule for what the CA's certificates say); only the CN and the validity
-/// differ from a thing's.
+/// docs/SECURITY.md) with the claims CA: not the things CA, and not one
+/// the hub holds (the broker's claim listener trusts it and nothing else).
+/// A device with it onboards without the app key. The signing is
+/// ThingCertificates' (one rule for what a CA's certificates say); only
+/// the CN and the validity differ from a thing's.
 public enum ClaimCertificateCommand {
     public static let name = "claim-certificate"
     public static let defaultDays = 365
 
     public static let usage = """
-        usage: thingif-hub claim-certificate --thing-ca-cert FILE --thing-ca-key FILE --app APPID --name BATCH
+        usage: thingif-hub claim-certificate --claim-ca-cert FILE --claim-ca-key FILE --app APPID --name BATCH
                  [--days N] (--out DIR | --csr FILE --out DIR)
-          Signs a claim certificate, CN claim.APPID.BATCH, with the things CA (clientAuth, valid N days,
-          default \(defaultDays), never past the CA's end). Without --csr it makes an EC P-256 key:
+          Signs a claim certificate, CN claim.APPID.BATCH, with the claims CA, the one the broker's claim
+          listener trusts (not the things CA; clientAuth, valid N days, default \(defaultDays), never past
+          the CA's end). Without --csr it makes an EC P-256 key:
           DIR/claim.key (0600) and DIR/claim.crt; with --csr (a PEM PKCS#10 request whose key the
           devices hold) it writes DIR/claim.crt only. Existing files are not overwritten.
           BATCH: 1 to \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _. Retire a batch with the hub's
@@ -37,7 +39,7 @@ public enum ClaimCertificateCommand {
     @discardableResult
     public static func run(_ arguments: [String], say: (String) -> Void = { _ in }) throws -> [String] {
         var values: [String: String] = [:]
-        let known = ["--thing-ca-cert", "--thing-ca-key", "--app", "--name", "--days", "--out", "--csr"]
+        let known = ["--claim-ca-cert", "--claim-ca-key", "--app", "--name", "--days", "--out", "--csr"]
         var args = arguments[...]
         while let a = args.popFirst() {
             if a == "-h" || a == "--help" {
@@ -51,7 +53,7 @@ public enum ClaimCertificateCommand {
             guard values[a] == nil else { throw Failure(description: "\(a) given twice", status: 2) }
             values[a] = v
         }
-        for required in ["--thing-ca-cert", "--thing-ca-key", "--app", "--name", "--out"] where values[required] == nil
+        for required in ["--claim-ca-cert", "--claim-ca-key", "--app", "--name", "--out"] where values[required] == nil
         {
             throw Failure(description: "\(required) is required", status: 2)
         }
@@ -72,8 +74,8 @@ public enum ClaimCertificateCommand {
                     + " name 1 to \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _", status: 2)
         }
         let ca: ThingCertificates
-        switch ThingCertificates.load(certFile: values["--thing-ca-cert"]!, keyFile: values["--thing-ca-key"]!) {
-        case .failure(let p): throw Failure(description: "the things' CA cannot be used: \(p.message)", status: 1)
+        switch ThingCertificates.load(certFile: values["--claim-ca-cert"]!, keyFile: values["--claim-ca-key"]!) {
+        case .failure(let p): throw Failure(description: "the claims CA cannot be used: \(p.message)", status: 1)
         case .success(let c): ca = c
         }
         var key: String?

@@ -7,30 +7,37 @@ import Testing
 import ThingIFHubServer
 
 /// Fleet provisioning by claim (issue #31): a claim certificate of the
-/// things CA (CN claim.APPID.BATCH, made by `thingif-hub claim-certificate`)
-/// lets a device onboard without the app key. Real broker (the listener for
-/// certificates and its pattern rules), real hub, real library.
+/// claims CA (CN claim.APPID.BATCH, made by `thingif-hub claim-certificate`)
+/// lets a device onboard without the app key. Real broker (the claim
+/// listener, which trusts the claims CA only, and the pattern rules), real
+/// hub, real library.
 @Suite("ClaimCertificateTests")
 struct ClaimCertificateTests {
     static let batch = "batch-1"
     static var claimName: String { "claim.\(Env.appID).\(batch)" }
 
     /// A claim certificate and key made by the hub's command with the test
-    /// broker's things CA, in a fresh directory.
-    static func claimPair(_ env: Env, app: String = Env.appID, batch: String = batch) throws -> ClaimPair {
-        let dir = env.storage("claim-\(app)-\(batch)")
+    /// broker's claims CA (or, `signedByThingsCA`, the things CA: the old
+    /// way), in a fresh directory.
+    static func claimPair(
+        _ env: Env, app: String = Env.appID, batch: String = batch, signedByThingsCA: Bool = false
+    ) throws -> ClaimPair {
+        let dir = env.storage("claim-\(app)-\(batch)" + (signedByThingsCA ? "-things" : ""))
+        let ca =
+            signedByThingsCA
+            ? (BrokerSecrets.thingsCAFile, BrokerSecrets.thingsCAKey)
+            : (BrokerSecrets.claimsCAFile, BrokerSecrets.claimsCAKey)
         try ClaimCertificateCommand.run([
-            "--thing-ca-cert", BrokerSecrets.thingsCAFile, "--thing-ca-key", BrokerSecrets.thingsCAKey,
-            "--app", app, "--name", batch, "--out", dir
+            "--claim-ca-cert", ca.0, "--claim-ca-key", ca.1, "--app", app, "--name", batch, "--out", dir
         ])
         return ClaimPair(cert: dir + "/claim.crt", key: dir + "/claim.key")
     }
 
     /// A device with the aircon handlers, no app key (NULL), TLS with the
-    /// broker's CA, bootstrap on the broker's listener for certificates,
-    /// and the claim certificate. The caller destroys it.
+    /// broker's CA, bootstrap on the broker's claim listener, and the claim
+    /// certificate. The caller destroys it.
     static func claimDevice(_ env: Env, storage: String, pair: ClaimPair) throws -> TestThing {
-        let ct = try #require(ct_new(Env.appID, nil, env.storage(storage), Int32(env.broker.certPort), LogLevel.info))
+        let ct = try #require(ct_new(Env.appID, nil, env.storage(storage), Int32(env.broker.claimPort), LogLevel.info))
         let t = TestThing(ct: ct)
         #expect(ct_set_option(ct, Int32(THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue), 5000) == RC.ok)
         #expect(ct_register_aircon_handlers(ct, Aircon.schema, Aircon.version) == RC.ok)
@@ -40,13 +47,18 @@ struct ClaimCertificateTests {
         return t
     }
 
-    /// A raw client on the listener for certificates with the claim pair.
+    /// A raw client on the claim listener with the claim pair.
     static func claimProbe(_ env: Env, _ pair: ClaimPair, clientID: String) throws -> MqttProbe {
-        let p = try MqttProbe(
-            port: env.broker.certPort, clientID: clientID, username: nil, password: nil,
-            tls: (ca: env.broker.caFile, cert: pair.cert, key: pair.key))
+        let p = try certProbe(env, port: env.broker.claimPort, cert: pair.cert, key: pair.key, clientID: clientID)
         try #require(p.isConnected, "broker:\n\(tail(env.broker.log))")
         return p
+    }
+
+    /// A raw client with a certificate on `port`, connected or not.
+    static func certProbe(_ env: Env, port: Int, cert: String, key: String, clientID: String) throws -> MqttProbe {
+        try MqttProbe(
+            port: port, clientID: clientID, username: nil, password: nil,
+            tls: (ca: env.broker.caFile, cert: cert, key: key))
     }
 
     /// An onboarding by the thing as Kii frames it, with a CSR unless `csr` is nil.
@@ -79,6 +91,8 @@ struct ClaimCertificateTests {
             let ep = try #require(id["mqttEndpoint"] as? [String: Any])
             let topic = try #require(ep["mqttTopic"] as? String)
             #expect(ep["clientCertificate"] as? String != nil, "\(ep)")
+            // Bootstrapped on the claim listener; its own connection goes to the things' one.
+            #expect(ep["portSSL"] as? Int == env.broker.certPort, "\(ep)")
             let pki = try TestPKI()
             let subject = try pki.run(["x509", "-in", env.storage("claim") + "/thing-cert.pem", "-noout", "-subject"])
             #expect(subject.contains(topic) && !subject.contains("claim."), "\(subject)")
@@ -171,6 +185,118 @@ struct ClaimCertificateTests {
     }
 
     @Test(
+        "Devices sharing a claim certificate onboard at once and one after another, each with its own client ID, and none reads another's answer"
+    )
+    func claimDevicesShareACertificate() throws {
+        try withEnv { env in
+            let pair = try Self.claimPair(env)
+            let name = Self.claimName
+            // A third holder of the claim, connected throughout, listens for
+            // every answer; on a listener that made the CN the client ID
+            // the devices' connections would also close its session.
+            let spy = try Self.claimProbe(env, pair, clientID: "claim-spy-" + randomHexString(6))
+            defer { spy.stop() }
+            for filter in ["c/\(name)/+/resp", "c/#", "#"] { _ = spy.subscribe(filter) }
+            let devices = try (0..<3).map { i in try Self.claimDevice(env, storage: "shared-\(i)", pair: pair) }
+            defer { devices.forEach { $0.destroy() } }
+            var rcs = [Int32](repeating: -1, count: 3)
+            let lock = NSLock()
+            // Two at once, then the third.
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                let rc = ct_onboard(devices[i].ct, "AC-SHARED-\(i)", "password-1", "AirConditioner", "1.0.0", nil)
+                lock.withLock { rcs[i] = rc }
+            }
+            rcs[2] = ct_onboard(devices[2].ct, "AC-SHARED-2", "password-1", "AirConditioner", "1.0.0", nil)
+            #expect(
+                rcs == [RC.ok, RC.ok, RC.ok],
+                "\(rcs)\n\(devices.map(\.logs).joined(separator: "\n---\n"))\nbroker:\n\(tail(env.broker.log))")
+            let tids = devices.compactMap(\.thingID)
+            #expect(Set(tids).count == 3, "\(tids)")
+            // Each request came from a client ID of its own.
+            let claims = env.hub.requests.filter { $0.path == "claim " + name && $0.status == 200 }
+            let ids = Set(claims.map(\.clientID))
+            #expect(claims.count == 3 && ids.count == 3, "\(claims)")
+            #expect(ids.allSatisfy { $0.hasPrefix("thingif-bootstrap-") }, "\(ids)")
+            // The spy read nothing and kept its session.
+            usleep(300_000)
+            #expect(spy.messages().isEmpty, "the spy read \(spy.messages().map(\.topic))")
+            #expect(spy.isConnected && spy.disconnectCount == 0, "broker:\n\(tail(env.broker.log))")
+            // Each device has its own identity, and takes commands.
+            let tokens = try (0..<3).map { try StoredIdentity(storage: env.storage("shared-\($0)")).token }
+            #expect(Set(tokens).count == 3)
+            #expect(ct_start(devices[0].ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tids[0], timeoutMs: 10_000), "logs:\n\(devices[0].logs)")
+            try env.expectAlive(tids[0])
+        }
+    }
+
+    @Test(
+        "A thing's certificate opens no session on the claim listener (not even with another thing's client ID), and a claim certificate none on the things' listener"
+    )
+    func listenersTrustTheirOwnCA() throws {
+        try withEnv { env in
+            let b = try CertificateModeTests.certThing(env, storage: "b")
+            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
+            defer { b.destroy() }
+            let tidB = try #require(b.thingID)
+            #expect(ct_start(b.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            let topicB = try StoredIdentity(storage: env.storage("b")).topic
+            let a = try CertificateModeTests.certThing(env, storage: "a")
+            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
+            a.destroy()
+            let dirA = env.storage("a")
+            let (certA, keyA) = (dirA + "/thing-cert.pem", dirA + "/thing-key.pem")
+            // A's certificate on the claim listener, asking for B's client
+            // ID (there no use_username_as_clientid would stop it).
+            let intruder = try Self.certProbe(
+                env, port: env.broker.claimPort, cert: certA, key: keyA, clientID: topicB)
+            defer { intruder.stop() }
+            #expect(!intruder.isConnected && intruder.connackCode == nil, "\(String(describing: intruder.connackCode))")
+            usleep(300_000)
+            try env.expectAlive(tidB)
+            // The same certificate on its own listener: connected (the control).
+            let own = try Self.certProbe(env, port: env.broker.certPort, cert: certA, key: keyA, clientID: "any")
+            defer { own.stop() }
+            #expect(own.isConnected, "broker:\n\(tail(env.broker.log))")
+
+            // A claim certificate on the things' listener, and on its own (the control).
+            let pair = try Self.claimPair(env)
+            let claimOnThings = try Self.certProbe(
+                env, port: env.broker.certPort, cert: pair.cert, key: pair.key, clientID: topicB)
+            defer { claimOnThings.stop() }
+            #expect(
+                !claimOnThings.isConnected && claimOnThings.connackCode == nil,
+                "\(String(describing: claimOnThings.connackCode))")
+            let claimOnClaims = try Self.claimProbe(env, pair, clientID: "claim-ok-" + randomHexString(4))
+            defer { claimOnClaims.stop() }
+            try env.expectAlive(tidB)
+        }
+    }
+
+    @Test("A claim certificate signed by the things CA (the old way) is refused on the claim listener")
+    func claimOfTheThingsCARefused() throws {
+        try withEnv { env in
+            let old = try Self.claimPair(env, signedByThingsCA: true)
+            let p = try Self.certProbe(
+                env, port: env.broker.claimPort, cert: old.cert, key: old.key,
+                clientID: "claim-old-" + randomHexString(4))
+            defer { p.stop() }
+            #expect(!p.isConnected && p.connackCode == nil, "\(String(describing: p.connackCode))")
+            // A device with it does not onboard; one with the claims CA's does (the control).
+            let t = try Self.claimDevice(env, storage: "old", pair: old)
+            defer { t.destroy() }
+            #expect(ct_onboard(t.ct, "AC-OLD", "password-1", "AirConditioner", "1.0.0", nil) != RC.ok)
+            #expect(env.hub.thing(vendorThingID: "AC-OLD") == nil)
+            let good = try Self.claimDevice(env, storage: "new", pair: try Self.claimPair(env))
+            defer { good.destroy() }
+            #expect(
+                ct_onboard(good.ct, "AC-NEW", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok,
+                "logs:\n\(good.logs)")
+        }
+    }
+
+    @Test(
         "A claim of another app, a retired batch, a thing certificate on the claim topic, a claim without a CSR, and a claim identity on p/ are refused"
     )
     func claimRefusals() throws {
@@ -191,21 +317,23 @@ struct ClaimCertificateTests {
                 env.hub.thing(vendorThingID: "AC-OTHER") == nil && env.hub.thing(vendorThingID: "AC-RETIRED") == nil)
 
             // A thing's certificate matches the claim patterns too (its CN is
-            // its topic): the hub refuses a CN that is no claim of its app.
+            // its topic, and on the things' listener its client ID): the hub
+            // refuses a CN that is no claim of its app.
             let thing = try CertificateModeTests.certThing(env, storage: "cert")
             try #require(ct_onboard(thing.ct, "AC-CERT", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok)
             let topic = try StoredIdentity(storage: env.storage("cert")).topic
             let dir = env.storage("cert")
             let pki = try TestPKI()
             let csr = try String(contentsOfFile: try pki.keyAndCSR(cn: "AC-X").csr, encoding: .utf8)
-            let tp = try MqttProbe(
-                port: env.broker.certPort, clientID: topic + "-x", username: nil, password: nil,
-                tls: (ca: env.broker.caFile, cert: dir + "/thing-cert.pem", key: dir + "/thing-key.pem"))
+            let tp = try Self.certProbe(
+                env, port: env.broker.certPort, cert: dir + "/thing-cert.pem", key: dir + "/thing-key.pem",
+                clientID: topic)
             defer { tp.stop() }
-            let tResp = Topics.claimResponse(name: topic, clientID: topic + "-x")
+            try #require(tp.isConnected, "broker:\n\(tail(env.broker.log))")
+            let tResp = Topics.claimResponse(name: topic, clientID: topic)
             #expect(tp.subscribe(tResp) == 1)
             _ = tp.publish(
-                Topics.claimRequest(name: topic, clientID: topic + "-x"),
+                Topics.claimRequest(name: topic, clientID: topic),
                 Self.onboarding("AC-X", csr: csr, requestID: "x"))
             let refused = Self.answer(tp.waitForMessage(on: tResp))
             #expect(
@@ -274,18 +402,22 @@ struct ClaimCertificateTests {
 
     @Test("claim-certificate writes a usable pair (0600 key, clientAuth, the claim CN) and refuses bad options")
     func claimCommand() throws {
-        // The things CA is made with the first broker.
+        // The claims CA is made with the first broker.
         _ = try Broker.start()
         let pki = try TestPKI()
-        let base = ["--thing-ca-cert", BrokerSecrets.thingsCAFile, "--thing-ca-key", BrokerSecrets.thingsCAKey]
+        let base = ["--claim-ca-cert", BrokerSecrets.claimsCAFile, "--claim-ca-key", BrokerSecrets.claimsCAKey]
         let out = pki.path("out")
         let written = try ClaimCertificateCommand.run(
             base + ["--app", "myApp", "--name", "line_7", "--days", "30", "--out", out])
         #expect(written == [out + "/claim.key", out + "/claim.crt"])
         #expect(CertificateModeTests.mode(out + "/claim.key") == 0o600)
         let inspected = try pki.inspect(
-            try String(contentsOfFile: out + "/claim.crt", encoding: .utf8), caFile: BrokerSecrets.thingsCAFile)
+            try String(contentsOfFile: out + "/claim.crt", encoding: .utf8), caFile: BrokerSecrets.claimsCAFile)
         #expect(inspected.verified, "\(inspected.verifyOutput)")
+        // Of the claims CA, not the things CA (the things' listener trusts that one).
+        let asThing = try pki.inspect(
+            try String(contentsOfFile: out + "/claim.crt", encoding: .utf8), caFile: BrokerSecrets.thingsCAFile)
+        #expect(!asThing.verified, "\(asThing.verifyOutput)")
         #expect(inspected.text.contains("claim.myApp.line_7"), "\(inspected.text)")
         #expect(inspected.text.contains("TLS Web Client Authentication") && inspected.text.contains("CA:FALSE"))
         let modulus = try pki.run(["x509", "-in", out + "/claim.crt", "-noout", "-pubkey"])
@@ -310,9 +442,17 @@ struct ClaimCertificateTests {
             (base + ["--app", String(repeating: "x", count: 60), "--name", "b", "--out", out2], 2),
             (base + ["--app", "myApp", "--name", "b", "--days", "0", "--out", out2], 2),
             (base + ["--app", "myApp", "--name", "b", "--out", out2, "--what"], 2),
+            // The old flags: the claims CA is not the things CA.
             (
                 [
-                    "--thing-ca-cert", BrokerSecrets.thingsCAFile, "--thing-ca-key", BrokerSecrets.clientKey,
+                    "--thing-ca-cert", BrokerSecrets.thingsCAFile, "--thing-ca-key", BrokerSecrets.thingsCAKey,
+                    "--app", "myApp", "--name", "b", "--out", pki.path("out5")
+                ], 2
+            ),
+            (Array(base.prefix(2)) + ["--app", "myApp", "--name", "b", "--out", pki.path("out5")], 2),
+            (
+                [
+                    "--claim-ca-cert", BrokerSecrets.claimsCAFile, "--claim-ca-key", BrokerSecrets.clientKey,
                     "--app", "myApp", "--name", "b", "--out", pki.path("out3")
                 ], 1
             ),  // another key
