@@ -396,7 +396,7 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  * Fleet provisioning by claim: thingif_onboard() authenticates its
  * bootstrap connection with this claim certificate instead of app_id /
  * app_key, so the firmware needs no app key. An operator makes one claim
- * certificate per batch of devices with the framework's things CA
+ * certificate per batch of devices with the framework's claims CA
  * (`thingif-hub claim-certificate`, subject CN = claim.APPID.BATCH); the
  * broker lets its holder send an onboarding only under its own CN and
  * client ID (topic c/CN/CLIENTID/onboardings) and read only the answer to
@@ -407,9 +407,11 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  *
  * Needs thingif_set_tls() with certfile NULL (the thing's own key and CSR;
  * cafile verifies the broker) before thingif_onboard(), and
- * thingif_set_broker() pointed at the broker's listener for certificates
- * (the port things with a certificate use, the endpoint's portSSL). The
- * bootstrap connection uses a random client ID, as without a claim. Only
+ * thingif_set_broker() pointed at the broker's claim listener (the port
+ * that takes claim certificates; not the things' certificate listener,
+ * which takes no claim). The thing's own connection then goes to the
+ * endpoint's portSSL from the answer. The bootstrap connection uses a
+ * random client ID, as without a claim. Only
  * thingif_onboard() uses it: thingif_use_onboarded() keeps the app
  * credentials. The CN is read now; the files are read again by
  * libmosquitto at connect time. The key may be of any type the broker
