@@ -271,6 +271,20 @@ struct ClaimCertificateTests {
             let claimOnClaims = try Self.claimProbe(env, pair, clientID: "claim-ok-" + randomHexString(4))
             defer { claimOnClaims.stop() }
             try env.expectAlive(tidB)
+
+            // What is left (docs/SECURITY.md, residual risks): a claim holder
+            // chooses its client ID on the claim listener, B's included (one
+            // namespace per broker), and knocks B off until B reconnects; it
+            // reads none of B's topics by it.
+            let knock = try Self.claimProbe(env, pair, clientID: topicB)
+            for filter in [topicB, "p/\(topicB)/resp", "p/\(topicB)/config", "#"] { _ = knock.subscribe(filter) }
+            usleep(300_000)
+            knock.stop()
+            try env.expectAlive(tidB)
+            #expect(knock.messages().isEmpty, "the claim read \(knock.messages().map(\.topic))")
+            env.broker.stop()  // flushes its log
+            #expect(
+                env.broker.log.contains("Client \(topicB) already connected"), "broker:\n\(tail(env.broker.log))")
         }
     }
 
