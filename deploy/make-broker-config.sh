@@ -3,16 +3,20 @@
 #   DIR/mosquitto.conf            no anonymous clients, the dynamic-security
 #                                 plugin, a plain listener (loopback only),
 #                                 a TLS listener and a mutual-TLS listener,
-#                                 and with --cert-port the listener for
-#                                 things with certificates from the hub
+#                                 with --cert-port the listener for
+#                                 things with certificates from the hub,
+#                                 and with --claim-port the listener for
+#                                 claim certificates (fleet provisioning)
 #   DIR/dynamic-security.json     the plugin's state, with one admin client
 #                                 (the hub's identity); the hub creates every
 #                                 other client and role over
 #                                 $CONTROL/dynamic-security/v1
-#   DIR/acl                       with --cert-port: the rules of things that
-#                                 connect with a certificate, as patterns on
-#                                 their certificate's CN (= their mqttTopic),
-#                                 so that a new thing needs no broker record;
+#   DIR/acl                       with --cert-port or --claim-port: the
+#                                 rules of things that connect with a
+#                                 certificate, as patterns on their
+#                                 certificate's CN (= their mqttTopic), so
+#                                 that a new thing needs no broker record,
+#                                 and those of claim certificates;
 #                                 with --no-plugin also the hub's and the
 #                                 bootstrap identity's rules
 #   DIR/passwd                    with --no-plugin: the hub's identity and the
@@ -33,8 +37,14 @@
 #   DIR/mosquitto.pid             with --cert-port: the broker's pid_file, for
 #                                 thingif-hub --broker-pid-file (SIGHUP: read
 #                                 the CRL again)
+#   PKI/claims-ca.crt claims-ca.key
+#                                 with --claim-port, when missing: the CA of
+#                                 claim certificates (thingif-hub
+#                                 claim-certificate --claim-ca-cert/
+#                                 --claim-ca-key); the hub does not hold it
 #
 # usage: make-broker-config.sh DIR --port P [--tls-port P] [--mtls-port P] [--cert-port P]
+#          [--claim-port P]
 #          [--bind ADDR] [--pki DIR] [--admin-user U] [--admin-password PW]
 #          [--persistence] [--server-name NAME]
 #          [--no-plugin [--bootstrap-user APPID --bootstrap-password APPKEY]]
@@ -49,7 +59,7 @@
 # broker uses deploy/mosquitto.conf, which has the same directives.
 set -euo pipefail
 
-dir=""; port=""; tls_port=""; mtls_port=""; cert_port=""; bind="127.0.0.1"; pki=""
+dir=""; port=""; tls_port=""; mtls_port=""; cert_port=""; claim_port=""; bind="127.0.0.1"; pki=""
 admin_user="thingif-hub"; admin_password=""; persistence=false; server_name="localhost"
 no_plugin=false; bootstrap_user=""; bootstrap_password=""
 while [ $# -gt 0 ]; do
@@ -58,6 +68,7 @@ while [ $# -gt 0 ]; do
     --tls-port) tls_port=$2; shift 2 ;;
     --mtls-port) mtls_port=$2; shift 2 ;;
     --cert-port) cert_port=$2; shift 2 ;;
+    --claim-port) claim_port=$2; shift 2 ;;
     --bind) bind=$2; shift 2 ;;
     --pki) pki=$2; shift 2 ;;
     --admin-user) admin_user=$2; shift 2 ;;
@@ -90,7 +101,7 @@ done
 $no_plugin || [ -n "$plugin" ] || { echo "make-broker-config: mosquitto_dynamic_security.so not found (Debian: package mosquitto)" >&2; exit 1; }
 
 # The PKI: made once, then reused (a lock keeps parallel callers apart).
-if [ -n "$tls_port$mtls_port$cert_port" ]; then
+if [ -n "$tls_port$mtls_port$cert_port$claim_port" ]; then
   (
     flock 9
     if [ ! -s "$pki/client.crt" ]; then
@@ -117,18 +128,23 @@ if [ -n "$tls_port$mtls_port$cert_port" ]; then
     fi
   ) 9>"$pki/.lock"
 fi
-if [ -n "$cert_port" ]; then
+# The things CA (--cert-port) and the claims CA (--claim-port): two CAs, so
+# that a thing's certificate is refused on the claim listener (where a
+# client chooses its client ID) and a claim certificate on the things'.
+if [ -n "$cert_port$claim_port" ]; then
   (
     flock 9
-    if [ ! -s "$pki/things-ca.crt" ]; then
-      cd "$pki"
-      umask 077
-      openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout things-ca.key \
-        -out things-ca.crt.tmp -days 3650 -subj "/CN=thingif things CA" \
-        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-      chmod 0644 things-ca.crt.tmp
-      mv things-ca.crt.tmp things-ca.crt
-    fi
+    cd "$pki"
+    umask 077
+    for ca in ${cert_port:+things} ${claim_port:+claims}; do
+      if [ ! -s "$ca-ca.crt" ]; then
+        openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$ca-ca.key" \
+          -out "$ca-ca.crt.tmp" -days 3650 -subj "/CN=thingif $ca CA" \
+          -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+        chmod 0644 "$ca-ca.crt.tmp"
+        mv "$ca-ca.crt.tmp" "$ca-ca.crt"
+      fi
+    done
   ) 9>"$pki/.lock"
   # The first CRL: empty, valid 10 years (the hub's, valid 7 days and
   # re-signed daily, replaces it; OpenSSL takes the later thisUpdate). Kept
@@ -147,8 +163,8 @@ if [ -n "$cert_port" ]; then
     mv "$dir/things-crl.pem.tmp" "$dir/things-crl.pem"
   fi
 fi
-# One acl_file (mosquitto reads one), when there is a certificate listener
-# or no plugin. The things' patterns: a thing's client ID and username are
+# One acl_file (mosquitto reads one, for every listener), when there is a
+# certificate listener, a claim listener or no plugin. The things' patterns: a thing's client ID and username are
 # its mqttTopic, the CN of its certificate; the same rules as the hub gives
 # a thing with a password (BrokerAdmin.thingACLs): read its command topic,
 # its replies and its configuration; write its requests and its status.
@@ -156,15 +172,24 @@ fi
 # own for a client (the plugin's default deny defers), and the file allows
 # every subscription; so every role the hub makes ends in a deny of the
 # rest (BrokerAdmin.denyTheRest) and the plugin decides for its clients.
+# A claim certificate (thingif-hub claim-certificate, the claims CA, the
+# claim listener) is a certificate client too: it writes only
+# c/{CN}/{its client ID}/onboardings and reads only c/{CN}/{its client ID}/resp
+# (mosquitto refuses pattern rules to a client ID or username with + or #;
+# one with / yields topics no answer uses). Its client ID is its own (the
+# claim listener has no use_username_as_clientid), so devices sharing a
+# claim certificate stay apart. It also matches the things' patterns on
+# p/{CN}/..., where nothing is answered (the hub drops requests whose
+# client ID is a claim name).
 # Without the plugin, the file also holds the rules it would hold for the
 # hub (role thingif-hub) and the bootstrap identity
 # (BrokerAdmin.onboardingACLs); a bootstrap client reads only the replies
 # to its own client ID.
 acl=""
-if [ -n "$cert_port" ] || $no_plugin; then
+if [ -n "$cert_port$claim_port" ] || $no_plugin; then
   acl=$dir/acl
   {
-    if [ -n "$cert_port" ]; then
+    if [ -n "$cert_port$claim_port" ]; then
       echo "# Things with a certificate (CN = mqttTopic = username, use_identity_as_username)."
       echo "pattern read %u"
       echo "pattern read p/%u/resp"
@@ -172,6 +197,13 @@ if [ -n "$cert_port" ] || $no_plugin; then
       echo "pattern write p/%u/status"
       echo "pattern write p/%u/thing-if/#"
       echo "pattern write p/%u/api/#"
+      echo "# Claim certificates (CN = claim.APPID.BATCH, fleet provisioning, the claim"
+      echo "# listener): one onboarding request and its answer, under the CN and the client's"
+      echo "# own ID, so that devices sharing a claim certificate read no other's answer."
+      echo "# Thing certificates match these too (their client ID is their CN); the hub"
+      echo "# refuses any CN that is not one of its app's claims."
+      echo "pattern write c/%u/%c/onboardings"
+      echo "pattern read c/%u/%c/resp"
     fi
     if $no_plugin; then
       echo "# Bootstrap clients read the replies to their own client ID."
@@ -295,6 +327,21 @@ fi
     echo "use_username_as_clientid true"
     echo "# Certificates of deleted things: written by thingif-hub --thing-crl."
     echo "crlfile $dir/things-crl.pem"
+    echo "tls_version tlsv1.2"
+  fi
+  if [ -n "$claim_port" ]; then
+    echo
+    echo "# Claim certificates (fleet provisioning) from the claims CA, and only"
+    echo "# those: the CN (claim.APPID.BATCH) is the username; the client ID is the"
+    echo "# device's own (random), so that devices sharing a claim certificate keep"
+    echo "# their sessions and answers apart (c/%u/%c/...). No thing certificate"
+    echo "# connects here, where it could choose another thing's client ID."
+    echo "listener $claim_port $bind"
+    echo "cafile $pki/claims-ca.crt"
+    echo "certfile $pki/server.crt"
+    echo "keyfile $pki/server.key"
+    echo "require_certificate true"
+    echo "use_identity_as_username true"
     echo "tls_version tlsv1.2"
   fi
   echo

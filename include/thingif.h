@@ -256,7 +256,9 @@ typedef void (*thingif_log_cb)(int level, const char *message, void *userdata);
  *
  * @param app_id the framework application's ID. Copied. Not NULL or empty.
  * @param app_key the application's key, used on the bootstrap connection.
- *                 Copied. Not NULL (may be empty).
+ *                 Copied. May be NULL or empty: a thing that onboards with
+ *                 a claim certificate (thingif_set_claim_certificate())
+ *                 needs none, and its firmware should carry none.
  * @param storage_dir a directory the library owns for this thing: it keeps the
  *                 onboarding result there (files of mode 0600) so that a
  *                 restart does not onboard again. Created (mode 0700) if it
@@ -391,6 +393,49 @@ THINGIF_NODISCARD int thingif_set_broker(thingif_t *t, const char *host, int por
 THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const char *certfile, const char *keyfile);
 
 /**
+ * Fleet provisioning by claim: thingif_onboard() authenticates its
+ * bootstrap connection with this claim certificate instead of app_id /
+ * app_key, so the firmware needs no app key. An operator makes one claim
+ * certificate per batch of devices with the framework's claims CA
+ * (`thingif-hub claim-certificate`, subject CN = claim.APPID.BATCH); the
+ * broker lets its holder send an onboarding only under its own CN and
+ * client ID (topic c/CN/CLIENTID/onboardings) and read only the answer to
+ * it (c/CN/CLIENTID/resp), and the framework takes it only for its app and
+ * only with a certificate signing request. The thing then gets a
+ * certificate of its own (see thingif_set_tls() and thingif_onboard()) and
+ * uses the claim certificate no more.
+ *
+ * Needs thingif_set_tls() with certfile NULL (the thing's own key and CSR;
+ * cafile verifies the broker) before thingif_onboard(), and
+ * thingif_set_broker() pointed at the broker's claim listener (the port
+ * that takes claim certificates; not the things' certificate listener,
+ * which takes no claim). The thing's own connection then goes to the
+ * endpoint's portSSL from the answer. The bootstrap connection uses a
+ * random client ID, as without a claim. Only
+ * thingif_onboard() uses it: thingif_use_onboarded() keeps the app
+ * credentials. The CN is read now; the files are read again by
+ * libmosquitto at connect time. The key may be of any type the broker
+ * takes; keep it as private as storage_dir.
+ *
+ * @param t the handle.
+ * @param certfile the claim certificate (PEM). Copied. NULL together with
+ *                 keyfile removes the claim certificate.
+ * @param keyfile its private key (PEM, unencrypted). Copied.
+ *
+ * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL handle, an empty path
+ * or only one of the two given; THINGIF_ERR_TLS (with an error log line)
+ * when a file cannot be read or the certificate's CN does not begin with
+ * "claim." or cannot stand as a topic level (at most 64 bytes, no / + #;
+ * the framework checks the rest of claim.APPID.BATCH); the claim is then
+ * not set;
+ * THINGIF_ERR_STATE while a loop runs.
+ *
+ * @par Thread
+ * any, before thingif_onboard().
+ */
+THINGIF_NODISCARD int thingif_set_claim_certificate(thingif_t *t, const char *certfile, const char *keyfile);
+
+/**
  * Onboards the thing by itself with its vendorThingID and password (Kii's
  * "onboarding by the thing"), over a short bootstrap MQTT connection that
  * uses app_id / app_key as credentials. The framework answers with a
@@ -429,6 +474,14 @@ THINGIF_NODISCARD int thingif_set_tls(thingif_t *t, const char *cafile, const ch
  * thing cannot connect (it has no password, and never falls back to one):
  * THINGIF_ERR_TLS with an error log line; delete storage_dir/identity.json
  * and onboard again to get a new key and certificate.
+ *
+ * With a claim certificate (thingif_set_claim_certificate()) the bootstrap
+ * connection authenticates with it instead of app_id / app_key and sends
+ * the request on the claim topic; everything else is as above. The
+ * framework refuses a claim onboarding without a CSR (THINGIF_ERR_REJECTED,
+ * the log line naming CERTIFICATE_SIGNING_REQUEST_REQUIRED: TLS not set, a
+ * certfile of the user's own, or a vendor_thing_id over 64 characters), a
+ * claim of another app or a batch its operator retired (CLAIM_REFUSED).
  *
  * @param t the handle.
  * @param vendor_thing_id the thing's vendor ID. Copied. Not NULL or empty.

@@ -12,6 +12,11 @@
  *     (its broker port is closed: no connection, no crash).
  *  4. thing-key.pem gone: the loop logs why and does not connect, and
  *     onboarding from storage returns THINGIF_ERR_TLS.
+ *  5. A claim certificate (fleet provisioning by claim): a handle without
+ *     an app key; thingif_set_claim_certificate refuses a certificate
+ *     whose CN is no claim name and a missing file, takes one of
+ *     claim.APP.BATCH, and onboarding goes through the claim path of the
+ *     bootstrap connection (the port is closed: it fails to connect).
  *
  * usage: client_cert PARENT_DIR   (a new storage folder is made in it;
  *                                  exit 0: pass, 1: fail) */
@@ -213,6 +218,49 @@ int main(int argc, char **argv)
     CHECK(rc == THINGIF_ERR_TLS, "onboarding without the key: %s", thingif_strerror(rc));
     CHECK(strstr(logs, "Delete ") && strstr(logs, "identity.json and onboard again"), "logs:\n%s", logs);
     CHECK(thingif_destroy(t) == THINGIF_OK, "destroy");
+
+    /* 5. A claim certificate, no app key. */
+    char claim_cert[4200], claim_key[4200], thing_cert[4200];
+    snprintf(claim_cert, sizeof claim_cert, "%s/claim.crt", argv[1]);
+    snprintf(claim_key, sizeof claim_key, "%s/claim.key", argv[1]);
+    snprintf(thing_cert, sizeof thing_cert, "%s/not-claim.crt", argv[1]);
+    char *claim = key ? certificate_for(key, "claim.appcert.line-7") : NULL;
+    FILE *cf = fopen(claim_cert, "w"), *kf = fopen(claim_key, "w"), *tf = fopen(thing_cert, "w");
+    CHECK(claim && cert && key && cf && kf && tf && fputs(claim, cf) >= 0 && fputs(key, kf) >= 0 &&
+              fputs(cert, tf) >= 0,
+          "cannot write the claim files");
+    if (cf)
+        fclose(cf);
+    if (kf)
+        fclose(kf);
+    if (tf)
+        fclose(tf);
+    t = thingif_new("appcert", NULL, storage);
+    CHECK(t != NULL, "thingif_new without an app key");
+    if (t) {
+        logs[0] = '\0';
+        CHECK(thingif_set_log_callback(t, on_log, THINGIF_LOG_DEBUG, NULL) == THINGIF_OK, "log callback");
+        CHECK(thingif_set_claim_certificate(NULL, claim_cert, claim_key) == THINGIF_ERR_INVALID, "NULL handle");
+        CHECK(thingif_set_claim_certificate(t, claim_cert, NULL) == THINGIF_ERR_INVALID, "no key");
+        CHECK(thingif_set_claim_certificate(t, thing_cert, claim_key) == THINGIF_ERR_TLS, "a thing's CN");
+        CHECK(strstr(logs, "no readable claim certificate"), "logs:\n%s", logs);
+        CHECK(thingif_set_claim_certificate(t, claim_cert, "/nonexistent/claim.key") == THINGIF_ERR_TLS,
+              "a missing key");
+        CHECK(thingif_set_claim_certificate(t, claim_cert, claim_key) == THINGIF_OK, "a claim: %s", logs);
+        CHECK(thingif_set_broker(t, "127.0.0.1", 1) == THINGIF_OK, "broker");
+        /* Without TLS the claim cannot be used. */
+        unlink(identity_path);
+        rc = thingif_onboard(t, "AC-CLAIM", "password-1", NULL, NULL, NULL);
+        CHECK(rc == THINGIF_ERR_TLS && strstr(logs, "a claim certificate needs TLS"), "no TLS: %s\nlogs:\n%s",
+              thingif_strerror(rc), logs);
+        CHECK(thingif_set_tls(t, cafile, NULL, NULL) == THINGIF_OK, "tls");
+        CHECK(thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, 2000) == THINGIF_OK, "timeout");
+        rc = thingif_onboard(t, "AC-CLAIM", "password-1", NULL, NULL, NULL);
+        CHECK(rc == THINGIF_ERR_CONNECT || rc == THINGIF_ERR_TLS, "claim onboarding: %s", thingif_strerror(rc));
+        CHECK(thingif_set_claim_certificate(t, NULL, NULL) == THINGIF_OK, "clearing the claim");
+        CHECK(thingif_destroy(t) == THINGIF_OK, "destroy");
+    }
+    free(claim);
 
     free(cert);
     free(key);

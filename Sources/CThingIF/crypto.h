@@ -12,6 +12,7 @@
 #define THINGIF_CRYPTO_H
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +145,29 @@ static inline int thingif_crypto_pair_check(const void *cert_pem, size_t cert_le
     EVP_PKEY_free(key);
     ERR_clear_error();
     return rc;
+}
+
+/* The subject CN of the first PEM certificate in the file at path when it
+ * begins with prefix (at most 64 bytes), as a string to release with
+ * thingif_crypto_free_text(); NULL when the file cannot be read, holds no
+ * certificate, or the CN is missing, longer or not so. For a claim
+ * certificate (fleet provisioning): its CN names its topics. */
+static inline char *thingif_crypto_cert_cn(const char *path, const char *prefix)
+{
+    char cn[65];
+    int n = -1;
+    FILE *f = fopen(path, "r");
+    X509 *cert = f ? PEM_read_X509(f, NULL, thingif_crypto_no_passphrase, NULL) : NULL;
+    if (cert)
+        n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, (int)sizeof cn);
+    if (f)
+        fclose(f);
+    X509_free(cert);
+    ERR_clear_error();
+    char *out = n > 0 && n < (int)sizeof cn && strncmp(cn, prefix, strlen(prefix)) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (out)
+        memcpy(out, cn, (size_t)n + 1);
+    return out;
 }
 
 #endif

@@ -18,7 +18,8 @@ public func thingif_new(
     _ app_id: UnsafePointer<CChar>?, _ app_key: UnsafePointer<CChar>?,
     _ storage_dir: UnsafePointer<CChar>?
 ) -> OpaquePointer? {
-    guard let app = nonEmpty(app_id), let key = string(app_key), let dir = nonEmpty(storage_dir),
+    // No app key (NULL): a thing that onboards with a claim certificate.
+    guard let app = nonEmpty(app_id), let key = app_key == nil ? "" : string(app_key), let dir = nonEmpty(storage_dir),
         let t = Thing(appID: app, appKey: key, storageDir: dir)
     else { return nil }
     return OpaquePointer(Unmanaged.passRetained(t).toOpaque())
@@ -120,6 +121,22 @@ public func thingif_set_tls(
     // A connection made before uses the old settings: the next one uses TLS.
     th.resetConnection()
     return rc
+}
+
+@c @implementation
+public func thingif_set_claim_certificate(
+    _ t: OpaquePointer?, _ certfile: UnsafePointer<CChar>?, _ keyfile: UnsafePointer<CChar>?
+) -> Int32 {
+    guard let th = thing(t), (certfile == nil) == (keyfile == nil) else { return INVALID }
+    if th.isLoopRunning { return THINGIF_ERR_STATE.code }
+    var claim: (name: String, certfile: String, keyfile: String)?
+    if certfile != nil {
+        guard let cert = nonEmpty(certfile), let key = nonEmpty(keyfile) else { return INVALID }
+        guard let name = th.claimName(certfile: cert, keyfile: key) else { return THINGIF_ERR_TLS.code }
+        claim = (name, cert, key)
+    }
+    th.shared.withLock { $0.config.claim = claim }  // no limit changes: not configure()
+    return OK
 }
 
 @c @implementation

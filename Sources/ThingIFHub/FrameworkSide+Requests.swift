@@ -22,8 +22,14 @@ extension FrameworkSide {
     /// queue is full, they are dropped and counted, so a flood with a new
     /// client ID in every topic buys nothing); the rest (things' own
     /// requests, status, Home Assistant) to the request thread, in order.
+    /// Claim onboardings (c/{CN}/{clientID}/onboardings) are bootstrap
+    /// work too: within the same budget, on the same pool, never on the
+    /// request threads where things' commands and results are served.
     func accept(_ m: MqttClient.Message, queue: RequestLanes) {
-        guard let t = Topics.parseRequest(m.topic), Self.isBootstrap(api: t.api, path: t.path) else {
+        let bootstrap =
+            Topics.parseRequest(m.topic).map { Self.isBootstrap(api: $0.api, path: $0.path) }
+            ?? (Topics.parseClaimRequest(m.topic) != nil)
+        guard bootstrap else {
             queue.push(m)
             return
         }
@@ -60,7 +66,17 @@ extension FrameworkSide {
             }
             return
         }
-        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID) else { return }
+        if let claim = Topics.parseClaimRequest(m.topic) {
+            handleClaim(m, name: claim.name, clientID: claim.clientID)
+            return
+        }
+        // A client ID that is a claim certificate's CN is a claim identity
+        // using the thing patterns its CN also matches (p/%u/…): its answer
+        // would go to p/{CN}/resp, which every holder of that certificate
+        // may read. Dropped without a reply; claims go through c/….
+        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID),
+            !t.clientID.hasPrefix(Topics.claimPrefix)
+        else { return }
         let reply: KiiResponse
         var method = "?"
         let request = KiiRequest.decode(m.payload)
@@ -92,6 +108,58 @@ extension FrameworkSide {
         _ = client.publish(
             topic: Topics.response(clientID: t.clientID), payload: answer.encode(), qos: 1,
             correlationData: m.correlationData)
+    }
+
+    /// A claim onboarding (docs/PROTOCOL.md §4.3): `name` is the CN of the
+    /// client's certificate (the broker lets it write only under its own CN
+    /// and client ID), `clientID` its client ID. Only a claim name of this
+    /// hub's app, not refused by the operator, onboards; the body is an
+    /// onboarding by the thing, handled as one, and must carry a CSR. The
+    /// answer goes to c/{CN}/{clientID}/resp, which only that client reads.
+    func handleClaim(_ m: MqttClient.Message, name: String, clientID: String) {
+        let request = KiiRequest.decode(m.payload)
+        let path = "onboardings"
+        let reply: KiiResponse
+        if let req = request {
+            if req.body.count > maxBody(path: path) {
+                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
+            } else if let refusal = claimRefusal(name) {
+                metrics.refused("claim")
+                onEvent?("claim onboarding refused: \(refusal)")
+                reply = error(403, "CLAIM_REFUSED", refusal)
+            } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
+                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
+            } else if req.method != "POST" {
+                reply = error(404, "NOT_FOUND", "no \(req.method) \(path)")
+            } else {
+                reply = onboardByThing(req, claim: name)
+            }
+        } else {
+            reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
+        }
+        var answer = reply
+        if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
+        logRequest(
+            clientID: clientID, method: request?.method ?? "?", path: "claim " + name, body: request?.body ?? [],
+            status: reply.status)
+        metrics.request(
+            kind: HubMetrics.kind(api: .thingIF, method: request?.method ?? "?", path: path), status: reply.status)
+        _ = client.publish(
+            topic: Topics.claimResponse(name: name, clientID: clientID), payload: answer.encode(), qos: 1,
+            correlationData: m.correlationData)
+    }
+
+    /// Why a claim name does not onboard here (nil: it does): not a claim
+    /// CN, another app's, a batch the operator refused, or a hub without
+    /// the things CA (a claim onboarding gets a certificate only).
+    func claimRefusal(_ name: String) -> String? {
+        guard let parts = Topics.claimParts(name) else { return "\(name) is not a claim certificate's name" }
+        guard parts.appID == options.appID else { return "the claim \(name) is not for app \(options.appID)" }
+        if options.refusedClaims.contains(parts.batch) {
+            return "the claim batch \(parts.batch) is refused by this hub's operator"
+        }
+        if thingCA.withLock({ $0 == nil }) { return "this hub has no things CA: it takes no claim onboardings" }
+        return nil
     }
 
     /// A thing's request over HTTP (Kii's thing SDKs make these calls over

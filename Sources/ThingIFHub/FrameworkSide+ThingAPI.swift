@@ -148,7 +148,18 @@ extension FrameworkSide {
         error(503, "BROKER_UNAVAILABLE", "the broker did not make the thing's MQTT credentials; try again")
     }
 
-    func onboardByThing(_ req: KiiRequest) -> KiiResponse {
+    /// A claim onboarding (`claim`: the certificate's CN) needs a CSR: it is
+    /// for things that connect with a certificate only.
+    var claimNeedsCSR: KiiResponse {
+        error(
+            400, "CERTIFICATE_SIGNING_REQUEST_REQUIRED",
+            "an onboarding with a claim certificate gives a client certificate only: send a certificateSigningRequest")
+    }
+
+    /// Onboarding by the thing: with the app's credentials (the bootstrap
+    /// identity), or with a claim certificate whose CN is `claim`, checked
+    /// by the caller (handleClaim).
+    func onboardByThing(_ req: KiiRequest, claim: String? = nil) -> KiiResponse {
         guard let type = req.header("Content-Type"), MediaType.isOnboardingByThing(type) else {
             return error(
                 415, "UNSUPPORTED_MEDIA_TYPE",
@@ -189,6 +200,8 @@ extension FrameworkSide {
             case .failure(let p): return error(400, "INVALID_INPUT_DATA", p.message)
             case .success(let checked): signing = (ca, checked)
             }
+        } else if claim != nil {
+            return claimNeedsCSR
         } else if options.brokerAdmin == .none {
             return certificateRequired
         }
@@ -256,7 +269,7 @@ extension FrameworkSide {
             }
             onEvent?(
                 "onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)"
-                    + (certificate != nil ? " (client certificate)" : ""))
+                    + (certificate != nil ? " (client certificate)" : "") + (claim.map { ", claimed by \($0)" } ?? ""))
             return ok(
                 200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
         }

@@ -74,6 +74,10 @@ public final class FrameworkSide: @unchecked Sendable {
         /// MQTT installations (broker clients) of apps: per user and per app; 0: no cap.
         public var mqttInstallationsPerUser = 16
         public var mqttInstallationsPerApp = 100_000
+        /// Claim batches (the last part of a claim certificate's CN,
+        /// claim.{appID}.{batch}) whose onboardings the hub refuses: a
+        /// batch retired by its operator (docs/SECURITY.md).
+        public var refusedClaims: Set<String> = []
         /// Onboarding by the thing accepts only vendorThingIDs an operator
         /// registered before (`thingif things import`); false: open (Kii's way).
         public var enrollmentOnly = false

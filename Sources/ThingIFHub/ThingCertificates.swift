@@ -8,6 +8,7 @@
 import Crypto
 import X509
 import _CryptoExtras
+import ThingIF
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -168,6 +169,40 @@ public struct ThingCertificates: Sendable {
     public func issue(_ request: CheckedRequest, topic: String, days: Int, now: Date = Date()) -> Result<
         Issued, Problem
     > {
+        issue(request, commonName: topic, days: days, now: now)
+    }
+
+    /// A claim certificate (fleet provisioning, docs/SECURITY.md) for the
+    /// batch `batch` of app `appID`: what `issue` writes for a thing, with
+    /// CN = claim.{appID}.{batch} (Topics.claimParts's form) instead of a
+    /// topic, signed by this CA: the claims CA (ClaimCertificateCommand),
+    /// which only the broker's claim listener trusts. The broker lets it
+    /// publish only onboardings on c/{CN}/{clientID}/onboardings; the hub
+    /// takes them for `appID` only.
+    public func issueClaim(_ request: CheckedRequest, appID: String, batch: String, days: Int, now: Date = Date())
+        -> Result<String, Problem>
+    {
+        let cn = Self.claimName(appID: appID, batch: batch)
+        guard Topics.claimParts(cn).map({ $0.appID == appID && $0.batch == batch }) ?? false else {
+            return .failure(
+                Problem(
+                    "a claim's name is claim.APPID.BATCH, at most 64 bytes, without / + # or NUL, the batch 1 to"
+                        + " \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _: not \(cn)"))
+        }
+        return issue(request, commonName: cn, days: days, now: now)
+    }
+
+    /// The CN of a claim certificate.
+    public static func claimName(appID: String, batch: String) -> String { Topics.claimPrefix + appID + "." + batch }
+
+    /// A new EC P-256 key, as an unencrypted PKCS#8 PEM, and its request, checked.
+    public static func newKey() -> (pem: String, request: CheckedRequest) {
+        let key = P256.Signing.PrivateKey()
+        return (key.pemRepresentation, CheckedRequest(publicKey: Certificate.PublicKey(key.publicKey)))
+    }
+
+    /// The one place that writes what a certificate of this CA says.
+    func issue(_ request: CheckedRequest, commonName topic: String, days: Int, now: Date) -> Result<String, Problem> {
         guard !topic.isEmpty, topic.utf8.count <= 64 else {
             return .failure(Problem("a certificate's CN is 1 to 64 bytes, not \(topic.utf8.count)"))
         }

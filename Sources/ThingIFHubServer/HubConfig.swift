@@ -119,6 +119,9 @@ public struct HubConfig: Equatable, Sendable {
     public var onboarding = "open"
     /// The operator's token for POST …/things/import (nil: the route is off).
     public var adminToken: String?
+    /// Claim batches whose onboardings the hub refuses (fleet provisioning
+    /// by claim: a retired batch).
+    public var refusedClaims: [String] = []
     /// Home Assistant's MQTT discovery (on by default), under this prefix,
     /// with the thing type mappings of this JSON file beside the built-in one.
     public var haDiscovery = true
@@ -484,6 +487,14 @@ public struct HubConfig: Equatable, Sendable {
                     "advertisedCertPort", ["--advertised-cert-port"], \.advertisedCertPort,
                     "broker listener for things' certificates, given as mqttEndpoint.portSSL with a certificate"
                         + " (needed with the CA)"),
+                list(
+                    "refusedClaims", ["--refused-claims"], \.refusedClaims,
+                    "claim batches (BATCH of a claim certificate's CN claim.APPID.BATCH) whose onboardings are"
+                        + " refused: a retired batch (thingif-hub claim-certificate makes them)"
+                ) { key, v in
+                    Topics.claimParts(Topics.claimPrefix + "a." + v)?.batch == v
+                        ? nil : "\(key): \(v) is no claim batch name (1 to \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _)"
+                },
                 text(
                     "thingCRL", ["--thing-crl"], "FILE", \.thingCRL,
                     "write the CA's revocation list here (the broker's crlfile): deleted things' certificates;"
@@ -555,7 +566,10 @@ public struct HubConfig: Equatable, Sendable {
 
     private static func generatedUsage() -> String {
         let defaults = HubConfig()
-        var lines = ["usage: thingif-hub [options]"]
+        var lines = [
+            "usage: thingif-hub [options]",
+            "   or: thingif-hub claim-certificate ... (a claim certificate for a batch of devices; its --help)"
+        ]
         lines.append(entry("--config FILE", "JSON file with any of the file keys below (or THINGIF_HUB_CONFIG)"))
         lines.append(entry("-h, --help", "print this text"))
         for (title, options) in sections {
@@ -806,6 +820,7 @@ public struct HubConfig: Equatable, Sendable {
         o.thingCRL = thingCRL
         o.brokerPidFile = brokerPidFile
         o.brokerAdmin = FrameworkSide.BrokerAdminMode(rawValue: brokerAdmin) ?? .dynsec
+        o.refusedClaims = Set(refusedClaims)
     }
 
     /// TLS to the broker, when a CA file is set.

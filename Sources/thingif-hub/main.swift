@@ -12,6 +12,20 @@ import ThingIFHubServer
 // its REST API over HTTP (docs/openapi.yaml). scripts/demo.sh shows it at
 // work with the thingif CLI and the AirConditioner-Demo appliance.
 
+// The operator's claim certificates for batches of devices (fleet
+// provisioning by claim): a command of its own, before the hub's options.
+if CommandLine.arguments.dropFirst().first == ClaimCertificateCommand.name {
+    do {
+        try ClaimCertificateCommand.run(Array(CommandLine.arguments.dropFirst(2))) { print($0) }
+        exit(0)
+    } catch let f as ClaimCertificateCommand.Failure {
+        fputs(
+            "thingif-hub claim-certificate: \(f)\n" + (f.status == 2 ? ClaimCertificateCommand.usage + "\n" : ""),
+            stderr)
+        exit(f.status)
+    }
+}
+
 let config: HubConfig
 do {
     switch try HubConfig.load(

@@ -687,6 +687,11 @@ int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const cha
     return thingif_set_tls(ct->t, cafile, certfile, keyfile);
 }
 
+int ct_set_claim_certificate(ct_thing *ct, const char *certfile, const char *keyfile)
+{
+    return thingif_set_claim_certificate(ct->t, certfile, keyfile);
+}
+
 void *ct_handle(ct_thing *ct)
 {
     return ct->t;
@@ -1077,7 +1082,9 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     /* thingif_new */
     CHECK_TRUE(thingif_new(NULL, "key", dir1) == NULL);
     CHECK_TRUE(thingif_new("", "key", dir1) == NULL);
-    CHECK_TRUE(thingif_new("app", NULL, dir1) == NULL);
+    thingif_t *keyless = thingif_new("app", NULL, dir1); /* no app key: a claim certificate onboards */
+    CHECK_TRUE(keyless != NULL);
+    CHECK_RC(thingif_destroy(keyless), THINGIF_OK);
     CHECK_TRUE(thingif_new("app", "key", NULL) == NULL);
     CHECK_TRUE(thingif_new("app", "key", "") == NULL);
     CHECK_TRUE(thingif_new("app", "key", under_file) == NULL);
@@ -1092,6 +1099,7 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_option(NULL, THINGIF_OPT_KEEPALIVE_S, 60), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_broker(NULL, "127.0.0.1", 1883), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_tls(NULL, ca, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_claim_certificate(NULL, ca, ca), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_onboard(NULL, "v", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_use_onboarded(NULL, "id", "token"), THINGIF_ERR_INVALID);
     CHECK_TRUE(thingif_thing_id(NULL) == NULL);
@@ -1194,6 +1202,12 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_tls(t, ca, NULL, ca), THINGIF_ERR_TLS);
     CHECK_RC(thingif_set_tls(t, "/nonexistent/thingif/ca.pem", NULL, NULL), THINGIF_ERR_TLS);
     CHECK_RC(thingif_set_tls(t, ca, "/nonexistent/thingif/cert.pem", "/nonexistent/thingif/key.pem"), THINGIF_ERR_TLS);
+    CHECK_RC(thingif_set_claim_certificate(t, ca, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_claim_certificate(t, NULL, ca), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_claim_certificate(t, "", ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_claim_certificate(t, ca, ca), THINGIF_ERR_TLS); /* no claim certificate */
+    CHECK_RC(thingif_set_claim_certificate(t, "/nonexistent/thingif/claim.crt", ca), THINGIF_ERR_TLS);
+    CHECK_RC(thingif_set_claim_certificate(t, NULL, NULL), THINGIF_OK);
 
     /* Onboarding arguments (checked before any network use). */
     CHECK_RC(thingif_onboard(t, NULL, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);

@@ -61,6 +61,18 @@ def test_version_and_strerror():
     assert thingif.strerror(999) == "unknown status"
 
 
+def test_claim_certificate_without_an_app_key(tmp_path):
+    """A thing that onboards with a claim certificate needs no app key (fleet provisioning by claim)."""
+    with thingif.Thing("demoApp", None, str(tmp_path / "claim"), log=False) as t:
+        with pytest.raises(thingif.ThingIFError) as e:
+            t.set_claim_certificate(str(tmp_path / "claim.crt"), None)
+        assert e.value.status == thingif.Status.ERR_INVALID
+        with pytest.raises(thingif.ThingIFError) as e:
+            t.set_claim_certificate(str(tmp_path / "claim.crt"), str(tmp_path / "claim.key"))
+        assert e.value.status == thingif.Status.ERR_TLS
+        t.set_claim_certificate(None, None)
+
+
 def test_bad_arguments_raise_with_the_right_status(tmp_path):
     def status_of(call):
         with pytest.raises(thingif.ThingIFError) as e:

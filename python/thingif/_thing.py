@@ -372,7 +372,7 @@ class Thing:
     def __init__(self, app_id, app_key, storage_dir, log=True, log_level=None):
         h = lib.thingif_new(_b(app_id, "app_id"), _b(app_key, "app_key"), _b(str(storage_dir), "storage_dir"))
         if not h:
-            status = Status.ERR_INVALID if not app_id or app_key is None or not storage_dir else Status.ERR_STORAGE
+            status = Status.ERR_INVALID if not app_id or not storage_dir else Status.ERR_STORAGE
             raise ThingIFError(status, "thingif_new(storage_dir=%r)" % (storage_dir,))
         self._h = h
         self._keys = {}          # registration -> key in _registry
@@ -428,6 +428,11 @@ class Thing:
     def set_tls(self, cafile, certfile=None, keyfile=None):
         _check(lib.thingif_set_tls(self._handle(), _b(cafile, "cafile"), _b(certfile, "certfile"),
                                    _b(keyfile, "keyfile")), "thingif_set_tls")
+
+    def set_claim_certificate(self, certfile, keyfile):
+        """Onboard with a claim certificate instead of the app key (app_key may be None)."""
+        _check(lib.thingif_set_claim_certificate(self._handle(), _b(certfile, "certfile"), _b(keyfile, "keyfile")),
+               "thingif_set_claim_certificate")
 
     def set_option(self, option, value):
         """Sets a thingif.Option (or its name, e.g. "keepalive_s") to an int."""

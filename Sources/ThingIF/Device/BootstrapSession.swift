@@ -19,9 +19,16 @@ final class BootstrapSession {
     /// One deadline for the whole session: connect, subscribe and every request.
     let deadline: Int64
 
-    init(thing: Thing, budgetMs: Int) {
+    /// Whether the session authenticates with the claim certificate, when
+    /// one is set (onboarding only); its requests then go to `claimTopic`.
+    private let claimMode: Bool
+    private var claimTopic: String?
+    private var replyTopic = ""
+
+    init(thing: Thing, budgetMs: Int, claim: Bool = false) {
         self.thing = thing
         self.config = thing.config
+        claimMode = claim
         deadline = Platform.nowMs() + Int64(budgetMs)
     }
 
@@ -35,10 +42,23 @@ final class BootstrapSession {
             return THINGIF_ERR_NOMEM.code
         }
         client = c
-        _ = c.setCredentials(username: thing.appID, password: thing.appKey)
+        let claim = claimMode ? config.claim : nil
+        if let claim {
+            guard config.tls != nil else {
+                thing.logger.error("a claim certificate needs TLS (thingif_set_tls)")
+                return THINGIF_ERR_TLS.code
+            }
+            claimTopic = Topics.claimRequest(name: claim.name, clientID: c.clientID)
+            replyTopic = Topics.claimResponse(name: claim.name, clientID: c.clientID)
+        } else {
+            _ = c.setCredentials(username: thing.appID, password: thing.appKey)
+            replyTopic = Topics.response(clientID: c.clientID)
+        }
         if let tls = config.tls {
-            // Never plain text once TLS is set.
-            let rc = c.setTLS(cafile: tls.cafile, certfile: tls.certfile, keyfile: tls.keyfile)
+            // Never plain text once TLS is set. A claim certificate replaces
+            // the app's credentials (the broker takes its CN as the username).
+            let rc = c.setTLS(
+                cafile: tls.cafile, certfile: claim?.certfile ?? tls.certfile, keyfile: claim?.keyfile ?? tls.keyfile)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else {
                 thing.logger.error("TLS setup failed (\(MqttClient.describe(rc))); not connecting without TLS")
                 return THINGIF_ERR_TLS.code
@@ -66,7 +86,7 @@ final class BootstrapSession {
             thing.logger.error("the broker refused the bootstrap connection: \(MqttClient.describeConnack(connack!))")
             return THINGIF_ERR_CONNECT.code
         }
-        subscribeMid = c.subscribe(Topics.response(clientID: c.clientID), qos: 1).mid
+        subscribeMid = c.subscribe(replyTopic, qos: 1).mid
         guard pump(until: { self.subscribed }) else {
             thing.logger.error("no SUBACK on the bootstrap connection")
             return THINGIF_ERR_TIMEOUT.code
@@ -102,10 +122,9 @@ final class BootstrapSession {
         if let contentType { headers.append(("Content-Type", contentType)) }
         headers.append((KiiFraming.requestIDHeader, rid))
         let payload = KiiRequest(method: method, headers: headers, body: body).encode()
-        let topic = Topics.request(clientID: c.clientID, api: api, appID: thing.appID, path: path)
+        let topic = claimTopic ?? Topics.request(clientID: c.clientID, api: api, appID: thing.appID, path: path)
         let rc = c.publish(
-            topic: topic, payload: payload, qos: 1, responseTopic: Topics.response(clientID: c.clientID),
-            correlationData: Array(rid.utf8))
+            topic: topic, payload: payload, qos: 1, responseTopic: replyTopic, correlationData: Array(rid.utf8))
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
             thing.logger.error("cannot send \(method) \(path): \(MqttClient.describe(rc))")
             return .failure(StatusError(THINGIF_ERR_MQTT.code))

@@ -103,6 +103,22 @@ extension Thing {
     }
 }
 
+extension Thing {
+    /// thingif_set_claim_certificate: the CN of the claim certificate in
+    /// `certfile`, which names the claim topics; nil (and an error line)
+    /// when a file cannot be read or the CN is no topic level beginning
+    /// with claim. (the framework checks the rest: Topics.claimParts).
+    func claimName(certfile: String, keyfile: String) -> String? {
+        let cn = Platform.isReadableFile(keyfile) ? thingif_crypto_cert_cn(certfile, Topics.claimPrefix) : nil
+        defer { thingif_crypto_free_text(cn) }
+        guard let cn, let name = String(validatingCString: cn), Topics.isSafeLevel(name) else {
+            logger.error("\(certfile): no readable claim certificate (CN claim.APPID.BATCH) with a readable key")
+            return nil
+        }
+        return name
+    }
+}
+
 /// Overwrites a secret's bytes with zeros (memset, which the optimizer
 /// keeps: it cannot see into the C call).
 func wipe(_ bytes: inout [UInt8]) {

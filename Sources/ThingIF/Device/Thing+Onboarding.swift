@@ -71,7 +71,7 @@ extension Thing {
         let request = OnboardingRequest(
             vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
             firmwareVersion: firmwareVersion, thingProperties: properties, certificateSigningRequest: csr)
-        let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs)
+        let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs, claim: true)
         defer { session.close() }
         var status = session.open()
         guard status == OK else { return status }

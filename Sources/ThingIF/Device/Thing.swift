@@ -16,6 +16,9 @@ final class Thing: @unchecked Sendable {
         var host = "127.0.0.1"
         var port = 1883
         var tls: (cafile: String, certfile: String?, keyfile: String?)?
+        /// thingif_set_claim_certificate(): onboarding's bootstrap connection
+        /// authenticates with this certificate (CN `name`) instead of the app key.
+        var claim: (name: String, certfile: String, keyfile: String)?
         var maxPayload = WireLimits.maxPayload
         /// THINGIF_OPT_INBOX_MAX: received messages held before the loop
         /// handles them. At the bound the socket is not read until the loop

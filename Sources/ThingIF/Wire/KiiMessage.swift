@@ -185,12 +185,67 @@ public enum Topics {
     /// The thing's availability topic: retained "online" / "offline".
     public static func status(clientID: String) -> String { str("p/\(clientID)/status") }
 
+    // MARK: fleet provisioning by claim (docs/PROTOCOL.md §4.3)
+
+    /// A claim certificate's CN begins so: `claim.{appID}.{batch}`. No
+    /// thing topic (`t` + hex) and no bootstrap username (an appID without
+    /// dots) begins so.
+    public static let claimPrefix = "claim."
+    /// The longest batch name; its bytes are A-Z a-z 0-9 - _ (no dot, so the
+    /// batch is what follows the CN's last dot).
+    public static let maxClaimBatch = 32
+
+    /// Where a device with a claim certificate whose CN is `name` sends its
+    /// onboarding: c/{CN}/{clientID}/onboardings. The broker lets a
+    /// certificate client write only there and read only claimResponse, by
+    /// its CN (%u) and its client ID (%c).
+    public static func claimRequest(name: String, clientID: String) -> String {
+        str("c/\(name)/\(clientID)/onboardings")
+    }
+
+    /// Where the framework answers it: c/{CN}/{clientID}/resp.
+    public static func claimResponse(name: String, clientID: String) -> String { str("c/\(name)/\(clientID)/resp") }
+
+    /// True for a claim certificate's CN: claim.{appID}.{batch}, at most 64
+    /// bytes (a CN's bound), a safe topic level, the batch 1 to 32 of
+    /// A-Z a-z 0-9 - _ and the appID not empty.
+    public static func isClaimName(_ cn: String) -> Bool { claimParts(cn) != nil }
+
+    /// The appID and batch of a claim certificate's CN, nil when it is none.
+    public static func claimParts(_ cn: String) -> (appID: String, batch: String)? {
+        let b = Array(cn.utf8)
+        let prefix = Array(claimPrefix.utf8)
+        guard b.count <= 64, b.count > prefix.count + 2, b.starts(with: prefix), isSafeLevel(cn),
+            let dot = b.lastIndex(of: 0x2E), dot > prefix.count, b.count - dot - 1 <= maxClaimBatch, dot < b.count - 1
+        else { return nil }
+        let batch = b[(dot + 1)...]
+        guard batch.allSatisfy({ isClaimBatchByte($0) }) else { return nil }
+        return (String(decoding: b[prefix.count..<dot], as: UTF8.self), String(decoding: batch, as: UTF8.self))
+    }
+
+    static func isClaimBatchByte(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x5F
+    }
+
+    /// A request on c/{CN}/{clientID}/onboardings: its CN and client ID
+    /// (both non-empty single levels); nil for anything else.
+    public static func parseClaimRequest(_ topic: String) -> (name: String, clientID: String)? {
+        let parts = levels(topic)
+        guard parts.count == 4, parts[0].equals("c"), parts[3].equals("onboardings"), isSafeLevel(parts[1]),
+            isSafeLevel(parts[2])
+        else { return nil }
+        return (parts[1], parts[2])
+    }
+
+    /// The hub's subscription to claim onboardings.
+    public static let claimSubscription = "c/+/+/onboardings"
+
     /// Subscriptions of the framework side (shared, so several hubs split the stream).
     public static let hubShareGroup = "thingif-hub"
     /// Requests go through the shared group (each reaches one hub); status
     /// messages do not (every hub learns when a thing comes online).
     public static func hubSubscriptions(shared: Bool) -> [String] {
-        let requests = ["p/+/thing-if/apps/#", "p/+/api/apps/#"]
+        let requests = ["p/+/thing-if/apps/#", "p/+/api/apps/#", claimSubscription]
         return (shared ? requests.map { str("$share/\(hubShareGroup)/\($0)") } : requests) + ["p/+/status"]
     }
 

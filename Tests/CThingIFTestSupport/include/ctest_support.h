@@ -87,6 +87,7 @@ int ct_deferred_count(ct_thing *ct);
 
 int ct_set_broker(ct_thing *ct, const char *host, int port);
 int ct_set_tls(ct_thing *ct, const char *cafile, const char *certfile, const char *keyfile);
+int ct_set_claim_certificate(ct_thing *ct, const char *certfile, const char *keyfile);
 
 /* Loop control. ct_stop is bounded like ct_free (-1 on a timeout). */
 int ct_start(ct_thing *ct);

@@ -27,6 +27,10 @@ enum BrokerSecrets {
     /// hub's --thing-ca-key); the broker's certificate listener trusts it.
     static var thingsCAFile: String { pkiDirectory + "/things-ca.crt" }
     static var thingsCAKey: String { pkiDirectory + "/things-ca.key" }
+    /// The CA of claim certificates (thingif-hub claim-certificate
+    /// --claim-ca-cert/--claim-ca-key); only the claim listener trusts it.
+    static var claimsCAFile: String { pkiDirectory + "/claims-ca.crt" }
+    static var claimsCAKey: String { pkiDirectory + "/claims-ca.key" }
 }
 
 func randomHexString(_ bytes: Int) -> String {
@@ -38,9 +42,10 @@ func randomHexString(_ bytes: Int) -> String {
 /// production (docs/SECURITY.md): no anonymous clients, the dynamic-security
 /// plugin whose admin identity the hub uses (BrokerSecrets), a plain
 /// listener on `port`, a TLS listener on `tlsPort`, a mutual-TLS one on
-/// `mtlsPort` and one for things with a certificate from the things CA on
-/// `certPort` (pattern rules, no records), with certificates made by
-/// openssl at run time.
+/// `mtlsPort`, one for things with a certificate from the things CA on
+/// `certPort` (pattern rules, no records) and one for claim certificates
+/// from the claims CA on `claimPort`, with certificates made by openssl at
+/// run time.
 ///
 /// It is spawned with posix_spawn and an empty signal mask: Swift Testing's
 /// workers block SIGTERM, and a child would inherit that and ignore stop().
@@ -53,6 +58,7 @@ final class Broker {
     let tlsPort: Int
     let mtlsPort: Int
     let certPort: Int
+    let claimPort: Int
     let directory: String
     let logPath: String
     private(set) var pid: pid_t
@@ -100,7 +106,7 @@ final class Broker {
         for _ in 0..<10 {
             do {
                 return try Broker(
-                    ports: (port, tlsPort, mtlsPort, certPort), passwordFile: passwordFile,
+                    ports: (port, tlsPort, mtlsPort, certPort, claimPort), passwordFile: passwordFile,
                     state: passwordFile == nil ? dynsecFile : nil, filesOnly: false)
             } catch { lastError = error }
             usleep(200_000)
@@ -108,7 +114,9 @@ final class Broker {
         throw lastError
     }
 
-    private init(ports wanted: (Int, Int, Int, Int)?, passwordFile: String?, state: String?, filesOnly: Bool) throws {
+    private init(ports wanted: (Int, Int, Int, Int, Int)?, passwordFile: String?, state: String?, filesOnly: Bool)
+        throws
+    {
         guard let exe = Broker.executable() else {
             throw StartError(description: "mosquitto not found on PATH or in /usr/sbin")
         }
@@ -122,7 +130,7 @@ final class Broker {
                 [
                     BrokerSecrets.script, dir, "--port", String(ports.0),
                     "--tls-port", String(ports.1), "--mtls-port", String(ports.2),
-                    "--cert-port", String(ports.3),
+                    "--cert-port", String(ports.3), "--claim-port", String(ports.4),
                     "--pki", BrokerSecrets.pkiDirectory,
                     "--admin-user", BrokerSecrets.adminUsername,
                     "--admin-password", BrokerSecrets.adminPassword
@@ -164,6 +172,7 @@ final class Broker {
         self.tlsPort = ports.1
         self.mtlsPort = ports.2
         self.certPort = ports.3
+        self.claimPort = ports.4
         self.directory = dir
         self.logPath = log
         self.pid = child
@@ -173,7 +182,7 @@ final class Broker {
         // freePorts() accepts too, while mosquitto exits with "Address
         // already in use" (seen on CI), and start() then tries other ports.
         let deadline = Date().addingTimeInterval(5)
-        while !([ports.0, ports.1, ports.2, ports.3].allSatisfy { Broker.listens(pid: child, port: $0) }) {
+        while !([ports.0, ports.1, ports.2, ports.3, ports.4].allSatisfy { Broker.listens(pid: child, port: $0) }) {
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
                 stopped = true
@@ -227,13 +236,13 @@ final class Broker {
         }
     }
 
-    /// Four distinct ports that were free a moment ago.
-    static func freePorts() -> (Int, Int, Int, Int)? {
+    /// Five distinct ports that were free a moment ago.
+    static func freePorts() -> (Int, Int, Int, Int, Int)? {
         var got: [Int] = []
-        for _ in 0..<12 where got.count < 4 {
+        for _ in 0..<15 where got.count < 5 {
             if let p = freePort(), !got.contains(p) { got.append(p) }
         }
-        return got.count == 4 ? (got[0], got[1], got[2], got[3]) : nil
+        return got.count == 5 ? (got[0], got[1], got[2], got[3], got[4]) : nil
     }
 
     deinit {
