@@ -189,7 +189,7 @@ public struct ThingCertificates: Sendable {
                     "a claim's name is claim.APPID.BATCH, at most 64 bytes, without / + # or NUL, the batch 1 to"
                         + " \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _: not \(cn)"))
         }
-        return issue(request, commonName: cn, days: days, now: now)
+        return issue(request, commonName: cn, days: days, now: now).map(\.pem)
     }
 
     /// The CN of a claim certificate.
@@ -202,7 +202,7 @@ public struct ThingCertificates: Sendable {
     }
 
     /// The one place that writes what a certificate of this CA says.
-    func issue(_ request: CheckedRequest, commonName topic: String, days: Int, now: Date) -> Result<String, Problem> {
+    func issue(_ request: CheckedRequest, commonName topic: String, days: Int, now: Date) -> Result<Issued, Problem> {
         guard !topic.isEmpty, topic.utf8.count <= 64 else {
             return .failure(Problem("a certificate's CN is 1 to 64 bytes, not \(topic.utf8.count)"))
         }
