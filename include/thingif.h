@@ -358,7 +358,8 @@ THINGIF_NODISCARD int thingif_set_broker(thingif_t *t, const char *host, int por
  * connect time.
  *
  * A certificate of the thing's own: with certfile NULL, thingif_onboard()
- * asks the framework for a client certificate for this thing (see there).
+ * and thingif_use_onboarded() ask the framework for a client certificate
+ * for this thing (see there).
  * The library then keeps an EC P-256 key of its own in
  * storage_dir/thing-key.pem and, once the framework signed one, the
  * certificate in storage_dir/thing-cert.pem (both mode 0600, written
@@ -379,7 +380,7 @@ THINGIF_NODISCARD int thingif_set_broker(thingif_t *t, const char *host, int por
  * @param cafile PEM file of trusted CAs. Copied. Not NULL.
  * @param certfile client certificate (PEM) for mutual TLS, or NULL for none
  *                 (then the thing asks for a certificate of its own when it
- *                 onboards itself). Copied.
+ *                 onboards itself or takes a handed-over identity). Copied.
  * @param keyfile its private key (PEM), or NULL; given exactly when certfile is.
  *
  * @return THINGIF_OK; THINGIF_ERR_INVALID for a NULL handle, a NULL or empty
@@ -519,9 +520,29 @@ THINGIF_NODISCARD int thingif_onboard(thingif_t *t, const char *vendor_thing_id,
  * Blocks for up to twice THINGIF_OPT_REQUEST_TIMEOUT_MS in all (two
  * requests, and retries while the framework answers 503), plus the TCP
  * connect. Does not connect the thing: the loop does.
- * This path sends no certificate signing request and makes no key: the
- * thing connects with the endpoint's password (see thingif_onboard() for
- * a certificate of the thing's own).
+ *
+ * A client certificate of the thing's own, as with thingif_onboard():
+ * when thingif_set_tls() was called with certfile NULL, the installation
+ * request carries a certificate signing request (subject CN = thing_id)
+ * for the EC P-256 key in storage_dir/thing-key.pem, made and written
+ * there (0600, atomically) when missing. A framework with a CA for things
+ * answers with the endpoint and its certificate at once (no endpoint is
+ * read); the library checks that it is for thing-key.pem and writes it to
+ * storage_dir/thing-cert.pem (0600, atomically) before identity.json, and
+ * the thing's own connection uses it on portSSL with no password. A
+ * framework that signs nothing (Kii's, or one without a CA) answers
+ * without a certificate: the endpoint is read as above and the thing uses
+ * its password (an info log line says so). Without TLS, or with a
+ * certfile of the user's own, no CSR is sent and no key is made. A
+ * thing_id longer than 64 characters gets no CSR, with a warning. A
+ * stored identity is used as it is: its files are checked when the loop
+ * connects (thing-cert.pem is written again from identity.json if missing;
+ * a key that is gone is an error line and a retry, see thingif_set_tls();
+ * delete identity.json and call again to get a new key and certificate).
+ *
+ * Files written in storage_dir: identity.json (the thingID, token and
+ * endpoint, with the certificate if any), and with a certificate
+ * thing-key.pem and thing-cert.pem; all mode 0600.
  *
  * @param t the handle.
  * @param thing_id the thingID. Copied. Not NULL or empty.

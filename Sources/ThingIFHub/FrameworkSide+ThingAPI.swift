@@ -60,14 +60,14 @@ extension FrameworkSide {
     }
 
     /// Under `--broker-admin none` a thing connects only with a certificate,
-    /// which it gets by sending a CSR when it onboards: what would hand out
-    /// a password (an onboarding without a CSR, Kii's installation and
-    /// mqtt-endpoint calls) is refused with this 400, not retried.
+    /// which it gets by sending a CSR when it onboards or makes an MQTT
+    /// installation: what would hand out a password (either without a CSR,
+    /// and GET mqtt-endpoint) is refused with this 400, not retried.
     var certificateRequired: KiiResponse {
         error(
             400, "CERTIFICATE_SIGNING_REQUEST_REQUIRED",
-            "this hub gives things client certificates only (--broker-admin none): onboard with a"
-                + " certificateSigningRequest")
+            "this hub gives things client certificates only (--broker-admin none): onboard, or create the"
+                + " installation, with a certificateSigningRequest")
     }
 
     /// The certificate (PEM) for the installation `topic` of a thing from
@@ -94,6 +94,59 @@ extension FrameworkSide {
             }
             return .success(issued.pem)
         }
+    }
+
+    /// A certificate a thing's request asks for: the CA and the checked CSR.
+    typealias CertificateOrder = (ca: ThingCertificates, request: ThingCertificates.CheckedRequest)
+
+    /// The certificateSigningRequest of a thing's request body (onboarding
+    /// by the thing, or POST installations), checked before anything is
+    /// stored: `order` what to sign, nil for a password; or `refusal`, the
+    /// 400 that answers the request (a field that is no CSR of at most
+    /// OnboardingRequest.maxCSRBytes, a CSR ThingCertificates.request
+    /// refuses, or none under `--broker-admin none`). A hub without a CA
+    /// ignores a CSR: the thing gets a password, as from any hub.
+    func certificateOrder(in j: JSON) -> (order: CertificateOrder?, refusal: KiiResponse?) {
+        let field = OnboardingRequest.certificateSigningRequest(in: j)
+        guard field.valid else {
+            return (
+                nil,
+                error(
+                    400, "INVALID_INPUT_DATA",
+                    "certificateSigningRequest must be a PEM PKCS#10 request of at most \(OnboardingRequest.maxCSRBytes) bytes"
+                )
+            )
+        }
+        if let ca = thingCA.withLock({ $0 }), let pem = field.csr {
+            switch ThingCertificates.request(pem) {
+            case .failure(let p): return (nil, error(400, "INVALID_INPUT_DATA", p.message))
+            case .success(let checked): return ((ca, checked), nil)
+            }
+        }
+        return (nil, options.brokerAdmin == .none ? certificateRequired : nil)
+    }
+
+    /// The endpoint of installation `installationID` (`topic`) that a
+    /// request with `order` gets: a certificate for `topic` (signed and
+    /// recorded by `certificate(_:ca:thingID:installationID:topic:)`) and no
+    /// broker record, else fresh broker credentials. Or `refusal`: 500 when
+    /// the CA cannot sign, 503 when the broker refuses.
+    func endpoint(for t: ThingRecord, installationID: String, topic: String, order: CertificateOrder?) -> (
+        endpoint: MQTTEndpoint?, refusal: KiiResponse?
+    ) {
+        var certificate: String?
+        if let order {
+            switch self.certificate(
+                order.request, ca: order.ca, thingID: t.thingID, installationID: installationID, topic: topic)
+            {
+            case .failure(let p): return (nil, error(500, "CERTIFICATE_NOT_ISSUED", p.message))
+            case .success(let pem): certificate = pem
+            }
+        }
+        guard let ep = endpoint(for: t, installationID: installationID, topic: topic, certificate: certificate) else {
+            return (nil, brokerRefused)
+        }
+        return (ep, nil)
     }
 
     /// MQTT installations a thing keeps: each is a broker client. A new one
@@ -134,7 +187,8 @@ extension FrameworkSide {
     /// broker refuses, nil (the answer then has no mqttEndpoint, and the
     /// thing makes its own installation with its token).
     /// Under `--broker-admin none`, nil: the thing gets its endpoint (and
-    /// certificate) when it onboards itself with a CSR.
+    /// certificate) when it onboards itself, or makes its installation
+    /// (POST installations), with a CSR.
     public func handoverEndpoint(for t: ThingRecord) -> MQTTEndpoint? {
         guard options.brokerAdmin == .dynsec, t.installations.count < Self.installationLimit / 2,
             let (iid, topic) = newInstallation(for: t)
@@ -179,32 +233,13 @@ extension FrameworkSide {
             }
             j.set("vendorThingID", string: vendorThingID)
         }
-        if let csr = j["certificateSigningRequest"],
-            !(csr.stringValue.map { !$0.isEmpty && $0.utf8.count <= OnboardingRequest.maxCSRBytes } ?? false)
-        {
-            return error(
-                400, "INVALID_INPUT_DATA",
-                "certificateSigningRequest must be a PEM PKCS#10 request of at most \(OnboardingRequest.maxCSRBytes) bytes"
-            )
-        }
+        // The CSR, checked before anything is stored (as for POST installations).
+        let (signing, refusal) = certificateOrder(in: j)
+        if let refusal { return refusal }
         guard let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
-        // A CSR is read when this hub has a CA (a hub without one ignores
-        // it: the thing gets a password, as from any hub), and checked
-        // before anything is stored.
-        let ca = thingCA.withLock { $0 }
-        var signing: (ca: ThingCertificates, request: ThingCertificates.CheckedRequest)?
-        if let ca, let pem = o.certificateSigningRequest {
-            switch ThingCertificates.request(pem) {
-            case .failure(let p): return error(400, "INVALID_INPUT_DATA", p.message)
-            case .success(let checked): signing = (ca, checked)
-            }
-        } else if claim != nil {
-            return claimNeedsCSR
-        } else if options.brokerAdmin == .none {
-            return certificateRequired
-        }
+        if claim != nil && signing == nil { return claimNeedsCSR }
         // Only wrong passwords spend the budget: Kii's SDKs onboard at every
         // start, and a device that restarts often is no password guesser.
         let guessKey = "onboard:" + o.vendorThingID
@@ -250,26 +285,13 @@ extension FrameworkSide {
             } else {
                 return error(500, HubError.storage.code, HubError.storage.message)
             }
-            var certificate: String?
-            if let signing {
-                switch self.certificate(
-                    signing.request, ca: signing.ca, thingID: t.thingID, installationID: installation.installationID,
-                    topic: installation.topic)
-                {
-                case .failure(let p): return error(500, "CERTIFICATE_NOT_ISSUED", p.message)
-                case .success(let pem): certificate = pem
-                }
-            }
-            guard
-                let ep = endpoint(
-                    for: t, installationID: installation.installationID, topic: installation.topic,
-                    certificate: certificate)
-            else {
-                return brokerRefused
-            }
+            let (handed, failure) = endpoint(
+                for: t, installationID: installation.installationID, topic: installation.topic, order: signing)
+            guard let ep = handed else { return failure ?? brokerRefused }
             onEvent?(
                 "onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)"
-                    + (certificate != nil ? " (client certificate)" : "") + (claim.map { ", claimed by \($0)" } ?? ""))
+                    + (ep.clientCertificate != nil ? " (client certificate)" : "")
+                    + (claim.map { ", claimed by \($0)" } ?? ""))
             return ok(
                 200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
         }
@@ -329,21 +351,38 @@ extension FrameworkSide {
         case .failure(let r): return r
         case .success(let x): t = x
         }
-        guard options.brokerAdmin == .dynsec else { return certificateRequired }
         guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
+        // thingif's own field, as in onboarding by the thing: a hub with a CA
+        // answers a CSR with the endpoint and its certificate, so the thing
+        // (handed over by its app) needs no GET mqtt-endpoint and no
+        // password; under --broker-admin none an installation without one
+        // is refused.
+        let (order, refusal) = certificateOrder(in: j)
+        if let refusal { return refusal }
         // Kii's thing SDKs make a new installation at every start: the
         // oldest ones are retired to make room (never the one a thingif
         // thing is online with), so a device that restarts often is not
         // refused.
         guard retireInstallations(of: t, keeping: Self.installationLimit - 1) else { return brokerRefused }
-        guard let (iid, _) = newInstallation(for: t) else {
+        guard let (iid, topic) = newInstallation(for: t) else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
         let body = JSON.object()
         body.set("installationID", string: iid)
-        onEvent?("created MQTT installation \(iid) for \(t.thingID)")
+        if let order {
+            let (handed, failure) = endpoint(for: t, installationID: iid, topic: topic, order: order)
+            guard let ep = handed else {
+                _ = store.removeInstallation(thingID: t.thingID, installationID: iid)
+                return failure ?? brokerRefused
+            }
+            body.set("mqttEndpoint", ep.encode())
+            // The thing connects and subscribes next, as after GET mqtt-endpoint.
+            scheduleDelivery(thingID: t.thingID)
+        }
+        onEvent?(
+            "created MQTT installation \(iid) for \(t.thingID)" + (order != nil ? " (client certificate)" : ""))
         return ok(201, body)
     }
 

@@ -73,11 +73,13 @@ final class HubAPIEnv {
         session = URLSession(configuration: config)
     }
 
+    /// With `filesOnlyBroker`, a broker without the plugin and a hub with
+    /// `--broker-admin none` (Env's).
     static func start(
-        security: HubServer.Security = HubServer.Security(),
+        security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false,
         options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in }
     ) async throws -> HubAPIEnv {
-        let env = try await offPool { Result { try Env(configure: options) } }.get()
+        let env = try await offPool { Result { try Env(filesOnlyBroker: filesOnlyBroker, configure: options) } }.get()
         let logs = Locked<[String]>([])
         let server = HubServer(
             hub: env.hub, host: "127.0.0.1", port: 0, security: security,
@@ -302,11 +304,11 @@ final class HubAPIEnv {
 
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
 func withHubAPI(
-    security: HubServer.Security = HubServer.Security(),
+    security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false,
     options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in },
     _ body: (HubAPIEnv) async throws -> Void
 ) async throws {
-    let e = try await HubAPIEnv.start(security: security, options: options)
+    let e = try await HubAPIEnv.start(security: security, filesOnlyBroker: filesOnlyBroker, options: options)
     do {
         try await body(e)
     } catch {

@@ -3,8 +3,9 @@ import CThingIF
 /// The thing's own TLS client key and certificate (issue #31).
 ///
 /// With TLS set and no client certificate of the user's own, onboarding by
-/// the thing sends a certificate signing request for an EC P-256 key that
-/// the thing keeps in storage_dir/thing-key.pem (made once, then reused).
+/// the thing, and the installation a handed-over thing makes, send a
+/// certificate signing request for an EC P-256 key that the thing keeps in
+/// storage_dir/thing-key.pem (made once, then reused).
 /// A framework with a CA for things answers with a certificate in
 /// mqttEndpoint.clientCertificate; identity.json keeps it, and the library
 /// writes it to storage_dir/thing-cert.pem before the thing's own connection
@@ -23,33 +24,34 @@ extension Thing {
     /// wipe() when done.
     func clientKeyBytes() -> [UInt8] { storage.read(ClientCertificate.keyFile, limit: 64 * 1024) ?? [] }
 
-    /// The certificate signing request (PEM) that onboarding as
-    /// `vendorThingID` sends: only with TLS set and no client certificate of
-    /// the user's own (else nil and OK). CN = vendorThingID, signed with
-    /// SHA-256 by thing-key.pem's key, which is made and written (0600,
-    /// atomically) when that file is missing or holds no unencrypted EC
-    /// P-256 key. A vendorThingID longer than a CN can be gets no CSR (a
-    /// warning), so the thing onboards with a password as before. nil and
-    /// THINGIF_ERR_TLS or THINGIF_ERR_STORAGE on failure, with a log line.
-    func certificateSigningRequest(vendorThingID: String) -> (csr: String?, rc: Int32) {
+    /// The certificate signing request (PEM) that onboarding by the thing
+    /// (CN = its vendorThingID) or a handed-over thing's new installation
+    /// (CN = its thingID) sends: only with TLS set and no client certificate
+    /// of the user's own (else nil and OK). Signed with SHA-256 by
+    /// thing-key.pem's key, which is made and written (0600, atomically)
+    /// when that file is missing or holds no unencrypted EC P-256 key. A
+    /// `commonName` longer than a CN can be gets no CSR (a warning), so the
+    /// thing gets a password as before. nil and THINGIF_ERR_TLS or
+    /// THINGIF_ERR_STORAGE on failure, with a log line.
+    func certificateSigningRequest(commonName: String) -> (csr: String?, rc: Int32) {
         guard shared.withLock({ $0.config.tls.map { $0.certfile == nil } ?? false }) else { return (nil, OK) }
         // Characters: UTF-8 bytes that do not continue a sequence.
         var characters = 0
-        for b in vendorThingID.utf8 where b & 0xC0 != 0x80 { characters += 1 }
+        for b in commonName.utf8 where b & 0xC0 != 0x80 { characters += 1 }
         guard characters <= ClientCertificate.maxCommonName else {
-            logger.warning("vendorThingID \(vendorThingID) is too long for a certificate's CN: no certificate request")
+            logger.warning("\(commonName) is too long for a certificate's CN: no certificate request")
             return (nil, OK)
         }
         var newKey: UnsafeMutablePointer<CChar>?
         var key = clientKeyBytes()
-        let csr = key.withUnsafeBytes { thingif_crypto_csr($0.baseAddress, $0.count, vendorThingID, &newKey) }
+        let csr = key.withUnsafeBytes { thingif_crypto_csr($0.baseAddress, $0.count, commonName, &newKey) }
         wipe(&key)
         defer {
             thingif_crypto_free_text(csr)
             thingif_crypto_free_text(newKey)
         }
         guard let csr else {
-            logger.error("cannot make a key or a certificate request for \(vendorThingID) (OpenSSL)")
+            logger.error("cannot make a key or a certificate request for \(commonName) (OpenSSL)")
             return (nil, THINGIF_ERR_TLS.code)
         }
         if let newKey {

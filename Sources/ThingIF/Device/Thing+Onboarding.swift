@@ -38,6 +38,25 @@ extension Thing {
         storage.write(Thing.identityFile, identity.encode().dumpBytes())
     }
 
+    /// A new identity (onboard, useOnboarded): thing-cert.pem is written
+    /// (and checked against the key) before identity.json, which names it,
+    /// is stored; then it is adopted. `askedForCertificate`: a CSR was sent
+    /// (an info line when the framework signed none).
+    func keep(_ identity: Identity, askedForCertificate: Bool) -> Int32 {
+        if askedForCertificate && identity.endpoint.clientCertificate == nil {
+            logger.info(
+                "the framework signed no client certificate: thing \(identity.thingID) connects with a password")
+        }
+        let status = prepareClientCertificate(identity.endpoint)
+        guard status == OK else { return status }
+        guard store(identity) else {
+            logger.error("cannot write \(storage.path(Thing.identityFile))")
+            return THINGIF_ERR_STORAGE.code
+        }
+        adopt(identity)
+        return OK
+    }
+
     /// True while thingif_loop_start's thread runs or a thread is inside thingif_loop().
     var isLoopRunning: Bool { shared.withLock { $0.ownThread != nil || $0.loopThread != nil } }
 
@@ -66,7 +85,7 @@ extension Thing {
         }
         // With TLS and no client certificate of the user's own: a CSR for
         // the thing's own key (ClientCertificate.swift).
-        let (csr, csrStatus) = certificateSigningRequest(vendorThingID: vendorThingID)
+        let (csr, csrStatus) = certificateSigningRequest(commonName: vendorThingID)
         guard csrStatus == OK else { return csrStatus }
         let request = OnboardingRequest(
             vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
@@ -91,42 +110,38 @@ extension Thing {
             logger.error("onboarding of \(vendorThingID): malformed answer: \(reply.bodyText)")
             return THINGIF_ERR_PROTOCOL.code
         }
-        if csr != nil && answer.mqttEndpoint.clientCertificate == nil {
-            logger.info("the framework signed no client certificate: thing \(answer.thingID) connects with a password")
-        }
-        // thing-cert.pem is written (and checked against the key) before
-        // the identity that names it is stored.
-        status = prepareClientCertificate(answer.mqttEndpoint)
-        guard status == OK else { return status }
         let identity = Identity(
             appID: appID, vendorThingID: vendorThingID, thingID: answer.thingID,
             accessToken: answer.accessToken, endpoint: answer.mqttEndpoint)
-        status = store(identity) ? OK : THINGIF_ERR_STORAGE.code
-        guard status == OK else {
-            logger.error("cannot write \(storage.path(Thing.identityFile))")
-            return status
-        }
-        logger.info("onboarded \(vendorThingID) as thing \(answer.thingID)")
-        adopt(identity)
-        return OK
+        status = keep(identity, askedForCertificate: csr != nil)
+        if status == OK { logger.info("onboarded \(vendorThingID) as thing \(answer.thingID)") }
+        return status
     }
 
     /// A thingID + token handed over by the app: create one installation and
-    /// read its MQTT endpoint (Kii's thing SDK flow), unless stored.
+    /// read its MQTT endpoint (Kii's thing SDK flow), unless stored. With TLS
+    /// and no certificate of the user's own the installation request carries
+    /// a CSR (CN = thingID); a framework that signs it answers with the
+    /// endpoint and its certificate at once, and no endpoint is read.
     func useOnboarded(thingID: String, accessToken: String) -> Int32 {
         let rc = checkCanBlock()
         guard rc == OK else { return rc }
         if let stored = storedIdentity(), stored.thingID.equals(thingID), stored.accessToken.equals(accessToken) {
+            // As it is (the loop's connect() checks and writes its
+            // certificate files, tests-c/client_cert.c relies on that).
             logger.info("using the stored MQTT installation of thing \(thingID)")
             adopt(stored)
             return OK
         }
+        let (csr, csrStatus) = certificateSigningRequest(commonName: thingID)
+        guard csrStatus == OK else { return csrStatus }
         let session = BootstrapSession(thing: self, budgetMs: 2 * config.requestTimeoutMs)
         defer { session.close() }
-        let status = session.open()
+        var status = session.open()
         guard status == OK else { return status }
         let body = JSON.object()
         body.set("deviceType", string: "MQTT")
+        if let csr { body.set(OnboardingRequest.csrField, string: csr) }
         let created: KiiResponse
         switch session.request(
             api: .kii, path: "installations", method: "POST", token: accessToken,
@@ -145,43 +160,46 @@ extension Thing {
             logger.error("installation for thing \(thingID): malformed answer: \(created.bodyText)")
             return THINGIF_ERR_PROTOCOL.code
         }
-        var endpointReply: KiiResponse?
-        for attempt in 0..<5 {
-            switch session.request(
-                api: .kii, path: str("installations/\(installationID)/mqtt-endpoint"), method: "GET",
-                token: accessToken, contentType: nil, body: [])
-            {
-            case .failure(let e): return e.code
-            case .success(let r):
-                // Kii answers 503 while the endpoint is being prepared.
-                let pause = 200 << attempt
-                if r.status == 503 && attempt < 4 && Platform.nowMs() + Int64(pause) < session.deadline {
-                    Platform.sleepMs(pause)
-                    continue
+        // thingif's framework answers a CSR with the endpoint and its
+        // certificate (Kii's answer has only installationID): no GET then.
+        let endpoint: MQTTEndpoint
+        if let signed = cj["mqttEndpoint"].flatMap(MQTTEndpoint.decode), signed.clientCertificate != nil {
+            endpoint = signed
+        } else {
+            var endpointReply: KiiResponse?
+            for attempt in 0..<5 {
+                switch session.request(
+                    api: .kii, path: str("installations/\(installationID)/mqtt-endpoint"), method: "GET",
+                    token: accessToken, contentType: nil, body: [])
+                {
+                case .failure(let e): return e.code
+                case .success(let r):
+                    // Kii answers 503 while the endpoint is being prepared.
+                    let pause = 200 << attempt
+                    if r.status == 503 && attempt < 4 && Platform.nowMs() + Int64(pause) < session.deadline {
+                        Platform.sleepMs(pause)
+                        continue
+                    }
+                    endpointReply = r
                 }
-                endpointReply = r
+                break
             }
-            break
-        }
-        guard let er = endpointReply, er.isSuccess else {
-            logger.error(
-                "MQTT endpoint of thing \(thingID) refused: \(endpointReply?.status ?? 0) \(endpointReply?.bodyText ?? "")"
-            )
-            return THINGIF_ERR_REJECTED.code
-        }
-        guard case .success(let ej) = JSON.parse(er.body), let endpoint = MQTTEndpoint.decode(ej) else {
-            logger.error("MQTT endpoint of thing \(thingID): malformed answer: \(er.bodyText)")
-            return THINGIF_ERR_PROTOCOL.code
+            guard let er = endpointReply, er.isSuccess else {
+                logger.error(
+                    "MQTT endpoint of thing \(thingID) refused: \(endpointReply?.status ?? 0) \(endpointReply?.bodyText ?? "")"
+                )
+                return THINGIF_ERR_REJECTED.code
+            }
+            guard case .success(let ej) = JSON.parse(er.body), let ep = MQTTEndpoint.decode(ej) else {
+                logger.error("MQTT endpoint of thing \(thingID): malformed answer: \(er.bodyText)")
+                return THINGIF_ERR_PROTOCOL.code
+            }
+            endpoint = ep
         }
         let identity = Identity(
-            appID: appID, vendorThingID: nil, thingID: thingID, accessToken: accessToken,
-            endpoint: endpoint)
-        guard store(identity) else {
-            logger.error("cannot write \(storage.path(Thing.identityFile))")
-            return THINGIF_ERR_STORAGE.code
-        }
-        logger.info("thing \(thingID) uses MQTT installation \(endpoint.installationID)")
-        adopt(identity)
-        return OK
+            appID: appID, vendorThingID: nil, thingID: thingID, accessToken: accessToken, endpoint: endpoint)
+        status = keep(identity, askedForCertificate: csr != nil)
+        if status == OK { logger.info("thing \(thingID) uses MQTT installation \(endpoint.installationID)") }
+        return status
     }
 }

@@ -127,6 +127,18 @@ public struct OnboardingRequest {
 
     /// The longest CSR taken (an RSA-4096 one in PEM is about 1,700 bytes).
     public static let maxCSRBytes = 8192
+    /// The CSR's field, in this body and in a new MQTT installation's
+    /// (POST installations, InstallationCreationRequest): the same rule for both.
+    public static var csrField: String { "certificateSigningRequest" }
+
+    /// The CSR a request body carries (onboarding by the thing, or POST
+    /// installations): `valid` false when the field is there but is not a
+    /// string of 1 to `maxCSRBytes` bytes; `csr` nil when it is absent.
+    public static func certificateSigningRequest(in j: JSON) -> (valid: Bool, csr: String?) {
+        guard let field = j[csrField] else { return (true, nil) }
+        guard let text = field.stringValue, !text.isEmpty, text.utf8.count <= maxCSRBytes else { return (false, nil) }
+        return (true, text)
+    }
 
     public init(
         vendorThingID: String, thingPassword: String, thingType: String? = nil,
@@ -150,7 +162,7 @@ public struct OnboardingRequest {
         if let firmwareVersion { o.set("firmwareVersion", string: firmwareVersion) }
         if let thingProperties { o.set("thingProperties", thingProperties) }
         o.set("layoutPosition", string: layoutPosition)
-        if let certificateSigningRequest { o.set("certificateSigningRequest", string: certificateSigningRequest) }
+        if let certificateSigningRequest { o.set(Self.csrField, string: certificateSigningRequest) }
         return o
     }
 
@@ -160,15 +172,13 @@ public struct OnboardingRequest {
         else { return nil }
         let props = j["thingProperties"]
         if let props, !props.isObject { return nil }
-        let csr = j["certificateSigningRequest"]
-        if let csr {
-            guard let text = csr.stringValue, !text.isEmpty, text.utf8.count <= maxCSRBytes else { return nil }
-        }
+        let csr = certificateSigningRequest(in: j)
+        guard csr.valid else { return nil }
         return OnboardingRequest(
             vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
             firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
             layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE",
-            certificateSigningRequest: csr?.stringValue)
+            certificateSigningRequest: csr.csr)
     }
 }
 
