@@ -111,6 +111,17 @@ struct HandOverCertificateTests {
             #expect(!clients.contains(topic), "\(clients)")
             let ports = await HandOverChecks.sessionPorts(e, t, topic: topic)
             #expect(!ports.isEmpty && ports.allSatisfy { $0 == e.env.broker.certPort }, "\(ports)")
+            // The certificate was recorded like an onboarding's: deleting the
+            // thing revokes it. (The broker is stopped: the owner's password
+            // installation cannot be removed from it, so the store deletes.)
+            let serial = try await offPool {
+                Result { try RevocationSupport.serial(TestPKI(), certFile: e.env.storage("ho") + "/thing-cert.pem") }
+            }.get()
+            #expect(e.hub.store.deleteThing(id: owned.thingID))
+            let revoked = try #require(e.hub.store.revokedCertificates(now: Platform.epochMs())).map {
+                $0.serial.uppercased()
+            }
+            #expect(revoked.contains(serial), "\(serial) not in \(revoked)")
         }
     }
 
