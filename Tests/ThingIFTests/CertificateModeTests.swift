@@ -21,6 +21,28 @@ struct CertificateModeTests {
         return t
     }
 
+    /// A thing with a certificate, onboarded as `vendorThingID` and, with
+    /// `start`, online at the hub; and its thingID.
+    static func onboardedCertThing(_ env: Env, storage: String, vendorThingID: String, start: Bool = true) throws
+        -> (TestThing, String)
+    {
+        let t = try certThing(env, storage: storage)
+        try #require(
+            ct_onboard(t.ct, vendorThingID, "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(t.logs)")
+        let tid = try #require(t.thingID)
+        if start {
+            #expect(ct_start(t.ct) == RC.ok)
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
+        }
+        return (t, tid)
+    }
+
+    /// The mqttTopic of the thing stored in `storage`.
+    static func topic(_ env: Env, storage: String) throws -> String {
+        let ep = try #require(try identity(env, storage: storage)["mqttEndpoint"] as? [String: Any])
+        return try #require(ep["mqttTopic"] as? String)
+    }
+
     /// The thing's stored identity.json as JSON.
     static func identity(_ env: Env, storage: String) throws -> [String: Any] {
         let data = try Data(contentsOf: URL(fileURLWithPath: env.storage(storage) + "/identity.json"))
@@ -155,16 +177,9 @@ struct CertificateModeTests {
     )
     func harvestAndInjectionWithCertificate() throws {
         try withEnv { env in
-            let a = try Self.certThing(env, storage: "a")
-            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
-            let tidA = try #require(a.thingID)
-            #expect(ct_start(a.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tidA, timeoutMs: 10_000), "logs:\n\(a.logs)")
-            let b = try Self.certThing(env, storage: "b")
-            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
-            b.destroy()
-            let endpointA = try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])
-            let topicA = try #require(endpointA["mqttTopic"] as? String)
+            let (a, tidA) = try Self.onboardedCertThing(env, storage: "a", vendorThingID: "AC-A")
+            try Self.onboardedCertThing(env, storage: "b", vendorThingID: "AC-B", start: false).0.destroy()
+            let topicA = try Self.topic(env, storage: "a")
             let dirB = env.storage("b")
             let attacker = try MqttProbe(
                 port: env.broker.certPort, clientID: "ignored", username: nil, password: nil,
@@ -207,16 +222,9 @@ struct CertificateModeTests {
     @Test("A thing's certificate cannot take over another thing's session: the broker makes the CN the client ID")
     func certificateCannotTakeOverSession() throws {
         try withEnv { env in
-            let b = try Self.certThing(env, storage: "b")
-            try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
-            let tidB = try #require(b.thingID)
-            #expect(ct_start(b.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
-            let a = try Self.certThing(env, storage: "a")
-            try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
-            a.destroy()
-            let endpointB = try #require(try Self.identity(env, storage: "b")["mqttEndpoint"] as? [String: Any])
-            let topicB = try #require(endpointB["mqttTopic"] as? String)
+            let (b, tidB) = try Self.onboardedCertThing(env, storage: "b", vendorThingID: "AC-B")
+            try Self.onboardedCertThing(env, storage: "a", vendorThingID: "AC-A", start: false).0.destroy()
+            let topicB = try Self.topic(env, storage: "b")
             // A's certificate, asking for B's client ID: without
             // use_username_as_clientid the broker closed B's connection.
             let dirA = env.storage("a")

@@ -241,11 +241,7 @@ struct CertificateRevocationTests {
         "Options: --thing-crl without the CA, --broker-pid-file without --thing-crl, an unwritable CRL: the hub refuses to start, with the reason"
     )
     func options() throws {
-        func load(_ args: [String]) throws -> HubConfig {
-            guard case .run(let c) = try HubConfig.load(arguments: args, environment: [:], readFile: { _ in nil })
-            else { throw HarnessError("help") }
-            return c
-        }
+        let load = ThingCertificateTests.load
         let ca = ["--thing-ca-cert", "/ca.crt", "--thing-ca-key", "/ca.key", "--advertised-cert-port", "8884"]
         let c = try load(ca + ["--thing-crl", "/var/lib/thingif/things-crl.pem", "--broker-pid-file", "/run/m.pid"])
         var o = FrameworkSide.Options(appID: "a", appKey: "k", brokerPort: 1)

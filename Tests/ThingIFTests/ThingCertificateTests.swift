@@ -326,13 +326,16 @@ struct ThingCertificateTests {
         #expect(hub.loadThingCA() == nil)
     }
 
+    /// The configuration `args` give (no environment, no file).
+    static func load(_ args: [String]) throws -> HubConfig {
+        guard case .run(let c) = try HubConfig.load(arguments: args, environment: [:], readFile: { _ in nil })
+        else { throw HarnessError("help") }
+        return c
+    }
+
     @Test("The options: CA files together, the cert port with the CA, none needs the CA, days 1…36500")
     func options() throws {
-        func load(_ args: [String]) throws -> HubConfig {
-            guard case .run(let c) = try HubConfig.load(arguments: args, environment: [:], readFile: { _ in nil })
-            else { throw HarnessError("help") }
-            return c
-        }
+        let load = Self.load
         let ca = ["--thing-ca-cert", "/ca.crt", "--thing-ca-key", "/ca.key", "--advertised-cert-port", "8884"]
         let c = try load(ca + ["--thing-cert-days", "90", "--broker-admin", "none"])
         var o = FrameworkSide.Options(appID: "a", appKey: "k", brokerPort: 1)
