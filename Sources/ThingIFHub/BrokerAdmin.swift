@@ -276,8 +276,9 @@ public final class BrokerAdmin: @unchecked Sendable {
 
     /// Checks that the hub's own client may publish commands, configs and
     /// replies (role thingif-hub), and makes the bootstrap identity of the
-    /// app. Idempotent. Returns a problem, or nil.
-    func provision(hubUsername: String, appID: String, appKey: String) -> String? {
+    /// app, or without `bootstrap` (claims only) removes it if an earlier
+    /// start made it. Idempotent. Returns a problem, or nil.
+    func provision(hubUsername: String, appID: String, appKey: String, bootstrap: Bool = true) -> String? {
         // The plugin drops a client whose roles change: the hub's role is
         // added only when missing, so a restarted hub is not kicked.
         guard let got = run([BrokerAdmin.command("getClient", [("username", BrokerAdmin.str(hubUsername))])]),
@@ -301,6 +302,10 @@ public final class BrokerAdmin: @unchecked Sendable {
                 + "(deploy/make-broker-config.sh does it)"
         }
         let role = BrokerAdmin.onboardingRole(appID: appID)
+        guard bootstrap else {
+            // The plugin disconnects a connected client it deletes.
+            return remove(username: appID, role: role) ? nil : "cannot remove the bootstrap identity \(appID)"
+        }
         if let problem = ensureClient(
             username: appID, password: appKey, clientID: nil, role: role,
             acls: BrokerAdmin.onboardingACLs(appID: appID))

@@ -78,6 +78,10 @@ public final class FrameworkSide: @unchecked Sendable {
         /// claim.{appID}.{batch}) whose onboardings the hub refuses: a
         /// batch retired by its operator (docs/SECURITY.md).
         public var refusedClaims: Set<String> = []
+        /// Devices onboard only with claim certificates: the hub makes no
+        /// bootstrap identity (app ID + app key) in the broker's plugin, and
+        /// removes one an earlier start made, so the app key opens nothing.
+        public var claimsOnly = false
         /// Onboarding by the thing accepts only vendorThingIDs an operator
         /// registered before (`thingif things import`); false: open (Kii's way).
         public var enrollmentOnly = false
@@ -314,7 +318,7 @@ public final class FrameworkSide: @unchecked Sendable {
             }
             if let problem = admin.provision(
                 hubUsername: options.brokerUsername ?? "", appID: options.appID,
-                appKey: options.appKey)
+                appKey: options.appKey, bootstrap: !options.claimsOnly)
             {
                 startProblem = problem
                 admin.stop()

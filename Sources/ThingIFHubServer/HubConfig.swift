@@ -122,6 +122,8 @@ public struct HubConfig: Equatable, Sendable {
     /// Claim batches whose onboardings the hub refuses (fleet provisioning
     /// by claim: a retired batch).
     public var refusedClaims: [String] = []
+    /// Devices onboard with claim certificates only (no bootstrap identity).
+    public var claimsOnly = false
     /// Home Assistant's MQTT discovery (on by default), under this prefix,
     /// with the thing type mappings of this JSON file beside the built-in one.
     public var haDiscovery = true
@@ -495,6 +497,10 @@ public struct HubConfig: Equatable, Sendable {
                     Topics.claimParts(Topics.claimPrefix + "a." + v)?.batch == v
                         ? nil : "\(key): \(v) is no claim batch name (1 to \(Topics.maxClaimBatch) of A-Z a-z 0-9 - _)"
                 },
+                toggle(
+                    "claimsOnly", ["--claims-only"], \.claimsOnly,
+                    "devices onboard with claim certificates only: the hub makes no bootstrap identity (app ID and"
+                        + " app key) in the broker and removes one made before (needs the CA)"),
                 text(
                     "thingCRL", ["--thing-crl"], "FILE", \.thingCRL,
                     "write the CA's revocation list here (the broker's crlfile): deleted things' certificates;"
@@ -764,6 +770,10 @@ public struct HubConfig: Equatable, Sendable {
         if brokerPidFile != nil && thingCRL == nil {
             throw ConfigError(description: "brokerPidFile needs thingCRL (the hub signals the broker to read its CRL)")
         }
+        if claimsOnly && thingCACert == nil {
+            throw ConfigError(
+                description: "claimsOnly needs thingCACert and thingCAKey (a claim onboarding gives a certificate)")
+        }
         if brokerAdmin == FrameworkSide.BrokerAdminMode.none.rawValue && thingCACert == nil {
             throw ConfigError(
                 description:
@@ -821,6 +831,7 @@ public struct HubConfig: Equatable, Sendable {
         o.brokerPidFile = brokerPidFile
         o.brokerAdmin = FrameworkSide.BrokerAdminMode(rawValue: brokerAdmin) ?? .dynsec
         o.refusedClaims = Set(refusedClaims)
+        o.claimsOnly = claimsOnly
     }
 
     /// TLS to the broker, when a CA file is set.

@@ -414,6 +414,34 @@ struct ClaimCertificateTests {
         #expect(p.messages(on: resp).count == 3)
     }
 
+    @Test(
+        "--claims-only: the hub removes the bootstrap identity an earlier start made; the app key opens nothing, a claim still onboards"
+    )
+    func claimsOnlyRetiresTheBootstrapIdentity() throws {
+        try withEnv { env in
+            // The Env's hub made the bootstrap identity (app ID + app key).
+            let before = try MqttProbe.bootstrap(port: env.broker.port)
+            #expect(before.isConnected)
+            before.stop()
+            #expect(CertificateModeTests.pluginClients(env.broker).contains(Env.appID))
+            env.hub.stop()
+            var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: env.broker)
+            options.claimsOnly = true
+            let hub = try #require(FrameworkSide(options, store: MemoryStore(secrets: .fastForTests)))
+            defer { hub.stop() }
+            try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+            #expect(!CertificateModeTests.pluginClients(env.broker).contains(Env.appID))
+            let after = try MqttProbe.bootstrap(port: env.broker.port)
+            defer { after.stop() }
+            #expect(!after.isConnected, "the app key still opens the broker")
+            // A device with a claim certificate onboards all the same.
+            let t = try Self.claimDevice(env, storage: "claim", pair: try Self.claimPair(env))
+            defer { t.destroy() }
+            let rc = ct_onboard(t.ct, "AC-CLAIMS-ONLY", "password-1", "AirConditioner", "1.0.0", nil)
+            #expect(rc == RC.ok, "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+        }
+    }
+
     @Test("claim-certificate writes a usable pair (0600 key, clientAuth, the claim CN) and refuses bad options")
     func claimCommand() throws {
         // The claims CA is made with the first broker.
