@@ -112,7 +112,7 @@ def measure(args, stop, out, events):
             lat.append((time.monotonic() - t0) * 1000)
         else:
             lost += 1
-        time.sleep(0.1)
+        time.sleep(args.gap)
     out.update(lat=lat, lost=lost, refused=refused)
 
 
@@ -170,6 +170,8 @@ def main():
     ap.add_argument("--mqtt-port", type=int, default=1883)
     ap.add_argument("-c", "--clients", type=int, default=16)
     ap.add_argument("-d", "--duration", type=float, default=20)
+    ap.add_argument("--gap", type=float, default=0.1,
+                    help="seconds between the aircon's commands (one at a time)")
     ap.add_argument("--count", type=int, default=0,
                     help="rollout only: stop when so many things were onboarded (200), not after -d; "
                          "-d is then the most it may take")
