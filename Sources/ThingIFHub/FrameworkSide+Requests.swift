@@ -77,37 +77,46 @@ extension FrameworkSide {
         guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID),
             !t.clientID.hasPrefix(Topics.claimPrefix)
         else { return }
+        // Always on the reply topic of the client ID the request came from
+        // (the broker lets a client publish only under its own ID), never on
+        // a Response Topic the request names: that would let any client make
+        // the hub publish anywhere.
+        serve(
+            m, clientID: t.clientID, api: t.api, path: t.path, logPath: t.path,
+            replyTopic: Topics.response(clientID: t.clientID)
+        ) { req in
+            t.appID == options.appID
+                ? route(req, api: t.api, path: t.path, clientID: t.clientID)
+                : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+        }
+    }
+
+    /// One request over MQTT, framed as Kii frames it: decoded, its body
+    /// size and its client's budget checked, `handle`d, logged and counted,
+    /// and answered on `replyTopic` with its request ID and Correlation Data.
+    private func serve(
+        _ m: MqttClient.Message, clientID: String, api: Topics.API, path: String, logPath: String,
+        replyTopic: String, _ handle: (KiiRequest) -> KiiResponse
+    ) {
         let reply: KiiResponse
-        var method = "?"
         let request = KiiRequest.decode(m.payload)
         if let req = request {
-            method = req.method
-            if req.body.count > maxBody(path: t.path) {
-                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: t.path)) bytes")
-            } else if !rateLimiter.allow("mqtt:" + t.clientID, now: Platform.nowMs()) {
-                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(t.clientID); slow down")
+            if req.body.count > maxBody(path: path) {
+                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
+            } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
+                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
             } else {
-                reply =
-                    t.appID == options.appID
-                    ? route(req, api: t.api, path: t.path, clientID: t.clientID)
-                    : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+                reply = handle(req)
             }
         } else {
             reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
         var answer = reply
-        if let rid = request?.requestID {
-            answer.headers.append((KiiFraming.requestIDHeader, rid))
-        }
-        logRequest(clientID: t.clientID, method: method, path: t.path, body: request?.body ?? [], status: reply.status)
-        metrics.request(kind: HubMetrics.kind(api: t.api, method: method, path: t.path), status: reply.status)
-        // Always on the reply topic of the client ID the request came from
-        // (the broker lets a client publish only under its own ID), never on
-        // a Response Topic the request names: that would let any client make
-        // the hub publish anywhere.
-        _ = client.publish(
-            topic: Topics.response(clientID: t.clientID), payload: answer.encode(), qos: 1,
-            correlationData: m.correlationData)
+        if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
+        let method = request?.method ?? "?"
+        logRequest(clientID: clientID, method: method, path: logPath, body: request?.body ?? [], status: reply.status)
+        metrics.request(kind: HubMetrics.kind(api: api, method: method, path: path), status: reply.status)
+        _ = client.publish(topic: replyTopic, payload: answer.encode(), qos: 1, correlationData: m.correlationData)
     }
 
     /// A claim onboarding (docs/PROTOCOL.md §4.3): `name` is the CN of the
@@ -117,36 +126,18 @@ extension FrameworkSide {
     /// onboarding by the thing, handled as one, and must carry a CSR. The
     /// answer goes to c/{CN}/{clientID}/resp, which only that client reads.
     func handleClaim(_ m: MqttClient.Message, name: String, clientID: String) {
-        let request = KiiRequest.decode(m.payload)
-        let path = "onboardings"
-        let reply: KiiResponse
-        if let req = request {
-            if req.body.count > maxBody(path: path) {
-                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
-            } else if let refusal = claimRefusal(name) {
+        serve(
+            m, clientID: clientID, api: .thingIF, path: "onboardings", logPath: "claim " + name,
+            replyTopic: Topics.claimResponse(name: name, clientID: clientID)
+        ) { req in
+            if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
                 onEvent?("claim onboarding refused: \(refusal)")
-                reply = error(403, "CLAIM_REFUSED", refusal)
-            } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
-                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
-            } else if req.method != "POST" {
-                reply = error(404, "NOT_FOUND", "no \(req.method) \(path)")
-            } else {
-                reply = onboardByThing(req, claim: name)
+                return error(403, "CLAIM_REFUSED", refusal)
             }
-        } else {
-            reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
+            guard req.method == "POST" else { return error(404, "NOT_FOUND", "no \(req.method) onboardings") }
+            return onboardByThing(req, claim: name)
         }
-        var answer = reply
-        if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
-        logRequest(
-            clientID: clientID, method: request?.method ?? "?", path: "claim " + name, body: request?.body ?? [],
-            status: reply.status)
-        metrics.request(
-            kind: HubMetrics.kind(api: .thingIF, method: request?.method ?? "?", path: path), status: reply.status)
-        _ = client.publish(
-            topic: Topics.claimResponse(name: name, clientID: clientID), payload: answer.encode(), qos: 1,
-            correlationData: m.correlationData)
     }
 
     /// Why a claim name does not onboard here (nil: it does): not a claim
