@@ -37,6 +37,7 @@ struct SQLRow: StoreRow {
 final class SQLiteConnection: SQLConnection {
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    private var checkpointer: SQLiteCheckpointer?
 
     init(path: String, busyTimeoutMs: Int32 = 5000) throws {
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX
@@ -59,6 +60,7 @@ final class SQLiteConnection: SQLConnection {
         statements = [:]
         if let db { sqlite3_close_v2(db) }
         db = nil
+        checkpointer = nil
     }
 
     private func error(_ rc: Int32, _ context: String) -> SQLiteError {
@@ -143,6 +145,42 @@ final class SQLiteConnection: SQLConnection {
             if let db, sqlite3_get_autocommit(db) == 0 { _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
             throw error
         }
+    }
+
+    /// Hands the WAL's checkpoints to `checkpointer` (SQLiteCheckpointer):
+    /// SQLite's automatic checkpoint in the committing call is replaced by
+    /// the hook, which only notes the log's size, unless the checkpointer's
+    /// backstop says to copy here. The connection keeps the checkpointer
+    /// alive for as long as the hook may call it.
+    func checkpoint(by checkpointer: SQLiteCheckpointer) {
+        guard let db else { return }
+        self.checkpointer = checkpointer
+        sqlite3_wal_hook(
+            db,
+            { context, db, name, frames in
+                let c = Unmanaged<SQLiteCheckpointer>.fromOpaque(context!).takeUnretainedValue()
+                if c.committed(frames: frames) {
+                    var log: Int32 = 0
+                    var copied: Int32 = 0
+                    if sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied) == SQLITE_OK {
+                        c.checkpointed(frames: copied)
+                    }
+                }
+                // The commit has happened either way; an error here would
+                // only make its statement report one.
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(checkpointer).toOpaque())
+    }
+
+    /// A PASSIVE checkpoint of the main database: copies what no reader
+    /// still needs, waits for nobody. Returns the frames of the log copied.
+    func checkpointPassive() throws -> Int32 {
+        guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "the connection is closed") }
+        var log: Int32 = 0
+        var copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        guard rc == SQLITE_OK else { throw error(rc, "checkpoint") }
+        return copied
     }
 
     var userVersion: Int64 {

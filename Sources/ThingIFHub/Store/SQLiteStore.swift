@@ -18,6 +18,8 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     public static let schemaVersion: Int64 = 8
 
     private let db: Locked<SQLiteConnection>
+    /// Checkpoints the WAL off the request path (nil in memory).
+    let checkpointer: SQLiteCheckpointer?
     public let path: String
     public let secrets: HubSecrets
     public let retention: StateRetention
@@ -34,7 +36,10 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     }
 
     /// `migrateTo` below schemaVersion leaves an older schema, for the migration tests.
-    init(path: String, secrets: HubSecrets, retention: StateRetention, migrateTo: Int64) throws {
+    init(
+        path: String, secrets: HubSecrets, retention: StateRetention, migrateTo: Int64,
+        checkpointPages: Int32 = SQLiteCheckpointer.defaultPages
+    ) throws {
         self.path = path
         self.secrets = secrets
         self.retention = retention
@@ -46,6 +51,14 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         try c.exec("PRAGMA foreign_keys=OFF")
         try Self.migrate(c, to: migrateTo, secrets: secrets)
         try c.exec("PRAGMA foreign_keys=ON")
+        if path != ":memory:", !path.hasPrefix("file:") {
+            let checkpointer = SQLiteCheckpointer(path: path, pages: checkpointPages)
+            c.checkpoint(by: checkpointer)
+            _ = checkpointer.start()
+            self.checkpointer = checkpointer
+        } else {
+            checkpointer = nil
+        }
         db = Locked(c)
         // SQLite gives -wal and -shm the mode of the database file; set them
         // again in case an older hub made them with another.
@@ -74,8 +87,15 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         }
     }
 
-    /// Closes the connection; later calls fail as storage errors.
-    public func close() { db.withLock { $0.close() } }
+    /// Closes the connection; later calls fail as storage errors. The
+    /// checkpointer's connection closes first, so that the hub's, the last,
+    /// checkpoints the whole log and removes it, as SQLite does.
+    public func close() {
+        checkpointer?.close()
+        db.withLock { $0.close() }
+    }
+
+    deinit { checkpointer?.close() }
 
     // MARK: schema
 

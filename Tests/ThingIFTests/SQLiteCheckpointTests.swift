@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+import ThingIF
+@testable import ThingIFHub
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The hub's SQLite file is checkpointed by a worker of its own, off the
+/// committing call (SQLiteCheckpointer), and its write-ahead log stays bounded.
+@Suite("SQLite checkpoints")
+struct SQLiteCheckpointTests {
+    private func fileSize(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : 0
+    }
+
+    @Test("The worker copies the log, the log stays under the backstop, and every write is there after a restart")
+    func workerCheckpointsAndLogStaysBounded() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-ckpt")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        var s: SQLiteStore? = try SQLiteStore(
+            path: path, secrets: .fastForTests, retention: StateRetention(),
+            migrateTo: SQLiteStore.schemaVersion, checkpointPages: 16)
+        let checkpointer = try #require(s!.checkpointer)
+        #expect(checkpointer.backstop == 256)
+        let t = try s!.registerThing(
+            vendorThingID: "CK-1", password: "pw", thingType: "AirConditioner", firmwareVersion: nil,
+            dataGroupingInterval: nil
+        ).get()
+        // About 3 pages a commit: without checkpoints the log would pass
+        // 10,000 frames (40 MB); a log that never starts over, as under a
+        // worker alone, grows as well.
+        let filler = String(repeating: "x", count: 300)
+        var largestLog = 0
+        for i in 0..<3000 {
+            let upload = #"{"n":\#(i),"pad":"\#(filler)"}"#
+            _ = try #require(s!.applyState(thingID: t.thingID, method: "PUT", upload: upload, at: Int64(i + 1)))
+            if i % 100 == 0 { largestLog = max(largestLog, fileSize(path + "-wal")) }
+        }
+        largestLog = max(largestLog, fileSize(path + "-wal"))
+        #expect(poll { checkpointer.counts.worker >= 1 }, "the worker never checkpointed")
+        // The backstop's frames plus one commit's, with their headers.
+        let bound = (Int(checkpointer.backstop) + 16) * (4096 + 24) + 32
+        #expect(largestLog <= bound, "the log reached \(largestLog) bytes, over \(bound)")
+        #expect(largestLog > 0, "the store did not use a write-ahead log")
+        s!.close()
+        s = nil
+        #expect(access(path + "-wal", F_OK) != 0, "closing left the log behind")
+
+        let r = try SQLiteStore(path: path, secrets: .fastForTests)
+        defer { r.close() }
+        #expect(r.thing(id: t.thingID)?.state?.contains(#""n":2999"#) == true)
+        #expect(r.stateHistory(thingID: t.thingID, from: 0, to: .max).count == 3000)
+    }
+
+    @Test("The hook wakes the worker at `pages` uncopied frames and checkpoints in the commit only at the backstop")
+    func thresholds() {
+        // Not started: nothing copies, so only the counting is seen.
+        let c = SQLiteCheckpointer(path: "/nonexistent/hub.sqlite", pages: 10)
+        #expect(c.backstop == 160)
+        #expect(!c.committed(frames: 5))
+        #expect(!c.committed(frames: 159))
+        #expect(c.committed(frames: 160))
+        #expect(c.committed(frames: 170))
+        #expect(c.counts.inline == 2)
+        c.checkpointed(frames: 170)
+        // The log started over: small again, nothing to do in the commit.
+        #expect(!c.committed(frames: 3))
+        #expect(c.counts.inline == 2)
+        #expect(c.counts.worker == 0)
+        c.close()
+    }
+
+    @Test("A store in memory has no checkpointer")
+    func memoryHasNone() throws {
+        let s = try SQLiteStore(path: ":memory:", secrets: .fastForTests)
+        defer { s.close() }
+        #expect(s.checkpointer == nil)
+    }
+}
