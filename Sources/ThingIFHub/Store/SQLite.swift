@@ -180,6 +180,9 @@ final class SQLiteConnection: SQLConnection {
         var copied: Int32 = 0
         let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
         guard rc == SQLITE_OK else { throw error(rc, "checkpoint") }
+        // -1: the connection does not see a WAL (it has not read the file
+        // yet, or the file is not in WAL mode); nothing was copied.
+        guard copied >= 0 else { throw SQLiteError(code: SQLITE_MISUSE, message: "checkpoint: no write-ahead log") }
         return copied
     }
 

@@ -49,6 +49,7 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     private var seen: Int32 = 0
     private var checkpoints = 0
     private var inline = 0
+    private var restarts = 0
 
     init(path: String, pages: Int32 = defaultPages) {
         self.path = path
@@ -56,8 +57,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         backstop = self.pages * 16
     }
 
-    /// Checkpoints done by the worker and by committing calls (the backstop).
-    var counts: (worker: Int, inline: Int) { monitor.locked { (checkpoints, inline) } }
+    /// Checkpoints done by the worker and by committing calls (the
+    /// backstop), and how often the log started over.
+    var counts: (worker: Int, inline: Int, restarts: Int) { monitor.locked { (checkpoints, inline, restarts) } }
 
     /// Called from the hub connection's WAL hook after each commit, with the
     /// frames now in the log. Wakes the worker when `pages` of them are not
@@ -65,9 +67,15 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     /// (the backstop).
     func committed(frames: Int32) -> Bool {
         monitor.locked {
-            if frames < seen { copied = 0 }  // the log started over
+            if frames < seen {  // the log started over
+                copied = 0
+                restarts += 1
+                if due { monitor.broadcast() }  // a worker held back by the backstop
+            }
             seen = frames
             if frames >= backstop {
+                // The worker is not woken now: a checkpoint of its own
+                // would hold the lock the committing call needs.
                 inline += 1
                 return true
             }
@@ -86,7 +94,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {
 
     private func take() -> Bool {
         monitor.locked {
-            while !closed && !due { monitor.wait() }
+            // Past the backstop the commits checkpoint; the worker waits
+            // for the log to start over.
+            while !closed && (!due || seen >= backstop) { monitor.wait() }
             due = false
             return !closed
         }
@@ -120,6 +130,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         // Opened here, on the worker: a failure leaves the backstop in charge.
         guard let c = try? SQLiteConnection(path: path) else { return }
         defer { c.close() }
+        // A connection learns that the file is in WAL mode when it first
+        // reads it; until then a checkpoint does nothing and says -1.
+        guard (try? c.first("SELECT count(*) FROM sqlite_master", [], { $0.int(0) })) != nil else { return }
         while take() {
             if let copied = try? c.checkpointPassive() {
                 monitor.locked {
