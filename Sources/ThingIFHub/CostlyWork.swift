@@ -141,26 +141,13 @@ public final class CostlyWork: @unchecked Sendable {
     }
 
     private func spawn() -> Bool {
-        final class Box {
-            let pool: CostlyWork
-            init(_ p: CostlyWork) { pool = p }
+        let tid = startThread {
+            while let job = self.take() {
+                job()
+                self.finished()
+            }
         }
-        let raw = Unmanaged.passRetained(Box(self)).toOpaque()
-        var tid = pthread_t()
-        let rc = pthread_create(
-            &tid, nil,
-            { raw in
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                while let job = box.pool.take() {
-                    job()
-                    box.pool.finished()
-                }
-                return nil
-            }, raw)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(raw).release()
-            return false
-        }
+        guard let tid else { return false }
         pthread_detach(tid)
         return true
     }

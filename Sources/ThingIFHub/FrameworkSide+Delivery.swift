@@ -224,33 +224,15 @@ final class Ticker: @unchecked Sendable {
     private var thread: pthread_t?
 
     init?(periodMs: Int, _ body: @escaping () -> Void) {
-        final class Box {
-            let ticker: Ticker
-            let periodMs: Int
-            let body: () -> Void
-            init(_ t: Ticker, _ p: Int, _ b: @escaping () -> Void) {
-                ticker = t
-                periodMs = p
-                body = b
+        let stopped = self.stopped
+        let tid = startThread {
+            while !stopped.withLock({ $0 }) {
+                Platform.sleepMs(periodMs)
+                if stopped.withLock({ $0 }) { break }
+                body()
             }
         }
-        let box = Unmanaged.passRetained(Box(self, periodMs, body)).toOpaque()
-        var tid = pthread_t()
-        let rc = pthread_create(
-            &tid, nil,
-            { raw in
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                while !box.ticker.stopped.withLock({ $0 }) {
-                    Platform.sleepMs(box.periodMs)
-                    if box.ticker.stopped.withLock({ $0 }) { break }
-                    box.body()
-                }
-                return nil
-            }, box)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(box).release()
-            return nil
-        }
+        guard let tid else { return nil }
         thread = tid
     }
 

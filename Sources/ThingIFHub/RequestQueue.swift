@@ -72,27 +72,7 @@ final class RequestQueue: @unchecked Sendable {
 
     /// Starts the worker thread, which calls `handle` for each message in order.
     func start(_ handle: @escaping (MqttClient.Message) -> Void) -> Bool {
-        final class Box {
-            let queue: RequestQueue
-            let handle: (MqttClient.Message) -> Void
-            init(_ q: RequestQueue, _ h: @escaping (MqttClient.Message) -> Void) {
-                queue = q
-                handle = h
-            }
-        }
-        let box = Unmanaged.passRetained(Box(self, handle)).toOpaque()
-        var tid = pthread_t()
-        let rc = pthread_create(
-            &tid, nil,
-            { raw in
-                let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
-                while let m = box.queue.pop() { box.handle(m) }
-                return nil
-            }, box)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(box).release()
-            return false
-        }
+        guard let tid = startThread({ while let m = self.pop() { handle(m) } }) else { return false }
         locked { worker = tid }
         return true
     }

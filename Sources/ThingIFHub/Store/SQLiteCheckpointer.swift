@@ -105,23 +105,7 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     /// Starts the worker. False when the thread cannot be made: the
     /// backstop then keeps the log bounded.
     func start() -> Bool {
-        final class Box {
-            let checkpointer: SQLiteCheckpointer
-            init(_ c: SQLiteCheckpointer) { checkpointer = c }
-        }
-        let raw = Unmanaged.passRetained(Box(self)).toOpaque()
-        var tid = pthread_t()
-        let rc = pthread_create(
-            &tid, nil,
-            { raw in
-                let c = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().checkpointer
-                c.run()
-                return nil
-            }, raw)
-        guard rc == 0 else {
-            Unmanaged<Box>.fromOpaque(raw).release()
-            return false
-        }
+        guard let tid = startThread({ self.run() }) else { return false }
         monitor.locked { worker = tid }
         return true
     }
