@@ -46,6 +46,8 @@ final class PostgresConnection: SQLConnection {
     private var conn: OpaquePointer?
     /// The statements prepared on this connection: SQL text → name.
     private var prepared: [String: String] = [:]
+    /// The number in the next prepared statement's name.
+    private var nextName = 0
     /// Beyond this many distinct statements (e.g. IN lists of every length)
     /// the rest run unprepared, so the cache stays bounded.
     static let maxPrepared = 256
@@ -167,7 +169,10 @@ final class PostgresConnection: SQLConnection {
     private func statement(_ sql: String, _ conn: OpaquePointer) throws -> String? {
         if let name = prepared[sql] { return name }
         guard prepared.count < Self.maxPrepared else { return nil }
-        let name = "thingif_\(prepared.count)"
+        // A name never used on this connection (a plan voided and dropped
+        // leaves the count lower than the names taken).
+        let name = "thingif_\(nextName)"
+        nextName += 1
         _ = try checked(PQprepare(conn, name, Self.numbered(sql), 0, nil), conn) { _ in () }
         prepared[sql] = name
         return name
