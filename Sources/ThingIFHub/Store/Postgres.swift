@@ -285,20 +285,8 @@ final class PostgresListener: @unchecked Sendable {
 
     /// Starts the thread; false when it cannot.
     func start() -> Bool {
-        let arg = Unmanaged.passRetained(self).toOpaque()
-        return state.withLock { s -> Bool in
-            var tid = pthread_t()
-            let rc = pthread_create(
-                &tid, nil,
-                { raw in
-                    let l = Unmanaged<PostgresListener>.fromOpaque(raw!).takeRetainedValue()
-                    l.run()
-                    return nil
-                }, arg)
-            guard rc == 0 else {
-                Unmanaged<PostgresListener>.fromOpaque(arg).release()
-                return false
-            }
+        state.withLock { s -> Bool in
+            guard let tid = startThread({ self.run() }) else { return false }
             s.thread = tid
             return true
         }
