@@ -159,12 +159,8 @@ final class SQLiteConnection: SQLConnection {
             db,
             { context, db, name, frames in
                 let c = Unmanaged<SQLiteCheckpointer>.fromOpaque(context!).takeUnretainedValue()
-                if c.committed(frames: frames) {
-                    var log: Int32 = 0
-                    var copied: Int32 = 0
-                    if sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied) == SQLITE_OK {
-                        c.checkpointed(frames: copied)
-                    }
+                if c.committed(frames: frames), let db, let copied = try? SQLiteConnection.passive(db, name) {
+                    c.checkpointed(frames: copied)
                 }
                 // The commit has happened either way; an error here would
                 // only make its statement report one.
@@ -176,10 +172,18 @@ final class SQLiteConnection: SQLConnection {
     /// still needs, waits for nobody. Returns the frames of the log copied.
     func checkpointPassive() throws -> Int32 {
         guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "the connection is closed") }
+        return try Self.passive(db, nil)
+    }
+
+    /// The checkpoint itself, for checkpointPassive and the WAL hook (which
+    /// has only the handle).
+    fileprivate static func passive(_ db: OpaquePointer, _ name: UnsafePointer<CChar>?) throws -> Int32 {
         var log: Int32 = 0
         var copied: Int32 = 0
-        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
-        guard rc == SQLITE_OK else { throw error(rc, "checkpoint") }
+        let rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, &log, &copied)
+        guard rc == SQLITE_OK else {
+            throw SQLiteError(code: rc, message: "checkpoint: " + String(cString: sqlite3_errmsg(db)))
+        }
         // -1: the connection does not see a WAL (it has not read the file
         // yet, or the file is not in WAL mode); nothing was copied.
         guard copied >= 0 else { throw SQLiteError(code: SQLITE_MISUSE, message: "checkpoint: no write-ahead log") }
