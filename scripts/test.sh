@@ -48,8 +48,22 @@ echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command
 # cooperative pool (one thread per core), and under ThreadSanitizer two of
 # them waiting on a broker or a device kept every in-process hub from
 # listening or answering for over a minute (24 failures in one CI run).
-SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=2 \
-    swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' --skip 'stateBurst|TwoHubsOnPostgresTests'
+# Its reports go to files and are printed after the run's last line: CI
+# shows the end of the output, and a report in the middle of 361 tests'
+# lines was out of sight (one CI run said only "reported 2 warnings").
+tsan_logs=$(mktemp -d)
+tsan_status=0
+TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$tsan_logs/report" \
+    SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=2 \
+    swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' \
+    --skip 'stateBurst|TwoHubsOnPostgresTests' || tsan_status=$?
+if compgen -G "$tsan_logs/report*" >/dev/null; then
+    echo "== ThreadSanitizer's reports"
+    cat "$tsan_logs"/report*
+    [ "$tsan_status" -ne 0 ] || tsan_status=1
+fi
+rm -rf "$tsan_logs"
+[ "$tsan_status" -eq 0 ] || { echo "ThreadSanitizer stage failed ($tsan_status)"; exit "$tsan_status"; }
 
 echo "== cmake + ctest: the default build, Embedded Swift (no Swift runtime), every C test"
 cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
