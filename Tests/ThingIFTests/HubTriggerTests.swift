@@ -57,11 +57,16 @@ final class Offline {
         return try r.get().triggerID
     }
 
-    /// Uploads a state (PATCH) as the MQTT handler does, with the triggers.
+    /// Uploads a state (PATCH) as the MQTT handler does: the thing's record
+    /// as authorisation reads it, then the hub's state handler, which
+    /// stores it and evaluates the triggers (unless the record says none).
     func upload(_ state: String) {
-        let old = hub.store.thing(id: thingID)?.state
-        let merged = hub.store.applyState(thingID: thingID, method: "PATCH", upload: state, at: clock.withLock { $0 })!
-        hub.triggerEngine.stateChanged(thingID: thingID, old: old, new: merged)
+        guard let thing = hub.store.thing(id: thingID) else {
+            Issue.record("the thing is gone")
+            return
+        }
+        let r = hub.state(KiiRequest(method: "PATCH", body: Array(state.utf8)), thing: thing)
+        #expect(r.status == 204, "the upload \(state) got \(r.status)")
     }
 
     var commands: [CommandRecord] { hub.store.commands(thingID: thingID, afterSeq: 0, limit: 1000) }
@@ -125,9 +130,17 @@ struct HubTriggerTests {
         }
     }
 
-    @Test("triggersWhen: CONDITION_TRUE, CONDITION_FALSE_TO_TRUE, CONDITION_CHANGED on one sequence")
-    func triggersWhen() throws {
-        let o = try Offline()
+    /// The stores the state-upload tests run on: MemoryStore's records
+    /// always say a thing may have triggers, an SQL store's say whether it has.
+    static let stores: [@Sendable () throws -> HubStore] = [
+        { MemoryStore() }, { try SQLiteStore(path: ":memory:", secrets: .fastForTests) }
+    ]
+
+    @Test(
+        "triggersWhen: CONDITION_TRUE, CONDITION_FALSE_TO_TRUE, CONDITION_CHANGED on one sequence",
+        arguments: [0, 1])
+    func triggersWhen(store: Int) throws {
+        let o = try Offline(store: try Self.stores[store]())
         let cond = "{\"type\":\"eq\",\"field\":\"power\",\"value\":true}"
         let ids = try ["CONDITION_TRUE", "CONDITION_FALSE_TO_TRUE", "CONDITION_CHANGED"].map {
             try o.create("{\"eventSource\":\"STATES\",\"condition\":\(cond),\"triggersWhen\":\"\($0)\"}")
@@ -150,9 +163,9 @@ struct HubTriggerTests {
         #expect(o.hub.commandJSON(c)["firedByTriggerID"]?.stringValue == p["firedByTriggerID"]?.stringValue)
     }
 
-    @Test("Disabled triggers do not fire; enable, disable and delete")
-    func enableDisableDelete() throws {
-        let o = try Offline()
+    @Test("Disabled triggers do not fire; enable, disable and delete", arguments: [0, 1])
+    func enableDisableDelete(store: Int) throws {
+        let o = try Offline(store: try Self.stores[store]())
         let id = try o.create(
             "{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"p\",\"value\":1},\"triggersWhen\":\"CONDITION_TRUE\"}"
         )
