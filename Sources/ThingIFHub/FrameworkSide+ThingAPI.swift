@@ -559,8 +559,7 @@ extension FrameworkSide {
         }
         onEvent?("state of \(tid): \(merged)")
         homeAssistant?.stateChanged(thing: thing, merged: merged)
-        // Most things have no trigger, and their record says so.
-        if thing.mayHaveTriggers { triggerEngine.stateChanged(thingID: tid, old: old, new: merged) }
+        triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
         return ok(204)
     }
 

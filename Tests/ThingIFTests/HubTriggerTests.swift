@@ -59,7 +59,7 @@ final class Offline {
 
     /// Uploads a state (PATCH) as the MQTT handler does: the thing's record
     /// as authorisation reads it, then the hub's state handler, which
-    /// stores it and evaluates the triggers (unless the record says none).
+    /// stores it and evaluates the triggers.
     func upload(_ state: String) {
         guard let thing = hub.store.thing(id: thingID) else {
             Issue.record("the thing is gone")
@@ -130,8 +130,8 @@ struct HubTriggerTests {
         }
     }
 
-    /// The stores the state-upload tests run on: MemoryStore's records
-    /// always say a thing may have triggers, an SQL store's say whether it has.
+    /// The stores the state-upload tests run on: the hub's state handler
+    /// with MemoryStore and with SQLite's statements.
     static let stores: [@Sendable () throws -> HubStore] = [
         { MemoryStore() }, { try SQLiteStore(path: ":memory:", secrets: .fastForTests) }
     ]

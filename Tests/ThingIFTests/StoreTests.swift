@@ -884,33 +884,6 @@ struct StoreConformanceTests {
     }
 
     @Test(
-        "A thing's record says whether it has an enabled trigger (SQL stores; MemoryStore always says maybe)",
-        arguments: StoreFactory.all)
-    func recordKnowsTriggers(_ factory: StoreFactory) throws {
-        try withStore(factory) { s in
-            // What a store that knows says for "none"; MemoryStore does not
-            // read triggers with a thing, so its records keep the default.
-            let none = s is MemoryStore
-            let t = try register(s, "AC-HAS-TRG")
-            let other = try register(s, "AC-NO-TRG")
-            #expect(s.thing(id: t.thingID)?.mayHaveTriggers == none)
-            #expect(
-                s.insertTrigger(
-                    ServerTriggerRecord(
-                        triggerID: "trg-on", thingID: t.thingID, definition: "{}", enabled: false, createdAt: 1)))
-            #expect(s.thing(id: t.thingID)?.mayHaveTriggers == none, "a disabled trigger counts as none")
-            #expect(s.setTriggerEnabled(id: "trg-on", enabled: true))
-            // Every lookup reads it: by ID, by token (a thing's requests), by topic.
-            #expect(s.thing(id: t.thingID)?.mayHaveTriggers == true)
-            #expect(s.thing(accessToken: t.accessToken)?.mayHaveTriggers == true)
-            #expect(s.thing(vendorThingID: "AC-HAS-TRG")?.mayHaveTriggers == true)
-            #expect(s.thing(id: other.thingID)?.mayHaveTriggers == none, "another thing's trigger counted")
-            #expect(s.deleteTrigger(id: "trg-on"))
-            #expect(s.thing(accessToken: t.accessToken)?.mayHaveTriggers == none)
-        }
-    }
-
-    @Test(
         "Thing automation: saved per thing, the version increases, unknown things refused", arguments: StoreFactory.all)
     func thingAutomation(_ factory: StoreFactory) throws {
         try withStore(factory) { s in

@@ -52,16 +52,12 @@ public struct ThingRecord: Sendable {
     /// The latest full state (JSON text), after PATCHes applied.
     public var state: String?
     public var createdAt: Int64
-    /// False only when the store read with this record that the thing had
-    /// no enabled trigger: its state uploads then evaluate none without
-    /// reading them (a statement less on every upload). True when unknown.
-    public var mayHaveTriggers: Bool
 
     public init(
         thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
         firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
         installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
-        createdAt: Int64, mayHaveTriggers: Bool = true
+        createdAt: Int64
     ) {
         self.thingID = thingID
         self.vendorThingID = vendorThingID
@@ -74,7 +70,6 @@ public struct ThingRecord: Sendable {
         self.owners = owners
         self.state = state
         self.createdAt = createdAt
-        self.mayHaveTriggers = mayHaveTriggers
     }
 }
 

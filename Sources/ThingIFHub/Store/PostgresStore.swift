@@ -215,8 +215,7 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
                (SELECT string_agg(i.installation_id || chr(31) || i.mqtt_topic, chr(30) ORDER BY i.id)
                   FROM thing_installations i WHERE i.thing_id = things.thing_id),
                (SELECT string_agg(o.owner, chr(30) ORDER BY o.id)
-                  FROM thing_owners o WHERE o.thing_id = things.thing_id),
-               \(StoreRows.enabledTriggersColumn)
+                  FROM thing_owners o WHERE o.thing_id = things.thing_id)
         FROM things
         """
 

@@ -246,8 +246,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
                (SELECT group_concat(i.installation_id || char(31) || i.mqtt_topic, char(30))
                   FROM thing_installations i WHERE i.thing_id = things.thing_id),
                (SELECT group_concat(o.owner, char(30))
-                  FROM (SELECT owner FROM thing_owners WHERE thing_id = things.thing_id ORDER BY rowid) o),
-               \(StoreRows.enabledTriggersColumn)
+                  FROM (SELECT owner FROM thing_owners WHERE thing_id = things.thing_id ORDER BY rowid) o)
         FROM things
         """
 

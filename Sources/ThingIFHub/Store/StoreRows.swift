@@ -33,8 +33,7 @@ enum StoreRows {
     /// store's one-statement thing read): column 8 holds the installations
     /// as "installationID US topic" joined by RS, column 9 the owners joined
     /// by RS; control characters no ID or topic level can hold
-    /// (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID);
-    /// column 10 is `enabledTriggersColumn`.
+    /// (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
     static func thingWithLists(_ r: some StoreRow) -> ThingRecord {
         var t = thing(r)
         for pair in split(r.text(8), by: 0x1E) {
@@ -42,17 +41,8 @@ enum StoreRows {
             if kv.count == 2 { t.installations[kv[0]] = kv[1] }
         }
         t.owners = split(r.text(9), by: 0x1E)
-        t.mayHaveTriggers = r.int(10) != 0
         return t
     }
-
-    /// The thing read's last column: 1 when the thing has an enabled
-    /// trigger (ThingRecord.mayHaveTriggers), an index probe of
-    /// triggers_thing in the same statement.
-    static let enabledTriggersColumn = """
-        CASE WHEN EXISTS (SELECT 1 FROM triggers g WHERE g.thing_id = things.thing_id AND g.enabled = 1)
-                    THEN 1 ELSE 0 END
-        """
 
     private static func split(_ s: String?, by byte: UInt8) -> [String] {
         guard let s, !s.isEmpty else { return [] }
