@@ -264,6 +264,30 @@ struct FastPipelineTests {
         #expect(rig.pipeline.state.withLock { $0.outbox.items.isEmpty })
     }
 
+    @Test("A 429 (slow down) keeps the results and sends them again after the timeout, as a 5xx; a 400 drops them")
+    func tooManyRequestsIsRetried() throws {
+        let rig = try PipelineRig()
+        defer { rig.remove() }
+        rig.pipeline.setLimits(.init(requestTimeoutMs: 1000))
+        rig.connect()
+        rig.deliver([PipelineRig.command("c1"), PipelineRig.command("c2"), PipelineRig.command("c3")])
+        let ids = rig.results.map(\.requestID)
+        #expect(rig.results.map(\.commandID) == ["c1", "c2", "c3"])
+        rig.deliver([
+            PipelineRig.reply(429, to: ids[0]), PipelineRig.reply(503, to: ids[1]), PipelineRig.reply(400, to: ids[2])
+        ])
+        // Not at once: the timeout is the slowing down a 429 asks for.
+        rig.pipeline.sendDue()
+        #expect(rig.results.count == 3)
+        rig.clock.now += 1000
+        rig.pipeline.sendDue()
+        #expect(rig.results.map(\.requestID) == ids + [ids[0], ids[1]])
+        #expect(rig.pipeline.state.withLock { $0.outbox.items.map(\.commandID) } == ["c1", "c2"])
+        rig.deliver([PipelineRig.reply(204, to: ids[0]), PipelineRig.reply(204, to: ids[1])])
+        #expect(rig.pipeline.state.withLock { $0.outbox.items.isEmpty })
+        #expect(rig.pipeline.state.withLock { $0.ledger.owedResults().isEmpty })
+    }
+
     @Test("With the outbox full of results, new commands wait; a reply that frees room lets them run in the same pass")
     func commandsWaitForOutboxRoom() throws {
         let rig = try PipelineRig()

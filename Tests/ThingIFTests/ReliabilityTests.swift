@@ -116,7 +116,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("A request answered 5xx or not at all is sent again under its ID after the request timeout; a 4xx is not")
+    @Test(
+        "A request answered 5xx, 429 or not at all is sent again under its ID after the request timeout; another 4xx is not"
+    )
     func resendAfterTimeoutAnd5xx() throws {
         try withEnv { env in
             let (t, _) = try env.onlineAircon { t in
@@ -126,6 +128,7 @@ struct ReliabilityTests {
             let fake = try FakeFramework(port: env.broker.port) { seen, nth in
                 if seen.body.contains("\"step\":1") { return nth == 1 ? nil : 204 }
                 if seen.body.contains("\"step\":2") { return nth == 1 ? 503 : 204 }
+                if seen.body.contains("\"step\":3") { return nth == 1 ? 429 : 204 }
                 if seen.path.hasSuffix("/firmware-version") { return 400 }
                 return 204
             }
@@ -133,11 +136,12 @@ struct ReliabilityTests {
             // PATCHes: a full PUT would supersede the one before it.
             #expect(ct_patch_state(t.ct, #"{"step":1}"#) == RC.ok)
             #expect(ct_patch_state(t.ct, #"{"step":2}"#) == RC.ok)
+            #expect(ct_patch_state(t.ct, #"{"step":3}"#) == RC.ok)
             #expect(ct_update_firmware_version(t.ct, "9.9.9") == RC.ok)
             #expect(poll { pendingOutbox(env.storage("thing")).isEmpty }, "\(pendingOutbox(env.storage("thing")))")
             usleep(1_200_000)  // four request timeouts: room for a wrong resend of the 4xx
 
-            for step in ["\"step\":1", "\"step\":2"] {
+            for step in ["\"step\":1", "\"step\":2", "\"step\":3"] {
                 let sent = fake.requests.filter { $0.body.contains(step) }
                 #expect(sent.count == 2, "\(step): \(sent.count) sends")
                 #expect(Set(sent.map(\.requestID)).count == 1, "the request ID changed on the resend")
@@ -145,7 +149,8 @@ struct ReliabilityTests {
             #expect(
                 fake.requests.filter { $0.path.hasSuffix("/firmware-version") }.count == 1, "the 4xx was sent again")
             #expect(t.logContains("no answer from the framework to partial state; sending it again"))
-            #expect(t.logContains("framework failed on partial state: 503"))
+            #expect(t.logContains("framework answered partial state with 503"))
+            #expect(t.logContains("framework answered partial state with 429"))
             #expect(t.logContains("framework rejected firmware version 9.9.9: 400"))
         }
     }

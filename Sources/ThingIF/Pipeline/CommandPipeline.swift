@@ -740,9 +740,11 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             return
         }
         let rid = m.correlationData.map { String(decoding: $0, as: UTF8.self) } ?? reply.requestID ?? ""
-        // 2xx: done. 4xx: the request itself is wrong and sending it again
-        // cannot help. 5xx: keep it; it goes out again after the timeout.
-        let retry = reply.status >= 500
+        // 2xx: done. 5xx and 429 (the framework's budget for this client is
+        // spent): keep it; it goes out again after the timeout, which is
+        // the slowing down a 429 asks for. Any other 4xx: the request itself
+        // is wrong and sending it again cannot help.
+        let retry = reply.isWorthRetrying
         let item = state.withLock { s -> Outbox.Item? in
             guard let item = s.outbox.item(rid) else { return nil }
             if !retry {
@@ -759,7 +761,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         if reply.isSuccess {
             logger.debug("framework accepted \(item.what): \(reply.status)")
         } else if retry {
-            logger.warning("framework failed on \(item.what): \(reply.status) \(reply.bodyText); it will be sent again")
+            logger.warning(
+                "framework answered \(item.what) with \(reply.status) \(reply.bodyText); it will be sent again")
         } else {
             logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
         }

@@ -51,6 +51,10 @@ public struct KiiResponse: Sendable {
     }
 
     public var isSuccess: Bool { (200..<300).contains(status) }
+    /// Whether the same request may succeed later: a 5xx (the framework
+    /// failed) or a 429 (too many requests: slow down). Any other status
+    /// says the request itself is wrong, and sending it again cannot help.
+    public var isWorthRetrying: Bool { status >= 500 || status == 429 }
     public func header(_ name: String) -> String? { KiiFraming.header(name, in: headers) }
     public var requestID: String? { header(KiiFraming.requestIDHeader) }
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
