@@ -1,7 +1,8 @@
 # bench/lib.sh - what bench/run.sh and bench/compare.sh share: their
 # arguments, process control, the secured broker and the hub. Sourced from
 # the repository's root; bench_init sets $tmp (a scratch folder) and the
-# array pids (processes to stop on exit, in start order).
+# array pids (processes to stop on exit, in start order). THINGIF_BENCH_KEEP=1
+# keeps $tmp (the processes' logs) after the run.
 
 # bench_init MIN_N "$@": -n N (default 2000, at least MIN_N), --no-build,
 # -h (prints the calling script's header); sets n and build, makes $tmp and
@@ -40,7 +41,7 @@ stop() {
 cleanup() {
     local i
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do stop "${pids[$i]}"; done
-    rm -rf "$tmp"
+    if [ "${THINGIF_BENCH_KEEP:-0}" = 1 ]; then echo "bench: logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
 }
 
 # wait_line FILE PATTERN PID SECONDS: waits until FILE holds PATTERN.

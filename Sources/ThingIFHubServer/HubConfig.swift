@@ -94,6 +94,11 @@ public struct HubConfig: Equatable, Sendable {
     /// global budget a second and at once; beyond it they are dropped.
     public var bootstrapRate = 20
     public var bootstrapBurst = 200
+    /// A thing's requests (results, state, …: per MQTT client ID, and per
+    /// token over HTTP): a budget a second and at once; beyond it 429,
+    /// which libthingif answers by sending again after its request timeout.
+    public var thingRate = 200
+    public var thingBurst = 2000
     /// Sign-up, login, token and onboarding by the thing over HTTP: per
     /// source address (IPv4 /32, IPv6 /64) and for the whole app, a second
     /// and at once; a rate of 0 turns that budget off.
@@ -399,6 +404,10 @@ public struct HubConfig: Equatable, Sendable {
                     "bootstrapRate", ["--bootstrap-rate"], "N", \.bootstrapRate,
                     "MQTT bootstrap requests a second, whatever the client ID; beyond it they are dropped", min: 1),
                 number("bootstrapBurst", ["--bootstrap-burst"], "N", \.bootstrapBurst, "and at once", min: 1),
+                number(
+                    "thingRate", ["--thing-rate"], "N", \.thingRate,
+                    "requests a second per thing (MQTT client ID, or token over HTTP); beyond it 429", min: 1),
+                number("thingBurst", ["--thing-burst"], "N", \.thingBurst, "and at once", min: 1),
                 number(
                     "addressRate", ["--address-rate"], "N", \.addressRate,
                     "sign-ups, logins, tokens and onboardings by the thing over HTTP a second per source address,"
@@ -807,6 +816,8 @@ public struct HubConfig: Equatable, Sendable {
         o.costlyQueue = costlyQueue
         o.bootstrapRatePerSecond = Double(bootstrapRate)
         o.bootstrapBurst = bootstrapBurst
+        o.requestRatePerSecond = Double(thingRate)
+        o.requestBurst = thingBurst
         o.thingsCreatedPerHour = thingsCreatedPerHour
         o.mqttInstallationsPerUser = mqttInstallationsPerUser
         o.mqttInstallationsPerApp = mqttInstallationsPerApp

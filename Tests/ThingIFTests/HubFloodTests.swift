@@ -415,29 +415,38 @@ struct HubFloodTests {
         }
         let d = try load([])
         #expect(d.costlyThreads == 0 && d.costlyQueue == 32 && d.bootstrapRate == 20 && d.addressRate == 2)
+        #expect(d.thingRate == 200 && d.thingBurst == 2000)
         #expect(d.onboarding == "open" && d.adminToken == nil && d.httpMaxConnections == 1000)
         var o = FrameworkSide.Options(appID: "a", appKey: "k", brokerPort: 1)
         d.applyFloodSettings(to: &o)
         #expect(o.costlyThreads == CostlyWork.defaultThreads && !o.enrollmentOnly && o.thingsCreatedPerHour == 3600)
+        // The defaults are FrameworkSide's own.
+        let plain = FrameworkSide.Options(appID: "a", appKey: "k", brokerPort: 1)
+        #expect(o.requestRatePerSecond == plain.requestRatePerSecond && o.requestBurst == plain.requestBurst)
         let c = try load(
             [
                 "--costly-threads", "3", "--address-rate", "0", "--http-header-timeout", "5", "--onboarding",
-                "enrolled", "--trusted-proxies", "10.0.0.0/8, 192.0.2.1"
+                "enrolled", "--trusted-proxies", "10.0.0.0/8, 192.0.2.1", "--thing-rate", "5000"
             ],
             env: ["THINGIF_HUB_BOOTSTRAP_RATE": "7", "THINGIF_HUB_ADMIN_TOKEN": "t"],
-            file: #"{"mqttInstallationsPerUser": 4, "trustedProxies": ["fd00::/8"], "thingsCreatedPerHour": 10}"#)
+            file:
+                #"{"mqttInstallationsPerUser": 4, "trustedProxies": ["fd00::/8"], "thingsCreatedPerHour": 10, "thingBurst": 9}"#
+        )
         #expect(c.costlyThreads == 3 && c.addressRate == 0 && c.httpHeaderTimeout == 5 && c.onboarding == "enrolled")
         #expect(c.trustedProxies == ["10.0.0.0/8", "192.0.2.1"] && c.bootstrapRate == 7 && c.adminToken == "t")
         #expect(c.mqttInstallationsPerUser == 4 && c.thingsCreatedPerHour == 10)
         c.applyFloodSettings(to: &o)
         #expect(o.costlyThreads == 3 && o.enrollmentOnly && o.bootstrapRatePerSecond == 7)
+        #expect(o.requestRatePerSecond == 5000 && o.requestBurst == 9)
         #expect(c.connections.headerTimeoutSeconds == 5)
         #expect(throws: HubConfig.ConfigError.self) { try load(["--onboarding", "closed"]) }
         #expect(throws: HubConfig.ConfigError.self) { try load(["--trusted-proxies", "10.0.0.0/40"]) }
         #expect(throws: HubConfig.ConfigError.self) { try load(["--costly-queue", "0"]) }
+        #expect(throws: HubConfig.ConfigError.self) { try load(["--thing-rate", "0"]) }
         for flag in [
             "--costly-threads", "--bootstrap-rate", "--address-rate", "--trusted-proxies", "--onboarding",
-            "--http-max-connections", "--things-created-per-hour", "--mqtt-installations-per-app", "--admin-token"
+            "--http-max-connections", "--things-created-per-hour", "--mqtt-installations-per-app", "--admin-token",
+            "--thing-rate", "--thing-burst"
         ] {
             #expect(HubConfig.usage.contains(flag), "usage lacks \(flag)")
         }
