@@ -177,8 +177,11 @@ final class Notifier: @unchecked Sendable {
                 // Another hub's command: its streams may be open on that hub.
                 if reach == .sseOnly && n == 0 { continue }
                 hub.metrics.notification(channel: "sse", ok: n > 0)
+                // An app that is not open has no stream: usual, so an event
+                // (not printed under --quiet), not one log line per command.
                 if n == 0 {
-                    log("notification of \(command.commandID): no open event stream of \(target.installationID)")
+                    hub.onEvent?(
+                        "notification of \(command.commandID): no open event stream of \(target.installationID)")
                 }
             case .webhook:
                 guard let s = target.target else { continue }

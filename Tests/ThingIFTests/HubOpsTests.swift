@@ -175,6 +175,15 @@ struct HubOpsTests {
                 let delta = count(after, channel, outcome) - count(before, channel, outcome)
                 #expect(delta == n, "\(name){channel=\(channel),outcome=\(outcome)} moved by \(delta), not \(n)")
             }
+            // Counted, not logged: an SSE installation without a stream is an
+            // app that is not open. A webhook that fails is logged.
+            let logs = e.logs
+            #expect(
+                await offPool {
+                    poll(timeoutMs: 10_000) { logs.withLock { $0.contains { $0.contains("webhook of") } } }
+                },
+                "\(logs.withLock { $0 })")
+            #expect(!logs.withLock { $0.contains { $0.contains("no open event stream") } }, "\(logs.withLock { $0 })")
             func delta(_ metric: String) -> Double { after.value(metric) - before.value(metric) }
             #expect(delta("thingif_hub_commands_failed_total") == 1)
             #expect(delta("thingif_hub_commands_done_total") == 1)
