@@ -102,8 +102,7 @@ hub_pids=()
 # once), which would measure the 429s and the resends after them instead of
 # the hub. Lifted, as the REST budget is (a hub older than the setting has
 # the default, and its rounds past about 8 s show it).
-thing_budget=()
-"$hub_bin" --help 2>/dev/null | grep -q -- --thing-rate && thing_budget=(--thing-rate 1000000 --thing-burst 1000000)
+thing_budget_off "$hub_bin"
 
 # add_hub DB: one more thingif-hub on the broker and DB (a PostgreSQL URL or an SQLite file).
 add_hub() {

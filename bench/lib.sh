@@ -44,6 +44,16 @@ cleanup() {
     if [ "${THINGIF_BENCH_KEEP:-0}" = 1 ]; then echo "bench: logs kept in $tmp" >&2; else rm -rf "$tmp"; fi
 }
 
+# thing_budget_off HUB: sets the array thing_budget to the flags that lift a
+# thing's request budget (--thing-rate, --thing-burst) when HUB has them;
+# empty for a hub older than the setting.
+thing_budget_off() {
+    thing_budget=()
+    if "$1" --help 2>/dev/null | grep -q -- --thing-rate; then
+        thing_budget=(--thing-rate 1000000 --thing-burst 1000000)
+    fi
+}
+
 # wait_line FILE PATTERN PID SECONDS: waits until FILE holds PATTERN.
 wait_line() {
     local end=$((SECONDS + $4))
