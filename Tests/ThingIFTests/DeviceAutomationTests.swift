@@ -70,10 +70,14 @@ struct DeviceAutomationTests {
             let results = try env.results(of: cid)
             #expect(results.map(\.name) == ["turnPower", "setPresetTemperature", "setFanSpeed"])
             #expect(results.allSatisfy { $0.succeeded })
-            // (A): the command first, then its results.
+            // (A): the command first, then its results. The hub logs a
+            // request after handling it, so the results may be stored a
+            // moment before their request is in the log.
+            let resultsPath = "targets/thing:\(tid)/commands/\(cid)/action-results"
+            #expect(poll { env.hub.requests.contains { $0.path == resultsPath } }, "\(env.hub.requests.map(\.path))")
             let paths = env.hub.requests.map(\.path)
             let put = try #require(paths.firstIndex(of: "targets/thing:\(tid)/commands/\(cid)"), "\(paths)")
-            let res = try #require(paths.firstIndex(of: "targets/thing:\(tid)/commands/\(cid)/action-results"))
+            let res = try #require(paths.firstIndex(of: resultsPath))
             #expect(put < res)
             let body = try #require(parseObject(env.hub.requests[put].body))
             #expect(body["title"] as? String == "morning")
