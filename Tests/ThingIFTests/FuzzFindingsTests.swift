@@ -8,13 +8,15 @@ import Testing
 /// Frees counted on the thread that installed the allocator: Swift Testing
 /// runs other tests at the same time, and their jansson values must not
 /// count. The allocator passes through to malloc/free, so the other tests
-/// are not disturbed while it is installed.
-nonisolated(unsafe) private var countingThread: pthread_t?
+/// are not disturbed while it is installed. Their threads read which thread
+/// counts while this test sets it: behind a lock (a plain global was a data
+/// race, which ThreadSanitizer reported once in CI). `liveOnThread` is
+/// touched only by the counting thread.
+private let countingThread = Locked<pthread_t?>(nil)
 nonisolated(unsafe) private var liveOnThread = 0
 
 private func onCountingThread() -> Bool {
-    if let t = countingThread { return pthread_equal(t, pthread_self()) != 0 }
-    return false
+    countingThread.withLock { t in t.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
 }
 private func passMalloc(_ n: Int) -> UnsafeMutableRawPointer? {
     if onCountingThread() { liveOnThread += 1 }
@@ -32,12 +34,12 @@ struct FuzzFindingsTests {
         var oldMalloc: json_malloc_t?
         var oldFree: json_free_t?
         json_get_alloc_funcs(&oldMalloc, &oldFree)
-        countingThread = pthread_self()
         liveOnThread = 0
+        countingThread.withLock { $0 = pthread_self() }
         json_set_alloc_funcs({ passMalloc($0) }, { passFree($0) })
         defer {
             json_set_alloc_funcs(oldMalloc, oldFree)
-            countingThread = nil
+            countingThread.withLock { $0 = nil }
         }
         let doc = try JSON.parse(#"{"commandID":"c","actions":[{"a":{}}]}"#).get()
         let before = liveOnThread
