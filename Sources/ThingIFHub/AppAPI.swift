@@ -60,6 +60,17 @@ extension FrameworkSide {
         appAPI.ownedThing(user: user, thingID: thingID)
     }
 
+    /// The user a bearer token belongs to (nil: as `user(token:)`) and
+    /// whether it may act on thing `thingID`: as `ownedThing`, from one read
+    /// of both (`HubStore.user(accessToken:thing:)`).
+    public func user(token: String, owning thingID: String) -> (
+        user: UserRecord, thing: Result<ThingRecord, HubError>
+    )? {
+        store.user(accessToken: token, thing: thingID).map {
+            ($0.user, appAPI.owned($0.thing, user: $0.user, thingID: thingID))
+        }
+    }
+
     /// The things `user` owns directly or through its groups, by thingID.
     public func ownedThings(user: UserRecord) -> [ThingRecord] {
         store.things(ownedBy: appAPI.identities(of: user))

@@ -116,7 +116,12 @@ struct AppAPI {
     /// The user's groups are read only when the thing is not the user's own
     /// (a read on every command of the REST API otherwise).
     func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        guard let t = store.thing(id: thingID),
+        owned(store.thing(id: thingID), user: user, thingID: thingID)
+    }
+
+    /// `ownedThing` for the thing `thingID` as the caller read it (nil: unknown).
+    func owned(_ thing: ThingRecord?, user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        guard let t = thing,
             t.owners.contains("user:\(user.userID)") || !Set(t.owners).isDisjoint(with: identities(of: user))
         else {
             return .failure(.thingNotFound(thingID))

@@ -223,8 +223,16 @@ extension FrameworkSide {
                 commandReport(req, thingID: $0.thingID, commandID: parts[3])
             }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            return forTarget(req, parts[1], clientID: clientID) {
-                actionResults(req, thingID: $0.thingID, commandID: parts[3])
+            // The thing and the command in one read (one round trip on PostgreSQL).
+            var command: CommandRecord?
+            let lookup: ThingLookup = { token in
+                self.store.thing(accessToken: token, command: parts[3]).map {
+                    command = $0.command
+                    return $0.thing
+                }
+            }
+            return forTarget(req, parts[1], clientID: clientID, lookup: lookup) {
+                actionResults(req, thingID: $0.thingID, commandID: parts[3], command: command)
             }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":

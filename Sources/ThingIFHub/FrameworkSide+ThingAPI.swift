@@ -302,14 +302,21 @@ extension FrameworkSide {
         case failure(KiiResponse)
     }
 
+    /// Reads the thing a token belongs to (nil: none).
+    typealias ThingLookup = (_ token: String) -> ThingRecord?
+
     /// The thing whose token the request carries, or a 401. A token that
     /// is no thing's is 401 INVALID_ACCESS_TOKEN over MQTT and, over HTTP,
     /// Kii's 403 WRONG_TOKEN, as the app API answers (docs/DECISIONS.md).
-    func authenticate(_ req: KiiRequest, overHTTP: Bool) -> Auth {
+    /// `lookup` reads the thing of a token, `store.thing(accessToken:)`
+    /// unless a route reads more with it in one go (action results).
+    func authenticate(_ req: KiiRequest, overHTTP: Bool, lookup: ThingLookup? = nil) -> Auth {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        guard var t = store.thing(accessToken: token) else {
+        let found: ThingRecord?
+        if let lookup { found = lookup(token) } else { found = store.thing(accessToken: token) }
+        guard var t = found else {
             return .failure(
                 overHTTP
                     ? error(
@@ -330,8 +337,8 @@ extension FrameworkSide {
     }
 
     /// As `authorize`, with the thing's record (read once for the request).
-    func authorized(_ req: KiiRequest, thingID: String, clientID: String?) -> Auth {
-        switch authenticate(req, overHTTP: clientID == nil) {
+    func authorized(_ req: KiiRequest, thingID: String, clientID: String?, lookup: ThingLookup? = nil) -> Auth {
+        switch authenticate(req, overHTTP: clientID == nil, lookup: lookup) {
         case .failure(let r): return .failure(r)
         case .success(let t):
             guard t.thingID == thingID else {
@@ -415,9 +422,10 @@ extension FrameworkSide {
     /// may act for it (its token, one of its client IDs), else the answer
     /// that refuses it.
     func forTarget(
-        _ req: KiiRequest, _ target: String, clientID: String?, _ body: (ThingRecord) -> KiiResponse
+        _ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil,
+        _ body: (ThingRecord) -> KiiResponse
     ) -> KiiResponse {
-        switch authorizedTarget(req, target, clientID: clientID) {
+        switch authorizedTarget(req, target, clientID: clientID, lookup: lookup) {
         case .refused(let answer): return answer
         case .thing(let t): return body(t)
         }
@@ -425,23 +433,30 @@ extension FrameworkSide {
 
     /// The thing of a "thing:{thingID}" target when the request may act for
     /// it (its token, one of its client IDs), else the answer that refuses it.
-    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String?) -> Target {
+    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil)
+        -> Target
+    {
         guard let tid = thingID(fromTarget: target) else {
             return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
         }
-        switch authorized(req, thingID: tid, clientID: clientID) {
+        switch authorized(req, thingID: tid, clientID: clientID, lookup: lookup) {
         case .failure(let denied): return .refused(denied)
         case .success(let t): return .thing(t)
         }
     }
 
-    func actionResults(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
+    /// The results of `commandID`: `command` is that command as read with
+    /// the thing that authorisation read (`HubStore.thing(accessToken:command:)`),
+    /// nil when the thing has none of that ID.
+    func actionResults(_ req: KiiRequest, thingID tid: String, commandID: String, command: CommandRecord?)
+        -> KiiResponse
+    {
         guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
         }
         // Results only for a command this thing was given (by the hub, or
         // one it reported running by itself): never for another thing's.
-        guard let command = store.command(id: commandID), command.thingID == tid else {
+        guard let command, command.commandID == commandID, command.thingID == tid else {
             return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
         }
         data.withLock { d in
@@ -548,7 +563,7 @@ extension FrameworkSide {
         let tid = thing.thingID
         let old = thing.state
         guard
-            let merged = metrics.timed(
+            let written = metrics.timed(
                 "applyState",
                 {
                     store.applyState(
@@ -557,9 +572,10 @@ extension FrameworkSide {
         else {
             return error(500, HubError.storage.code, HubError.storage.message)
         }
+        let merged = written.state
         onEvent?("state of \(tid): \(merged)")
         homeAssistant?.stateChanged(thing: thing, merged: merged)
-        triggerEngine.stateChanged(thingID: tid, old: old, new: merged)
+        if written.hasEnabledTrigger != false { triggerEngine.stateChanged(thingID: tid, old: old, new: merged) }
         return ok(204)
     }
 

@@ -131,16 +131,19 @@ struct HubTriggerTests {
     }
 
     /// The stores the state-upload tests run on: the hub's state handler
-    /// with MemoryStore and with SQLite's statements.
-    static let stores: [@Sendable () throws -> HubStore] = [
-        { MemoryStore() }, { try SQLiteStore(path: ":memory:", secrets: .fastForTests) }
-    ]
+    /// with MemoryStore, with SQLite's statements, and with PostgreSQL's
+    /// one-statement upload (which also says whether the thing has an
+    /// enabled trigger, so the engine skips its read when it has none).
+    static let stores: [StoreFactory] =
+        [.memory, .sqliteInMemory] + (PostgresServer.enabled ? [.postgres] : [])
 
     @Test(
         "triggersWhen: CONDITION_TRUE, CONDITION_FALSE_TO_TRUE, CONDITION_CHANGED on one sequence",
-        arguments: [0, 1])
-    func triggersWhen(store: Int) throws {
-        let o = try Offline(store: try Self.stores[store]())
+        arguments: stores)
+    func triggersWhen(store: StoreFactory) throws {
+        let (made, cleanup) = try store.make(.fastForTests, StateRetention())
+        defer { cleanup() }
+        let o = try Offline(store: made)
         let cond = "{\"type\":\"eq\",\"field\":\"power\",\"value\":true}"
         let ids = try ["CONDITION_TRUE", "CONDITION_FALSE_TO_TRUE", "CONDITION_CHANGED"].map {
             try o.create("{\"eventSource\":\"STATES\",\"condition\":\(cond),\"triggersWhen\":\"\($0)\"}")
@@ -163,9 +166,11 @@ struct HubTriggerTests {
         #expect(o.hub.commandJSON(c)["firedByTriggerID"]?.stringValue == p["firedByTriggerID"]?.stringValue)
     }
 
-    @Test("Disabled triggers do not fire; enable, disable and delete", arguments: [0, 1])
-    func enableDisableDelete(store: Int) throws {
-        let o = try Offline(store: try Self.stores[store]())
+    @Test("Disabled triggers do not fire; enable, disable and delete", arguments: stores)
+    func enableDisableDelete(store: StoreFactory) throws {
+        let (made, cleanup) = try store.make(.fastForTests, StateRetention())
+        defer { cleanup() }
+        let o = try Offline(store: made)
         let id = try o.create(
             "{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"p\",\"value\":1},\"triggersWhen\":\"CONDITION_TRUE\"}"
         )

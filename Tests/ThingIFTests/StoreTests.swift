@@ -147,6 +147,71 @@ struct StoreConformanceTests {
         }
     }
 
+    @Test(
+        "A thing's token and a command ID read the thing and that command of its own, in one statement on SQL",
+        arguments: StoreFactory.all)
+    func thingWithCommand(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let a = try register(s, "AC-JOIN-1")
+            let b = try register(s, "AC-JOIN-2")
+            #expect(s.addInstallation(thingID: a.thingID, installationID: "i1", mqttTopic: "tj1"))
+            #expect(s.addInstallation(thingID: a.thingID, installationID: "i2", mqttTopic: "tj2"))
+            #expect(s.addOwner(thingID: a.thingID, owner: "user:u1"))
+            var mine = command("cj-a", thing: a.thingID, at: 10)
+            mine.results = #"{"actionResults":[]}"#
+            _ = try #require(s.insertCommand(mine))
+            _ = try #require(s.insertCommand(command("cj-b", thing: b.thingID, at: 11)))
+
+            let both = try #require(s.thing(accessToken: a.accessToken, command: "cj-a"))
+            let alone = try #require(s.thing(accessToken: a.accessToken))
+            // The same record as the thing's own read, lists included.
+            #expect(both.thing.thingID == a.thingID && both.thing.vendorThingID == "AC-JOIN-1")
+            #expect(both.thing.installations == alone.installations && both.thing.installations.count == 2)
+            #expect(both.thing.owners == alone.owners && both.thing.owners == ["user:u1"])
+            #expect(both.thing.thingType == alone.thingType && both.thing.createdAt == alone.createdAt)
+            // The same command as its own read.
+            let c = try #require(both.command)
+            let own = try #require(s.command(id: "cj-a"))
+            #expect(c.commandID == "cj-a" && c.thingID == a.thingID && c.seq == own.seq)
+            #expect(c.payload == own.payload && c.results == own.results && c.state == own.state)
+            #expect(c.createdAt == 10 && c.issuer == "user:u1" && c.expiresAt == nil)
+            // Another thing's command, or none: the thing without one.
+            #expect(try #require(s.thing(accessToken: a.accessToken, command: "cj-b")).command == nil)
+            #expect(try #require(s.thing(accessToken: a.accessToken, command: "cj-none")).command == nil)
+            #expect(try #require(s.thing(accessToken: b.accessToken, command: "cj-b")).command?.thingID == b.thingID)
+            // No thing for an unknown token, even with a known command; SQL in a value is data.
+            #expect(s.thing(accessToken: "nope", command: "cj-a") == nil)
+            #expect(try #require(s.thing(accessToken: a.accessToken, command: "' OR 1=1 --")).command == nil)
+        }
+    }
+
+    @Test(
+        "A user's token and a thingID read the user and that thing, in one statement on SQL",
+        arguments: StoreFactory.all)
+    func userWithThing(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let u = try #require(s.createUser(loginName: "owner-join", passwordHash: "h"))
+            let t = try register(s, "AC-UJOIN", firmware: "1.2")
+            #expect(s.addInstallation(thingID: t.thingID, installationID: "i1", mqttTopic: "tu1"))
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:\(u.userID)"))
+            #expect(s.addOwner(thingID: t.thingID, owner: "group:g1"))
+            let both = try #require(s.user(accessToken: u.accessToken, thing: t.thingID))
+            let alone = try #require(s.thing(id: t.thingID))
+            #expect(both.user.userID == u.userID && both.user.loginName == "owner-join")
+            #expect(both.user.passwordHash == "h" && both.user.createdAt == u.createdAt)
+            let thing = try #require(both.thing)
+            #expect(thing.thingID == t.thingID && thing.vendorThingID == "AC-UJOIN" && thing.firmwareVersion == "1.2")
+            #expect(thing.installations == alone.installations && thing.installations == ["i1": "tu1"])
+            #expect(thing.owners == alone.owners && thing.owners == ["user:\(u.userID)", "group:g1"])
+            // An unknown thing: the user alone. An unknown token, or a thing's: nothing.
+            let none = try #require(s.user(accessToken: u.accessToken, thing: "th.nope"))
+            #expect(none.user.userID == u.userID && none.thing == nil)
+            #expect(s.user(accessToken: "nope", thing: t.thingID) == nil)
+            #expect(s.user(accessToken: t.accessToken, thing: t.thingID) == nil)
+            #expect(try #require(s.user(accessToken: u.accessToken, thing: "' OR 1=1 --")).thing == nil)
+        }
+    }
+
     @Test("Things are found by ID, vendorThingID, token and MQTT topic", arguments: StoreFactory.all)
     func lookups(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
@@ -687,15 +752,15 @@ struct StoreConformanceTests {
             let t = try register(s, "AC-AFTER")
             #expect(s.applyState(thingID: "th.nope", method: "PUT", upload: "{}", at: 1, after: nil) == nil)
             let first = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"a":1}"#, at: 10, after: nil))
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"a":1}"#, at: 10, after: nil)?.state)
             #expect(parseObject(first)?["a"] as? Int == 1)
             // The right old state.
             let second = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 20, after: first))
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 20, after: first)?.state)
             #expect(parseObject(second)?.count == 2)
             // A stale one (another upload came between): merged onto what is stored, not onto it.
             let third = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"c":3}"#, at: 30, after: first))
+                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"c":3}"#, at: 30, after: first)?.state)
             let o = try #require(parseObject(third))
             #expect(o["a"] as? Int == 1 && o["b"] as? Int == 2 && o["c"] as? Int == 3)
             #expect(s.thing(id: t.thingID)?.state == third)
@@ -704,6 +769,46 @@ struct StoreConformanceTests {
             let all = s.stateHistory(thingID: t.thingID, from: 0, to: .max)
             #expect(all.map(\.at) == [20, 30, 40])
             #expect(all.last?.state == #"{"d":4}"#)
+        }
+    }
+
+    @Test(
+        "A state write says whether the thing has an enabled trigger when the store read it (PostgreSQL always does)",
+        arguments: StoreFactory.all)
+    func stateWriteTriggerFlag(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let t = try register(s, "AC-TRIG-FLAG")
+            let other = try register(s, "AC-TRIG-OTHER")
+            func flag(_ old: String?) throws -> (state: String, flag: Bool?) {
+                let w = try #require(
+                    s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"p":1}"#, at: 1, after: old))
+                return (w.state, w.hasEnabledTrigger)
+            }
+            let isPostgres = factory.description == StoreFactory.postgres.description
+            // No trigger: none (or not read).
+            var (state, f) = try flag(nil)
+            #expect(f != true && (!isPostgres || f == false), "\(String(describing: f))")
+            // Another thing's enabled trigger is not this one's.
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-other", thingID: other.thingID, definition: "{}", createdAt: 1))
+            )
+            (state, f) = try flag(state)
+            #expect(f != true && (!isPostgres || f == false), "\(String(describing: f))")
+            // Its own, enabled: read it.
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-own", thingID: t.thingID, definition: "{}", createdAt: 2)))
+            (state, f) = try flag(state)
+            #expect(f != false && (!isPostgres || f == true), "\(String(describing: f))")
+            // Disabled: none again.
+            #expect(s.setTriggerEnabled(id: "trg-own", enabled: false))
+            (state, f) = try flag(state)
+            #expect(f != true && (!isPostgres || f == false), "\(String(describing: f))")
+            // A stale old state takes the locked path, which does not read them: never a wrong "none".
+            #expect(s.setTriggerEnabled(id: "trg-own", enabled: true))
+            (_, f) = try flag("{\"stale\":true}")
+            #expect(f != false, "\(String(describing: f))")
         }
     }
 
@@ -721,7 +826,8 @@ struct StoreConformanceTests {
                 // Both paths: the one-statement write (after:) and the locked one.
                 old =
                     i % 2 == 0
-                    ? s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i), after: old)
+                    ? s.applyState(
+                        thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i), after: old)?.state
                     : s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i))
                 if i >= 256 { counts.append(s.stateHistory(thingID: t.thingID, from: 0, to: .max).count) }
             }

@@ -361,6 +361,11 @@ public protocol HubStore: AnyObject, Sendable {
     /// The thing whose token this is (the raw token; the store hashes it),
     /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func thing(accessToken: String) -> ThingRecord?
+    /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
+    /// when the thing has no command of that ID, or another thing has it)
+    /// read with it: what a thing's action results need, in one statement
+    /// on an SQL store.
+    func thing(accessToken: String, command commandID: String) -> (thing: ThingRecord, command: CommandRecord?)?
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
@@ -395,8 +400,10 @@ public protocol HubStore: AnyObject, Sendable {
     /// As `applyState`, by a caller that read the thing's state as `old` a
     /// moment before: a store may then write without taking the row first
     /// (one round trip), and does as `applyState` when the state has
-    /// changed meanwhile. The result is the same either way.
-    func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String?
+    /// changed meanwhile. The state is the same either way; a store may
+    /// also say, from the same statement, whether the thing has an enabled
+    /// trigger (StateWrite).
+    func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> StateWrite?
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
     /// Uploads with from <= at < to, oldest first.
@@ -470,6 +477,11 @@ public protocol HubStore: AnyObject, Sendable {
     /// The user whose token this is (the raw token; the store hashes it),
     /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func user(accessToken: String) -> UserRecord?
+    /// As `user(accessToken:)`, with the thing `thingID` (nil when unknown)
+    /// read with it: what the REST API's calls on one thing check first
+    /// (the caller, then the thing it targets), in one statement on an SQL
+    /// store. Whether the user may act on the thing is the caller's check.
+    func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)?
     func user(loginName: String) -> UserRecord?
     func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord?
     func group(id: String) -> GroupRecord?
@@ -575,8 +587,39 @@ extension HubStore {
     /// One command's `markNotified(commandIDs:)`: false when it was not due.
     public func markNotified(commandID: String) -> Bool { markNotified(commandIDs: [commandID]) == 1 }
 
+    /// Two reads, for a store without statements.
+    public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
+        user(accessToken: accessToken).map { ($0, thing(id: thingID)) }
+    }
+
+    /// Two reads, for a store without statements.
+    public func thing(accessToken: String, command commandID: String) -> (
+        thing: ThingRecord, command: CommandRecord?
+    )? {
+        guard let t = thing(accessToken: accessToken) else { return nil }
+        return (t, command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil })
+    }
+
     /// Stores whose writes cost no round trip do not need the hint.
-    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
-        applyState(thingID: thingID, method: method, upload: upload, at: at)
+    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
+        -> StateWrite?
+    {
+        applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
+    }
+}
+
+/// What a state upload wrote (`HubStore.applyState(…after:)`): the whole
+/// state after it and, when the store read it in the same statement,
+/// whether the thing has an enabled trigger. nil there means "not read":
+/// the trigger engine reads the thing's triggers itself. A store with a
+/// round trip per statement answers it, so that the upload of a thing
+/// without triggers (most of them) costs one statement, not two.
+public struct StateWrite: Sendable, Equatable {
+    public var state: String
+    public var hasEnabledTrigger: Bool?
+
+    public init(state: String, hasEnabledTrigger: Bool? = nil) {
+        self.state = state
+        self.hasEnabledTrigger = hasEnabledTrigger
     }
 }

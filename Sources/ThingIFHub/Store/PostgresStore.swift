@@ -200,16 +200,8 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
 
     /// The thing's record in one round trip (the prepared statement of the
     /// hot path: every request of a thing reads it).
-    static func thing(_ c: PostgresConnection, where clause: String, _ values: [SQLValue], lock: Bool) throws
-        -> ThingRecord?
-    {
-        // One round trip: the installations and owners come as two lists.
-        try c.first(
-            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? " FOR UPDATE" : ""), values,
-            StoreRows.thingWithLists)
-    }
-
-    private static let thingWithListsSQL = """
+    /// One round trip: the installations and owners come as two lists.
+    static let thingWithListsSQL = """
         SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
                data_grouping_interval, state, created_at,
                (SELECT string_agg(i.installation_id || chr(31) || i.mqtt_topic, chr(30) ORDER BY i.id)
@@ -233,12 +225,18 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
 
     /// The state merged from `old` in one statement that writes only if the
     /// row still holds `old` (no other upload came between), then the
-    /// retention; else the locked read-merge-write of `applyState`.
-    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> String? {
+    /// retention; else the locked read-merge-write of `applyState`. The
+    /// statement also says whether the thing has an enabled trigger (an
+    /// index probe on triggers_thing), which spares the trigger engine its
+    /// read, a round trip, for a thing without one.
+    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
+        -> StateWrite?
+    {
         let merged = StateMerge.apply(method: method, upload: upload, to: old)
-        let written: Bool? = use(nil) { c in
+        // nil: the store failed; written false: the state had changed meanwhile.
+        let outcome: (written: Bool, triggered: Bool)? = use(nil) { c in
             guard
-                let unpruned = try c.first(
+                let (unpruned, triggered) = try c.first(
                     """
                     WITH up AS (
                         UPDATE things SET state = $1, unpruned_samples = unpruned_samples + 1
@@ -247,18 +245,21 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
                     ins AS (
                         INSERT INTO state_samples (thing_id, at, method, upload, state)
                         SELECT thing_id, $4, $5, $6, $1 FROM up RETURNING thing_id)
-                    SELECT up.unpruned_samples FROM up, ins
+                    SELECT up.unpruned_samples,
+                           CASE WHEN EXISTS (SELECT 1 FROM triggers t WHERE t.thing_id = $2 AND t.enabled = 1)
+                                THEN 1 ELSE 0 END
+                    FROM up, ins
                     """, [.text(merged), .text(thingID), .text(old), .int(at), .text(method), .text(upload)],
-                    { $0.int(0) })
-            else { return false }
+                    { ($0.int(0), $0.int(1) != 0) })
+            else { return (false, false) }
             // Housekeeping: a failure here leaves it to the next upload.
             try? prune(c, thingID: thingID, at: at, unpruned: unpruned)
-            return true
+            return (true, triggered)
         }
-        switch written {
-        case true?: return merged
-        case false?: return applyState(thingID: thingID, method: method, upload: upload, at: at)
-        case nil: return nil
+        guard let outcome else { return nil }
+        guard outcome.written else {
+            return applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
         }
+        return StateWrite(state: merged, hasEnabledTrigger: outcome.triggered)
     }
 }

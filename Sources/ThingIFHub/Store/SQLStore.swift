@@ -74,11 +74,11 @@ protocol SQLStore: HubStore {
     /// Runs `body` on a connection; its error (or the connection's) comes
     /// back as the failure.
     func attempt<R>(_ body: (Connection) throws -> R) -> Result<R, Error>
-    /// The whole record of the thing the clause selects (without its state
-    /// history, so lookups stay cheap); `lock` takes its row for the
-    /// transaction (forUpdate). The clause is one of SQLStore's constants;
-    /// the values are bound.
-    static func thing(_ c: Connection, where clause: String, _ values: [SQLValue], lock: Bool) throws -> ThingRecord?
+    /// The SELECT of a thing's whole record in one row (without its state
+    /// history, so lookups stay cheap): its columns, then its installations
+    /// and owners as two lists (StoreRows.thingWithLists); FROM things,
+    /// without a WHERE. Each dialect aggregates in its own way.
+    static var thingWithListsSQL: String { get }
     /// Runs `update`, an UPDATE of at most one command; true when it
     /// changed it. PostgresStore also announces the commandID to the other
     /// hubs on the database (their event streams) when it commits.
@@ -92,6 +92,15 @@ extension SQLStore {
         case .success(let r): return r
         case .failure: return fallback
         }
+    }
+
+    /// The whole record of the thing the clause selects; `lock` takes its
+    /// row for the transaction (forUpdate). The clause is one of
+    /// SQLStore's constants; the values are bound.
+    static func thing(_ c: Connection, where clause: String, _ values: [SQLValue], lock: Bool) throws -> ThingRecord? {
+        try c.first(
+            thingWithListsSQL + " WHERE " + clause + " LIMIT 1" + (lock ? dialect.forUpdate : ""), values,
+            StoreRows.thingWithLists)
     }
 
     static func thing(_ c: Connection, where clause: String, _ value: String, lock: Bool = false) throws
@@ -245,6 +254,24 @@ extension SQLStore {
         use(nil) {
             try Self.thing(
                 $0, where: "thing_id IN " + Self.liveTokenSubject, Self.tokenValues(.thing, accessToken), lock: false)
+        }
+    }
+
+    /// One statement: the thing of the token, and the command joined to it
+    /// by its ID and the thing's (its columns NULL when there is none).
+    public func thing(accessToken: String, command commandID: String) -> (
+        thing: ThingRecord, command: CommandRecord?
+    )? {
+        use(nil) {
+            try $0.first(
+                "SELECT t.*, c.* FROM (" + Self.thingWithListsSQL + " WHERE thing_id IN " + Self.liveTokenSubject
+                    + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
+                    + " WHERE command_id = ?) c ON c.thing_id = t.thing_id",
+                Self.tokenValues(.thing, accessToken) + [.text(commandID)]
+            ) { row in
+                let command = StoreRows.ShiftedRow(row, by: StoreRows.thingWithListsCount)
+                return (StoreRows.thingWithLists(row), command.isNull(0) ? nil : StoreRows.command(command))
+            }
         }
     }
 
@@ -657,6 +684,21 @@ extension SQLStore {
             try $0.first(
                 StoreRows.userColumns + " WHERE user_id IN " + Self.liveTokenSubject + " LIMIT 1",
                 Self.tokenValues(.user, accessToken), StoreRows.user)
+        }
+    }
+
+    /// One statement: the user of the token and, beside it, the thing (its
+    /// columns NULL when there is none).
+    public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
+        use(nil) {
+            try $0.first(
+                "SELECT u.*, t.* FROM (" + StoreRows.userColumns + " WHERE user_id IN " + Self.liveTokenSubject
+                    + " LIMIT 1) u LEFT JOIN (" + Self.thingWithListsSQL + " WHERE thing_id = ?) t ON 1 = 1",
+                Self.tokenValues(.user, accessToken) + [.text(thingID)]
+            ) { row in
+                let thing = StoreRows.ShiftedRow(row, by: StoreRows.userCount)
+                return (StoreRows.user(row), thing.isNull(0) ? nil : StoreRows.thingWithLists(thing))
+            }
         }
     }
 

@@ -228,19 +228,13 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         db.withLock { c in Result { try body(c) } }
     }
 
-    static func thing(_ c: SQLiteConnection, where clause: String, _ values: [SQLValue], lock: Bool) throws
-        -> ThingRecord?
-    {
-        // One statement (three before: each statement outside a transaction
-        // takes and drops SQLite's read lock, and the thing read is on every
-        // request of a thing). group_concat has no ORDER BY before SQLite
-        // 3.44: the owners come from an ordered subquery, which SQLite does
-        // not flatten into an aggregate (flattening rule 16), so their order
-        // is the rowid's; installations are a map.
-        try c.first(thingWithListsSQL + " WHERE " + clause + " LIMIT 1", values, StoreRows.thingWithLists)
-    }
-
-    private static let thingWithListsSQL = """
+    /// One statement (three before: each statement outside a transaction
+    /// takes and drops SQLite's read lock, and the thing read is on every
+    /// request of a thing). group_concat has no ORDER BY before SQLite
+    /// 3.44: the owners come from an ordered subquery, which SQLite does
+    /// not flatten into an aggregate (flattening rule 16), so their order
+    /// is the rowid's; installations are a map.
+    static let thingWithListsSQL = """
         SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
                data_grouping_interval, state, created_at,
                (SELECT group_concat(i.installation_id || char(31) || i.mqtt_topic, char(30))

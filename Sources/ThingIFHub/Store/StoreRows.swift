@@ -34,6 +34,9 @@ enum StoreRows {
     /// as "installationID US topic" joined by RS, column 9 the owners joined
     /// by RS; control characters no ID or topic level can hold
     /// (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
+    /// How many columns `thingWithLists` reads (a row may have more after them).
+    static let thingWithListsCount: Int32 = 10
+
     static func thingWithLists(_ r: some StoreRow) -> ThingRecord {
         var t = thing(r)
         for pair in split(r.text(8), by: 0x1E) {
@@ -42,6 +45,20 @@ enum StoreRows {
         }
         t.owners = split(r.text(9), by: 0x1E)
         return t
+    }
+
+    /// The columns of a row from `offset` on, as a row of their own: a
+    /// joined SELECT's second record, read by that record's decoder.
+    struct ShiftedRow<Row: StoreRow>: StoreRow {
+        let row: Row
+        let offset: Int32
+        init(_ row: Row, by offset: Int32) {
+            self.row = row
+            self.offset = offset
+        }
+        func text(_ i: Int32) -> String? { row.text(i + offset) }
+        func int(_ i: Int32) -> Int64 { row.int(i + offset) }
+        func isNull(_ i: Int32) -> Bool { row.isNull(i + offset) }
     }
 
     private static func split(_ s: String?, by byte: UInt8) -> [String] {
@@ -75,6 +92,8 @@ enum StoreRows {
     }
 
     static let userColumns = "SELECT user_id, login_name, password_hash, created_at FROM users"
+    /// How many columns `user` reads.
+    static let userCount: Int32 = 4
 
     static func user(_ r: some StoreRow) -> UserRecord {
         UserRecord(

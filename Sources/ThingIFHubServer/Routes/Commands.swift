@@ -24,8 +24,7 @@ extension API {
     // MARK: commands
 
     func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let thing = try ownedThing(context, user)
+        let (user, thing) = try owner(request, context)
         let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
         let c = try value(hub.postCommand(user: user, owned: thing, form: body, installationID: installation))
