@@ -24,6 +24,7 @@
 #        THINGIF_BENCH_ROUNDS="1 2 3"  the numbers of hubs, one round each (default 1 2 3)
 #        THINGIF_BENCH_PGOPTS="k=v …"   more PostgreSQL settings (e.g. synchronous_commit=off, to see
 #                                 what the commits' flushes cost; not a setting to deploy with)
+#        THINGIF_BENCH_PGSOCKET=1 the hubs reach PostgreSQL over its Unix socket, not TCP
 #        THINGIF_BENCH_PGSTAT=1   also print, for the one-hub round, the statements that cost
 #                                 PostgreSQL the most (pg_stat_statements: calls, total and mean ms)
 set -euo pipefail
@@ -83,6 +84,8 @@ for o in ${THINGIF_BENCH_PGOPTS:-}; do pg_extra+=(-c "$o"); done
 pids+=($!)
 pg_pid=$!
 db_url="postgres://thingif@127.0.0.1:$pg_port/thingif"
+# The hubs over the server's Unix socket instead of TCP on loopback.
+[ "${THINGIF_BENCH_PGSOCKET:-0}" = 1 ] && db_url="postgres://thingif@/thingif?host=$pg_dir&port=$pg_port"
 end=$((SECONDS + 20))
 until "$pg_bin/psql" "postgres://thingif@127.0.0.1:$pg_port/postgres" -XAtqc 'CREATE DATABASE thingif' 2>/dev/null; do
     if ! kill -0 "$pg_pid" 2>/dev/null || [ "$SECONDS" -ge "$end" ]; then
@@ -234,6 +237,7 @@ pgv=$("$pg_bin/postgres" --version | awk '{ print $3 }')
 echo
 echo "hubs on one PostgreSQL: $(nproc) cores ($cpu), $(uname -sr), PostgreSQL $pgv, $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "  $things_n aircon appliances, $n commands per round (3 actions each), $inflight in flight, hub $hub_bin"
+echo "  the hubs reach PostgreSQL over $([ "${THINGIF_BENCH_PGSOCKET:-0}" = 1 ] && echo "its Unix socket" || echo "TCP on 127.0.0.1")"
 echo
 printf '  %-9s %6s %7s %7s %9s %8s %8s %8s %12s %12s\n' store done polled errors 'cmd/s' 'p50 ms' 'p95 ms' 'max ms' \
     'hub CPU/cmd' 'pg CPU/cmd'

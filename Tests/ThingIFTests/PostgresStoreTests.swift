@@ -286,6 +286,44 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test("A URL with the server's Unix socket (host=/dir) serves the store and its listener, as TCP does")
+    func unixSocket() throws {
+        try withDatabase { server, url in
+            // The database's name from the TCP URL; the socket is in the server's folder.
+            let name = try #require(url.split(separator: "/").last?.split(separator: "?").first).description
+            let socketURL =
+                "postgres://\(PostgresServer.user)@/\(name)?host=\(server.directory)&port=\(server.port)&connect_timeout=30"
+            let viaSocket = try PostgresStore(url: socketURL, secrets: .fastForTests)
+            let viaTCP = try PostgresStore(url: url, secrets: .fastForTests)
+            defer {
+                viaSocket.close()
+                viaTCP.close()
+            }
+            let heard = Locked<[String]>([])
+            try viaSocket.listenForResults { id in heard.withLock { $0.append(id) } }
+            guard
+                case .success(let t) = viaSocket.registerThing(
+                    vendorThingID: "AC-SOCKET", password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)
+            else {
+                Issue.record("no registration over the socket")
+                return
+            }
+            #expect(viaTCP.thing(accessToken: t.accessToken)?.thingID == t.thingID)
+            _ = try #require(
+                viaSocket.insertCommand(
+                    CommandRecord(
+                        commandID: "cs1", thingID: t.thingID, issuer: nil, issuingInstallationID: nil, payload: "{}",
+                        createdAt: 1, modifiedAt: 1)))
+            #expect(viaTCP.recordResults(commandID: "cs1", results: "{}", state: .done, at: 2))
+            #expect(poll(timeoutMs: 5_000) { heard.withLock { $0 } == ["cs1"] }, "\(heard.withLock { $0 })")
+            // A socket folder with no server is a clear error, not a hang.
+            let missing = try #require(
+                openError("postgres://\(PostgresServer.user)@/\(name)?host=/nonexistent-thingif&port=\(server.port)"))
+            #expect(missing.contains("nonexistent-thingif"), "\(missing)")
+        }
+    }
+
     @Test("The schema version is kept; hubs that start together on a new database migrate it once")
     func migrations() throws {
         try withDatabase { server, url in
