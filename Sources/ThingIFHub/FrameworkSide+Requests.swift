@@ -51,11 +51,19 @@ extension FrameworkSide {
                 forgetDeleted(clientID: clientID)
                 return
             }
-            let online = data.withLock {
-                $0.online[tid] = up
-                $0.statusTopics.insert(clientID)
-                if up { $0.commandTopic[tid] = clientID }
-                return $0.online.values.filter { $0 }.count
+            // Changed under the thing's gate, which a command being stored
+            // holds from its read of this flag to its insert (`stored`): it
+            // read "offline" and is in the store before the resend below
+            // reads what is unanswered, or it reads "online" and goes out
+            // at once. Outside the gate, one stored in between was held
+            // until the thing's next online (OnlineRaceTests).
+            let online = commandGate(tid).withLock { _ in
+                data.withLock {
+                    $0.online[tid] = up
+                    $0.statusTopics.insert(clientID)
+                    if up { $0.commandTopic[tid] = clientID }
+                    return $0.online.values.filter { $0 }.count
+                }
             }
             metrics.setOnline(online)
             homeAssistant?.availabilityChanged(thingID: tid, online: up)

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import ThingIF
+@testable import ThingIFHub
+
+/// A thing's "online" and a new command for it, at the same moment. The
+/// hub holds a command for a thing it believes offline (a persistent
+/// session would otherwise queue it in the broker) and sends what is held
+/// when the thing comes online; a command stored while that "online" is
+/// handled must be published by one side or the other, never held until
+/// the thing's next online. The hub's store is an SQLite file, so each
+/// insert (a commit with its sync) is long enough for the status to land
+/// inside it.
+@Suite("Delivery: a thing comes online while its commands are stored")
+struct OnlineRaceTests {
+    @Test("A command stored while the thing's online status is handled is published, never held")
+    func onlineWhileStoring() throws {
+        let broker = try Broker.start()
+        let dir = try makeTempDirectory(prefix: "thingif-online-race")
+        defer {
+            broker.stop()
+            broker.removeFiles()
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+        let options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
+        let hub = try #require(FrameworkSide(options, store: try makeHubStore(dir + "/hub.sqlite")))
+        try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+        defer { hub.stop() }
+        guard
+            case .success(let thing) = hub.store.registerThing(
+                vendorThingID: "AC-ONLINE-RACE", password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil)
+        else {
+            Issue.record("registration failed")
+            return
+        }
+        let topic = "tonlinerace" + randomHexString(4)
+        #expect(hub.store.addInstallation(thingID: thing.thingID, installationID: "i-race", mqttTopic: topic))
+        // The thing's status as the broker hands it to the hub (its request thread).
+        func status(_ up: Bool) {
+            hub.handle(
+                MqttClient.Message(
+                    topic: Topics.status(clientID: topic), payload: Array((up ? "online" : "offline").utf8), qos: 1,
+                    retain: true))
+        }
+        var held: [String] = []
+        for round in 0..<100 {
+            status(false)
+            let ids = Locked<[String]>([])
+            let sender = Thread {
+                for i in 0..<4 {
+                    let (command, _) = Self.command(round * 4 + i)
+                    if hub.send(command, to: thing.thingID) { ids.withLock { $0.append(command.id) } }
+                }
+            }
+            sender.start()
+            // Somewhere among the four inserts.
+            usleep(UInt32.random(in: 0...3_000))
+            status(true)
+            while !sender.isFinished { usleep(1_000) }
+            let sent = ids.withLock { $0 }
+            #expect(sent.count == 4, "round \(round): \(sent.count) of 4 stored")
+            // Held now means held until the thing's next online.
+            held += sent.filter { hub.store.command(id: $0)?.state == .sending }
+        }
+        #expect(held.isEmpty, "held after the thing came online: \(held)")
+    }
+
+    static func command(_ i: Int) -> (Command, String) {
+        let id = FrameworkSide.newCommandID()
+        let doc =
+            "{\"commandID\":\"\(id)\",\"schema\":\"AirConditioner-Demo\",\"schemaVersion\":1,"
+            + "\"issuer\":\"user:race\",\"actions\":[{\"setFanSpeed\":{\"fanSpeed\":\(i % 11)}}]}"
+        guard case .success(let j) = JSON.parse(doc), case .success(let c) = Command.decode(j) else {
+            fatalError("bad test command \(doc)")
+        }
+        return (c, "setFanSpeed")
+    }
+}
