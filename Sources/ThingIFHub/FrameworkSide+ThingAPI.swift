@@ -273,7 +273,7 @@ extension FrameworkSide {
         case .failure(.wrongType):
             return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
         case .failure(.storage):
-            return error(500, HubError.storage.code, HubError.storage.message)
+            return storageFailed
         case .success(let t):
             // A thing that onboards again keeps its MQTT installation (with
             // a new broker password, or a new certificate for its topic).
@@ -283,7 +283,7 @@ extension FrameworkSide {
             } else if let fresh = newInstallation(for: t) {
                 installation = fresh
             } else {
-                return error(500, HubError.storage.code, HubError.storage.message)
+                return storageFailed
             }
             let (handed, failure) = endpoint(
                 for: t, installationID: installation.installationID, topic: installation.topic, order: signing)
@@ -302,8 +302,12 @@ extension FrameworkSide {
         case failure(KiiResponse)
     }
 
-    /// Reads the thing a token belongs to (nil: none).
-    typealias ThingLookup = (_ token: String) -> ThingRecord?
+    /// Reads the thing a token belongs to.
+    typealias ThingLookup = (_ token: String) -> StoreRead<ThingRecord>
+
+    /// The answer to a thing's request when the store failed: a 500, which
+    /// the thing sends again after its request timeout (a 4xx it drops).
+    var storageFailed: KiiResponse { error(500, HubError.storage.code, HubError.storage.message) }
 
     /// The thing whose token the request carries, or a 401. A token that
     /// is no thing's is 401 INVALID_ACCESS_TOKEN over MQTT and, over HTTP,
@@ -314,9 +318,16 @@ extension FrameworkSide {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        let found: ThingRecord?
-        if let lookup { found = lookup(token) } else { found = store.thing(accessToken: token) }
-        guard var t = found else {
+        // The default read cannot tell a failure of the store from an
+        // unknown token; the results' read can (their loss would be for good).
+        let found: StoreRead<ThingRecord>
+        if let lookup {
+            found = lookup(token)
+        } else {
+            found = store.thing(accessToken: token).map { .found($0) } ?? .notFound
+        }
+        if case .failed = found { return .failure(storageFailed) }
+        guard case .found(var t) = found else {
             return .failure(
                 overHTTP
                     ? error(
@@ -374,7 +385,7 @@ extension FrameworkSide {
         // refused.
         guard retireInstallations(of: t, keeping: Self.installationLimit - 1) else { return brokerRefused }
         guard let (iid, topic) = newInstallation(for: t) else {
-            return error(500, HubError.storage.code, HubError.storage.message)
+            return storageFailed
         }
         let body = JSON.object()
         body.set("installationID", string: iid)
@@ -522,6 +533,11 @@ extension FrameworkSide {
                 // Nobody to notify (no HubServer): nothing for a sweep either.
                 _ = store.markNotified(commandID: commandID)
             }
+        } else if store.command(id: commandID)?.results == nil {
+            // Nothing written and no results there: not a repeat (another
+            // hub's first results) but a failure of the store. A 204 would
+            // lose them; the thing sends them again after a 500.
+            return storageFailed
         }
         return ok(204)
     }
@@ -570,7 +586,7 @@ extension FrameworkSide {
                         thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs(), after: old)
                 })
         else {
-            return error(500, HubError.storage.code, HubError.storage.message)
+            return storageFailed
         }
         let merged = written.state
         onEvent?("state of \(tid): \(merged)")

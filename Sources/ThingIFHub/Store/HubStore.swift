@@ -364,8 +364,11 @@ public protocol HubStore: AnyObject, Sendable {
     /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
     /// when the thing has no command of that ID, or another thing has it)
     /// read with it: what a thing's action results need, in one statement
-    /// on an SQL store.
-    func thing(accessToken: String, command commandID: String) -> (thing: ThingRecord, command: CommandRecord?)?
+    /// on an SQL store. A failure of the store is `.failed`, not `.notFound`:
+    /// results must never be refused (and dropped by the thing) for it.
+    func thing(accessToken: String, command commandID: String) -> StoreRead<
+        (thing: ThingRecord, command: CommandRecord?)
+    >
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
@@ -592,12 +595,12 @@ extension HubStore {
         user(accessToken: accessToken).map { ($0, thing(id: thingID)) }
     }
 
-    /// Two reads, for a store without statements.
-    public func thing(accessToken: String, command commandID: String) -> (
-        thing: ThingRecord, command: CommandRecord?
-    )? {
-        guard let t = thing(accessToken: accessToken) else { return nil }
-        return (t, command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil })
+    /// Two reads, for a store that does not fail (MemoryStore).
+    public func thing(accessToken: String, command commandID: String) -> StoreRead<
+        (thing: ThingRecord, command: CommandRecord?)
+    > {
+        guard let t = thing(accessToken: accessToken) else { return .notFound }
+        return .found((t, command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }))
     }
 
     /// Stores whose writes cost no round trip do not need the hint.
@@ -607,6 +610,31 @@ extension HubStore {
         applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
     }
 }
+
+/// A read that tells "there is none" from "the store failed": the hub
+/// answers a thing's request 500 for the second, which the thing sends
+/// again, where a 4xx would make it drop the request for good.
+public enum StoreRead<Value> {
+    case found(Value)
+    case notFound
+    case failed
+
+    /// The value when found.
+    public var value: Value? {
+        if case .found(let v) = self { return v }
+        return nil
+    }
+
+    public func map<U>(_ transform: (Value) -> U) -> StoreRead<U> {
+        switch self {
+        case .found(let v): return .found(transform(v))
+        case .notFound: return .notFound
+        case .failed: return .failed
+        }
+    }
+}
+
+extension StoreRead: Sendable where Value: Sendable {}
 
 /// What a state upload wrote (`HubStore.applyState(…after:)`): the whole
 /// state after it and, when the store read it in the same statement,

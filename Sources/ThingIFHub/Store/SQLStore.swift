@@ -86,6 +86,16 @@ protocol SQLStore: HubStore {
 }
 
 extension SQLStore {
+    /// Runs `body` on a connection: a row is `.found`, nil `.notFound`, and a
+    /// storage error `.failed`.
+    func read<R>(_ body: (Connection) throws -> R?) -> StoreRead<R> {
+        switch attempt(body) {
+        case .success(let r?): return .found(r)
+        case .success(nil): return .notFound
+        case .failure: return .failed
+        }
+    }
+
     /// Runs `body` on a connection; a storage error gives `fallback`.
     func use<R>(_ fallback: R, _ body: (Connection) throws -> R) -> R {
         switch attempt(body) {
@@ -259,10 +269,10 @@ extension SQLStore {
 
     /// One statement: the thing of the token, and the command joined to it
     /// by its ID and the thing's (its columns NULL when there is none).
-    public func thing(accessToken: String, command commandID: String) -> (
-        thing: ThingRecord, command: CommandRecord?
-    )? {
-        use(nil) {
+    public func thing(accessToken: String, command commandID: String) -> StoreRead<
+        (thing: ThingRecord, command: CommandRecord?)
+    > {
+        read {
             try $0.first(
                 "SELECT t.*, c.* FROM (" + Self.thingWithListsSQL + " WHERE thing_id IN " + Self.liveTokenSubject
                     + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
