@@ -318,14 +318,9 @@ extension FrameworkSide {
         guard let token = req.bearerToken else {
             return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
-        // The default read cannot tell a failure of the store from an
-        // unknown token; the results' read can (their loss would be for good).
-        let found: StoreRead<ThingRecord>
-        if let lookup {
-            found = lookup(token)
-        } else {
-            found = store.thing(accessToken: token).map { .found($0) } ?? .notFound
-        }
+        // A failure of the store is a 500, which the thing sends again; a
+        // 401 it would drop for good.
+        let found = lookup?(token) ?? store.thingRead(accessToken: token)
         if case .failed = found { return .failure(storageFailed) }
         guard case .found(var t) = found else {
             return .failure(

@@ -10,7 +10,7 @@ import ThingIF
 @Suite("Storage failures: a thing's results are answered 500, never dropped")
 struct StorageFailureTests {
     @Test(
-        "Results whose read or write fails get a 500 and are stored when sent again",
+        "Results (and any request) whose read or write fails get a 500 and are stored when sent again",
         .enabled(if: PostgresServer.enabled))
     func resultsOnStorageFailure() throws {
         let server = try PostgresServer.get()
@@ -67,6 +67,19 @@ struct StorageFailureTests {
         let stored = try #require(store.command(id: cid))
         #expect(stored.results?.contains("succeeded") == true && stored.state == .done)
         #expect(post() == 204)
+        // Any request of the thing whose authorisation read fails, a state
+        // upload here: 500, not the 401 of an unknown token.
+        let state = KiiRequest(
+            method: "PUT", headers: [("Authorization", "Bearer \(t.accessToken)")], body: Array(#"{"power":true}"#.utf8)
+        )
+        func upload() -> Int {
+            hub.route(state, api: .thingIF, path: "targets/thing:\(t.thingID)/states", clientID: "tstorefail").status
+        }
+        try server.psql("ALTER TABLE tokens RENAME TO tokens_away", database: name)
+        #expect(upload() == 500)
+        try server.psql("ALTER TABLE tokens_away RENAME TO tokens", database: name)
+        #expect(poll(timeoutMs: 5_000) { upload() == 204 })
+        #expect(store.thing(id: t.thingID)?.state?.contains("power") == true)
         // An unknown token is still a 401 (dropped by the thing, as it should be).
         var stranger = results
         stranger.headers = [("Authorization", "Bearer not-a-token")]

@@ -361,6 +361,11 @@ public protocol HubStore: AnyObject, Sendable {
     /// The thing whose token this is (the raw token; the store hashes it),
     /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func thing(accessToken: String) -> ThingRecord?
+    /// As `thing(accessToken:)`, telling a failure of the store (`.failed`)
+    /// from an unknown token (`.notFound`): what authorises a thing's
+    /// requests, which the hub answers 500 (sent again) for the first and
+    /// 401 (dropped) for the second.
+    func thingRead(accessToken: String) -> StoreRead<ThingRecord>
     /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
     /// when the thing has no command of that ID, or another thing has it)
     /// read with it: what a thing's action results need, in one statement
@@ -593,6 +598,11 @@ extension HubStore {
     /// Two reads, for a store without statements.
     public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
         user(accessToken: accessToken).map { ($0, thing(id: thingID)) }
+    }
+
+    /// For a store that does not fail (MemoryStore).
+    public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
+        thing(accessToken: accessToken).map { .found($0) } ?? .notFound
     }
 
     /// Two reads, for a store that does not fail (MemoryStore).

@@ -260,8 +260,10 @@ extension SQLStore {
         use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
     }
 
-    public func thing(accessToken: String) -> ThingRecord? {
-        use(nil) {
+    public func thing(accessToken: String) -> ThingRecord? { thingRead(accessToken: accessToken).value }
+
+    public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
+        read {
             try Self.thing(
                 $0, where: "thing_id IN " + Self.liveTokenSubject, Self.tokenValues(.thing, accessToken), lock: false)
         }
