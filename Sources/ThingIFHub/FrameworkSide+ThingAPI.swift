@@ -312,7 +312,7 @@ extension FrameworkSide {
     /// The thing whose token the request carries, or a 401. A token that
     /// is no thing's is 401 INVALID_ACCESS_TOKEN over MQTT and, over HTTP,
     /// Kii's 403 WRONG_TOKEN, as the app API answers (docs/DECISIONS.md).
-    /// `lookup` reads the thing of a token, `store.thing(accessToken:)`
+    /// `lookup` reads the thing of a token, `store.thingRead(accessToken:)`
     /// unless a route reads more with it in one go (action results).
     func authenticate(_ req: KiiRequest, overHTTP: Bool, lookup: ThingLookup? = nil) -> Auth {
         guard let token = req.bearerToken else {
