@@ -49,7 +49,7 @@ cleanup() {
 # empty for a hub older than the setting.
 thing_budget_off() {
     thing_budget=()
-    if "$1" --help 2>/dev/null | grep -q -- --thing-rate; then
+    if "$1" --help 2>/dev/null | grep -- --thing-rate >/dev/null; then
         thing_budget=(--thing-rate 1000000 --thing-burst 1000000)
     fi
 }

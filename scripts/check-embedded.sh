@@ -54,11 +54,11 @@ target_ldd() {
 # 1. No Swift runtime.
 echo "embedded: ldd $lib"
 target_ldd "$lib" | sed 's/^/  /'
-if target_ldd "$lib" | grep -q 'libswift'; then
+if target_ldd "$lib" | grep 'libswift' >/dev/null; then
     echo "embedded: FAIL: the library needs a Swift runtime library" >&2
     fail=1
 fi
-if readelf -d "$lib" | grep -E 'RPATH|RUNPATH' | grep -qi swift; then
+if readelf -d "$lib" | grep -E 'RPATH|RUNPATH' | grep -i swift >/dev/null; then
     echo "embedded: FAIL: the library has a run path into a Swift toolchain:" >&2
     readelf -d "$lib" | grep -E 'RPATH|RUNPATH' >&2
     fail=1
@@ -84,8 +84,8 @@ soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\].*/\1/p')
 # 4. The C appliance against it.
 needed=$(readelf -d "$aircon" | sed -n 's/.*Shared library: \[\(.*\)\].*/\1/p')
 echo "embedded: aircon needs: $(echo $needed)"
-echo "$needed" | grep -qx "libthingif.so.$abi" || { echo "embedded: FAIL: aircon does not link libthingif.so.$abi" >&2; fail=1; }
-if target_ldd "$aircon" | grep -q 'libswift'; then
+echo "$needed" | grep -x "libthingif.so.$abi" >/dev/null || { echo "embedded: FAIL: aircon does not link libthingif.so.$abi" >&2; fail=1; }
+if target_ldd "$aircon" | grep 'libswift' >/dev/null; then
     echo "embedded: FAIL: aircon pulls in a Swift runtime library" >&2
     fail=1
 fi
@@ -94,7 +94,7 @@ nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort > "$tmp/l
 nm -D --undefined-only "$aircon" | awk '{print $NF}' | sed 's/@.*//' | sort > "$tmp/aircon-undefined"
 from_lib=$(comm -12 "$tmp/lib-defined" "$tmp/aircon-undefined")
 echo "embedded: aircon uses $(echo "$from_lib" | grep -c .) symbols of libthingif"
-if echo "$from_lib" | grep -v '^thingif_' | grep -q .; then
+if echo "$from_lib" | grep -v '^thingif_' | grep . >/dev/null; then
     echo "embedded: FAIL: aircon uses non-thingif_ symbols of libthingif" >&2
     fail=1
 fi
@@ -127,7 +127,7 @@ if ! PATH="$plain_path" "$cc_bin" -std=c11 -I"$(dirname "$0")/../include" "$tmp/
     echo "embedded: FAIL: libthingif.a does not link with plain cc:" >&2
     head -20 "$tmp/plain.log" >&2
     fail=1
-elif readelf -d "$tmp/plain" | grep -q 'libswift'; then
+elif readelf -d "$tmp/plain" | grep 'libswift' >/dev/null; then
     echo "embedded: FAIL: the plain C program needs a Swift runtime library" >&2
     fail=1
 elif ! out=$(env -i PATH="$plain_path" $run "$tmp/plain" "$tmp/storage" 2>&1) || [ "${out#plain: }" = "$out" ]; then

@@ -37,7 +37,7 @@ aircon=$build_dir/aircon
 # 1. No Swift runtime among the library's dependencies.
 echo "static-stdlib: ldd $lib"
 ldd "$lib" | sed 's/^/  /'
-if ldd "$lib" | grep -q 'libswift'; then
+if ldd "$lib" | grep 'libswift' >/dev/null; then
     echo "static-stdlib: FAIL: the library needs the Swift runtime" >&2
     exit 1
 fi

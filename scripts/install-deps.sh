@@ -15,7 +15,7 @@
 set -euo pipefail
 
 need=()
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep "install ok installed" >/dev/null; }
 for p in libmosquitto-dev libjansson-dev libsqlite3-dev libssl-dev libpq-dev postgresql openssl curl mosquitto mosquitto-clients cmake ninja-build pkg-config valgrind doxygen clang-format chromium chromium-driver tzdata gcc-aarch64-linux-gnu gcc-arm-linux-gnueabihf qemu-user; do
   have_pkg "$p" || need+=("$p")
 done
