@@ -89,7 +89,7 @@ extension FrameworkSide {
         onEvent?("command \(commandID) ended \(state.rawValue) (\(reason.rawValue))")
         guard let record = store.command(id: commandID) else { return true }
         if let notify = onCommandFinished {
-            notify(record)
+            notify(record, notificationTargets(for: record))
         } else {
             _ = store.markNotified(commandID: commandID)
         }

@@ -124,7 +124,11 @@ extension FrameworkSide {
         let method = request?.method ?? "?"
         logRequest(clientID: clientID, method: method, path: logPath, body: request?.body ?? [], status: reply.status)
         metrics.request(kind: HubMetrics.kind(api: api, method: method, path: path), status: reply.status)
-        _ = client.publish(topic: replyTopic, payload: answer.encode(), qos: 1, correlationData: m.correlationData)
+        // An answer says "stored": not before the lane's commit (AfterCommit).
+        afterCommit {
+            _ = self.client.publish(
+                topic: replyTopic, payload: answer.encode(), qos: 1, correlationData: m.correlationData)
+        }
     }
 
     /// A claim onboarding (docs/PROTOCOL.md §4.3): `name` is the CN of the

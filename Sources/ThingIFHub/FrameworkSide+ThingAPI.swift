@@ -520,13 +520,18 @@ extension FrameworkSide {
             record.results = text
             record.state = state
             record.modifiedAt = now
-            metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
-            onEvent?("results of \(commandID) from \(tid): \(text)")
-            if let notify = onCommandFinished {
-                notify(record)
-            } else {
-                // Nobody to notify (no HubServer): nothing for a sweep either.
-                _ = store.markNotified(commandID: commandID)
+            // Whom to tell, read in the lane's transaction; counted and told
+            // after its commit (AfterCommit).
+            let targets = onCommandFinished == nil ? [] : notificationTargets(for: record)
+            afterCommit {
+                self.metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
+                self.onEvent?("results of \(commandID) from \(tid): \(text)")
+                if let notify = self.onCommandFinished {
+                    notify(record, targets)
+                } else {
+                    // Nobody to notify (no HubServer): nothing for a sweep either.
+                    _ = self.store.markNotified(commandID: commandID)
+                }
             }
         } else if store.command(id: commandID)?.results == nil {
             // Nothing written and no results there: not a repeat (another
@@ -584,9 +589,14 @@ extension FrameworkSide {
             return storageFailed
         }
         let merged = written.state
-        onEvent?("state of \(tid): \(merged)")
-        homeAssistant?.stateChanged(thing: thing, merged: merged)
-        if written.hasEnabledTrigger != false { triggerEngine.stateChanged(thingID: tid, old: old, new: merged) }
+        // The triggers read in the upload's transaction; told and acted on
+        // once stored: after the lane's commit (AfterCommit).
+        let triggers = written.hasEnabledTrigger == false ? [] : triggerEngine.enabledTriggers(thingID: tid)
+        afterCommit {
+            self.onEvent?("state of \(tid): \(merged)")
+            self.homeAssistant?.stateChanged(thing: thing, merged: merged)
+            self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
+        }
         return ok(204)
     }
 

@@ -215,7 +215,9 @@ public final class FrameworkSide: @unchecked Sendable {
     /// CommandLifecycle.swift), on the thread that ended it (the delivery
     /// worker, the request thread, or a REST handler's for a cancel); a
     /// command that gets late results after its end is reported twice.
-    public var onCommandFinished: (@Sendable (CommandRecord) -> Void)?
+    /// With the command come its notification targets (notificationTargets),
+    /// read where the command was written.
+    public var onCommandFinished: (@Sendable (CommandRecord, [AppInstallation]) -> Void)?
     var appAPI: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
@@ -343,7 +345,7 @@ public final class FrameworkSide: @unchecked Sendable {
         // queue): as many as the store serves calls at once.
         let queue = RequestLanes(
             count: store.concurrentCalls, capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)
-        guard queue.start({ [unowned self] m in self.handle(m) }) else {
+        guard queue.start(batch: Self.laneBatchMax, { [unowned self] ms in self.handleLane(ms) }) else {
             startProblem = "cannot start the request thread"
             return false
         }

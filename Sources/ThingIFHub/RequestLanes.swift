@@ -16,9 +16,11 @@ final class RequestLanes: @unchecked Sendable {
         lanes = (0..<n).map { _ in RequestQueue(capacity: max(1, capacity / n), maxBytes: max(1, maxBytes / n)) }
     }
 
-    /// Starts every lane's thread; false (and none left running) when one cannot start.
-    func start(_ handle: @escaping (MqttClient.Message) -> Void) -> Bool {
-        for (i, lane) in lanes.enumerated() where !lane.start(handle) {
+    /// Starts every lane's thread, which calls `handle` with what waits in
+    /// its lane (at most `batch` messages at a time); false (and none left
+    /// running) when one cannot start.
+    func start(batch: Int, _ handle: @escaping ([MqttClient.Message]) -> Void) -> Bool {
+        for (i, lane) in lanes.enumerated() where !lane.start(batch: batch, handle) {
             for started in lanes[..<i] { started.close() }
             return false
         }

@@ -49,14 +49,16 @@ final class RequestQueue: @unchecked Sendable {
         }
     }
 
-    /// The oldest message; waits while none is there. Nil once closed and empty.
-    func pop() -> MqttClient.Message? {
+    /// The oldest messages, as many as wait and at most `max` (at least
+    /// one); waits while none is there. Empty once closed and empty.
+    func pop(upTo max: Int) -> [MqttClient.Message] {
         locked {
             while !closed && head == items.count { monitor.wait() }
-            guard head < items.count else { return nil }
-            let m = items[head]
-            head += 1
-            bytes -= m.payload.count
+            let n = Swift.min(Swift.max(1, max), items.count - head)
+            guard n > 0 else { return [] }
+            let out = Array(items[head..<head + n])
+            head += n
+            for m in out { bytes -= m.payload.count }
             // Reclaim the consumed prefix now and then, not on every pop.
             if head >= 1024 && head * 2 >= items.count {
                 items.removeFirst(head)
@@ -66,13 +68,18 @@ final class RequestQueue: @unchecked Sendable {
                 head = 0
             }
             monitor.broadcast()
-            return m
+            return out
         }
     }
 
-    /// Starts the worker thread, which calls `handle` for each message in order.
-    func start(_ handle: @escaping (MqttClient.Message) -> Void) -> Bool {
-        guard let tid = startThread({ while let m = self.pop() { handle(m) } }) else { return false }
+    /// Starts the worker thread, which calls `handle` with what waits (at
+    /// most `batch` messages at a time), in order.
+    func start(batch: Int, _ handle: @escaping ([MqttClient.Message]) -> Void) -> Bool {
+        guard
+            let tid = startThread({
+                while case let ms = self.pop(upTo: batch), !ms.isEmpty { handle(ms) }
+            })
+        else { return false }
         locked { worker = tid }
         return true
     }

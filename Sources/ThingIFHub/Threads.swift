@@ -25,3 +25,23 @@ func startThread(_ body: @escaping () -> Void) -> pthread_t? {
     }
     return tid
 }
+
+/// An object that one thread has set for the span of a call (a pthread
+/// key): other threads see none. The object is not retained: `with` keeps
+/// it alive for as long as it is set.
+final class ThreadSlot<T: AnyObject>: @unchecked Sendable {
+    private var key = pthread_key_t()
+
+    init() { pthread_key_create(&key, nil) }
+
+    /// The object this thread has set, nil for none.
+    var current: T? { pthread_getspecific(key).map { Unmanaged<T>.fromOpaque($0).takeUnretainedValue() } }
+
+    /// Runs `body` with `value` set on this thread, then what was set before.
+    func with<R>(_ value: T, _ body: () throws -> R) rethrows -> R {
+        let before = pthread_getspecific(key)
+        pthread_setspecific(key, Unmanaged.passUnretained(value).toOpaque())
+        defer { pthread_setspecific(key, before) }
+        return try withExtendedLifetime(value) { try body() }
+    }
+}

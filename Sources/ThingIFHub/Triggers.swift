@@ -87,11 +87,16 @@ public final class TriggerEngine: @unchecked Sendable {
         nextFire.withLock { $0[triggerID] = cron.next(after: t) }
     }
 
-    /// Evaluates the thing's STATES triggers on a state upload.
-    func stateChanged(thingID: String, old: String?, new: String) {
+    /// The thing's enabled triggers (read in a state upload's transaction).
+    func enabledTriggers(thingID: String) -> [ServerTriggerRecord] {
+        hub?.store.triggers(thingID: thingID).filter(\.enabled) ?? []
+    }
+
+    /// Evaluates the thing's STATES triggers on a state upload: `triggers`
+    /// are its enabled ones (enabledTriggers), read with the upload.
+    func stateChanged(thingID: String, old: String?, new: String, triggers: [ServerTriggerRecord]) {
         guard let hub else { return }
         // Most things have no trigger: then no state is parsed.
-        let triggers = hub.store.triggers(thingID: thingID).filter(\.enabled)
         guard !triggers.isEmpty else { return }
         let oldState = old.flatMap { try? JSON.parse($0).get() }
         guard case .success(let newState) = JSON.parse(new) else { return }

@@ -117,8 +117,8 @@ final class Notifier: @unchecked Sendable {
     /// Once MQTT is published and the webhooks are handed to URLSession, the
     /// store is told (with the delivery tick's others), so no sweep sends
     /// them again.
-    func commandFinished(_ command: CommandRecord) {
-        deliver(command, to: .all)
+    func commandFinished(_ command: CommandRecord, targets: [AppInstallation]) {
+        deliver(command, to: .all, targets: targets)
         hub.markNotifiedSoon(command.commandID)
     }
 
@@ -159,10 +159,11 @@ final class Notifier: @unchecked Sendable {
         }
     }
 
-    private func deliver(_ command: CommandRecord, to reach: Reach) {
+    /// `targets`: the command's notification targets when the caller has read them.
+    private func deliver(_ command: CommandRecord, to reach: Reach, targets: [AppInstallation]? = nil) {
         let payload = FrameworkSide.notificationPayload(command)
         let text = String(decoding: payload, as: UTF8.self)
-        for target in hub.notificationTargets(for: command) where reach.includes(target.kind) {
+        for target in targets ?? hub.notificationTargets(for: command) where reach.includes(target.kind) {
             switch target.kind {
             case .mqtt:
                 let published = hub.publishNotification(target, payload: payload)

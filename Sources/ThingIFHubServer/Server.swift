@@ -88,7 +88,7 @@ public final class HubServer: Service, @unchecked Sendable {
         let notifier = Notifier(hub: hub, webhooks: security.webhooks, log: log)
         self.notifier = notifier
         self.tickets = EventTickets(lifetimeMs: security.eventTicketLifetimeMs)
-        hub.onCommandFinished = { notifier.commandFinished($0) }
+        hub.onCommandFinished = { notifier.commandFinished($0, targets: $1) }
         // Hubs sharing one database: results another hub handled reach the
         // event streams open here.
         if let feed = hub.store as? SharedResultsFeed {

@@ -26,10 +26,14 @@ struct RequestLanesTests {
     func order() {
         let lanes = RequestLanes(count: 3, capacity: 10_000, maxBytes: 1 << 20)
         let seen = Locked<[String: [Int]]>([:])
+        let largest = Locked(0)
         #expect(
-            lanes.start { m in
-                let n = Int(String(decoding: m.payload, as: UTF8.self)) ?? -1
-                seen.withLock { $0[m.topic, default: []].append(n) }
+            lanes.start(batch: 8) { ms in
+                largest.withLock { $0 = max($0, ms.count) }
+                for m in ms {
+                    let n = Int(String(decoding: m.payload, as: UTF8.self)) ?? -1
+                    seen.withLock { $0[m.topic, default: []].append(n) }
+                }
             })
         let clients = (0..<12).map { Topics.status(clientID: "c\($0)") }
         for i in 0..<300 {
@@ -41,5 +45,7 @@ struct RequestLanesTests {
         let s = seen.withLock { $0 }
         #expect(s.count == clients.count)
         for t in clients { #expect(s[t] == Array(0..<300), "\(t) in order") }
+        // What waits is handed over together, never more than asked for.
+        #expect((1...8).contains(largest.withLock { $0 }))
     }
 }

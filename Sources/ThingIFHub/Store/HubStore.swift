@@ -414,6 +414,11 @@ public protocol HubStore: AnyObject, Sendable {
     func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> StateWrite?
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
+    /// Runs `body` with every call this thread makes to the store inside
+    /// one write transaction (other threads' calls wait for it), so that a
+    /// request lane's messages share one commit. `.unsupported`: the store
+    /// does not do this, or could not begin, and `body` did not run.
+    func inOneTransaction(_ body: () -> Void) -> OneTransaction
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
     /// At most `limit` uploads with from <= at < to, oldest first, starting
@@ -587,6 +592,9 @@ extension HubStore {
     /// request threads): one for a store behind one lock.
     public var concurrentCalls: Int { 1 }
 
+    /// A store that commits each call on its own.
+    public func inOneTransaction(_ body: () -> Void) -> OneTransaction { .unsupported }
+
     /// One command's `markDelivered(commandIDs:at:)`.
     public func markDelivered(commandID: String, at: Int64) -> Bool {
         markDelivered(commandIDs: [commandID], at: at).contains(commandID)
@@ -619,6 +627,18 @@ extension HubStore {
     {
         applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
     }
+}
+
+/// How `HubStore.inOneTransaction` ended.
+public enum OneTransaction: Equatable, Sendable {
+    /// Every write of the body is stored.
+    case committed
+    /// The body ran, and the commit failed: none of its writes may be
+    /// stored (a statement that failed with an I/O error may have ended the
+    /// transaction early, and then those after it were stored one by one).
+    case failed
+    /// The body did not run.
+    case unsupported
 }
 
 /// A read that tells "there is none" from "the store failed": the hub

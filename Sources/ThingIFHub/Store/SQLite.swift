@@ -134,17 +134,36 @@ final class SQLiteConnection: SQLConnection {
 
     /// Runs `body` in a write transaction (BEGIN IMMEDIATE takes the write
     /// lock up front, so the busy timeout applies here rather than mid-way);
-    /// rolls back when it throws.
+    /// rolls back when it throws. Inside a transaction already (a request
+    /// lane's, SQLiteStore.inOneTransaction) it is a savepoint of it, and
+    /// rolls back to that.
     func transaction<R>(_ body: () throws -> R) throws -> R {
+        if let db, sqlite3_get_autocommit(db) == 0 {
+            try exec("SAVEPOINT call")
+            do {
+                let r = try body()
+                try exec("RELEASE call")
+                return r
+            } catch {
+                _ = sqlite3_exec(db, "ROLLBACK TO call", nil, nil, nil)
+                _ = sqlite3_exec(db, "RELEASE call", nil, nil, nil)
+                throw error
+            }
+        }
         try exec("BEGIN IMMEDIATE")
         do {
             let r = try body()
             try exec("COMMIT")
             return r
         } catch {
-            if let db, sqlite3_get_autocommit(db) == 0 { _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
+            rollbackIfOpen()
             throw error
         }
+    }
+
+    /// Rolls back the transaction that is open, if one is.
+    func rollbackIfOpen() {
+        if let db, sqlite3_get_autocommit(db) == 0 { _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
     }
 
     /// Hands the WAL's checkpoints to `checkpointer` (SQLiteCheckpointer):

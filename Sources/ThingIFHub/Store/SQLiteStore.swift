@@ -225,7 +225,32 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     // MARK: SQLStore
 
     func attempt<R>(_ body: (SQLiteConnection) throws -> R) -> Result<R, Error> {
-        db.withLock { c in Result { try body(c) } }
+        // Inside this thread's inOneTransaction: its connection, whose lock it holds.
+        if let c = inTransaction.current { return Result { try body(c) } }
+        return db.withLock { c in Result { try body(c) } }
+    }
+
+    /// The connection of the transaction this thread is in (inOneTransaction).
+    private let inTransaction = ThreadSlot<SQLiteConnection>()
+
+    /// Holds the connection's lock for the whole body, in one BEGIN
+    /// IMMEDIATE … COMMIT: each call in it shares the transaction's locks
+    /// and its commit (each call's own transaction is a savepoint of it).
+    /// A body that throws nothing cannot roll back; a failed commit rolls
+    /// back what is left.
+    public func inOneTransaction(_ body: () -> Void) -> OneTransaction {
+        guard inTransaction.current == nil else { return .unsupported }
+        return db.withLock { c in
+            guard (try? c.exec("BEGIN IMMEDIATE")) != nil else { return .unsupported }
+            inTransaction.with(c, body)
+            do {
+                try c.exec("COMMIT")
+                return .committed
+            } catch {
+                c.rollbackIfOpen()
+                return .failed
+            }
+        }
     }
 
     /// One statement (three before: each statement outside a transaction
