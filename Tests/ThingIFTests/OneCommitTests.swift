@@ -121,7 +121,9 @@ struct OneCommitTests {
             seen.withLock { $0.append((c.commandID, rig.committedResults(), rig.committedState())) }
         }
         rig.hub.onEvent = { e in
-            if e.hasPrefix("state of") { seen.withLock { $0.append(("state", rig.committedResults(), rig.committedState())) } }
+            guard e.hasPrefix("state of") else { return }
+            let now = ("state", rig.committedResults(), rig.committedState())
+            seen.withLock { $0.append(now) }
         }
         rig.hub.handleLane((0..<4).map(rig.results) + [rig.state(true)])
 
@@ -130,7 +132,8 @@ struct OneCommitTests {
         for t in told {
             // Every write of the run was committed before the first of them was told.
             #expect(Set(t.results) == Set(rig.commands), "\(t.what) was told when \(t.results) were stored")
-            #expect(t.state?.contains("\"power\":true") == true, "\(t.what) was told when the state was \(t.state ?? "none")")
+            let state = t.state ?? "none"
+            #expect(state.contains("\"power\":true"), "\(t.what) was told when the state was \(state)")
         }
         #expect(poll(timeoutMs: 5_000) { rig.replies().count == 5 })
         #expect(rig.replies() == ["r0": 204, "r1": 204, "r2": 204, "r3": 204, "strue": 204])
