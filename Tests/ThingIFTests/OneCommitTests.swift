@@ -199,6 +199,15 @@ struct OneCommitTests {
             #expect(store.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 2) != nil)
             #expect(store.thing(id: t.thingID)?.state?.contains("\"b\":2") == true)
             #expect(committed() == nil)
+            // A call whose own transaction fails rolls back to its savepoint only.
+            let refused = store.attempt { c in
+                try c.transaction { () throws -> Void in
+                    try c.run("UPDATE things SET thing_type = 'gone' WHERE thing_id = ?", [.text(t.thingID)])
+                    throw SQLiteError(code: 1, message: "refused by the test")
+                }
+            }
+            if case .success = refused { Issue.record("the refused call succeeded") }
+            #expect(store.thing(id: t.thingID)?.thingType == nil)
             // Another thread's call waits for the commit, and then sees both.
             let reader = Thread {
                 let state = store.thing(id: t.thingID)?.state ?? "none"
@@ -212,6 +221,7 @@ struct OneCommitTests {
         }
         #expect(outcome == .committed)
         #expect(committed()?.contains("\"a\":1") == true && committed()?.contains("\"b\":2") == true)
+        #expect(store.thing(id: t.thingID)?.thingType == nil)
         #expect(poll(timeoutMs: 5_000) { other.withLock { $0 } != nil })
         #expect(other.withLock { $0 }?.contains("\"b\":2") == true)
         // A store that commits each call on its own runs nothing.

@@ -138,25 +138,19 @@ final class SQLiteConnection: SQLConnection {
     /// lane's, SQLiteStore.inOneTransaction) it is a savepoint of it, and
     /// rolls back to that.
     func transaction<R>(_ body: () throws -> R) throws -> R {
-        if let db, sqlite3_get_autocommit(db) == 0 {
-            try exec("SAVEPOINT call")
-            do {
-                let r = try body()
-                try exec("RELEASE call")
-                return r
-            } catch {
-                _ = sqlite3_exec(db, "ROLLBACK TO call", nil, nil, nil)
-                _ = sqlite3_exec(db, "RELEASE call", nil, nil, nil)
-                throw error
-            }
-        }
-        try exec("BEGIN IMMEDIATE")
+        let nested = db.map { sqlite3_get_autocommit($0) == 0 } ?? false
+        try exec(nested ? "SAVEPOINT call" : "BEGIN IMMEDIATE")
         do {
             let r = try body()
-            try exec("COMMIT")
+            try exec(nested ? "RELEASE call" : "COMMIT")
             return r
         } catch {
-            rollbackIfOpen()
+            if nested, let db {
+                _ = sqlite3_exec(db, "ROLLBACK TO call", nil, nil, nil)
+                _ = sqlite3_exec(db, "RELEASE call", nil, nil, nil)
+            } else {
+                rollbackIfOpen()
+            }
             throw error
         }
     }
