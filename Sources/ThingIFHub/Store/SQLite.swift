@@ -148,16 +148,11 @@ final class SQLiteConnection: SQLConnection {
             if nested, let db {
                 _ = sqlite3_exec(db, "ROLLBACK TO call", nil, nil, nil)
                 _ = sqlite3_exec(db, "RELEASE call", nil, nil, nil)
-            } else {
-                rollbackIfOpen()
+            } else if let db, sqlite3_get_autocommit(db) == 0 {
+                _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
             }
             throw error
         }
-    }
-
-    /// Rolls back the transaction that is open, if one is.
-    func rollbackIfOpen() {
-        if let db, sqlite3_get_autocommit(db) == 0 { _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil) }
     }
 
     /// Hands the WAL's checkpoints to `checkpointer` (SQLiteCheckpointer):

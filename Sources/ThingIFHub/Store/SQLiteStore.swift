@@ -233,22 +233,23 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     /// The connection of the transaction this thread is in (inOneTransaction).
     private let inTransaction = ThreadSlot<SQLiteConnection>()
 
-    /// Holds the connection's lock for the whole body, in one BEGIN
-    /// IMMEDIATE … COMMIT: each call in it shares the transaction's locks
-    /// and its commit (each call's own transaction is a savepoint of it).
-    /// A body that throws nothing cannot roll back; a failed commit rolls
+    /// Holds the connection's lock for the whole body, in one of its
+    /// transactions: each call in it shares the transaction's locks and
+    /// its commit (each call's own transaction is a savepoint of it). A
+    /// body that throws nothing cannot roll back; a failed commit rolls
     /// back what is left.
     public func inOneTransaction(_ body: () -> Void) -> OneTransaction {
         guard inTransaction.current == nil else { return .unsupported }
         return db.withLock { c in
-            guard (try? c.exec("BEGIN IMMEDIATE")) != nil else { return .unsupported }
-            inTransaction.with(c, body)
+            var ran = false
             do {
-                try c.exec("COMMIT")
+                try c.transaction {
+                    ran = true
+                    inTransaction.with(c, body)
+                }
                 return .committed
             } catch {
-                c.rollbackIfOpen()
-                return .failed
+                return ran ? .failed : .unsupported
             }
         }
     }
