@@ -3,15 +3,22 @@ import ThingIF
 /// A request lane's results and state uploads in one store transaction.
 ///
 /// They are two of a command's three writes, and most of what a lane
-/// does. On a store that offers it (SQLite: `inOneTransaction`), a run of
-/// them that waits in the lane shares one BEGIN … COMMIT: one write lock,
-/// one WAL commit and one read snapshot instead of one per statement.
+/// does. On a store that offers it (`inOneTransaction`: SQLite and
+/// PostgreSQL), a run of them that waits in the lane shares one BEGIN …
+/// COMMIT: one commit and its flush instead of one per write.
 /// Nothing is acknowledged or told before it is stored: each request's
 /// reply, its results' notification, Home Assistant's state and the
 /// trigger evaluation wait for the commit (`afterCommit`). When the
 /// commit fails they are dropped, and every thing in the run sends its
 /// requests again (its outbox, as after a hub crash): the reliability
-/// contract does not move.
+/// contract does not move. When a call in it fails on PostgreSQL, which
+/// then undoes the whole transaction, each message is handled again on
+/// its own.
+///
+/// A run is handled thing by thing, in the order of their thingIDs (each
+/// thing's messages in the order they came). Two hubs' transactions then
+/// take the rows of their things in one order, and never wait for each
+/// other in a circle (PostgreSQL's deadlock, which undoes one of them).
 extension FrameworkSide {
     /// The most messages of a lane handled at a time (and so in one transaction).
     static let laneBatchMax = 32
@@ -20,11 +27,14 @@ extension FrameworkSide {
     func handleLane(_ ms: [MqttClient.Message]) {
         var i = ms.startIndex
         while i < ms.endIndex {
-            var end = i
-            while end < ms.endIndex && Self.sharesCommit(topic: ms[end].topic) { end += 1 }
-            if end - i >= 2 {
-                handleInOneCommit(ms[i..<end])
-                i = end
+            var run: [(thing: String, index: Int)] = []
+            while i + run.count < ms.endIndex, let thing = Self.sharedCommitTarget(topic: ms[i + run.count].topic) {
+                run.append((thing, i + run.count))
+            }
+            if run.count >= 2 {
+                run.sort { ($0.thing, $0.index) < ($1.thing, $1.index) }
+                handleInOneCommit(run.map { ms[$0.index] })
+                i += run.count
             } else {
                 handle(ms[i])
                 i += 1
@@ -32,20 +42,23 @@ extension FrameworkSide {
         }
     }
 
-    /// Whether a message may share its lane's transaction: a thing's
-    /// results or state upload, which touch nothing but the store before
-    /// their commit (their other effects go through `afterCommit`).
-    static func sharesCommit(topic: String) -> Bool {
-        guard let t = Topics.parseRequest(topic), t.api == .thingIF, t.path.hasPrefix("targets/") else { return false }
+    /// The target ("thing:{thingID}") of a message that may share its
+    /// lane's transaction, nil for any other: a thing's results or state
+    /// upload, which touch nothing but the store before their commit
+    /// (their other effects go through `afterCommit`).
+    static func sharedCommitTarget(topic: String) -> String? {
+        guard let t = Topics.parseRequest(topic), t.api == .thingIF, t.path.hasPrefix("targets/") else { return nil }
+        // At '/' bytes, as Topics splits (not between Characters).
         let parts = t.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         switch parts.count {
-        case 3: return parts[2].elementsEqual("states".utf8)
-        case 5: return parts[2].elementsEqual("commands".utf8) && parts[4].elementsEqual("action-results".utf8)
-        default: return false
+        case 3 where parts[2].elementsEqual("states".utf8): break
+        case 5 where parts[2].elementsEqual("commands".utf8) && parts[4].elementsEqual("action-results".utf8): break
+        default: return nil
         }
+        return String(decoding: parts[1], as: UTF8.self)
     }
 
-    private func handleInOneCommit(_ run: ArraySlice<MqttClient.Message>) {
+    private func handleInOneCommit(_ run: [MqttClient.Message]) {
         let pending = AfterCommit()
         let outcome = store.inOneTransaction { AfterCommit.slot.with(pending) { for m in run { handle(m) } } }
         switch outcome {
@@ -53,6 +66,9 @@ extension FrameworkSide {
             pending.run()
         case .failed:
             onEvent?("the store's commit of \(run.count) request(s) failed: not answered, their things send them again")
+        case .undone:
+            onEvent?("a call in the store's transaction of \(run.count) request(s) failed: each handled again alone")
+            for m in run { handle(m) }
         case .unsupported:
             for m in run { handle(m) }
         }

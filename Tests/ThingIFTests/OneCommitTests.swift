@@ -6,11 +6,19 @@ import Testing
 /// A request lane's results and state uploads in one store transaction
 /// (FrameworkSide+OneCommit.swift): they are stored together, nothing is
 /// answered or told before the commit, and a failed commit answers and
-/// keeps nothing (the things send again). On an SQLite file, watched from
-/// a second connection of its own, which sees only what is committed.
-@Suite("Request lanes: a thing's results and states share one commit")
+/// keeps nothing (the things send again). On an SQLite file and on a
+/// PostgreSQL database, each watched from a connection of the test's own,
+/// which sees only what is committed.
+@Suite("Request lanes: a thing's results and states share one commit", .serialized)
 struct OneCommitTests {
-    /// A hub on an SQLite file and the real broker, a thing with an MQTT
+    enum Backend: String, CustomStringConvertible, CaseIterable {
+        case sqlite, postgres
+        var description: String { rawValue }
+        /// PostgreSQL where it is installed (CI requires it).
+        static var available: [Backend] { PostgresServer.enabled ? allCases : [.sqlite] }
+    }
+
+    /// A hub on a fresh store and the real broker, a thing with an MQTT
     /// client ID, `n` commands for it, and a probe on the thing's reply topic.
     final class Rig: @unchecked Sendable {
         let broker: Broker
@@ -20,31 +28,49 @@ struct OneCommitTests {
         let topic: String
         let commands: [String]
         let probe: MqttProbe
-        /// A connection of the test's own to the hub's file.
-        let watcher: SQLiteConnection
+        /// The first column of a statement's first row, read on a
+        /// connection of the test's own (committed data only).
+        let watch: (String, [SQLValue]) -> String?
+        /// Runs SQL on that connection.
+        let watchExec: (String) throws -> Void
+        /// PostgreSQL's database (a second hub's), nil on SQLite.
+        let postgres: (server: PostgresServer, name: String, url: String)?
+        private let closeWatcher: () -> Void
 
-        init(commands n: Int) throws {
+        init(commands n: Int, on backend: Backend) throws {
             broker = try Broker.start()
             dir = try makeTempDirectory(prefix: "thingif-one-commit")
-            let path = dir + "/hub.sqlite"
+            let store: HubStore
+            switch backend {
+            case .sqlite:
+                let path = dir + "/hub.sqlite"
+                store = try makeHubStore(path)
+                let c = try SQLiteConnection(path: path)
+                watch = { sql, values in (try? c.first(sql, values) { $0.text(0) }) ?? nil }
+                watchExec = { try c.exec($0) }
+                closeWatcher = { c.close() }
+                postgres = nil
+            case .postgres:
+                let server = try PostgresServer.get()
+                let (name, url) = try server.createDatabase()
+                postgres = (server, name, url)
+                store = try PostgresStore(url: url, secrets: .fastForTests)
+                let c = try PostgresConnection(url: url)
+                watch = { sql, values in (try? c.first(sql, values) { $0.text(0) }) ?? nil }
+                watchExec = { try c.exec($0) }
+                closeWatcher = { c.close() }
+            }
             let options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
-            let hub = try #require(FrameworkSide(options, store: try makeHubStore(path)))
+            let hub = try #require(FrameworkSide(options, store: store))
             self.hub = hub
             try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
-            guard
-                case .success(let t) = hub.store.registerThing(
-                    vendorThingID: "AC-ONE-COMMIT", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)
-            else { throw CancellationError() }
-            thing = t
-            let topic = "tonecommit" + randomHexString(4)
-            self.topic = topic
-            #expect(hub.store.addInstallation(thingID: t.thingID, installationID: "i-one", mqttTopic: topic))
+            let (thing, topic) = try Self.thing("AC-ONE-COMMIT", in: hub.store)
+            (self.thing, self.topic) = (thing, topic)
             commands = try (0..<n).map { i in
                 try #require(
                     hub.store.insertCommand(
                         CommandRecord(
-                            commandID: "cmd-one-commit-\(i)", thingID: t.thingID, issuer: nil,
+                            commandID: "cmd-one-commit-\(i)", thingID: thing.thingID, issuer: nil,
                             issuingInstallationID: nil,
                             payload: #"{"schema":"AC","schemaVersion":1,"actions":[{"turnPower":{"power":true}}]}"#,
                             // Now: the hub's lifecycle sweep ends a command created long ago.
@@ -55,21 +81,36 @@ struct OneCommitTests {
                 port: broker.port, clientID: "probe-" + randomHexString(6), username: broker.adminUsername,
                 password: broker.adminPassword)
             #expect(probe.subscribe(Topics.response(clientID: topic)) == 1)
-            watcher = try SQLiteConnection(path: path)
+        }
+
+        /// A registered thing with an installation (its MQTT client ID).
+        static func thing(_ vendorThingID: String, in store: HubStore) throws -> (ThingRecord, String) {
+            guard
+                case .success(let t) = store.registerThing(
+                    vendorThingID: vendorThingID, password: "pw", thingType: nil, firmwareVersion: nil,
+                    dataGroupingInterval: nil)
+            else { throw CancellationError() }
+            let topic = "tonecommit" + randomHexString(4)
+            #expect(store.addInstallation(thingID: t.thingID, installationID: "i-" + topic, mqttTopic: topic))
+            return (t, topic)
         }
 
         func stop() {
-            watcher.close()
+            closeWatcher()
             probe.stop()
             hub.stop()
             broker.stop()
             broker.removeFiles()
+            if let postgres { postgres.server.dropDatabase(postgres.name) }
             try? FileManager.default.removeItem(atPath: dir)
         }
 
-        /// The thing's request as the broker hands it to the hub.
-        func message(_ method: String, _ path: String, _ body: String, id: String) -> MqttClient.Message {
-            MqttClient.Message(
+        /// A thing's request as the broker hands it to the hub.
+        func message(_ method: String, _ path: String, _ body: String, id: String, from: (ThingRecord, String)? = nil)
+            -> MqttClient.Message
+        {
+            let (thing, topic) = from ?? (thing, topic)
+            return MqttClient.Message(
                 topic: Topics.request(clientID: topic, appID: Env.appID, path: path),
                 payload: kiiRequest(method, token: thing.accessToken, requestID: id, body: body), qos: 1,
                 retain: false)
@@ -81,27 +122,26 @@ struct OneCommitTests {
                 #"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#, id: "r\(i)")
         }
 
-        func state(_ power: Bool) -> MqttClient.Message {
-            message("PUT", "targets/thing:\(thing.thingID)/states", #"{"power":\#(power)}"#, id: "s\(power)")
+        func state(_ power: Bool, of other: (ThingRecord, String)? = nil, id: String? = nil) -> MqttClient.Message {
+            let t = other?.0 ?? thing
+            return message(
+                "PUT", "targets/thing:\(t.thingID)/states", #"{"power":\#(power)}"#, id: id ?? "s\(power)",
+                from: other)
         }
 
         /// The commands whose results a committed read sees.
         func committedResults() -> [String] {
-            commands.filter { id in
-                ((try? watcher.first("SELECT results FROM commands WHERE command_id = ?", [.text(id)]) { $0.text(0) })
-                    ?? nil) != nil
-            }
+            commands.filter { watch("SELECT results FROM commands WHERE command_id = ?", [.text($0)]) != nil }
         }
 
-        func committedState() -> String? {
-            (try? watcher.first("SELECT state FROM things WHERE thing_id = ?", [.text(thing.thingID)]) { $0.text(0) })
-                ?? nil
+        func committedState(of thingID: String? = nil) -> String? {
+            watch("SELECT state FROM things WHERE thing_id = ?", [.text(thingID ?? thing.thingID)])
         }
 
-        /// The replies on the thing's topic: request ID and status.
-        func replies() -> [String: Int] {
+        /// The replies on the thing's topic (or `topic`'s): request ID and status.
+        func replies(on other: String? = nil) -> [String: Int] {
             var out: [String: Int] = [:]
-            for m in probe.messages(on: Topics.response(clientID: topic)) {
+            for m in probe.messages(on: Topics.response(clientID: other ?? topic)) {
                 guard let r = KiiResponse.decode(m.payload),
                     let id = r.headers.first(where: { $0.0 == KiiFraming.requestIDHeader })?.1
                 else { continue }
@@ -111,9 +151,11 @@ struct OneCommitTests {
         }
     }
 
-    @Test("Results and a state upload waiting in a lane are stored in one commit, and told only after it")
-    func sharedCommit() throws {
-        let rig = try Rig(commands: 4)
+    @Test(
+        "Results and a state upload waiting in a lane are stored in one commit, and told only after it",
+        arguments: Backend.available)
+    func sharedCommit(backend: Backend) throws {
+        let rig = try Rig(commands: 4, on: backend)
         defer { rig.stop() }
         // What each notification and event could read then, from outside the transaction.
         let seen = Locked<[(what: String, results: [String], state: String?)]>([])
@@ -139,20 +181,33 @@ struct OneCommitTests {
         #expect(rig.replies() == ["r0": 204, "r1": 204, "r2": 204, "r3": 204, "strue": 204])
     }
 
-    @Test("A failed commit answers, tells and keeps nothing; sent again, the requests are stored and answered")
-    func failedCommit() throws {
-        let rig = try Rig(commands: 2)
+    @Test(
+        "A failed commit answers, tells and keeps nothing; sent again, the requests are stored and answered",
+        arguments: Backend.available)
+    func failedCommit(backend: Backend) throws {
+        let rig = try Rig(commands: 2, on: backend)
         defer { rig.stop() }
         let told = Locked<[String]>([])
         rig.hub.onCommandFinished = { c, _ in told.withLock { $0.append(c.commandID) } }
-        // A deferred foreign key that every results write breaks: each
-        // statement succeeds, the COMMIT fails.
-        try rig.watcher.exec(
-            """
-            CREATE TABLE doom (thing_id TEXT REFERENCES things (thing_id) DEFERRABLE INITIALLY DEFERRED);
-            CREATE TRIGGER doom_on_results AFTER UPDATE OF results ON commands
-            BEGIN INSERT INTO doom VALUES ('no such thing'); END;
-            """)
+        // A deferred check that every results write breaks: each statement
+        // succeeds, the COMMIT fails.
+        switch backend {
+        case .sqlite:
+            try rig.watchExec(
+                """
+                CREATE TABLE doom (thing_id TEXT REFERENCES things (thing_id) DEFERRABLE INITIALLY DEFERRED);
+                CREATE TRIGGER doom_on_results AFTER UPDATE OF results ON commands
+                BEGIN INSERT INTO doom VALUES ('no such thing'); END;
+                """)
+        case .postgres:
+            try rig.watchExec(
+                """
+                CREATE FUNCTION doom() RETURNS trigger LANGUAGE plpgsql AS
+                $$ BEGIN RAISE EXCEPTION 'refused at the commit by the test'; END $$;
+                CREATE CONSTRAINT TRIGGER doom_on_results AFTER UPDATE OF results ON commands
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION doom();
+                """)
+        }
         rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
         #expect(rig.committedResults().isEmpty)
         #expect(rig.committedState() == nil)
@@ -162,7 +217,10 @@ struct OneCommitTests {
         // The hub's connection is usable after the failed commit.
         #expect(rig.hub.store.command(id: rig.commands[0])?.results == nil)
 
-        try rig.watcher.exec("DROP TRIGGER doom_on_results; DROP TABLE doom")
+        switch backend {
+        case .sqlite: try rig.watchExec("DROP TRIGGER doom_on_results; DROP TABLE doom")
+        case .postgres: try rig.watchExec("DROP TRIGGER doom_on_results ON commands; DROP FUNCTION doom()")
+        }
         // The things send the same requests again.
         rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
         #expect(Set(rig.committedResults()) == Set(rig.commands))
@@ -170,6 +228,77 @@ struct OneCommitTests {
         #expect(told.withLock { $0 } == rig.commands)
         #expect(poll(timeoutMs: 5_000) { rig.replies().count == 3 })
         #expect(rig.replies() == ["r0": 204, "r1": 204, "strue": 204])
+    }
+
+    @Test(
+        "PostgreSQL: a call that fails undoes the lane's transaction, and each request is handled again alone",
+        .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+    func undone() throws {
+        let rig = try Rig(commands: 2, on: .postgres)
+        defer { rig.stop() }
+        let told = Locked<[String]>([])
+        rig.hub.onCommandFinished = { c, _ in told.withLock { $0.append(c.commandID) } }
+        let events = Locked<[String]>([])
+        rig.hub.onEvent = { e in events.withLock { $0.append(e) } }
+        // The state upload's statement fails (at once, not at the commit),
+        // which aborts PostgreSQL's whole transaction.
+        try rig.watchExec(
+            """
+            CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS
+            $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+            CREATE TRIGGER refuse_state BEFORE UPDATE OF state ON things FOR EACH ROW EXECUTE FUNCTION refuse();
+            """)
+        rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        #expect(events.withLock { $0 }.contains { $0.contains("each handled again alone") })
+        // Alone, the results are stored, told once and answered; the state upload is a 500.
+        #expect(Set(rig.committedResults()) == Set(rig.commands))
+        #expect(rig.committedState() == nil)
+        #expect(told.withLock { $0 } == rig.commands)
+        #expect(poll(timeoutMs: 5_000) { rig.replies().count == 3 })
+        #expect(rig.replies() == ["r0": 204, "r1": 204, "strue": 500])
+    }
+
+    @Test(
+        "Two hubs' lanes with two things' uploads in opposite orders both commit: rows are taken in thingID order",
+        .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+    func thingOrder() throws {
+        let rig = try Rig(commands: 0, on: .postgres)
+        defer { rig.stop() }
+        let postgres = try #require(rig.postgres)
+        let other = try Rig.thing("AC-ONE-COMMIT-2", in: rig.hub.store)
+        #expect(rig.probe.subscribe(Topics.response(clientID: other.1)) == 1)
+        let hub2 = try #require(
+            FrameworkSide(
+                Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: rig.broker),
+                store: try PostgresStore(url: postgres.url, secrets: .fastForTests)))
+        try #require(hub2.start(timeoutMs: 10_000), "\(hub2.startProblem ?? "")")
+        defer { hub2.stop() }
+        let events = Locked<[String]>([])
+        for hub in [rig.hub, hub2] { hub.onEvent = { e in events.withLock { $0.append(e) } } }
+        // Each upload holds its thing's row a while: taken in opposite
+        // orders, the two transactions would wait for each other.
+        try rig.watchExec(
+            """
+            CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS
+            $$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;
+            CREATE TRIGGER slow_state BEFORE UPDATE OF state ON things FOR EACH ROW EXECUTE FUNCTION slow();
+            """)
+        let a = (rig.thing, rig.topic)
+        let first = Thread {
+            rig.hub.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")])
+        }
+        first.start()
+        hub2.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")])
+        #expect(poll(timeoutMs: 10_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
+        #expect(rig.replies() == ["a1": 204, "a2": 204])
+        #expect(rig.replies(on: other.1) == ["b1": 204, "b2": 204])
+        let undone = events.withLock { $0 }.filter { $0.contains("each handled again alone") }
+        #expect(undone.isEmpty, "a transaction was undone (a deadlock): \(undone)")
+        // Each thing's two uploads were stored in one order or the other, both of them.
+        for (t, _) in [a, other] {
+            #expect(rig.committedState(of: t.thingID) != nil)
+            #expect(rig.hub.store.stateHistory(thingID: t.thingID, from: 0, to: Int64.max).count == 2)
+        }
     }
 
     @Test("SQLite: the calls in inOneTransaction share it; another thread's call waits for its commit")
@@ -227,5 +356,73 @@ struct OneCommitTests {
         // A store that commits each call on its own runs nothing.
         var ran = false
         #expect(MemoryStore().inOneTransaction { ran = true } == .unsupported && !ran)
+    }
+
+    @Test(
+        "PostgreSQL: the calls in inOneTransaction share it; one that fails undoes all of it",
+        .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+    func postgresTransaction() throws {
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        let store = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { store.close() }
+        let t = try #require(
+            try? store.registerThing(
+                vendorThingID: "AC-ONE-TX", password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil
+            ).get())
+        let u = try #require(
+            try? store.registerThing(
+                vendorThingID: "AC-ONE-TX-2", password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil
+            ).get())
+        let watcher = try PostgresConnection(url: url)
+        defer { watcher.close() }
+        func committed(_ id: String) -> String? {
+            (try? watcher.first("SELECT state FROM things WHERE thing_id = ?", [.text(id)]) { $0.text(0) }) ?? nil
+        }
+        let outcome = store.inOneTransaction {
+            #expect(store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"a":1}"#, at: 1) != nil)
+            #expect(store.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 2) != nil)
+            #expect(store.thing(id: t.thingID)?.state?.contains("\"b\":2") == true)
+            #expect(committed(t.thingID) == nil)
+            // Another thread's call on another row goes on meanwhile.
+            let done = Locked(false)
+            let writer = Thread {
+                _ = store.applyState(thingID: u.thingID, method: "PUT", upload: #"{"c":3}"#, at: 3)
+                done.withLock { $0 = true }
+            }
+            writer.start()
+            #expect(poll(timeoutMs: 5_000) { done.withLock { $0 } })
+            #expect(committed(u.thingID)?.contains("\"c\":3") == true)
+            #expect(store.inOneTransaction {} == .unsupported)
+        }
+        #expect(outcome == .committed)
+        #expect(committed(t.thingID)?.contains("\"a\":1") == true && committed(t.thingID)?.contains("\"b\":2") == true)
+
+        // A call whose own transaction throws spoils the whole: nothing is stored.
+        let spoiled = store.inOneTransaction {
+            #expect(store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"d":4}"#, at: 4) != nil)
+            let refused = store.attempt { c in
+                try c.transaction { () throws -> Void in
+                    try c.run("UPDATE things SET thing_type = 'gone' WHERE thing_id = ?", [.text(t.thingID)])
+                    throw PostgresError(sqlState: "", message: "refused by the test")
+                }
+            }
+            if case .success = refused { Issue.record("the refused call succeeded") }
+        }
+        #expect(spoiled == .undone)
+        #expect(committed(t.thingID)?.contains("\"d\":4") == false)
+        #expect(store.thing(id: t.thingID)?.thingType == nil)
+        // A statement the server refuses does too; the connection serves the next call.
+        let refusedStatement = store.inOneTransaction {
+            #expect(store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"e":5}"#, at: 5) != nil)
+            _ = store.attempt { c in try c.run("SELECT no_such_column FROM things", []) }
+        }
+        #expect(refusedStatement == .undone)
+        #expect(store.thing(id: t.thingID)?.state?.contains("\"e\":5") == false)
+        #expect(store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"f":6}"#, at: 6) != nil)
+        #expect(committed(t.thingID)?.contains("\"f\":6") == true)
     }
 }

@@ -415,9 +415,10 @@ public protocol HubStore: AnyObject, Sendable {
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
     /// Runs `body` with every call this thread makes to the store inside
-    /// one write transaction (other threads' calls wait for it), so that a
-    /// request lane's messages share one commit. `.unsupported`: the store
-    /// does not do this, or could not begin, and `body` did not run.
+    /// one write transaction, so that a request lane's messages share one
+    /// commit (SQLite: other threads' calls wait for it; PostgreSQL: they
+    /// wait only for the rows it wrote). `.unsupported`: the store does not
+    /// do this, or could not begin, and `body` did not run.
     func inOneTransaction(_ body: () -> Void) -> OneTransaction
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
@@ -637,6 +638,10 @@ public enum OneTransaction: Equatable, Sendable {
     /// stored (a statement that failed with an I/O error may have ended the
     /// transaction early, and then those after it were stored one by one).
     case failed
+    /// The body ran, a call in it failed, and the store undid all of it
+    /// (PostgreSQL: one failed statement spoils its transaction): nothing
+    /// of it is stored; the caller runs each part again on its own.
+    case undone
     /// The body did not run.
     case unsupported
 }

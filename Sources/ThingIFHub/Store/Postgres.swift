@@ -249,18 +249,63 @@ final class PostgresConnection: SQLConnection {
         return out
     }
 
-    /// Runs `body` in a transaction; rolls back when it throws.
+    /// Runs `body` in a transaction; rolls back when it throws. Inside
+    /// `sharedTransaction` it is part of that one, with no statement of its
+    /// own, and a throw spoils the whole of it.
     func transaction<R>(_ body: () throws -> R) throws -> R {
+        if shared.open {
+            do { return try body() } catch {
+                spoil()
+                throw error
+            }
+        }
         try exec("BEGIN")
         do {
             let r = try body()
             try exec("COMMIT")
             return r
         } catch {
-            if let conn, PQtransactionStatus(conn) != PQTRANS_IDLE {
-                PQclear(PQexec(conn, "ROLLBACK"))
-            }
+            rollbackIfOpen()
             throw error
+        }
+    }
+
+    /// Whether `sharedTransaction` runs, and whether a call in it failed.
+    private var shared: (open: Bool, spoiled: Bool) = (false, false)
+
+    /// Runs `body` in one transaction that each `transaction` in it joins.
+    /// They take no savepoints (a round trip each), so a call in it that
+    /// fails (`spoil()`, or any statement the server refused) undoes all of
+    /// it: `.undone`, and nothing is stored. Throws, without running
+    /// `body`, when BEGIN fails.
+    func sharedTransaction(_ body: () -> Void) throws -> OneTransaction {
+        try exec("BEGIN")
+        shared = (true, false)
+        body()
+        let spoiled = shared.spoiled
+        shared = (false, false)
+        guard let conn, !spoiled, PQtransactionStatus(conn) == PQTRANS_INTRANS else {
+            rollbackIfOpen()
+            return .undone
+        }
+        // A COMMIT that fails (a deferred constraint, the connection) rolls back.
+        let result = PQexec(conn, "COMMIT")
+        defer { PQclear(result) }
+        let committed =
+            result != nil && PQresultStatus(result) == PGRES_COMMAND_OK
+            && PQcmdStatus(result).map { String(cString: $0) } == "COMMIT"
+        if !committed { rollbackIfOpen() }
+        return committed ? .committed : .failed
+    }
+
+    /// Marks the `sharedTransaction` this connection runs as failed (no-op outside one).
+    func spoil() {
+        if shared.open { shared.spoiled = true }
+    }
+
+    private func rollbackIfOpen() {
+        if let conn, PQtransactionStatus(conn) != PQTRANS_IDLE {
+            PQclear(PQexec(conn, "ROLLBACK"))
         }
     }
 }

@@ -188,7 +188,16 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     /// comes back as the failure, and a broken connection is reset for the
     /// next call.
     func attempt<R>(_ body: (PostgresConnection) throws -> R) -> Result<R, Error> {
-        Result {
+        // Inside this thread's inOneTransaction: its connection; a failure undoes all of it.
+        if let c = inTransaction.current {
+            return Result {
+                do { return try body(c) } catch {
+                    c.spoil()
+                    throw error
+                }
+            }
+        }
+        return Result {
             try db.with { c in
                 do { return try body(c) } catch {
                     c.resetIfBroken()
@@ -196,6 +205,26 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
                 }
             }
         }
+    }
+
+    /// The connection of the transaction this thread is in (inOneTransaction).
+    private let inTransaction = ThreadSlot<PostgresConnection>()
+
+    /// Holds one connection of the pool for the whole body, in one
+    /// transaction that every call in it joins (PostgresConnection's
+    /// `sharedTransaction`): one COMMIT, one flush of the WAL. A call that
+    /// fails in it undoes the whole body (`.undone`). Other threads' calls
+    /// go on, on the pool's other connections; they wait only for rows the
+    /// transaction has written, until its commit.
+    public func inOneTransaction(_ body: () -> Void) -> OneTransaction {
+        guard inTransaction.current == nil else { return .unsupported }
+        let outcome = Result {
+            try db.with { c in
+                defer { c.resetIfBroken() }
+                return try c.sharedTransaction { inTransaction.with(c, body) }
+            }
+        }
+        return (try? outcome.get()) ?? .unsupported
     }
 
     /// The thing's record in one round trip (the prepared statement of the
