@@ -511,27 +511,26 @@ extension FrameworkSide {
         let state: CommandState =
             !all.isEmpty && all.allSatisfy(\.succeeded)
             ? .done : CommandCancel.isRefusal(all) ? .cancelled : .incomplete
+        // Whom to tell, read in the lane's transaction (none without a
+        // HubServer): a command without a target that a sweep sends to is
+        // never due for one, and needs no mark after.
+        let targets = onCommandFinished == nil ? [] : notificationTargets(for: command)
+        let swept = targets.contains { $0.kind.isSwept }
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(
-            "recordResults", { store.recordResults(commandID: commandID, results: text, state: state, at: now) })
+            "recordResults",
+            { store.recordResults(commandID: commandID, results: text, state: state, at: now, swept: swept) })
         {
             // The stored row now: the one read above with what was just written.
             var record = command
             record.results = text
             record.state = state
             record.modifiedAt = now
-            // Whom to tell, read in the lane's transaction; counted and told
-            // after its commit (AfterCommit).
-            let targets = onCommandFinished == nil ? [] : notificationTargets(for: record)
+            // Counted and told after the lane's commit (AfterCommit).
             afterCommit {
                 self.metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
                 self.onEvent?("results of \(commandID) from \(tid): \(text)")
-                if let notify = self.onCommandFinished {
-                    notify(record, targets)
-                } else {
-                    // Nobody to notify (no HubServer): nothing for a sweep either.
-                    _ = self.store.markNotified(commandID: commandID)
-                }
+                self.onCommandFinished?(record, targets)
             }
         } else if store.command(id: commandID)?.results == nil {
             // Nothing written and no results there: not a repeat (another

@@ -116,10 +116,11 @@ final class Notifier: @unchecked Sendable {
     /// Called on the hub's request thread; never blocks on the network.
     /// Once MQTT is published and the webhooks are handed to URLSession, the
     /// store is told (with the delivery tick's others), so no sweep sends
-    /// them again.
+    /// them again. Results with no target a sweep sends to were stored
+    /// never due (`recordResults(swept:)`), and need no mark.
     func commandFinished(_ command: CommandRecord, targets: [AppInstallation]) {
         deliver(command, to: .all, targets: targets)
-        hub.markNotifiedSoon(command.commandID)
+        if targets.contains(where: { $0.kind.isSwept }) { hub.markNotifiedSoon(command.commandID) }
     }
 
     /// Sends the MQTT and webhook notifications of commands whose results a
@@ -132,7 +133,7 @@ final class Notifier: @unchecked Sendable {
     func sweep(now: Int64) -> [String] {
         let due = hub.store.claimUnnotified(now: now, leaseMs: Notifier.claimLeaseMs, limit: Notifier.sweepLimit)
         for command in due {
-            deliver(command, to: .allButSSE)
+            deliver(command, to: .swept)
             _ = hub.store.markNotified(commandID: command.commandID)
             log("notified \(command.commandID) for the hub that recorded its results and did not")
         }
@@ -149,12 +150,12 @@ final class Notifier: @unchecked Sendable {
 
     /// Which of a command's notification targets a delivery reaches.
     private enum Reach {
-        case all, sseOnly, allButSSE
+        case all, sseOnly, swept
         func includes(_ kind: AppInstallation.Kind) -> Bool {
             switch self {
             case .all: return true
             case .sseOnly: return kind == .sse
-            case .allButSSE: return kind != .sse
+            case .swept: return kind.isSwept
             }
         }
     }

@@ -493,7 +493,9 @@ struct StoreConformanceTests {
         arguments: StoreFactory.all)
     func notificationClaims(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
-            for id in ["n1", "n2", "n3", "n4"] { _ = try #require(s.insertCommand(command(id, thing: "th.a"))) }
+            for id in ["n1", "n2", "n3", "n4", "n5"] {
+                _ = try #require(s.insertCommand(command(id, thing: "th.a")))
+            }
             let grace = StoreRules.notificationGraceMs
             // Nothing is due before results.
             #expect(s.claimUnnotified(now: 1_000_000, leaseMs: 10, limit: 10).isEmpty)
@@ -501,6 +503,9 @@ struct StoreConformanceTests {
             #expect(s.recordResults(commandID: "n1", results: "{}", state: .done, at: 100))
             #expect(s.recordResults(commandID: "n2", results: "{}", state: .incomplete, at: 200))
             #expect(s.recordResults(commandID: "n3", results: "{}", state: .done, at: 300))
+            // Results with no target a sweep sends to: never due, nothing to mark.
+            #expect(s.recordResults(commandID: "n5", results: "{}", state: .done, at: 300, swept: false))
+            #expect(s.command(id: "n5")?.results == "{}")
             // The hub that recorded n2 sent its notification: never claimed.
             #expect(s.markNotified(commandID: "n2"))
             #expect(!s.markNotified(commandID: "n2"))
@@ -519,6 +524,7 @@ struct StoreConformanceTests {
             #expect(s.claimUnnotified(now: 100 + grace + 1_000, leaseMs: 1_000, limit: 1).map(\.commandID) == ["n1"])
             #expect(s.markNotified(commandID: "n1"))
             #expect(s.claimUnnotified(now: 10_000_000, leaseMs: 1_000, limit: 10).isEmpty)
+            #expect(!s.markNotified(commandID: "n5"))
             #expect(s.command(id: "n4")?.results == nil)
         }
     }

@@ -190,6 +190,10 @@ public struct AppInstallation: Sendable {
 
         /// Whether the hub itself delivers notifications to it.
         public var isDelivered: Bool { self == .mqtt || self == .sse || self == .webhook }
+        /// Whether the notification sweep sends to it again for a hub that
+        /// recorded the results and did not (MQTT, webhooks; not the event
+        /// streams, each hub's own).
+        public var isSwept: Bool { self == .mqtt || self == .webhook }
     }
 
     public var installationID: String
@@ -445,10 +449,12 @@ public protocol HubStore: AnyObject, Sendable {
     func markUndelivered(commandID: String, at: Int64) -> Bool
     /// Stores the first results of a command and its final state. Returns
     /// false, changing nothing, when the command already has results (results
-    /// are idempotent by commandID) or is unknown. The command's notification
-    /// (MQTT, webhooks) is then due: a sweep may claim it from
-    /// `at + StoreRules.notificationGraceMs` on, unless `markNotified` came first.
-    func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool
+    /// are idempotent by commandID) or is unknown. With `swept`, the
+    /// command's notification (MQTT, webhooks) is then due: a sweep may
+    /// claim it from `at + StoreRules.notificationGraceMs` on, unless
+    /// `markNotified` came first. Without, it is never due (the command
+    /// has no target a sweep sends to).
+    func recordResults(commandID: String, results: String, state: CommandState, at: Int64, swept: Bool) -> Bool
     /// The hub that sent these commands' notifications says so: no sweep
     /// claims them afterwards. Returns how many were due (the others are
     /// unknown, have no results, or were marked).
@@ -623,6 +629,11 @@ extension HubStore {
     }
 
     /// Stores whose writes cost no round trip do not need the hint.
+    /// Results whose notification a sweep may send (`swept`).
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+        recordResults(commandID: commandID, results: results, state: state, at: at, swept: true)
+    }
+
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
         -> StateWrite?
     {

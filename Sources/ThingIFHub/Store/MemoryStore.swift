@@ -349,14 +349,16 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
-    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64, swept: Bool)
+        -> Bool
+    {
         data.withLock { d in
             guard var c = d.commands[commandID], c.results == nil else { return false }
             c.results = results
             c.state = state
             c.modifiedAt = at
             d.commands[commandID] = c
-            d.notifyDue[commandID] = at + StoreRules.notificationGraceMs
+            if swept { d.notifyDue[commandID] = at + StoreRules.notificationGraceMs }
             return true
         }
     }

@@ -558,7 +558,9 @@ extension SQLStore {
         return marked
     }
 
-    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
+    public func recordResults(commandID: String, results: String, state: CommandState, at: Int64, swept: Bool)
+        -> Bool
+    {
         use(false) {
             // The first results win, whichever hub stores them.
             try changeCommand(
@@ -568,7 +570,8 @@ extension SQLStore {
                 WHERE command_id = ? AND results IS NULL
                 """,
                 [
-                    .text(results), .text(state.rawValue), .int(at), .int(at + StoreRules.notificationGraceMs),
+                    .text(results), .text(state.rawValue), .int(at),
+                    .int(swept ? at + StoreRules.notificationGraceMs : nil),
                     .text(commandID)
                 ])
         }
