@@ -235,16 +235,18 @@ extension FrameworkSide {
                 commandReport(req, thingID: $0.thingID, commandID: parts[3])
             }
         case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            // The thing and the command in one read (one round trip on PostgreSQL).
-            var command: CommandRecord?
+            // The thing, the command and whom to tell in one read (one round trip).
+            var read: ThingAndCommand?
             let lookup: ThingLookup = { token in
                 self.store.thing(accessToken: token, command: parts[3]).map {
-                    command = $0.command
+                    read = $0
                     return $0.thing
                 }
             }
             return forTarget(req, parts[1], clientID: clientID, lookup: lookup) {
-                actionResults(req, thingID: $0.thingID, commandID: parts[3], command: command)
+                actionResults(
+                    req, thingID: $0.thingID, commandID: parts[3], command: read?.command,
+                    targets: read?.targets)
             }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":

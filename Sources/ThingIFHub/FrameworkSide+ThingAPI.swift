@@ -453,10 +453,12 @@ extension FrameworkSide {
 
     /// The results of `commandID`: `command` is that command as read with
     /// the thing that authorisation read (`HubStore.thing(accessToken:command:)`),
-    /// nil when the thing has none of that ID.
-    func actionResults(_ req: KiiRequest, thingID tid: String, commandID: String, command: CommandRecord?)
-        -> KiiResponse
-    {
+    /// nil when the thing has none of that ID; `targets`, its notification
+    /// targets when read with it.
+    func actionResults(
+        _ req: KiiRequest, thingID tid: String, commandID: String, command: CommandRecord?,
+        targets read: [AppInstallation]? = nil
+    ) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
         }
@@ -514,7 +516,7 @@ extension FrameworkSide {
         // Whom to tell, read in the lane's transaction (none without a
         // HubServer): a command without a target that a sweep sends to is
         // never due for one, and needs no mark after.
-        let targets = onCommandFinished == nil ? [] : notificationTargets(for: command)
+        let targets = onCommandFinished == nil ? [] : read ?? notificationTargets(for: command)
         let swept = targets.contains { $0.kind.isSwept }
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(

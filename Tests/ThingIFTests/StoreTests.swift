@@ -186,6 +186,49 @@ struct StoreConformanceTests {
                 return
             }
             #expect(try #require(s.thing(accessToken: a.accessToken, command: "' OR 1=1 --").value).command == nil)
+
+            // Whom a user's command tells comes with it on SQL: the rule of
+            // notificationInstallations (all of a user's installations, a
+            // pseudo user's issuing one only), in its order.
+            let joined: Bool
+            switch s {
+            case is SQLiteStore, is PostgresStore: joined = true
+            default: joined = false
+            }
+            let alice = try #require(s.createUser(loginName: "alice-join", passwordHash: nil))
+            let pseudo = try #require(s.createUser(loginName: nil, passwordHash: nil))
+            var issuing: [String: String] = [:]
+            for (user, kinds) in [(alice, [AppInstallation.Kind.sse, .mqtt, .sse]), (pseudo, [.sse, .sse])] {
+                for kind in kinds {
+                    let i = try #require(s.addAppInstallation(userID: user.userID, kind: kind, target: nil))
+                    issuing[user.userID] = i.installationID
+                }
+            }
+            for (id, issuer, from) in [
+                ("cj-alice", "user:" + alice.userID, issuing[alice.userID]),
+                ("cj-pseudo", "user:" + pseudo.userID, issuing[pseudo.userID]),
+                ("cj-nobody", "user:no-such-user", nil), ("cj-group", "group:g1", nil)
+            ] {
+                var c = command(id, thing: a.thingID, at: 12)
+                c.issuer = issuer
+                c.issuingInstallationID = from
+                _ = try #require(s.insertCommand(c))
+                let read = try #require(s.thing(accessToken: a.accessToken, command: id).value)
+                #expect(read.command?.commandID == id)
+                guard issuer.hasPrefix("user:"), joined else {
+                    #expect(read.targets == nil, "\(id)")
+                    continue
+                }
+                let expected = s.notificationInstallations(
+                    userID: String(issuer.dropFirst(5)), issuingInstallationID: from)
+                #expect(read.targets?.map(\.installationID) == expected.map(\.installationID), "\(id)")
+                #expect(read.targets?.map(\.kind) == expected.map(\.kind), "\(id)")
+            }
+            // Alice's three, the pseudo user's issuing one, nobody's none.
+            for (id, count) in [("cj-alice", 3), ("cj-pseudo", 1), ("cj-nobody", 0)] {
+                let targets = s.thing(accessToken: a.accessToken, command: id).value?.targets
+                #expect(targets?.count == (joined ? count : nil), "\(id)")
+            }
         }
     }
 

@@ -372,12 +372,11 @@ public protocol HubStore: AnyObject, Sendable {
     func thingRead(accessToken: String) -> StoreRead<ThingRecord>
     /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
     /// when the thing has no command of that ID, or another thing has it)
-    /// read with it: what a thing's action results need, in one statement
-    /// on an SQL store. A failure of the store is `.failed`, not `.notFound`:
-    /// results must never be refused (and dropped by the thing) for it.
-    func thing(accessToken: String, command commandID: String) -> StoreRead<
-        (thing: ThingRecord, command: CommandRecord?)
-    >
+    /// and the notification targets of a user's command read with it: what
+    /// a thing's action results need, in one statement on an SQL store. A
+    /// failure of the store is `.failed`, not `.notFound`: results must
+    /// never be refused (and dropped by the thing) for it.
+    func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand>
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
@@ -620,25 +619,37 @@ extension HubStore {
         thing(accessToken: accessToken).map { .found($0) } ?? .notFound
     }
 
-    /// Two reads, for a store that does not fail (MemoryStore).
-    public func thing(accessToken: String, command commandID: String) -> StoreRead<
-        (thing: ThingRecord, command: CommandRecord?)
-    > {
+    /// Two reads, for a store that does not fail (MemoryStore); the
+    /// targets are left to the caller.
+    public func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand> {
         guard let t = thing(accessToken: accessToken) else { return .notFound }
-        return .found((t, command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }))
+        return .found(
+            ThingAndCommand(
+                thing: t, command: command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }, targets: nil))
     }
 
-    /// Stores whose writes cost no round trip do not need the hint.
     /// Results whose notification a sweep may send (`swept`).
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
         recordResults(commandID: commandID, results: results, state: state, at: at, swept: true)
     }
 
+    /// Stores whose writes cost no round trip do not need the hint.
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
         -> StateWrite?
     {
         applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
     }
+}
+
+/// What `HubStore.thing(accessToken:command:)` reads.
+public struct ThingAndCommand {
+    public var thing: ThingRecord
+    /// Nil when the thing has no command of that ID.
+    public var command: CommandRecord?
+    /// For a command that a user issued, the app installations to tell of
+    /// its results (`AppLogic.notificationTargets`); nil when not read with
+    /// it (another issuer, or a store that reads them apart).
+    public var targets: [AppInstallation]?
 }
 
 /// How `HubStore.inOneTransaction` ended.

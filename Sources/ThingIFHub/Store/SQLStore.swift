@@ -269,22 +269,35 @@ extension SQLStore {
         }
     }
 
-    /// One statement: the thing of the token, and the command joined to it
-    /// by its ID and the thing's (its columns NULL when there is none).
-    public func thing(accessToken: String, command commandID: String) -> StoreRead<
-        (thing: ThingRecord, command: CommandRecord?)
-    > {
-        read {
-            try $0.first(
-                "SELECT t.*, c.* FROM (" + Self.thingWithListsSQL + " WHERE thing_id IN " + Self.liveTokenSubject
-                    + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
-                    + " WHERE command_id = ?) c ON c.thing_id = t.thing_id",
-                Self.tokenValues(.thing, accessToken) + [.text(commandID)]
-            ) { row in
-                let command = StoreRows.ShiftedRow(row, by: StoreRows.thingWithListsCount)
-                return (StoreRows.thingWithLists(row), command.isNull(0) ? nil : StoreRows.command(command))
+    /// One statement: the thing of the token, the command joined to it by
+    /// its ID and the thing's (its columns NULL when there is none), and,
+    /// for a command a user issued, the installations it tells, one row each.
+    public func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand> {
+        read { c in
+            var out: ThingAndCommand?
+            try c.query(Self.thingAndCommandSQL, Self.tokenValues(.thing, accessToken) + [.text(commandID)]) { row in
+                if out == nil {
+                    let command = StoreRows.ShiftedRow(row, by: StoreRows.thingWithListsCount)
+                    let read = command.isNull(0) ? nil : StoreRows.command(command)
+                    out = ThingAndCommand(
+                        thing: StoreRows.thingWithLists(row), command: read,
+                        targets: read?.issuer?.hasPrefix("user:") == true ? [] : nil)
+                }
+                let installation = StoreRows.ShiftedRow(
+                    row, by: StoreRows.thingWithListsCount + StoreRows.commandCount)
+                if !installation.isNull(0) { out?.targets?.append(StoreRows.installation(installation)) }
             }
+            return out
         }
+    }
+
+    private static var thingAndCommandSQL: String {
+        "SELECT t.*, c.*, " + StoreRows.installationFields + " FROM (" + thingWithListsSQL
+            + " WHERE thing_id IN " + liveTokenSubject + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
+            + " WHERE command_id = ?) c ON c.thing_id = t.thing_id LEFT JOIN app_installations i"
+            + " ON substr(c.issuer, 1, 5) = 'user:' AND "
+            + toldInstallations(user: "substr(c.issuer, 6)", issuing: "c.issuing_installation_id")
+            + " ORDER BY i.created_at, i." + dialect.insertionOrder
     }
 
     public func thing(mqttTopic: String) -> ThingRecord? {
@@ -806,11 +819,19 @@ extension SQLStore {
     public func notificationInstallations(userID: String, issuingInstallationID: String?) -> [AppInstallation] {
         use([]) {
             try $0.rows(
-                StoreRows.installationColumns + " i WHERE i.user_id = ? AND EXISTS (SELECT 1 FROM users u"
-                    + " WHERE u.user_id = i.user_id AND (u.login_name IS NOT NULL OR i.installation_id = ?))"
+                StoreRows.installationColumns + " WHERE " + Self.toldInstallations(user: "?", issuing: "?")
                     + " ORDER BY i.created_at, i." + Self.dialect.insertionOrder,
                 [.text(userID), .text(issuingInstallationID)], StoreRows.installation)
         }
+    }
+
+    /// Which of a user's app installations (`i`) are told of a command it
+    /// issued from `issuing`: all of them for a user with a login name, only
+    /// the issuing one for a pseudo user. `user` and `issuing` are SQL: a
+    /// placeholder, or the columns of a command read in the same statement.
+    static func toldInstallations(user: String, issuing: String) -> String {
+        "i.user_id = " + user + " AND EXISTS (SELECT 1 FROM users u WHERE u.user_id = i.user_id"
+            + " AND (u.login_name IS NOT NULL OR i.installation_id = " + issuing + "))"
     }
 
     public func countAppInstallations(kind: AppInstallation.Kind) -> Int {

@@ -82,6 +82,8 @@ enum StoreRows {
                created_at, modified_at, expires_at, end_reason
         """
     static let commandColumns = "SELECT " + commandFields + " FROM commands"
+    /// How many columns `command` reads.
+    static let commandCount: Int32 = 12
 
     static func command(_ r: some StoreRow) -> CommandRecord {
         CommandRecord(
@@ -108,8 +110,9 @@ enum StoreRows {
         GroupRecord(groupID: r.string(0), name: r.string(1), ownerUserID: r.string(2), members: [])
     }
 
-    static let installationColumns =
-        "SELECT installation_id, user_id, kind, target, created_at FROM app_installations"
+    /// The columns `installation` reads, in its order, of app_installations as `i`.
+    static let installationFields = "i.installation_id, i.user_id, i.kind, i.target, i.created_at"
+    static let installationColumns = "SELECT " + installationFields + " FROM app_installations i"
 
     static func installation(_ r: some StoreRow) -> AppInstallation {
         AppInstallation(
