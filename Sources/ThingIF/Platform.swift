@@ -2,7 +2,6 @@ import CThingIF
 
 /// Small POSIX helpers: time, randomness, files. No Foundation.
 public enum Platform {
-    /// Monotonic milliseconds.
     /// A malloc'ed copy of `s` with a NUL (free() it), copied once from the
     /// string's storage: `strdup(s)` with a String argument first builds a
     /// new array of its bytes.
@@ -10,6 +9,7 @@ public enum Platform {
         s.withCString { strdup($0) }
     }
 
+    /// Monotonic milliseconds.
     public static func nowMs() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
@@ -32,15 +32,33 @@ public enum Platform {
     }
 
     public static func randomHex(bytes: Int) -> String {
+        // One draw of the system's generator (a getrandom call) for each
+        // 8 bytes, not for each byte.
         var g = SystemRandomNumberGenerator()
-        var s = ""
-        for _ in 0..<bytes {
-            let b = UInt8.random(in: 0...255, using: &g)
-            let hex = String(b, radix: 16)
-            s += b < 16 ? "0" + hex : hex
+        var raw: [UInt8] = []
+        raw.reserveCapacity(max(0, bytes))
+        while raw.count < bytes {
+            var word: UInt64 = g.next()
+            for _ in 0..<min(8, bytes - raw.count) {
+                raw.append(UInt8(truncatingIfNeeded: word))
+                word >>= 8
+            }
         }
-        return s
+        return hex(raw)
     }
+
+    /// `bytes` in lowercase hexadecimal, two digits each.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(hexDigit(b >> 4))
+            out.append(hexDigit(b & 15))
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? UInt8(ascii: "0") + n : UInt8(ascii: "a") + n - 10 }
 
     public static func isReadableFile(_ path: String) -> Bool {
         let fd = thingif_sys_open(path, O_RDONLY, 0)

@@ -107,16 +107,7 @@ public enum Crypto {
         }
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public static func hex(_ bytes: [UInt8]) -> String { Platform.hex(bytes) }
 
     public static func unhex(_ s: String) -> [UInt8]? {
         let u = Array(s.utf8)
