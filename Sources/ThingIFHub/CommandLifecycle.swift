@@ -82,17 +82,22 @@ extension FrameworkSide {
     /// call ended it).
     @discardableResult
     func end(_ commandID: String, state: CommandState, reason: EndReason, at: Int64) -> Bool {
-        guard store.endCommand(commandID: commandID, state: state, reason: reason.rawValue, at: at) else {
-            return false
-        }
+        // The command and whom to tell, read before the end (which changes
+        // neither its issuer nor its installation): as for results, the
+        // end is due for the sweep only with a target the sweep sends to.
+        guard var record = store.command(id: commandID) else { return false }
+        let targets = onCommandFinished == nil ? [] : notificationTargets(for: record)
+        guard
+            store.endCommand(
+                commandID: commandID, state: state, reason: reason.rawValue, at: at, swept: targets.anySwept)
+        else { return false }
         metrics.commandEnded(state: state, reason: reason)
         onEvent?("command \(commandID) ended \(state.rawValue) (\(reason.rawValue))")
-        guard let record = store.command(id: commandID) else { return true }
-        if let notify = onCommandFinished {
-            notify(record, notificationTargets(for: record))
-        } else {
-            _ = store.markNotified(commandID: commandID)
-        }
+        // The stored row now: the one read above with what was just written.
+        record.state = state
+        record.endReason = reason.rawValue
+        record.modifiedAt = at
+        onCommandFinished?(record, targets)
         return true
     }
 

@@ -517,12 +517,11 @@ extension FrameworkSide {
         // HubServer): a command without a target that a sweep sends to is
         // never due for one, and needs no mark after.
         let targets = onCommandFinished == nil ? [] : read ?? notificationTargets(for: command)
-        let swept = targets.contains { $0.kind.isSwept }
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(
             "recordResults",
-            { store.recordResults(commandID: commandID, results: text, state: state, at: now, swept: swept) })
-        {
+            { store.recordResults(commandID: commandID, results: text, state: state, at: now, swept: targets.anySwept) }
+        ) {
             // The stored row now: the one read above with what was just written.
             var record = command
             record.results = text

@@ -34,6 +34,10 @@ final class ThreadSlot<T: AnyObject>: @unchecked Sendable {
 
     init() { pthread_key_create(&key, nil) }
 
+    /// A process has at most PTHREAD_KEYS_MAX (1,024) keys: each store
+    /// has a slot, and tests open stores by the hundred.
+    deinit { pthread_key_delete(key) }
+
     /// The object this thread has set, nil for none.
     var current: T? { pthread_getspecific(key).map { Unmanaged<T>.fromOpaque($0).takeUnretainedValue() } }
 

@@ -120,7 +120,7 @@ final class Notifier: @unchecked Sendable {
     /// never due (`recordResults(swept:)`), and need no mark.
     func commandFinished(_ command: CommandRecord, targets: [AppInstallation]) {
         deliver(command, to: .all, targets: targets)
-        if targets.contains(where: { $0.kind.isSwept }) { hub.markNotifiedSoon(command.commandID) }
+        if targets.anySwept { hub.markNotifiedSoon(command.commandID) }
     }
 
     /// Sends the MQTT and webhook notifications of commands whose results a

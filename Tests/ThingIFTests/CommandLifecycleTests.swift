@@ -144,6 +144,23 @@ struct CommandLifecycleTests {
         }
     }
 
+    @Test("An ended command whose issuer has no MQTT or webhook target is never due for the notification sweep")
+    func endedNotSwept() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "exp-sse")
+            let (tid, thingToken) = try await e.onboard("AC-EXP-SSE", owner: "user:\(uid)", token: token)
+            let first = try await e.appliance(thingID: tid, token: thingToken, storage: "exp-sse")
+            // An event stream is the user's one target: each hub tells its own, no sweep does.
+            _ = try await e.installation("SSE", token: token)
+            try await takeOffline(e, first, tid)
+            let cid = try await e.postCommand(tid, token: token, userID: uid, extra: ["timeToLive": 2])
+            _ = try await waitForCommand(e, tid, cid, token: token) { $0["commandState"] as? String == "EXPIRED" }
+            // Not due now, nor after the grace period: nothing for a sweep to claim.
+            let due = e.hub.store.claimUnnotified(now: Platform.epochMs() + 60_000, leaseMs: 1, limit: 10)
+            #expect(due.isEmpty, "\(due.map(\.commandID))")
+        }
+    }
+
     @Test("No command without an end: undelivered and unanswered ones end EXPIRED; late results still count, once")
     func boundedEnd() async throws {
         try await withHubAPI(options: { $0.lifetimes = CommandLifetimes(undeliveredLimit: 2, unansweredLimit: 2) }) {

@@ -631,6 +631,10 @@ struct StoreConformanceTests {
             #expect(!s.markDelivered(commandID: "e1", at: 1_100))
             #expect(s.command(id: "e1")?.state == .expired)
             #expect(s.unansweredCommands(thingID: "th.a").map(\.commandID) == ["e1", "e2", "e3"])
+            // An end with no target a sweep sends to is never due (nor marked).
+            #expect(s.endCommand(commandID: "e3", state: .cancelled, reason: "cancelled", at: 1_004, swept: false))
+            #expect(s.claimUnnotified(now: 1_004 + grace, leaseMs: 1_000, limit: 10).isEmpty)
+            #expect(!s.markNotified(commandID: "e3"))
 
             // Late results are recorded once, with the state the caller gives; the reason stays.
             #expect(s.recordResults(commandID: "e1", results: #"{"actionResults":[]}"#, state: .done, at: 1_200))

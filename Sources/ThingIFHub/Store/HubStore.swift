@@ -212,6 +212,13 @@ public struct AppInstallation: Sendable {
     }
 }
 
+extension [AppInstallation] {
+    /// Whether the notification sweep would send to any of them: a command
+    /// ended or answered with none is never due for it (`recordResults` and
+    /// `endCommand` with `swept` false) and needs no mark.
+    public var anySwept: Bool { contains { $0.kind.isSwept } }
+}
+
 /// One state upload as stored for the history.
 public struct StateSample: Sendable {
     public var thingID: String
@@ -478,9 +485,10 @@ public protocol HubStore: AnyObject, Sendable {
     func setCommandExpiry(commandID: String, expiresAt: Int64) -> Bool
     /// Ends an open command (SENDING or DELIVERED, no results) in `state`
     /// (EXPIRED or CANCELLED) with `reason`, and makes its notification due
-    /// as `recordResults` does. False, changing nothing, when the command is
-    /// unknown, has results or is not open (of two hubs ending it, one wins).
-    func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool
+    /// (with `swept`) as `recordResults` does. False, changing nothing, when
+    /// the command is unknown, has results or is not open (of two hubs
+    /// ending it, one wins).
+    func endCommand(commandID: String, state: CommandState, reason: String, at: Int64, swept: Bool) -> Bool
     /// At most `limit` open commands, oldest first, that are due to end at
     /// `now`: past their `expiresAt`, or SENDING and created at or before
     /// `sentBefore`, or DELIVERED and last delivered at or before
@@ -631,6 +639,11 @@ extension HubStore {
     /// Results whose notification a sweep may send (`swept`).
     public func recordResults(commandID: String, results: String, state: CommandState, at: Int64) -> Bool {
         recordResults(commandID: commandID, results: results, state: state, at: at, swept: true)
+    }
+
+    /// An end whose notification a sweep may send (`swept`).
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+        endCommand(commandID: commandID, state: state, reason: reason, at: at, swept: true)
     }
 
     /// Stores whose writes cost no round trip do not need the hint.

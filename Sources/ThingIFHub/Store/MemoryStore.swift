@@ -411,14 +411,14 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
-    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64, swept: Bool) -> Bool {
         data.withLock { d in
             guard var c = d.commands[commandID], c.results == nil, c.state.isOpen else { return false }
             c.state = state
             c.endReason = reason
             c.modifiedAt = at
             d.commands[commandID] = c
-            d.notifyDue[commandID] = at + StoreRules.notificationGraceMs
+            if swept { d.notifyDue[commandID] = at + StoreRules.notificationGraceMs }
             return true
         }
     }

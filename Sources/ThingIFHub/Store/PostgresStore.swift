@@ -218,13 +218,11 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
     /// transaction has written, until its commit.
     public func inOneTransaction(_ body: () -> Void) -> OneTransaction {
         guard inTransaction.current == nil else { return .unsupported }
-        let outcome = Result {
-            try db.with { c in
-                defer { c.resetIfBroken() }
-                return try c.sharedTransaction { inTransaction.with(c, body) }
-            }
+        let outcome = try? db.with { c in
+            defer { c.resetIfBroken() }
+            return try c.sharedTransaction { inTransaction.with(c, body) }
         }
-        return (try? outcome.get()) ?? .unsupported
+        return outcome ?? .unsupported
     }
 
     /// The thing's record in one round trip (the prepared statement of the

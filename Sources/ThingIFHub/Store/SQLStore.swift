@@ -650,15 +650,15 @@ extension SQLStore {
         }
     }
 
-    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
+    public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64, swept: Bool) -> Bool {
         use(false) {
             try changeCommand(
                 $0,
                 "UPDATE commands SET state = ?, end_reason = ?, modified_at = ?, notify_due = ? WHERE command_id = ? AND "
                     + StoreSchema.openCommand,
                 [
-                    .text(state.rawValue), .text(reason), .int(at), .int(at + StoreRules.notificationGraceMs),
-                    .text(commandID)
+                    .text(state.rawValue), .text(reason), .int(at),
+                    .int(swept ? at + StoreRules.notificationGraceMs : nil), .text(commandID)
                 ])
         }
     }
