@@ -146,11 +146,13 @@ extension SQLStore {
         return raw
     }
 
-    /// The subjects of a live (known, unexpired, unrevoked) token of a kind,
-    /// as a subquery (tokenValues bind it), so that a request's subject is
-    /// read in the same round trip as its token.
-    static var liveTokenSubject: String {
-        "(SELECT subject_id FROM tokens WHERE token_hash = ? AND kind = ? AND revoked = 0"
+    /// `column` is the subject of a live (known, unexpired, unrevoked)
+    /// token of a kind, through a subquery (tokenValues bind it), so that a
+    /// request's subject is read in the same round trip as its token. The
+    /// hash is the key, so there is at most one: a scalar subquery, not an
+    /// IN (for which SQLite builds a temporary table on every read).
+    static func isLiveTokenSubject(_ column: String) -> String {
+        column + " = (SELECT subject_id FROM tokens WHERE token_hash = ? AND kind = ? AND revoked = 0"
             + " AND (expires_at = 0 OR expires_at > ?))"
     }
 
@@ -265,7 +267,7 @@ extension SQLStore {
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         read {
             try Self.thing(
-                $0, where: "thing_id IN " + Self.liveTokenSubject, Self.tokenValues(.thing, accessToken), lock: false)
+                $0, where: Self.isLiveTokenSubject("thing_id"), Self.tokenValues(.thing, accessToken), lock: false)
         }
     }
 
@@ -293,7 +295,7 @@ extension SQLStore {
 
     private static var thingAndCommandSQL: String {
         "SELECT t.*, c.*, " + StoreRows.installationFields + " FROM (" + thingWithListsSQL
-            + " WHERE thing_id IN " + liveTokenSubject + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
+            + " WHERE " + isLiveTokenSubject("thing_id") + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
             + " WHERE command_id = ?) c ON c.thing_id = t.thing_id LEFT JOIN app_installations i"
             + " ON substr(c.issuer, 1, 5) = 'user:' AND "
             + toldInstallations(user: "substr(c.issuer, 6)", issuing: "c.issuing_installation_id")
@@ -710,7 +712,7 @@ extension SQLStore {
     public func user(accessToken: String) -> UserRecord? {
         use(nil) {
             try $0.first(
-                StoreRows.userColumns + " WHERE user_id IN " + Self.liveTokenSubject + " LIMIT 1",
+                StoreRows.userColumns + " WHERE " + Self.isLiveTokenSubject("user_id") + " LIMIT 1",
                 Self.tokenValues(.user, accessToken), StoreRows.user)
         }
     }
@@ -720,7 +722,7 @@ extension SQLStore {
     public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
         use(nil) {
             try $0.first(
-                "SELECT u.*, t.* FROM (" + StoreRows.userColumns + " WHERE user_id IN " + Self.liveTokenSubject
+                "SELECT u.*, t.* FROM (" + StoreRows.userColumns + " WHERE " + Self.isLiveTokenSubject("user_id")
                     + " LIMIT 1) u LEFT JOIN (" + Self.thingWithListsSQL + " WHERE thing_id = ?) t ON 1 = 1",
                 Self.tokenValues(.user, accessToken) + [.text(thingID)]
             ) { row in

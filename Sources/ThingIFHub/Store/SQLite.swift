@@ -68,7 +68,7 @@ final class SQLiteConnection: SQLConnection {
         return SQLiteError(code: rc, message: "\(context): \(message)")
     }
 
-    /// Runs SQL without parameters or results (schema, pragmas, BEGIN/COMMIT).
+    /// Runs SQL without parameters or results (schema, pragmas).
     func exec(_ sql: String) throws {
         guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "the connection is closed") }
         let rc = sqlite3_exec(db, sql, nil, nil, nil)
@@ -139,17 +139,19 @@ final class SQLiteConnection: SQLConnection {
     /// rolls back to that.
     func transaction<R>(_ body: () throws -> R) throws -> R {
         let nested = db.map { sqlite3_get_autocommit($0) == 0 } ?? false
-        try exec(nested ? "SAVEPOINT call" : "BEGIN IMMEDIATE")
+        // Prepared once like any statement (sqlite3_exec parses its text
+        // on every call, and a lane's run takes two of these a message).
+        try run(nested ? "SAVEPOINT call" : "BEGIN IMMEDIATE")
         do {
             let r = try body()
-            try exec(nested ? "RELEASE call" : "COMMIT")
+            try run(nested ? "RELEASE call" : "COMMIT")
             return r
         } catch {
-            if nested, let db {
-                _ = sqlite3_exec(db, "ROLLBACK TO call", nil, nil, nil)
-                _ = sqlite3_exec(db, "RELEASE call", nil, nil, nil)
+            if nested {
+                _ = try? run("ROLLBACK TO call")
+                _ = try? run("RELEASE call")
             } else if let db, sqlite3_get_autocommit(db) == 0 {
-                _ = sqlite3_exec(db, "ROLLBACK", nil, nil, nil)
+                _ = try? run("ROLLBACK")
             }
             throw error
         }
