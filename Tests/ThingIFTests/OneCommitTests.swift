@@ -425,4 +425,63 @@ struct OneCommitTests {
         #expect(store.applyState(thingID: t.thingID, method: "PUT", upload: #"{"f":6}"#, at: 6) != nil)
         #expect(committed(t.thingID)?.contains("\"f\":6") == true)
     }
+
+    @Test("PostgreSQL: a lane's BEGIN travels with its first statement; a run without one sends nothing")
+    func postgresBeginWithFirstStatement() throws {
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        let store = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { store.close() }
+        let t = try #require(
+            try? store.registerThing(
+                vendorThingID: "AC-BEGIN", password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil
+            ).get())
+        var shared: PostgresConnection?
+        // The statements a body prepared on the connection (a round trip each, on first use).
+        var preparedBefore = 0
+        func take() {
+            shared = try? store.attempt { $0 }.get()
+            preparedBefore = shared?.preparedCount ?? -1
+        }
+        func prepares() -> Int { (shared?.preparedCount ?? 0) - preparedBefore }
+        func setType(_ type: String) -> Result<Int, Error> {
+            store.attempt { c in
+                try c.run("UPDATE things SET thing_type = ? WHERE thing_id = ?", [.text(type), .text(t.thingID)])
+            }
+        }
+        // Two statements: the first carries BEGIN, then COMMIT. Three round trips
+        // (and one for each statement prepared on first use), not four.
+        let two = store.inOneTransaction {
+            take()
+            #expect((try? setType("one").get()) == 1)
+            #expect((try? setType("two").get()) == 1)
+        }
+        #expect(two == .committed)
+        #expect(shared?.lastSharedRoundTrips == 3 + prepares())
+        #expect(store.thing(id: t.thingID)?.thingType == "two")
+
+        // None: nothing sent, nothing to commit.
+        shared = nil
+        let none = store.inOneTransaction { take() }
+        #expect(none == .committed)
+        #expect(shared?.lastSharedRoundTrips == 0)
+
+        // A first statement that fails when it runs, after its BEGIN in the
+        // same round trip: undone (ROLLBACK), and the connection is back out
+        // of the pipeline and of the transaction for the next call.
+        shared = nil
+        let failed = store.inOneTransaction {
+            take()
+            let r = store.attempt { c in try c.first("SELECT 1 / ?::int", [.int(0)]) { $0.int(0) } }
+            if case .success = r { Issue.record("a division by zero succeeded") }
+            if case .success = setType("three") { Issue.record("a statement after a failed one succeeded") }
+        }
+        #expect(failed == .undone)
+        #expect(shared?.lastSharedRoundTrips == 3 + prepares())
+        let connection = try #require(shared)
+        #expect((try? connection.first("SELECT 2", []) { $0.int(0) }) == 2)
+        #expect(store.thing(id: t.thingID)?.thingType == "two")
+    }
 }

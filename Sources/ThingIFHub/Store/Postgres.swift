@@ -53,6 +53,14 @@ final class PostgresConnection: SQLConnection {
     static let maxPrepared = 256
     /// host:port/dbname, for messages (never the password).
     let target: String
+    /// The statements sent and waited for (LISTEN's wait aside): a round
+    /// trip each.
+    private(set) var roundTrips = 0
+    /// How many of them the last `sharedTransaction` took, its COMMIT or
+    /// ROLLBACK included (and the first use's PQprepare of a statement).
+    private(set) var lastSharedRoundTrips = 0
+    /// How many statements are prepared on this connection.
+    var preparedCount: Int { prepared.count }
 
     /// Connects to `url` (postgres://user[:password]@host[:port]/dbname[?…],
     /// or any libpq connection string), waiting at most `timeout` seconds.
@@ -148,9 +156,21 @@ final class PostgresConnection: SQLConnection {
             }
         }
         let name = try statement(sql, conn)
+        let begin = takePendingBegin()
+        roundTrips += 1
         let result = Self.withCStrings(texts) { params in
             if let name {
+                if begin {
+                    return afterBegin(conn) {
+                        PQsendQueryPrepared(conn, name, Int32(values.count), params, nil, nil, 0)
+                    }
+                }
                 return PQexecPrepared(conn, name, Int32(values.count), params, nil, nil, 0)
+            }
+            if begin {
+                return afterBegin(conn) {
+                    PQsendQueryParams(conn, Self.numbered(sql), Int32(values.count), nil, params, nil, nil, 0)
+                }
             }
             return PQexecParams(conn, Self.numbered(sql), Int32(values.count), nil, params, nil, nil, 0)
         }
@@ -159,6 +179,7 @@ final class PostgresConnection: SQLConnection {
         } catch let e as PostgresError where name != nil && Self.voidsPlan(e.sqlState) {
             // Another hub changed the schema under a prepared statement: prepare it anew next time.
             prepared[sql] = nil
+            roundTrips += 1
             PQclear(PQexec(conn, "DEALLOCATE " + name!))
             throw e
         }
@@ -173,6 +194,7 @@ final class PostgresConnection: SQLConnection {
         // leaves the count lower than the names taken).
         let name = "thingif_\(nextName)"
         nextName += 1
+        roundTrips += 1
         _ = try checked(PQprepare(conn, name, Self.numbered(sql), 0, nil), conn) { _ in () }
         prepared[sql] = name
         return name
@@ -205,7 +227,58 @@ final class PostgresConnection: SQLConnection {
     /// the simple protocol: one round trip, nothing prepared.
     func exec(_ sql: String) throws {
         guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
-        _ = try checked(PQexec(conn, sql), conn) { _ in () }
+        // A shared transaction's first statement: its BEGIN in the same string.
+        roundTrips += 1
+        _ = try checked(PQexec(conn, takePendingBegin() ? "BEGIN; " + sql : sql), conn) { _ in () }
+    }
+
+    /// BEGIN and the one statement `send` queues, in one round trip
+    /// (libpq's pipeline mode, then back to the usual one): the statement's
+    /// result, or BEGIN's when BEGIN failed; nil when the connection did.
+    private func afterBegin(_ conn: OpaquePointer, _ send: () -> Int32) -> OpaquePointer? {
+        guard PQenterPipelineMode(conn) == 1 else { return nil }
+        var begin: OpaquePointer?
+        var statement: OpaquePointer?
+        if PQsendQueryParams(conn, "BEGIN", 0, nil, nil, nil, nil, 0) == 1 {
+            let sent = send() == 1
+            if PQpipelineSync(conn) == 1 {
+                // BEGIN's result, a NULL, the statement's (or PIPELINE_ABORTED
+                // after a failed BEGIN), a NULL, then the sync's.
+                var ends = 0
+                while ends <= 2 {
+                    guard let r = PQgetResult(conn) else {
+                        ends += 1
+                        if PQstatus(conn) == CONNECTION_BAD { break }
+                        continue
+                    }
+                    if PQresultStatus(r) == PGRES_PIPELINE_SYNC {
+                        PQclear(r)
+                        break
+                    }
+                    if begin == nil {
+                        begin = r
+                    } else if statement == nil && sent {
+                        statement = r
+                    } else {
+                        PQclear(r)
+                    }
+                }
+            }
+        }
+        if PQexitPipelineMode(conn) != 1 {
+            // Something is still queued: the session cannot be trusted.
+            PQreset(conn)
+            prepared = [:]
+            if let begin { PQclear(begin) }
+            if let statement { PQclear(statement) }
+            return nil
+        }
+        if let begin, PQresultStatus(begin) != PGRES_COMMAND_OK {
+            if let statement { PQclear(statement) }
+            return begin
+        }
+        if let begin { PQclear(begin) }
+        return statement
     }
 
     /// Runs a statement with bound values, calling `row` for every result row.
@@ -270,25 +343,39 @@ final class PostgresConnection: SQLConnection {
         }
     }
 
-    /// Whether `sharedTransaction` runs, and whether a call in it failed.
-    private var shared: (open: Bool, spoiled: Bool) = (false, false)
+    /// Whether `sharedTransaction` runs, whether a call in it failed, and
+    /// whether its BEGIN is still to be sent (with its first statement).
+    private var shared: (open: Bool, spoiled: Bool, beginPending: Bool) = (false, false, false)
+
+    /// Whether the next statement is a shared transaction's first, which
+    /// then sends its BEGIN too (and from then on it is sent).
+    private func takePendingBegin() -> Bool {
+        guard shared.beginPending else { return false }
+        shared.beginPending = false
+        return true
+    }
 
     /// Runs `body` in one transaction that each `transaction` in it joins.
     /// They take no savepoints (a round trip each), so a call in it that
     /// fails (`spoil()`, or any statement the server refused) undoes all of
-    /// it: `.undone`, and nothing is stored. Throws, without running
-    /// `body`, when BEGIN fails.
+    /// it: `.undone`, and nothing is stored. BEGIN goes with the first
+    /// statement, in its round trip; a body that ran none has nothing to
+    /// commit. Throws when the connection is closed.
     func sharedTransaction(_ body: () -> Void) throws -> OneTransaction {
-        try exec("BEGIN")
-        shared = (true, false)
+        guard conn != nil else { throw PostgresError(sqlState: "", message: "the connection is closed") }
+        let start = roundTrips
+        defer { lastSharedRoundTrips = roundTrips - start }
+        shared = (true, false, true)
         body()
-        let spoiled = shared.spoiled
-        shared = (false, false)
+        let (spoiled, unsent) = (shared.spoiled, shared.beginPending)
+        shared = (false, false, false)
+        if unsent && !spoiled { return .committed }
         guard let conn, !spoiled, PQtransactionStatus(conn) == PQTRANS_INTRANS else {
             rollbackIfOpen()
             return .undone
         }
         // A COMMIT that fails (a deferred constraint, the connection) rolls back.
+        roundTrips += 1
         let result = PQexec(conn, "COMMIT")
         defer { PQclear(result) }
         let committed =
@@ -305,6 +392,7 @@ final class PostgresConnection: SQLConnection {
 
     private func rollbackIfOpen() {
         if let conn, PQtransactionStatus(conn) != PQTRANS_IDLE {
+            roundTrips += 1
             PQclear(PQexec(conn, "ROLLBACK"))
         }
     }
