@@ -99,6 +99,8 @@ struct OneCommitTests {
             closeWatcher()
             probe.stop()
             hub.stop()
+            // The hub leaves its store open; its connections end before the database goes.
+            (hub.store as? PostgresStore)?.close()
             broker.stop()
             broker.removeFiles()
             if let postgres { postgres.server.dropDatabase(postgres.name) }
@@ -272,7 +274,10 @@ struct OneCommitTests {
                 Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: rig.broker),
                 store: try PostgresStore(url: postgres.url, secrets: .fastForTests)))
         try #require(hub2.start(timeoutMs: 10_000), "\(hub2.startProblem ?? "")")
-        defer { hub2.stop() }
+        defer {
+            hub2.stop()
+            (hub2.store as? PostgresStore)?.close()
+        }
         let events = Locked<[String]>([])
         for hub in [rig.hub, hub2] { hub.onEvent = { e in events.withLock { $0.append(e) } } }
         // Each upload holds its thing's row a while: taken in opposite
