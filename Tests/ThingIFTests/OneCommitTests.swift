@@ -488,5 +488,22 @@ struct OneCommitTests {
         let connection = try #require(shared)
         #expect((try? connection.first("SELECT 2", []) { $0.int(0) }) == 2)
         #expect(store.thing(id: t.thingID)?.thingType == "two")
+
+        // The connection dies before the first statement (its BEGIN never
+        // takes, in the pipeline): that call fails and so do the next ones,
+        // the run is undone, and the store serves the next call.
+        let killer = try PostgresConnection(url: url)
+        defer { killer.close() }
+        let lost = store.inOneTransaction {
+            take()
+            let pid = shared?.backendPID ?? 0
+            #expect(
+                (try? killer.first("SELECT pg_terminate_backend(?::int)", [.int(Int64(pid))]) { $0.text(0) }) == "t")
+            if case .success = setType("four") { Issue.record("a statement on a terminated connection succeeded") }
+            if case .success = setType("five") { Issue.record("a statement after a lost connection succeeded") }
+        }
+        #expect(lost == .undone)
+        #expect((try? setType("six").get()) == 1)
+        #expect(store.thing(id: t.thingID)?.thingType == "six")
     }
 }

@@ -61,6 +61,8 @@ final class PostgresConnection: SQLConnection {
     private(set) var lastSharedRoundTrips = 0
     /// How many statements are prepared on this connection.
     var preparedCount: Int { prepared.count }
+    /// The server process of this connection (no round trip).
+    var backendPID: Int32 { conn.map { PQbackendPID($0) } ?? 0 }
 
     /// Connects to `url` (postgres://user[:password]@host[:port]/dbname[?…],
     /// or any libpq connection string), waiting at most `timeout` seconds.
@@ -156,8 +158,9 @@ final class PostgresConnection: SQLConnection {
             }
         }
         let name = try statement(sql, conn)
-        let begin = takePendingBegin()
+        let begin = shared.beginPending
         roundTrips += 1
+        defer { if begin { begun(conn) } }
         let result = Self.withCStrings(texts) { params in
             if let name {
                 if begin {
@@ -228,8 +231,10 @@ final class PostgresConnection: SQLConnection {
     func exec(_ sql: String) throws {
         guard let conn else { throw PostgresError(sqlState: "", message: "the connection is closed") }
         // A shared transaction's first statement: its BEGIN in the same string.
+        let begin = shared.beginPending
         roundTrips += 1
-        _ = try checked(PQexec(conn, takePendingBegin() ? "BEGIN; " + sql : sql), conn) { _ in () }
+        defer { if begin { begun(conn) } }
+        _ = try checked(PQexec(conn, begin ? "BEGIN; " + sql : sql), conn) { _ in () }
     }
 
     /// BEGIN and the one statement `send` queues, in one round trip
@@ -347,12 +352,17 @@ final class PostgresConnection: SQLConnection {
     /// whether its BEGIN is still to be sent (with its first statement).
     private var shared: (open: Bool, spoiled: Bool, beginPending: Bool) = (false, false, false)
 
-    /// Whether the next statement is a shared transaction's first, which
-    /// then sends its BEGIN too (and from then on it is sent).
-    private func takePendingBegin() -> Bool {
-        guard shared.beginPending else { return false }
-        shared.beginPending = false
-        return true
+    /// After a shared transaction's first statement, which carried its
+    /// BEGIN: the transaction is open, or the run is spoiled and the next
+    /// statement carries BEGIN again, so that none runs outside it (and the
+    /// run is undone at its end).
+    private func begun(_ conn: OpaquePointer) {
+        let status = PQtransactionStatus(conn)
+        if status == PQTRANS_INTRANS || status == PQTRANS_INERROR {
+            shared.beginPending = false
+        } else {
+            spoil()
+        }
     }
 
     /// Runs `body` in one transaction that each `transaction` in it joins.
