@@ -85,11 +85,7 @@ struct OneCommitTests {
 
         /// A registered thing with an installation (its MQTT client ID).
         static func thing(_ vendorThingID: String, in store: HubStore) throws -> (ThingRecord, String) {
-            guard
-                case .success(let t) = store.registerThing(
-                    vendorThingID: vendorThingID, password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)
-            else { throw CancellationError() }
+            let t = try OneCommitTests.registered(vendorThingID, in: store)
             let topic = "tonecommit" + randomHexString(4)
             #expect(store.addInstallation(thingID: t.thingID, installationID: "i-" + topic, mqttTopic: topic))
             return (t, topic)
@@ -312,14 +308,7 @@ struct OneCommitTests {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let store = try SQLiteStore(path: dir + "/s.sqlite", secrets: .fastForTests)
         defer { store.close() }
-        guard
-            case .success(let t) = store.registerThing(
-                vendorThingID: "AC-ONE-TX", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil)
-        else {
-            Issue.record("registration failed")
-            return
-        }
+        let t = try Self.registered("AC-ONE-TX", in: store)
         let watcher = try SQLiteConnection(path: dir + "/s.sqlite")
         defer { watcher.close() }
         func committed() -> String? {
@@ -363,25 +352,43 @@ struct OneCommitTests {
         #expect(MemoryStore().inOneTransaction { ran = true } == .unsupported && !ran)
     }
 
+    /// A PostgreSQL store on a database of its own, its URL, and what
+    /// closes the store and drops the database.
+    static func postgresStore() throws -> (PostgresStore, String, () -> Void) {
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        do {
+            let store = try PostgresStore(url: url, secrets: .fastForTests)
+            return (
+                store, url,
+                {
+                    store.close()
+                    server.dropDatabase(name)
+                }
+            )
+        } catch {
+            server.dropDatabase(name)
+            throw error
+        }
+    }
+
+    /// A registered thing, without an installation.
+    static func registered(_ vendorThingID: String, in store: HubStore) throws -> ThingRecord {
+        try #require(
+            try? store.registerThing(
+                vendorThingID: vendorThingID, password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil
+            ).get())
+    }
+
     @Test(
         "PostgreSQL: the calls in inOneTransaction share it; one that fails undoes all of it",
         .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
     func postgresTransaction() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let store = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { store.close() }
-        let t = try #require(
-            try? store.registerThing(
-                vendorThingID: "AC-ONE-TX", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil
-            ).get())
-        let u = try #require(
-            try? store.registerThing(
-                vendorThingID: "AC-ONE-TX-2", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil
-            ).get())
+        let (store, url, done) = try Self.postgresStore()
+        defer { done() }
+        let t = try Self.registered("AC-ONE-TX", in: store)
+        let u = try Self.registered("AC-ONE-TX-2", in: store)
         let watcher = try PostgresConnection(url: url)
         defer { watcher.close() }
         func committed(_ id: String) -> String? {
@@ -431,18 +438,13 @@ struct OneCommitTests {
         #expect(committed(t.thingID)?.contains("\"f\":6") == true)
     }
 
-    @Test("PostgreSQL: a lane's BEGIN travels with its first statement; a run without one sends nothing")
+    @Test(
+        "PostgreSQL: a lane's BEGIN travels with its first statement; a run without one sends nothing",
+        .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
     func postgresBeginWithFirstStatement() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let store = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { store.close() }
-        let t = try #require(
-            try? store.registerThing(
-                vendorThingID: "AC-BEGIN", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil
-            ).get())
+        let (store, url, done) = try Self.postgresStore()
+        defer { done() }
+        let t = try Self.registered("AC-BEGIN", in: store)
         var shared: PostgresConnection?
         // The statements a body prepared on the connection (a round trip each, on first use).
         var preparedBefore = 0
