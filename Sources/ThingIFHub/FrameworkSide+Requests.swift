@@ -194,12 +194,7 @@ extension FrameworkSide {
         let logged = RequestRecord(
             clientID: clientID, method: method, path: path,
             body: FrameworkSide.redacted(body, path: path), status: status)
-        data.withLock {
-            $0.requests.append(logged)
-            if $0.requests.count > FrameworkSide.requestLogSize {
-                $0.requests.removeFirst($0.requests.count - FrameworkSide.requestLogSize)
-            }
-        }
+        data.withLock { $0.requests.append(logged) }
     }
 
     /// The body limit of a request path: state uploads have their own.

@@ -468,13 +468,8 @@ extension FrameworkSide {
             return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
         }
         data.withLock { d in
-            if d.resultPosts[commandID] == nil {
-                d.resultPostOrder.append(commandID)
-                if d.resultPostOrder.count > FrameworkSide.resultCountLimit {
-                    let excess = d.resultPostOrder.count - FrameworkSide.resultCountLimit
-                    for k in d.resultPostOrder.prefix(excess) { d.resultPosts[k] = nil }
-                    d.resultPostOrder.removeFirst(excess)
-                }
+            if d.resultPosts[commandID] == nil, let oldest = d.resultPostOrder.append(commandID) {
+                d.resultPosts[oldest] = nil
             }
             d.resultPosts[commandID, default: 0] += 1
         }

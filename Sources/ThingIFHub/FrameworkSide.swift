@@ -159,11 +159,11 @@ public final class FrameworkSide: @unchecked Sendable {
 
     /// What only this process needs to know.
     struct Data {
-        var requests: [RequestRecord] = []
+        var requests = RecentLog<RequestRecord>(capacity: FrameworkSide.requestLogSize)
         var online: [String: Bool] = [:]  // thingID -> last status seen
         var commandTopic: [String: String] = [:]  // thingID -> the installation whose "online" came last
         var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
-        var resultPostOrder: [String] = []  // the same keys, oldest first (bounded)
+        var resultPostOrder = RecentLog<String>(capacity: FrameworkSide.resultCountLimit)  // the same keys (bounded)
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []

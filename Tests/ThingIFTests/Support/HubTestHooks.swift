@@ -28,7 +28,7 @@ extension FrameworkSide {
     public func thing(_ thingID: String) -> ThingRecord? { store.thing(id: thingID) }
     public func thing(vendorThingID: String) -> ThingRecord? { store.thing(vendorThingID: vendorThingID) }
 
-    public var requests: [RequestRecord] { data.withLock { $0.requests } }
+    public var requests: [RequestRecord] { data.withLock { $0.requests.all } }
 
     /// Things whose last status message said "online".
     public var onlineThings: [String] { data.withLock { d in d.online.filter(\.value).map(\.key).sorted() } }
