@@ -134,6 +134,8 @@ public enum HATopics {
     public static func availability(_ thingID: String) -> String { "thingif/\(thingID)/availability" }
     public static func command(_ thingID: String, _ field: String) -> String { "thingif/\(thingID)/set/\(field)" }
     public static let commandFilter = "thingif/+/set/+"
+    /// What every topic of this bridge's (state, availability, commands) starts with.
+    static let thingPrefix = "thingif/"
     public static func status(prefix: String) -> String { "\(prefix)/status" }
 }
 
@@ -146,15 +148,20 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// config (ms): at most one such round a second.
     private let lastRound = Locked<Int64>(0)
 
+    /// Home Assistant's status topic, made once: every MQTT message the hub
+    /// gets is compared with it.
+    private let statusTopic: String
+
     init(hub: FrameworkSide, options: HomeAssistantOptions) {
         self.hub = hub
         self.options = options
+        statusTopic = HATopics.status(prefix: options.prefix)
     }
 
     var subscriptions: [String] {
         let commands =
             hub.options.sharedSubscription ? "$share/thingif-hub/" + HATopics.commandFilter : HATopics.commandFilter
-        return [commands, HATopics.status(prefix: options.prefix)]
+        return [commands, statusTopic]
     }
 
     func subscribe() {
@@ -285,7 +292,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
 
     /// True when the message was Home Assistant's (handled or refused).
     func handle(_ m: MqttClient.Message) -> Bool {
-        if m.topic == HATopics.status(prefix: options.prefix) {
+        if m.topic == statusTopic {
             if m.payload == Array("online".utf8) {
                 let now = Platform.nowMs()
                 let due = lastRound.withLock { last -> Bool in
@@ -302,6 +309,8 @@ final class HomeAssistantBridge: @unchecked Sendable {
             }
             return true
         }
+        // A thing's own request (most of what the hub gets) is not split into levels.
+        guard m.topic.utf8.starts(with: HATopics.thingPrefix.utf8) else { return false }
         let parts = m.topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count == 4, parts[0] == "thingif", parts[2] == "set" else { return false }
         let refused = { (why: String) -> Bool in

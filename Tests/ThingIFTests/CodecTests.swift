@@ -323,6 +323,9 @@ struct CodecTests {
         #expect(Topics.parseStatus("p/tABC/status") == "tABC")
         #expect(Topics.parseStatus("p/tABC/resp") == nil)
         #expect(Topics.parseStatus("p//status") == nil)
+        #expect(Topics.parseStatus("p/tABC/status/x") == nil)
+        #expect(Topics.parseStatus("p/tABC/thing-if/apps/app1/targets/thing:tABC/states") == nil)
+        #expect(Topics.parseStatus("status") == nil)
         // Requests are shared among hubs; status messages reach every hub.
         let shared = Topics.hubSubscriptions(shared: true)
         #expect(shared.filter { $0.hasPrefix("$share/thingif-hub/p/+/") }.count == 2)

@@ -262,6 +262,14 @@ public enum Topics {
 
     /// The clientID of a status topic p/{clientID}/status; nil for anything else.
     public static func parseStatus(_ topic: String) -> String? {
+        // Most topics the hub gets are requests, of more levels: none are
+        // made for them.
+        var slashes = 0
+        for b in topic.utf8 where b == 0x2F {
+            slashes += 1
+            if slashes > 2 { return nil }
+        }
+        guard slashes == 2 else { return nil }
         let parts = levels(topic)
         guard parts.count == 3, parts[0].equals("p"), !parts[1].isEmpty, parts[2].equals("status") else { return nil }
         return parts[1]
