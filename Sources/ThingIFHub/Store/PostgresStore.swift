@@ -225,6 +225,8 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
         return outcome ?? .unsupported
     }
 
+    static let hot = HotStatements(PostgresStore.self)
+
     /// The thing's record in one round trip (the prepared statement of the
     /// hot path: every request of a thing reads it).
     /// One round trip: the installations and owners come as two lists.

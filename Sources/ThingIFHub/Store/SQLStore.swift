@@ -79,6 +79,9 @@ protocol SQLStore: HubStore {
     /// and owners as two lists (StoreRows.thingWithLists); FROM things,
     /// without a WHERE. Each dialect aggregates in its own way.
     static var thingWithListsSQL: String { get }
+    /// The statements of every command, made once for the store's type
+    /// (`HotStatements(Self.self)`).
+    static var hot: HotStatements { get }
     /// Runs `update`, an UPDATE of at most one command; true when it
     /// changed it. PostgresStore also announces the commandID to the other
     /// hubs on the database (their event streams) when it commits.
@@ -265,10 +268,7 @@ extension SQLStore {
     public func thing(accessToken: String) -> ThingRecord? { thingRead(accessToken: accessToken).value }
 
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
-        read {
-            try Self.thing(
-                $0, where: Self.isLiveTokenSubject("thing_id"), Self.tokenValues(.thing, accessToken), lock: false)
-        }
+        read { try $0.first(Self.hot.thingByToken, Self.tokenValues(.thing, accessToken), StoreRows.thingWithLists) }
     }
 
     /// One statement: the thing of the token, the command joined to it by
@@ -277,7 +277,7 @@ extension SQLStore {
     public func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand> {
         read { c in
             var out: ThingAndCommand?
-            try c.query(Self.thingAndCommandSQL, Self.tokenValues(.thing, accessToken) + [.text(commandID)]) { row in
+            try c.query(Self.hot.thingAndCommand, Self.tokenValues(.thing, accessToken) + [.text(commandID)]) { row in
                 if out == nil {
                     let command = StoreRows.ShiftedRow(row, by: StoreRows.thingWithListsCount)
                     let read = command.isNull(0) ? nil : StoreRows.command(command)
@@ -291,15 +291,6 @@ extension SQLStore {
             }
             return out
         }
-    }
-
-    private static var thingAndCommandSQL: String {
-        "SELECT t.*, c.*, " + StoreRows.installationFields + " FROM (" + thingWithListsSQL
-            + " WHERE " + isLiveTokenSubject("thing_id") + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
-            + " WHERE command_id = ?) c ON c.thing_id = t.thing_id LEFT JOIN app_installations i"
-            + " ON substr(c.issuer, 1, 5) = 'user:' AND "
-            + toldInstallations(user: "substr(c.issuer, 6)", issuing: "c.issuing_installation_id")
-            + " ORDER BY i.created_at, i." + dialect.insertionOrder
     }
 
     public func thing(mqttTopic: String) -> ThingRecord? {
@@ -532,13 +523,9 @@ extension SQLStore {
         use(nil) { c in
             // One statement: the seq is taken atomically; a commandID stored
             // already (by any hub) inserts nothing and returns no row.
-            let seq = Self.dialect.sequence("commands")
             guard
                 let n = try c.first(
-                    "INSERT INTO commands (command_id, " + seq.column
-                        + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at,"
-                        + " expires_at) VALUES (?, " + seq.value
-                        + "?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq",
+                    Self.hot.insertCommand,
                     [
                         .text(command.commandID), .text(command.thingID), .text(command.issuer),
                         .text(command.issuingInstallationID), .text(command.payload), .text(command.results),
@@ -722,9 +709,7 @@ extension SQLStore {
     public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
         use(nil) {
             try $0.first(
-                "SELECT u.*, t.* FROM (" + StoreRows.userColumns + " WHERE " + Self.isLiveTokenSubject("user_id")
-                    + " LIMIT 1) u LEFT JOIN (" + Self.thingWithListsSQL + " WHERE thing_id = ?) t ON 1 = 1",
-                Self.tokenValues(.user, accessToken) + [.text(thingID)]
+                Self.hot.userAndThing, Self.tokenValues(.user, accessToken) + [.text(thingID)]
             ) { row in
                 let thing = StoreRows.ShiftedRow(row, by: StoreRows.userCount)
                 return (StoreRows.user(row), thing.isNull(0) ? nil : StoreRows.thingWithLists(thing))
@@ -946,5 +931,41 @@ extension SQLStore {
         use(false) {
             try $0.run("UPDATE thing_automation SET report = ? WHERE thing_id = ?", [.text(report), .text(thingID)]) > 0
         }
+    }
+}
+
+/// The statements every command runs, made once for a store's type: they
+/// depend on its dialect and its thing read, and made on every call they
+/// were concatenated, then hashed and compared as the key of the
+/// connection's prepared statements, each time.
+struct HotStatements: Sendable {
+    /// The REST caller (a user by token) and, beside it, the thing.
+    let userAndThing: String
+    /// A thing by its token.
+    let thingByToken: String
+    /// A thing by its token, a command, and the command's targets (`thing(accessToken:command:)`).
+    let thingAndCommand: String
+    /// A command, numbered in the statement; nothing for a commandID stored already.
+    let insertCommand: String
+
+    init<Store: SQLStore>(_: Store.Type) {
+        let thing = Store.thingWithListsSQL
+        userAndThing =
+            "SELECT u.*, t.* FROM (" + StoreRows.userColumns + " WHERE " + Store.isLiveTokenSubject("user_id")
+            + " LIMIT 1) u LEFT JOIN (" + thing + " WHERE thing_id = ?) t ON 1 = 1"
+        thingByToken = thing + " WHERE " + Store.isLiveTokenSubject("thing_id") + " LIMIT 1"
+        thingAndCommand =
+            "SELECT t.*, c.*, " + StoreRows.installationFields + " FROM (" + thing
+            + " WHERE " + Store.isLiveTokenSubject("thing_id") + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
+            + " WHERE command_id = ?) c ON c.thing_id = t.thing_id LEFT JOIN app_installations i"
+            + " ON substr(c.issuer, 1, 5) = 'user:' AND "
+            + Store.toldInstallations(user: "substr(c.issuer, 6)", issuing: "c.issuing_installation_id")
+            + " ORDER BY i.created_at, i." + Store.dialect.insertionOrder
+        let seq = Store.dialect.sequence("commands")
+        insertCommand =
+            "INSERT INTO commands (command_id, " + seq.column
+            + "thing_id, issuer, issuing_installation_id, payload, results, state, created_at, modified_at,"
+            + " expires_at) VALUES (?, " + seq.value
+            + "?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (command_id) DO NOTHING RETURNING seq"
     }
 }

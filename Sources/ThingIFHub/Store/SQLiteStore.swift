@@ -254,6 +254,8 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         }
     }
 
+    static let hot = HotStatements(SQLiteStore.self)
+
     /// One statement (three before: each statement outside a transaction
     /// takes and drops SQLite's read lock, and the thing read is on every
     /// request of a thing). group_concat has no ORDER BY before SQLite
