@@ -169,8 +169,8 @@ final class SQLiteConnection: SQLConnection {
             db,
             { context, db, name, frames in
                 let c = Unmanaged<SQLiteCheckpointer>.fromOpaque(context!).takeUnretainedValue()
-                if c.committed(frames: frames), let db, let copied = try? SQLiteConnection.passive(db, name) {
-                    c.checkpointed(frames: copied)
+                if c.committed(frames: frames), let db {
+                    c.checkpointAtBackstop { try? SQLiteConnection.passive(db, name) }
                 }
                 // The commit has happened either way; an error here would
                 // only make its statement report one.

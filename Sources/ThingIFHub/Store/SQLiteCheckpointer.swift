@@ -28,7 +28,12 @@ import CSQLite
 /// store's lock, which copies everything and lets the next write start the
 /// log over. The worker has copied all but the last few frames by then, so
 /// that checkpoint is short. It also keeps the log bounded should the worker
-/// fail to start or open its connection.
+/// fail to start or open its connection. Should a checkpoint of the worker's
+/// still run then (a stalled fsync: a WAL commit does not sync, the
+/// checkpoint does), the backstop's own is refused, and the committing call
+/// waits for the worker's to end and tries again (`checkpointAtBackstop(_:)`): the log
+/// never grows past the backstop by more than one commit, whatever the disk
+/// does, at the price of that one wait.
 final class SQLiteCheckpointer: @unchecked Sendable {
     /// Frames not yet copied that wake the worker: a quarter of SQLite's own
     /// threshold for its automatic checkpoint (1,000), so that the backstop
@@ -50,6 +55,9 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     private var checkpoints = 0
     private var inline = 0
     private var restarts = 0
+    /// The worker is in a checkpoint (which holds SQLite's checkpoint lock).
+    private var copying = false
+    private var waits = 0
 
     init(path: String, pages: Int32 = defaultPages) {
         self.path = path
@@ -58,8 +66,11 @@ final class SQLiteCheckpointer: @unchecked Sendable {
     }
 
     /// Checkpoints done by the worker and by committing calls (the
-    /// backstop), and how often the log started over.
-    var counts: (worker: Int, inline: Int, restarts: Int) { monitor.locked { (checkpoints, inline, restarts) } }
+    /// backstop), how often the log started over, and how often a
+    /// committing call waited for the worker's checkpoint to end.
+    var counts: (worker: Int, inline: Int, restarts: Int, waits: Int) {
+        monitor.locked { (checkpoints, inline, restarts, waits) }
+    }
 
     /// Called from the hub connection's WAL hook after each commit, with the
     /// frames now in the log. Wakes the worker when `pages` of them are not
@@ -85,6 +96,24 @@ final class SQLiteCheckpointer: @unchecked Sendable {
             }
             return false
         }
+    }
+
+    /// The backstop's checkpoint in the committing call, once `committed`
+    /// said so: `copy` checkpoints and says the frames copied, or nil when
+    /// it could not (SQLITE_BUSY while the worker's checkpoint runs). Then
+    /// the call waits for the worker's to end and copies again.
+    func checkpointAtBackstop(_ copy: () -> Int32?) {
+        var copied = copy()
+        if copied == nil {
+            let waited = monitor.locked { () -> Bool in
+                guard copying else { return false }
+                waits += 1
+                while copying { monitor.wait() }
+                return true
+            }
+            if waited { copied = copy() }
+        }
+        if let copied { checkpointed(frames: copied) }
     }
 
     /// After a checkpoint (the worker's or the backstop's) copied `frames`.
@@ -119,11 +148,20 @@ final class SQLiteCheckpointer: @unchecked Sendable {
         // A connection learns that the file is in WAL mode when it first
         // reads it; until then a checkpoint does nothing and says -1.
         guard (try? c.first("SELECT count(*) FROM sqlite_master", [], { $0.int(0) })) != nil else { return }
-        while take() {
-            if let copied = try? c.checkpointPassive() {
-                checkpointed(frames: copied)
-                monitor.locked { checkpoints += 1 }
-            }
+        while take() { workerCheckpoint { try? c.checkpointPassive() } }
+    }
+
+    /// One checkpoint of the worker's: `copy` checkpoints and says the
+    /// frames copied (nil: it could not). A committing call that waits in
+    /// `checkpointAtBackstop(_:)` meanwhile goes on when it ends.
+    func workerCheckpoint(_ copy: () -> Int32?) {
+        monitor.locked { copying = true }
+        let copied = copy()
+        if let copied { checkpointed(frames: copied) }
+        monitor.locked {
+            if copied != nil { checkpoints += 1 }
+            copying = false
+            monitor.broadcast()
         }
     }
 
