@@ -245,7 +245,7 @@ extension FrameworkSide {
             }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return forTarget(req, parts[1], clientID: clientID) { state(req, thing: $0) }
+            return stateUpload(req, target: parts[1], clientID: clientID)
         case (.thingIF, "PUT", 3) where parts[0] == "things",
             (.thingIF, "GET", 3) where parts[0] == "things":
             guard let field = ThingField(rawValue: parts[2]) else { break }

@@ -565,24 +565,58 @@ extension FrameworkSide {
         return ok(204)
     }
 
+    /// A state upload to `target`. A whole state (PUT) over MQTT goes first
+    /// to the store's `putState`, which authorises and writes in one
+    /// statement (one round trip on PostgreSQL); whatever it does not write
+    /// (a refusal, a PATCH, a store that does not do this) is authorised
+    /// and written as usual, which also answers the refusals. Not over
+    /// HTTP, where anyone may send a token: a refused one would cost that
+    /// statement and then the usual read.
+    func stateUpload(_ req: KiiRequest, target: String, clientID: String?) -> KiiResponse {
+        if req.method == "PUT", clientID != nil, let tid = thingID(fromTarget: target), let token = req.bearerToken,
+            case .success(let j) = JSON.parse(req.body), j.isObject
+        {
+            let upload = j.dump()
+            let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)
+            let put = metrics.timed("applyState") {
+                store.putState(
+                    accessToken: token, thingID: tid, clientID: clientID, upload: upload, state: merged,
+                    at: Platform.epochMs())
+            }
+            switch put {
+            case .found(let p): return stateStored(thing: p.thing, p.write)
+            case .failed: return storageFailed
+            case .notFound: break
+            }
+        }
+        return forTarget(req, target, clientID: clientID) { state(req, thing: $0) }
+    }
+
     /// A state upload by `thing` (its record as authorisation read it: its
     /// state then is the old state the triggers compare with).
     func state(_ req: KiiRequest, thing: ThingRecord) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
-        let tid = thing.thingID
-        let old = thing.state
         guard
             let written = metrics.timed(
                 "applyState",
                 {
                     store.applyState(
-                        thingID: tid, method: req.method, upload: j.dump(), at: Platform.epochMs(), after: old)
+                        thingID: thing.thingID, method: req.method, upload: j.dump(), at: Platform.epochMs(),
+                        after: thing.state)
                 })
         else {
             return storageFailed
         }
+        return stateStored(thing: thing, written)
+    }
+
+    /// After a state upload's write: `thing` as it was before (its state is
+    /// the old state the triggers compare with).
+    private func stateStored(thing: ThingRecord, _ written: StateWrite) -> KiiResponse {
+        let tid = thing.thingID
+        let old = thing.state
         let merged = written.state
         // The triggers read in the upload's transaction; told and acted on
         // once stored: after the lane's commit (AfterCommit).

@@ -70,6 +70,13 @@ struct HubOnPostgresTests {
         let stored = try #require(store.command(id: commandID))
         #expect(stored.state == .done && stored.thingID == thingID)
         #expect(stored.results?.contains("turnPower") == true, "\(stored.results ?? "nil")")
+        // The appliance's state after the command (a PUT over MQTT: the
+        // store's putState, which authorises and writes in one statement),
+        // with its samples.
+        #expect(
+            poll(timeoutMs: 10_000) { store.thing(id: thingID)?.state?.contains(#""fanSpeed":3"#) == true },
+            "\(store.thing(id: thingID)?.state ?? "nil")\naircon:\n\(aircon.log)")
+        #expect(store.stateHistory(thingID: thingID, from: 0, to: .max).count >= 2)
         #expect(readText(hubLog).contains("cannot open") == false)
     }
 }

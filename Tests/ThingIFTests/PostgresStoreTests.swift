@@ -75,6 +75,110 @@ struct PostgresStoreTests {
         }
     }
 
+    @Test(
+        "putState writes in the statement that reads the token's thing, only for that thing, its installations' topics and the state it read"
+    )
+    func putStateInOneStatement() throws {
+        try withDatabase { _, url in
+            let s = try PostgresStore(url: url, secrets: .fastForTests)
+            defer { s.close() }
+            func register(_ v: String) throws -> ThingRecord {
+                try #require(
+                    try? s.registerThing(
+                        vendorThingID: v, password: "pw", thingType: nil, firmwareVersion: nil,
+                        dataGroupingInterval: nil
+                    ).get())
+            }
+            let t = try register("AC-PUT")
+            let other = try register("AC-OTHER")
+            #expect(s.addInstallation(thingID: t.thingID, installationID: "inst-1", mqttTopic: "topic-1"))
+            func put(_ token: String, _ tid: String, client: String?, _ state: String, at: Int64)
+                -> StoreRead<StatePut>
+            {
+                s.putState(accessToken: token, thingID: tid, clientID: client, upload: state, state: state, at: at)
+            }
+            func samples(_ tid: String) -> Int { s.stateHistory(thingID: tid, from: 0, to: .max).count }
+
+            // The thing's own token, over HTTP: written, with the thing as it was.
+            var shared: PostgresConnection?
+            var prepared = 0
+            let run = s.inOneTransaction {
+                shared = try? s.attempt { $0 }.get()
+                prepared = shared?.preparedCount ?? 0
+                guard case .found(let p) = put(t.accessToken, t.thingID, client: nil, #"{"a":1}"#, at: 10) else {
+                    Issue.record("the thing's own upload was not written")
+                    return
+                }
+                #expect(p.thing.thingID == t.thingID && p.thing.state == nil)
+                #expect(p.thing.installations["inst-1"] == "topic-1")
+                #expect(p.write == StateWrite(state: #"{"a":1}"#, hasEnabledTrigger: false))
+                prepared = (shared?.preparedCount ?? 0) - prepared
+            }
+            #expect(run == .committed)
+            // BEGIN with the statement, then COMMIT (and its prepare on first use).
+            #expect(shared?.lastSharedRoundTrips == 2 + prepared)
+            #expect(s.thing(id: t.thingID)?.state == #"{"a":1}"#)
+            #expect(samples(t.thingID) == 1)
+
+            // Over MQTT from one of its installations' topics; with a trigger.
+            #expect(
+                s.insertTrigger(
+                    ServerTriggerRecord(triggerID: "trg-put", thingID: t.thingID, definition: "{}", createdAt: 1)))
+            if case .found(let p) = put(t.accessToken, t.thingID, client: "topic-1", #"{"a":2}"#, at: 20) {
+                #expect(p.thing.state == #"{"a":1}"#, "the thing as it was before the write")
+                #expect(p.write.hasEnabledTrigger == true)
+            } else {
+                Issue.record("an upload from the thing's installation was not written")
+            }
+
+            // Another hub's upload commits between the statement's read and
+            // its write (the row is locked until then): nothing written, and
+            // the caller takes the locked read-merge-write.
+            let otherHub = try PostgresConnection(url: url)
+            defer { otherHub.close() }
+            _ = try otherHub.run("BEGIN", [])
+            _ = try otherHub.run(
+                "UPDATE things SET state = ? WHERE thing_id = ?", [.text(#"{"b":3}"#), .text(t.thingID)])
+            let raced = Locked<StoreRead<StatePut>?>(nil)
+            let token = t.accessToken
+            let tid = t.thingID
+            let racer = Thread {
+                let r = s.putState(
+                    accessToken: token, thingID: tid, clientID: nil, upload: #"{"a":3}"#, state: #"{"a":3}"#, at: 25)
+                raced.withLock { $0 = r }
+            }
+            racer.start()
+            usleep(300_000)
+            _ = try otherHub.run("COMMIT", [])
+            #expect(poll(timeoutMs: 10_000) { raced.withLock { $0 } != nil })
+            if case .found = raced.withLock({ $0 }) { Issue.record("written over a state it did not read") }
+            #expect(s.thing(id: t.thingID)?.state == #"{"b":3}"#)
+            #expect(samples(t.thingID) == 2)
+
+            // Nothing written for what authorisation refuses: the caller
+            // then reads, and answers the refusal.
+            let refused: [(String, String, String?, String)] = [
+                (t.accessToken, other.thingID, nil, "another thing's target"),
+                (other.accessToken, t.thingID, nil, "another thing's token"),
+                (t.accessToken, t.thingID, "topic-2", "a client that is not one of its installations"),
+                ("no-such-token", t.thingID, nil, "an unknown token"),
+                (t.accessToken, t.thingID, "", "an empty client")
+            ]
+            for (token, tid, client, what) in refused {
+                if case .found = put(token, tid, client: client, #"{"x":1}"#, at: 30) {
+                    Issue.record("written for \(what)")
+                }
+            }
+            #expect(s.revokeToken(t.accessToken))
+            if case .found = put(t.accessToken, t.thingID, client: nil, #"{"x":1}"#, at: 40) {
+                Issue.record("written with a revoked token")
+            }
+            #expect(s.thing(id: t.thingID)?.state == #"{"b":3}"#)
+            #expect(s.thing(id: other.thingID)?.state == nil)
+            #expect(samples(t.thingID) == 2 && samples(other.thingID) == 0)
+        }
+    }
+
     @Test("The pool: overlapping calls get connections of their own, at most its capacity; a closed pool refuses")
     func pool() throws {
         try withDatabase { _, url in

@@ -422,6 +422,19 @@ public protocol HubStore: AnyObject, Sendable {
     /// also say, from the same statement, whether the thing has an enabled
     /// trigger (StateWrite).
     func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> StateWrite?
+    /// A whole state (PUT; `state` is `upload` as the hub stores it) by
+    /// the thing of `accessToken`, written by the statement that reads that
+    /// thing: one round trip on PostgreSQL where authorisation and
+    /// `applyState(after:)` take two. It writes only when the token is
+    /// `thingID`'s, over MQTT `clientID` is the topic of one of its
+    /// installations (the checks of `FrameworkSide.authorized`), and the
+    /// state is still the one the statement read. `.found`: the thing as
+    /// it was before the write, and the write. `.notFound`: nothing written
+    /// (a check failed, or a store that does not do this): the caller
+    /// authorises and writes as usual, and so answers any refusal.
+    /// `.failed`: the store failed.
+    func putState(accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64)
+        -> StoreRead<StatePut>
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
     /// Runs `body` with every call this thread makes to the store inside
@@ -646,6 +659,11 @@ extension HubStore {
         endCommand(commandID: commandID, state: state, reason: reason, at: at, swept: true)
     }
 
+    /// Stores whose reads cost no round trip read and write as usual.
+    public func putState(
+        accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64
+    ) -> StoreRead<StatePut> { .notFound }
+
     /// Stores whose writes cost no round trip do not need the hint.
     public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
         -> StateWrite?
@@ -712,6 +730,12 @@ extension StoreRead: Sendable where Value: Sendable {}
 /// the trigger engine reads the thing's triggers itself. A store with a
 /// round trip per statement answers it, so that the upload of a thing
 /// without triggers (most of them) costs one statement, not two.
+/// What `HubStore.putState` wrote: the thing as it was before, and the write.
+public struct StatePut {
+    public var thing: ThingRecord
+    public var write: StateWrite
+}
+
 public struct StateWrite: Sendable, Equatable {
     public var state: String
     public var hasEnabledTrigger: Bool?

@@ -252,6 +252,51 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
 
     // MARK: state
 
+    /// `putState` in one statement: the thing of the token (as
+    /// `thingByToken` reads it), the UPDATE gated on the checks that
+    /// authorisation makes and on the state it read, the sample, and the
+    /// trigger probe of `applyState(after:)`. No row: nothing written.
+    /// The token's three `?` come first, so they are numbered $1 to $3
+    /// (`PostgresConnection.numbered`); the rest are written $4 to $8.
+    static let putStateSQL =
+        "WITH t AS (" + thingWithListsSQL + " WHERE " + isLiveTokenSubject("thing_id") + " LIMIT 1),"
+            + """
+             up AS (
+                UPDATE things SET state = $5, unpruned_samples = unpruned_samples + 1
+                WHERE thing_id = $4 AND thing_id = (SELECT thing_id FROM t)
+                  AND state IS NOT DISTINCT FROM (SELECT state FROM t)
+                  AND ($6::text IS NULL OR EXISTS (
+                        SELECT 1 FROM thing_installations i WHERE i.thing_id = $4 AND i.mqtt_topic = $6))
+                RETURNING thing_id, unpruned_samples),
+            ins AS (
+                INSERT INTO state_samples (thing_id, at, method, upload, state)
+                SELECT thing_id, $7, 'PUT', $8, $5 FROM up RETURNING thing_id)
+            SELECT t.*, up.unpruned_samples,
+                   CASE WHEN EXISTS (SELECT 1 FROM triggers g WHERE g.thing_id = $4 AND g.enabled = 1)
+                        THEN 1 ELSE 0 END
+            FROM t, up, ins
+            """
+
+    public func putState(
+        accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64
+    ) -> StoreRead<StatePut> {
+        var values = Self.tokenValues(.thing, accessToken)
+        values += [.text(thingID), .text(state), .text(clientID), .int(at), .text(upload)]
+        return read { c in
+            guard
+                let (thing, unpruned, triggered) = try c.first(
+                    Self.putStateSQL, values,
+                    { row -> (ThingRecord, Int64, Bool) in
+                        let rest = StoreRows.ShiftedRow(row, by: StoreRows.thingWithListsCount)
+                        return (StoreRows.thingWithLists(row), rest.int(0), rest.int(1) != 0)
+                    })
+            else { return nil }
+            // Housekeeping: a failure here leaves it to the next upload.
+            try? prune(c, thingID: thingID, at: at, unpruned: unpruned)
+            return StatePut(thing: thing, write: StateWrite(state: state, hasEnabledTrigger: triggered))
+        }
+    }
+
     /// The state merged from `old` in one statement that writes only if the
     /// row still holds `old` (no other upload came between), then the
     /// retention; else the locked read-merge-write of `applyState`. The
