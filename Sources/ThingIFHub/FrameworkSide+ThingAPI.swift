@@ -573,10 +573,17 @@ extension FrameworkSide {
     /// HTTP, where anyone may send a token: a refused one would cost that
     /// statement and then the usual read.
     func stateUpload(_ req: KiiRequest, target: String, clientID: String?) -> KiiResponse {
-        if req.method == "PUT", clientID != nil, let tid = thingID(fromTarget: target), let token = req.bearerToken,
-            case .success(let j) = JSON.parse(req.body), j.isObject
+        // Parsed once, for either path; a body that is no object is
+        // answered after authorisation, as every refusal of the body is.
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return forTarget(req, target, clientID: clientID) { _ in
+                error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+            }
+        }
+        let upload = j.dump()
+        if req.method == "PUT", clientID != nil, store.putsState, let tid = thingID(fromTarget: target),
+            let token = req.bearerToken
         {
-            let upload = j.dump()
             let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)
             let put = metrics.timed("applyState") {
                 store.putState(
@@ -589,21 +596,19 @@ extension FrameworkSide {
             case .notFound: break
             }
         }
-        return forTarget(req, target, clientID: clientID) { state(req, thing: $0) }
+        return forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
     }
 
-    /// A state upload by `thing` (its record as authorisation read it: its
-    /// state then is the old state the triggers compare with).
-    func state(_ req: KiiRequest, thing: ThingRecord) -> KiiResponse {
-        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
-            return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
-        }
+    /// A state upload (`upload`: the body's object as dumped) by `thing`,
+    /// its record as authorisation read it: its state then is the old state
+    /// the triggers compare with.
+    func state(method: String, upload: String, thing: ThingRecord) -> KiiResponse {
         guard
             let written = metrics.timed(
                 "applyState",
                 {
                     store.applyState(
-                        thingID: thing.thingID, method: req.method, upload: j.dump(), at: Platform.epochMs(),
+                        thingID: thing.thingID, method: method, upload: upload, at: Platform.epochMs(),
                         after: thing.state)
                 })
         else {

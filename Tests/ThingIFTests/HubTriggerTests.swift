@@ -65,7 +65,7 @@ final class Offline {
             Issue.record("the thing is gone")
             return
         }
-        let r = hub.state(KiiRequest(method: "PATCH", body: Array(state.utf8)), thing: thing)
+        let r = hub.state(method: "PATCH", upload: state, thing: thing)
         #expect(r.status == 204, "the upload \(state) got \(r.status)")
     }
 

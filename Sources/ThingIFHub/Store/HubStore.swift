@@ -435,6 +435,9 @@ public protocol HubStore: AnyObject, Sendable {
     /// `.failed`: the store failed.
     func putState(accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64)
         -> StoreRead<StatePut>
+    /// Whether `putState` can write (a store that answers `.notFound` to
+    /// every call says false, and is not asked).
+    var putsState: Bool { get }
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
     /// Runs `body` with every call this thread makes to the store inside
@@ -660,6 +663,8 @@ extension HubStore {
     }
 
     /// Stores whose reads cost no round trip read and write as usual.
+    public var putsState: Bool { false }
+
     public func putState(
         accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64
     ) -> StoreRead<StatePut> { .notFound }

@@ -277,6 +277,8 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
             FROM t, up, ins
             """
 
+    public var putsState: Bool { true }
+
     public func putState(
         accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64
     ) -> StoreRead<StatePut> {
