@@ -82,13 +82,7 @@ struct PostgresStoreTests {
         try withDatabase { _, url in
             let s = try PostgresStore(url: url, secrets: .fastForTests)
             defer { s.close() }
-            func register(_ v: String) throws -> ThingRecord {
-                try #require(
-                    try? s.registerThing(
-                        vendorThingID: v, password: "pw", thingType: nil, firmwareVersion: nil,
-                        dataGroupingInterval: nil
-                    ).get())
-            }
+            func register(_ v: String) throws -> ThingRecord { try OneCommitTests.registered(v, in: s) }
             let t = try register("AC-PUT")
             let other = try register("AC-OTHER")
             #expect(s.addInstallation(thingID: t.thingID, installationID: "inst-1", mqttTopic: "topic-1"))

@@ -12,12 +12,7 @@ struct StateUploadTests {
     /// Every answer of the router to a thing's uploads, on `store`.
     func answers(on store: HubStore) throws {
         let hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: store))
-        func register(_ v: String) throws -> ThingRecord {
-            try #require(
-                try? store.registerThing(
-                    vendorThingID: v, password: "pw", thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil
-                ).get())
-        }
+        func register(_ v: String) throws -> ThingRecord { try OneCommitTests.registered(v, in: store) }
         let t = try register("AC-STATE-\(randomHexString(3))")
         let other = try register("AC-OTHER-\(randomHexString(3))")
         #expect(store.addInstallation(thingID: t.thingID, installationID: "inst-1", mqttTopic: "topic-1"))
