@@ -729,18 +729,18 @@ public enum StoreRead<Value> {
 
 extension StoreRead: Sendable where Value: Sendable {}
 
-/// What a state upload wrote (`HubStore.applyState(…after:)`): the whole
-/// state after it and, when the store read it in the same statement,
-/// whether the thing has an enabled trigger. nil there means "not read":
-/// the trigger engine reads the thing's triggers itself. A store with a
-/// round trip per statement answers it, so that the upload of a thing
-/// without triggers (most of them) costs one statement, not two.
 /// What `HubStore.putState` wrote: the thing as it was before, and the write.
 public struct StatePut {
     public var thing: ThingRecord
     public var write: StateWrite
 }
 
+/// What a state upload wrote (`HubStore.applyState(…after:)`): the whole
+/// state after it and, when the store read it in the same statement,
+/// whether the thing has an enabled trigger. nil there means "not read":
+/// the trigger engine reads the thing's triggers itself. A store with a
+/// round trip per statement answers it, so that the upload of a thing
+/// without triggers (most of them) costs one statement, not two.
 public struct StateWrite: Sendable, Equatable {
     public var state: String
     public var hasEnabledTrigger: Bool?
