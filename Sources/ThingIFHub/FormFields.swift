@@ -16,4 +16,16 @@ public enum FormFields {
         guard let s = try optionalString(o, key) else { throw HubError.invalid("\"\(key)\" is required: a string") }
         return s
     }
+
+    /// The kind of installation a POST …/installations asks for: Kii's
+    /// `deviceType`, or `installationType`, the name KiiThingSDK-Embedded
+    /// (thing-if-ThingSDK) sends. `deviceType` wins when both are present.
+    /// 400 when neither is a string.
+    public static func installationType(_ o: JSON) throws(HubError) -> String {
+        if let t = try optionalString(o, "deviceType") { return t }
+        guard let t = try optionalString(o, "installationType") else {
+            throw HubError.invalid("\"deviceType\" (or \"installationType\") is required: a string")
+        }
+        return t
+    }
 }

@@ -364,7 +364,7 @@ extension FrameworkSide {
         case .failure(let r): return r
         case .success(let x): t = x
         }
-        guard case .success(let j) = JSON.parse(req.body), j["deviceType"]?.stringValue == "MQTT" else {
+        guard case .success(let j) = JSON.parse(req.body), (try? FormFields.installationType(j)) == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
         // thingif's own field, as in onboarding by the thing: a hub with a CA
@@ -465,7 +465,7 @@ extension FrameworkSide {
         // Results only for a command this thing was given (by the hub, or
         // one it reported running by itself): never for another thing's.
         guard let command, command.commandID == commandID, command.thingID == tid else {
-            return error(404, "COMMAND_NOT_FOUND", "\(tid) has no command \(commandID)")
+            return error(.commandNotFound(commandID))
         }
         data.withLock { d in
             if d.resultPosts[commandID] == nil, let oldest = d.resultPostOrder.append(commandID) {

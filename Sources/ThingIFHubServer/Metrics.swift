@@ -12,7 +12,7 @@ enum Metrics {
 
     static func response(hub: FrameworkSide, token: String?, authorization: String?) -> Response {
         if let token, !token.isEmpty {
-            let given = authorization.flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+            let given = authorization.flatMap(BearerToken.parse)
             guard let given, equalInConstantTime(Array(given.utf8), Array(token.utf8)) else {
                 var r = Reply.error(
                     HubError(401, "UNAUTHORIZED", "GET /metrics needs Authorization: Bearer <metricsToken>"))

@@ -20,12 +20,7 @@ public struct KiiRequest: Equatable, Sendable {
     public func header(_ name: String) -> String? { KiiFraming.header(name, in: headers) }
 
     /// The bearer token of the Authorization header, if any.
-    public var bearerToken: String? {
-        guard let auth = header("Authorization") else { return nil }
-        let prefix = "Bearer "
-        guard auth.hasPrefix(prefix) else { return nil }
-        return String(auth.dropFirst(prefix.count))
-    }
+    public var bearerToken: String? { header("Authorization").flatMap(BearerToken.parse) }
 
     public var requestID: String? { header(KiiFraming.requestIDHeader) }
 

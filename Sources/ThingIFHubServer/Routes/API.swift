@@ -37,11 +37,9 @@ struct API: Sendable {
     /// The request's bearer token, after the app: 401 for none.
     private func token(_ request: Request, _ context: BasicRequestContext) throws -> String {
         try checkApp(context)
-        guard let value = request.headers[.authorization] else { throw HubError.unauthorized() }
-        let parts = value.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { throw HubError.unauthorized() }
-        let token = String(parts[1]).trimmingSpaces()
-        guard !token.isEmpty else { throw HubError.invalidToken }
+        guard let value = request.headers[.authorization], let token = BearerToken.parse(value) else {
+            throw HubError.unauthorized()
+        }
         return token
     }
 
@@ -65,9 +63,7 @@ struct API: Sendable {
 
     /// The raw bearer token of the request (after `user` accepted it).
     func bearer(_ request: Request) -> String {
-        let value = request.headers[.authorization] ?? ""
-        let parts = value.split(separator: " ", maxSplits: 1)
-        return parts.count == 2 ? String(parts[1]).trimmingSpaces() : ""
+        request.headers[.authorization].flatMap(BearerToken.parse) ?? ""
     }
 
     /// Takes one request of `key`'s budget: 429 with Retry-After when spent.

@@ -30,7 +30,7 @@ extension API {
         if isThingToken(request) { return try await thingRequest(request, context, .kii) }
         let user = try user(request, context)
         let body = try await object(request)
-        let type = try FormFields.requiredString(body, "deviceType")
+        let type = try FormFields.installationType(body)
         guard let kind = AppInstallation.Kind(rawValue: type) else {
             throw HubError.invalid("deviceType must be MQTT, SSE, WEBHOOK, IOS, ANDROID or JPUSH, not \(type)")
         }

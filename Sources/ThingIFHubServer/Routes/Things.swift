@@ -32,7 +32,7 @@ extension API {
         guard let admin = security.adminToken else {
             throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
         }
-        let given = request.headers[.authorization].flatMap { $0.hasPrefix("Bearer ") ? String($0.dropFirst(7)) : nil }
+        let given = request.headers[.authorization].flatMap(BearerToken.parse)
         guard let given, Metrics.equalInConstantTime(Array(given.utf8), Array(admin.utf8)) else {
             throw HubError(403, "WRONG_TOKEN", "POST …/things/import needs Authorization: Bearer <adminToken>")
         }
