@@ -178,7 +178,7 @@ struct AppAPI {
     func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
         if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
         guard let c = store.command(id: commandID), c.thingID == thingID else {
-            return .failure(.notFound("COMMAND_NOT_FOUND", "no command \(commandID) for \(thingID)"))
+            return .failure(.commandNotFound(commandID))
         }
         return .success(c)
     }

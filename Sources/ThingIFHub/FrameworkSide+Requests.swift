@@ -203,9 +203,11 @@ extension FrameworkSide {
     }
 
     func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse {
-        KiiResponse(
-            status: status, headers: [("Content-Type", MediaType.json)],
-            body: HubError(status, code, message).body.dumpBytes())
+        error(HubError(status, code, message))
+    }
+
+    func error(_ e: HubError) -> KiiResponse {
+        KiiResponse(status: e.status, headers: [("Content-Type", MediaType.json)], body: e.body.dumpBytes())
     }
 
     func ok(_ status: Int, _ body: JSON? = nil) -> KiiResponse {

@@ -38,6 +38,29 @@ public struct HubError: Error, Sendable, Equatable {
     public static func notFound(_ code: String, _ message: String) -> HubError { HubError(404, code, message) }
     public static let storage = HubError(500, "STORAGE_ERROR", "the hub's store could not be written")
 
+    // Kii's answers, code and message, where its SDKs and documentation
+    // record them: every route says each one through these, and
+    // docs/PROTOCOL.md §12.3 lists them (KiiErrorTableTests walks that table).
+
+    /// A command the target does not have.
+    public static func commandNotFound(_ commandID: String) -> HubError {
+        HubError(404, "COMMAND_NOT_FOUND", "Command \(commandID) not found")
+    }
+    /// A server trigger the target does not have.
+    public static func triggerNotFound(_ triggerID: String) -> HubError {
+        HubError(404, "TRIGGER_NOT_FOUND", "Trigger \(triggerID) not found")
+    }
+    /// A thing that has never uploaded a state, read by one trait alias.
+    public static let stateNotFound = HubError(404, "STATE_NOT_FOUND", "Thing state not found")
+    /// A trait alias the thing's state does not have.
+    public static let traitAliasNotFound = HubError(404, "TRAIT_ALIAS_NOT_FOUND", "The trait alias was not found")
+    /// A SCHEDULE predicate whose cron string does not parse.
+    public static let wrongSchedule = HubError(400, "WRONG_PREDICATE", "Value for 'schedule' field is incorrect")
+    /// A user ID that is no user of the app.
+    public static func userNotFound(_ userID: String) -> HubError {
+        HubError(404, "USER_NOT_FOUND", "User \(userID) not found")
+    }
+
     /// The response body.
     public var body: JSON {
         let o = JSON.object()
@@ -46,19 +69,4 @@ public struct HubError: Error, Sendable, Equatable {
         if let commandState { o.set("commandState", string: commandState) }
         return o
     }
-}
-
-/// Limits of the app API (documented in docs/openapi.yaml).
-public enum AppLimits {
-    public static let maxTitle = 50
-    public static let maxDescription = 200
-    public static let maxMetadataBytes = 1024
-    public static let maxActions = 100
-    public static let maxActionBytes = 16 * 1024
-    public static let defaultPageSize = 10
-    public static let maxPageSize = 100
-    public static let groupingIntervals: [String: Int64] = [
-        "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
-        "1_HOUR": 3_600_000, "12_HOURS": 43_200_000
-    ]
 }

@@ -1,5 +1,20 @@
 import ThingIF
 
+/// Limits of the app API (documented in docs/openapi.yaml).
+public enum AppLimits {
+    public static let maxTitle = 50
+    public static let maxDescription = 200
+    public static let maxMetadataBytes = 1024
+    public static let maxActions = 100
+    public static let maxActionBytes = 16 * 1024
+    public static let defaultPageSize = 10
+    public static let maxPageSize = 100
+    public static let groupingIntervals: [String: Int64] = [
+        "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
+        "1_HOUR": 3_600_000, "12_HOURS": 43_200_000
+    ]
+}
+
 /// The hub's size limits, in one place for the REST API and the MQTT side.
 public struct HubLimits: Sendable, Equatable {
     /// The largest state upload (PUT/PATCH of a state) accepted, in bytes.

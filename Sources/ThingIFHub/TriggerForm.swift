@@ -38,7 +38,7 @@ enum TriggerPredicate {
                 return .failure(.invalid("a SCHEDULE predicate needs \"schedule\": a cron string"))
             }
             guard let cron = CronSchedule(s) else {
-                return .failure(.invalid("\"schedule\" is not a five-field cron expression: \(s)"))
+                return .failure(.wrongSchedule)
             }
             return .success(.schedule(cron))
         case "SCHEDULE_ONCE":

@@ -186,7 +186,11 @@ extension AppAPI {
         return .success(updated)
     }
 
-    private static func asWrongTrigger(_ e: HubError) -> HubError { e.status == 400 ? .wrongTrigger(e.message) : e }
+    /// A trigger's input errors are Kii's WRONG_TRIGGER, but for the ones
+    /// Kii names more precisely (WRONG_PREDICATE for a bad schedule).
+    private static func asWrongTrigger(_ e: HubError) -> HubError {
+        e.status == 400 && e != .wrongSchedule ? .wrongTrigger(e.message) : e
+    }
 
     /// The stored definition of a trigger body: predicate, command (a
     /// CommandForm), title, description and metadata, each checked.
@@ -204,7 +208,7 @@ extension AppAPI {
     func ownedTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
         if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
         guard let t = store.trigger(id: triggerID), t.thingID == thingID else {
-            return .failure(.notFound("TRIGGER_NOT_FOUND", "no trigger \(triggerID) for \(thingID)"))
+            return .failure(.triggerNotFound(triggerID))
         }
         return .success(t)
     }

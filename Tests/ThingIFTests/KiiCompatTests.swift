@@ -432,6 +432,15 @@ struct KiiCompatTests {
             try #require(got.status == 200, "\(got.status) \(got.text)")
             #expect(got.string("installationID") == iid && got.json["X-MQTT-TTL"] != nil)
             #expect(try await e.get("\(e.api)/installations/nope/mqtt-endpoint", token: thingToken).status == 404)
+            // As KiiThingSDK-Embedded (thing-if-ThingSDK) sends it: the scheme in lower case and
+            // "installationType" for "deviceType"; a field of another type is still refused.
+            let lower = try await e.call(
+                "POST", "\(e.api)/installations", json: ["installationType": "MQTT", "development": false],
+                headers: ["authorization": "bearer \(thingToken)"])
+            #expect(lower.status == 201 && lower.string("installationID") != nil, "\(lower.status) \(lower.text)")
+            let wrongType = try await e.call(
+                "POST", "\(e.api)/installations", token: thingToken, json: ["installationType": 1])
+            #expect(wrongType.status == 400 && wrongType.errorCode == "INVALID_INPUT_DATA", "\(wrongType.text)")
             // A token that is no thing's: Kii's 403 WRONG_TOKEN over HTTP, as the app API answers.
             let notThings = try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: token)
             #expect(notThings.status == 403 && notThings.errorCode == "WRONG_TOKEN", "\(notThings.status)")
@@ -668,6 +677,15 @@ struct KiiCompatTests {
             // KiiPlatform/thing-if-JSSDK src/ops/StateOps.ts (getState(alias)): GET
             // …/states/aliases/{alias} answers that alias's state.
             let states = "\(e.target(tid))/states"
+            // Before the first upload, as Kii answers (thing-if-iOSSDK ThingIFSDKLargeTests/
+            // ThingIFAPIGetTargetStateTests.swift, run against Kii's servers): the whole state is
+            // {}, and an alias's is 404 STATE_NOT_FOUND "Thing state not found".
+            let empty = try await e.get(states, token: token)
+            #expect(empty.status == 200 && empty.text == "{}", "\(empty.status) \(empty.text)")
+            let noState = try await e.get("\(states)/aliases/AirConditionerAlias", token: token)
+            #expect(
+                noState.status == 404 && noState.errorCode == "STATE_NOT_FOUND", "\(noState.status) \(noState.text)")
+            #expect(noState.json["message"] as? String == "Thing state not found", "\(noState.text)")
             let upload = try await e.call(
                 "PUT", states, token: thingToken,
                 body: Data(
@@ -677,7 +695,7 @@ struct KiiCompatTests {
             #expect(alias.status == 200, "\(alias.status) \(alias.text)")
             #expect(alias.json["presetTemperature"] as? Int == 25 && alias.json["h"] == nil, "\(alias.text)")
             let missing = try await e.get("\(states)/aliases/NoSuchAlias", token: token)
-            #expect(missing.status == 404 && missing.errorCode == "STATE_NOT_FOUND", "\(missing.status)")
+            #expect(missing.status == 404 && missing.errorCode == "TRAIT_ALIAS_NOT_FOUND", "\(missing.status)")
             #expect(try await e.get("\(states)/aliases/AirConditionerAlias", token: stranger).status == 404)
         }
     }
@@ -688,7 +706,9 @@ struct KiiCompatTests {
             let (uid, token) = try await e.user()
             let (tid, _) = try await e.onboard("AC-KII-AGG", owner: "user:\(uid)", token: token)
             let now = Platform.epochMs()
-            #expect(e.hub.store.applyState(thingID: tid, method: "PUT", upload: #"{"power":true}"#, at: now) != nil)
+            #expect(
+                e.hub.store.applyState(
+                    thingID: tid, method: "PUT", upload: #"{"AirConditionerAlias":{"power":true}}"#, at: now) != nil)
             let path = "\(e.target(tid))/states/aliases/AirConditionerAlias/query"
             // KiiPlatform/thing-if-JSSDK test/small/QueryOps/AggregateQueryTest.ts and
             // src/internal/JsonUtilities.ts (aggregationToJson): "aggregations" inside "query".

@@ -33,17 +33,26 @@ extension API {
 
     /// GET …/states, and …/states/aliases/{alias} (Kii's getTargetState
     /// for one trait alias: that alias's object of the current state).
+    /// Before the thing's first upload the whole state is Kii's empty `{}`
+    /// and an alias's is 404 STATE_NOT_FOUND; an alias the state does not
+    /// hold is 404 TRAIT_ALIAS_NOT_FOUND (the aliases a thing has are those
+    /// of its reported state: docs/PROTOCOL.md §12).
     func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
-        guard let state = try value(hub.latestState(user: user, thingID: tid)) else {
-            throw HubError.notFound("STATE_NOT_FOUND", "\(tid) has not uploaded a state yet")
-        }
-        guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state) }
+        let state = try value(hub.latestState(user: user, thingID: tid))
+        guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state ?? "{}") }
         let alias = try param(context, "alias")
-        guard case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
-            throw HubError.notFound("STATE_NOT_FOUND", "the state of \(tid) has no trait alias \(alias)")
+        guard let state else { throw HubError.stateNotFound }
+        return Reply.json(200, try Self.aliasState(state, alias))
+    }
+
+    /// The object of `alias` in a thing's current state: 404
+    /// TRAIT_ALIAS_NOT_FOUND when the state holds no such object.
+    static func aliasState(_ state: String?, _ alias: String) throws -> JSON {
+        guard let state, case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
+            throw HubError.traitAliasNotFound
         }
-        return Reply.json(200, a)
+        return a
     }
 
     /// GET or PUT …/things/{thingID}/firmware-version or …/thing-type: with
@@ -125,6 +134,7 @@ extension API {
         let (user, tid) = try caller(request, context)
         let alias = context.parameters.get("alias").map { String($0) }
         let q = try value(StateQueryForm.parse(try await object(request), now: Platform.epochMs()))
+        if let alias { _ = try Self.aliasState(try value(hub.latestState(user: user, thingID: tid)), alias) }
         let (groups, next) = try value(
             hub.stateHistory(
                 user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
