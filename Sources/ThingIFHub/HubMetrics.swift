@@ -13,7 +13,7 @@ import ThingIF
 /// bootstrap_dropped_total{reason} (MQTT bootstrap requests dropped: budget,
 /// busy), refused_total{defence} (calls refused by a flood defence: costly_busy,
 /// address_budget, app_budget, creation_cap, installation_cap, enrollment,
-/// header_timeout, body_timeout).
+/// header_timeout, body_timeout, address_connections).
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 

@@ -15,27 +15,38 @@ import ThingIFHub
 /// `bodyTimeout` of its head; a keep-alive connection idle for `idleTimeout`
 /// is closed (Hummingbird's own idle timeout); at most `maxConnections` are
 /// open (Hummingbird's MaximumAvailableConnections: beyond it the hub stops
-/// accepting, and new connections wait in the listen backlog).
+/// accepting, and new connections wait in the listen backlog), and at most
+/// `maxConnectionsPerAddress` of them from one client address (IPv4 /32,
+/// IPv6 /64; beyond it a new one is closed at once, see AddressConnections),
+/// so that one address never fills the global cap.
 public struct HTTPConnectionLimits: Sendable, Equatable {
     public var headerTimeoutSeconds: Int
     public var bodyTimeoutSeconds: Int
     public var idleTimeoutSeconds: Int
     public var maxConnections: Int
+    public var maxConnectionsPerAddress: Int
 
     public static let defaultHeaderTimeout = 10
     public static let defaultBodyTimeout = 30
     public static let defaultIdleTimeout = 60
     public static let defaultMaxConnections = 1000
+    /// A tenth of the global cap: ten addresses to fill it. A browser or an
+    /// app holds at most 6 HTTP/1.1 connections to one host (event streams
+    /// included), so this is some 16 of them at their most, or far more
+    /// people behind one NAT as they usually are (docs/DECISIONS.md).
+    public static let defaultMaxConnectionsPerAddress = 100
 
     /// 0 turns a limit off.
     public init(
         headerTimeoutSeconds: Int = defaultHeaderTimeout, bodyTimeoutSeconds: Int = defaultBodyTimeout,
-        idleTimeoutSeconds: Int = defaultIdleTimeout, maxConnections: Int = defaultMaxConnections
+        idleTimeoutSeconds: Int = defaultIdleTimeout, maxConnections: Int = defaultMaxConnections,
+        maxConnectionsPerAddress: Int = defaultMaxConnectionsPerAddress
     ) {
         self.headerTimeoutSeconds = headerTimeoutSeconds
         self.bodyTimeoutSeconds = bodyTimeoutSeconds
         self.idleTimeoutSeconds = idleTimeoutSeconds
         self.maxConnections = maxConnections
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
     }
 
     /// The header the hub sets on every request to the peer's address (any
@@ -52,11 +63,12 @@ final class RequestClock: @unchecked Sendable {
     /// Bumped on every change of phase: a deadline set in an earlier one is void.
     var generation = 0
     let limits: HTTPConnectionLimits
-    let onTimeout: @Sendable (String) -> Void
+    /// Gets the name of the defence that closed the connection.
+    let onRefused: @Sendable (String) -> Void
 
-    init(limits: HTTPConnectionLimits, onTimeout: @escaping @Sendable (String) -> Void) {
+    init(limits: HTTPConnectionLimits, onRefused: @escaping @Sendable (String) -> Void) {
         self.limits = limits
-        self.onTimeout = onTimeout
+        self.onRefused = onRefused
     }
 
     func enter(_ p: Phase, context: ChannelHandlerContext) {
@@ -73,7 +85,7 @@ final class RequestClock: @unchecked Sendable {
         let channel = context.channel
         context.eventLoop.scheduleTask(in: .seconds(Int64(seconds))) { [self] in
             guard generation == g else { return }
-            onTimeout(p == .head ? "header_timeout" : "body_timeout")
+            onRefused(p == .head ? "header_timeout" : "body_timeout")
             channel.close(promise: nil)
         }
     }
@@ -92,22 +104,129 @@ final class FirstByteHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
+/// Open HTTP connections by client address (ClientAddress's keys: IPv4 /32,
+/// IPv6 /64), each at most `limit`. Thread-safe; an address whose count
+/// returns to zero is forgotten, so the table never holds more entries than
+/// there are open connections.
+public final class AddressConnections: Sendable {
+    public let limit: Int
+    private let counts = Locked([String: Int]())
+
+    public init(limit: Int) { self.limit = limit }
+
+    /// Counts one more connection of `key`; false, counting nothing, when
+    /// `key` already has `limit`.
+    public func take(_ key: String) -> Bool {
+        counts.withLock { c in
+            let n = c[key, default: 0]
+            guard n < limit else { return false }
+            c[key] = n + 1
+            return true
+        }
+    }
+
+    /// One connection of `key` fewer.
+    public func give(_ key: String) {
+        counts.withLock { c in
+            guard let n = c[key] else { return }
+            c[key] = n > 1 ? n - 1 : nil
+        }
+    }
+
+    public func count(_ key: String) -> Int { counts.withLock { $0[key, default: 0] } }
+
+    /// Addresses with a connection open.
+    public var addresses: Int { counts.withLock { $0.count } }
+}
+
+/// One connection's place in AddressConnections, on the channel's event
+/// loop. A direct client's connection counts for its peer address from
+/// accept to close. A trusted proxy's connection counts for the forwarded
+/// address of the request it carries, from the request's head to its
+/// response's end: the proxy's pooled keep-alive connections carry one
+/// client's request after another's, and an idle one is nobody's.
+final class AddressSlot: @unchecked Sendable {
+    let table: AddressConnections
+    /// The peer is a trusted proxy.
+    let proxied: Bool
+    let trusted: [String]
+    private var key: String?
+    private var closed = false
+
+    init(table: AddressConnections, proxied: Bool, trusted: [String]) {
+        self.table = table
+        self.proxied = proxied
+        self.trusted = trusted
+    }
+
+    /// Counts the connection for `newKey` instead of what it counted for;
+    /// false, counting for nothing, when `newKey` is at its limit.
+    func hold(_ newKey: String) -> Bool {
+        if key == newKey { return true }
+        release()
+        guard !closed, table.take(newKey) else { return false }
+        key = newKey
+        return true
+    }
+
+    func release() {
+        if let k = key { table.give(k) }
+        key = nil
+    }
+
+    /// When the channel is closed.
+    func close() {
+        closed = true
+        release()
+    }
+}
+
+/// In front of a connection over its address's limit: closes it as it
+/// becomes active, reading nothing.
+final class RefuseOnActive: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    func channelActive(context: ChannelHandlerContext) { context.close(promise: nil) }
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
 /// After the HTTP decoder: a head starts the body clock, the end stops it;
-/// the head gets the peer's address.
-final class RequestPartsHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// the head gets the peer's address. From a trusted proxy, the head's
+/// forwarded address takes the connection's slot (AddressSlot) until the
+/// response ends; over that address's limit the request gets 503 and the
+/// connection is closed.
+final class RequestPartsHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
     let clock: RequestClock
-    init(_ clock: RequestClock) { self.clock = clock }
+    let slot: AddressSlot?
+    /// Over the limit: the rest of the connection's input is dropped.
+    private var refusing = false
+
+    init(_ clock: RequestClock, slot: AddressSlot? = nil) {
+        self.clock = clock
+        self.slot = slot?.proxied == true ? slot : nil
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
         switch unwrapInboundIn(data) {
         case .head(var head):
+            let peer = context.channel.remoteAddress?.ipAddress
+            if let slot {
+                let key = ClientAddress.key(
+                    peer: peer, forwardedFor: head.headerFields[HTTPConnectionLimits.forwardedFor],
+                    trusted: slot.trusted)
+                guard slot.hold(key) else {
+                    refuse(context: context)
+                    return
+                }
+            }
             clock.enter(.body, context: context)
             head.headerFields[RequestPartsHandler.peer] = nil
-            if let ip = context.channel.remoteAddress?.ipAddress {
-                head.headerFields[RequestPartsHandler.peer] = ip
-            }
+            if let peer { head.headerFields[RequestPartsHandler.peer] = peer }
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .end:
             clock.enter(.idle, context: context)
@@ -117,17 +236,51 @@ final class RequestPartsHandler: ChannelInboundHandler, RemovableChannelHandler 
         }
     }
 
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if let slot, case .end = unwrapOutboundIn(data) { slot.release() }
+        context.write(data, promise: promise)
+    }
+
+    /// 503 SERVICE_BUSY with Retry-After, as when the costly work is full,
+    /// so that the proxy passes it on rather than taking the hub for down.
+    private func refuse(context: ChannelHandlerContext) {
+        refusing = true
+        clock.enter(.idle, context: context)
+        clock.onRefused(AddressConnections.defence)
+        let body = ByteBuffer(
+            string: #"{"errorCode":"SERVICE_BUSY","message":"too many open connections from this address"}"#)
+        var fields = HTTPFields()
+        fields[.contentType] = "application/json"
+        fields[.contentLength] = String(body.readableBytes)
+        fields[.retryAfter] = "1"
+        fields[.connection] = "close"
+        context.write(
+            wrapOutboundOut(.head(HTTPResponse(status: .serviceUnavailable, headerFields: fields))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
     static let peer = HTTPConnectionLimits.peerHeader
 }
 
-/// HTTP/1.1 as Hummingbird serves it, with the request clocks in front.
+extension AddressConnections {
+    /// refused_total's label for a connection over its address's limit.
+    static let defence = "address_connections"
+}
+
+/// HTTP/1.1 as Hummingbird serves it, with the request clocks in front and
+/// the connections counted by address.
 struct GuardedHTTP1Channel: ServerChildChannel {
     typealias Value = HTTP1Channel.Value
     let responder: HTTPChannelHandler.Responder
     let limits: HTTPConnectionLimits
-    let onTimeout: @Sendable (String) -> Void
+    /// nil: no limit per address.
+    let addresses: AddressConnections?
+    let trustedProxies: [String]
+    let onRefused: @Sendable (String) -> Void
 
-    func inner(_ clock: RequestClock?) -> HTTP1Channel {
+    func inner(_ clock: RequestClock?, _ slot: AddressSlot? = nil) -> HTTP1Channel {
         let idle: TimeAmount? = limits.idleTimeoutSeconds > 0 ? .seconds(Int64(limits.idleTimeoutSeconds)) : nil
         guard let clock else {
             return HTTP1Channel(responder: responder, configuration: .init(idleTimeout: idle))
@@ -135,18 +288,36 @@ struct GuardedHTTP1Channel: ServerChildChannel {
         return HTTP1Channel(
             responder: responder,
             configuration: .init(
-                additionalChannelHandlers: [RequestPartsHandler(clock), ConnectionCloseNormalizer()],
+                additionalChannelHandlers: [RequestPartsHandler(clock, slot: slot), ConnectionCloseNormalizer()],
                 idleTimeout: idle))
     }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        let clock = RequestClock(limits: limits, onTimeout: onTimeout)
+        var slot: AddressSlot?
+        if let addresses, let peer = channel.remoteAddress?.ipAddress {
+            let s = AddressSlot(
+                table: addresses, proxied: ClientAddress.isTrusted(peer, trustedProxies), trusted: trustedProxies)
+            if !s.proxied && !s.hold(ClientAddress.prefixKey(peer)) {
+                // Over the limit: closed as it becomes active. Set up all the
+                // same, for Hummingbird's handle(value:), which then ends at once.
+                onRefused(AddressConnections.defence)
+                do {
+                    try channel.pipeline.syncOperations.addHandler(RefuseOnActive(), position: .first)
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
+                return inner(nil).setup(channel: channel, logger: logger)
+            }
+            channel.closeFuture.whenComplete { _ in s.close() }
+            slot = s
+        }
+        let clock = RequestClock(limits: limits, onRefused: onRefused)
         do {
             try channel.pipeline.syncOperations.addHandler(FirstByteHandler(clock))
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        return inner(clock).setup(channel: channel, logger: logger)
+        return inner(clock, slot).setup(channel: channel, logger: logger)
     }
 
     func handle(value: Value, logger: Logger) async {
@@ -155,12 +326,17 @@ struct GuardedHTTP1Channel: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
-    /// HTTP/1.1 with the hub's connection limits.
-    static func guardedHTTP1(_ limits: HTTPConnectionLimits, onTimeout: @escaping @Sendable (String) -> Void)
-        -> HTTPServerBuilder
-    {
-        HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: limits, onTimeout: onTimeout)
+    /// HTTP/1.1 with the hub's connection limits; `onRefused` gets the name
+    /// of the defence that closed a connection (refused_total's label).
+    static func guardedHTTP1(
+        _ limits: HTTPConnectionLimits, trustedProxies: [String], onRefused: @escaping @Sendable (String) -> Void
+    ) -> HTTPServerBuilder {
+        let addresses =
+            limits.maxConnectionsPerAddress > 0 ? AddressConnections(limit: limits.maxConnectionsPerAddress) : nil
+        return HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(
+                responder: responder, limits: limits, addresses: addresses, trustedProxies: trustedProxies,
+                onRefused: onRefused)
         }
     }
 }

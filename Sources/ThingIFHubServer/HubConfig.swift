@@ -109,11 +109,12 @@ public struct HubConfig: Equatable, Sendable {
     /// Peers whose X-Forwarded-For is believed (addresses or CIDR prefixes).
     public var trustedProxies: [String] = []
     /// HTTP: seconds for a request's head, for its body, idle keep-alive
-    /// seconds, open connections (0: no limit).
+    /// seconds, open connections, and of them per client address (0: no limit).
     public var httpHeaderTimeout = HTTPConnectionLimits.defaultHeaderTimeout
     public var httpBodyTimeout = HTTPConnectionLimits.defaultBodyTimeout
     public var httpIdleTimeout = HTTPConnectionLimits.defaultIdleTimeout
     public var httpMaxConnections = HTTPConnectionLimits.defaultMaxConnections
+    public var httpMaxConnectionsPerAddress = HTTPConnectionLimits.defaultMaxConnectionsPerAddress
     /// Things created by onboarding by the thing, app-wide, per hour (0: no cap).
     public var thingsCreatedPerHour = 3600
     /// MQTT installations of apps per user and per app (0: no cap).
@@ -436,6 +437,11 @@ public struct HubConfig: Equatable, Sendable {
                 number(
                     "httpMaxConnections", ["--http-max-connections"], "N", \.httpMaxConnections,
                     "open HTTP connections at most (0: no limit)"),
+                number(
+                    "httpMaxConnectionsPerAddress", ["--http-max-connections-per-address"], "N",
+                    \.httpMaxConnectionsPerAddress,
+                    "of them from one client address, IPv4 /32 or IPv6 /64, the forwarded one behind trusted proxies;"
+                        + " beyond it a new one is closed at once (0: no limit)"),
                 number(
                     "thingsCreatedPerHour", ["--things-created-per-hour"], "N", \.thingsCreatedPerHour,
                     "things that onboarding by the thing may create an hour, app-wide (0: no cap)"),
@@ -807,7 +813,8 @@ public struct HubConfig: Equatable, Sendable {
     public var connections: HTTPConnectionLimits {
         HTTPConnectionLimits(
             headerTimeoutSeconds: httpHeaderTimeout, bodyTimeoutSeconds: httpBodyTimeout,
-            idleTimeoutSeconds: httpIdleTimeout, maxConnections: httpMaxConnections)
+            idleTimeoutSeconds: httpIdleTimeout, maxConnections: httpMaxConnections,
+            maxConnectionsPerAddress: httpMaxConnectionsPerAddress)
     }
 
     /// Applies the flood settings that live in FrameworkSide's options.

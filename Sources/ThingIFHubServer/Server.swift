@@ -43,7 +43,8 @@ public final class HubServer: Service, @unchecked Sendable {
         /// Peers whose X-Forwarded-For is believed (addresses or CIDR
         /// prefixes); from anyone else it is ignored.
         public var trustedProxies: [String] = []
-        /// Header and body timeouts, idle keep-alive timeout, connection cap.
+        /// Header and body timeouts, idle keep-alive timeout, connection caps
+        /// (global and per client address).
         public var connections = HTTPConnectionLimits()
         /// The token of the operator's routes (POST …/things/import); nil: those routes are off.
         public var adminToken: String?
@@ -128,10 +129,13 @@ public final class HubServer: Service, @unchecked Sendable {
     public func run() async throws {
         var logger = Logger(label: "thingif-hub.http")
         logger.logLevel = logLevel
-        // Connection limits and timeouts (ConnectionGuard.swift); Connection: Close in
-        // any case ends the connection (ConnectionClose.swift).
+        // Connection limits and timeouts, the global cap's share per address
+        // (ConnectionGuard.swift); Connection: Close in any case ends the
+        // connection (ConnectionClose.swift).
         let metrics = hub.metrics
-        let http1 = HTTPServerBuilder.guardedHTTP1(security.connections) { metrics.refused($0) }
+        let http1 = HTTPServerBuilder.guardedHTTP1(security.connections, trustedProxies: security.trustedProxies) {
+            metrics.refused($0)
+        }
         var server: HTTPServerBuilder = http1
         var scheme = "http"
         if let cert = security.tlsCertFile, let key = security.tlsKeyFile {
