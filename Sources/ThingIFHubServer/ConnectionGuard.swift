@@ -181,15 +181,6 @@ final class AddressSlot: @unchecked Sendable {
     }
 }
 
-/// In front of a connection over its address's limit: closes it as it
-/// becomes active, reading nothing.
-final class RefuseOnActive: ChannelInboundHandler {
-    typealias InboundIn = ByteBuffer
-
-    func channelActive(context: ChannelHandlerContext) { context.close(promise: nil) }
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
-}
-
 /// After the HTTP decoder: a head starts the body clock, the end stops it;
 /// the head gets the peer's address. From a trusted proxy, the head's
 /// forwarded address takes the connection's slot (AddressSlot) until the
@@ -267,6 +258,9 @@ final class RequestPartsHandler: ChannelDuplexHandler, RemovableChannelHandler {
 extension AddressConnections {
     /// refused_total's label for a connection over its address's limit.
     static let defence = "address_connections"
+
+    /// A connection's setup that refused it.
+    struct OverLimit: Error {}
 }
 
 /// HTTP/1.1 as Hummingbird serves it, with the request clocks in front and
@@ -298,15 +292,17 @@ struct GuardedHTTP1Channel: ServerChildChannel {
             let s = AddressSlot(
                 table: addresses, proxied: ClientAddress.isTrusted(peer, trustedProxies), trusted: trustedProxies)
             if !s.proxied && !s.hold(ClientAddress.prefixKey(peer)) {
-                // Over the limit: closed as it becomes active. Set up all the
-                // same, for Hummingbird's handle(value:), which then ends at once.
+                // Over the limit: closed here, before NIO registers it with
+                // its event loop (which comes after a setup that succeeded;
+                // Hummingbird never sees a setup that failed). So a refusal
+                // is an accept and a close: an address that re-opens as
+                // fast as it can is drained fast from the listen backlog
+                // that other addresses' connections wait in. Closing it
+                // fires its closeFuture, which gives back its place in the
+                // global cap (MaximumAvailableConnections).
                 onRefused(AddressConnections.defence)
-                do {
-                    try channel.pipeline.syncOperations.addHandler(RefuseOnActive(), position: .first)
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-                return inner(nil).setup(channel: channel, logger: logger)
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(AddressConnections.OverLimit())
             }
             channel.closeFuture.whenComplete { _ in s.close() }
             slot = s
