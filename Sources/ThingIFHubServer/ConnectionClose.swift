@@ -1,7 +1,9 @@
 import Foundation
 import HTTPTypes
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 
 /// Makes Hummingbird honour `Connection: Close` whatever its case.
 ///
@@ -17,6 +19,15 @@ import NIOHTTPTypes
 final class ConnectionCloseNormalizer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
+
+    /// Puts `HTTP10Close` in front of the HTTP/1-to-HTTPTypes codec, the
+    /// last place where a request's version is known.
+    func handlerAdded(context: ChannelHandlerContext) {
+        let ops = context.pipeline.syncOperations
+        if let codec = try? ops.handler(type: HTTP1ToHTTPServerCodec.self) {
+            try? ops.addHandler(HTTP10Close(), position: .before(codec))
+        }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard case .head(var head) = unwrapInboundIn(data),
@@ -36,5 +47,28 @@ final class ConnectionCloseNormalizer: ChannelInboundHandler, RemovableChannelHa
         value.split(separator: ",").contains {
             $0.trimmingCharacters(in: .whitespaces).lowercased() == "close"
         }
+    }
+}
+
+/// Ends an HTTP/1.0 connection after the answer unless the request asked to
+/// keep it (RFC 9112 §9.3). HTTPTypes has no version, so Hummingbird 2 keeps
+/// every connection open; Kii's thing-if-ThingSDK (kii_core.c) sends
+/// HTTP/1.0 without a Connection header and, for an answer without a body
+/// (204), reads until the server closes: without this it waited out the
+/// hub's idle timeout (60 s) after every action result and state upload,
+/// with its command thread blocked. The version is read here, before
+/// HTTP1ToHTTPServerCodec drops it, as a `Connection: close` that the
+/// handlers after it understand.
+final class HTTP10Close: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data), head.version == .http1_0, !head.isKeepAlive else {
+            context.fireChannelRead(data)
+            return
+        }
+        head.headers.replaceOrAdd(name: "Connection", value: "close")
+        context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 }
