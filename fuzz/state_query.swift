@@ -4,11 +4,15 @@
 //
 // Properties, beyond "no crash" (an overflow trap is one):
 //  1. An accepted query reads a non-empty range from >= 0 to `to` > from,
-//     and an "all" query ends at now + 1.
+//     and a query without a time range ("all", or an "and" of "all"s)
+//     ends at now + 1.
 //  2. A grouped query has a time range; bestEffortLimit, when set, is >= 1.
 //  3. A refused query gives a 4xx with an errorCode and a message, and its
 //     body is JSON.
 //  4. jansson's memory returns to its baseline after each input.
+//  5. An accepted aggregation is the one element of a grouped query
+//     without paging, as sent; its field and name are 1 to 255 bytes
+//     without `"` or `\`; only COUNT takes a field that is not a number.
 import CThingIF
 @testable import ThingIF
 
@@ -24,11 +28,31 @@ func fuzzCheck(_ input: [UInt8]) {
         guard case .success = JSON.parse(e.body.dumpBytes()) else { fuzzFail("the error body is not JSON", input) }
     case .success(let q):
         if q.from < 0 || q.to <= q.from { fuzzFail("an accepted empty or negative range \(q.from)..<\(q.to)", input) }
-        let type = body["query"]?["clause"]?["type"]?.stringValue
-        if type == "all" && (q.from != 0 || q.to != now + 1) {
-            fuzzFail("an \"all\" query that is not 0..<now+1", input)
+        let clause = body["query"]?["clause"]
+        let inner =
+            clause?["type"]?.stringValue == "and" ? (clause?["clauses"]?.elements ?? []) : [clause].compactMap { $0 }
+        let timed = inner.contains { $0["type"]?.stringValue == "withinTimeRange" }
+        if !timed && (q.from != 0 || q.to != now + 1) {
+            fuzzFail("a query without a time range that is not 0..<now+1", input)
         }
-        if q.grouped && type != "withinTimeRange" { fuzzFail("a grouped query without a time range", input) }
+        if q.grouped && !timed { fuzzFail("a grouped query without a time range", input) }
         if let l = q.limit, l < 1 { fuzzFail("an accepted bestEffortLimit below 1", input) }
+        if let a = q.aggregation {
+            let sent = body["query"]?["aggregations"]?.elements ?? []
+            if !q.grouped || q.limit != nil || q.paginationKey != nil || sent.count != 1 {
+                fuzzFail("an aggregation accepted outside a grouped query of one page", input)
+            }
+            if sent.first?["field"]?.stringValue != a.field || sent.first?["putAggregationInto"]?.stringValue != a.name
+                || sent.first?["type"]?.stringValue != a.kind.rawValue
+            {
+                fuzzFail("an aggregation that is not the one sent", input)
+            }
+            for s in [a.field, a.name] where s.isEmpty || s.utf8.count > 255 || s.contains("\"") || s.contains("\\") {
+                fuzzFail("an accepted field or name the stores cannot path", input)
+            }
+            if a.kind != .count && a.fieldType != .integer && a.fieldType != .decimal {
+                fuzzFail("\(a.kind.rawValue) accepted on \(a.fieldType.rawValue)", input)
+            }
+        }
     }
 }

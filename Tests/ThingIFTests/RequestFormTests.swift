@@ -77,9 +77,10 @@ struct RequestFormTests {
         let cases: [(String, String)] = [
             (#"{}"#, "INVALID_INPUT_DATA"),
             (#"{"query":{"clause":{"type":"eq","field":"a","value":1}}}"#, "QUERY_NOT_SUPPORTED"),
-            (#"{"query":{"clause":{"type":"all"},"aggregations":[{}]}}"#, "QUERY_NOT_SUPPORTED"),
+            (#"{"query":{"clause":{"type":"all"},"aggregations":[{}]}}"#, "INVALID_INPUT_DATA"),
+            (#"{"query":{"clause":{"type":"and","clauses":[{"type":"eq"}]}}}"#, "QUERY_NOT_SUPPORTED"),
             (#"{"query":{"grouped":true,"clause":{"type":"all"}}}"#, "INVALID_INPUT_DATA"),
-            (#"{"query":{"clause":{"type":"withinTimeRange","lowerLimit":5,"upperLimit":5}}}"#, "INVALID_INPUT_DATA"),
+            (#"{"query":{"clause":{"type":"withinTimeRange","lowerLimit":6,"upperLimit":5}}}"#, "INVALID_INPUT_DATA"),
             (#"{"query":{"clause":{"type":"withinTimeRange","lowerLimit":-1,"upperLimit":5}}}"#, "INVALID_INPUT_DATA"),
             (
                 #"{"query":{"clause":{"type":"withinTimeRange","lowerLimit":0,"upperLimit":9223372036854775807}}}"#,
