@@ -227,9 +227,11 @@ struct AppAPI {
 
     /// One page of at most `limit` samples (capped to `maxPage`), grouped;
     /// `next` is the paginationKey of the following page, nil at the end.
+    /// With `wholeIntervals` (Kii's grouped query) the range grows to the
+    /// whole grouping intervals it touches, as the aggregations read them.
     func stateHistory(
         user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
@@ -239,6 +241,8 @@ struct AppAPI {
         case .success(let t): thing = t
         }
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
+        var (from, to) = (from, to)
+        if wholeIntervals { (from, to) = Self.wholeIntervals(from: from, to: to, of: thing) }
         if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
         var after: Int64 = 0
         if let paginationKey {

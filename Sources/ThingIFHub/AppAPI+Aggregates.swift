@@ -1,0 +1,68 @@
+import ThingIF
+
+/// Kii's grouped state queries: whole grouping intervals, and aggregations.
+extension AppAPI {
+    /// The thing's grouping interval in ms (nil: none, the range is one group).
+    static func interval(of thing: ThingRecord) -> Int64? {
+        thing.dataGroupingInterval.flatMap { AppLimits.groupingIntervals[$0] }
+    }
+
+    /// [from, to) grown to the whole grouping intervals it touches (Kii's
+    /// live tests: a query of TimeRange(now, now) aggregates the samples of
+    /// now's interval, uploaded before now). Unchanged without an interval.
+    static func wholeIntervals(from: Int64, to: Int64, of thing: ThingRecord) -> (from: Int64, to: Int64) {
+        guard let i = interval(of: thing), from < to else { return (from, to) }
+        let last = to - 1
+        let (end, overflow) = (last - last % i).addingReportingOverflow(i)
+        return (from - from % i, overflow ? Int64.max : end)
+    }
+
+    /// One aggregation over the thing's samples in [from, to) widened to
+    /// whole grouping intervals, one bucket per interval with samples (the
+    /// groups of the grouped query without aggregations).
+    func aggregateStates(
+        user: UserRecord, thingID: String, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64
+    ) -> Result<[AggregateBucket], HubError> {
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): thing = t
+        }
+        guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
+        if let alias {
+            do { try StateAggregation.checkName(alias, "alias") } catch { return .failure(error) }
+        }
+        let range = Self.wholeIntervals(from: from, to: to, of: thing)
+        guard
+            let buckets = store.aggregateStates(
+                thingID: thingID, alias: alias, field: a.field, kind: a.kind, from: range.from, to: range.to,
+                bucketMs: Self.interval(of: thing))
+        else { return .failure(.storage) }
+        return .success(buckets)
+    }
+}
+
+extension FrameworkSide {
+    /// Kii's grouped state query: as `stateHistory`, over the whole
+    /// grouping intervals the range touches.
+    public func groupedStateHistory(
+        user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+    )
+        -> Result<(groups: [StateGroup], next: String?), HubError>
+    {
+        appAPI.stateHistory(
+            user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
+            limit: limit, maxPage: maxPage, wholeIntervals: true)
+    }
+
+    /// Kii's grouped state query with an aggregation: one bucket per
+    /// grouping interval with samples in [from, to) widened to whole
+    /// intervals, oldest first; of `alias`'s state when given.
+    public func aggregateStates(
+        user: UserRecord, thingID: String, alias: String?, aggregation: StateAggregation, from: Int64, to: Int64
+    ) -> Result<[AggregateBucket], HubError> {
+        appAPI.aggregateStates(
+            user: user, thingID: thingID, alias: alias, aggregation: aggregation, from: from, to: to)
+    }
+}
