@@ -75,11 +75,14 @@ final class HubAPIEnv {
 
     /// With `filesOnlyBroker`, a broker without the plugin and a hub with
     /// `--broker-admin none` (Env's).
+    /// `store`: the hub's store (default a fresh MemoryStore); the caller closes it.
     static func start(
-        security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false,
+        security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false, store: HubStore? = nil,
         options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in }
     ) async throws -> HubAPIEnv {
-        let env = try await offPool { Result { try Env(filesOnlyBroker: filesOnlyBroker, configure: options) } }.get()
+        let env = try await offPool {
+            Result { try Env(filesOnlyBroker: filesOnlyBroker, store: store, configure: options) }
+        }.get()
         let logs = Locked<[String]>([])
         let server = HubServer(
             hub: env.hub, host: "127.0.0.1", port: 0, security: security,
@@ -304,11 +307,12 @@ final class HubAPIEnv {
 
 /// Runs `body` with a fresh HubAPIEnv and always tears it down.
 func withHubAPI(
-    security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false,
+    security: HubServer.Security = HubServer.Security(), filesOnlyBroker: Bool = false, store: HubStore? = nil,
     options: @escaping @Sendable (inout FrameworkSide.Options) -> Void = { _ in },
     _ body: (HubAPIEnv) async throws -> Void
 ) async throws {
-    let e = try await HubAPIEnv.start(security: security, filesOnlyBroker: filesOnlyBroker, options: options)
+    let e = try await HubAPIEnv.start(
+        security: security, filesOnlyBroker: filesOnlyBroker, store: store, options: options)
     do {
         try await body(e)
     } catch {

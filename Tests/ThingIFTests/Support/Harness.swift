@@ -183,8 +183,12 @@ final class Env {
     /// `configure` changes the framework side's options (the flood defences' settings).
     /// A hub without a CA for things (password mode): `Env.withoutThingCA`.
     /// With `filesOnlyBroker`, the broker has no plugin and the hub
-    /// administers nothing in it (--broker-admin none).
-    init(filesOnlyBroker: Bool = false, configure: (inout FrameworkSide.Options) -> Void = { _ in }) throws {
+    /// administers nothing in it (--broker-admin none). `store`: the hub's
+    /// store (default a fresh MemoryStore); the caller closes it.
+    init(
+        filesOnlyBroker: Bool = false, store: HubStore? = nil,
+        configure: (inout FrameworkSide.Options) -> Void = { _ in }
+    ) throws {
         broker = try filesOnlyBroker ? Broker.startFilesOnly() : Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
         // Fast password hashes: the KDF's production cost (600,000 iterations)
@@ -193,7 +197,7 @@ final class Env {
         if filesOnlyBroker { options.brokerAdmin = .none }
         configure(&options)
         guard
-            let h = FrameworkSide(options, store: MemoryStore(secrets: .fastForTests))
+            let h = FrameworkSide(options, store: store ?? MemoryStore(secrets: .fastForTests))
         else {
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError("cannot create the framework side")
