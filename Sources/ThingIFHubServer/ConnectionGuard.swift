@@ -49,6 +49,14 @@ public struct HTTPConnectionLimits: Sendable, Equatable {
         self.maxConnectionsPerAddress = maxConnectionsPerAddress
     }
 
+    /// The listen backlog: as long as the global cap (HAProxy's default for
+    /// a frontend), at least Hummingbird's 256; the kernel cuts it to
+    /// net.core.somaxconn (4096 by default). An address that re-opens each
+    /// connection the hub refuses keeps the backlog full of its own; with
+    /// Hummingbird's 256 another client's SYN was then dropped now and then
+    /// and it connected only on the retry, a second later (bench/abuse).
+    static func backlog(maxConnections: Int) -> Int { max(256, maxConnections) }
+
     /// The header the hub sets on every request to the peer's address (any
     /// copy a client sent is removed first), for the per-address budgets.
     static let peerHeader = HTTPField.Name("X-Thingif-Peer-Address")!

@@ -153,6 +153,7 @@ public final class HubServer: Service, @unchecked Sendable {
             server: server,
             configuration: .init(
                 address: .hostname(host, port: port), serverName: "thingif-hub",
+                backlog: HTTPConnectionLimits.backlog(maxConnections: maxConnections),
                 availableConnectionsDelegate: maxConnections > 0 ? MaximumAvailableConnections(maxConnections) : nil),
             onServerRunning: { [boundPort, log, host, scheme] channel in
                 let p = channel.localAddress?.port ?? 0
