@@ -18,14 +18,20 @@ FLOOD is one of:
                  fast as it can, QoS 0, a new client ID in every topic
   rollout        8 clients onboarding new things over HTTP (a normal fleet roll-out)
   installations  one pseudo user making MQTT installations at 15 a second
-  slowloris      4,000 half-sent HTTP requests (reports how many are open at the end)
+  slowloris      4,000 half-sent HTTP requests from --source (reports how many are open at the end)
+  oneaddress     one address (--source) keeping 1,000 half-sent HTTP requests open for at least 30 s,
+                 opening a new one for each the hub closes; another client (127.0.0.1) opens a new
+                 connection for GET /health once a second, 3 s timeout (reports its answers and p50/p99)
   nonowner       8 pseudo users reading a thing they do not own, while its owner
                  reads it too (reports the owner's answers)
 """
 import argparse
+import errno
 import http.client
 import json
 import os
+import resource
+import selectors
 import socket
 import struct
 import sys
@@ -158,6 +164,117 @@ def mqtt_connect(port, client_id, username, password):
     return sock, publish
 
 
+def one_address_flood(args, stop):
+    """--open half-sent requests from --source, each re-opened as soon as the
+    hub closes it (one thread, non-blocking sockets); a probe from 127.0.0.1
+    once a second. Returns the threads and the report."""
+    u = urllib.parse.urlsplit(args.hub)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.open + 256)), hard))
+    head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Half: "
+    st = {"opened": 0, "cut": 0, "connect_failed": 0, "open_at_end": 0}
+    probes = {"sent": 0, "answered": 0, "ms": []}
+
+    def attacker():
+        sel = selectors.DefaultSelector()
+
+        def open_one():
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.bind((args.source, 0))
+                rc = c.connect_ex((u.hostname, u.port))
+            except OSError:
+                rc = -1
+            if rc not in (0, errno.EINPROGRESS):
+                st["connect_failed"] += 1
+                c.close()
+                return False
+            st["opened"] += 1
+            sel.register(c, selectors.EVENT_WRITE, "connecting")
+            return True
+
+        n = 0
+        while n < args.open and not stop.is_set():
+            n += open_one()
+        while not stop.is_set():
+            missing = args.open - len(sel.get_map())
+            for _ in range(missing):
+                open_one()
+            for key, _ in sel.select(timeout=0.1):
+                c = key.fileobj
+                if key.data == "connecting":
+                    if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) != 0:
+                        st["connect_failed"] += 1
+                        sel.unregister(c)
+                        c.close()
+                        continue
+                    try:
+                        c.send(head)
+                        sel.modify(c, selectors.EVENT_READ, "held")
+                    except OSError:
+                        st["cut"] += 1
+                        sel.unregister(c)
+                        c.close()
+                    continue
+                try:
+                    more = c.recv(4096) != b""
+                except BlockingIOError:
+                    more = True
+                except OSError:
+                    more = False
+                if not more:  # closed by the hub: open another
+                    st["cut"] += 1
+                    sel.unregister(c)
+                    c.close()
+        for key in list(sel.get_map().values()):
+            c = key.fileobj
+            if key.data == "held":
+                try:
+                    c.recv(1)
+                except BlockingIOError:
+                    st["open_at_end"] += 1
+                except OSError:
+                    pass
+            c.close()
+
+    def prober():
+        while not stop.is_set():
+            t0 = time.monotonic()
+            probes["sent"] += 1
+            c = None
+            try:
+                # 3 s for the whole probe: connect, then each read.
+                c = socket.create_connection((u.hostname, u.port), timeout=3, source_address=("127.0.0.1", 0))
+                c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                got = b""
+                while b"\r\n\r\n" not in got and time.monotonic() - t0 < 3:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+                if got.startswith(b"HTTP/1.1 200") and time.monotonic() - t0 < 3:
+                    probes["answered"] += 1
+                    probes["ms"].append((time.monotonic() - t0) * 1000)
+            except OSError:
+                pass
+            finally:
+                if c is not None:
+                    c.close()
+            stop.wait(max(0, 1 - (time.monotonic() - t0)))
+
+    def report():
+        ms = probes["ms"]
+        r = dict(st)
+        r.update(probes=probes["sent"], probes_answered=probes["answered"],
+                 probe_p50_ms="%.1f" % percentile(ms, 50), probe_p99_ms="%.1f" % percentile(ms, 99),
+                 probe_max_ms="%.1f" % (max(ms) if ms else float("nan")),
+                 refused=int(metric_sum(args.hub, "thingif_hub_refused_total", 'defence="address_connections"')))
+        return r
+
+    return [threading.Thread(target=attacker, daemon=True), threading.Thread(target=prober, daemon=True)], report
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("flood")
@@ -175,6 +292,11 @@ def main():
     ap.add_argument("--count", type=int, default=0,
                     help="rollout only: stop when so many things were onboarded (200), not after -d; "
                          "-d is then the most it may take")
+    ap.add_argument("--source", default="127.0.0.2",
+                    help="slowloris/oneaddress: the attacker's address (Linux routes all of 127/8 to loopback), "
+                         "not the owner's 127.0.0.1")
+    ap.add_argument("--open", type=int, default=1000,
+                    help="oneaddress: half-sent requests the attacker keeps open")
     ap.add_argument("--csr", default="",
                     help="onboard/rollout: send this PEM CSR with every onboarding (a hub with a things CA "
                          "then signs a certificate for each new thing and makes no broker record)")
@@ -187,6 +309,8 @@ def main():
     through = ""
     extra = {}
 
+    if args.flood == "oneaddress":
+        args.duration = max(args.duration, 30)  # the flood of issue #46: sustained for 30 s
     if args.flood == "idle":
         pass
     elif args.flood == "signup":
@@ -258,7 +382,7 @@ def main():
                 if stop.is_set():
                     break
                 try:
-                    c = socket.create_connection((u.hostname, u.port), timeout=5)
+                    c = socket.create_connection((u.hostname, u.port), timeout=5, source_address=(args.source, 0))
                     c.sendall(b"POST /api/apps/%s/users HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                               % app.encode())
                     socks.append(c)
@@ -281,6 +405,8 @@ def main():
             return {"opened": len(socks), "open_at_end": n}
 
         extra["finish"] = still_open
+    elif args.flood == "oneaddress":
+        threads, extra["finish"] = one_address_flood(args, stop)
     elif args.flood == "nonowner":
         owner = Hub(args.hub, args.token)
         thing_path = "/thing-if/apps/%s/targets/thing:%s/commands" % (app, args.thing)
