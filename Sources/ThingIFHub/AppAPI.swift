@@ -71,6 +71,47 @@ extension FrameworkSide {
         }
     }
 
+    /// Kii's GET …/things/{thingID}/vendor-thing-id: {"_vendorThingID"} of
+    /// a thing the user owns (404 THING_NOT_FOUND for one named by thingID
+    /// alone, which has none).
+    public func vendorThingID(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
+        ownedThing(user: user, thingID: thingID).flatMap { t in
+            guard let v = t.vendorThingID else {
+                return .failure(.thingIDNotFound(thingID))
+            }
+            let o = JSON.object()
+            o.set("_vendorThingID", string: v)
+            return .success(o)
+        }
+    }
+
+    /// Kii's VendorThingIDUpdateRequest, by an owner:
+    /// {"_vendorThingID","_password"}, both required and checked as at
+    /// onboarding; the thing then onboards with them. Its tokens and
+    /// installations stay. 409 THING_ALREADY_EXISTS when another thing has
+    /// that vendorThingID. Runs the password KDF: call it as costly work.
+    public func setVendorThingID(user: UserRecord, thingID: String, body: JSON) -> Result<Void, HubError> {
+        let vendorThingID: String
+        let password: String
+        do {
+            vendorThingID = try FormFields.requiredString(body, "_vendorThingID")
+            password = try FormFields.requiredString(body, "_password")
+        } catch {
+            return .failure(error)
+        }
+        if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password) { return .failure(e) }
+        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        let hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
+        switch store.setVendorThingID(thingID: thingID, vendorThingID: vendorThingID, passwordHash: hash) {
+        case .changed: return .success(())
+        case .taken:
+            return .failure(
+                HubError(409, "THING_ALREADY_EXISTS", "Thing with vendorThingID \(vendorThingID) already exists"))
+        case .noThing: return .failure(.thingNotFound(thingID))
+        case .storage: return .failure(.storage)
+        }
+    }
+
     /// The things `user` owns directly or through its groups, by thingID.
     public func ownedThings(user: UserRecord) -> [ThingRecord] {
         store.things(ownedBy: appAPI.identities(of: user))

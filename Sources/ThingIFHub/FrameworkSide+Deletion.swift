@@ -6,6 +6,16 @@ import ThingIF
 extension FrameworkSide {
     /// Deletes a thing that `user` owns (directly or through a group): 404
     /// for an unknown thing or another owner's, as for every thing call.
+    /// Kii's user deletion, by the user itself: HubStore.deleteUser (its
+    /// tokens, installations, ownerships and memberships), then the broker
+    /// logins of its MQTT installations. The deleted installations are
+    /// returned so that the server closes their event streams.
+    public func deleteUser(_ user: UserRecord) -> Result<[AppInstallation], HubError> {
+        guard let installations = store.deleteUser(id: user.userID) else { return .failure(.storage) }
+        for i in installations where i.kind == .mqtt { removePushCredentials(installationID: i.installationID) }
+        return .success(installations)
+    }
+
     public func deleteThing(user: UserRecord, thingID: String) -> Result<Void, HubError> {
         appAPI.ownedThing(user: user, thingID: thingID).flatMap { removeThing($0) }
     }

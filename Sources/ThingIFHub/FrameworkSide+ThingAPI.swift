@@ -10,9 +10,6 @@ public enum ThingField: String, Sendable {
     public var key: String { self == .firmwareVersion ? "firmwareVersion" : "thingType" }
     /// Its name in the hub's log lines.
     var words: String { self == .firmwareVersion ? "firmware version" : "thing type" }
-    var notFoundCode: String {
-        self == .firmwareVersion ? "THING_WITHOUT_FIRMWARE_VERSION" : "THING_WITHOUT_THING_TYPE"
-    }
 }
 
 /// What a thing asks of the framework: onboarding, installations, its MQTT endpoint,
@@ -229,7 +226,7 @@ extension FrameworkSide {
                 return error(400, "INVALID_INPUT_DATA", "thingID and thingPassword are required strings")
             }
             guard let vendorThingID = store.thing(id: tid)?.vendorThingID else {
-                return error(404, "THING_NOT_FOUND", "no thing \(tid) in this app")
+                return error(.thingIDNotFound(tid))
             }
             j.set("vendorThingID", string: vendorThingID)
         }
@@ -406,7 +403,7 @@ extension FrameworkSide {
         case .success(let x): t = x
         }
         guard let topic = t.installations[installationID] else {
-            return error(404, "INSTALLATION_NOT_FOUND", "no installation \(installationID) for \(t.thingID)")
+            return error(.installationNotFound(installationID))
         }
         guard options.brokerAdmin == .dynsec else { return certificateRequired }
         guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
@@ -599,6 +596,23 @@ extension FrameworkSide {
         return forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
     }
 
+    /// Kii's state upload by an owner: PUT or PATCH …/states with the token
+    /// of a user who owns the thing (Kii's documentation: "the access token
+    /// of the thing or thing owner"). Stored, kept in the history and
+    /// probed by the triggers as the thing's own upload is; the caller has
+    /// checked the size limit.
+    public func ownerStateUpload(user: UserRecord, thingID: String, method: String, body: [UInt8]) -> KiiResponse {
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return error(e)
+        case .success(let t): thing = t
+        }
+        guard case .success(let j) = JSON.parse(body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+        }
+        return state(method: method, upload: j.dump(), thing: thing)
+    }
+
     /// A state upload (`upload`: the body's object as dumped) by `thing`,
     /// its record as authorisation read it: its state then is the old state
     /// the triggers compare with.
@@ -654,7 +668,7 @@ extension FrameworkSide {
     public func thingField(_ field: ThingField, thingID: String) -> Result<JSON, HubError> {
         guard let t = store.thing(id: thingID) else { return .failure(.thingNotFound(thingID)) }
         guard let v = field == .firmwareVersion ? t.firmwareVersion : t.thingType else {
-            return .failure(.notFound(field.notFoundCode, "\(thingID) has no \(field.key)"))
+            return .failure(field == .firmwareVersion ? .thingWithoutFirmwareVersion : .thingWithoutThingType)
         }
         let o = JSON.object()
         o.set(field.key, string: v)

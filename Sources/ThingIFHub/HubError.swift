@@ -56,6 +56,21 @@ public struct HubError: Error, Sendable, Equatable {
     public static let traitAliasNotFound = HubError(404, "TRAIT_ALIAS_NOT_FOUND", "The trait alias was not found")
     /// A SCHEDULE predicate whose cron string does not parse.
     public static let wrongSchedule = HubError(400, "WRONG_PREDICATE", "Value for 'schedule' field is incorrect")
+    /// A thing named by its thingID in a `/things/{thingID}` path (and in
+    /// onboarding by thingID) that is not there, or not the caller's.
+    public static func thingIDNotFound(_ thingID: String) -> HubError {
+        HubError(404, "THING_NOT_FOUND", "Thing with thingID \(thingID) was not found")
+    }
+    /// A thing without a firmware version, read.
+    public static let thingWithoutFirmwareVersion = HubError(
+        404, "THING_WITHOUT_FIRMWARE_VERSION", "The thing does not have firmware version associated")
+    /// A thing without a thing type, read.
+    public static let thingWithoutThingType = HubError(
+        404, "THING_WITHOUT_THING_TYPE", "The thing does not have thing type associated")
+    /// An app installation that is not the caller's.
+    public static func installationNotFound(_ installationID: String) -> HubError {
+        HubError(404, "INSTALLATION_NOT_FOUND", "Installation \(installationID) not found")
+    }
     /// A user ID that is no user of the app.
     public static func userNotFound(_ userID: String) -> HubError {
         HubError(404, "USER_NOT_FOUND", "User \(userID) not found")

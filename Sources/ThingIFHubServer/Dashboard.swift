@@ -159,7 +159,7 @@ extension API {
     func sseInstallation(_ user: UserRecord, _ context: BasicRequestContext) throws -> AppInstallation {
         let id = try param(context, "installationID")
         guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
-            throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
+            throw HubError.installationNotFound(id)
         }
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
         return i

@@ -62,9 +62,8 @@ extension HubError {
     static let appNotFound = HubError(404, "APP_NOT_FOUND", "no such app on this hub")
     /// Kii's answer for a token that is unknown, expired, revoked or not a
     /// user's (a missing Authorization header stays 401 UNAUTHORIZED).
-    static let invalidToken = HubError(
-        403, "WRONG_TOKEN", "the access token is not valid: unknown, expired, revoked or not a user's token of this app"
-    )
+    /// The message is Kii's (thing-if-JSSDK's recorded 403).
+    static let invalidToken = HubError(403, "WRONG_TOKEN", "The provided token is not valid")
 }
 
 /// A spent rate budget: 429 with Retry-After and a Kii-style body.

@@ -1170,6 +1170,62 @@ struct StoreConformanceTests {
             #expect(parseObject(s.thing(id: t.thingID)?.state)?.count == 8)
         }
     }
+
+    @Test(
+        "deleteUser: the user, its tokens, installations, ownerships and memberships go; its things and groups stay",
+        arguments: StoreFactory.all)
+    func deleteUser(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let gone = try #require(s.createUser(loginName: "gone", passwordHash: "h"))
+            let other = try #require(s.createUser(loginName: "other", passwordHash: "h"))
+            let t = try register(s, "AC-DEL-USER")
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:" + gone.userID))
+            #expect(s.addOwner(thingID: t.thingID, owner: "user:" + other.userID))
+            let sse = try #require(s.addAppInstallation(userID: gone.userID, kind: .sse, target: nil))
+            let mqtt = try #require(s.addAppInstallation(userID: gone.userID, kind: .mqtt, target: nil))
+            let kept = try #require(s.addAppInstallation(userID: other.userID, kind: .sse, target: nil))
+            let second = try #require(s.issueToken(kind: .user, subjectID: gone.userID))
+            let owned = try #require(s.createGroup(name: "g", ownerUserID: gone.userID, members: [other.userID]))
+            let joined = try #require(
+                s.createGroup(name: "h", ownerUserID: other.userID, members: [gone.userID, other.userID]))
+            _ = try #require(s.insertCommand(command("c-del-user", thing: t.thingID, issuer: "user:" + gone.userID)))
+
+            let removed = try #require(s.deleteUser(id: gone.userID))
+            #expect(Set(removed.map(\.installationID)) == [sse.installationID, mqtt.installationID])
+            #expect(s.user(id: gone.userID) == nil && s.user(loginName: "gone") == nil)
+            #expect(s.user(accessToken: gone.accessToken) == nil && s.user(accessToken: second) == nil)
+            #expect(s.appInstallation(id: sse.installationID) == nil && s.appInstallations(userID: gone.userID).isEmpty)
+            #expect(s.appInstallation(id: kept.installationID) != nil)
+            #expect(s.thing(id: t.thingID)?.owners == ["user:" + other.userID])
+            #expect(s.command(id: "c-del-user") != nil, "the thing's history stays")
+            #expect(s.group(id: owned.groupID)?.ownerUserID == gone.userID, "a group it created stays, as Kii keeps it")
+            #expect(s.group(id: joined.groupID)?.members == [other.userID])
+            #expect(s.user(id: other.userID) != nil && s.user(accessToken: other.accessToken) != nil)
+            #expect(s.deleteUser(id: gone.userID) == nil, "no such user any more")
+            // The login name is free again.
+            #expect(s.createUser(loginName: "gone", passwordHash: "h") != nil)
+        }
+    }
+
+    @Test(
+        "setVendorThingID: both replaced in one write; a vendorThingID of another thing is taken; an unknown thing",
+        arguments: StoreFactory.all)
+    func setVendorThingID(_ factory: StoreFactory) throws {
+        try withStore(factory) { s in
+            let a = try register(s, "AC-VTID-A")
+            let b = try register(s, "AC-VTID-B")
+            #expect(s.setVendorThingID(thingID: a.thingID, vendorThingID: "AC-VTID-B", passwordHash: "h2") == .taken)
+            #expect(s.thing(id: a.thingID)?.vendorThingID == "AC-VTID-A")
+            #expect(s.setVendorThingID(thingID: a.thingID, vendorThingID: "AC-VTID-C", passwordHash: "h2") == .changed)
+            let moved = try #require(s.thing(id: a.thingID))
+            #expect(moved.vendorThingID == "AC-VTID-C" && moved.passwordHash == "h2")
+            #expect(s.thing(vendorThingID: "AC-VTID-C")?.thingID == a.thingID)
+            #expect(s.thing(vendorThingID: "AC-VTID-A") == nil)
+            #expect(s.setVendorThingID(thingID: a.thingID, vendorThingID: "AC-VTID-C", passwordHash: "h3") == .changed)
+            #expect(s.setVendorThingID(thingID: "th.nope", vendorThingID: "AC-VTID-D", passwordHash: "h") == .noThing)
+            #expect(s.thing(id: b.thingID)?.vendorThingID == "AC-VTID-B")
+        }
+    }
 }
 
 /// What only a store in a file can do.

@@ -105,7 +105,8 @@ struct ThingSDKConformanceTests {
                         start \(start): the command sent while off did not arrive \
                         (\(e.hub.store.command(id: pending)?.state.rawValue ?? "?"), \(e.hub.deliveryState(pending)))
                         """)
-                    try await answer(e, sdk, commandID: pending, thingToken: thingToken, tid: tid, ownerToken: ownerToken)
+                    try await answer(
+                        e, sdk, commandID: pending, thingToken: thingToken, tid: tid, ownerToken: ownerToken)
                     offlineCommand = nil
                 }
 
@@ -129,7 +130,8 @@ struct ThingSDKConformanceTests {
                     #expect(st.status == 204 && st.closedByServer, "state: \(st)")
                     let now = try await e.get("\(e.target(tid))/states", token: ownerToken)
                     let alias = now.json[Self.alias] as? [String: Any]
-                    #expect(alias?["power"] as? Bool == true && alias?["currentTemperature"] as? Int == 25, "\(now.text)")
+                    #expect(
+                        alias?["power"] as? Bool == true && alias?["currentTemperature"] as? Int == 25, "\(now.text)")
                 }
 
                 // Power cut: no DISCONNECT. Every other time a command is sent while it is off,
@@ -159,7 +161,8 @@ struct ThingSDKConformanceTests {
             let type = "thing-if/apps/\(e.appID)/things/\(tid)/thing-type"
             // Before any: an error the SDK reads (errorCode), as Kii names it.
             let none = await offPool { sdk.exchange("GET", fw, contentType: nil, token: thingToken, body: nil) }
-            #expect(none.status == 404 && none.json["errorCode"] as? String == "THING_WITHOUT_FIRMWARE_VERSION", "\(none)")
+            #expect(
+                none.status == 404 && none.json["errorCode"] as? String == "THING_WITHOUT_FIRMWARE_VERSION", "\(none)")
             KiiCore.expectReadable(none)
             let putFW = await offPool {
                 sdk.exchange(
@@ -215,7 +218,8 @@ struct ThingSDKConformanceTests {
         let tok = await offPool {
             sdk.exchange(
                 "POST", "api/apps/\(app)/oauth2/token", contentType: "application/json", token: nil,
-                body: #"{"grant_type":"client_credentials","client_id":"\#(app)","client_secret":"\#(KiiCore.appKey)"}"#)
+                body: #"{"grant_type":"client_credentials","client_id":"\#(app)","client_secret":"\#(KiiCore.appKey)"}"#
+            )
         }
         try #require(tok.status == 200, "token: \(tok)")
         KiiCore.expectReadable(tok)

@@ -342,6 +342,17 @@ public struct StateRetention: Sendable, Equatable {
     public var pruneEvery: Int { max(1, maxSamples / 64) }
 }
 
+/// What `HubStore.setVendorThingID` did.
+public enum VendorThingIDChange: Sendable, Equatable {
+    case changed
+    /// Another thing has that vendorThingID.
+    case taken
+    /// No thing has that thingID.
+    case noThing
+    /// The store could not write.
+    case storage
+}
+
 public enum RegisterError: Error, Sendable {
     /// The vendorThingID is registered with another password.
     case wrongPassword
@@ -398,6 +409,9 @@ public protocol HubStore: AnyObject, Sendable {
     func setThingType(thingID: String, _ thingType: String) -> Bool
     /// Adds an owner ("user:…" or "group:…"); adding one twice is a no-op.
     func addOwner(thingID: String, owner: String) -> Bool
+    /// Kii's VendorThingIDUpdateRequest: a new vendorThingID and password
+    /// (hashed by the caller) for thing `thingID`, in one write.
+    func setVendorThingID(thingID: String, vendorThingID: String, passwordHash: String) -> VendorThingIDChange
     /// The things any of `owners` ("user:…", "group:…") owns, by thingID.
     func things(ownedBy owners: [String]) -> [ThingRecord]
     /// Deletes the thing and everything that belongs to it, in one
@@ -453,6 +467,18 @@ public protocol HubStore: AnyObject, Sendable {
     /// the cursor of the last sample when more may follow.
     func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
         -> (samples: [StateSample], next: Int64?)
+    /// One aggregation of a field of the uploads with from <= at < to:
+    /// `state[alias][field]` (`state[field]` without an alias), per bucket
+    /// of `bucketMs` counted from the epoch (nil: the range is one bucket),
+    /// for the buckets that have uploads, oldest first. COUNT counts values
+    /// other than null; the others take the numbers and pass over the rest;
+    /// MIN and MAX also give the upload holding the value (the earliest on
+    /// ties). One statement on the SQL stores (StateAggregates.swift). nil:
+    /// the store failed.
+    func aggregateStates(
+        thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
+        bucketMs: Int64?
+    ) -> [AggregateBucket]?
 
     // MARK: commands
 
@@ -543,6 +569,13 @@ public protocol HubStore: AnyObject, Sendable {
     func removeAppInstallation(id: String, userID: String) -> Bool
     /// Replaces a user's password hash (a legacy hash re-hashed at login).
     func setPasswordHash(userID: String, _ hash: String) -> Bool
+    /// Deletes user `id` in one transaction: the user, every token of it,
+    /// its app installations (returned, for the hub to close their event
+    /// streams and broker logins), its ownership of things ("user:{id}")
+    /// and its group memberships. Its things, their commands and triggers,
+    /// and the groups it created stay. nil when there is no such user or the
+    /// store cannot write.
+    func deleteUser(id: String) -> [AppInstallation]?
 
     // MARK: things' certificates (revocation)
 

@@ -239,6 +239,21 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func setVendorThingID(thingID: String, vendorThingID: String, passwordHash: String)
+        -> VendorThingIDChange
+    {
+        data.withLock { d in
+            guard var t = d.things[thingID] else { return .noThing }
+            if let other = d.byVendorID[vendorThingID], other != thingID { return .taken }
+            if let old = t.vendorThingID, d.byVendorID[old] == thingID { d.byVendorID[old] = nil }
+            t.vendorThingID = vendorThingID
+            t.passwordHash = passwordHash
+            d.things[thingID] = t
+            d.byVendorID[vendorThingID] = thingID
+            return .changed
+        }
+    }
+
     public func addOwner(thingID: String, owner: String) -> Bool {
         data.withLock { d in
             guard var t = d.things[thingID] else { return false }
@@ -520,6 +535,27 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func countAppInstallations(kind: AppInstallation.Kind) -> Int {
         data.withLock { d in d.installations.values.filter { $0.kind == kind }.count }
+    }
+
+    public func deleteUser(id: String) -> [AppInstallation]? {
+        data.withLock { d in
+            guard let u = d.users.removeValue(forKey: id) else { return nil }
+            if let l = u.loginName, d.usersByLogin[l] == id { d.usersByLogin[l] = nil }
+            let mine = d.installations.values.filter { $0.userID == id }
+                .sorted { (d.installationRank[$0.installationID] ?? 0) < (d.installationRank[$1.installationID] ?? 0) }
+            for i in mine {
+                d.installations[i.installationID] = nil
+                d.installationRank[i.installationID] = nil
+            }
+            d.tokens = d.tokens.filter { !($0.value.kind == .user && $0.value.subjectID == id) }
+            for (tid, t) in d.things where t.owners.contains("user:" + id) {
+                d.things[tid]!.owners.removeAll { $0 == "user:" + id }
+            }
+            for (gid, g) in d.groups where g.members.contains(id) {
+                d.groups[gid]!.members.removeAll { $0 == id }
+            }
+            return mine
+        }
     }
 
     public func removeAppInstallation(id: String, userID: String) -> Bool {

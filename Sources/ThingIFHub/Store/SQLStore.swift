@@ -57,6 +57,50 @@ extension SQLDialect {
     /// Byte order for an ORDER BY of IDs (String's <): SQLite's default
     /// collation is binary, PostgreSQL's follows the database's locale.
     var byteOrder: String { self == .sqlite ? "" : #" COLLATE "C""# }
+
+    /// A thing's samples in [from, to) with one field of their state read,
+    /// for the aggregations (StateAggregates.swift): columns id, at,
+    /// method, upload, state, `b` the sample's bucket (at - (at - ?) % ?),
+    /// `t` the field's JSON type ('null' for null, NULL when absent) and
+    /// `n` its value when it is a number (NULL otherwise). SQLite reads the
+    /// field by a JSON path (json_type and json_extract, bound twice);
+    /// PostgreSQL by jsonb keys, each bound as text.
+    func stateFieldRows(aliased: Bool) -> String {
+        let sample = "id, at, method, upload, state, at - (at - ?) % ? AS b"
+        let range = "FROM state_samples WHERE thing_id = ? AND at >= ? AND at < ?"
+        switch self {
+        case .sqlite:
+            return """
+                SELECT id, at, method, upload, state, b, t, CASE WHEN t IN ('integer', 'real') THEN x END AS n
+                FROM (SELECT \(sample), json_type(state, ?) AS t, json_extract(state, ?) AS x \(range)) f
+                """
+        case .postgres:
+            let keys = aliased ? "-> ?::text -> ?::text" : "-> ?::text"
+            return """
+                SELECT id, at, method, upload, state, b, jsonb_typeof(v) AS t,
+                CASE WHEN jsonb_typeof(v) = 'number' THEN v::numeric END AS n
+                FROM (SELECT \(sample), state::jsonb \(keys) AS v \(range)) f
+                """
+        }
+    }
+
+    /// The bound keys of `stateFieldRows`: SQLite's path twice, or
+    /// PostgreSQL's keys.
+    func stateFieldKeys(alias: String?, field: String) -> [SQLValue] {
+        switch self {
+        case .sqlite:
+            let path = StateAggregateSQL.path(alias: alias, field: field)
+            return [.text(path), .text(path)]
+        case .postgres: return (alias.map { [$0] } ?? []).map { .text($0) } + [.text(field)]
+        }
+    }
+
+    /// A SUM that cannot fail: SQLite's SUM stops the statement on an
+    /// integer overflow, so it sums in doubles (TOTAL, NULL without
+    /// numbers); PostgreSQL's numeric sum is exact.
+    func sum(_ x: String) -> String {
+        self == .sqlite ? "CASE WHEN COUNT(\(x)) > 0 THEN TOTAL(\(x)) END" : "SUM(\(x))"
+    }
 }
 
 /// A HubStore on SQL, written once: SQLiteStore and PostgresStore supply a
@@ -444,6 +488,27 @@ extension SQLStore {
         }
     }
 
+    public func setVendorThingID(thingID: String, vendorThingID: String, passwordHash: String)
+        -> VendorThingIDChange
+    {
+        let r: VendorThingIDChange? = use(nil) { c in
+            try c.transaction { () throws -> VendorThingIDChange in
+                if let other = try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID),
+                    other.thingID != thingID
+                {
+                    return .taken
+                }
+                return try c.run(
+                    "UPDATE things SET vendor_thing_id = ?, password_hash = ? WHERE thing_id = ?",
+                    [.text(vendorThingID), .text(passwordHash), .text(thingID)]) == 1 ? .changed : .noThing
+            }
+        }
+        // A write that lost a race for the same vendorThingID breaks the
+        // UNIQUE constraint: taken, as it would have been a moment later.
+        if r == nil, let other = thing(vendorThingID: vendorThingID), other.thingID != thingID { return .taken }
+        return r ?? .storage
+    }
+
     public func addOwner(thingID: String, owner: String) -> Bool {
         ifThingExists(thingID) {
             try $0.run(
@@ -827,6 +892,24 @@ extension SQLStore {
                 try $0.first("SELECT COUNT(*) FROM app_installations WHERE kind = ?", [.text(kind.rawValue)]) {
                     $0.int(0)
                 } ?? 0)
+        }
+    }
+
+    public func deleteUser(id: String) -> [AppInstallation]? {
+        use(nil) { c in
+            try c.transaction { () throws -> [AppInstallation]? in
+                guard try c.first(StoreRows.userColumns + " WHERE user_id = ?", [.text(id)], StoreRows.user) != nil
+                else { return nil }
+                let installations = try c.rows(
+                    StoreRows.installationColumns + " WHERE i.user_id = ?", [.text(id)], StoreRows.installation)
+                let u: [SQLValue] = [.text(id)]
+                try c.run("DELETE FROM app_installations WHERE user_id = ?", u)
+                try c.run("DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.user.rawValue)] + u)
+                try c.run("DELETE FROM thing_owners WHERE owner = ?", [.text("user:" + id)])
+                try c.run("DELETE FROM group_members WHERE user_id = ?", u)
+                try c.run("DELETE FROM users WHERE user_id = ?", u)
+                return installations
+            }
         }
     }
 

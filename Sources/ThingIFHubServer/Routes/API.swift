@@ -19,6 +19,8 @@ struct API: Sendable {
     let tickets: EventTickets
 
     static let installationHeader = HTTPField.Name("X-Thingif-Installation-ID")!
+    /// Kii Cloud's header naming the app, where its path does not.
+    static let appIDHeader = HTTPField.Name("X-Kii-AppID")!
 
     // MARK: checks
 
@@ -127,6 +129,16 @@ struct API: Sendable {
     /// Checks that `user` owns (or is in a group that owns) thing `id`,
     /// then spends the thing's budget; returns the thing.
     @discardableResult
+    /// As `spendOwned`, for a path that names the thing by thingID
+    /// (`…/things/{thingID}/…`): Kii's 404 THING_NOT_FOUND there.
+    func spendOwnedByID(_ user: UserRecord, _ id: String) throws -> ThingRecord {
+        do {
+            return try spendOwned(user, id)
+        } catch let e as HubError where e.code == HubError.thingNotFound(id).code {
+            throw HubError.thingIDNotFound(id)
+        }
+    }
+
     func spendOwned(_ user: UserRecord, _ id: String) throws -> ThingRecord {
         let t = try value(hub.ownedThing(user: user, thingID: id))
         try spend("thing:" + id)

@@ -74,7 +74,7 @@ extension API {
         let user = try user(request, context)
         let id = try param(context, "installationID")
         guard hub.removeAppInstallation(user: user, installationID: id) else {
-            throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
+            throw HubError.installationNotFound(id)
         }
         notifier.streams.closeInstallation(id)
         hub.removePushCredentials(installationID: id)
@@ -86,7 +86,7 @@ extension API {
         let user = try eventsUser(request, context)
         let id = try param(context, "installationID")
         guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
-            throw HubError.notFound("INSTALLATION_NOT_FOUND", "no installation \(id) of this user")
+            throw HubError.installationNotFound(id)
         }
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
         let streams = notifier.streams

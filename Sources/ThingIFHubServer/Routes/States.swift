@@ -48,6 +48,8 @@ extension API {
 
     /// The object of `alias` in a thing's current state: 404
     /// TRAIT_ALIAS_NOT_FOUND when the state holds no such object.
+    /// (A thing that has no state yet knows no alias; the alias query asks
+    /// this only of a thing with a state.)
     static func aliasState(_ state: String?, _ alias: String) throws -> JSON {
         guard let state, case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
             throw HubError.traitAliasNotFound
@@ -64,7 +66,7 @@ extension API {
         if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
         let user = try user(request, context)
         let tid = try param(context, "thingID")
-        try spendOwned(user, tid)
+        _ = try spendOwnedByID(user, tid)
         if request.method == .get { return Reply.json(200, try value(hub.thingField(field, thingID: tid))) }
         let body = try await Body.bytes(request, limit: security.limits.maxBody)
         try value(hub.setThingField(field, thingID: tid, body: body))
@@ -127,19 +129,35 @@ extension API {
     }
 
     /// Kii's state query: POST …/states/query, and …/states/aliases/{alias}/query for a
-    /// trait alias. {"query":{"clause":{"type":"all"|"withinTimeRange","lowerLimit","upperLimit"},
-    /// "grouped"?},"bestEffortLimit"?,"paginationKey"?}: {"results":[…]} or, grouped,
-    /// {"groupedResults":[…]}; objects carry "_created".
+    /// trait alias. {"query":{"clause":<all, withinTimeRange or an and of them>,"grouped"?,
+    /// "aggregations"?},"bestEffortLimit"?,"paginationKey"?} (StateQueryForm): {"results":[…]}
+    /// or, grouped, {"groupedResults":[…]} over whole grouping intervals; objects carry
+    /// "_created". With an aggregation each group is {"range","aggregations":[…]}.
     func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
         let alias = context.parameters.get("alias").map { String($0) }
         let q = try value(StateQueryForm.parse(try await object(request), now: Platform.epochMs()))
-        if let alias { _ = try Self.aliasState(try value(hub.latestState(user: user, thingID: tid)), alias) }
-        let (groups, next) = try value(
-            hub.stateHistory(
-                user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
-                maxPage: security.limits.maxHistoryPage))
+        // An alias the thing's state does not hold: Kii's 404. Before the
+        // first upload, Kii answers 409 STATE_HISTORY_NOT_AVAILABLE, which
+        // its SDKs read as no results: the query runs and finds none.
+        if let alias, let state = try value(hub.latestState(user: user, thingID: tid)) {
+            _ = try Self.aliasState(state, alias)
+        }
         let o = JSON.object()
+        if let a = q.aggregation {
+            let buckets = try value(
+                hub.aggregateStates(user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to))
+            o.set("groupedResults", Self.aggregatedJSON(buckets, a, alias: alias))
+            return Reply.json(200, o)
+        }
+        let (groups, next) = try value(
+            q.grouped
+                ? hub.groupedStateHistory(
+                    user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
+                    maxPage: security.limits.maxHistoryPage)
+                : hub.stateHistory(
+                    user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
+                    maxPage: security.limits.maxHistoryPage))
         if q.grouped {
             o.set("groupedResults", Self.groupedJSON(groups, alias: alias))
         } else {
@@ -147,6 +165,34 @@ extension API {
         }
         if let next { o.set("nextPaginationKey", string: next) }
         return Reply.json(200, o)
+    }
+
+    /// Aggregated groups as Kii answers them: [{"range":{"from","to"},"aggregations":
+    /// [{"value","name"(putAggregationInto),"object"?}]}]; "object" (MIN and MAX) is the
+    /// sample holding the value, as the query's objects are; an interval without a value
+    /// has "aggregations":[].
+    static func aggregatedJSON(_ buckets: [AggregateBucket], _ a: StateAggregation, alias: String?) -> JSON {
+        let results = JSON.array()
+        for b in buckets {
+            let range = JSON.object()
+            range.set("from", .int64(b.from))
+            range.set("to", .int64(b.to))
+            let list = JSON.array()
+            if let v = b.value {
+                let item = JSON.object()
+                item.set("value", v.json)
+                item.set("name", string: a.name)
+                if let s = b.sample, let object = objectsJSON([s], alias: alias).elements.first {
+                    item.set("object", object)
+                }
+                list.append(item)
+            }
+            let group = JSON.object()
+            group.set("range", range)
+            group.set("aggregations", list)
+            results.append(group)
+        }
+        return results
     }
 
 }

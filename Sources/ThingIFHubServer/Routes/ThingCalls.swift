@@ -21,8 +21,8 @@ extension API {
         r.put(RouterPath("\(t)/automation-report")) { try await thingRequest($0, $1, .thingIF) }
         r.put(RouterPath("\(t)/commands/{commandID}")) { try await thingRequest($0, $1, .thingIF) }
         r.put(RouterPath("\(t)/commands/{commandID}/action-results")) { try await thingRequest($0, $1, .thingIF) }
-        r.put(RouterPath("\(t)/states")) { try await thingRequest($0, $1, .thingIF) }
-        r.patch(RouterPath("\(t)/states")) { try await thingRequest($0, $1, .thingIF) }
+        r.put(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
+        r.patch(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
         return r
     }
 
@@ -51,6 +51,16 @@ extension API {
         guard bootstrap else { return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path)) }
         // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
         return Reply.kii(try await costly { [hub] in hub.thingRequestOverHTTP(req, api: kind, path: path) })
+    }
+
+    /// PUT or PATCH …/states: the thing's own upload with its token; with
+    /// a user's, an owner's upload (FrameworkSide.ownerStateUpload).
+    func stateUpload(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
+        let (user, tid) = try caller(request, context)
+        let body = try await Body.bytes(request, limit: security.limits.maxStateBody)
+        return Reply.kii(
+            hub.ownerStateUpload(user: user, thingID: tid, method: request.method.rawValue, body: body))
     }
 
     /// True when the request carries a thing's token (not a user's).

@@ -18,10 +18,24 @@ extension API {
         r.post("/api/apps/{appID}/things/import") { try await importThings($0, $1) }
         r.delete("/api/apps/{appID}/targets/{target}") { try await deleteThing($0, $1) }
         r.delete("/api/apps/{appID}/things/{thingID}") { try await deleteThing($0, $1) }
+        r.get("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
+        r.put("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
         return r
     }
 
     // MARK: things
+
+    /// Kii's GET and PUT …/things/{thingID}/vendor-thing-id, by an owner
+    /// (VendorThingIDUpdateRequest: {"_vendorThingID","_password"}, 204).
+    func vendorThingID(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let tid = try param(context, "thingID")
+        _ = try spendOwnedByID(user, tid)
+        if request.method == .get { return Reply.json(200, try value(hub.vendorThingID(user: user, thingID: tid))) }
+        let body = try await object(request)
+        try value(try await costly { [hub] in hub.setVendorThingID(user: user, thingID: tid, body: body) })
+        return Reply.noContent()
+    }
 
     /// The operator's enrollment: POST …/things/import with
     /// `Authorization: Bearer <adminToken>` and {"things":[{"vendorThingID",
@@ -104,7 +118,7 @@ extension API {
         case .vendorThingID(let v): vendorThingID = v
         case .thingID(let tid):
             guard let known = hub.store.thing(id: tid)?.vendorThingID else {
-                throw HubError.notFound("THING_NOT_FOUND", "no thing \(tid) in this app")
+                throw HubError.thingIDNotFound(tid)
             }
             vendorThingID = known
         }

@@ -16,8 +16,11 @@ extension API {
         let r = RouteCollection(context: BasicRequestContext.self)
         r.post("/api/apps/{appID}/users") { try await createUser($0, $1) }
         r.get("/api/apps/{appID}/users/me") { try await me($0, $1) }
+        r.delete("/api/apps/{appID}/users/{userID}") { try await deleteUser($0, $1) }
+        r.delete("/api/apps/{appID}/users/me") { try await deleteUser($0, $1) }
         r.get("/api/apps/{appID}/users/me/things") { try await myThings($0, $1) }
         r.post("/api/apps/{appID}/oauth2/token") { try await token($0, $1) }
+        r.post("/api/oauth2/token") { try await token($0, $1, appInHeader: true) }
         r.post("/api/apps/{appID}/oauth2/revoke") { try await revoke($0, $1) }
         r.post("/api/apps/{appID}/groups") { try await createGroup($0, $1) }
         return r
@@ -38,8 +41,29 @@ extension API {
         return Reply.json(201, o)
     }
 
-    func token(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        try checkApp(context)
+    /// Kii's user deletion: DELETE …/users/{userID} (or …/users/me) with
+    /// the user's own token, 204. Any other userID is 404 USER_NOT_FOUND,
+    /// whether or not it is another user's (one user cannot tell another
+    /// exists). What goes and what stays: docs/PROTOCOL.md §12.
+    func deleteUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let id = context.parameters.get("userID").map { String($0) } ?? "me"
+        guard id == "me" || id == user.userID else { throw HubError.userNotFound(id) }
+        for i in try value(hub.deleteUser(user)) { notifier.streams.closeInstallation(i.installationID) }
+        return Reply.noContent()
+    }
+
+    /// POST …/oauth2/token: a user's login, or Kii's app token. Kii Cloud's
+    /// own path, POST /api/oauth2/token, names the app in `X-Kii-AppID`
+    /// instead (`appInHeader`; thing-if-ThingSDK's script/owner.sh logs in so).
+    func token(_ request: Request, _ context: BasicRequestContext, appInHeader: Bool = false) async throws
+        -> Response
+    {
+        if appInHeader {
+            guard request.headers[Self.appIDHeader] == hub.options.appID else { throw HubError.appNotFound }
+        } else {
+            try checkApp(context)
+        }
         try spendAnonymous(request)
         let body = try await object(request)
         if body["grant_type"]?.stringValue == "client_credentials" { return try appToken(body) }

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+
+/// docs/PROTOCOL.md §12.3 lists every Kii error answer of the app API, one
+/// row a case: this test reads that table, makes each row's request against
+/// a real hub and checks the status, errorCode and message the row gives.
+/// A row without a request here, or a request without a row, fails it: the
+/// table and the hub cannot drift apart.
+@Suite("Kii error table")
+struct KiiErrorTableTests {
+    struct Row {
+        let key: String
+        let status: Int
+        let code: String
+        let message: String
+    }
+
+    /// The rows of §12.3: `| `key` | request | status | `CODE` | `message` | source |`.
+    static func rows() throws -> [Row] {
+        let text = try String(contentsOfFile: BrokerSecrets.repoRoot + "/docs/PROTOCOL.md", encoding: .utf8)
+        let start = try #require(text.range(of: "### 12.3 "), "PROTOCOL.md has no §12.3")
+        let section = text[start.upperBound...].prefix { _ in true }
+        let body = section.range(of: "\n#").map { section[..<$0.lowerBound] } ?? section
+        var rows: [Row] = []
+        for line in body.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+            try #require(cells.count >= 7, "a row of §12.3 has too few cells: \(line)")
+            func unquoted(_ s: String) -> String { s.trimmingCharacters(in: CharacterSet(charactersIn: "`")) }
+            rows.append(
+                Row(
+                    key: unquoted(cells[1]), status: try #require(Int(cells[3]), "status of \(line)"),
+                    code: unquoted(cells[4]), message: unquoted(cells[5])))
+        }
+        return rows
+    }
+
+    struct Call {
+        var method = "GET"
+        var path: String
+        var token: String?
+        var body: String?
+        var contentType = "application/json"
+    }
+
+    @Test("Every row of PROTOCOL §12.3 is answered with its status, errorCode and message; nothing is stored")
+    func table() async throws {
+        let rows = try Self.rows()
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-ERR-TABLE", owner: "user:\(uid)", token: token)
+            let bare = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                body: Data(#"{"vendorThingID":"AC-ERR-BARE","thingPassword":"pw","owner":"user:\#(uid)"}"#.utf8),
+                contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            let bareID = try #require(bare.string("thingID"), "\(bare.text)")
+            let (_, stranger) = try await e.user()
+            let (reported, _) = try await e.onboard("AC-ERR-STATE", owner: "user:\(uid)", token: token)
+            #expect(
+                e.hub.store.applyState(
+                    thingID: reported, method: "PUT", upload: #"{"AirConditionerAlias":{"power":true}}"#, at: 1) != nil)
+            let target = e.target(tid)
+            let command =
+                #"{"schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}],"issuer":"user:\#(uid)"}"#
+            // The placeholders of the rows' messages.
+            let values = [
+                "{commandID}": "cmd-none", "{triggerID}": "trg-none", "{thingID}": "th.none", "{userID}": "usr-none",
+                "{vendorThingID}": "AC-ERR-BARE", "{installationID}": "inst-none", "{ownedThingID}": tid
+            ]
+            let calls: [String: Call] = [
+                "command-unknown": Call(path: "\(target)/commands/cmd-none", token: token),
+                "command-cancel-unknown": Call(
+                    method: "POST", path: "\(target)/commands/cmd-none/cancel", token: token, body: "{}"),
+                "trigger-unknown": Call(path: "\(target)/triggers/trg-none", token: token),
+                "trigger-delete-unknown": Call(method: "DELETE", path: "\(target)/triggers/trg-none", token: token),
+                "trigger-patch-unknown": Call(
+                    method: "PATCH", path: "\(target)/triggers/trg-none", token: token, body: #"{"title":"t"}"#),
+                "trigger-bad-schedule": Call(
+                    method: "POST", path: "\(target)/triggers", token: token,
+                    body: #"{"predicate":{"eventSource":"SCHEDULE","schedule":"wrong format"},"command":\#(command)}"#),
+                "trigger-server-code": Call(
+                    method: "POST", path: "\(target)/triggers", token: token,
+                    body:
+                        #"{"predicate":{"eventSource":"SCHEDULE","schedule":"0 8 * * *"},"serverCode":{"endpoint":"fn"}}"#
+                ),
+                "target-unknown": Call(path: "\(e.target("th.none"))/commands", token: token),
+                "target-not-owned": Call(path: "\(target)/commands", token: stranger),
+                "state-alias-none": Call(path: "\(target)/states/aliases/AirConditionerAlias", token: token),
+                "alias-unknown-query": Call(
+                    method: "POST", path: "\(e.target(reported))/states/aliases/NoSuchAlias/query", token: token,
+                    body: #"{"query":{"clause":{"type":"all"}}}"#,
+                    contentType: "application/vnd.kii.TraitStateQueryRequest+json"),
+                "wrong-token": Call(path: "\(target)/commands", token: "no-such-token"),
+                "user-unknown": Call(method: "DELETE", path: "\(e.api)/users/usr-none", token: token),
+                "thing-unknown-field": Call(path: "\(e.thingIF)/things/th.none/thing-type", token: token),
+                "thing-unknown-vendor-thing-id": Call(path: "\(e.api)/things/th.none/vendor-thing-id", token: token),
+                "thing-type-none": Call(path: "\(e.thingIF)/things/\(bareID)/thing-type", token: token),
+                "firmware-version-none": Call(path: "\(e.thingIF)/things/\(bareID)/firmware-version", token: token),
+                "vendor-thing-id-taken": Call(
+                    method: "PUT", path: "\(e.api)/things/\(tid)/vendor-thing-id", token: token,
+                    body: #"{"_vendorThingID":"AC-ERR-BARE","_password":"pw2"}"#,
+                    contentType: "application/vnd.kii.VendorThingIDUpdateRequest+json"),
+                "onboarding-thing-unknown": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: token,
+                    body: #"{"thingID":"th.none","thingPassword":"pw","owner":"user:\#(uid)"}"#,
+                    contentType: "application/vnd.kii.OnboardingWithThingIDByOwner+json"),
+                "installation-unknown": Call(method: "DELETE", path: "\(e.api)/installations/inst-none", token: token)
+            ]
+            #expect(
+                Set(rows.map(\.key)) == Set(calls.keys),
+                "§12.3's rows and this test's requests differ: \(Set(rows.map(\.key)).symmetricDifference(calls.keys))")
+            #expect(rows.count == Set(rows.map(\.key)).count, "a case is listed twice in §12.3")
+
+            let before = (
+                e.hub.store.triggers(thingID: tid).count,
+                e.hub.store.commands(thingID: tid, afterSeq: 0, limit: 100).count
+            )
+            for row in rows {
+                let call = try #require(calls[row.key], "no request for §12.3's \(row.key)")
+                let r = try await e.call(
+                    call.method, call.path, token: call.token, body: call.body.map { Data($0.utf8) },
+                    contentType: call.contentType)
+                let message = values.reduce(row.message) { $0.replacingOccurrences(of: $1.key, with: $1.value) }
+                #expect(r.status == row.status, "\(row.key): \(r.status) \(r.text)")
+                #expect(r.errorCode == row.code, "\(row.key): \(r.text)")
+                #expect(r.string("message") == message, "\(row.key): \(r.text)")
+            }
+            #expect(e.hub.store.thing(id: tid)?.vendorThingID == "AC-ERR-TABLE")
+            #expect(e.hub.store.thing(id: bareID)?.thingType == nil && e.hub.store.thing(id: tid)?.state == nil)
+            #expect(
+                (
+                    e.hub.store.triggers(thingID: tid).count,
+                    e.hub.store.commands(thingID: tid, afterSeq: 0, limit: 100).count
+                )
+                    == before)
+        }
+    }
+}
