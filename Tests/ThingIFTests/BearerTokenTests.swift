@@ -7,7 +7,9 @@ import ThingIF
 struct FastBearerTokenTests {
     @Test("The scheme in any case, blanks around the token dropped (RFC 9110 §11.1)")
     func anyCase() {
-        for value in ["Bearer tok-1", "bearer tok-1", "BEARER tok-1", "BeArEr tok-1", "Bearer  tok-1 ", "\tbearer\ttok-1"] {
+        for value in [
+            "Bearer tok-1", "bearer tok-1", "BEARER tok-1", "BeArEr tok-1", "Bearer  tok-1 ", "\tbearer\ttok-1"
+        ] {
             #expect(BearerToken.parse(value) == "tok-1", "\(value)")
         }
     }
