@@ -21,17 +21,17 @@ hub_files() {
     case "$1" in
         state_merge) echo Sources/ThingIFHub/Store/StateMerge.swift ;;
         trigger_rules) echo Sources/ThingIFRules/*.swift ;;
-        command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/CommandForm.swift ;;
+        command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/CommandForm.swift ;;
         onboarding_form)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/FormFields.swift \
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/FormFields.swift \
                 Sources/ThingIFHub/OnboardingForm.swift
             ;;
         state_query)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/FormFields.swift \
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/FormFields.swift \
                 Sources/ThingIFHub/StateQueryForm.swift
             ;;
         trigger_form)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/CommandForm.swift \
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/CommandForm.swift \
                 Sources/ThingIFHub/TriggerForm.swift Sources/ThingIFRules/*.swift
             ;;
     esac
