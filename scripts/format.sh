@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Formats the project's C (clang-format, .clang-format) and Swift
 # (swift-format from the toolchain, .swift-format: 4 spaces, 120 columns)
 # in place, or with --check only reports what is not formatted and exits 1.
@@ -12,7 +14,7 @@ check=0
 case "${1:-}" in
     --check) check=1 ;;
     "") ;;
-    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '4,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "format: unknown argument $1" >&2; exit 2 ;;
 esac
 

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs every test of thingif: the Swift harness (real mosquitto, C ABI through
 # the header, the hub's REST API, the thingif CLI) and the CMake build's ctest
 # (the demo: the C appliance against a real broker, the SwiftPM-built

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// The hub's size limits, in one place for the REST API and the MQTT side.
