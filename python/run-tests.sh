@@ -42,9 +42,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$python" -m venv "$tmp/venv"
 venv_python=$tmp/venv/bin/python
-# Install from a copy, so that the build leaves nothing in the source tree.
+# Install from a copy, so that the build leaves nothing in the source tree
+# (-L: LICENSE and NOTICE are links to the repository's).
 mkdir "$tmp/src"
-cp -R "$here/pyproject.toml" "$here/README.md" "$here/thingif" "$tmp/src/"
+cp -RL "$here/pyproject.toml" "$here/README.md" "$here/LICENSE" "$here/NOTICE" "$here/thingif" "$tmp/src/"
 # selenium drives Debian's chromium (apt: chromium chromium-driver) in tests/test_dashboard.py.
 echo "run-tests: pip install ./python pytest selenium (in $tmp/venv)"
 "$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest 'selenium>=4.11,<5'

@@ -57,7 +57,7 @@ fail=0
 for f in lib/libthingif.so "lib/libthingif.so.$abi" "lib/libthingif.so.$version" lib/libthingif.a \
          include/thingif.h lib/pkgconfig/thingif.pc \
          lib/cmake/thingif/thingifConfig.cmake lib/cmake/thingif/thingifConfigVersion.cmake \
-         lib/cmake/thingif/thingifTargets.cmake; do
+         lib/cmake/thingif/thingifTargets.cmake share/doc/thingif/LICENSE share/doc/thingif/NOTICE; do
     [ -e "$prefix/$f" ] || { echo "check-install: FAIL: $f not installed" >&2; fail=1; }
 done
 [ "$(readlink "$prefix/lib/libthingif.so")" = "libthingif.so.$abi" ] \
