@@ -1,4 +1,6 @@
 // swift-tools-version:6.0
+// SPDX-License-Identifier: Apache-2.0
+
 import PackageDescription
 
 // libthingif is one Swift module (ThingIF) built from two folders: the core

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """bench/abuse_driver.py - the floods of bench/abuse (standard library only).
 
   abuse_driver.py FLOOD --hub URL --token T --user U --thing TID

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * c_appliance.c - the lower bound: the AirConditioner-Demo appliance written
  * by hand on libmosquitto and jansson, speaking the same protocol as a thing

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/compare.sh - libthingif against the hand-written lower bound, in one
 # run (figures, not pass/fail):
 #   the C appliance (bench/c_appliance.c: libmosquitto + jansson, the same

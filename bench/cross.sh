@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/cross.sh - the board builds (cmake/toolchains/, Release, Embedded
 # Swift) beside the native one (figures, not pass/fail):
 #   the stripped size of libthingif.so per architecture (goal: 300 KB or

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * driver.c - the load driver of bench/compare.sh: it stands in for the hub.
  *

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/hub_burst.sh - does the hub keep up with a burst? (figures, not
 # pass/fail). One thing (bench/c_appliance.c --state-burst, with the identity
 # aircon got when it onboarded) uploads N full states as fast as libmosquitto

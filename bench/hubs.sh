@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/hubs.sh - how do commands scale with hubs on one PostgreSQL? (figures,
 # not pass/fail). Starts a PostgreSQL of its own (initdb in a temp folder,
 # 127.0.0.1 on a free port, default durability: fsync on), the secured

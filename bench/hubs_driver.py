@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """bench/hubs_driver.py - the app side of bench/hubs.sh (standard library only).
 
   setup:  hubs_driver.py setup HUB_URL VENDOR_ID...

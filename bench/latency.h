@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * latency.h - what bench/loadgen.c and bench/driver.c share: the clock and
  * the round-trip statistics of a run (per command: sent_at, done_at; 0 for

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/lib.sh - what bench/run.sh and bench/compare.sh share: their
 # arguments, process control, the secured broker and the hub. Sourced from
 # the repository's root; bench_init sets $tmp (a scratch folder) and the
@@ -16,7 +18,7 @@ bench_init() {
         case "$1" in
             -n) n=${2:?-n needs a number}; shift 2 ;;
             --no-build) build=0; shift ;;
-            -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
+            -h|--help) sed -n '4,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
             *) echo "bench: unknown argument $1" >&2; exit 2 ;;
         esac
     done

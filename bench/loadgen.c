@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * loadgen.c - throughput and latency of libthingif, end to end.
  *

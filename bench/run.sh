@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # bench/run.sh - prints figures for libthingif (not pass/fail):
 #   1. footprint: libthingif.so size (as built and stripped), its NEEDED
 #      libraries, the Swift runtime it resolves to, and the resident memory of

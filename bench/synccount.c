@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * synccount.c - an LD_PRELOAD library for bench/compare.sh: counts a
  * process's fsync and fdatasync calls, the bytes it writes to regular

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # cmake -DDIR=… -DOBJCOPY=… -P strip-arm-attributes.cmake: removes the ARM
 # build attributes (.ARM.attributes) from every object file in DIR, in
 # place. CMakeLists.txt uses it on the Embedded Swift Unicode tables of an

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Writes a secured mosquitto configuration for thingif into DIR:
 #   DIR/mosquitto.conf            no anonymous clients, the dynamic-security
 #                                 plugin, a plain listener (loopback only),

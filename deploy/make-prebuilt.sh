@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Makes the per-architecture package a firmware build without a Swift
 # toolchain consumes (Yocto: thingif-prebuilt; Buildroot:
 # BR2_PACKAGE_THINGIF_PREBUILT): cross-builds libthingif for the board
@@ -8,6 +10,7 @@
 #   usr/lib/libthingif.so{,.ABI,.VERSION}  usr/lib/libthingif.a
 #   usr/include/thingif.h                  usr/lib/pkgconfig/thingif.pc
 #   usr/lib/cmake/thingif/                 (find_package(thingif))
+#   usr/share/doc/thingif/LICENSE, NOTICE  (the recipes' licence files)
 #
 # into build/thingif-<version>-<arch>.tar.gz.
 #
@@ -19,7 +22,7 @@ arch=${1:-}
 case "$arch" in
     aarch64) toolchain=aarch64-linux-gnu deb=arm64 ;;
     armv7) toolchain=arm-linux-gnueabihf deb=armhf ;;
-    *) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2 ;;
+    *) sed -n '4,17s/^# \{0,1\}//p' "$0"; exit 2 ;;
 esac
 version=$(sed -n 's/^#define THINGIF_VERSION_STRING "\([0-9.]*\)".*/\1/p' include/thingif.h)
 bash scripts/cross-sysroot.sh "$deb"

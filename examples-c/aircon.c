@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * aircon.c - the AirConditioner-Demo appliance on libthingif.
  *

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Shared by every fuzz target (compiled into each; not part of the library).
 // A property failure is a crash: fuzzFail prints what broke and aborts, so
 // libFuzzer saves the input as crash-<sha1>.

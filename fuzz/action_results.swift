@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Action results: the body the hub reads from PUT
 // …/commands/{commandID}/action-results (ActionResults.decode, flat for
 // schema commands, grouped by alias for trait commands) and the one the

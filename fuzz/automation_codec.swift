@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The remote configuration / automation codec: what the thing reads on
 // p/{mqttTopic}/config (AutomationCodec.decodeConfig, with its limits, after
 // the size check the thing makes first) and what the hub checks before it

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the libFuzzer targets of fuzz/ into .build-fuzz/: the device core
 # (Sources/ThingIF) once as one instrumented object with
 # -sanitize=fuzzer,address, then each fuzz/<target>.swift linked against it

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The command decoder, as the thing runs it on every message of its command
 // topic (Command.decode with the default size limit): schema (v0) and trait
 // (v1) shapes, alias grouping, and the commandID recovery from payloads that

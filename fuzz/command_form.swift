@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The CommandForm of POST …/targets/{target}/commands, as the hub checks it
 // before it stores and publishes a command (CommandForm.command, the same
 // function a trigger's command goes through): schema and trait shapes,

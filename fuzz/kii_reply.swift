@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The thing's reply parser: what arrives on p/{mqttTopic}/resp and on the
 // bootstrap connection's reply topic (KiiResponse.decode, Kii's framing with
 // a status line), then the bodies the thing reads out of replies during

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The hub's MQTT request parser: the topic a request arrives on
 // (Topics.parseRequest, Topics.parseStatus) and its payload in Kii's framing
 // (KiiRequest.decode), as FrameworkSide.handle reads them before routing.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The owner's onboarding body of POST …/onboardings (Kii's
 // OnboardingWithVendorThingIDByOwner and OnboardingWithThingIDByOwner), as
 // the hub checks it before it asks the store (OnboardingForm.parse, the

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """Regenerates the seed corpora of fuzz/corpus/<target>/ from the payloads
 the tests send: every single-line raw string literal (#"..."#) of
 Tests/ThingIFTests/*.swift that a target's filter accepts, written as one

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The hub's state merge (StateMerge.apply, every store's PUT and PATCH of a
 // thing's state). Input: one byte whose low bit picks PUT or PATCH, then the
 // stored state, a NUL byte, then the upload.

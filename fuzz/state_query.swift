@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Kii's state query body of POST …/states/query, as the hub checks it
 // before it reads the store (StateQueryForm.parse, the function the REST
 // route calls). "now" is fixed, so a run is reproducible.

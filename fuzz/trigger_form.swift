@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The body of a server trigger (POST/PATCH …/triggers), as the hub checks
 // it (TriggerForm.definition: the predicate, STATES conditions, cron
 // schedules, SCHEDULE_ONCE, the command form, title, description,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The hub's server-trigger rules, as the REST API reads a trigger's body
 // (ThingIFRules: a STATES predicate's condition, a SCHEDULE predicate's cron
 // expression) and as the hub evaluates them against a thing's state.

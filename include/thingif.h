@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /**
  * @file thingif.h
  * @brief thingif.h - the thing side of a Thing Interaction Framework.

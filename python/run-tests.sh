@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Installs the thingif Python package into a throwaway virtual environment
 # and runs its pytest suite against a CMake build of libthingif and the
 # SwiftPM-built thingif-hub (a real mosquitto on 127.0.0.1 is started by the
@@ -18,7 +20,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || { echo "run-tests: --build-dir needs a value" >&2; exit 2; } ;;
         --hub) hub=${2:-}; shift 2 || { echo "run-tests: --hub needs a value" >&2; exit 2; } ;;
-        -h|--help) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) pytest_args+=("$1"); shift ;;
     esac
 done
@@ -40,9 +42,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$python" -m venv "$tmp/venv"
 venv_python=$tmp/venv/bin/python
-# Install from a copy, so that the build leaves nothing in the source tree.
+# Install from a copy, so that the build leaves nothing in the source tree
+# (-L: LICENSE and NOTICE are links to the repository's).
 mkdir "$tmp/src"
-cp -R "$here/pyproject.toml" "$here/README.md" "$here/thingif" "$tmp/src/"
+cp -RL "$here/pyproject.toml" "$here/README.md" "$here/LICENSE" "$here/NOTICE" "$here/thingif" "$tmp/src/"
 # selenium drives Debian's chromium (apt: chromium chromium-driver) in tests/test_dashboard.py.
 echo "run-tests: pip install ./python pytest selenium (in $tmp/venv)"
 "$venv_python" -m pip install --quiet --disable-pip-version-check "$tmp/src" pytest 'selenium>=4.11,<5'

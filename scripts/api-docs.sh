@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Generates the API reference from include/thingif.h into docs/api/html with
 # Doxygen (docs/Doxyfile). Any Doxygen warning (an undocumented function,
 # enum value or parameter) fails the run. Installs doxygen with apt-get when

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # ABI guard: the functions declared in include/thingif.h and the thingif_*
 # symbols that libthingif.so exports must be the same set, and every export
 # must carry the version node of cmake/thingif.map (THINGIF_<ABI>.0). Catches a
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
         --cc) cc=$2; shift 2 ;;
         --cflags) cflags=$2; shift 2 ;;
         --version-node) node=$2; shift 2 ;;
-        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "abi: unknown argument $1" >&2; exit 2 ;;
     esac
 done

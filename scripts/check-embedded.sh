@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Proves that a libthingif.so built with -DTHINGIF_EMBEDDED=ON (Embedded
 # Swift) needs no Swift runtime at all:
 #   1. ldd lists no libswift* library (and the .so has no RUNPATH into a
@@ -26,7 +28,7 @@ build_dir=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=$2; shift 2 ;;
-        -h|--help) sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "embedded: unknown argument $1" >&2; exit 2 ;;
     esac
 done

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Checks the shared library's ABI surface: only thingif_* symbols are
 # defined in its dynamic symbol table, its SONAME is libthingif.so.N with N
 # the header's THINGIF_ABI_VERSION, and it

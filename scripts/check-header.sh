@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Compiles a small translation unit that includes include/thingif.h as strict
 # C99 and C11, and as C++11 and C++17, with warnings as errors, to prove the
 # header is clean in each (it uses long long: C89 and C++98 are not claimed).

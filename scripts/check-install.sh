@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Installs a thingif build into a temporary prefix, builds examples-c/aircon.c
 # as an OUTSIDE project against that prefix only, and runs the demo round trip
 # (scripts/run-demo.sh: a real mosquitto, thingif-hub, the thingif CLI sends
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
         --hub|--cli) demo_args+=("$1" "$2"); shift 2 ;;
         --no-hub) demo_args+=("$1"); shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "check-install: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -55,7 +57,7 @@ fail=0
 for f in lib/libthingif.so "lib/libthingif.so.$abi" "lib/libthingif.so.$version" lib/libthingif.a \
          include/thingif.h lib/pkgconfig/thingif.pc \
          lib/cmake/thingif/thingifConfig.cmake lib/cmake/thingif/thingifConfigVersion.cmake \
-         lib/cmake/thingif/thingifTargets.cmake; do
+         lib/cmake/thingif/thingifTargets.cmake share/doc/thingif/LICENSE share/doc/thingif/NOTICE; do
     [ -e "$prefix/$f" ] || { echo "check-install: FAIL: $f not installed" >&2; fail=1; }
 done
 [ "$(readlink "$prefix/lib/libthingif.so")" = "libthingif.so.$abi" ] \

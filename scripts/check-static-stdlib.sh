@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Proves that a libthingif.so built with -DTHINGIF_STATIC_STDLIB=ON needs no
 # Swift toolchain at run time:
 #   1. ldd lists no libswift* library;
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
         --swiftc) swiftc=$2; shift 2 ;;
         --hub|--cli) demo_args+=("$1" "$2"); shift 2 ;;
         --no-hub) demo_args+=("$1"); shift ;;
-        -h|--help) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,15s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "static-stdlib: unknown argument $1" >&2; exit 2 ;;
     esac
 done

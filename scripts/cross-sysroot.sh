@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Makes a target root file system for cross-building and running libthingif:
 # Debian's own packages of the board's architecture (libc6, libc6-dev,
 # linux-libc-dev, libgcc-s1, libmosquitto1 + -dev, libjansson4 + -dev,
@@ -29,7 +31,7 @@ arch=${1:-}
 case "$arch" in
     arm64 | armhf) ;;
     -h | --help | "")
-        sed -n '2,23s/^# \{0,1\}//p' "$0"
+        sed -n '4,25s/^# \{0,1\}//p' "$0"
         [ -n "$arch" ] && exit 0 || exit 2
         ;;
     *)

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # The demo: a mosquitto broker, thingif-hub (the framework side), the thingif
 # CLI and the AirConditioner-Demo appliance (examples-c/aircon.c): the CLI
 # creates a user, onboards the appliance and sends the seeds' three commands,

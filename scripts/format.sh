@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Formats the project's C (clang-format, .clang-format) and Swift
 # (swift-format from the toolchain, .swift-format: 4 spaces, 120 columns)
-# in place, or with --check only reports what is not formatted and exits 1.
+# in place, or with --check only reports what is not formatted and exits 1;
+# --check also runs scripts/check-license.sh (every source file's SPDX line).
 # scripts/test.sh runs --check on the whole tree.
 #
 # usage: scripts/format.sh [--check]
@@ -12,7 +15,7 @@ check=0
 case "${1:-}" in
     --check) check=1 ;;
     "") ;;
-    -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '4,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "format: unknown argument $1" >&2; exit 2 ;;
 esac
 
@@ -40,4 +43,7 @@ if ! out=$(swift format lint --strict --parallel "${swift_files[@]}" 2>&1); then
     bad=1
 fi
 [ "$bad" -eq 0 ] && echo "format: ${#c_files[@]} C and ${#swift_files[@]} Swift files are formatted"
+# Not formatting, but the same kind of check on every file, so that a new
+# file without its license line fails scripts/test.sh here.
+bash scripts/check-license.sh || bad=1
 exit "$bad"

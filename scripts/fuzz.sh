@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs one libFuzzer target of fuzz/ (or all of them, one after the other)
 # under AddressSanitizer and LeakSanitizer, for SECONDS each (default 60),
 # from the seed corpus fuzz/corpus/TARGET plus what earlier runs grew in
@@ -20,7 +22,7 @@ targets() { for f in fuzz/*.swift; do b=$(basename "$f" .swift); [ "$b" = FuzzSu
 
 ci=0
 case "${1:-}" in
-    -h|--help|"") sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help|"") sed -n '4,18s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --list) targets; exit 0 ;;
     --ci) ci=1; shift; set -- all "${1:-10}" ;;
 esac

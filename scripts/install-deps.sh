@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Installs what building and testing thingif needs, when it is missing:
 # libmosquitto-dev, libjansson-dev, libsqlite3-dev, libssl-dev (libcrypto for the
 # hub's password KDF and token hashes), libpq-dev (the hub's PostgreSQL store)

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # scripts/proc.sh - process helpers the demo and the bench share (sourced).
 
 # wait_for PID SECONDS: waits for a child to end, at most SECONDS. Sets

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # The AirConditioner-Demo round trip, end to end, on this machine only:
 #
 #   mosquitto      free ports on 127.0.0.1, secured as docs/SECURITY.md says:
@@ -48,7 +50,7 @@ while [ $# -gt 0 ]; do
         --no-hub) no_hub=1; shift ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,30s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,32s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "run-demo: unknown argument $1" >&2; exit 2 ;;
     esac
 done

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # The cross stage of scripts/test.sh: for each board architecture, builds
 # libthingif.so, libthingif.a, aircon and the C tests with
 # cmake/toolchains/<arch>.cmake (Embedded Swift, no Swift runtime), then
@@ -26,7 +28,7 @@ archs=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --hub-bin-dir) hub_dir=$2; shift 2 ;;
-        -h | --help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h | --help) sed -n '4,23s/^# \{0,1\}//p' "$0"; exit 0 ;;
         aarch64 | armv7) archs+=("$1"); shift ;;
         *) echo "test-cross: unknown argument $1" >&2; exit 2 ;;
     esac

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs every test of thingif: the Swift harness (real mosquitto, C ABI through
 # the header, the hub's REST API, the thingif CLI) and the CMake build's ctest
 # (the demo: the C appliance against a real broker, the SwiftPM-built
@@ -14,13 +16,14 @@
 # again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
 # errors); last, every fuzz target of fuzz/ for a short fixed time. First,
-# the formatting of every C and Swift file. Installs what is missing.
+# the formatting of every C and Swift file and the SPDX license line of
+# every source file. Installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 
-echo "== formatting (clang-format and swift-format, scripts/format.sh --check)"
+echo "== formatting (clang-format and swift-format) and license lines (scripts/format.sh --check)"
 bash scripts/format.sh --check
 
 echo "== swift test"

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /* The thing's own TLS key and certificate files (issue #31), from C and on
  * every architecture (under qemu-user in a cross build), with no broker:
  *

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /* 32-bit correctness of the device library's times, run on every
  * architecture (on armv7 under qemu-arm, where `int` and Swift's `Int` are
  * 32 bits): a daily timer trigger in 2040, past the 32-bit time_t limit of

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 // OpenSSL's libcrypto, for the hub's password KDF (PBKDF2-HMAC-SHA256),
 // token hashes (SHA-256), random salts, and the things' CRL (X509_CRL).
 #include <openssl/evp.h>

@@ -1,1 +1,3 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 #include <sqlite3.h>

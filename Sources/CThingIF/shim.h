@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /* One C module for Swift: libmosquitto, jansson, libcrypto (crypto.h) and
  * the public header, so that json_t and the thingif types exist once.
  *

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// A value behind a pthread mutex. Used instead of Synchronization.Mutex,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Small POSIX helpers: time, randomness, files. No Foundation.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 // The @c functions of thingif.h that act on a thingif_t. `@implementation`

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// The rules of the app API; FrameworkSide's public methods in AppAPI.swift

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// The CommandForm of POST …/targets/{target}/commands (and of a trigger's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// How long a command may live at the hub (issue #27; docs/PROTOCOL.md §9.1).

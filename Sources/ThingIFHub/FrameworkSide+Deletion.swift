@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// Deleting a thing (DELETE …/targets/thing:{thingID}; README "Deleting a

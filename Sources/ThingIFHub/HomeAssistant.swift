@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// How one thing type shows up in Home Assistant: a `climate` entity

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// An error of the app API: an HTTP status and Thing-IF's

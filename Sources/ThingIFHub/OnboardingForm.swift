@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// The owner's onboarding body, Kii's OnboardingWithVendorThingIDByOwner

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The newest `capacity` entries, oldest first: a ring, so that an entry
 /// added to a full log replaces the oldest in place (an Array's
 /// removeFirst moved the whole log on every request).

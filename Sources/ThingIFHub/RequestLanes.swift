@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// The hub's inbound MQTT messages spread over `count` request threads, each

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Date is the only thing taken from Foundation here: swift-certificates
 // speaks it for a certificate's validity (the rest of ThingIFHub has none).
 #if canImport(FoundationEssentials)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ServiceLifecycle
 
 /// The hub's periodic work (the server triggers' schedules and the sweep of

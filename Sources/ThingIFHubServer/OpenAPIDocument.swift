@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import Foundation
 
 /// The OpenAPI document served at GET /openapi.yaml: one file,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The REST API of thingif-hub (Hummingbird). See docs/openapi.yaml.
 
 import Foundation

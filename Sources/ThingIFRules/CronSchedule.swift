@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// A five-field cron schedule (minute hour day-of-month month day-of-week),

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The words of `thingif command send` turned into Thing-IF actions:
 //
 //   turnPower power=true setPresetTemperature presetTemperature=25 setFanSpeed fanSpeed=5

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // A small JSON value for the CLI: it keeps the order of object members and
 // the text of numbers as written, so that what a person types
 // (`presetTemperature=25`) goes to the hub exactly as typed.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// `--expires-in` values: a whole number with an optional unit, `90`, `90s`,
 /// `10m`, `2h` or `1d`. Only the syntax is checked here; the hub keeps the
 /// allowed range of a command's timeToLive (400 WRONG_COMMAND outside it).

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * support.c - the C test appliance (see include/ctest_support.h).
  *

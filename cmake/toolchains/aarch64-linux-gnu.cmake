@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # Cross-builds libthingif (.so, .a) and aircon for 64-bit ARM Linux boards
 # (Raspberry Pi 3/4/5 on a 64-bit OS, i.MX 8, Jetson, …) with Embedded Swift:
 # no Swift runtime on the board.

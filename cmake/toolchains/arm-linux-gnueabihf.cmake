@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # Cross-builds libthingif (.so, .a) and aircon for 32-bit ARM Linux boards
 # with hardware floating point (armv7-a, Debian's armhf: Raspberry Pi OS
 # 32-bit, i.MX 6/7, BeagleBone, OpenWrt's armv7 targets with glibc) with

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 # The part of cmake/toolchains/<arch>.cmake that every Linux board shares;
 # the per-architecture file sets THINGIF_CROSS_* and includes this one.
 #

@@ -1,4 +1,6 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+
 """aircon.py - the AirConditioner-Demo appliance on the thingif Python package.
 
 The Python twin of examples-c/aircon.c. It takes commands of the schema

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Fixtures: a real mosquitto and a real thingif-hub on 127.0.0.1, stopped by PID.
 
 THINGIF_LIBRARY must name libthingif.so (python/run-tests.sh sets it);

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The hub's web dashboard in a real browser: Debian's headless chromium through
 selenium and chromium-driver, against a real mosquitto (the secured setup), a
 real thingif-hub and the Python appliance (python/examples/aircon.py).

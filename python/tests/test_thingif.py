@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The thingif Python package against a real mosquitto and a real thingif-hub."""
 
 import gc

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """thingif: Python bindings for libthingif, the thing side of a Thing Interaction Framework.
 
     import thingif

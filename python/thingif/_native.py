@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """Loading libthingif and libjansson, and the C prototypes (internal)."""
 
 import ctypes

@@ -1,3 +1,5 @@
+# SPDX-License-Identifier: Apache-2.0
+
 """The Pythonic layer over libthingif (see include/thingif.h for the contract)."""
 
 import ctypes

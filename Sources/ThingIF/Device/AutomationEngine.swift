@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Action sets and timer triggers on the thing: the C API's operations, the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// A short MQTT connection on the app's credentials, used before the thing

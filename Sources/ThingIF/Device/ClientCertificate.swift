@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// The thing's own TLS client key and certificate (issue #31).

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Routes log lines to the firmware's callback, or to stderr by default.

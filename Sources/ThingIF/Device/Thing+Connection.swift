@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// The loop's turn and the connection state machine: connect with backoff, subscribe,

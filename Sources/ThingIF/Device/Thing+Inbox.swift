@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Inbound messages (handed to the pipeline, Pipeline/CommandPipeline.swift) and the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Onboarding: the identity the thing keeps (storage_dir/identity.json), onboarding by the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Requests to the framework: the persisted outbox, what is due to be (re)sent, state and

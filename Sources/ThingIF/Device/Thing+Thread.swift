@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// The library's own loop thread (thingif_loop_start/stop) and the shutdown of a handle.

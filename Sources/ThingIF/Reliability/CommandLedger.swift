@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The persisted record of the commands this thing has taken, so that a
 /// command runs at most once: a command is marked "started" (synced) before
 /// its first handler runs and "done" with its results (synced) before they

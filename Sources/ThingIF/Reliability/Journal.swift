@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// An append-only file of JSON lines in the storage directory, one record a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Requests to the framework (action results, state, firmware version) kept
 /// until the framework answers them, so that a lost connection or a restart
 /// loses none: after every (re)connect the thing sends all of them again.

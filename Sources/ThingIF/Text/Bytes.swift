@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 // The protocol's names and IDs (commandIDs, action names, aliases, action set

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A string built by string interpolation through out-of-line appends.
 ///
 /// Swift's own interpolation (DefaultStringInterpolation) is specialised and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// Proleptic Gregorian calendar arithmetic on days since 1970-01-01

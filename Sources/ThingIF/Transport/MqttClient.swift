@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 private let mosquittoLibrary: Void = { _ = mosquitto_lib_init() }()

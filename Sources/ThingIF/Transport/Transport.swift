@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// What the device core needs from an MQTT connection to move commands and
 /// results: publish a message, read what the connection already holds, and
 /// name an error code. It is the core's narrow I/O interface, as coreMQTT's

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// One action's outcome, as Kii reports it:
 /// {"turnPower":{"succeeded":true}} or
 /// {"setFanSpeed":{"succeeded":false,"errorMessage":"…","data":{…}}}.

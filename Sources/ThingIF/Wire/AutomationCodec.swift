@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Device automation's types, JSON codec and checks: one copy for the thing
 /// (its C API, its automation.json and the framework's remote configuration
 /// on p/{mqttTopic}/config), the hub (which builds that configuration from

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The limits of device automation, in one place for both sides: the hub
 /// refuses an API change that would pass them (and so never publishes such a
 /// configuration), and the thing refuses, as a whole, a remote configuration

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A Thing-IF command as it travels to the thing, in either of its shapes:
 ///  - schema (v0): {"commandID","schema","schemaVersion","issuer",
 ///    "actions":[{"turnPower":{"power":true}}, ...], "title"?, "description"?, "metadata"?}

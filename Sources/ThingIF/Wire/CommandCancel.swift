@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A cancel from the hub on the thing's command topic (docs/PROTOCOL.md
 /// §9.1): `{"commandID":"…","cancel":true}`, no "actions". The thing that
 /// gets it before the command runs never runs that command: it records the

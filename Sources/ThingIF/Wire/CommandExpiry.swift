@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Whether a command that carries `expiresAt` (set by the hub: docs/PROTOCOL.md
 /// §9.1) has expired by the thing's own clock. One rule, used by the thing's
 /// pipeline when a command arrives; the hub's own expiry is ThingIFHub's

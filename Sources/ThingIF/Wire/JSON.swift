@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CThingIF
 
 /// An owned reference to a jansson value. Dropping it decrefs the value.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Kii's "API via MQTT" framing, used in both directions: a request is a
 /// method line, header lines, an empty line and a body, all CRLF-separated;
 /// a response is the same with a status code in place of the method.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Onboarding messages (Kii Thing-IF) and the identity the thing keeps.
 public enum MediaType {
     public static let onboardingByThing = "application/vnd.kii.OnboardingWithVendorThingIDByThing+json"

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// Limits of the wire protocol that both sides must agree on.
 public enum WireLimits {
     /// The largest message a thing takes by default (THINGIF_OPT_MAX_PAYLOAD;

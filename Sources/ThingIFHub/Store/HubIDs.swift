@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// New IDs and tokens, the same for every store.

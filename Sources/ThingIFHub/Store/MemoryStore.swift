@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// A HubStore in memory: for tests and for a hub that needs to keep nothing.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// A HubStore in a PostgreSQL database, for several hubs that share one

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// What SQLiteConnection and PostgresConnection both offer. Statements are

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import CSQLite
 
 /// A failed SQLite call: the result code and the connection's message.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// A result row of an SQL store (SQLite or PostgreSQL): columns by index.
 protocol StoreRow {
     /// The column as text, nil for NULL.

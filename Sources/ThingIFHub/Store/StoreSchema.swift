@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The two SQL dialects the hub stores in.
 enum SQLDialect: Sendable {
     case sqlite

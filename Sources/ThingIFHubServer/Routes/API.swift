@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // The REST API's handlers: what every route checks first (docs/openapi.yaml).
 
 import Foundation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // A thing's own automation: action sets and timer triggers.
 
 import Foundation

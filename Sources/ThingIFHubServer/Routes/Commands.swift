@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Commands: post, list, read, cancel.
 
 import Foundation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // A thing's state: latest, fields, history, queries.
 
 import Foundation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // A thing's own calls over HTTP, routed as over MQTT (FrameworkSide).
 
 import Foundation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Users, tokens and groups (Kii's /api/apps/{appID}/users, oauth2, groups).
 
 import Foundation

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // thingif dashboard: plain JavaScript, no framework, no build step. Served by
 // thingif-hub under /dashboard/ with Content-Security-Policy default-src 'self'
 // (so no inline script or style anywhere). Data is put on the page with

@@ -1,3 +1,5 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+
 /*
  * ctest_support.h - a C "test appliance" for the Swift test harness.
  *

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import Foundation
 
 /// Threads of their own for the in-process hubs' tasks, so that a hub

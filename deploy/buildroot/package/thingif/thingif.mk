@@ -5,8 +5,7 @@
 ################################################################################
 
 THINGIF_VERSION = 0.3.0
-# The repository has no license file yet: set these when it does.
-THINGIF_LICENSE = PROPRIETARY
+THINGIF_LICENSE = Apache-2.0
 THINGIF_INSTALL_STAGING = YES
 THINGIF_DEPENDENCIES = mosquitto jansson openssl host-pkgconf
 
@@ -26,6 +25,8 @@ THINGIF_SITE = $(call qstrip,$(BR2_PACKAGE_THINGIF_PREBUILT_DIR))
 THINGIF_SITE_METHOD = file
 THINGIF_SOURCE = thingif-$(THINGIF_VERSION)-$(THINGIF_ARCH).tar.gz
 THINGIF_STRIP_COMPONENTS = 0
+# Where cmake --install put them in the tarball.
+THINGIF_LICENSE_FILES = usr/share/doc/thingif/LICENSE usr/share/doc/thingif/NOTICE
 
 define THINGIF_INSTALL_STAGING_CMDS
 	cp -dpfr $(@D)/usr/include/thingif.h $(STAGING_DIR)/usr/include/
@@ -50,6 +51,7 @@ else
 # wins), keeping Buildroot's compiler and sysroot.
 THINGIF_SITE = $(call qstrip,$(BR2_PACKAGE_THINGIF_SOURCE_DIR))
 THINGIF_SITE_METHOD = local
+THINGIF_LICENSE_FILES = LICENSE NOTICE
 THINGIF_CMAKE_BACKEND = ninja
 THINGIF_CONF_OPTS = \
 	-DCMAKE_TOOLCHAIN_FILE=$(@D)/cmake/toolchains/$(THINGIF_TOOLCHAIN).cmake \

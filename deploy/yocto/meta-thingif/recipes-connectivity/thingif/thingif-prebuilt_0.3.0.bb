@@ -3,9 +3,15 @@ DESCRIPTION = "Installs a libthingif that was cross-built elsewhere \
 (deploy/make-prebuilt.sh ARCH: cmake with cmake/toolchains/<arch>.cmake, \
 then cmake --install --prefix /usr, packed as \
 thingif-<version>-<arch>.tar.gz): libthingif.so, libthingif.a, thingif.h, \
-thingif.pc and the CMake package. The library needs no Swift runtime."
+thingif.pc, the CMake package, LICENSE and NOTICE. The library needs no \
+Swift runtime."
 SECTION = "libs"
-LICENSE = "CLOSED"
+# Apache-2.0. The tarball carries LICENSE and NOTICE where cmake --install
+# puts them; scripts/check-license.sh keeps these checksums equal to the
+# files'.
+LICENSE = "Apache-2.0"
+LIC_FILES_CHKSUM = "file://usr/share/doc/thingif/LICENSE;md5=3b83ef96387f14655fc854ddc3c6bd57 \
+                    file://usr/share/doc/thingif/NOTICE;md5=915f9d7e26fdd5255d5c451c0f85700c"
 
 PROVIDES = "thingif"
 RPROVIDES:${PN} = "thingif"
