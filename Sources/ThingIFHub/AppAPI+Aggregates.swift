@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 import ThingIF
 
 /// Kii's grouped state queries: whole grouping intervals, and aggregations.

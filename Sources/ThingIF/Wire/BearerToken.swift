@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 /// The one reader of an `Authorization: Bearer <token>` value, for every
 /// path that takes a token: the app's REST routes, the thing's requests over
 /// HTTP and over MQTT, `/metrics` and the operator's import.
