@@ -2,272 +2,324 @@
 
 import ThingIF
 
-/// One group of the state history: the samples whose time falls in
-/// [from, to), where the range is one data grouping interval.
-public struct StateGroup: Sendable {
-    public var from: Int64
-    public var to: Int64
-    public var samples: [StateSample]
-}
+/// The rules of the app API; FrameworkSide's public methods in AppAPI.swift
+/// call in here.
+struct AppAPI {
+    unowned let hub: FrameworkSide
+    var store: HubStore { hub.store }
 
-/// The app side of the framework: what the REST API (ThingIFHubServer)
-/// calls. Authentication of the caller is the REST layer's job; these
-/// methods check ownership.
-extension FrameworkSide {
     // MARK: users and groups
 
-    /// A pseudo user (no loginName) or a normal user (loginName + password).
-    public func createUser(loginName: String?, password: String?) -> Result<UserRecord, HubError> {
-        appAPI.createUser(loginName: loginName, password: password)
+    func createUser(loginName: String?, password: String?) -> Result<UserRecord, HubError> {
+        var hash: String?
+        if let loginName {
+            guard AppAPI.isValidLoginName(loginName) else {
+                return .failure(.invalid("loginName must be 3 to 64 letters, digits or . _ @ -"))
+            }
+            guard let password, (4...128).contains(password.count) else {
+                return .failure(.invalid("password must be 4 to 128 characters"))
+            }
+            hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
+            if store.user(loginName: loginName) != nil {
+                return .failure(HubError(409, "USER_ALREADY_EXISTS", "loginName \(loginName) is taken"))
+            }
+        } else if password != nil {
+            return .failure(.invalid("a password needs a loginName"))
+        }
+        guard let u = store.createUser(loginName: loginName, passwordHash: hash) else {
+            return .failure(loginName != nil ? HubError(409, "USER_ALREADY_EXISTS", "loginName is taken") : .storage)
+        }
+        return .success(u)
     }
 
-    /// A normal user's token for its loginName and password.
-    public func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
-        appAPI.login(loginName: loginName, password: password)
+    /// A good login issues a NEW token (returned in the record's
+    /// accessToken); earlier ones stay valid until they expire or are revoked.
+    func login(loginName: String, password: String) -> Result<UserRecord, HubError> {
+        let wrong = HubError(400, "invalid_grant", "the loginName or the password is wrong")
+        guard var u = store.user(loginName: loginName), let hash = u.passwordHash else {
+            // The same KDF work as for a known user: no timing oracle for
+            // which loginNames exist.
+            PasswordHash.dummyVerify(password, iterations: store.secrets.passwordIterations)
+            return .failure(wrong)
+        }
+        guard PasswordHash.verify(password, hash) else { return .failure(wrong) }
+        if PasswordHash.isLegacy(hash) {
+            // The old hand-made chain: replaced by the KDF now that the password is known.
+            _ = store.setPasswordHash(
+                userID: u.userID,
+                PasswordHash.make(password, iterations: store.secrets.passwordIterations))
+        }
+        guard let token = store.issueToken(kind: .user, subjectID: u.userID) else { return .failure(.storage) }
+        u.accessToken = token
+        return .success(u)
     }
 
-    /// The user a bearer token belongs to; nil for an unknown token or a thing's token.
-    public func user(token: String) -> UserRecord? { store.user(accessToken: token) }
-
-    /// Revokes a raw access token of `user`'s own: false when it is not one
-    /// (unknown, already revoked, or another user's or a thing's).
-    public func revoke(token: String, by user: UserRecord) -> Bool {
-        guard store.user(accessToken: token)?.userID == user.userID else { return false }
-        return store.revokeToken(token)
+    static func isValidLoginName(_ s: String) -> Bool {
+        (3...64).contains(s.count)
+            && s.unicodeScalars.allSatisfy {
+                ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                    || "._@-".unicodeScalars.contains($0)
+            }
     }
 
-    public func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
-        appAPI.createGroup(name: name, owner: owner, members: members)
+    func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
+        guard (1...64).contains(name.count) else { return .failure(.invalid("name must be 1 to 64 characters")) }
+        guard members.count <= 100 else { return .failure(.invalid("at most 100 members")) }
+        for m in members where store.user(id: m) == nil {
+            return .failure(.invalid("no user \(m)"))
+        }
+        guard let g = store.createGroup(name: name, ownerUserID: owner.userID, members: members) else {
+            return .failure(.storage)
+        }
+        return .success(g)
+    }
+
+    /// The typed IDs a user acts as: "user:{id}" and "group:{id}" of its groups.
+    func identities(of user: UserRecord) -> [String] {
+        ["user:\(user.userID)"] + store.groups(ofUser: user.userID).map { "group:\($0.groupID)" }
     }
 
     // MARK: things
 
-    /// Onboarding by the app (owner): registers or finds the thing by
-    /// vendorThingID + password and binds `owner` ("user:…" or "group:…",
-    /// which the user must own or belong to).
-    public func onboardByOwner(
+    func onboardByOwner(
         user: UserRecord, vendorThingID: String, password: String, owner: String,
         thingType: String?, firmwareVersion: String?,
         dataGroupingInterval: String?
     ) -> Result<ThingRecord, HubError> {
-        appAPI.onboardByOwner(
-            user: user, vendorThingID: vendorThingID, password: password, owner: owner,
-            thingType: thingType, firmwareVersion: firmwareVersion,
-            dataGroupingInterval: dataGroupingInterval)
-    }
-
-    /// The thing when `user` owns it directly or through a group; otherwise
-    /// 404 (an unknown thing and another owner's thing look the same).
-    public func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID)
-    }
-
-    /// The user a bearer token belongs to (nil: as `user(token:)`) and
-    /// whether it may act on thing `thingID`: as `ownedThing`, from one read
-    /// of both (`HubStore.user(accessToken:thing:)`).
-    public func user(token: String, owning thingID: String) -> (
-        user: UserRecord, thing: Result<ThingRecord, HubError>
-    )? {
-        store.user(accessToken: token, thing: thingID).map {
-            ($0.user, appAPI.owned($0.thing, user: $0.user, thingID: thingID))
+        if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password)
+            ?? OnboardingForm.check(owner: owner, dataGroupingInterval: dataGroupingInterval)
+        {
+            return .failure(e)
         }
-    }
-
-    /// Kii's GET …/things/{thingID}/vendor-thing-id: {"_vendorThingID"} of
-    /// a thing the user owns (404 THING_NOT_FOUND for one named by thingID
-    /// alone, which has none).
-    public func vendorThingID(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        ownedThing(user: user, thingID: thingID).flatMap { t in
-            guard let v = t.vendorThingID else {
-                return .failure(.thingIDNotFound(thingID))
-            }
-            let o = JSON.object()
-            o.set("_vendorThingID", string: v)
-            return .success(o)
+        guard identities(of: user).contains(owner) else {
+            return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
         }
-    }
-
-    /// Kii's VendorThingIDUpdateRequest, by an owner:
-    /// {"_vendorThingID","_password"}, both required and checked as at
-    /// onboarding; the thing then onboards with them. Its tokens and
-    /// installations stay. 409 THING_ALREADY_EXISTS when another thing has
-    /// that vendorThingID. Runs the password KDF: call it as costly work.
-    public func setVendorThingID(user: UserRecord, thingID: String, body: JSON) -> Result<Void, HubError> {
-        let vendorThingID: String
-        let password: String
-        do {
-            vendorThingID = try FormFields.requiredString(body, "_vendorThingID")
-            password = try FormFields.requiredString(body, "_password")
-        } catch {
-            return .failure(error)
-        }
-        if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password) { return .failure(e) }
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
-        let hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
-        switch store.setVendorThingID(thingID: thingID, vendorThingID: vendorThingID, passwordHash: hash) {
-        case .changed: return .success(())
-        case .taken:
+        switch store.registerThing(
+            vendorThingID: vendorThingID, password: password, thingType: thingType,
+            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval)
+        {
+        case .failure(.wrongPassword):
+            return .failure(HubError(403, "WRONG_PASSWORD", "the password of \(vendorThingID) does not match"))
+        case .failure(.wrongType):
             return .failure(
-                HubError(409, "THING_ALREADY_EXISTS", "Thing with vendorThingID \(vendorThingID) already exists"))
-        case .noThing: return .failure(.thingNotFound(thingID))
-        case .storage: return .failure(.storage)
+                HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
+        case .failure(.storage):
+            return .failure(.storage)
+        case .success(let t):
+            guard store.addOwner(thingID: t.thingID, owner: owner), var bound = store.thing(id: t.thingID) else {
+                return .failure(.storage)
+            }
+            // The token issued by this onboarding (a lookup does not know it).
+            bound.accessToken = t.accessToken
+            return .success(bound)
         }
     }
 
-    /// The things `user` owns directly or through its groups, by thingID.
-    public func ownedThings(user: UserRecord) -> [ThingRecord] {
-        store.things(ownedBy: appAPI.identities(of: user))
+    /// The user's groups are read only when the thing is not the user's own
+    /// (a read on every command of the REST API otherwise).
+    func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        owned(store.thing(id: thingID), user: user, thingID: thingID)
+    }
+
+    /// `ownedThing` for the thing `thingID` as the caller read it (nil: unknown).
+    func owned(_ thing: ThingRecord?, user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        guard let t = thing,
+            t.owners.contains("user:\(user.userID)") || !Set(t.owners).isDisjoint(with: identities(of: user))
+        else {
+            return .failure(.thingNotFound(thingID))
+        }
+        return .success(t)
     }
 
     // MARK: commands
 
-    /// postNewCommand: validates the CommandForm (schema, schemaVersion,
-    /// actions, issuer, title, description, metadata), stores the command and
-    /// publishes it to the thing.
-    public func postCommand(
-        user: UserRecord, thingID: String, form: JSON,
-        installationID: String?
-    ) -> Result<CommandRecord, HubError> {
-        appAPI.postCommand(user: user, thingID: thingID, form: form, installationID: installationID)
+    func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<
+        CommandRecord, HubError
+    > {
+        ownedThing(user: user, thingID: thingID).flatMap {
+            postCommand(user: user, owned: $0, form: form, installationID: installationID)
+        }
     }
 
-    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave
-    /// (the REST route has checked ownership already: read once).
-    public func postCommand(
-        user: UserRecord, owned thing: ThingRecord, form: JSON, installationID: String?
-    ) -> Result<CommandRecord, HubError> {
-        appAPI.postCommand(user: user, owned: thing, form: form, installationID: installationID)
+    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave.
+    func postCommand(user: UserRecord, owned thing: ThingRecord, form: JSON, installationID: String?) -> Result<
+        CommandRecord, HubError
+    > {
+        let command: Command
+        // The caller itself needs no lookup; a group issuer reads the groups.
+        let me = "user:\(user.userID)"
+        switch commandForm(form, issuerAllowed: { $0 == me || identities(of: user).contains($0) }) {
+        case .failure(let e): return .failure(e)
+        case .success(let c): command = c
+        }
+        let expiresAt: Int64?
+        switch hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
+        case .failure(let e): return .failure(e)
+        case .success(let e): expiresAt = e
+        }
+        if let installationID {
+            guard store.appInstallation(id: installationID)?.userID == user.userID else {
+                return .failure(.invalid("installation \(installationID) is not one of the caller's"))
+            }
+        }
+        guard
+            let record = hub.stored(
+                command, to: thing, issuer: command.issuer,
+                installationID: installationID, expiresAt: expiresAt)
+        else {
+            return .failure(.storage)
+        }
+        return .success(record)
     }
 
-    public func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
-        appAPI.getCommand(user: user, thingID: thingID, commandID: commandID)
+    /// Checks a CommandForm and builds the command (CommandForm.swift).
+    func commandForm(_ form: JSON, issuerAllowed: (String) -> Bool) -> Result<Command, HubError> {
+        CommandForm.command(form, issuerAllowed: issuerAllowed)
     }
 
-    /// listCommands: ascending; `paginationKey` is the opaque key of the
-    /// previous page; `next` is nil after the last page.
-    public func listCommands(
+    func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
+        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        guard let c = store.command(id: commandID), c.thingID == thingID else {
+            return .failure(.commandNotFound(commandID))
+        }
+        return .success(c)
+    }
+
+    func listCommands(
         user: UserRecord, thingID: String, paginationKey: String?,
         bestEffortLimit: Int?
     ) -> Result<(commands: [CommandRecord], next: String?), HubError> {
-        appAPI.listCommands(
-            user: user, thingID: thingID, paginationKey: paginationKey, bestEffortLimit: bestEffortLimit)
+        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        let limit = bestEffortLimit ?? AppLimits.defaultPageSize
+        guard limit >= 1 else { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
+        let pageSize = min(limit, AppLimits.maxPageSize)
+        var after: Int64 = 0
+        if let key = paginationKey {
+            guard let seq = Int64(key), seq >= 0 else {
+                return .failure(HubError(400, "INVALID_PAGINATION_KEY", "paginationKey is not one this hub gave"))
+            }
+            after = seq
+        }
+        let page = store.commands(thingID: thingID, afterSeq: after, limit: pageSize + 1)
+        let shown = Array(page.prefix(pageSize))
+        let next = page.count > pageSize ? shown.last.map { String($0.seq) } : nil
+        return .success((shown, next))
     }
 
-    /// The command as the app API shows it: the form's fields plus
-    /// commandID, target, commandState, actionResults, createdAt, modifiedAt.
-    public func commandJSON(_ c: CommandRecord) -> JSON { AppAPI.commandJSON(c) }
+    static func commandJSON(_ c: CommandRecord) -> JSON {
+        let o: JSON
+        if case .success(let p) = JSON.parse(c.payload), p.isObject { o = p } else { o = JSON.object() }
+        o.set("commandID", string: c.commandID)
+        o.set("target", string: "thing:\(c.thingID)")
+        if let issuer = c.issuer { o.set("issuer", string: issuer) }
+        o.set("commandState", string: c.state.rawValue)
+        if let r = c.results, case .success(let rj) = JSON.parse(r), let list = rj["actionResults"] {
+            o.set("actionResults", list)
+        }
+        o.set("createdAt", .int(Int(c.createdAt)))
+        o.set("modifiedAt", .int(Int(c.modifiedAt)))
+        // The payload carries expiresAt already (the thing reads it there);
+        // the store's column is the same value.
+        if let e = c.expiresAt { o.set("expiresAt", .int64(e)) }
+        if let r = c.endReason { o.set("endReason", string: r) }
+        return o
+    }
 
     // MARK: state
 
-    public func latestState(user: UserRecord, thingID: String) -> Result<String?, HubError> {
-        ownedThing(user: user, thingID: thingID).map { $0.state }
-    }
-
-    /// The state history in [from, to), grouped by the thing's data grouping
-    /// interval (one group per interval that has samples; a thing without an
-    /// interval gets one group for the whole range).
-    /// One page: at most `limit` samples (default and cap `maxPage`);
+    /// One page of at most `limit` samples (capped to `maxPage`), grouped;
     /// `next` is the paginationKey of the following page, nil at the end.
-    public func stateHistory(
+    /// With `wholeIntervals` (Kii's grouped query) the range grows to the
+    /// whole grouping intervals it touches, as the aggregations read them.
+    func stateHistory(
         user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
-        appAPI.stateHistory(
-            user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
-            limit: limit, maxPage: maxPage)
-    }
-
-    // MARK: enrollment (the operator's pre-registration)
-
-    /// Registers a thing with its vendorThingID and password before it ever
-    /// onboards (fleet provisioning's pre-registration): with
-    /// `enrollmentOnly`, onboarding by the thing accepts only such things.
-    /// True when it was new, false when it was there with that password.
-    /// Costly (a password hash): call it on `costly`.
-    public func enroll(vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?)
-        -> Result<Bool, HubError>
-    {
-        guard (1...200).contains(vendorThingID.count), (1...200).contains(password.count) else {
-            return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): thing = t
         }
-        let known = store.thing(vendorThingID: vendorThingID) != nil
-        switch store.registerThing(
-            vendorThingID: vendorThingID, password: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, dataGroupingInterval: nil)
-        {
-        case .failure(.wrongPassword):
-            return .failure(HubError(409, "THING_ALREADY_EXISTS", "\(vendorThingID) exists with another password"))
-        case .failure(.wrongType):
-            return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) exists with another thingType"))
-        case .failure(.storage):
-            return .failure(.storage)
-        case .success:
-            return .success(!known)
+        guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
+        var (from, to) = (from, to)
+        if wholeIntervals { (from, to) = Self.wholeIntervals(from: from, to: to, of: thing) }
+        if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
+        var after: Int64 = 0
+        if let paginationKey {
+            guard let v = Int64(paginationKey), v >= 0 else { return .failure(.invalid("bad paginationKey")) }
+            after = v
         }
+        let page = store.stateHistoryPage(
+            thingID: thingID, from: from, to: to, after: after,
+            limit: min(limit ?? maxPage, max(1, maxPage)))
+        let samples = page.samples
+        let next = page.next.map { String($0) }
+        guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
+            return .success((samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)], next))
+        }
+        var groups: [StateGroup] = []
+        for s in samples {
+            let start = s.at - s.at % interval
+            if groups.last?.from == start {
+                groups[groups.count - 1].samples.append(s)
+            } else {
+                groups.append(StateGroup(from: start, to: start + interval, samples: [s]))
+            }
+        }
+        return .success((groups, next))
     }
 
     // MARK: app installations and notifications
 
-    /// MQTT installations get a topic of their own (`target`); WEBHOOK ones
-    /// need an http:// or https:// URL; SSE ones stream from the REST API.
-    public func addAppInstallation(
-        user: UserRecord, kind: AppInstallation.Kind,
-        webhookURL: String?
-    ) -> Result<AppInstallation, HubError> {
-        appAPI.addAppInstallation(user: user, kind: kind, webhookURL: webhookURL)
+    func addAppInstallation(user: UserRecord, kind: AppInstallation.Kind, webhookURL: String?) -> Result<
+        AppInstallation, HubError
+    > {
+        var target: String?
+        if !kind.isDelivered {
+            // A push service's token (Kii's installationRegistrationID),
+            // passed in webhookURL's place: kept, never called.
+            target = webhookURL
+        } else if kind == .webhook {
+            guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
+            }
+            target = url
+        } else if webhookURL != nil {
+            return .failure(.invalid("webhookURL is only for WEBHOOK installations"))
+        }
+        if kind == .mqtt {
+            // Each is a broker client and role: bounded per user and per app.
+            let perUser = hub.options.mqttInstallationsPerUser
+            if perUser > 0, store.appInstallations(userID: user.userID).filter({ $0.kind == .mqtt }).count >= perUser {
+                hub.metrics.refused("installation_cap")
+                return .failure(
+                    HubError(409, "TOO_MANY_INSTALLATIONS", "the user has \(perUser) MQTT installations already"))
+            }
+            let perApp = hub.options.mqttInstallationsPerApp
+            if perApp > 0, store.countAppInstallations(kind: .mqtt) >= perApp {
+                hub.metrics.refused("installation_cap")
+                return .failure(
+                    HubError(409, "TOO_MANY_INSTALLATIONS", "this app has \(perApp) MQTT installations already"))
+            }
+        }
+        guard let i = store.addAppInstallation(userID: user.userID, kind: kind, target: target) else {
+            return .failure(.storage)
+        }
+        return .success(i)
     }
 
-    public func removeAppInstallation(user: UserRecord, installationID: String) -> Bool {
-        store.removeAppInstallation(id: installationID, userID: user.userID)
-    }
-
-    /// Who is told that a command finished: for a pseudo user only the
-    /// installation the command was posted from; for a normal user every
-    /// installation of the issuer.
-    public func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
-        appAPI.notificationTargets(for: command)
-    }
-
-    /// The notification body: {"commandID","thingID","commandState"}, and
-    /// "endReason" for a command the hub ended (CommandLifecycle).
-    public static func notificationPayload(_ c: CommandRecord) -> [UInt8] {
-        let o = JSON.object()
-        o.set("commandID", string: c.commandID)
-        o.set("thingID", string: c.thingID)
-        o.set("commandState", string: c.state.rawValue)
-        if let r = c.endReason { o.set("endReason", string: r) }
-        return o.dumpBytes()
-    }
-
-    /// Broker credentials for an app's MQTT installation: client ID and
-    /// username `installationID`, allowed only to read its topic. A new
-    /// password each call. nil without a broker identity or when the broker
-    /// refuses.
-    public func pushCredentials(_ installation: AppInstallation) -> (username: String, password: String)? {
-        guard installation.kind == .mqtt, let topic = installation.target, let admin,
-            let pw = admin.pushCredentials(installationID: installation.installationID, topic: topic)
-        else { return nil }
-        return (installation.installationID, pw)
-    }
-
-    /// Removes the broker client of an app's MQTT installation.
-    public func removePushCredentials(installationID: String) {
-        admin?.remove(username: installationID, role: BrokerAdmin.pushRole(installationID: installationID))
-    }
-
-    /// The broker as things and apps should reach it: host, plain port, TLS port (0: none).
-    public var advertisedBroker: (host: String, port: Int, tlsPort: Int) {
-        (
-            options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
-            options.advertisedTLSPort ?? 0
-        )
-    }
-
-    /// Publishes a notification on an MQTT installation's topic (QoS 1).
-    public func publishNotification(_ installation: AppInstallation, payload: [UInt8]) -> Bool {
-        guard installation.kind == .mqtt, let topic = installation.target else { return false }
-        return publishRaw(topic: topic, payload: payload)
+    func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
+        guard let issuer = command.issuer else { return [] }
+        if issuer.hasPrefix("user:") {
+            // A pseudo user is told only on the installation it issued from.
+            return store.notificationInstallations(
+                userID: String(issuer.dropFirst(5)), issuingInstallationID: command.issuingInstallationID)
+        }
+        if issuer.hasPrefix("group:"), let g = store.group(id: String(issuer.dropFirst(6))) {
+            return ([g.ownerUserID] + g.members).flatMap { store.appInstallations(userID: $0) }
+        }
+        return []
     }
 }
