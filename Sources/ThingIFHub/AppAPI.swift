@@ -2,7 +2,7 @@
 
 import ThingIF
 
-/// The rules of the app API; FrameworkSide's public methods in AppAPI.swift
+/// The rules of the app API; FrameworkSide's public methods in FrameworkSide+AppAPI.swift
 /// call in here.
 struct AppAPI {
     unowned let hub: FrameworkSide

@@ -11,7 +11,7 @@ import ThingIF
 /// installation requests, accepts action results, state and firmware
 /// versions, and publishes commands to things. What it knows lives in a
 /// HubStore (MemoryStore by default; SQLiteStore for thingif-hub). It reuses
-/// the device library's wire codec and transport. AppAPI.swift adds the app
+/// the device library's wire codec and transport. FrameworkSide+AppAPI.swift adds the app
 /// side that the REST API calls.
 ///
 /// Threads: MQTT traffic is handled on libmosquitto's thread; every public
