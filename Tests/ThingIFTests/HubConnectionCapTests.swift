@@ -52,13 +52,7 @@ struct HubConnectionCapTests {
     @Test("Configuration: --http-max-connections-per-address, its environment variable and file key; 100 by default")
     func settings() throws {
         func load(_ args: [String], env: [String: String] = [:], file: String? = nil) throws -> HubConfig {
-            var e = env
-            if file != nil { e["THINGIF_HUB_CONFIG"] = "/cfg.json" }
-            guard
-                case .run(let c) = try HubConfig.load(
-                    arguments: args, environment: e, readFile: { _ in file.map { Array($0.utf8) } })
-            else { throw HarnessError("help") }
-            return c
+            try HubConfig.forTest(args, env: env, file: file)
         }
         let d = try load([])
         #expect(d.httpMaxConnectionsPerAddress == 100 && d.connections.maxConnectionsPerAddress == 100)

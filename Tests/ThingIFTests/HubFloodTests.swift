@@ -407,13 +407,7 @@ struct HubFloodTests {
     @Test("Configuration: the flood settings from flags, environment and file; defaults and bad values")
     func floodSettings() throws {
         func load(_ args: [String], env: [String: String] = [:], file: String? = nil) throws -> HubConfig {
-            var e = env
-            if file != nil { e["THINGIF_HUB_CONFIG"] = "/cfg.json" }
-            guard
-                case .run(let c) = try HubConfig.load(
-                    arguments: args, environment: e, readFile: { _ in file.map { Array($0.utf8) } })
-            else { throw HarnessError("help") }
-            return c
+            try HubConfig.forTest(args, env: env, file: file)
         }
         let d = try load([])
         #expect(d.costlyThreads == 0 && d.costlyQueue == 32 && d.bootstrapRate == 20 && d.addressRate == 2)
