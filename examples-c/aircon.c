@@ -524,21 +524,26 @@ int main(int argc, char **argv)
             return give_up(t);
         }
     }
-    if (o.reconnect_min_ms > 0) {
-        rc |= thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
-        rc |= thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
-    }
-    if (o.request_timeout_ms > 0)
-        rc |= thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
-    if (o.keepalive_s > 0)
-        rc |= thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
+    /* Each call only while the ones before it succeeded: a status is a code,
+     * not a bit mask, so one refusal is reported as itself. */
+    if (rc == THINGIF_OK && o.reconnect_min_ms > 0)
+        rc = thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
+    if (rc == THINGIF_OK && o.reconnect_min_ms > 0)
+        rc = thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
+    if (rc == THINGIF_OK && o.request_timeout_ms > 0)
+        rc = thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
+    if (rc == THINGIF_OK && o.keepalive_s > 0)
+        rc = thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
 
     /* Register every handler before the loop runs, so no command finds none. */
-    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
-    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setPresetTemperature", on_set_preset_temperature, &ac);
-    rc |= thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
+    if (rc == THINGIF_OK)
+        rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
+    if (rc == THINGIF_OK)
+        rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setPresetTemperature", on_set_preset_temperature, &ac);
+    if (rc == THINGIF_OK)
+        rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
     if (rc != THINGIF_OK) {
-        fprintf(stderr, "aircon: an option or a handler was refused (out of range?)\n");
+        fprintf(stderr, "aircon: an option or a handler was refused: %s\n", thingif_strerror(rc));
         return give_up(t);
     }
 
