@@ -159,10 +159,6 @@ extension FrameworkSide {
 
     // MARK: state
 
-    public func latestState(user: UserRecord, thingID: String) -> Result<String?, HubError> {
-        ownedThing(user: user, thingID: thingID).map { $0.state }
-    }
-
     /// The state history in [from, to), grouped by the thing's data grouping
     /// interval (one group per interval that has samples; a thing without an
     /// interval gets one group for the whole range).

@@ -40,8 +40,8 @@ extension API {
     /// hold is 404 TRAIT_ALIAS_NOT_FOUND (the aliases a thing has are those
     /// of its reported state: docs/PROTOCOL.md §12).
     func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
-        let state = try value(hub.latestState(user: user, thingID: tid))
+        // The thing as the owner check read it: its state comes with it.
+        let state = try owner(request, context).thing.state
         guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state ?? "{}") }
         let alias = try param(context, "alias")
         guard let state else { throw HubError.stateNotFound }
@@ -50,10 +50,8 @@ extension API {
 
     /// The object of `alias` in a thing's current state: 404
     /// TRAIT_ALIAS_NOT_FOUND when the state holds no such object.
-    /// (A thing that has no state yet knows no alias; the alias query asks
-    /// this only of a thing with a state.)
-    static func aliasState(_ state: String?, _ alias: String) throws -> JSON {
-        guard let state, case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
+    static func aliasState(_ state: String, _ alias: String) throws -> JSON {
+        guard case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
             throw HubError.traitAliasNotFound
         }
         return a
@@ -136,13 +134,14 @@ extension API {
     /// or, grouped, {"groupedResults":[…]} over whole grouping intervals; objects carry
     /// "_created". With an aggregation each group is {"range","aggregations":[…]}.
     func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+        let (user, thing) = try owner(request, context)
+        let tid = thing.thingID
         let alias = context.parameters.get("alias").map { String($0) }
         let q = try value(StateQueryForm.parse(try await object(request), now: Platform.epochMs()))
         // An alias the thing's state does not hold: Kii's 404. Before the
         // first upload, Kii answers 409 STATE_HISTORY_NOT_AVAILABLE, which
         // its SDKs read as no results: the query runs and finds none.
-        if let alias, let state = try value(hub.latestState(user: user, thingID: tid)) {
+        if let alias, let state = thing.state {
             _ = try Self.aliasState(state, alias)
         }
         let o = JSON.object()
