@@ -23,18 +23,18 @@ hub_files() {
     case "$1" in
         state_merge) echo Sources/ThingIFHub/Store/StateMerge.swift ;;
         trigger_rules) echo Sources/ThingIFRules/*.swift ;;
-        command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/CommandForm.swift ;;
+        command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/CommandForm.swift ;;
         onboarding_form)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/FormFields.swift \
-                Sources/ThingIFHub/OnboardingForm.swift
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
+                Sources/ThingIFHub/App/OnboardingForm.swift
             ;;
         state_query)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/FormFields.swift \
-                Sources/ThingIFHub/StateQueryForm.swift
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
+                Sources/ThingIFHub/App/StateQueryForm.swift
             ;;
         trigger_form)
-            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/CommandForm.swift \
-                Sources/ThingIFHub/TriggerForm.swift Sources/ThingIFRules/*.swift
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/CommandForm.swift \
+                Sources/ThingIFHub/Automation/TriggerForm.swift Sources/ThingIFRules/*.swift
             ;;
     esac
 }

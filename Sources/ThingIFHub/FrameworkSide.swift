@@ -93,6 +93,13 @@ public final class FrameworkSide: @unchecked Sendable {
         /// How long a cancel of a DELIVERED command waits for the thing's
         /// answer (ms) before it answers 202, the cancel pending (§9.1).
         public var cancelWaitMs: Int64 = CommandLifetimes.defaultCancelWaitMs
+        /// Where webhook notifications may go (WebhookGuard).
+        public var webhooks = WebhookGuard()
+        /// Whether the hub's scheduler runs the server triggers' schedules
+        /// (TriggerEngine.tick) and the sweep of notifications another hub
+        /// did not send (Notifications.sweep) every second. Off, a caller
+        /// drives them at times of its own (tests with a clock of theirs).
+        public var runsSchedules = true
 
         public init(
             appID: String, appKey: String, brokerHost: String = "127.0.0.1", brokerPort: Int,
@@ -162,23 +169,12 @@ public final class FrameworkSide: @unchecked Sendable {
     /// What only this process needs to know.
     struct Data {
         var requests = RecentLog<RequestRecord>(capacity: FrameworkSide.requestLogSize)
-        var online: [String: Bool] = [:]  // thingID -> last status seen
-        var commandTopic: [String: String] = [:]  // thingID -> the installation whose "online" came last
         var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
         var resultPostOrder = RecentLog<String>(capacity: FrameworkSide.resultCountLimit)  // the same keys (bounded)
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
         var subscriptionRefused = false
-        // Delivery (FrameworkSide+Delivery.swift).
-        var statusTopics: Set<String> = []  // client IDs that sent a status (thingif's library)
-        var reachable: [String: Bool] = [:]  // thingID -> a silent installation had a subscription at the last attempt
-        var rounds: [String: DeliveryRound] = [:]  // commandID -> the attempt in flight
-        var pendingMids: [Int32: (commandID: String, topic: String)] = [:]
-        var finishedRounds: [(String, DeliveryRound)] = []
-        var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
-        var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
-        var lifecycleSweepDueMs: Int64 = 0  // the next lifecycle sweep (CommandLifecycle.swift), monotonic ms
     }
 
     public let options: Options
@@ -210,16 +206,24 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Things created by the thing itself, app-wide (nil: no cap).
     let creationLimiter: RateLimiter?
     let data = Locked(Data())
-    /// Called for notable events (onboarding, results, state), on the request thread.
-    public var onEvent: (@Sendable (String) -> Void)?
-    /// Called when a command's results arrive (once), on the request thread,
-    /// and when the hub ends it without results (EXPIRED, CANCELLED:
-    /// CommandLifecycle.swift), on the thread that ended it (the delivery
-    /// worker, the request thread, or a REST handler's for a cancel); a
-    /// command that gets late results after its end is reported twice.
-    /// With the command come its notification targets (notificationTargets),
-    /// read where the command was written.
-    public var onCommandFinished: (@Sendable (CommandRecord, [AppInstallation]) -> Void)?
+    /// Where every component reports events and log lines.
+    public let events = HubEvents()
+    /// Called for notable events (onboarding, results, state), on the thread
+    /// that saw them.
+    public var onEvent: HubEvents.Sink? {
+        get { events.onEvent }
+        set { events.onEvent = newValue }
+    }
+    /// Called with lines for the operator (a webhook that failed, a sweep
+    /// that sent another hub's notifications).
+    public var onLog: HubEvents.Sink? {
+        get { events.onLog }
+        set { events.onLog = newValue }
+    }
+    /// Tells commands' issuers that they finished (MQTT, SSE, webhooks).
+    public let notifications: Notifications
+    /// Stores commands, publishes them and ends them; knows which things are online.
+    public let delivery: CommandDelivery
     var appAPI: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
@@ -239,27 +243,8 @@ public final class FrameworkSide: @unchecked Sendable {
     /// for the request threads; then the broker holds what follows.
     public static let requestQueueMax = 50_000
     public static let requestQueueMaxBytes = 64 << 20
-    /// Held while a tracked command is published and its mid recorded, and
-    /// by the PUBACK callback before it looks the mid up. The value counts
-    /// the tracked publishes; it is an Int, not Void, because
-    /// ThreadSanitizer takes the zero-sized value's accesses for accesses to
-    /// the lock's own pointer beside it and reports a race that is none.
-    let publishing = Locked(0)
-    /// Per thing (striped): held while a command is found open, published
-    /// and marked DELIVERED, and while a cancel finds it SENDING and ends
-    /// it, so that a cancel answered at the hub alone never overlaps a
-    /// publish (CommandLifecycle.swift). Int, not Void: see `publishing`.
-    let commandGates: [Locked<Int>] = (0..<64).map { _ in Locked(0) }
-    func commandGate(_ thingID: String) -> Locked<Int> {
-        var h: UInt32 = 2_166_136_261
-        for b in thingID.utf8 { h = (h ^ UInt32(b)) &* 16_777_619 }
-        return commandGates[Int(h % UInt32(commandGates.count))]
-    }
-    /// The delivery worker (deliveryTick), while started.
-    let deliveryTicker = Locked<Ticker?>(nil)
-    /// Commands whose notification was sent, to be marked in the store
-    /// (markNotifiedSoon).
-    let notifiedMarks = Locked<[String]>([])
+    /// The periodic work (`jobs`), while started.
+    let scheduler = Locked<Scheduler?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
         guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
@@ -268,6 +253,11 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        notifications = Notifications(
+            store: store, metrics: metrics, client: c, events: events, webhooks: options.webhooks)
+        delivery = CommandDelivery(
+            store: store, client: c, metrics: metrics, events: events, notifications: notifications,
+            lifetimes: options.lifetimes)
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         costly = CostlyWork(threads: options.costlyThreads, queueLimit: options.costlyQueue)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
@@ -353,12 +343,14 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         requestQueue.withLock { $0 = queue }
         client.onMessage = { [unowned self] m in self.accept(m, queue: queue) }
-        client.onPublished = { [unowned self] mid, rc in self.published(mid: mid, reasonCode: rc) }
-        guard let ticker = Ticker(periodMs: 250, { [unowned self] in self.deliveryTick() }) else {
-            startProblem = "cannot start the delivery thread"
+        client.onPublished = { [unowned self] mid, rc in self.delivery.published(mid: mid, reasonCode: rc) }
+        notifications.open()
+        let scheduler = Scheduler(jobs)
+        guard scheduler.start() else {
+            startProblem = "cannot start the scheduler's thread"
             return false
         }
-        deliveryTicker.withLock { $0 = ticker }
+        self.scheduler.withLock { $0 = scheduler }
         guard
             client.connect(host: options.brokerHost, port: options.brokerPort, keepalive: 30)
                 == MOSQ_ERR_SUCCESS.rawValue,
@@ -416,10 +408,29 @@ public final class FrameworkSide: @unchecked Sendable {
         }
     }
 
+    /// The periodic work the scheduler runs while the hub does.
+    var jobs: [Scheduler.Job] {
+        var jobs: [Scheduler.Job] = [
+            .init(name: "delivery", periodMs: 250) { [unowned self] _ in self.delivery.deliveryTick() },
+            .init(name: "notified marks", periodMs: 250) { [unowned self] _ in self.notifications.flushMarks() },
+            .init(name: "CRL", periodMs: 250) { [unowned self] now in self.crlTick(nowMs: now) },
+            .init(name: "command lifecycle", periodMs: CommandLifetimes.sweepPeriodMs) { [unowned self] _ in
+                self.delivery.lifecycleTick()
+            }
+        ]
+        if options.runsSchedules {
+            jobs.append(
+                .init(name: "trigger schedules", periodMs: 1000) { [unowned self] _ in self.triggerEngine.tick() })
+            jobs.append(
+                .init(name: "notification sweep", periodMs: 1000) { [unowned self] _ in self.notifications.sweep() })
+        }
+        return jobs
+    }
+
     public func stop() {
-        deliveryTicker.withLock { t in
-            t?.stop()
-            t = nil
+        scheduler.withLock { s in
+            s?.stop()
+            s = nil
         }
         client.disconnect()
         _ = client.stopThread(force: false)
@@ -427,7 +438,7 @@ public final class FrameworkSide: @unchecked Sendable {
             q?.close()
             q = nil
         }
-        flushNotifiedMarks()
+        notifications.close()
         costly.close()
         admin?.stop()
     }
@@ -442,128 +453,7 @@ public final class FrameworkSide: @unchecked Sendable {
         return true
     }
 
-    // MARK: delivery of commands
-
-    /// Online: the thing announced `online` (thingif's library), or, for a
-    /// thing whose installations send no status (Kii's SDKs), the broker
-    /// had a subscription on one of them at the last delivery attempt.
-    public func isOnline(_ thingID: String) -> Bool {
-        data.withLock { ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) }
-    }
-
-    /// Online by its own status message only.
-    func announcedOnline(_ thingID: String) -> Bool { data.withLock { $0.online[thingID] ?? false } }
-
-    /// Stores a command and publishes it to the thing; false when the thing
-    /// is unknown or the command ID exists. A command stored but not
-    /// published (broker down) goes out with the thing's next birth message.
-    public func send(
-        _ command: Command, to thingID: String, issuer: String? = nil,
-        installationID: String? = nil
-    ) -> Bool {
-        stored(command, to: thingID, issuer: issuer, installationID: installationID) != nil
-    }
-
-    /// As `send`, returning the stored record. `expiresAt` (ms): the
-    /// command's expiry, which also travels in its payload (CommandLifecycle.swift).
-    func stored(
-        _ command: Command, to thingID: String, issuer: String?, installationID: String?, expiresAt: Int64? = nil
-    ) -> CommandRecord? {
-        guard let thing = store.thing(id: thingID) else { return nil }
-        return stored(command, to: thing, issuer: issuer, installationID: installationID, expiresAt: expiresAt)
-    }
-
-    /// As `stored(_:to:…)` for a thing the caller has just read.
-    func stored(
-        _ command: Command, to thing: ThingRecord, issuer: String?, installationID: String?, expiresAt: Int64? = nil
-    ) -> CommandRecord? {
-        let thingID = thing.thingID
-        var command = command
-        command.expiresAt = expiresAt ?? command.expiresAt
-        let expiresAt = command.expiresAt
-        let payload = command.encode().dump()
-        let now = Platform.epochMs()
-        // One that expired already (a Command given with a past expiresAt)
-        // is stored and ended, never published.
-        if let expiresAt, expiresAt <= now {
-            guard
-                let record = insert(
-                    command, thingID: thingID, issuer: issuer, installationID: installationID,
-                    payload: payload, state: .sending, now: now)
-            else { return nil }
-            _ = mayPublish(record, now: now)
-            return store.command(id: command.id) ?? record
-        }
-        // Every installation's topic (FrameworkSide+Delivery.swift); one that
-        // announced itself online makes it delivered at once, as before. An
-        // installation that announces itself (persistent session) gets it only
-        // while the thing is online by its status: else the hub holds it until
-        // the thing's next `online`, so that a command that expires or is
-        // cancelled meanwhile never waits in the broker's session queue.
-        // Under the thing's gate from the insert on, so a cancel or a resend
-        // finds it stored and published or neither.
-        return commandGate(thingID).withLock { gated -> CommandRecord? in
-            gated &+= 1
-            let (online, held) = data.withLock { d in
-                let online = d.online[thingID] ?? false
-                // Looked up under the lock: no copy of every status topic per command.
-                return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
-            }
-            let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
-            // Stored before it is published, so a result can never arrive
-            // for a command the framework does not know; for a thing online
-            // by its status, stored DELIVERED (one write, not two), and put
-            // back to SENDING if the publish cannot be queued.
-            let direct = online && !topics.isEmpty
-            guard
-                var record = insert(
-                    command, thingID: thingID, issuer: issuer, installationID: installationID, payload: payload,
-                    state: direct ? .delivered : .sending, now: now)
-            else { return nil }
-            let queued = startRound(
-                commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
-            if direct && queued {
-                metrics.commandDelivered()
-            } else if direct {
-                _ = store.markUndelivered(commandID: command.id, at: Platform.epochMs())
-                record.state = .sending
-            }
-            return record
-        }
-    }
-
-    /// Stores a new command (`stored`): with its expiry, in `state`.
-    private func insert(
-        _ command: Command, thingID: String, issuer: String?, installationID: String?, payload: String,
-        state: CommandState, now: Int64
-    ) -> CommandRecord? {
-        let record = metrics.timed("insertCommand") {
-            store.insertCommand(
-                CommandRecord(
-                    commandID: command.id, thingID: thingID, issuer: issuer ?? command.issuer,
-                    issuingInstallationID: installationID, payload: payload, state: state, createdAt: now,
-                    modifiedAt: now, expiresAt: command.expiresAt))
-        }
-        if record != nil { metrics.commandIssued() }
-        return record
-    }
-
-    /// Publishes any bytes on the thing's command topic: that of the
-    /// installation the thing last came online with (its status is retained,
-    /// so a restarted hub learns it again), else the first of its
-    /// installations. A thing can have several (an owner's onboarding makes
-    /// one to hand over); commands go where the thing listens.
-    public func publish(_ payload: [UInt8], to thingID: String) -> Bool {
-        guard let topic = commandTopic(of: thingID) else { return false }
-        return publishRaw(topic: topic, payload: payload)
-    }
-
-    /// The topic the thing's commands go to (see `publish(_:to:)`).
-    public func commandTopic(of thingID: String) -> String? {
-        guard let topics = store.thing(id: thingID)?.installations.values else { return nil }
-        let live = data.withLock { $0.commandTopic[thingID] }
-        return live.flatMap { topics.contains($0) ? $0 : nil } ?? topics.sorted().first
-    }
+    // MARK: MQTT
 
     /// Publishes on any topic (QoS 1).
     public func publishRaw(topic: String, payload: [UInt8]) -> Bool {
@@ -577,33 +467,4 @@ public final class FrameworkSide: @unchecked Sendable {
     }
 
     public static func newCommandID() -> String { CommandForm.newCommandID() }
-
-    /// Commands sent to a thing that have no results yet, oldest first.
-    public func unanswered(of thingID: String) -> [String] {
-        store.unansweredCommands(thingID: thingID).map(\.commandID)
-    }
-
-    /// Publishes again every open command of the thing that has no results
-    /// (not an EXPIRED or CANCELLED one, nor one past its expiry): the thing
-    /// runs each at most once, so this only fills gaps.
-    @discardableResult
-    public func resendUnanswered(to thingID: String) -> Int {
-        var sent = 0
-        let now = Platform.epochMs()
-        for c in store.unansweredCommands(thingID: thingID) where mayPublish(c, now: now) {
-            // Under the thing's gate, as read now: a cancel that ended it
-            // at the hub meanwhile keeps it from being published.
-            let published = commandGate(thingID).withLock { gated -> Bool in
-                gated &+= 1
-                guard let fresh = store.command(id: c.commandID), fresh.results == nil, fresh.state.isOpen,
-                    publish(Array(c.payload.utf8), to: thingID)
-                else { return false }
-                _ = store.markDelivered(commandID: c.commandID, at: Platform.epochMs())
-                return true
-            }
-            if published { sent += 1 }
-        }
-        metrics.commandDelivered(sent)
-        return sent
-    }
 }

@@ -14,8 +14,6 @@ import ThingIFHub
 public enum HTTPLimits {
     /// Seconds between two keepalive comments on an event stream.
     public static let sseKeepaliveSeconds = 15
-    /// Seconds a webhook POST may take.
-    public static let webhookTimeoutSeconds = 5
 }
 
 enum Reply {

@@ -27,8 +27,6 @@ public final class HubServer: Service, @unchecked Sendable {
         public var limits: HubLimits
         /// Per-user and per-thing request budgets (429); nil for none.
         public var rateLimiter: RateLimiter?
-        /// Where webhooks may go.
-        public var webhooks: WebhookGuard
         /// PEM certificate chain and private key: serve HTTPS instead of HTTP.
         public var tlsCertFile: String?
         public var tlsKeyFile: String?
@@ -53,14 +51,13 @@ public final class HubServer: Service, @unchecked Sendable {
 
         public init(
             limits: HubLimits = HubLimits(), rateLimiter: RateLimiter? = nil,
-            webhooks: WebhookGuard = WebhookGuard(), tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
+            tlsCertFile: String? = nil, tlsKeyFile: String? = nil,
             metricsToken: String? = nil, eventTicketLifetimeMs: Int64 = 30_000
         ) {
             self.metricsToken = metricsToken
             self.eventTicketLifetimeMs = eventTicketLifetimeMs
             self.limits = limits
             self.rateLimiter = rateLimiter
-            self.webhooks = webhooks
             self.tlsCertFile = tlsCertFile
             self.tlsKeyFile = tlsKeyFile
         }
@@ -70,14 +67,13 @@ public final class HubServer: Service, @unchecked Sendable {
     public let host: String
     public let port: Int
     public let security: Security
-    let notifier: Notifier
     let tickets: EventTickets
     private let log: @Sendable (String) -> Void
     private let logLevel: Logger.Level
     private let boundPort = Locked<Int?>(nil)
 
-    /// Sets `hub.onCommandFinished` to deliver notifications. `port` 0 picks
-    /// a free port (see `waitUntilListening`). `log` gets the hub's lines.
+    /// The REST API of `hub`. `port` 0 picks a free port (see
+    /// `waitUntilListening`). `log` gets the HTTP layer's lines.
     public init(
         hub: FrameworkSide, host: String = "127.0.0.1", port: Int = 8080, security: Security = Security(),
         logLevel: Logger.Level = .warning, log: @escaping @Sendable (String) -> Void = { _ in }
@@ -88,26 +84,8 @@ public final class HubServer: Service, @unchecked Sendable {
         self.security = security
         self.log = log
         self.logLevel = logLevel
-        let notifier = Notifier(hub: hub, webhooks: security.webhooks, log: log)
-        self.notifier = notifier
         self.tickets = EventTickets(lifetimeMs: security.eventTicketLifetimeMs)
-        hub.onCommandFinished = { notifier.commandFinished($0, targets: $1) }
-        // Hubs sharing one database: results another hub handled reach the
-        // event streams open here.
-        if let feed = hub.store as? SharedResultsFeed {
-            do {
-                try feed.listenForResults { notifier.commandFinishedElsewhere($0) }
-            } catch {
-                log("cannot hear of other hubs' results (their commands reach no event stream here): \(error)")
-            }
-        }
     }
-
-    /// Sends the notifications that the hub which recorded the results did
-    /// not mark sent in time (see Notifier.sweep); thingif-hub calls it every
-    /// second. Returns the commandIDs it notified.
-    @discardableResult
-    public func sweepNotifications(now: Int64 = Platform.epochMs()) -> [String] { notifier.sweep(now: now) }
 
     /// The port the server listens on, once it does.
     public var listeningPort: Int? { boundPort.withLock { $0 } }
@@ -126,7 +104,9 @@ public final class HubServer: Service, @unchecked Sendable {
     public var outstandingEventTickets: Int { tickets.outstanding }
 
     /// How many event streams of an installation are open (for tests).
-    public func openEventStreams(_ installationID: String) -> Int { notifier.streams.openCount(installationID) }
+    public func openEventStreams(_ installationID: String) -> Int {
+        hub.notifications.streams.openCount(installationID)
+    }
 
     public func run() async throws {
         var logger = Logger(label: "thingif-hub.http")
@@ -164,14 +144,13 @@ public final class HubServer: Service, @unchecked Sendable {
             },
             logger: logger
         )
-        let streams = notifier.streams
+        let streams = hub.notifications.streams
         try await withGracefulShutdownHandler {
             try await app.run()
         } onGracefulShutdown: {
             streams.closeAll()
         }
         streams.closeAll()
-        notifier.invalidate()
     }
 
     // MARK: routes
@@ -179,7 +158,7 @@ public final class HubServer: Service, @unchecked Sendable {
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.middlewares.add(ErrorBodyMiddleware<BasicRequestContext>(log: log))
-        let api = API(hub: hub, notifier: notifier, security: security, tickets: tickets)
+        let api = API(hub: hub, security: security, tickets: tickets)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
         router.get("/metrics") { [hub, security] request, _ in

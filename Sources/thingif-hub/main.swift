@@ -98,20 +98,21 @@ config.applyFloodSettings(to: &hubOptions)
 config.applyThingCertificates(to: &hubOptions)
 hubOptions.lifetimes = config.commandLifetimes
 hubOptions.cancelWaitMs = config.commandCancelWaitMs
+hubOptions.webhooks = WebhookGuard(allow: config.webhookAllow)
 guard let hub = FrameworkSide(hubOptions, store: store) else {
     fputs("thingif-hub: cannot create an MQTT client\n", stderr)
     exit(1)
 }
 if !config.quiet { hub.onEvent = { say("hub: " + $0) } }
+hub.onLog = { say("hub: " + $0) }
 
 do {
-    // The REST API; it sets hub.onCommandFinished for notifications, so it
-    // exists before the hub starts taking results.
+    // The REST API.
     var security = HubServer.Security(
         limits: config.limits,
         rateLimiter: config.rateLimit > 0
             ? RateLimiter(ratePerSecond: Double(config.rateLimit), burst: config.rateBurst) : nil,
-        webhooks: WebhookGuard(allow: config.webhookAllow), tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey,
+        tlsCertFile: config.tlsCert, tlsKeyFile: config.tlsKey,
         metricsToken: config.metricsToken)
     security.addressLimiter =
         config.addressRate > 0
@@ -176,13 +177,6 @@ do {
         }
         hub.enableHomeAssistant(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
     }
-    // The server triggers' schedules (SCHEDULE, SCHEDULE_ONCE) and the sweep
-    // of notifications a hub did not send (it died after the results): one
-    // tick a second.
-    let ticker = HubTicker {
-        hub.triggerEngine.tick()
-        server.sweepNotifications()
-    }
     let where_ = config.memory ? "in memory" : "in \(config.db)"
     say(
         "hub: serving app \(config.appID) on the MQTT broker at \(config.brokerHost):\(config.brokerPort), data \(where_)"
@@ -191,11 +185,8 @@ do {
     logger.logLevel = .warning
     let group = ServiceGroup(
         configuration: .init(
-            // Shut down in reverse: the ticker stops between two ticks, then the HTTP API.
-            services: [
-                .init(service: server),
-                .init(service: ticker, successTerminationBehavior: .ignore)
-            ], gracefulShutdownSignals: [.sigterm, .sigint],
+            // The hub's own periodic work runs on its scheduler (FrameworkSide.jobs).
+            services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
     do {
         try await group.run()

@@ -173,7 +173,7 @@ final class FaultRig {
                     reported = true
                     print(
                         "fault \(name): no results for 3 s at command \(i) "
-                            + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.isOnline(thingID)))"
+                            + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.delivery.isOnline(thingID)))"
                     )
                 }
                 usleep(2_000)
@@ -184,7 +184,7 @@ final class FaultRig {
             pending.insert(cmd.id)
             // send() records the command (journal) before publishing; when
             // the publish fails the hub sends it again on the thing's birth.
-            if !hub.send(cmd, to: thingID) { publishFailures += 1 }
+            if !hub.delivery.send(cmd, to: thingID) { publishFailures += 1 }
         }
     }
 
@@ -258,7 +258,7 @@ func checkContract(_ rig: FaultRig, allowInterrupted: Bool) throws -> FaultTally
     let sentSet = Set(rig.sent)
     let strangers = effects.keys.filter { !sentSet.contains($0) }
     #expect(strangers.isEmpty, "the appliance ran commands that were never sent: \(strangers.prefix(5))")
-    #expect(rig.hub.unanswered(of: rig.thingID).isEmpty, "the hub still has unanswered commands")
+    #expect(rig.hub.delivery.unanswered(of: rig.thingID).isEmpty, "the hub still has unanswered commands")
     var problems: [String] = []
     for id in rig.sent {
         let ran = effects[id] ?? 0

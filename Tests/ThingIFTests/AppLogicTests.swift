@@ -242,7 +242,7 @@ struct AppLogicTests {
         #expect(hub.stateHistory(user: alice, thingID: t.thingID, from: 10, to: 5).failureStatus == 400)
     }
 
-    @Test("Notified marks wait for the delivery tick, in one call; a stop writes those left")
+    @Test("Notified marks wait for the scheduler's flush, in one call; a stop writes those left")
     func notifiedMarksOnStop() throws {
         let u = try user("bob")
         let t = try ownedThing(u, "AC-MARK")
@@ -254,13 +254,13 @@ struct AppLogicTests {
             ).get().commandID
         }
         for id in ids { #expect(hub.store.recordResults(commandID: id, results: "{}", state: .done, at: 1)) }
-        for id in ids { hub.markNotifiedSoon(id) }
+        for id in ids { hub.notifications.markSoon(id) }
         let late: Int64 = 1 + StoreRules.notificationGraceMs
         // Not written yet (this hub is not started: no tick) ...
-        #expect(hub.notifiedMarks.withLock { $0 } == ids)
+        #expect(hub.notifications.marks.withLock { $0 } == ids)
         hub.stop()
         // ... the stop wrote them: no sweep claims them.
-        #expect(hub.notifiedMarks.withLock { $0 }.isEmpty)
+        #expect(hub.notifications.marks.withLock { $0 }.isEmpty)
         #expect(hub.store.claimUnnotified(now: late, leaseMs: 1, limit: 10).isEmpty)
     }
 
@@ -270,7 +270,12 @@ struct AppLogicTests {
         let p1 = try hub.addAppInstallation(user: pseudo, kind: .mqtt, webhookURL: nil).get()
         _ = try hub.addAppInstallation(user: pseudo, kind: .sse, webhookURL: nil).get()
         let n1 = try hub.addAppInstallation(user: named, kind: .sse, webhookURL: nil).get()
-        let n2 = try hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "http://127.0.0.1:9/hook").get()
+        // A public address (TEST-NET-3, never called here): the app rules
+        // refuse a loopback webhook without the operator's allow-list.
+        #expect(
+            hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "http://127.0.0.1:9/hook").failureStatus
+                == 400)
+        let n2 = try hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "http://203.0.113.9/hook").get()
         #expect(p1.target == "n/\(p1.installationID)")
         #expect(hub.addAppInstallation(user: named, kind: .webhook, webhookURL: "ftp://x").failureStatus == 400)
         #expect(hub.addAppInstallation(user: named, kind: .sse, webhookURL: "http://x").failureStatus == 400)
@@ -286,11 +291,11 @@ struct AppLogicTests {
         let nc = try hub.postCommand(
             user: named, thingID: nt.thingID, form: form(f(named)), installationID: n1.installationID
         ).get()
-        #expect(hub.notificationTargets(for: pc).map(\.installationID) == [p1.installationID])
-        #expect(Set(hub.notificationTargets(for: nc).map(\.installationID)) == [n1.installationID, n2.installationID])
+        #expect(hub.notifications.targets(for: pc).map(\.installationID) == [p1.installationID])
+        #expect(Set(hub.notifications.targets(for: nc).map(\.installationID)) == [n1.installationID, n2.installationID])
         #expect(hub.removeAppInstallation(user: pseudo, installationID: n1.installationID) == false)
         #expect(hub.removeAppInstallation(user: named, installationID: n1.installationID))
-        #expect(hub.notificationTargets(for: nc).map(\.installationID) == [n2.installationID])
+        #expect(hub.notifications.targets(for: nc).map(\.installationID) == [n2.installationID])
     }
 }
 

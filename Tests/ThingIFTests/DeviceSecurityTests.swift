@@ -338,7 +338,7 @@ struct DeviceSecurityTests {
                         || u.logContains("TLS handshake with the broker failed")
                 }, "logs:\n\(u.logs)")
             usleep(1_000_000)
-            #expect(!env.hub.isOnline(tid))
+            #expect(!env.hub.delivery.isOnline(tid))
             // The broker's log (flushed when it exits): one bootstrap session,
             // the plain onboarding's; none of the thing.
             t.destroy()
@@ -503,7 +503,7 @@ struct DeviceSecurityTests {
             #expect(again.waitForLog("ERROR TLS handshake with the broker failed"), "logs:\n\(again.logs)")
             usleep(1_500_000)
             #expect(!again.isConnected)
-            #expect(!env.hub.isOnline(tid))
+            #expect(!env.hub.delivery.isOnline(tid))
             again.destroy()
             t.destroy()
             env.broker.stop()  // flushes its log

@@ -86,6 +86,7 @@ final class HubAPIEnv {
             Result { try Env(filesOnlyBroker: filesOnlyBroker, store: store, configure: options) }
         }.get()
         let logs = Locked<[String]>([])
+        env.hub.onLog = { line in logs.withLock { $0.append(line) } }
         let server = HubServer(
             hub: env.hub, host: "127.0.0.1", port: 0, security: security,
             log: { line in logs.withLock { $0.append(line) } })

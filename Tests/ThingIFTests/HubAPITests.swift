@@ -183,7 +183,7 @@ struct HubAPITests {
         let hook = try WebhookReceiver()
         defer { hook.stop() }
         // The receiver is on loopback: only the operator's allow-list lets a webhook reach it.
-        try await withHubAPI(security: .init(webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)"]))) { e in
+        try await withHubAPI(options: { $0.webhooks = WebhookGuard(allow: ["127.0.0.1:\(hook.port)"]) }) { e in
             let (uid, token) = try await e.user(loginName: "alice")
             let (tid, thingToken) = try await e.onboard("AC-NOTE-1", owner: "user:\(uid)", token: token)
             _ = try await e.appliance(thingID: tid, token: thingToken)

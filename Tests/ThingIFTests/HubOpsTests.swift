@@ -129,10 +129,9 @@ struct HubOpsTests {
         let dead = try WebhookReceiver()
         let (deadURL, deadPort) = (dead.url, dead.port)
         dead.stop()
-        let security = HubServer.Security(
-            webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)", "127.0.0.1:\(deadPort)"]),
-            metricsToken: HubOpsTests.metricsToken)
-        try await withHubAPI(security: security) { e in
+        let security = HubServer.Security(metricsToken: HubOpsTests.metricsToken)
+        let allow = WebhookGuard(allow: ["127.0.0.1:\(hook.port)", "127.0.0.1:\(deadPort)"])
+        try await withHubAPI(security: security, options: { $0.webhooks = allow }) { e in
             // A normal user: every installation of the issuer is told.
             let (uid, token) = try await e.user(loginName: "metrics-notes")
             let (tid, thingToken) = try await e.onboard("AC-METRICS-2", owner: "user:\(uid)", token: token)
@@ -276,7 +275,7 @@ struct HubOpsTests {
             #expect(app.status == 404 && app.errorCode == "APP_NOT_FOUND", "\(app.text)")
             #expect(try await e.call("DELETE", "\(e.api)/targets/thing:th.nope", token: token).status == 404)
             #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
-            #expect(e.hub.isOnline(tid))
+            #expect(e.hub.delivery.isOnline(tid))
             // A second hub on the same store and broker (as two hubs share
             // PostgreSQL) learns the thing's status from the broker too.
             let other = try #require(
@@ -323,14 +322,14 @@ struct HubOpsTests {
             defer { late.stop() }
             await offPool { Platform.sleepMs(1000) }
             #expect(late.messages.withLock { $0.isEmpty }, "still retained: \(late.messages.withLock { $0 })")
-            #expect(!e.hub.isOnline(tid))
+            #expect(!e.hub.delivery.isOnline(tid))
             #expect(try await metrics(e, token: nil).value("thingif_hub_things_online") == 0)
             // The other hub forgets it when the cleared status reaches it.
             let forgotten = await offPool {
                 poll(timeoutMs: 5000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
             }
             #expect(forgotten, "\(otherEvents.withLock { $0 })")
-            #expect(!other.isOnline(tid))
+            #expect(!other.delivery.isOnline(tid))
             let otherMetrics = try Exposition(String(decoding: other.metrics.exposition(), as: UTF8.self))
             #expect(otherMetrics.value("thingif_hub_things_online") == 0)
             // Home Assistant's birth message publishes no config for it again.
@@ -488,7 +487,7 @@ struct HubOpsTests {
             let m = try await metrics(e, token: nil)
             #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "issued"]) == 1)
             #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "refused"]) == 4)
-            #expect(e.hub.isOnline(tid), "the hub still serves the thing")
+            #expect(e.hub.delivery.isOnline(tid), "the hub still serves the thing")
 
             // The appliance stops: availability flips to offline.
             await offPool { _ = t.destroy() }

@@ -191,9 +191,9 @@ struct TwoHubsOnPostgresTests {
             storeA.close()
             storeB.close()
         }
-        let hubB = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: storeB))
-        let serverB = HubServer(
-            hub: hubB, port: 0, security: .init(webhooks: WebhookGuard(allow: ["127.0.0.1:\(hook.port)"])))
+        var optionsB = FrameworkSide.Options(appID: "a", appKey: "k", brokerPort: 1)
+        optionsB.webhooks = WebhookGuard(allow: ["127.0.0.1:\(hook.port)"])
+        let hubB = try #require(FrameworkSide(optionsB, store: storeB))
 
         let user = try #require(storeA.createUser(loginName: "alice", passwordHash: "h"))
         _ = try #require(storeA.addAppInstallation(userID: user.userID, kind: .webhook, target: hook.url))
@@ -209,14 +209,14 @@ struct TwoHubsOnPostgresTests {
         #expect(storeA.markNotified(commandID: "c-sent"))
 
         // Within the grace period hub A may still be sending: B leaves it.
-        #expect(serverB.sweepNotifications(now: now + StoreRules.notificationGraceMs - 1).isEmpty)
-        #expect(serverB.sweepNotifications(now: now + StoreRules.notificationGraceMs) == ["c-lost"])
+        #expect(hubB.notifications.sweep(now: now + StoreRules.notificationGraceMs - 1).isEmpty)
+        #expect(hubB.notifications.sweep(now: now + StoreRules.notificationGraceMs) == ["c-lost"])
         #expect(
             poll(timeoutMs: 10_000) { hook.bodies.withLock { $0 }.count == 1 }, "\(hook.bodies.withLock { $0 })")
         let body = try #require(parseObject(hook.bodies.withLock { $0 }.first))
         #expect(body["commandID"] as? String == "c-lost" && body["commandState"] as? String == "DONE")
         // Sent and marked: no sweep sends it again, here or on another hub.
-        #expect(serverB.sweepNotifications(now: now + 10 * StoreRules.notificationGraceMs).isEmpty)
+        #expect(hubB.notifications.sweep(now: now + 10 * StoreRules.notificationGraceMs).isEmpty)
         #expect(storeA.claimUnnotified(now: now + 100_000, leaseMs: 1, limit: 10).isEmpty)
         usleep(300_000)
         #expect(hook.bodies.withLock { $0 }.count == 1)

@@ -131,7 +131,7 @@ struct HubSecurityTests {
         "Webhooks: literal loopback, private, link-local and IPv6 loopback URLs are refused at installation without the allow-list; allowed with it"
     )
     func webhookDestinations() async throws {
-        try await withHubAPI(security: .init(webhooks: WebhookGuard(allow: ["127.0.0.1:9", "[::1]:8080"]))) { e in
+        try await withHubAPI(options: { $0.webhooks = WebhookGuard(allow: ["127.0.0.1:9", "[::1]:8080"]) }) { e in
             let (_, token) = try await e.user()
             func install(_ url: String) async throws -> HTTPReply {
                 try await e.call(
@@ -169,7 +169,7 @@ struct HubSecurityTests {
         defer { byName.stop() }
         // Both loopback receivers by address are allowed; the one by name is not.
         let allow = ["127.0.0.1:\(target.port)", "127.0.0.1:\(bouncer.port)"]
-        try await withHubAPI(security: .init(webhooks: WebhookGuard(allow: allow))) { e in
+        try await withHubAPI(options: { $0.webhooks = WebhookGuard(allow: allow) }) { e in
             let (uid, token) = try await e.user(loginName: "alice")
             let (tid, thingToken) = try await e.onboard("AC-HOOKS", owner: "user:\(uid)", token: token)
             _ = try await e.appliance(thingID: tid, token: thingToken)

@@ -449,7 +449,7 @@ struct HubTriggerAPITests {
 
             // A configuration the thing refuses (published as a hub of another
             // version might): the refusal and its reason reach the owner.
-            let topic = try #require(e.hub.commandTopic(of: tid))
+            let topic = try #require(e.hub.delivery.commandTopic(of: tid))
             let bad = #"{"version":99,"actionSets":[{"name":"x","actions":"no"}]}"#
             #expect(e.hub.publishRetained(topic: Topics.config(clientID: topic), payload: Array(bad.utf8)))
             let refused = try await report { $0["applied"] as? Bool == false }

@@ -13,6 +13,13 @@ import Testing
 /// which sees only what is committed.
 @Suite("Request lanes: a thing's results and states share one commit", .serialized)
 struct OneCommitTests {
+    /// The commandID of the hub's event "results of {commandID} from …",
+    /// told after the commit with the command's notifications.
+    static func resultsEvent(_ e: String) -> String? {
+        guard e.hasPrefix("results of ") else { return nil }
+        return e.split(separator: " ").dropFirst(2).first.map(String.init)
+    }
+
     enum Backend: String, CustomStringConvertible, CaseIterable {
         case sqlite, postgres
         var description: String { rawValue }
@@ -159,10 +166,12 @@ struct OneCommitTests {
         defer { rig.stop() }
         // What each notification and event could read then, from outside the transaction.
         let seen = Locked<[(what: String, results: [String], state: String?)]>([])
-        rig.hub.onCommandFinished = { c, _ in
-            seen.withLock { $0.append((c.commandID, rig.committedResults(), rig.committedState())) }
-        }
+        // Results are told (notifications, metrics, this event) in one step after the commit.
         rig.hub.onEvent = { e in
+            if let cid = OneCommitTests.resultsEvent(e) {
+                let now = (cid, rig.committedResults(), rig.committedState())
+                seen.withLock { $0.append(now) }
+            }
             guard e.hasPrefix("state of") else { return }
             let now = ("state", rig.committedResults(), rig.committedState())
             seen.withLock { $0.append(now) }
@@ -188,7 +197,7 @@ struct OneCommitTests {
         let rig = try Rig(commands: 2, on: backend)
         defer { rig.stop() }
         let told = Locked<[String]>([])
-        rig.hub.onCommandFinished = { c, _ in told.withLock { $0.append(c.commandID) } }
+        rig.hub.onEvent = { e in OneCommitTests.resultsEvent(e).map { cid in told.withLock { $0.append(cid) } } }
         // A deferred check that every results write breaks: each statement
         // succeeds, the COMMIT fails.
         switch backend {
@@ -237,9 +246,11 @@ struct OneCommitTests {
         let rig = try Rig(commands: 2, on: .postgres)
         defer { rig.stop() }
         let told = Locked<[String]>([])
-        rig.hub.onCommandFinished = { c, _ in told.withLock { $0.append(c.commandID) } }
         let events = Locked<[String]>([])
-        rig.hub.onEvent = { e in events.withLock { $0.append(e) } }
+        rig.hub.onEvent = { e in
+            events.withLock { $0.append(e) }
+            OneCommitTests.resultsEvent(e).map { cid in told.withLock { $0.append(cid) } }
+        }
         // The state upload's statement fails (at once, not at the commit),
         // which aborts PostgreSQL's whole transaction.
         try rig.watchExec(

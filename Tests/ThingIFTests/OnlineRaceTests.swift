@@ -52,7 +52,7 @@ struct OnlineRaceTests {
             let sender = Thread {
                 for i in 0..<4 {
                     let (command, _) = Self.command(round * 4 + i)
-                    if hub.send(command, to: thing.thingID) { ids.withLock { $0.append(command.id) } }
+                    if hub.delivery.send(command, to: thing.thingID) { ids.withLock { $0.append(command.id) } }
                 }
             }
             sender.start()

@@ -347,7 +347,7 @@ struct ReliabilityTests {
         try withEnv { env in
             let (t1, tid) = try env.onlineAircon()
             #expect(t1.destroy() == RC.ok)
-            #expect(poll { !env.hub.isOnline(tid) })
+            #expect(poll { !env.hub.delivery.isOnline(tid) })
             // Queued in the thing's session at the broker, which then restarts
             // without persistence: the session and the command are gone.
             let id = try #require(
@@ -455,10 +455,10 @@ struct ReliabilityTests {
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MIN_MS.rawValue), 1500) == RC.ok)
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MAX_MS.rawValue), 2000) == RC.ok)
             }
-            #expect(hub.isOnline(tid))
+            #expect(hub.delivery.isOnline(tid))
             #expect(proxy.cutAll() >= 1)
-            #expect(poll(timeoutMs: 3000) { !hub.isOnline(tid) }, "no offline from the Will")
-            #expect(poll(timeoutMs: 8000) { hub.isOnline(tid) && t.isConnected }, "not online again")
+            #expect(poll(timeoutMs: 3000) { !hub.delivery.isOnline(tid) }, "no offline from the Will")
+            #expect(poll(timeoutMs: 8000) { hub.delivery.isOnline(tid) && t.isConnected }, "not online again")
         }
     }
 }

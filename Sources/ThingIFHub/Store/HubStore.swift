@@ -718,7 +718,7 @@ public struct ThingAndCommand {
     /// Nil when the thing has no command of that ID.
     public var command: CommandRecord?
     /// For a command that a user issued, the app installations to tell of
-    /// its results (`AppLogic.notificationTargets`); nil when not read with
+    /// its results (`Notifications.targets`); nil when not read with
     /// it (another issuer, or a store that reads them apart).
     public var targets: [AppInstallation]?
 }

@@ -16,7 +16,6 @@ import ThingIFHub
 /// ownership and the fields; nothing is stored before every check passed.
 struct API: Sendable {
     let hub: FrameworkSide
-    let notifier: Notifier
     let security: HubServer.Security
     let tickets: EventTickets
 

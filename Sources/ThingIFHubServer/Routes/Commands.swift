@@ -58,9 +58,9 @@ extension API {
             let deadline = Platform.nowMs() + hub.options.cancelWaitMs
             while Platform.nowMs() < deadline {
                 try await Task.sleep(nanoseconds: 25_000_000)
-                if let r = hub.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+                if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
             }
-            if let r = hub.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+            if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
             guard let now = hub.store.command(id: cid) else { throw HubError.storage }
             let o = hub.commandJSON(now)
             o.set("cancelPending", .bool(true))

@@ -45,9 +45,6 @@ extension API {
             }
             url = token
         }
-        if kind == .webhook, let url, case .refused(let why) = security.webhooks.checkAtInstallation(url) {
-            throw HubError.invalid(why)
-        }
         let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
         let o = Reply.object([("installationID", i.installationID)])
         if kind == .mqtt {
@@ -78,7 +75,7 @@ extension API {
         guard hub.removeAppInstallation(user: user, installationID: id) else {
             throw HubError.installationNotFound(id)
         }
-        notifier.streams.closeInstallation(id)
+        hub.notifications.streams.closeInstallation(id)
         hub.removePushCredentials(installationID: id)
         return Reply.noContent()
     }
@@ -91,7 +88,7 @@ extension API {
             throw HubError.installationNotFound(id)
         }
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
-        let streams = notifier.streams
+        let streams = hub.notifications.streams
         let (streamID, stream) = streams.open(id, keepaliveSeconds: HTTPLimits.sseKeepaliveSeconds)
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -101,7 +98,7 @@ extension API {
             body: ResponseBody { writer in
                 defer { streams.remove(id, streamID) }
                 for await chunk in stream {
-                    try await writer.write(chunk)
+                    try await writer.write(ByteBuffer(string: chunk))
                 }
                 try await writer.finish(nil)
             })

@@ -33,7 +33,7 @@ extension FrameworkSide {
     public var requests: [RequestRecord] { data.withLock { $0.requests.all } }
 
     /// Things whose last status message said "online".
-    public var onlineThings: [String] { data.withLock { d in d.online.filter(\.value).map(\.key).sorted() } }
+    public var onlineThings: [String] { delivery.thingsSeen.filter { delivery.announcedOnline($0) }.sorted() }
 
     /// Waits for any thing to come online and returns its thingID.
     public func waitForOnlineThing(timeoutMs: Int) -> String? {
@@ -46,7 +46,7 @@ extension FrameworkSide {
     }
 
     public func waitForOnline(_ thingID: String, timeoutMs: Int) -> Bool {
-        wait(timeoutMs: timeoutMs) { isOnline(thingID) }
+        wait(timeoutMs: timeoutMs) { delivery.isOnline(thingID) }
     }
 
     /// Builds and sends a schema command; returns its commandID.
@@ -63,7 +63,7 @@ extension FrameworkSide {
         if let metadata { doc += ",\"metadata\":\(metadata)" }
         doc += "}"
         guard case .success(let j) = JSON.parse(doc), case .success(let cmd) = Command.decode(j) else { return nil }
-        return send(cmd, to: thingID) ? cmd.id : nil
+        return delivery.send(cmd, to: thingID) ? cmd.id : nil
     }
 
     /// Publishes any bytes on the thing's command topic; with `commandID`,
@@ -74,7 +74,7 @@ extension FrameworkSide {
         stored: String? = nil
     ) -> Bool {
         if let commandID { recordCommand(commandID, for: thingID, payload: stored) }
-        return publish(payload, to: thingID)
+        return delivery.publish(payload, to: thingID)
     }
 
     /// Records a command of `commandID` for the thing without sending it

@@ -163,7 +163,7 @@ struct AppAPI {
             }
         }
         guard
-            let record = hub.stored(
+            let record = hub.delivery.stored(
                 command, to: thing, issuer: command.issuer,
                 installationID: installationID, expiresAt: expiresAt)
         else {
@@ -285,6 +285,9 @@ struct AppAPI {
             guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
                 return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
             }
+            if case .refused(let why) = hub.options.webhooks.checkAtInstallation(url) {
+                return .failure(.invalid(why))
+            }
             target = url
         } else if webhookURL != nil {
             return .failure(.invalid("webhookURL is only for WEBHOOK installations"))
@@ -308,18 +311,5 @@ struct AppAPI {
             return .failure(.storage)
         }
         return .success(i)
-    }
-
-    func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
-        guard let issuer = command.issuer else { return [] }
-        if issuer.hasPrefix("user:") {
-            // A pseudo user is told only on the installation it issued from.
-            return store.notificationInstallations(
-                userID: String(issuer.dropFirst(5)), issuingInstallationID: command.issuingInstallationID)
-        }
-        if issuer.hasPrefix("group:"), let g = store.group(id: String(issuer.dropFirst(6))) {
-            return ([g.ownerUserID] + g.members).flatMap { store.appInstallations(userID: $0) }
-        }
-        return []
     }
 }

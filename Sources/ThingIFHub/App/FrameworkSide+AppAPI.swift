@@ -143,6 +143,16 @@ extension FrameworkSide {
         appAPI.getCommand(user: user, thingID: thingID, commandID: commandID)
     }
 
+    /// Cancels a command for `user`, who must be allowed to read it (an
+    /// owner of its thing; anyone else gets the 404 a read gets); the rest
+    /// is CommandDelivery.startCancel's (docs/PROTOCOL.md §9.1).
+    public func startCancel(user: UserRecord, thingID: String, commandID: String) -> CancelStep {
+        switch appAPI.getCommand(user: user, thingID: thingID, commandID: commandID) {
+        case .failure(let e): return .answered(.failure(e))
+        case .success(let c): return delivery.startCancel(c)
+        }
+    }
+
     /// listCommands: ascending; `paginationKey` is the opaque key of the
     /// previous page; `next` is nil after the last page.
     public func listCommands(
@@ -219,24 +229,6 @@ extension FrameworkSide {
         store.removeAppInstallation(id: installationID, userID: user.userID)
     }
 
-    /// Who is told that a command finished: for a pseudo user only the
-    /// installation the command was posted from; for a normal user every
-    /// installation of the issuer.
-    public func notificationTargets(for command: CommandRecord) -> [AppInstallation] {
-        appAPI.notificationTargets(for: command)
-    }
-
-    /// The notification body: {"commandID","thingID","commandState"}, and
-    /// "endReason" for a command the hub ended (CommandLifecycle).
-    public static func notificationPayload(_ c: CommandRecord) -> [UInt8] {
-        let o = JSON.object()
-        o.set("commandID", string: c.commandID)
-        o.set("thingID", string: c.thingID)
-        o.set("commandState", string: c.state.rawValue)
-        if let r = c.endReason { o.set("endReason", string: r) }
-        return o.dumpBytes()
-    }
-
     /// Broker credentials for an app's MQTT installation: client ID and
     /// username `installationID`, allowed only to read its topic. A new
     /// password each call. nil without a broker identity or when the broker
@@ -259,11 +251,5 @@ extension FrameworkSide {
             options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
             options.advertisedTLSPort ?? 0
         )
-    }
-
-    /// Publishes a notification on an MQTT installation's topic (QoS 1).
-    public func publishNotification(_ installation: AppInstallation, payload: [UInt8]) -> Bool {
-        guard installation.kind == .mqtt, let topic = installation.target else { return false }
-        return publishRaw(topic: topic, payload: payload)
     }
 }

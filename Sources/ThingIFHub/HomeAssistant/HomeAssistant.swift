@@ -247,7 +247,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
             payload: config(thingID: thingID, m).dumpBytes())
         _ = hub.publishRetained(
             topic: HATopics.availability(thingID),
-            payload: Array((hub.isOnline(thingID) ? "online" : "offline").utf8))
+            payload: Array((hub.delivery.isOnline(thingID) ? "online" : "offline").utf8))
         if let s = t.state { _ = hub.publishRetained(topic: HATopics.state(thingID), payload: Array(s.utf8)) }
         return true
     }
@@ -255,7 +255,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// Every thing the hub has seen a status of (statuses are retained, so
     /// every thing that ever came online) or published before.
     func publishAll() -> Int {
-        let ids = known.withLock { $0 }.union(hub.data.withLock { Set($0.online.keys) })
+        let ids = known.withLock { $0 }.union(hub.delivery.thingsSeen)
         return ids.sorted().filter { publish(thingID: $0) }.count
     }
 
@@ -366,7 +366,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
         // an offline thing comes back (CommandLifetimes.homeAssistantTimeToLive).
         let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
         guard
-            let record = hub.stored(
+            let record = hub.delivery.stored(
                 command, to: tid, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
         else {
             return refused("the hub could not store the command")

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import CThingIF
 import ThingIF
 
-/// How long a command may live at the hub (issue #27; docs/PROTOCOL.md §9.1).
+/// How long a command may live at the hub (docs/PROTOCOL.md §9.1).
 /// Every command ends: with results (DONE, INCOMPLETE), or, when none came,
 /// EXPIRED (its own expiry passed, or it stayed undelivered or unanswered
 /// past a bound) or CANCELLED (by its issuer or an owner).
@@ -66,7 +67,7 @@ public enum EndReason: String, Sendable, CaseIterable {
     case cancelled
 }
 
-extension FrameworkSide {
+extension CommandDelivery {
     /// Whether the hub may still publish the command at `now` (ms): open
     /// (SENDING or DELIVERED, no results) and not past its expiry. One that
     /// is past it is ended here, so it is never published.
@@ -88,32 +89,26 @@ extension FrameworkSide {
         // neither its issuer nor its installation): as for results, the
         // end is due for the sweep only with a target the sweep sends to.
         guard var record = store.command(id: commandID) else { return false }
-        let targets = onCommandFinished == nil ? [] : notificationTargets(for: record)
+        let targets = notifications.targets(for: record)
         guard
             store.endCommand(
                 commandID: commandID, state: state, reason: reason.rawValue, at: at, swept: targets.anySwept)
         else { return false }
         metrics.commandEnded(state: state, reason: reason)
-        onEvent?("command \(commandID) ended \(state.rawValue) (\(reason.rawValue))")
+        events.event("command \(commandID) ended \(state.rawValue) (\(reason.rawValue))")
         // The stored row now: the one read above with what was just written.
         record.state = state
         record.endReason = reason.rawValue
         record.modifiedAt = at
-        onCommandFinished?(record, targets)
+        notifications.finished(record, targets: targets)
         return true
     }
 
-    /// The lifecycle sweep, from the delivery worker: ends the commands past
-    /// their expiry or a bound of `options.lifetimes`. Several hubs on one
-    /// database may sweep at once; `endCommand` lets one of them end each.
-    func lifecycleTick(nowMs: Int64) {
-        let due = data.withLock { d -> Bool in
-            guard nowMs >= d.lifecycleSweepDueMs else { return false }
-            d.lifecycleSweepDueMs = nowMs + CommandLifetimes.sweepPeriodMs
-            return true
-        }
-        guard due else { return }
-        let l = options.lifetimes
+    /// The lifecycle sweep, every CommandLifetimes.sweepPeriodMs: ends the
+    /// commands past their expiry or a bound of `lifetimes`. Several
+    /// hubs on one database may sweep at once; `endCommand` lets one of them end each.
+    func lifecycleTick() {
+        let l = lifetimes
         let now = Platform.epochMs()
         let ending = store.commandsDueToEnd(
             now: now, sentBefore: l.undeliveredLimit > 0 ? now - l.undeliveredLimit * 1000 : nil,
@@ -128,11 +123,11 @@ extension FrameworkSide {
 
     /// How long the delivery worker retries a SENDING command (ms).
     var deliveryRetryHorizonMs: Int64 {
-        options.lifetimes.undeliveredLimit > 0 ? options.lifetimes.undeliveredLimit * 1000 : Self.retryHorizonMs
+        lifetimes.undeliveredLimit > 0 ? lifetimes.undeliveredLimit * 1000 : Self.retryHorizonMs
     }
 
-    /// Cancels a command for `user`, who must be allowed to read it (an owner
-    /// of its thing; anyone else gets the 404 a read gets); docs/PROTOCOL.md
+    /// Cancels a command `c` as read by someone allowed to read it (the app
+    /// rules checked that: FrameworkSide.startCancel); docs/PROTOCOL.md
     /// §9.1. The hub answers CANCELLED only when the thing will not run it:
     ///
     /// - SENDING (held or retried by the hub, not published to a thing that
@@ -146,12 +141,8 @@ extension FrameworkSide {
     /// - DELIVERED to a device that cannot be told (Kii's SDKs, no status):
     ///   409 COMMAND_NOT_CANCELLABLE with DELIVERED.
     /// - CANCELLED already: the same 200; results or EXPIRED: 409 with the state.
-    public func startCancel(user: UserRecord, thingID: String, commandID: String) -> CancelStep {
-        let c: CommandRecord
-        switch appAPI.getCommand(user: user, thingID: thingID, commandID: commandID) {
-        case .failure(let e): return .answered(.failure(e))
-        case .success(let r): c = r
-        }
+    func startCancel(_ c: CommandRecord) -> CancelStep {
+        let commandID = c.commandID
         guard c.results == nil && c.state.isOpen else {
             return .answered(cancelAnswer(commandID) ?? .failure(.storage))
         }
@@ -164,17 +155,20 @@ extension FrameworkSide {
                 return nil
             }
             // DELIVERED: the thing decides.
-            guard let topic = commandTopic(of: c.thingID), data.withLock({ $0.statusTopics.contains(topic) }) else {
+            guard let topic = commandTopic(of: c.thingID), announcesStatus(topic) else {
                 var e = HubError(
                     409, "COMMAND_NOT_CANCELLABLE",
                     "command \(commandID) is DELIVERED to a device that cannot be told of a cancel")
                 e.commandState = now.state.rawValue
                 return .answered(.failure(e))
             }
-            guard publishRaw(topic: topic, payload: CommandCancel.encode(commandID: commandID)) else {
+            guard
+                client.publish(topic: topic, payload: CommandCancel.encode(commandID: commandID), qos: 1)
+                    == MOSQ_ERR_SUCCESS.rawValue
+            else {
                 return .answered(.failure(.storage))
             }
-            onEvent?("cancel of \(commandID) sent to \(c.thingID)")
+            events.event("cancel of \(commandID) sent to \(c.thingID)")
             return .waiting
         }
         return step ?? .answered(cancelAnswer(commandID) ?? .failure(.storage))
@@ -195,7 +189,7 @@ extension FrameworkSide {
     }
 }
 
-/// What a cancel did first (FrameworkSide.startCancel).
+/// What a cancel did first (CommandDelivery.startCancel).
 public enum CancelStep {
     /// The answer is known.
     case answered(Result<CommandRecord, HubError>)

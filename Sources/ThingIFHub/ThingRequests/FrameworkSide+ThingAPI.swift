@@ -165,11 +165,11 @@ extension FrameworkSide {
         var excess = ordered.count - keep
         guard excess > 0 else { return true }
         defer { publishCRL() }
-        let live = data.withLock { $0.online[t.thingID] == true ? $0.commandTopic[t.thingID] : nil }
+        let live = delivery.liveTopic(of: t.thingID)
         for (iid, topic) in ordered where excess > 0 && topic != live {
             if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }
             guard store.removeInstallation(thingID: t.thingID, installationID: iid) else { return false }
-            data.withLock { _ = $0.statusTopics.remove(topic) }
+            delivery.forgetTopic(topic)
             _ = publishRetained(topic: Topics.config(clientID: topic), payload: [])
             _ = publishRetained(topic: Topics.status(clientID: topic), payload: [])
             onEvent?("retired MQTT installation \(iid) of \(t.thingID) (topic \(topic))")
@@ -391,7 +391,7 @@ extension FrameworkSide {
             }
             body.set("mqttEndpoint", ep.encode())
             // The thing connects and subscribes next, as after GET mqtt-endpoint.
-            scheduleDelivery(thingID: t.thingID)
+            delivery.scheduleDelivery(thingID: t.thingID)
         }
         onEvent?(
             "created MQTT installation \(iid) for \(t.thingID)" + (order != nil ? " (client certificate)" : ""))
@@ -410,7 +410,7 @@ extension FrameworkSide {
         guard options.brokerAdmin == .dynsec else { return certificateRequired }
         guard let ep = endpoint(for: t, installationID: installationID, topic: topic) else { return brokerRefused }
         // The thing connects and subscribes next: try what it has not received.
-        scheduleDelivery(thingID: t.thingID)
+        delivery.scheduleDelivery(thingID: t.thingID)
         return ok(200, ep.encode())
     }
 
@@ -507,10 +507,9 @@ extension FrameworkSide {
         let state: CommandState =
             !all.isEmpty && all.allSatisfy(\.succeeded)
             ? .done : CommandCancel.isRefusal(all) ? .cancelled : .incomplete
-        // Whom to tell, read in the lane's transaction (none without a
-        // HubServer): a command without a target that a sweep sends to is
-        // never due for one, and needs no mark after.
-        let targets = onCommandFinished == nil ? [] : read ?? notificationTargets(for: command)
+        // Whom to tell, read in the lane's transaction: a command without a
+        // target that a sweep sends to is never due for one, and needs no mark after.
+        let targets = read ?? notifications.targets(for: command)
         // Results are idempotent by commandID: a repeat is accepted and ignored.
         if metrics.timed(
             "recordResults",
@@ -525,7 +524,7 @@ extension FrameworkSide {
             afterCommit {
                 self.metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
                 self.onEvent?("results of \(commandID) from \(tid): \(text)")
-                self.onCommandFinished?(record, targets)
+                self.notifications.finished(record, targets: targets)
             }
         } else if store.command(id: commandID)?.results == nil {
             // Nothing written and no results there: not a repeat (another

@@ -11,15 +11,15 @@ import ThingIF
 /// subscribe to `mqttTopic` alone), so each process gets one copy. The
 /// broker's PUBACK says whether the topic had a subscription (MQTT 5 reason
 /// 0x10: no matching subscribers). Installations that announce themselves
-/// (thingif's library: `online` on p/{topic}/status, persistent session) are
-/// handled as before: delivered when online, sent again on `online`. For the
+/// (thingif's library: `online` on p/{topic}/status, persistent session) get
+/// a command when online, and again on their next `online`. For the
 /// others (Kii's SDKs: clean session, QoS 0 subscription, no status), a
 /// command is delivered when a PUBACK found a subscription; until then it is
 /// published again, never while an attempt is in flight, so a subscribed
 /// process gets it once. The hub never publishes a delivered command to such
 /// a topic again: that device keeps no ledger, and a second copy would run
 /// the actions twice.
-extension FrameworkSide {
+extension CommandDelivery {
     /// An attempt to deliver one command: the PUBACKs it waits for.
     struct DeliveryRound {
         var thingID: String
@@ -48,7 +48,7 @@ extension FrameworkSide {
     /// The topics of a thing's installations that never sent a status.
     func silentTopics(of thingID: String) -> [String] {
         guard let topics = store.thing(id: thingID)?.installations.values else { return [] }
-        let announced = data.withLock { $0.statusTopics }
+        let announced = known.withLock { $0.statusTopics }
         return topics.filter { !announced.contains($0) }.sorted()
     }
 
@@ -58,7 +58,7 @@ extension FrameworkSide {
     @discardableResult
     func startRound(commandID: String, thingID: String, payload: [UInt8], topics: [String]) -> Bool {
         guard !topics.isEmpty else { return false }
-        let begun = data.withLock { d -> Bool in
+        let begun = known.withLock { d -> Bool in
             // One attempt at a time, and none after one reached a subscription
             // (the store learns that on the worker thread, a moment later).
             guard d.rounds[commandID] == nil, !d.reachedCommands.contains(commandID) else { return false }
@@ -76,7 +76,7 @@ extension FrameworkSide {
             let rc = publishing.withLock { tracked -> Int32 in
                 let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
-                    data.withLock { $0.pendingMids[mid] = (commandID, topic) }
+                    known.withLock { $0.pendingMids[mid] = (commandID, topic) }
                     tracked &+= 1
                 }
                 return rc
@@ -93,14 +93,14 @@ extension FrameworkSide {
     /// libmosquitto's thread: a PUBACK with its reason code.
     func published(mid: Int32, reasonCode: Int32) {
         let entry = publishing.withLock { _ in
-            data.withLock { d in d.pendingMids.removeValue(forKey: mid) }
+            known.withLock { d in d.pendingMids.removeValue(forKey: mid) }
         }
         if let e = entry { acknowledged(commandID: e.commandID, topic: e.topic, reasonCode: reasonCode) }
     }
 
     /// Where delivery of a command stands, for logs and tests.
     public func deliveryState(_ commandID: String) -> String {
-        data.withLock { d in
+        known.withLock { d in
             let r =
                 d.rounds[commandID].map { "in flight, \($0.outstanding) PUBACK(s) awaited" } ?? "no attempt in flight"
             let retry = d.rounds[commandID].flatMap { d.retries[$0.thingID] }.map {
@@ -113,7 +113,7 @@ extension FrameworkSide {
 
     /// Counts one answer of a round; the worker thread finishes the round.
     func acknowledged(commandID: String, topic: String, reasonCode: Int32) {
-        data.withLock { d in
+        known.withLock { d in
             guard var r = d.rounds[commandID] else { return }
             r.outstanding -= 1
             if reasonCode == 0 && !d.statusTopics.contains(topic) {
@@ -130,28 +130,10 @@ extension FrameworkSide {
         }
     }
 
-    /// Marks a command's notification sent, with the next delivery tick's
-    /// others in one statement (well within StoreRules.notificationGraceMs,
-    /// before which no sweep claims it; a hub that dies first leaves it to
-    /// a sweep, which sends it again, as for a hub that dies before the
-    /// mark). A graceful stop marks what is left.
-    public func markNotifiedSoon(_ commandID: String) {
-        notifiedMarks.withLock { $0.append(commandID) }
-    }
-
-    func flushNotifiedMarks() {
-        let ids = notifiedMarks.withLock { m -> [String] in
-            defer { m = [] }
-            return m
-        }
-        guard !ids.isEmpty else { return }
-        _ = metrics.timed("markNotified") { store.markNotified(commandIDs: ids) }
-    }
-
     /// Asks the worker to try the thing's undelivered commands after `ms`
     /// (a thing that just fetched its MQTT endpoint subscribes within a few seconds).
-    func scheduleDelivery(thingID: String, inMs ms: Int64 = FrameworkSide.retryFirstMs) {
-        data.withLock {
+    func scheduleDelivery(thingID: String, inMs ms: Int64 = CommandDelivery.retryFirstMs) {
+        known.withLock {
             $0.retries[thingID] = DeliveryRetry(dueMs: Platform.nowMs() + ms, backoffMs: ms)
         }
     }
@@ -160,7 +142,7 @@ extension FrameworkSide {
     /// rounds in the store, and tries again what reached nobody.
     func deliveryTick() {
         let now = Platform.nowMs()
-        let (finished, due) = data.withLock { d -> ([(String, DeliveryRound)], [(String, DeliveryRetry)]) in
+        let (finished, due) = known.withLock { d -> ([(String, DeliveryRound)], [(String, DeliveryRetry)]) in
             let expired = d.rounds.filter { now - $0.value.startedMs > Self.roundTimeoutMs }
             for (cid, r) in expired {
                 d.rounds[cid] = nil
@@ -172,21 +154,19 @@ extension FrameworkSide {
             let due = d.retries.filter { $0.value.dueMs <= now }.map { ($0.key, $0.value) }
             return (f, due)
         }
-        flushNotifiedMarks()
-        crlTick(nowMs: now)
         // One statement for every round that reached a subscription.
         let reached = finished.filter { $0.1.reached }.map(\.0)
         let marked = reached.isEmpty ? [] : store.markDelivered(commandIDs: reached, at: Platform.epochMs())
         metrics.commandDelivered(marked.count)
         for (cid, r) in finished {
             if r.reached {
-                data.withLock { d in
+                known.withLock { d in
                     d.reachable[r.thingID] = true
                     d.reachedCommands.remove(cid)
                 }
-                onEvent?("command \(cid) reached a subscription of \(r.thingID) on \(r.reachedTopic)")
+                events.event("command \(cid) reached a subscription of \(r.thingID) on \(r.reachedTopic)")
             } else {
-                data.withLock { d in
+                known.withLock { d in
                     d.reachable[r.thingID] = false
                     // A thing online by its own status gets its commands
                     // again when it announces itself; no retries for it.
@@ -205,10 +185,10 @@ extension FrameworkSide {
                 $0.state == .sending && epoch - $0.createdAt < horizon && mayPublish($0, now: epoch)
             }
             if topics.isEmpty || pending.isEmpty {
-                data.withLock { _ = $0.retries.removeValue(forKey: tid) }
+                known.withLock { _ = $0.retries.removeValue(forKey: tid) }
                 continue
             }
-            data.withLock {
+            known.withLock {
                 $0.retries[tid] = DeliveryRetry(
                     dueMs: now + retry.backoffMs, backoffMs: min(retry.backoffMs * 2, Self.retryMaxMs))
             }
@@ -216,32 +196,5 @@ extension FrameworkSide {
                 startRound(commandID: c.commandID, thingID: tid, payload: Array(c.payload.utf8), topics: topics)
             }
         }
-        lifecycleTick(nowMs: now)
-    }
-}
-
-/// A thread that calls `body` every `periodMs` until stopped.
-final class Ticker: @unchecked Sendable {
-    private let stopped = Locked(false)
-    private var thread: pthread_t?
-
-    init?(periodMs: Int, _ body: @escaping () -> Void) {
-        let stopped = self.stopped
-        let tid = startThread {
-            while !stopped.withLock({ $0 }) {
-                Platform.sleepMs(periodMs)
-                if stopped.withLock({ $0 }) { break }
-                body()
-            }
-        }
-        guard let tid else { return nil }
-        thread = tid
-    }
-
-    /// Stops and joins the thread (not from inside `body`).
-    func stop() {
-        stopped.withLock { $0 = true }
-        if let t = thread, pthread_equal(t, pthread_self()) == 0 { pthread_join(t, nil) }
-        thread = nil
     }
 }

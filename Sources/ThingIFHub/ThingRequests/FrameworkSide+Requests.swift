@@ -53,25 +53,12 @@ extension FrameworkSide {
                 forgetDeleted(clientID: clientID)
                 return
             }
-            // Changed under the thing's gate, which a command being stored
-            // holds from its read of this flag to its insert (`stored`): it
-            // read "offline" and is in the store before the resend below
-            // reads what is unanswered, or it reads "online" and goes out
-            // at once. Outside the gate, one stored in between was held
-            // until the thing's next online (OnlineRaceTests).
-            let online = commandGate(tid).withLock { _ in
-                data.withLock {
-                    $0.online[tid] = up
-                    $0.statusTopics.insert(clientID)
-                    if up { $0.commandTopic[tid] = clientID }
-                    return $0.online.values.filter { $0 }.count
-                }
-            }
+            let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
             homeAssistant?.availabilityChanged(thingID: tid, online: up)
             onEvent?("\(tid) is \(up ? "online" : "offline")")
             if up {
-                let n = resendUnanswered(to: tid)
+                let n = delivery.resendUnanswered(to: tid)
                 if n > 0 { onEvent?("sent \(n) unanswered command(s) to \(tid) again") }
             }
             return

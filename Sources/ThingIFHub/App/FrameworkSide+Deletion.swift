@@ -50,14 +50,7 @@ extension FrameworkSide {
         let triggers = store.triggers(thingID: t.thingID)
         guard store.deleteThing(id: t.thingID) else { return .failure(.storage) }
         publishCRL()
-        let online = data.withLock { d -> Int in
-            d.online[t.thingID] = nil
-            d.commandTopic[t.thingID] = nil
-            d.reachable[t.thingID] = nil
-            d.retries[t.thingID] = nil
-            d.statusTopics.subtract(topics)
-            return d.online.values.filter { $0 }.count
-        }
+        let online = delivery.forget(thingID: t.thingID, topics: topics)
         metrics.setOnline(online)
         for trigger in triggers { triggerEngine.reschedule(trigger.triggerID) }
         for topic in topics {
@@ -74,16 +67,10 @@ extension FrameworkSide {
     /// the store deleted that thing (and cleared its status topic), so this
     /// hub forgets it too and `things_online` stays right on every hub.
     func forgetDeleted(clientID: String) {
-        let candidates = data.withLock { d in d.commandTopic.filter { $0.value == clientID }.map(\.key) }
+        let candidates = delivery.things(onTopic: clientID)
         let gone = candidates.filter { store.thing(id: $0) == nil }
         guard !gone.isEmpty else { return }
-        let online = data.withLock { d -> Int in
-            for tid in gone {
-                d.online[tid] = nil
-                d.commandTopic[tid] = nil
-            }
-            return d.online.values.filter { $0 }.count
-        }
+        let online = delivery.forget(thingIDs: gone)
         metrics.setOnline(online)
         for tid in gone { onEvent?("\(tid) was deleted by another hub") }
     }

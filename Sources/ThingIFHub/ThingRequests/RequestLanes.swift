@@ -40,7 +40,7 @@ final class RequestLanes: @unchecked Sendable {
     /// p/{clientID}/…), lane 0 for any other topic.
     static func lane(of topic: String, count: Int) -> Int {
         guard count > 1 else { return 0 }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var hash = FNV1a()
         var level = 0
         var prefixOK = false
         for (i, b) in topic.utf8.enumerated() {
@@ -55,10 +55,10 @@ final class RequestLanes: @unchecked Sendable {
             }
             if level == 0 { prefixOK = false }
             if level == 1 {
-                hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3
+                hash.add(b)
             }
         }
         guard prefixOK, level >= 1 else { return 0 }
-        return Int(hash % UInt64(count))
+        return Int(hash.value % UInt64(count))
     }
 }

@@ -128,7 +128,7 @@ public final class TriggerEngine: @unchecked Sendable {
         // A timeToLive in the trigger's command counts from each firing; else the hub's default TTL.
         let expiresAt = (try? hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()).get()) ?? nil
         guard
-            let record = hub.stored(
+            let record = hub.delivery.stored(
                 command, to: trig.thingID, issuer: command.issuer, installationID: nil, expiresAt: expiresAt)
         else {
             return nil

@@ -156,7 +156,7 @@ extension FrameworkSide {
     /// revoked list differs from the last one written, when the last one is
     /// `ThingCRL.resignAfterMs` old, or when `force`; then asks the broker
     /// to read it (options.brokerPidFile). Called at start (forced), after
-    /// a deletion or a retirement, and by the delivery worker's tick every
+    /// a deletion or a retirement, and by the scheduler's CRL job every
     /// `ThingCRL.checkEveryMs` (which learns of other hubs' revocations).
     /// At most one CRL a second: a change in the second of the last write
     /// is written by the next tick (State.pending), so a burst of deletions
@@ -211,7 +211,7 @@ extension FrameworkSide {
         }
     }
 
-    /// The delivery worker's part: publishCRL once `ThingCRL.checkEveryMs`
+    /// The scheduler's CRL job: publishCRL once `ThingCRL.checkEveryMs`
     /// has passed since the last look, or when a change waits (`pending`).
     func crlTick(nowMs: Int64) {
         guard options.thingCRL != nil, crlState.withLock({ $0.pending || nowMs >= $0.nextCheckMs }) else { return }
