@@ -450,30 +450,26 @@ static double now_seconds(void)
 
 int main(int argc, char **argv)
 {
-    struct options o = {"127.0.0.1",
-                        1883,
-                        "demoApp",
-                        "demoKey",
-                        "AC-0001",
-                        "demo-pass",
-                        "AirConditioner",
-                        "1.0.0",
-                        "./aircon-data",
-                        NULL,
-                        NULL,
-                        0,
-                        0,
-                        NULL,
-                        NULL,
-                        NULL,
-                        NULL,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0};
-    struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
-    struct sigaction sa;
+    struct options o = {
+        .host = "127.0.0.1",
+        .port = 1883,
+        .app_id = "demoApp",
+        .app_key = "demoKey",
+        .vendor_thing_id = "AC-0001",
+        .password = "demo-pass",
+        .thing_type = "AirConditioner",
+        .firmware_version = "1.0.0",
+        .storage = "./aircon-data",
+    };
+    /* Off, preset to 22 degrees, fan speed 3, in a room at 28 degrees and 55 % humidity. */
+    struct aircon ac = {
+        .preset_temperature = 22,
+        .fan_speed = 3,
+        .current_temperature = 28,
+        .current_humidity = 55,
+        .effects_fd = -1,
+    };
+    struct sigaction sa = {.sa_handler = on_signal};
     thingif_t *t;
     double deadline;
     int rc, was_connected = 0, status = 0;
@@ -483,8 +479,6 @@ int main(int argc, char **argv)
     case -1: usage(stderr); return 2;
     }
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
