@@ -112,18 +112,19 @@ let package = Package(
             path: "Tests/CThingIFTestSupport",
             cSettings: [.headerSearchPath("../../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
         ),
-        // The C appliance, built here too so that the fault tests can run it
-        // as a separate process (CMakeLists.txt builds it as well).
+        // The test appliance: examples-c/aircon.c with the flags only tests
+        // use (tests-c/aircon_test.c compiles it in), built here so that the
+        // tests can run it as a separate process (CMakeLists.txt builds it too).
         .executableTarget(
-            name: "aircon",
+            name: "aircon_test",
             dependencies: ["ThingIF"],
-            path: "examples-c",
-            sources: ["aircon.c"],
+            path: "tests-c",
+            sources: ["aircon_test.c"],
             cSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
         ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
+            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "thingif-cli"],
             swiftSettings: swift5
         ),
         // The long fault streams (1,000+ commands through broker restarts,
@@ -132,7 +133,7 @@ let package = Package(
         // ThingIFTests' own.
         .testTarget(
             name: "ThingIFSoakTests",
-            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon", "thingif-cli"],
+            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "thingif-cli"],
             swiftSettings: swift5
         ),
     ]

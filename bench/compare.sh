@@ -4,7 +4,8 @@
 # bench/compare.sh - libthingif against the hand-written lower bound, in one
 # run (figures, not pass/fail):
 #   the C appliance (bench/c_appliance.c: libmosquitto + jansson, the same
-#   protocol, no persistence) and aircon --quiet --no-state (libthingif, the
+#   protocol, no persistence) and aircon as the test appliance,
+#   aircon_test --quiet --no-state (examples-c/aircon.c on libthingif, the
 #   same three handlers, durability on, storage on this machine's disk) take
 #   the same commands from the same driver (bench/driver.c, which answers
 #   every request 204 as the hub does) on the same secured broker, one after
@@ -21,8 +22,9 @@
 # THINGIF_BENCH_PERF=FILE records a perf profile of aircon at window 64.
 # THINGIF_BENCH_SERIAL=N sets the one-at-a-time count (the first VmRSS is
 # read after it): -n 1000000 with THINGIF_BENCH_SERIAL=1000 is the memory soak.
-# THINGIF_BENCH_AIRCON=PATH measures another aircon build (e.g. one configured
-# with -DTHINGIF_OPTIMIZE_SIZE=OFF, i.e. -O) instead of build-bench/aircon.
+# THINGIF_BENCH_AIRCON=PATH measures another build's aircon_test (e.g. one
+# configured with -DTHINGIF_OPTIMIZE_SIZE=OFF, i.e. -O) instead of
+# build-bench/aircon_test.
 # THINGIF_BENCH_CALLGRIND=1 runs both appliances under valgrind's callgrind and
 # adds the user-space instructions per command: a figure other load on the
 # machine does not change (the timings of that run mean nothing);
@@ -35,7 +37,7 @@ root=$PWD
 . bench/lib.sh
 bench_init 100 "$@"
 n_serial=${THINGIF_BENCH_SERIAL:-$((n / 10))}
-aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon}
+aircon=${THINGIF_BENCH_AIRCON:-build-bench/aircon_test}
 cg_dir=$tmp
 if [ -d "${THINGIF_BENCH_CALLGRIND:-}" ]; then cg_dir=$(cd "$THINGIF_BENCH_CALLGRIND" && pwd); fi
 # callgrind NAME: the command prefix that runs an appliance under callgrind.

@@ -5,7 +5,8 @@
 # Swift) beside the native one (figures, not pass/fail):
 #   the stripped size of libthingif.so per architecture (goal: 300 KB or
 #   less on each) and what it needs (NEEDED);
-#   a sanity figure for the board code: aircon under qemu-user, one
+#   a sanity figure for the board code: aircon under qemu-user (as the
+#   test appliance, aircon_test --quiet --no-state), one
 #   architecture after the other, takes N commands at 64 in flight from
 #   bench/driver.c (which answers every request 204 as the hub does) on a
 #   native secured broker; commands per second beside native aircon. qemu
@@ -44,7 +45,7 @@ if [ "$build" = 1 ]; then
             opts+=(-DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/$toolchain.cmake")
         fi
         cmake -G Ninja -S . -B "$dir" "${opts[@]}" >"$tmp/build-$name.log" 2>&1 \
-            && cmake --build "$dir" --target thingif aircon >>"$tmp/build-$name.log" 2>&1 \
+            && cmake --build "$dir" --target thingif aircon_test >>"$tmp/build-$name.log" 2>&1 \
             || { tail -n 40 "$tmp/build-$name.log" >&2; exit 1; }
     done
 fi
@@ -71,12 +72,12 @@ start_hub "$hub_bin"
 declare -A rate
 for a in "${archs[@]}"; do
     read -r name dir _ deb emu _ <<<"$a"
-    [ -x "$dir/aircon" ] || continue
+    [ -x "$dir/aircon_test" ] || continue
     run=()
     [ "$emu" = - ] || run=("$emu" -L "$root/build/sysroot-$deb")
     storage="$tmp/aircon-$name"
     if ! kill -0 "$hub_pid" 2>/dev/null; then start_hub "$hub_bin"; fi
-    "${run[@]}" "$dir/aircon" --host 127.0.0.1 --port "$port" --vendor-thing-id "AC-CROSS-$name" \
+    "${run[@]}" "$dir/aircon_test" --host 127.0.0.1 --port "$port" --vendor-thing-id "AC-CROSS-$name" \
         --storage "$storage" >"$tmp/onboard-$name.log" 2>&1 &
     pids+=($!)
     wait_line "$tmp/onboard-$name.log" "aircon: connected" "$!" 60
@@ -84,7 +85,7 @@ for a in "${archs[@]}"; do
     stop "$hub_pid"
     topic=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mqttEndpoint"]["mqttTopic"])' \
         "$storage/identity.json")
-    "${run[@]}" "$dir/aircon" --host 127.0.0.1 --port "$port" --vendor-thing-id "AC-CROSS-$name" \
+    "${run[@]}" "$dir/aircon_test" --host 127.0.0.1 --port "$port" --vendor-thing-id "AC-CROSS-$name" \
         --storage "$storage" --quiet --no-state >"$tmp/aircon-$name.log" 2>&1 &
     pids+=($!)
     a_pid=$!

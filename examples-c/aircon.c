@@ -31,15 +31,11 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <jansson.h>
 #include <thingif.h>
@@ -60,7 +56,6 @@ struct aircon {
     int current_temperature; /* what the sensors read */
     int current_humidity;    /* percent */
     int dirty;               /* the state changed and is not uploaded yet */
-    int effects_fd;          /* --effects-log, or -1 */
 };
 
 struct options {
@@ -75,17 +70,10 @@ struct options {
     const char *storage;
     const char *thing_id; /* with token: use an identity the app onboarded */
     const char *token;
-    long run_seconds; /* 0: until SIGINT / SIGTERM */
-    int verbose;
-    const char *effects_log; /* one line per action run, for tests */
-    const char *cafile;      /* TLS: the CA that signed the broker's certificate */
-    const char *certfile;    /* mutual TLS: this appliance's certificate … */
-    const char *keyfile;     /* … and its key */
-    long reconnect_min_ms;   /* 0: the library's default */
-    long reconnect_max_ms;
-    long request_timeout_ms;
-    long keepalive_s;
-    int no_state; /* --no-state: never upload the state */
+    const char *cafile;   /* TLS: the CA that signed the broker's certificate */
+    const char *certfile; /* mutual TLS: this appliance's certificate … */
+    const char *keyfile;  /* … and its key */
+    int verbose;          /* library debug lines too */
 };
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -97,8 +85,6 @@ static void on_signal(int sig)
 }
 
 /* One line on stdout per event, flushed so that a pipe sees it at once. */
-static int quiet; /* --quiet: no line per action or upload (the bench's appliance) */
-
 static void say(const char *fmt, ...)
 {
     va_list ap;
@@ -109,26 +95,6 @@ static void say(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stdout);
     fflush(stdout);
-}
-
-/*
- * Records that an action changed the appliance: one line "commandID action"
- * appended to --effects-log with a single write(2) on an O_APPEND file, so
- * the line is in the file even if the process is killed right after. Tests
- * count these lines to check that no command ran twice.
- */
-static void record_effect(const struct aircon *ac, thingif_action_t *action)
-{
-    char line[300];
-    int n;
-
-    if (ac->effects_fd < 0)
-        return;
-    n = snprintf(line, sizeof line, "%s %s\n", thingif_action_command_id(action), thingif_action_name(action));
-    if (n <= 0 || (size_t)n >= sizeof line)
-        return;
-    while (write(ac->effects_fd, line, (size_t)n) < 0 && errno == EINTR)
-        ;
 }
 
 /* Frees the handle on a failed start; the exit status of main. */
@@ -144,8 +110,7 @@ static void refuse(thingif_action_t *action, const char *message)
 {
     if (thingif_action_fail(action, message) != THINGIF_OK)
         say("%s: the failure could not be recorded", thingif_action_name(action));
-    if (!quiet)
-        say("%s refused: %s", thingif_action_name(action), message);
+    say("%s refused: %s", thingif_action_name(action), message);
 }
 
 /*
@@ -177,7 +142,11 @@ static int int_param(thingif_action_t *action, const char *name, int lo, int hi,
     return 0;
 }
 
-/* ---- action handlers: they run inside thingif_loop(), on this thread ---- */
+/* ---- action handlers: they run inside thingif_loop(), on this thread ----
+ *
+ * Each one checks its parameters, changes the appliance and marks it dirty;
+ * the main loop then uploads the new state and prints it. A refusal fails
+ * the action with a message, which becomes the action's result. */
 
 static void on_turn_power(thingif_action_t *action, void *userdata)
 {
@@ -195,9 +164,6 @@ static void on_turn_power(thingif_action_t *action, void *userdata)
     }
     ac->power = power ? 1 : 0;
     ac->dirty = 1;
-    record_effect(ac, action);
-    if (!quiet)
-        say("turnPower power=%s", ac->power ? "on" : "off");
 }
 
 static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
@@ -210,12 +176,9 @@ static void on_set_preset_temperature(thingif_action_t *action, void *userdata)
         return;
     ac->preset_temperature = temperature;
     ac->dirty = 1;
-    record_effect(ac, action);
     /* The result carries data too; thingif_action_attach_data steals the reference. */
     if (thingif_action_attach_data(action, json_pack("{s:i}", "previousPresetTemperature", previous)) != THINGIF_OK)
         say("setPresetTemperature: the result's data could not be attached");
-    if (!quiet)
-        say("setPresetTemperature presetTemperature=%d (was %d)", temperature, previous);
 }
 
 static void on_set_fan_speed(thingif_action_t *action, void *userdata)
@@ -227,9 +190,6 @@ static void on_set_fan_speed(thingif_action_t *action, void *userdata)
         return;
     ac->fan_speed = speed;
     ac->dirty = 1;
-    record_effect(ac, action);
-    if (!quiet)
-        say("setFanSpeed fanSpeed=%d", speed);
 }
 
 /* ---- state ---- */
@@ -266,10 +226,8 @@ static void upload_state(thingif_t *t, struct aircon *ac)
         return;
     }
     ac->dirty = 0;
-    if (!quiet)
-        say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
-            ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed, ac->current_temperature,
-            ac->current_humidity);
+    say("state uploaded: power=%s presetTemperature=%d fanSpeed=%d currentTemperature=%d currentHumidity=%d",
+        ac->power ? "on" : "off", ac->preset_temperature, ac->fan_speed, ac->current_temperature, ac->current_humidity);
 }
 
 /* ---- logging ---- */
@@ -303,17 +261,9 @@ static void usage(FILE *out)
                  "  --storage DIR           where the identity is kept (default ./aircon-data)\n"
                  "  --thing-id ID --token T use an identity the app onboarded instead of\n"
                  "                          onboarding with the vendor thing ID\n"
-                 "  --run-seconds N         exit after N seconds (default: until SIGINT/SIGTERM)\n"
-                 "  --reconnect-ms MIN,MAX  wait between reconnects (default 500,30000)\n"
-                 "  --request-timeout-ms N  wait for the framework's answer (default 10000)\n"
-                 "  --keepalive-s N         MQTT keepalive (default 60)\n"
-                 "  --effects-log FILE      append \"commandID action\" to FILE for every action\n"
-                 "                          run (for tests that count what ran)\n"
                  "  --verbose               log library debug lines to stderr\n"
-                 "  --quiet                 no line per action or upload, library warnings only\n"
-                 "  --no-state              never upload the state (the bench compares the command\n"
-                 "                          path alone with a hand-written appliance)\n"
-                 "  --help                  show this text\n");
+                 "  --help                  show this text\n"
+                 "It runs until SIGINT or SIGTERM.\n");
 }
 
 static int parse_long(const char *text, long lo, long hi, long *out)
@@ -341,14 +291,6 @@ static int parse_args(int argc, char **argv, struct options *o)
 
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0)
             return 1;
-        if (strcmp(flag, "--quiet") == 0) {
-            quiet = 1;
-            continue;
-        }
-        if (strcmp(flag, "--no-state") == 0) {
-            o->no_state = 1;
-            continue;
-        }
         if (strcmp(flag, "--verbose") == 0) {
             o->verbose = 1;
             continue;
@@ -378,56 +320,18 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->thing_id = value;
         else if (strcmp(flag, "--token") == 0)
             o->token = value;
-        else if (strcmp(flag, "--effects-log") == 0)
-            o->effects_log = value;
         else if (strcmp(flag, "--cafile") == 0)
             o->cafile = value;
         else if (strcmp(flag, "--certfile") == 0)
             o->certfile = value;
         else if (strcmp(flag, "--keyfile") == 0)
             o->keyfile = value;
-        else if (strcmp(flag, "--reconnect-ms") == 0) {
-            char first[32];
-            const char *comma = strchr(value, ',');
-            long hi;
-
-            if (comma == NULL || (size_t)(comma - value) >= sizeof first) {
-                fprintf(stderr, "aircon: --reconnect-ms needs MIN,MAX in milliseconds, not %s\n", value);
-                return -1;
-            }
-            memcpy(first, value, (size_t)(comma - value));
-            first[comma - value] = '\0';
-            if (parse_long(first, 10, 3600000, &n) != 0 || parse_long(comma + 1, n, 3600000, &hi) != 0) {
-                fprintf(stderr, "aircon: --reconnect-ms needs MIN,MAX with 10 <= MIN <= MAX <= 3600000, not %s\n",
-                        value);
-                return -1;
-            }
-            o->reconnect_min_ms = n;
-            o->reconnect_max_ms = hi;
-        } else if (strcmp(flag, "--request-timeout-ms") == 0) {
-            if (parse_long(value, 100, 600000, &n) != 0) {
-                fprintf(stderr, "aircon: --request-timeout-ms needs a number 100..600000, not %s\n", value);
-                return -1;
-            }
-            o->request_timeout_ms = n;
-        } else if (strcmp(flag, "--keepalive-s") == 0) {
-            if (parse_long(value, 5, 65535, &n) != 0) {
-                fprintf(stderr, "aircon: --keepalive-s needs a number 5..65535, not %s\n", value);
-                return -1;
-            }
-            o->keepalive_s = n;
-        } else if (strcmp(flag, "--port") == 0) {
+        else if (strcmp(flag, "--port") == 0) {
             if (parse_long(value, 1, 65535, &n) != 0) {
                 fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
                 return -1;
             }
             o->port = (int)n;
-        } else if (strcmp(flag, "--run-seconds") == 0) {
-            if (parse_long(value, 1, INT_MAX, &n) != 0) {
-                fprintf(stderr, "aircon: --run-seconds needs a positive number, not %s\n", value);
-                return -1;
-            }
-            o->run_seconds = n;
         } else {
             fprintf(stderr, "aircon: unknown option %s\n", flag);
             return -1;
@@ -440,42 +344,28 @@ static int parse_args(int argc, char **argv, struct options *o)
     return 0;
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
-    struct options o = {"127.0.0.1",
-                        1883,
-                        "demoApp",
-                        "demoKey",
-                        "AC-0001",
-                        "demo-pass",
-                        "AirConditioner",
-                        "1.0.0",
-                        "./aircon-data",
-                        NULL,
-                        NULL,
-                        0,
-                        0,
-                        NULL,
-                        NULL,
-                        NULL,
-                        NULL,
-                        0,
-                        0,
-                        0,
-                        0,
-                        0};
-    struct aircon ac = {0, 22, 3, 28, 55, 0, -1};
-    struct sigaction sa;
+    struct options o = {
+        .host = "127.0.0.1",
+        .port = 1883,
+        .app_id = "demoApp",
+        .app_key = "demoKey",
+        .vendor_thing_id = "AC-0001",
+        .password = "demo-pass",
+        .thing_type = "AirConditioner",
+        .firmware_version = "1.0.0",
+        .storage = "./aircon-data",
+    };
+    /* Off, preset to 22 degrees, fan speed 3, in a room at 28 degrees and 55 % humidity. */
+    struct aircon ac = {
+        .preset_temperature = 22,
+        .fan_speed = 3,
+        .current_temperature = 28,
+        .current_humidity = 55,
+    };
+    struct sigaction sa = {.sa_handler = on_signal};
     thingif_t *t;
-    double deadline;
     int rc, was_connected = 0, status = 0;
 
     switch (parse_args(argc, argv, &o)) {
@@ -483,19 +373,9 @@ int main(int argc, char **argv)
     case -1: usage(stderr); return 2;
     }
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-
-    if (o.effects_log != NULL) {
-        ac.effects_fd = open(o.effects_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (ac.effects_fd < 0) {
-            fprintf(stderr, "aircon: cannot open %s: %s\n", o.effects_log, strerror(errno));
-            return 1;
-        }
-    }
 
     t = thingif_new(o.app_id, o.app_key, o.storage);
     if (t == NULL) {
@@ -504,11 +384,7 @@ int main(int argc, char **argv)
     }
     /* Every call that returns a status is checked (the header marks them
      * THINGIF_NODISCARD): a setting that did not take is an error here. */
-    rc = thingif_set_log_callback(t, on_log,
-                                  o.verbose ? THINGIF_LOG_DEBUG
-                                  : quiet   ? THINGIF_LOG_WARNING
-                                            : THINGIF_LOG_INFO,
-                                  NULL);
+    rc = thingif_set_log_callback(t, on_log, o.verbose ? THINGIF_LOG_DEBUG : THINGIF_LOG_INFO, NULL);
     if (rc == THINGIF_OK)
         rc = thingif_set_broker(t, o.host, o.port);
     if (rc != THINGIF_OK) {
@@ -524,18 +400,9 @@ int main(int argc, char **argv)
             return give_up(t);
         }
     }
-    /* Each call only while the ones before it succeeded: a status is a code,
+    /* Register every handler before the loop runs, so no command finds none.
+     * Each call only while the ones before it succeeded: a status is a code,
      * not a bit mask, so one refusal is reported as itself. */
-    if (rc == THINGIF_OK && o.reconnect_min_ms > 0)
-        rc = thingif_set_option(t, THINGIF_OPT_RECONNECT_MIN_MS, o.reconnect_min_ms);
-    if (rc == THINGIF_OK && o.reconnect_min_ms > 0)
-        rc = thingif_set_option(t, THINGIF_OPT_RECONNECT_MAX_MS, o.reconnect_max_ms);
-    if (rc == THINGIF_OK && o.request_timeout_ms > 0)
-        rc = thingif_set_option(t, THINGIF_OPT_REQUEST_TIMEOUT_MS, o.request_timeout_ms);
-    if (rc == THINGIF_OK && o.keepalive_s > 0)
-        rc = thingif_set_option(t, THINGIF_OPT_KEEPALIVE_S, o.keepalive_s);
-
-    /* Register every handler before the loop runs, so no command finds none. */
     if (rc == THINGIF_OK)
         rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "turnPower", on_turn_power, &ac);
     if (rc == THINGIF_OK)
@@ -543,7 +410,7 @@ int main(int argc, char **argv)
     if (rc == THINGIF_OK)
         rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
     if (rc != THINGIF_OK) {
-        fprintf(stderr, "aircon: an option or a handler was refused: %s\n", thingif_strerror(rc));
+        fprintf(stderr, "aircon: a handler was refused: %s\n", thingif_strerror(rc));
         return give_up(t);
     }
 
@@ -564,7 +431,6 @@ int main(int argc, char **argv)
      * (re)connect. (With thingif_loop_start() the library runs this loop on
      * a thread of its own instead.)
      */
-    deadline = o.run_seconds > 0 ? now_seconds() + (double)o.run_seconds : 0;
     while (!stop_requested) {
         int connected;
 
@@ -582,16 +448,12 @@ int main(int argc, char **argv)
             say("disconnected; reconnecting");
         }
         was_connected = connected;
-        if (ac.dirty && connected && !o.no_state)
+        if (ac.dirty && connected)
             upload_state(t, &ac);
-        if (deadline > 0 && now_seconds() >= deadline)
-            break;
     }
 
     say("stopping");
     if (thingif_destroy(t) != THINGIF_OK)
         status = 1;
-    if (ac.effects_fd >= 0)
-        close(ac.effects_fd);
     return status;
 }

@@ -27,7 +27,7 @@
 #   --build-dir DIR  the CMake build folder holding aircon
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
 #                    takes aircon's arguments: --port, --cafile, --storage,
-#                    --vendor-thing-id, --password, --run-seconds)
+#                    --vendor-thing-id, --password, and stops on SIGTERM)
 #   --hub PATH       the thingif-hub program (default: SwiftPM's, from
 #                    `swift build --show-bin-path`)
 #   --cli PATH       the thingif CLI (default: SwiftPM's, as for --hub)
@@ -202,7 +202,7 @@ done
 # owner registered (same thing): with TLS and no certificate of its own, it
 # makes its key, sends a CSR and connects with the certificate the hub signs.
 aircon_cmd=("$aircon_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/aircon"
-            --vendor-thing-id AC-0001 --password demo-pass --run-seconds $((wait_s * 10)))
+            --vendor-thing-id AC-0001 --password demo-pass)
 if [ -n "${THINGIF_TARGET_RUN:-}" ]; then
     # shellcheck disable=SC2206
     aircon_cmd=(${THINGIF_TARGET_RUN} "${aircon_cmd[@]}")
@@ -215,6 +215,10 @@ if [ "$use_valgrind" -eq 1 ]; then
 else
     echo "demo: starting aircon (the appliance; it onboards itself with a certificate)"
 fi
+# timeout(1): should this script be killed before it stops the appliance,
+# the appliance still gets its SIGTERM, later (it runs until one comes).
+# A SIGTERM to timeout reaches the appliance at once.
+aircon_cmd=(timeout $((wait_s * 10)) "${aircon_cmd[@]}")
 "${aircon_cmd[@]}" > >(label aircon) 2>&1 &
 aircon_pid=$!
 

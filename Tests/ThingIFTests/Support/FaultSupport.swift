@@ -116,7 +116,8 @@ final class PersistentBroker {
     }
 }
 
-/// The C appliance (examples-c/aircon.c) as a separate process, restartable
+/// The C appliance (examples-c/aircon.c, as the test appliance
+/// tests-c/aircon_test.c with its test flags) as a separate process, restartable
 /// on the same storage directory; its output goes to one log file.
 final class ApplianceProcess {
     let executable: String
@@ -128,7 +129,7 @@ final class ApplianceProcess {
     init(args: [String], logPath: String) throws {
         guard let exe = ApplianceProcess.locate() else {
             throw HarnessError(
-                "the aircon executable was not found next to the test bundle (swift build --build-tests builds it)")
+                "aircon_test was not found next to the test bundle (swift build --build-tests builds it)")
         }
         executable = exe
         self.args = args
@@ -137,7 +138,7 @@ final class ApplianceProcess {
 
     deinit { stop() }
 
-    /// aircon is built by this package into the same directory as the test
+    /// aircon_test is built by this package into the same directory as the test
     /// executable (see Package.swift).
     static func locate() -> String? {
         var candidates: [String] = []
@@ -145,7 +146,7 @@ final class ApplianceProcess {
             var dir = (exe as NSString).deletingLastPathComponent
             // On macOS-style bundles the executable sits deeper; walk up a little.
             for _ in 0..<4 {
-                candidates.append(dir + "/aircon")
+                candidates.append(dir + "/aircon_test")
                 dir = (dir as NSString).deletingLastPathComponent
             }
         }
