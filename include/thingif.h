@@ -101,9 +101,9 @@ extern "C" {
  *    one rule, thingif_<noun>_<verb> (as jansson's json_object_set), with
  *    thingif_set_<what> for the handle's settings and thingif_on_* for
  *    handler registration. Renamed, the old names kept as deprecated
- *    aliases of the same function: thingif_state_update ->
- *    thingif_state_update, thingif_state_patch -> thingif_state_patch,
- *    thingif_firmware_version_update -> thingif_firmware_version_update,
+ *    aliases of the same function: thingif_update_state ->
+ *    thingif_state_update, thingif_patch_state -> thingif_state_patch,
+ *    thingif_update_firmware_version -> thingif_firmware_version_update,
  *    thingif_action_set_{create,add_action,remove_action,delete,execute} ->
  *    thingif_actionset_{create,add_action,remove_action,delete,execute}
  *    (an action set is a thing of its own, not a setter on an action).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
-/* The thing's own TLS key and certificate files (issue #31), from C and on
+/* The thing's own TLS key and certificate files (docs/SECURITY.md), from C and on
  * every architecture (under qemu-user in a cross build), with no broker:
  *
  *  1. TLS set without a client certificate: thingif_onboard makes

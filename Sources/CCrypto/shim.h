@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-/* Makes the things' certificate revocation list (issue #31): an X.509 v2
+/* Makes the things' certificate revocation list (docs/SECURITY.md): an X.509 v2
  * CRL signed by the CA whose PEM certificate and unencrypted PEM private key
  * are `ca_pem` and `key_pem` (NUL-terminated), issuer = the CA's subject,
  * lastUpdate `this_update` and nextUpdate `next_update` (seconds since the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 
 /* The thing's own TLS client key and its certificate signing request
- * (issue #31), with OpenSSL's libcrypto, which libmosquitto already loads
+ * (docs/SECURITY.md), with OpenSSL's libcrypto, which libmosquitto already loads
  * wherever TLS is used. Included by shim.h; Swift sees EVP_PKEY * as an
  * OpaquePointer, but no key crosses into Swift: it sees PEM bytes only
  * (Sources/ThingIF/Device/ClientCertificate.swift).

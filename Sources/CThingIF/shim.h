@@ -43,7 +43,7 @@
 #include <mqtt_protocol.h>
 #include <jansson.h>
 #include "../../include/thingif.h"
-/* OpenSSL's libcrypto: the thing's own TLS key and CSR (issue #31). */
+/* OpenSSL's libcrypto: the thing's own TLS key and CSR (docs/SECURITY.md). */
 #include "crypto.h"
 
 static inline int thingif_sys_errno(void)

@@ -102,7 +102,7 @@ public func thingif_set_clock(_ t: OpaquePointer?, _ cb: thingif_clock_cb?, _ us
     return OK
 }
 
-// The names of 0.2.0 (thingif.h, "Old names"), exported as before.
+// The names of 0.2.0 (thingif.h, "Old names"), exported under those names too.
 
 @c @implementation
 public func thingif_action_set_create(_ t: OpaquePointer?, _ name: UnsafePointer<CChar>?) -> Int32 {

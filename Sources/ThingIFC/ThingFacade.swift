@@ -280,7 +280,7 @@ public func thingif_loop_stop(_ t: OpaquePointer?) -> Int32 {
 }
 
 // The names of 0.2.0 (thingif.h, "Old names"): the same functions, exported
-// as before so that programs linked against libthingif 0.2 keep working.
+// under those names too, so that programs linked against libthingif 0.2 keep working.
 
 @c @implementation
 public func thingif_update_state(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?) -> Int32 {

@@ -224,7 +224,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let notifications: Notifications
     /// Stores commands, publishes them and ends them; knows which things are online.
     public let delivery: CommandDelivery
-    var appAPI: AppAPI { AppAPI(hub: self) }
+    /// The app API's rules (App/AppAPI.swift).
+    public var app: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
     public let triggerEngine = TriggerEngine()
@@ -333,7 +334,7 @@ public final class FrameworkSide: @unchecked Sendable {
             if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
         }
         // libmosquitto's thread only queues; request threads handle them,
-        // each client's in order (a burst no longer waits in the broker's
+        // each client's in order (a burst does not wait in the broker's
         // queue): as many as the store serves calls at once.
         let queue = RequestLanes(
             count: store.concurrentCalls, capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)

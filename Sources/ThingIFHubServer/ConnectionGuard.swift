@@ -384,7 +384,7 @@ public enum ClientAddress {
     public static func prefixKey(_ s: String) -> String {
         guard let b = parse(s) else { return "other:" + s }
         if b.count == 4 { return "v4:" + b.map(String.init).joined(separator: ".") }
-        return "v6:" + Crypto.hex(Array(b[0..<8])) + "::/64"
+        return "v6:" + LibCrypto.hex(Array(b[0..<8])) + "::/64"
     }
 
     /// An address, or an address with a /bits suffix in range.

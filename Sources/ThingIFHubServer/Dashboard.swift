@@ -142,7 +142,7 @@ extension API {
     func myThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let list = JSON.array()
-        for t in hub.ownedThings(user: user) {
+        for t in hub.app.ownedThings(user: user) {
             let o = Reply.object([("thingID", t.thingID)])
             if let v = t.vendorThingID { o.set("vendorThingID", string: v) }
             if let v = t.thingType { o.set("thingType", string: v) }

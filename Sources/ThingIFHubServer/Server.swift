@@ -162,7 +162,8 @@ public final class HubServer: Service, @unchecked Sendable {
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }
         router.get("/metrics") { [hub, security] request, _ in
-            Metrics.response(hub: hub, token: security.metricsToken, authorization: request.headers[.authorization])
+            MetricsRoute.response(
+                hub: hub, token: security.metricsToken, authorization: request.headers[.authorization])
         }
         let openAPI = OpenAPIDocument.load()
         router.get("/openapi.yaml") { _, _ in

@@ -53,7 +53,7 @@ final class Offline {
     }
 
     func create(_ predicate: String) throws -> String {
-        let r = hub.createTrigger(
+        let r = hub.app.createTrigger(
             user: user, thingID: thingID,
             body: try body("{\"predicate\":\(predicate),\"command\":\(command())}"))
         return try r.get().triggerID
@@ -162,10 +162,12 @@ struct HubTriggerTests {
         let p = try JSON.parse(c.payload).get()
         #expect(p["firedByTriggerID"]?.stringValue != nil)
         #expect(c.issuer == "user:\(o.user.userID)")
-        let listed = try o.hub.listCommands(user: o.user, thingID: o.thingID, paginationKey: nil, bestEffortLimit: 100)
-            .get()
+        let listed = try o.hub.app.listCommands(
+            user: o.user, thingID: o.thingID, paginationKey: nil, bestEffortLimit: 100
+        )
+        .get()
         #expect(listed.commands.count == 8)
-        #expect(o.hub.commandJSON(c)["firedByTriggerID"]?.stringValue == p["firedByTriggerID"]?.stringValue)
+        #expect(o.hub.app.commandJSON(c)["firedByTriggerID"]?.stringValue == p["firedByTriggerID"]?.stringValue)
     }
 
     @Test("Disabled triggers do not fire; enable, disable and delete", arguments: stores)
@@ -177,26 +179,28 @@ struct HubTriggerTests {
             "{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"eq\",\"field\":\"p\",\"value\":1},\"triggersWhen\":\"CONDITION_TRUE\"}"
         )
         #expect(throws: Never.self) {
-            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: false).get()
+            try o.hub.app.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: false).get()
         }
         o.upload("{\"p\":1}")
         #expect(o.fired(by: id) == 0)
-        #expect(o.hub.triggerJSON(o.hub.store.trigger(id: id)!)["disabled"]?.boolValue == true)
+        #expect(o.hub.app.triggerJSON(o.hub.store.trigger(id: id)!)["disabled"]?.boolValue == true)
         #expect(throws: Never.self) {
-            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: true).get()
+            try o.hub.app.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: id, enabled: true).get()
         }
         o.upload("{\"p\":1}")
         #expect(o.fired(by: id) == 1)
-        #expect(throws: Never.self) { try o.hub.deleteTrigger(user: o.user, thingID: o.thingID, triggerID: id).get() }
+        #expect(throws: Never.self) {
+            try o.hub.app.deleteTrigger(user: o.user, thingID: o.thingID, triggerID: id).get()
+        }
         o.upload("{\"p\":1}")
         #expect(o.fired(by: id) == 1)
-        guard case .failure(let e) = o.hub.getTrigger(user: o.user, thingID: o.thingID, triggerID: id) else {
+        guard case .failure(let e) = o.hub.app.getTrigger(user: o.user, thingID: o.thingID, triggerID: id) else {
             Issue.record("deleted trigger found"); return
         }
         #expect(e.status == 404 && e.code == "TRIGGER_NOT_FOUND")
         // Another user's thing looks unknown.
         let other = try #require(o.hub.store.createUser(loginName: nil, passwordHash: nil))
-        guard case .failure(let e2) = o.hub.listTriggers(user: other, thingID: o.thingID) else {
+        guard case .failure(let e2) = o.hub.app.listTriggers(user: other, thingID: o.thingID) else {
             Issue.record("listed"); return
         }
         #expect(e2.status == 404)
@@ -255,13 +259,13 @@ struct HubTriggerTests {
         #expect(o.fired(by: once) == 1)
         // Disabled: no firing; enabled again: counts from now.
         #expect(throws: Never.self) {
-            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: false).get()
+            try o.hub.app.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: false).get()
         }
         o.advance(to: start + 86_400_000 + 6 * 3_600_000)
         o.hub.triggerEngine.tick()
         #expect(o.fired(by: every) == 4)
         #expect(throws: Never.self) {
-            try o.hub.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: true).get()
+            try o.hub.app.setTriggerEnabled(user: o.user, thingID: o.thingID, triggerID: every, enabled: true).get()
         }
         o.hub.triggerEngine.tick()
         #expect(o.fired(by: every) == 4)
@@ -339,7 +343,7 @@ struct HubTriggerTests {
             )
         ]
         for (text, status) in cases {
-            let r = o.hub.createTrigger(user: o.user, thingID: o.thingID, body: try o.body(text))
+            let r = o.hub.app.createTrigger(user: o.user, thingID: o.thingID, body: try o.body(text))
             guard case .failure(let e) = r else { Issue.record("accepted: \(text)"); continue }
             #expect(e.status == status, "\(text): \(e.message)")
         }

@@ -715,7 +715,7 @@ struct StoreConformanceTests {
             #expect(s.thing(accessToken: u.accessToken) == nil)
             #expect(s.user(accessToken: t.accessToken) == nil)
             // The SHA-256 of a token is not itself a token.
-            #expect(s.user(accessToken: Crypto.sha256Hex(u.accessToken)) == nil)
+            #expect(s.user(accessToken: LibCrypto.sha256Hex(u.accessToken)) == nil)
 
             let second = try #require(s.issueToken(kind: .user, subjectID: u.userID))
             #expect(second != u.accessToken && second.count == 40)
@@ -1391,7 +1391,8 @@ struct SQLiteStoreTests {
             try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash IN ('oldthingtoken', 'olduserstoken')")
                 == 0)
         #expect(
-            try sqlCount(path, "SELECT count(*) FROM tokens WHERE token_hash = '\(Crypto.sha256Hex("oldthingtoken"))'")
+            try sqlCount(
+                path, "SELECT count(*) FROM tokens WHERE token_hash = '\(LibCrypto.sha256Hex("oldthingtoken"))'")
                 == 1)
         #expect(
             try sqlCount(
@@ -1401,12 +1402,12 @@ struct SQLiteStoreTests {
 
         // The legacy user hash verifies once and is replaced by the KDF.
         let hub = try #require(FrameworkSide(.init(appID: "a", appKey: "k", brokerPort: 1), store: m))
-        #expect(hub.login(loginName: "olduser", password: "wrong").failureStatus == 400)
+        #expect(hub.app.login(loginName: "olduser", password: "wrong").failureStatus == 400)
         #expect(m.user(id: "u.old")?.passwordHash == legacy)
-        let logged = try hub.login(loginName: "olduser", password: "secret1").get()
+        let logged = try hub.app.login(loginName: "olduser", password: "secret1").get()
         #expect(m.user(accessToken: logged.accessToken)?.userID == "u.old")
         #expect(m.user(id: "u.old")?.passwordHash?.hasPrefix("pbkdf2-sha256$1000$") == true)
-        #expect((try? hub.login(loginName: "olduser", password: "secret1").get()) != nil)
+        #expect((try? hub.app.login(loginName: "olduser", password: "secret1").get()) != nil)
     }
 
     @Test("The database file and its -wal and -shm files are 0600, whatever the umask")
@@ -1540,9 +1541,9 @@ private func execSQL(_ path: String, _ sql: String) throws {
 
 /// The first hubs' hand-made password chain, to seed a version 2 database.
 private func legacyHash(_ password: String, salt: String, iterations: Int) -> String {
-    var digest = Crypto.sha256(Array((salt + ":" + password).utf8))
-    for _ in 1..<iterations { digest = Crypto.sha256(digest + Array(salt.utf8)) }
-    return "sha256$\(iterations)$\(salt)$\(Crypto.hex(digest))"
+    var digest = LibCrypto.sha256(Array((salt + ":" + password).utf8))
+    for _ in 1..<iterations { digest = LibCrypto.sha256(digest + Array(salt.utf8)) }
+    return "sha256$\(iterations)$\(salt)$\(LibCrypto.hex(digest))"
 }
 
 /// The integer a one-value query gives.

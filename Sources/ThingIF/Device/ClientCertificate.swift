@@ -2,7 +2,7 @@
 
 import CThingIF
 
-/// The thing's own TLS client key and certificate (issue #31).
+/// The thing's own TLS client key and certificate (docs/SECURITY.md).
 ///
 /// With TLS set and no client certificate of the user's own, onboarding by
 /// the thing, and the installation a handed-over thing makes, send a
@@ -33,7 +33,7 @@ extension Thing {
     /// thing-key.pem's key, which is made and written (0600, atomically)
     /// when that file is missing or holds no unencrypted EC P-256 key. A
     /// `commonName` longer than a CN can be gets no CSR (a warning), so the
-    /// thing gets a password as before. nil and THINGIF_ERR_TLS or
+    /// thing gets a password instead. nil and THINGIF_ERR_TLS or
     /// THINGIF_ERR_STORAGE on failure, with a log line.
     func certificateSigningRequest(commonName: String) -> (csr: String?, rc: Int32) {
         guard shared.withLock({ $0.config.tls.map { $0.certfile == nil } ?? false }) else { return (nil, OK) }

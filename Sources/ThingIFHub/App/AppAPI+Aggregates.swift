@@ -22,7 +22,10 @@ extension AppAPI {
     /// One aggregation over the thing's samples in [from, to) widened to
     /// whole grouping intervals, one bucket per interval with samples (the
     /// groups of the grouped query without aggregations).
-    func aggregateStates(
+    /// Kii's grouped state query with an aggregation: one bucket per
+    /// grouping interval with samples in [from, to) widened to whole
+    /// intervals, oldest first; of `alias`'s state when given.
+    public func aggregateStates(
         user: UserRecord, thingID: String, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64
     ) -> Result<[AggregateBucket], HubError> {
         let thing: ThingRecord
@@ -44,7 +47,7 @@ extension AppAPI {
     }
 }
 
-extension FrameworkSide {
+extension AppAPI {
     /// Kii's grouped state query: as `stateHistory`, over the whole
     /// grouping intervals the range touches.
     public func groupedStateHistory(
@@ -53,18 +56,9 @@ extension FrameworkSide {
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
-        appAPI.stateHistory(
+        stateHistory(
             user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
             limit: limit, maxPage: maxPage, wholeIntervals: true)
     }
 
-    /// Kii's grouped state query with an aggregation: one bucket per
-    /// grouping interval with samples in [from, to) widened to whole
-    /// intervals, oldest first; of `alias`'s state when given.
-    public func aggregateStates(
-        user: UserRecord, thingID: String, alias: String?, aggregation: StateAggregation, from: Int64, to: Int64
-    ) -> Result<[AggregateBucket], HubError> {
-        appAPI.aggregateStates(
-            user: user, thingID: thingID, alias: alias, aggregation: aggregation, from: from, to: to)
-    }
 }

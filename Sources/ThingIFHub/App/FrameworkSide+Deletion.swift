@@ -14,12 +14,12 @@ extension FrameworkSide {
     /// returned so that the server closes their event streams.
     public func deleteUser(_ user: UserRecord) -> Result<[AppInstallation], HubError> {
         guard let installations = store.deleteUser(id: user.userID) else { return .failure(.storage) }
-        for i in installations where i.kind == .mqtt { removePushCredentials(installationID: i.installationID) }
+        for i in installations where i.kind == .mqtt { app.removePushCredentials(installationID: i.installationID) }
         return .success(installations)
     }
 
     public func deleteThing(user: UserRecord, thingID: String) -> Result<Void, HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID).flatMap { removeThing($0) }
+        app.ownedThing(user: user, thingID: thingID).flatMap { removeThing($0) }
     }
 
     /// In this order:

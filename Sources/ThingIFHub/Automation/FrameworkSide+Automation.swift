@@ -24,18 +24,18 @@ extension FrameworkSide {
     }
 
     public func listActionSets(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
+        app.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
     }
 
     public func listTimerTriggers(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
+        app.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
     }
 
     /// GET …/automation: the version last published (0 before the first
     /// change) and what the thing last said of it ("thingReport", null when
     /// it has said nothing since): whether it applied it, or why it refused it.
     public func automationStatus(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID).map { _ in
+        app.ownedThing(user: user, thingID: thingID).map { _ in
             let a = store.automation(thingID: thingID)
             let o = JSON.object()
             o.set("version", .int(Int(a?.version ?? 0)))
@@ -69,7 +69,7 @@ extension FrameworkSide {
         user: UserRecord, thingID: String,
         _ change: (inout [JSON], inout [JSON]) -> HubError?
     ) -> Result<Void, HubError> {
-        if case .failure(let e) = appAPI.ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        if case .failure(let e) = app.ownedThing(user: user, thingID: thingID) { return .failure(e) }
         return automationLock.withLock { _ in
             var (sets, timers, _) = config(of: thingID)
             if let e = change(&sets, &timers) { return .failure(e) }

@@ -122,7 +122,7 @@ public final class TriggerEngine: @unchecked Sendable {
     /// Issues the trigger's command; returns its commandID.
     private func fire(_ trig: ServerTriggerRecord, _ def: JSON) -> String? {
         guard let hub, let form = def["command"],
-            case .success(var command) = hub.appAPI.commandForm(form, issuerAllowed: { _ in true })
+            case .success(var command) = hub.app.commandForm(form, issuerAllowed: { _ in true })
         else { return nil }
         command.firedByTriggerID = trig.triggerID
         // A timeToLive in the trigger's command counts from each firing; else the hub's default TTL.
@@ -143,7 +143,8 @@ extension AppAPI {
 
     /// Checks {"predicate","command","title"?,"description"?} and stores an
     /// enabled trigger.
-    func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
+    /// POST …/triggers: a new, enabled server trigger.
+    public func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
         if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
         // Kii's code for every refused trigger, whatever part was wrong.
         let def: JSON
@@ -162,7 +163,7 @@ extension AppAPI {
     /// PATCH …/triggers/{id}: the members given (predicate, command, title,
     /// description, metadata) replace the stored ones; the result is checked
     /// as a new trigger is.
-    func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
+    public func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
         ServerTriggerRecord, HubError
     > {
         let old: ServerTriggerRecord
@@ -227,42 +228,31 @@ extension AppAPI {
     }
 }
 
-extension FrameworkSide {
-    /// POST …/triggers: a new, enabled server trigger.
-    public func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
-        appAPI.createTrigger(user: user, thingID: thingID, body: body)
-    }
-
-    public func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
-        ServerTriggerRecord, HubError
-    > {
-        appAPI.patchTrigger(user: user, thingID: thingID, triggerID: triggerID, body: body)
-    }
-
+extension AppAPI {
     public func listTriggers(user: UserRecord, thingID: String) -> Result<[ServerTriggerRecord], HubError> {
-        appAPI.ownedThing(user: user, thingID: thingID).map { _ in store.triggers(thingID: thingID) }
+        ownedThing(user: user, thingID: thingID).map { _ in store.triggers(thingID: thingID) }
     }
 
     public func getTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<
         ServerTriggerRecord, HubError
     > {
-        appAPI.ownedTrigger(user: user, thingID: thingID, triggerID: triggerID)
+        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID)
     }
 
     public func setTriggerEnabled(user: UserRecord, thingID: String, triggerID: String, enabled: Bool) -> Result<
         Void, HubError
     > {
-        appAPI.ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
+        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
             guard store.setTriggerEnabled(id: t.triggerID, enabled: enabled) else { return .failure(.storage) }
-            triggerEngine.reschedule(t.triggerID)
+            hub.triggerEngine.reschedule(t.triggerID)
             return .success(())
         }
     }
 
     public func deleteTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<Void, HubError> {
-        appAPI.ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
+        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
             guard store.deleteTrigger(id: t.triggerID) else { return .failure(.storage) }
-            triggerEngine.reschedule(t.triggerID)
+            hub.triggerEngine.reschedule(t.triggerID)
             return .success(())
         }
     }

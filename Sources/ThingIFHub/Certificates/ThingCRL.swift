@@ -6,7 +6,7 @@ import ThingIF
     import Glibc
 #endif
 
-/// The things' certificate revocation list (issue #31): the certificates of
+/// The things' certificate revocation list (docs/SECURITY.md): the certificates of
 /// deleted things and retired MQTT installations (HubStore's revoked list),
 /// signed by the things' CA into a PEM file (`--thing-crl`) that the
 /// broker's certificate listener reads (`crlfile`), which the hub asks the
@@ -128,7 +128,7 @@ extension ThingCertificates {
         var lengths: [Int] = []
         var times: [Int64] = []
         for r in revoked {
-            guard let bytes = ThingIFHub.Crypto.unhex(r.serial), !bytes.isEmpty, bytes.count <= 20 else { continue }
+            guard let bytes = ThingIFHub.LibCrypto.unhex(r.serial), !bytes.isEmpty, bytes.count <= 20 else { continue }
             serials += bytes
             lengths.append(bytes.count)
             times.append(r.revokedAt / 1000)

@@ -15,7 +15,7 @@ import ThingIF
     import Glibc
 #endif
 
-/// The things' CA (issue #31): a CA certificate and its private key, read
+/// The things' CA (docs/SECURITY.md): a CA certificate and its private key, read
 /// from PEM files at the hub's start, that signs a client certificate for
 /// each thing that sends a CSR at onboarding. The broker authenticates the
 /// thing by that certificate on a listener of its own (CN = the
@@ -225,7 +225,7 @@ public struct ThingCertificates: Sendable {
                 extensions: extensions, issuerPrivateKey: privateKey)
             return .success(
                 Issued(
-                    pem: try issued.serializeAsPEM().pemString, serial: ThingIFHub.Crypto.hex(Array(serial.bytes)),
+                    pem: try issued.serializeAsPEM().pemString, serial: ThingIFHub.LibCrypto.hex(Array(serial.bytes)),
                     notAfterMs: Int64((notAfter.timeIntervalSince1970 * 1000).rounded(.down))))
         } catch {
             return .failure(Problem("the certificate for \(topic) could not be made: \(error)"))

@@ -71,14 +71,14 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
             d.tokens = d.tokens.filter { !$0.value.revoked && ($0.value.expiresAt == 0 || $0.value.expiresAt > now) }
         }
         let raw = HubIDs.token()
-        d.tokens[Crypto.sha256Hex(raw)] = TokenEntry(
+        d.tokens[LibCrypto.sha256Hex(raw)] = TokenEntry(
             kind: kind, subjectID: subjectID, createdAt: now,
             expiresAt: secrets.expiry(kind, now: now), revoked: false)
         return raw
     }
 
     private func subject(_ d: Data, kind: TokenKind, token: String) -> String? {
-        guard let e = d.tokens[Crypto.sha256Hex(token)], e.kind == kind, !e.revoked else { return nil }
+        guard let e = d.tokens[LibCrypto.sha256Hex(token)], e.kind == kind, !e.revoked else { return nil }
         guard e.expiresAt == 0 || e.expiresAt > Platform.epochMs() else { return nil }
         return e.subjectID
     }
@@ -95,7 +95,7 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
 
     public func revokeToken(_ token: String) -> Bool {
         data.withLock { d in
-            let h = Crypto.sha256Hex(token)
+            let h = LibCrypto.sha256Hex(token)
             guard let e = d.tokens[h], !e.revoked else { return false }
             d.tokens[h]!.revoked = true
             return true

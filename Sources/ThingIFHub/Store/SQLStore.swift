@@ -191,7 +191,8 @@ extension SQLStore {
         try c.run("DELETE FROM tokens WHERE revoked = 1", [])
         try c.run("DELETE FROM tokens WHERE expires_at <> 0 AND expires_at <= ?", [.int(now)])
         let raw = HubIDs.token()
-        try Self.insertToken(c, hash: Crypto.sha256Hex(raw), kind: kind, subject: subject, now: now, secrets: secrets)
+        try Self.insertToken(
+            c, hash: LibCrypto.sha256Hex(raw), kind: kind, subject: subject, now: now, secrets: secrets)
         return raw
     }
 
@@ -206,7 +207,7 @@ extension SQLStore {
     }
 
     static func tokenValues(_ kind: TokenKind, _ token: String) -> [SQLValue] {
-        [.text(Crypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
+        [.text(LibCrypto.sha256Hex(token)), .text(kind.rawValue), .int(Platform.epochMs())]
     }
 
     public func issueToken(kind: TokenKind, subjectID: String) -> String? {
@@ -223,7 +224,8 @@ extension SQLStore {
     public func revokeToken(_ token: String) -> Bool {
         use(false) {
             try $0.run(
-                "UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0", [.text(Crypto.sha256Hex(token))])
+                "UPDATE tokens SET revoked = 1 WHERE token_hash = ? AND revoked = 0",
+                [.text(LibCrypto.sha256Hex(token))])
                 == 1
         }
     }

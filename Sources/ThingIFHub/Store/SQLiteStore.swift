@@ -209,7 +209,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
                     "UPDATE things SET password_hash = ? WHERE thing_id = ?",
                     [.text(PasswordHash.make(password, iterations: secrets.passwordIterations)), .text(id)])
             }
-            try insertToken(c, hash: Crypto.sha256Hex(token), kind: .thing, subject: id, now: now, secrets: secrets)
+            try insertToken(c, hash: LibCrypto.sha256Hex(token), kind: .thing, subject: id, now: now, secrets: secrets)
         }
         try c.exec(StoreSchema.table("users").ddl(.sqlite, name: "users_new"))
         try c.exec(
@@ -220,7 +220,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         try c.exec("DROP TABLE users")
         try c.exec("ALTER TABLE users_new RENAME TO users")
         for (id, token) in users {
-            try insertToken(c, hash: Crypto.sha256Hex(token), kind: .user, subject: id, now: now, secrets: secrets)
+            try insertToken(c, hash: LibCrypto.sha256Hex(token), kind: .user, subject: id, now: now, secrets: secrets)
         }
     }
 

@@ -5,7 +5,7 @@
 #endif
 
 /// A pthread mutex with one condition variable: what the hub's worker
-/// queues (RequestQueue, CostlyWork) lock their state with and wait on for
+/// queues (RequestLane, CostlyWork) lock their state with and wait on for
 /// work or room. Plain pthreads, as the threads that wait are pthreads too.
 final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)

@@ -6,7 +6,7 @@ import ThingIF
 /// The MQTT request loop: each request on p/{clientID}/thing-if/… or …/api/… is framed,
 /// size- and rate-limited, routed and answered on p/{clientID}/resp only.
 extension FrameworkSide {
-    // MARK: request handling (the request thread, RequestQueue)
+    // MARK: request handling (the request thread, RequestLane)
 
     /// Whether a request path is bootstrap work: onboarding, a new MQTT
     /// installation or its endpoint (each hashes a password or hands out

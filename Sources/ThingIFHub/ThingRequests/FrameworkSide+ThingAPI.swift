@@ -604,7 +604,7 @@ extension FrameworkSide {
     /// checked the size limit.
     public func ownerStateUpload(user: UserRecord, thingID: String, method: String, body: [UInt8]) -> KiiResponse {
         let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
+        switch app.ownedThing(user: user, thingID: thingID) {
         case .failure(let e): return error(e)
         case .success(let t): thing = t
         }

@@ -3,19 +3,19 @@
 import ThingIF
 
 /// The hub's inbound MQTT messages spread over `count` request threads, each
-/// a RequestQueue of its own. All messages of one client (its requests and
+/// a RequestLane of its own. All messages of one client (its requests and
 /// its status: topics p/{clientID}/…) go to the same lane, so each thing's
 /// requests are still handled one at a time in arrival order; other topics
 /// (Home Assistant's) go to the first lane. With a store that serves calls
 /// side by side (PostgreSQL's pool), the lanes' store round trips overlap
 /// instead of queuing behind one thread; with SQLite there is one lane.
 final class RequestLanes: @unchecked Sendable {
-    let lanes: [RequestQueue]
+    let lanes: [RequestLane]
 
     /// `capacity` and `maxBytes` are shared out among the lanes.
     init(count: Int, capacity: Int, maxBytes: Int) {
         let n = max(1, count)
-        lanes = (0..<n).map { _ in RequestQueue(capacity: max(1, capacity / n), maxBytes: max(1, maxBytes / n)) }
+        lanes = (0..<n).map { _ in RequestLane(capacity: max(1, capacity / n), maxBytes: max(1, maxBytes / n)) }
     }
 
     /// Starts every lane's thread, which calls `handle` with what waits in

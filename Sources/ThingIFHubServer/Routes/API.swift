@@ -32,7 +32,7 @@ struct API: Sendable {
     /// The user whose token the request carries: 401 for none, an unknown
     /// token or a thing's token.
     func user(_ request: Request, _ context: BasicRequestContext) throws -> UserRecord {
-        guard let u = hub.user(token: try token(request, context)) else { throw HubError.invalidToken }
+        guard let u = hub.app.user(token: try token(request, context)) else { throw HubError.invalidToken }
         try spend("user:" + u.userID)
         return u
     }
@@ -48,8 +48,8 @@ struct API: Sendable {
 
     /// `user`, then `ownedThing` (the path's target), with the same checks,
     /// answers and budgets in the same order, from one read of both
-    /// (`FrameworkSide.user(token:owning:)`: one statement on an SQL store,
-    /// where it was two on every call on a thing).
+    /// (`AppAPI.user(token:owning:)`: one statement on an SQL store, not
+    /// one per check on every call on a thing).
     func owner(_ request: Request, _ context: BasicRequestContext) throws -> (user: UserRecord, thing: ThingRecord) {
         let token = try token(request, context)
         guard let tid = try? targetThingID(context) else {
@@ -57,7 +57,7 @@ struct API: Sendable {
             let u = try user(request, context)
             return (u, try ownedThing(context, u))
         }
-        guard let read = hub.user(token: token, owning: tid) else { throw HubError.invalidToken }
+        guard let read = hub.app.user(token: token, owning: tid) else { throw HubError.invalidToken }
         try spend("user:" + read.user.userID)
         let thing = try value(read.thing)
         try spend("thing:" + tid)
@@ -141,7 +141,7 @@ struct API: Sendable {
     }
 
     func spendOwned(_ user: UserRecord, _ id: String) throws -> ThingRecord {
-        let t = try value(hub.ownedThing(user: user, thingID: id))
+        let t = try value(hub.app.ownedThing(user: user, thingID: id))
         try spend("thing:" + id)
         return t
     }

@@ -29,15 +29,15 @@ extension API {
         let (user, thing) = try owner(request, context)
         let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
-        let c = try value(hub.postCommand(user: user, owned: thing, form: body, installationID: installation))
+        let c = try value(hub.app.postCommand(user: user, owned: thing, form: body, installationID: installation))
         return Reply.json(201, Reply.object([("commandID", c.commandID)]))
     }
 
     /// The caller, the owned thing and the path's commandID of a call on one command.
     func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, cid) = try caller(request, context, "commandID")
-        let c = try value(hub.getCommand(user: user, thingID: tid, commandID: cid))
-        return Reply.json(200, hub.commandJSON(c))
+        let c = try value(hub.app.getCommand(user: user, thingID: tid, commandID: cid))
+        return Reply.json(200, hub.app.commandJSON(c))
     }
 
     /// POST …/commands/{commandID}/cancel (CommandLifecycle): 200 with the
@@ -51,18 +51,18 @@ extension API {
     /// before it runs (the state then becomes CANCELLED), else it runs.
     func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, cid) = try caller(request, context, "commandID")
-        switch hub.startCancel(user: user, thingID: tid, commandID: cid) {
+        switch hub.app.startCancel(user: user, thingID: tid, commandID: cid) {
         case .answered(let r):
-            return Reply.json(200, hub.commandJSON(try value(r)))
+            return Reply.json(200, hub.app.commandJSON(try value(r)))
         case .waiting:
             let deadline = Platform.nowMs() + hub.options.cancelWaitMs
             while Platform.nowMs() < deadline {
                 try await Task.sleep(nanoseconds: 25_000_000)
-                if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+                if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.app.commandJSON(try value(r))) }
             }
-            if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.commandJSON(try value(r))) }
+            if let r = hub.delivery.cancelAnswer(cid) { return Reply.json(200, hub.app.commandJSON(try value(r))) }
             guard let now = hub.store.command(id: cid) else { throw HubError.storage }
-            let o = hub.commandJSON(now)
+            let o = hub.app.commandJSON(now)
             o.set("cancelPending", .bool(true))
             return Reply.json(202, o)
         }
@@ -76,9 +76,9 @@ extension API {
             limit = n
         }
         let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
-        let page = try value(hub.listCommands(user: user, thingID: tid, paginationKey: key, bestEffortLimit: limit))
+        let page = try value(hub.app.listCommands(user: user, thingID: tid, paginationKey: key, bestEffortLimit: limit))
         let list = JSON.array()
-        for c in page.commands { list.append(hub.commandJSON(c)) }
+        for c in page.commands { list.append(hub.app.commandJSON(c)) }
         let o = JSON.object()
         o.set("commands", list)
         if let next = page.next { o.set("nextPaginationKey", string: next) }

@@ -45,7 +45,7 @@ extension API {
             }
             url = token
         }
-        let i = try value(hub.addAppInstallation(user: user, kind: kind, webhookURL: url))
+        let i = try value(hub.app.addAppInstallation(user: user, kind: kind, webhookURL: url))
         let o = Reply.object([("installationID", i.installationID)])
         if kind == .mqtt {
             // Kii's KiiMqttInstallationResponse carries it too.
@@ -55,8 +55,8 @@ extension API {
             o.set("mqttTopic", string: topic)
             // Where and as whom the app reads its notifications: a broker
             // client allowed only to subscribe to this topic.
-            if let creds = try await costly({ [hub] in hub.pushCredentials(i) }) {
-                let b = hub.advertisedBroker
+            if let creds = try await costly({ [hub] in hub.app.pushCredentials(i) }) {
+                let b = hub.app.advertisedBroker
                 let ep = Reply.object([
                     ("host", b.host), ("username", creds.username), ("password", creds.password),
                     ("clientID", creds.username), ("mqttTopic", topic)
@@ -72,11 +72,11 @@ extension API {
     func deleteInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let id = try param(context, "installationID")
-        guard hub.removeAppInstallation(user: user, installationID: id) else {
+        guard hub.app.removeAppInstallation(user: user, installationID: id) else {
             throw HubError.installationNotFound(id)
         }
         hub.notifications.streams.closeInstallation(id)
-        hub.removePushCredentials(installationID: id)
+        hub.app.removePushCredentials(installationID: id)
         return Reply.noContent()
     }
 

@@ -86,7 +86,7 @@ extension API {
         }
         let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
         let (groups, next) = try value(
-            hub.stateHistory(
+            hub.app.stateHistory(
                 user: user, thingID: tid, from: from, to: to, paginationKey: key,
                 limit: limit, maxPage: security.limits.maxHistoryPage))
         let o = JSON.object()
@@ -147,16 +147,16 @@ extension API {
         let o = JSON.object()
         if let a = q.aggregation {
             let buckets = try value(
-                hub.aggregateStates(user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to))
+                hub.app.aggregateStates(user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to))
             o.set("groupedResults", Self.aggregatedJSON(buckets, a, alias: alias))
             return Reply.json(200, o)
         }
         let (groups, next) = try value(
             q.grouped
-                ? hub.groupedStateHistory(
+                ? hub.app.groupedStateHistory(
                     user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
                     maxPage: security.limits.maxHistoryPage)
-                : hub.stateHistory(
+                : hub.app.stateHistory(
                     user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
                     maxPage: security.limits.maxHistoryPage))
         if q.grouped {

@@ -33,9 +33,9 @@ extension API {
         let user = try user(request, context)
         let tid = try param(context, "thingID")
         _ = try spendOwnedByID(user, tid)
-        if request.method == .get { return Reply.json(200, try value(hub.vendorThingID(user: user, thingID: tid))) }
+        if request.method == .get { return Reply.json(200, try value(hub.app.vendorThingID(user: user, thingID: tid))) }
         let body = try await object(request)
-        try value(try await costly { [hub] in hub.setVendorThingID(user: user, thingID: tid, body: body) })
+        try value(try await costly { [hub] in hub.app.setVendorThingID(user: user, thingID: tid, body: body) })
         return Reply.noContent()
     }
 
@@ -49,7 +49,7 @@ extension API {
             throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
         }
         let given = request.headers[.authorization].flatMap(BearerToken.parse)
-        guard let given, Metrics.equalInConstantTime(Array(given.utf8), Array(admin.utf8)) else {
+        guard let given, LibCrypto.equal(Array(given.utf8), Array(admin.utf8)) else {
             throw HubError(403, "WRONG_TOKEN", "POST …/things/import needs Authorization: Bearer <adminToken>")
         }
         let body = try await object(request)
@@ -69,7 +69,7 @@ extension API {
         let sendable = rows.map { Enrollment(vendorThingID: $0.0, password: $0.1, thingType: $0.2, firmware: $0.3) }
         let outcomes = try await costly { [hub] in
             sendable.map {
-                hub.enroll(
+                hub.app.enroll(
                     vendorThingID: $0.vendorThingID, password: $0.password, thingType: $0.thingType,
                     firmwareVersion: $0.firmware)
             }
@@ -125,7 +125,7 @@ extension API {
             vendorThingID = known
         }
         let outcome = try await costly { [hub] () -> Result<(ThingRecord, MQTTEndpoint?), HubError> in
-            hub.onboardByOwner(
+            hub.app.onboardByOwner(
                 user: user, vendorThingID: vendorThingID, password: form.password, owner: form.owner,
                 thingType: form.thingType, firmwareVersion: form.firmwareVersion,
                 dataGroupingInterval: form.dataGroupingInterval

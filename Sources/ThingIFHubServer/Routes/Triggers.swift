@@ -31,7 +31,7 @@ extension API {
     func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
         let body = try await object(request)
-        let t = try value(hub.createTrigger(user: user, thingID: tid, body: body))
+        let t = try value(hub.app.createTrigger(user: user, thingID: tid, body: body))
         return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
     }
 
@@ -51,10 +51,10 @@ extension API {
             guard let n = Int(s), n >= 0 else { throw HubError.invalid("paginationKey \(s) is not one this hub gave") }
             offset = n
         }
-        let all = try value(hub.listTriggers(user: user, thingID: tid))
+        let all = try value(hub.app.listTriggers(user: user, thingID: tid))
         let page = all.dropFirst(offset).prefix(limit)
         let list = JSON.array()
-        for t in page { list.append(hub.triggerJSON(t)) }
+        for t in page { list.append(hub.app.triggerJSON(t)) }
         let o = JSON.object()
         o.set("triggers", list)
         if offset + page.count < all.count { o.set("nextPaginationKey", string: String(offset + page.count)) }
@@ -65,23 +65,25 @@ extension API {
         let (user, tid, id) = try caller(request, context, "triggerID")
         let body = try await object(request)
         return Reply.json(
-            200, hub.triggerJSON(try value(hub.patchTrigger(user: user, thingID: tid, triggerID: id, body: body))))
+            200,
+            hub.app.triggerJSON(try value(hub.app.patchTrigger(user: user, thingID: tid, triggerID: id, body: body))))
     }
 
     func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, id) = try caller(request, context, "triggerID")
-        return Reply.json(200, hub.triggerJSON(try value(hub.getTrigger(user: user, thingID: tid, triggerID: id))))
+        return Reply.json(
+            200, hub.app.triggerJSON(try value(hub.app.getTrigger(user: user, thingID: tid, triggerID: id))))
     }
 
     func enableTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
         let (user, tid, id) = try caller(request, context, "triggerID")
-        try value(hub.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
+        try value(hub.app.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
         return Reply.noContent()
     }
 
     func deleteTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, id) = try caller(request, context, "triggerID")
-        try value(hub.deleteTrigger(user: user, thingID: tid, triggerID: id))
+        try value(hub.app.deleteTrigger(user: user, thingID: tid, triggerID: id))
         return Reply.noContent()
     }
 

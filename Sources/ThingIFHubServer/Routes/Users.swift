@@ -36,7 +36,7 @@ extension API {
         let body = try await object(request)
         let loginName = try FormFields.optionalString(body, "loginName")
         let password = try FormFields.optionalString(body, "password")
-        let u = try value(try await costly { [hub] in hub.createUser(loginName: loginName, password: password) })
+        let u = try value(try await costly { [hub] in hub.app.createUser(loginName: loginName, password: password) })
         // "_accessToken" is the field Kii's clients read; "accessToken" stays for ours.
         let o = Reply.object([("userID", u.userID), ("accessToken", u.accessToken), ("_accessToken", u.accessToken)])
         if let l = u.loginName { o.set("loginName", string: l) }
@@ -73,7 +73,7 @@ extension API {
         let password = try FormFields.requiredString(body, "password")
         // Password guessing spends the login name's budget.
         try spend("login:" + name)
-        let u = try value(try await costly { [hub] in hub.login(loginName: name, password: password) })
+        let u = try value(try await costly { [hub] in hub.app.login(loginName: name, password: password) })
         let o = Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)])
         let lifetime = hub.store.secrets.userTokenLifetime
         if lifetime > 0 { o.set("expires_in", .int(Int(lifetime))) }
@@ -107,7 +107,7 @@ extension API {
         let user = try user(request, context)
         let body = try await object(request)
         let token = try FormFields.optionalString(body, "token") ?? bearer(request)
-        guard hub.revoke(token: token, by: user) else {
+        guard hub.app.revoke(token: token, by: user) else {
             throw HubError.invalid("the token is not a valid token of the caller")
         }
         return Reply.noContent()
@@ -127,7 +127,7 @@ extension API {
                 members.append(s)
             }
         }
-        let g = try value(hub.createGroup(name: name, owner: user, members: members))
+        let g = try value(hub.app.createGroup(name: name, owner: user, members: members))
         return Reply.json(201, Reply.object([("groupID", g.groupID)]))
     }
 

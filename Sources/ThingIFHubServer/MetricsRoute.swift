@@ -9,13 +9,13 @@ import ThingIFHub
 /// GET /metrics: the hub's Prometheus metrics in the text exposition format.
 /// Open by default (operators scrape it from their own network); with a
 /// metricsToken, only `Authorization: Bearer <token>` gets them.
-enum Metrics {
+enum MetricsRoute {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
     static func response(hub: FrameworkSide, token: String?, authorization: String?) -> Response {
         if let token, !token.isEmpty {
             let given = authorization.flatMap(BearerToken.parse)
-            guard let given, equalInConstantTime(Array(given.utf8), Array(token.utf8)) else {
+            guard let given, LibCrypto.equal(Array(given.utf8), Array(token.utf8)) else {
                 var r = Reply.error(
                     HubError(401, "UNAUTHORIZED", "GET /metrics needs Authorization: Bearer <metricsToken>"))
                 r.headers[.wwwAuthenticate] = "Bearer"
@@ -26,14 +26,5 @@ enum Metrics {
         headers[.contentType] = contentType
         return Response(
             status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: hub.metrics.exposition())))
-    }
-
-    /// Compares without stopping at the first difference.
-    static func equalInConstantTime(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        var diff = UInt8(a.count == b.count ? 0 : 1)
-        for i in 0..<max(a.count, b.count) {
-            diff |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
-        }
-        return diff == 0
     }
 }

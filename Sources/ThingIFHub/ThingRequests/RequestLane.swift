@@ -7,13 +7,13 @@ import ThingIF
 /// and the one worker thread that handles them in arrival order.
 ///
 /// The network thread only appends, so the hub takes messages off the broker
-/// as fast as they come: a burst from one thing no longer fills the broker's
+/// as fast as they come: a burst from one thing does not fill the broker's
 /// queue for the hub (mosquitto drops what passes max_queued_messages).
 /// Bounded: at `capacity` messages or `maxBytes` of payload the network
 /// thread waits for room, and the broker holds what follows. A message taken but not yet handled when
 /// the hub dies is a request without an answer, which the thing sends again
 /// (its outbox); the reliability contract does not move.
-final class RequestQueue: @unchecked Sendable {
+final class RequestLane: @unchecked Sendable {
     private let monitor = Monitor()
     private var items: [MqttClient.Message] = []
     private var head = 0
