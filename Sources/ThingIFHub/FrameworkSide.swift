@@ -7,12 +7,16 @@ import ThingIF
     import Glibc
 #endif
 
-/// The framework side of the protocol over MQTT: it answers onboarding and
-/// installation requests, accepts action results, state and firmware
-/// versions, and publishes commands to things. What it knows lives in a
-/// HubStore (MemoryStore by default; SQLiteStore for thingif-hub). It reuses
-/// the device library's wire codec and transport. FrameworkSide+AppAPI.swift adds the app
-/// side that the REST API calls.
+/// The framework side: it wires the hub's components to one store, one MQTT
+/// client and one scheduler, and serves the things' requests over MQTT
+/// (ThingRequests/). Its components: `delivery` (Commands/: storing,
+/// publishing and ending commands), `notifications` (Notifications/),
+/// `app` (App/: the app's rules, which the REST API calls), the trigger
+/// engine and automation (Automation/), the things' CA and CRL
+/// (Certificates/), Home Assistant (HomeAssistant/) and the broker's
+/// administration (Broker/). What it knows lives in a HubStore (MemoryStore
+/// by default; SQLite or PostgreSQL for thingif-hub). It reuses the device
+/// library's wire codec and transport.
 ///
 /// Threads: MQTT traffic is handled on libmosquitto's thread; every public
 /// method may be called from any thread.
