@@ -390,13 +390,6 @@ public protocol HubStore: AnyObject, Sendable {
     /// requests, which the hub answers 500 (sent again) for the first and
     /// 401 (dropped) for the second.
     func thingRead(accessToken: String) -> StoreRead<ThingRecord>
-    /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
-    /// when the thing has no command of that ID, or another thing has it)
-    /// and the notification targets of a user's command read with it: what
-    /// a thing's action results need, in one statement on an SQL store. A
-    /// failure of the store is `.failed`, not `.notFound`: results must
-    /// never be refused (and dropped by the thing) for it.
-    func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand>
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
@@ -431,29 +424,6 @@ public protocol HubStore: AnyObject, Sendable {
     /// Stores an upload: PUT replaces the state, PATCH merges the object's
     /// members into it. Returns the whole state after it, nil for an unknown thing.
     func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
-    /// As `applyState`, by a caller that read the thing's state as `old` a
-    /// moment before: a store may then write without taking the row first
-    /// (one round trip), and does as `applyState` when the state has
-    /// changed meanwhile. The state is the same either way; a store may
-    /// also say, from the same statement, whether the thing has an enabled
-    /// trigger (StateWrite).
-    func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?) -> StateWrite?
-    /// A whole state (PUT; `state` is `upload` as the hub stores it) by
-    /// the thing of `accessToken`, written by the statement that reads that
-    /// thing: one round trip on PostgreSQL where authorisation and
-    /// `applyState(after:)` take two. It writes only when the token is
-    /// `thingID`'s, over MQTT `clientID` is the topic of one of its
-    /// installations (the checks of `FrameworkSide.authorized`), and the
-    /// state is still the one the statement read. `.found`: the thing as
-    /// it was before the write, and the write. `.notFound`: nothing written
-    /// (a check failed, or a store that does not do this): the caller
-    /// authorises and writes as usual, and so answers any refusal.
-    /// `.failed`: the store failed.
-    func putState(accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64)
-        -> StoreRead<StatePut>
-    /// Whether `putState` can write (a store that answers `.notFound` to
-    /// every call says false, and is not asked).
-    var putsState: Bool { get }
     /// How many calls the store serves side by side.
     var concurrentCalls: Int { get }
     /// Runs `body` with every call this thread makes to the store inside
@@ -548,11 +518,6 @@ public protocol HubStore: AnyObject, Sendable {
     /// The user whose token this is (the raw token; the store hashes it),
     /// nil when unknown, expired or revoked. The record's accessToken is empty.
     func user(accessToken: String) -> UserRecord?
-    /// As `user(accessToken:)`, with the thing `thingID` (nil when unknown)
-    /// read with it: what the REST API's calls on one thing check first
-    /// (the caller, then the thing it targets), in one statement on an SQL
-    /// store. Whether the user may act on the thing is the caller's check.
-    func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)?
     func user(loginName: String) -> UserRecord?
     func createGroup(name: String, ownerUserID: String, members: [String]) -> GroupRecord?
     func group(id: String) -> GroupRecord?
@@ -668,23 +633,9 @@ extension HubStore {
     /// One command's `markNotified(commandIDs:)`: false when it was not due.
     public func markNotified(commandID: String) -> Bool { markNotified(commandIDs: [commandID]) == 1 }
 
-    /// Two reads, for a store without statements.
-    public func user(accessToken: String, thing thingID: String) -> (user: UserRecord, thing: ThingRecord?)? {
-        user(accessToken: accessToken).map { ($0, thing(id: thingID)) }
-    }
-
     /// For a store that does not fail (MemoryStore).
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         thing(accessToken: accessToken).map { .found($0) } ?? .notFound
-    }
-
-    /// Two reads, for a store that does not fail (MemoryStore); the
-    /// targets are left to the caller.
-    public func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand> {
-        guard let t = thing(accessToken: accessToken) else { return .notFound }
-        return .found(
-            ThingAndCommand(
-                thing: t, command: command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }, targets: nil))
     }
 
     /// Results whose notification a sweep may send (`swept`).
@@ -696,31 +647,6 @@ extension HubStore {
     public func endCommand(commandID: String, state: CommandState, reason: String, at: Int64) -> Bool {
         endCommand(commandID: commandID, state: state, reason: reason, at: at, swept: true)
     }
-
-    /// Stores whose reads cost no round trip read and write as usual.
-    public var putsState: Bool { false }
-
-    public func putState(
-        accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64
-    ) -> StoreRead<StatePut> { .notFound }
-
-    /// Stores whose writes cost no round trip do not need the hint.
-    public func applyState(thingID: String, method: String, upload: String, at: Int64, after old: String?)
-        -> StateWrite?
-    {
-        applyState(thingID: thingID, method: method, upload: upload, at: at).map { StateWrite(state: $0) }
-    }
-}
-
-/// What `HubStore.thing(accessToken:command:)` reads.
-public struct ThingAndCommand {
-    public var thing: ThingRecord
-    /// Nil when the thing has no command of that ID.
-    public var command: CommandRecord?
-    /// For a command that a user issued, the app installations to tell of
-    /// its results (`Notifications.targets`); nil when not read with
-    /// it (another issuer, or a store that reads them apart).
-    public var targets: [AppInstallation]?
 }
 
 /// How `HubStore.inOneTransaction` ended.
@@ -763,25 +689,3 @@ public enum StoreRead<Value> {
 }
 
 extension StoreRead: Sendable where Value: Sendable {}
-
-/// What `HubStore.putState` wrote: the thing as it was before, and the write.
-public struct StatePut {
-    public var thing: ThingRecord
-    public var write: StateWrite
-}
-
-/// What a state upload wrote (`HubStore.applyState(…after:)`): the whole
-/// state after it and, when the store read it in the same statement,
-/// whether the thing has an enabled trigger. nil there means "not read":
-/// the trigger engine reads the thing's triggers itself. A store with a
-/// round trip per statement answers it, so that the upload of a thing
-/// without triggers (most of them) costs one statement, not two.
-public struct StateWrite: Sendable, Equatable {
-    public var state: String
-    public var hasEnabledTrigger: Bool?
-
-    public init(state: String, hasEnabledTrigger: Bool? = nil) {
-        self.state = state
-        self.hasEnabledTrigger = hasEnabledTrigger
-    }
-}
