@@ -312,8 +312,6 @@ extension SQLStore {
         use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
     }
 
-    public func thing(accessToken: String) -> ThingRecord? { thingRead(accessToken: accessToken).value }
-
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         read { try $0.first(Self.hot.thingByToken, Self.tokenValues(.thing, accessToken), StoreRows.thingWithLists) }
     }

@@ -157,7 +157,7 @@ extension FrameworkSide {
     /// it if connected), then the store forgets it and its retained status
     /// and config messages are cleared. The installation the thing last
     /// announced itself online with is kept. A retired installation's
-    /// certificates are revoked (HubStore.removeInstallation; publishCRL).
+    /// certificates are revoked (ThingStore.removeInstallation; publishCRL).
     /// False when the broker does not confirm a removal (nothing more is
     /// retired).
     func retireInstallations(of t: ThingRecord, keeping keep: Int) -> Bool {
