@@ -183,6 +183,9 @@ public final class FrameworkSide: @unchecked Sendable {
 
     public let options: Options
     public let store: HubStore
+    /// The store's fast paths, or the domain calls they stand for: chosen
+    /// once, here, for the hot paths (FastPaths).
+    let fastPaths: FastPaths
     let client: MqttClient
     /// The broker's dynamic-security administration, when the hub has a
     /// broker identity (options.brokerUsername) and brokerAdmin is dynsec.
@@ -258,6 +261,7 @@ public final class FrameworkSide: @unchecked Sendable {
         self.options = options
         self.client = c
         self.store = store
+        fastPaths = FastPaths(store)
         notifications = Notifications(
             store: store, metrics: metrics, client: c, events: events, webhooks: options.webhooks)
         delivery = CommandDelivery(

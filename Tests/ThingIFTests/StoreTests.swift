@@ -154,6 +154,7 @@ struct StoreConformanceTests {
         arguments: StoreFactory.all)
     func thingWithCommand(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
+            let fast = FastPaths(s)  // as the hub calls them
             let a = try register(s, "AC-JOIN-1")
             let b = try register(s, "AC-JOIN-2")
             #expect(s.addInstallation(thingID: a.thingID, installationID: "i1", mqttTopic: "tj1"))
@@ -164,7 +165,7 @@ struct StoreConformanceTests {
             _ = try #require(s.insertCommand(mine))
             _ = try #require(s.insertCommand(command("cj-b", thing: b.thingID, at: 11)))
 
-            let both = try #require(s.thing(accessToken: a.accessToken, command: "cj-a").value)
+            let both = try #require(fast.thing(accessToken: a.accessToken, command: "cj-a").value)
             let alone = try #require(s.thing(accessToken: a.accessToken))
             // The same record as the thing's own read, lists included.
             #expect(both.thing.thingID == a.thingID && both.thing.vendorThingID == "AC-JOIN-1")
@@ -178,16 +179,17 @@ struct StoreConformanceTests {
             #expect(c.payload == own.payload && c.results == own.results && c.state == own.state)
             #expect(c.createdAt == 10 && c.issuer == "user:u1" && c.expiresAt == nil)
             // Another thing's command, or none: the thing without one.
-            #expect(try #require(s.thing(accessToken: a.accessToken, command: "cj-b").value).command == nil)
-            #expect(try #require(s.thing(accessToken: a.accessToken, command: "cj-none").value).command == nil)
+            #expect(try #require(fast.thing(accessToken: a.accessToken, command: "cj-b").value).command == nil)
+            #expect(try #require(fast.thing(accessToken: a.accessToken, command: "cj-none").value).command == nil)
             #expect(
-                try #require(s.thing(accessToken: b.accessToken, command: "cj-b").value).command?.thingID == b.thingID)
+                try #require(fast.thing(accessToken: b.accessToken, command: "cj-b").value).command?.thingID
+                    == b.thingID)
             // No thing for an unknown token, even with a known command; SQL in a value is data.
-            guard case .notFound = s.thing(accessToken: "nope", command: "cj-a") else {
+            guard case .notFound = fast.thing(accessToken: "nope", command: "cj-a") else {
                 Issue.record("a thing (or a failure) for an unknown token")
                 return
             }
-            #expect(try #require(s.thing(accessToken: a.accessToken, command: "' OR 1=1 --").value).command == nil)
+            #expect(try #require(fast.thing(accessToken: a.accessToken, command: "' OR 1=1 --").value).command == nil)
 
             // Whom a user's command tells comes with it on SQL: the rule of
             // notificationInstallations (all of a user's installations, a
@@ -215,7 +217,7 @@ struct StoreConformanceTests {
                 c.issuer = issuer
                 c.issuingInstallationID = from
                 _ = try #require(s.insertCommand(c))
-                let read = try #require(s.thing(accessToken: a.accessToken, command: id).value)
+                let read = try #require(fast.thing(accessToken: a.accessToken, command: id).value)
                 #expect(read.command?.commandID == id)
                 guard issuer.hasPrefix("user:"), joined else {
                     #expect(read.targets == nil, "\(id)")
@@ -228,7 +230,7 @@ struct StoreConformanceTests {
             }
             // Alice's three, the pseudo user's issuing one, nobody's none.
             for (id, count) in [("cj-alice", 3), ("cj-pseudo", 1), ("cj-nobody", 0)] {
-                let targets = s.thing(accessToken: a.accessToken, command: id).value?.targets
+                let targets = fast.thing(accessToken: a.accessToken, command: id).value?.targets
                 #expect(targets?.count == (joined ? count : nil), "\(id)")
             }
         }
@@ -239,12 +241,13 @@ struct StoreConformanceTests {
         arguments: StoreFactory.all)
     func userWithThing(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
+            let fast = FastPaths(s)  // as the hub calls them
             let u = try #require(s.createUser(loginName: "owner-join", passwordHash: "h"))
             let t = try register(s, "AC-UJOIN", firmware: "1.2")
             #expect(s.addInstallation(thingID: t.thingID, installationID: "i1", mqttTopic: "tu1"))
             #expect(s.addOwner(thingID: t.thingID, owner: "user:\(u.userID)"))
             #expect(s.addOwner(thingID: t.thingID, owner: "group:g1"))
-            let both = try #require(s.user(accessToken: u.accessToken, thing: t.thingID))
+            let both = try #require(fast.user(accessToken: u.accessToken, thing: t.thingID))
             let alone = try #require(s.thing(id: t.thingID))
             #expect(both.user.userID == u.userID && both.user.loginName == "owner-join")
             #expect(both.user.passwordHash == "h" && both.user.createdAt == u.createdAt)
@@ -253,11 +256,11 @@ struct StoreConformanceTests {
             #expect(thing.installations == alone.installations && thing.installations == ["i1": "tu1"])
             #expect(thing.owners == alone.owners && thing.owners == ["user:\(u.userID)", "group:g1"])
             // An unknown thing: the user alone. An unknown token, or a thing's: nothing.
-            let none = try #require(s.user(accessToken: u.accessToken, thing: "th.nope"))
+            let none = try #require(fast.user(accessToken: u.accessToken, thing: "th.nope"))
             #expect(none.user.userID == u.userID && none.thing == nil)
-            #expect(s.user(accessToken: "nope", thing: t.thingID) == nil)
-            #expect(s.user(accessToken: t.accessToken, thing: t.thingID) == nil)
-            #expect(try #require(s.user(accessToken: u.accessToken, thing: "' OR 1=1 --")).thing == nil)
+            #expect(fast.user(accessToken: "nope", thing: t.thingID) == nil)
+            #expect(fast.user(accessToken: t.accessToken, thing: t.thingID) == nil)
+            #expect(try #require(fast.user(accessToken: u.accessToken, thing: "' OR 1=1 --")).thing == nil)
         }
     }
 
@@ -808,23 +811,25 @@ struct StoreConformanceTests {
         arguments: StoreFactory.all)
     func stateAfterKnownOld(_ factory: StoreFactory) throws {
         try withStore(factory, retention: StateRetention(maxSamples: 3, maxAgeDays: 0)) { s in
+            let fast = FastPaths(s)  // as the hub calls them
             let t = try register(s, "AC-AFTER")
-            #expect(s.applyState(thingID: "th.nope", method: "PUT", upload: "{}", at: 1, after: nil) == nil)
+            #expect(fast.applyState(thingID: "th.nope", method: "PUT", upload: "{}", at: 1, after: nil) == nil)
             let first = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"a":1}"#, at: 10, after: nil)?.state)
+                fast.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"a":1}"#, at: 10, after: nil)?.state)
             #expect(parseObject(first)?["a"] as? Int == 1)
             // The right old state.
             let second = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 20, after: first)?.state)
+                fast.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"b":2}"#, at: 20, after: first)?.state)
             #expect(parseObject(second)?.count == 2)
             // A stale one (another upload came between): merged onto what is stored, not onto it.
             let third = try #require(
-                s.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"c":3}"#, at: 30, after: first)?.state)
+                fast.applyState(thingID: t.thingID, method: "PATCH", upload: #"{"c":3}"#, at: 30, after: first)?.state)
             let o = try #require(parseObject(third))
             #expect(o["a"] as? Int == 1 && o["b"] as? Int == 2 && o["c"] as? Int == 3)
             #expect(s.thing(id: t.thingID)?.state == third)
             // Each upload is one sample, and the retention holds.
-            _ = try #require(s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"d":4}"#, at: 40, after: third))
+            _ = try #require(
+                fast.applyState(thingID: t.thingID, method: "PUT", upload: #"{"d":4}"#, at: 40, after: third))
             let all = s.stateHistory(thingID: t.thingID, from: 0, to: .max)
             #expect(all.map(\.at) == [20, 30, 40])
             #expect(all.last?.state == #"{"d":4}"#)
@@ -836,11 +841,12 @@ struct StoreConformanceTests {
         arguments: StoreFactory.all)
     func stateWriteTriggerFlag(_ factory: StoreFactory) throws {
         try withStore(factory) { s in
+            let fast = FastPaths(s)  // as the hub calls them
             let t = try register(s, "AC-TRIG-FLAG")
             let other = try register(s, "AC-TRIG-OTHER")
             func flag(_ old: String?) throws -> (state: String, flag: Bool?) {
                 let w = try #require(
-                    s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"p":1}"#, at: 1, after: old))
+                    fast.applyState(thingID: t.thingID, method: "PUT", upload: #"{"p":1}"#, at: 1, after: old))
                 return (w.state, w.hasEnabledTrigger)
             }
             let isPostgres = factory.description == StoreFactory.postgres.description
@@ -878,6 +884,7 @@ struct StoreConformanceTests {
         let retention = StateRetention(maxSamples: 256, maxAgeDays: 0)
         #expect(retention.pruneEvery == 4 && StateRetention(maxSamples: 127).pruneEvery == 1)
         try withStore(factory, retention: retention) { s in
+            let fast = FastPaths(s)  // as the hub calls them
             let t = try register(s, "AC-PRUNE")
             var old: String? = nil
             var counts: [Int] = []
@@ -885,7 +892,7 @@ struct StoreConformanceTests {
                 // Both paths: the one-statement write (after:) and the locked one.
                 old =
                     i % 2 == 0
-                    ? s.applyState(
+                    ? fast.applyState(
                         thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i), after: old)?.state
                     : s.applyState(thingID: t.thingID, method: "PUT", upload: #"{"i":\#(i)}"#, at: Int64(i))
                 if i >= 256 { counts.append(s.stateHistory(thingID: t.thingID, from: 0, to: .max).count) }

@@ -362,11 +362,11 @@ public struct AppAPI {
 
     /// The user a bearer token belongs to (nil: as `user(token:)`) and
     /// whether it may act on thing `thingID`: as `ownedThing`, from one read
-    /// of both (`HubStore.user(accessToken:thing:)`).
+    /// of both (`FastPaths.user(accessToken:thing:)`).
     public func user(token: String, owning thingID: String) -> (
         user: UserRecord, thing: Result<ThingRecord, HubError>
     )? {
-        store.user(accessToken: token, thing: thingID).map {
+        hub.fastPaths.user(accessToken: token, thing: thingID).map {
             ($0.user, owned($0.thing, user: $0.user, thingID: thingID))
         }
     }

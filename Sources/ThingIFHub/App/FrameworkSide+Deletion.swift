@@ -8,7 +8,7 @@ import ThingIF
 extension FrameworkSide {
     /// Deletes a thing that `user` owns (directly or through a group): 404
     /// for an unknown thing or another owner's, as for every thing call.
-    /// Kii's user deletion, by the user itself: HubStore.deleteUser (its
+    /// Kii's user deletion, by the user itself: UserStore.deleteUser (its
     /// tokens, installations, ownerships and memberships), then the broker
     /// logins of its MQTT installations. The deleted installations are
     /// returned so that the server closes their event streams.
@@ -28,7 +28,7 @@ extension FrameworkSide {
     ///    A broker that does not confirm stops the deletion here with 503:
     ///    the thing is still there, and the call can be repeated;
     /// 2. the store deletes the thing and what belongs to it
-    ///    (HubStore.deleteThing): its tokens stop working, its requests
+    ///    (ThingStore.deleteThing): its tokens stop working, its requests
     ///    find no thing, and its certificates move to the revoked list;
     ///    the hub writes the things' CRL and tells the broker (publishCRL);
     /// 3. the hub forgets its online status (things_online) and schedules;

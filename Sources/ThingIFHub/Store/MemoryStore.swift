@@ -60,6 +60,12 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         self.retention = retention
     }
 
+    /// One lock: one call at a time.
+    public var concurrentCalls: Int { 1 }
+
+    /// Each call commits on its own.
+    public func inOneTransaction(_ body: () -> Void) -> OneTransaction { .unsupported }
+
     // MARK: tokens
 
     private func issue(_ d: inout Data, kind: TokenKind, subjectID: String) -> String {
@@ -153,8 +159,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
     public func thing(vendorThingID: String) -> ThingRecord? {
         data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
     }
-    public func thing(accessToken: String) -> ThingRecord? {
+    /// Never `.failed`: memory does not fail.
+    public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         data.withLock { d in subject(d, kind: .thing, token: accessToken).flatMap { d.things[$0] } }
+            .map { .found($0) } ?? .notFound
     }
     public func thing(mqttTopic: String) -> ThingRecord? {
         data.withLock { d in d.byTopic[mqttTopic].flatMap { d.things[$0] } }

@@ -19,9 +19,9 @@ import ThingIF
 /// broken connection is re-established for the next call. The calls
 /// themselves are SQLStore's, shared with SQLiteStore; this file keeps the
 /// pool, the migrations and what only PostgreSQL does (a thing read in one
-/// statement, results announced to the other hubs, the optimistic state
-/// upload, the schedule lease).
-public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendable {
+/// statement, results announced to the other hubs, the one-statement state
+/// writes of StateWriteFastPaths, the schedule lease).
+public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFeed, @unchecked Sendable {
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
@@ -252,7 +252,7 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
         ).count == 1
     }
 
-    // MARK: state
+    // MARK: state (StateWriteFastPaths)
 
     /// `putState` in one statement: the thing of the token (as
     /// `thingByToken` reads it), the UPDATE gated on the checks that
@@ -278,8 +278,6 @@ public final class PostgresStore: SQLStore, SharedResultsFeed, @unchecked Sendab
                         THEN 1 ELSE 0 END
             FROM t, up, ins
             """
-
-    public var putsState: Bool { true }
 
     public func putState(
         accessToken: String, thingID: String, clientID: String?, upload: String, state: String, at: Int64

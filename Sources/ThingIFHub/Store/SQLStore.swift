@@ -109,11 +109,12 @@ extension SQLDialect {
 /// connection (`attempt`: the one behind a lock, or one of a pool), their
 /// dialect and the schema's migrations, and keep only what truly differs
 /// (reading a thing with its lists, announcing results to other hubs,
-/// PostgreSQL's optimistic state upload and schedule lease). Every method
-/// here is the same SQL on both; it is generic over the store, so each
-/// store's calls are compiled for its own connection (no existential on
-/// the way to the database).
-protocol SQLStore: HubStore {
+/// PostgreSQL's one-statement state writes and schedule lease). Every
+/// method here is the same SQL on both, the joined reads of
+/// StoreFastPaths included; it is generic over the store, so each store's
+/// calls are compiled for its own connection (no existential on the way
+/// to the database).
+protocol SQLStore: HubStore, StoreFastPaths {
     associatedtype Connection: SQLConnection
     static var dialect: SQLDialect { get }
     var retention: StateRetention { get }
@@ -312,8 +313,6 @@ extension SQLStore {
     public func thing(vendorThingID: String) -> ThingRecord? {
         use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
     }
-
-    public func thing(accessToken: String) -> ThingRecord? { thingRead(accessToken: accessToken).value }
 
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         read { try $0.first(Self.hot.thingByToken, Self.tokenValues(.thing, accessToken), StoreRows.thingWithLists) }

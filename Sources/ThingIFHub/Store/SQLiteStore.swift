@@ -235,6 +235,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     /// The connection of the transaction this thread is in (inOneTransaction).
     private let inTransaction = ThreadSlot<SQLiteConnection>()
 
+    /// One connection behind a lock: one call at a time.
+    public var concurrentCalls: Int { 1 }
+
     /// Holds the connection's lock for the whole body, in one of its
     /// transactions: each call in it shares the transaction's locks and
     /// its commit (each call's own transaction is a savepoint of it). A

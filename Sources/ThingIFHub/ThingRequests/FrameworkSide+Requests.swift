@@ -224,7 +224,7 @@ extension FrameworkSide {
             // The thing, the command and whom to tell in one read (one round trip).
             var read: ThingAndCommand?
             let lookup: ThingLookup = { token in
-                self.store.thing(accessToken: token, command: parts[3]).map {
+                self.fastPaths.thing(accessToken: token, command: parts[3]).map {
                     read = $0
                     return $0.thing
                 }

@@ -157,7 +157,7 @@ extension FrameworkSide {
     /// it if connected), then the store forgets it and its retained status
     /// and config messages are cleared. The installation the thing last
     /// announced itself online with is kept. A retired installation's
-    /// certificates are revoked (HubStore.removeInstallation; publishCRL).
+    /// certificates are revoked (ThingStore.removeInstallation; publishCRL).
     /// False when the broker does not confirm a removal (nothing more is
     /// retired).
     func retireInstallations(of t: ThingRecord, keeping keep: Int) -> Bool {
@@ -451,7 +451,7 @@ extension FrameworkSide {
     }
 
     /// The results of `commandID`: `command` is that command as read with
-    /// the thing that authorisation read (`HubStore.thing(accessToken:command:)`),
+    /// the thing that authorisation read (`FastPaths.thing(accessToken:command:)`),
     /// nil when the thing has none of that ID; `targets`, its notification
     /// targets when read with it.
     func actionResults(
@@ -564,9 +564,9 @@ extension FrameworkSide {
     }
 
     /// A state upload to `target`. A whole state (PUT) over MQTT goes first
-    /// to the store's `putState`, which authorises and writes in one
-    /// statement (one round trip on PostgreSQL); whatever it does not write
-    /// (a refusal, a PATCH, a store that does not do this) is authorised
+    /// to the store's `putState` (StateWriteFastPaths), which authorises
+    /// and writes in one statement (one round trip on PostgreSQL); whatever
+    /// it does not write (a refusal, a PATCH, a store without it) is authorised
     /// and written as usual, which also answers the refusals. Not over
     /// HTTP, where anyone may send a token: a refused one would cost that
     /// statement and then the usual read.
@@ -579,12 +579,12 @@ extension FrameworkSide {
             }
         }
         let upload = j.dump()
-        if req.method == "PUT", clientID != nil, store.putsState, let tid = thingID(fromTarget: target),
-            let token = req.bearerToken
+        if req.method == "PUT", clientID != nil, let stateWrites = fastPaths.stateWrites,
+            let tid = thingID(fromTarget: target), let token = req.bearerToken
         {
             let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)
             let put = metrics.timed("applyState") {
-                store.putState(
+                stateWrites.putState(
                     accessToken: token, thingID: tid, clientID: clientID, upload: upload, state: merged,
                     at: Platform.epochMs())
             }
@@ -622,7 +622,7 @@ extension FrameworkSide {
             let written = metrics.timed(
                 "applyState",
                 {
-                    store.applyState(
+                    fastPaths.applyState(
                         thingID: thing.thingID, method: method, upload: upload, at: Platform.epochMs(),
                         after: thing.state)
                 })

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// Things and what belongs to each: its MQTT installations and owners, its
+/// state and state history, and the certificates the things' CA signed for
+/// it. One part of HubStore (its conventions hold: times in milliseconds
+/// since the Unix epoch, JSON as compact text, every method safe to call
+/// from any thread).
+public protocol ThingStore: AnyObject, Sendable {
+    // MARK: things
+
+    /// The first registration of a vendorThingID creates the thing (with a new
+    /// thingID; the password is stored as its KDF hash); later ones must give
+    /// the same password and thingType (a nil thingType matches), and update
+    /// firmwareVersion and dataGroupingInterval when given. Every successful
+    /// call issues a NEW access token, returned in the record's accessToken
+    /// (earlier tokens stay valid until they expire or are revoked).
+    func registerThing(
+        vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
+        dataGroupingInterval: String?
+    ) -> Result<ThingRecord, RegisterError>
+    func thing(id: String) -> ThingRecord?
+    func thing(vendorThingID: String) -> ThingRecord?
+    /// The thing whose token this is (the raw token; the store hashes it):
+    /// `.notFound` when unknown, expired or revoked, `.failed` when the
+    /// store failed. What authorises a thing's requests, which the hub
+    /// answers 401 (dropped) for the first and 500 (sent again) for the
+    /// second. The record's accessToken is empty.
+    func thingRead(accessToken: String) -> StoreRead<ThingRecord>
+    func thing(mqttTopic: String) -> ThingRecord?
+    /// False when the thing is unknown or the store cannot write.
+    func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool
+    /// The thing's MQTT installations, oldest (first added) first.
+    func installationsOldestFirst(thingID: String) -> [(installationID: String, mqttTopic: String)]
+    /// Removes one MQTT installation of a thing (a retired one), and revokes
+    /// the certificates recorded for it (`recordCertificate`) in the same
+    /// transaction; false when it was not there or the store cannot write.
+    func removeInstallation(thingID: String, installationID: String) -> Bool
+    func setFirmwareVersion(thingID: String, _ version: String) -> Bool
+    /// Kii's ThingTypeUpdateRequest; false when the thing is unknown.
+    func setThingType(thingID: String, _ thingType: String) -> Bool
+    /// Adds an owner ("user:…" or "group:…"); adding one twice is a no-op.
+    func addOwner(thingID: String, owner: String) -> Bool
+    /// Kii's VendorThingIDUpdateRequest: a new vendorThingID and password
+    /// (hashed by the caller) for thing `thingID`, in one write.
+    func setVendorThingID(thingID: String, vendorThingID: String, passwordHash: String) -> VendorThingIDChange
+    /// The things any of `owners` ("user:…", "group:…") owns, by thingID.
+    func things(ownedBy owners: [String]) -> [ThingRecord]
+    /// Deletes the thing and everything that belongs to it, in one
+    /// transaction: its MQTT installations, owners, state and state history,
+    /// commands (with their results), server triggers, automation config and
+    /// access tokens; the certificates recorded for it move to the revoked
+    /// list (`revokedCertificates`). Its vendorThingID is free again afterwards (a new
+    /// registration makes a new thing). The owners' users and groups, and
+    /// their app installations, stay. False, deleting nothing, when the thing
+    /// is unknown or the store cannot write.
+    func deleteThing(id: String) -> Bool
+
+    // MARK: state
+
+    /// Stores an upload: PUT replaces the state, PATCH merges the object's
+    /// members into it. Returns the whole state after it, nil for an unknown thing.
+    func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
+    /// Uploads with from <= at < to, oldest first.
+    func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
+    /// At most `limit` uploads with from <= at < to, oldest first, starting
+    /// after the sample whose cursor is `after` (0: from the first). Returns
+    /// the cursor of the last sample when more may follow.
+    func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?)
+    /// One aggregation of a field of the uploads with from <= at < to:
+    /// `state[alias][field]` (`state[field]` without an alias), per bucket
+    /// of `bucketMs` counted from the epoch (nil: the range is one bucket),
+    /// for the buckets that have uploads, oldest first. COUNT counts values
+    /// other than null; the others take the numbers and pass over the rest;
+    /// MIN and MAX also give the upload holding the value (the earliest on
+    /// ties). One statement on the SQL stores (StateAggregates.swift). nil:
+    /// the store failed.
+    func aggregateStates(
+        thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
+        bucketMs: Int64?
+    ) -> [AggregateBucket]?
+
+    // MARK: things' certificates (revocation)
+
+    /// Records a certificate the things' CA signed for one of the thing's
+    /// MQTT installations (serial: its DER bytes as lowercase hex;
+    /// notAfter: epoch ms), so that deleting the thing or retiring the
+    /// installation revokes it. Every certificate is recorded: a thing that
+    /// onboards again (same topic, a new certificate) adds a serial. False
+    /// when the thing is unknown or the store cannot write: the caller then
+    /// hands the certificate out to nobody.
+    func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool
+    /// The revoked certificates that have not expired at `now`, by serial;
+    /// expired ones (revoked or still recorded) are deleted first, so both
+    /// lists keep only certificates a broker would still accept. nil when
+    /// the store cannot read: the caller must not write an empty CRL then.
+    func revokedCertificates(now: Int64) -> [RevokedCertificate]?
+}
+
+extension ThingStore {
+    /// The thing whose token this is, nil when unknown, expired or revoked,
+    /// or when the store failed (`thingRead` tells them apart).
+    public func thing(accessToken: String) -> ThingRecord? { thingRead(accessToken: accessToken).value }
+}
+
+/// A thing the framework knows.
+public struct ThingRecord: Sendable {
+    public var thingID: String
+    public var vendorThingID: String?
+    /// The KDF hash of the thing's password (PasswordHash), never the password.
+    public var passwordHash: String?
+    public var thingType: String?
+    public var firmwareVersion: String?
+    /// The raw access token, only on the record that `registerThing` returns
+    /// when it issues one; empty on every lookup (the store keeps only its
+    /// SHA-256).
+    public var accessToken: String
+    /// "1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR" or "12_HOURS" (the
+    /// state history grouping, set at onboarding); nil for none.
+    public var dataGroupingInterval: String?
+    /// installationID -> mqttTopic of the thing's MQTT installations.
+    public var installations: [String: String]
+    /// Owners as typed IDs: "user:{userID}" or "group:{groupID}".
+    public var owners: [String]
+    /// The latest full state (JSON text), after PATCHes applied.
+    public var state: String?
+    public var createdAt: Int64
+
+    public init(
+        thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
+        firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
+        installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
+        createdAt: Int64
+    ) {
+        self.thingID = thingID
+        self.vendorThingID = vendorThingID
+        self.passwordHash = passwordHash
+        self.thingType = thingType
+        self.firmwareVersion = firmwareVersion
+        self.accessToken = accessToken
+        self.dataGroupingInterval = dataGroupingInterval
+        self.installations = installations
+        self.owners = owners
+        self.state = state
+        self.createdAt = createdAt
+    }
+}
+
+/// What `ThingStore.setVendorThingID` did.
+public enum VendorThingIDChange: Sendable, Equatable {
+    case changed
+    /// Another thing has that vendorThingID.
+    case taken
+    /// No thing has that thingID.
+    case noThing
+    /// The store could not write.
+    case storage
+}
+
+public enum RegisterError: Error, Sendable {
+    /// The vendorThingID is registered with another password.
+    case wrongPassword
+    /// The vendorThingID is registered with another thingType.
+    case wrongType
+    /// The store could not write.
+    case storage
+}
+
+/// One state upload as stored for the history.
+public struct StateSample: Sendable {
+    public var thingID: String
+    public var at: Int64
+    public var method: String
+    /// The uploaded JSON text.
+    public var upload: String
+    /// The whole state after this upload (JSON text).
+    public var state: String
+    /// Assigned by the store: increasing per store, the paging cursor.
+    public var cursor: Int64
+
+    public init(thingID: String, at: Int64, method: String, upload: String, state: String, cursor: Int64 = 0) {
+        self.cursor = cursor
+        self.thingID = thingID
+        self.at = at
+        self.method = method
+        self.upload = upload
+        self.state = state
+    }
+}
+
+/// How many state samples a thing keeps.
+public struct StateRetention: Sendable, Equatable {
+    /// The newest samples kept per thing; 0 for no limit.
+    public var maxSamples: Int
+    /// Samples older than this many days are dropped; 0 for no limit.
+    public var maxAgeDays: Int
+    public init(maxSamples: Int = 100_000, maxAgeDays: Int = 0) {
+        self.maxSamples = maxSamples
+        self.maxAgeDays = maxAgeDays
+    }
+
+    /// The SQL stores drop the samples beyond `maxSamples` once every this
+    /// many uploads of a thing, not on each: finding the cut walks
+    /// `maxSamples` index entries. A thing so has at most `maxSamples +
+    /// pruneEvery - 1` samples (under 1/64 more); up to 127 samples it is
+    /// every upload and exact.
+    public var pruneEvery: Int { max(1, maxSamples / 64) }
+}
+
+/// A thing's certificate that was revoked (its thing deleted, or its MQTT
+/// installation retired): what the things' CRL lists until `notAfter`.
+public struct RevokedCertificate: Sendable, Equatable {
+    /// The certificate's serial number: its DER bytes as lowercase hex.
+    public var serial: String
+    /// When it was revoked, and when it expires anyway (epoch ms).
+    public var revokedAt: Int64
+    public var notAfter: Int64
+
+    public init(serial: String, revokedAt: Int64, notAfter: Int64) {
+        self.serial = serial
+        self.revokedAt = revokedAt
+        self.notAfter = notAfter
+    }
+}
