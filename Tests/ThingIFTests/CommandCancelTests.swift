@@ -11,7 +11,7 @@ import ThingIFHubServer
 /// hub sends a DELIVERED command's cancel to the thing and answers CANCELLED
 /// only when the thing refused it. A real broker, hub, REST API and C
 /// appliance; bounds are generous and polled.
-@Suite("Command cancel reaches the thing")
+@Suite("Command cancel reaches the thing", .offPool)
 struct CommandCancelTests {
     private func state(_ e: HubAPIEnv, _ tid: String, _ cid: String, token: String) async throws -> [String: Any] {
         let r = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)

@@ -14,7 +14,7 @@ import ThingIFHub
 
 /// The REST API of thingif-hub end to end: a real broker, the hub's HTTP
 /// server in-process on a free port, and the C appliance.
-@Suite("HubAPI: the REST API", .serialized)
+@Suite("HubAPI: the REST API", .serialized, .offPool)
 struct HubAPITests {
     @Test("One command limit: a body the REST API takes but the thing could not gets 413; just under it runs to DONE")
     func commandPayloadLimit() async throws {

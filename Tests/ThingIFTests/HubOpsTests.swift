@@ -58,7 +58,7 @@ struct Exposition {
     }
 }
 
-@Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized)
+@Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized, .offPool)
 struct HubOpsTests {
     static let metricsToken = "metrics-" + Platform.randomHex(bytes: 8)
 

@@ -7,7 +7,7 @@ import Testing
 import ThingIF
 import ThingIFHubServer
 
-@Suite("Hub ticker")
+@Suite("Hub ticker", .offPool)
 struct HubTickerTests {
     @Test("The ticker ticks in the service group; a graceful shutdown stops it between ticks, and the group ends")
     func gracefulStop() async throws {
