@@ -586,8 +586,7 @@ struct HubOpsTests {
         "Home Assistant settings: the example mappings file is the built-in mapping; bad prefixes and files are refused"
     )
     func homeAssistantSettings() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
+        let root = URL(fileURLWithPath: BrokerSecrets.repoRoot)
         let example = try Data(contentsOf: root.appendingPathComponent("examples/ha-mappings.json"))
         let parsed = try HAClimateMapping.parse(Array(example)).get()
         #expect(parsed == [.airConditionerDemo])
