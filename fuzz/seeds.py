@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 
 """Regenerates the seed corpora of fuzz/corpus/<target>/ from the payloads
-the tests send: every single-line raw string literal (#"..."#) of
-Tests/ThingIFTests/*.swift that a target's filter accepts, written as one
+the tests send: every single-line raw string literal (#"..."#) of the
+test files under Tests/ThingIFTests (not Support/) that a target's filter
+accepts, written as one
 file per payload (named by its SHA-1, as libFuzzer names its own), plus the
 hand-written seeds in fuzz/seeds/<target>/ if any. Literals that
 interpolate (\\#(...)) keep the interpolation text: still a useful seed.
@@ -29,7 +30,9 @@ FILTERS = {
 }
 
 def literals():
-    for path in sorted(glob.glob(os.path.join(ROOT, "Tests/ThingIFTests/*.swift"))):
+    tests = os.path.join(ROOT, "Tests/ThingIFTests")
+    paths = glob.glob(os.path.join(tests, "**/*.swift"), recursive=True)
+    for path in sorted(p for p in paths if not os.path.relpath(p, tests).startswith("Support/")):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 for m in RAW.finditer(line):

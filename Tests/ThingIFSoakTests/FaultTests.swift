@@ -291,7 +291,7 @@ func checkContract(_ rig: FaultRig, allowInterrupted: Bool) throws -> FaultTally
     return t
 }
 
-@Suite("Faults: no command lost, none run twice", .serialized)
+@Suite("Faults: no command lost, none run twice", .serialized, .offPool)
 struct FaultTests {
     static let total = 1000
 

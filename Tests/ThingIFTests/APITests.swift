@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// The C API's argument checks, status texts and version.
-@Suite("C API")
+@Suite("C API", .offPool)
 struct APITests {
     @Test("NULL, empty and out-of-range arguments to every function are refused (checked from C)")
     func misuseFromC() throws {

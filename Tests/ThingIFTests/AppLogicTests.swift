@@ -7,7 +7,7 @@ import ThingIF
 
 /// The app API's rules, without HTTP and without a broker: the framework
 /// side is not started, so commands stay SENDING.
-@Suite("App logic")
+@Suite("App logic", .offPool)
 struct AppLogicTests {
     let hub = FrameworkSide(
         .init(appID: "app", appKey: "key", brokerPort: 1), store: MemoryStore(secrets: .fastForTests))!

@@ -8,7 +8,7 @@ import Testing
 /// Bad input from the network never crashes the thing. With a readable
 /// commandID it becomes failed results; without one, a log line. Each test
 /// then checks that a good command still runs.
-@Suite("Bad input")
+@Suite("Bad input", .offPool)
 struct BadInputTests {
     @Test("Malformed JSON: a log line; with a readable commandID, every action of the sent command failed, once")
     func malformedJSON() throws {

@@ -8,7 +8,7 @@ import ThingIF
 /// own: deploy/make-broker-config.sh's pattern rules give a client exactly
 /// the topics of its certificate's CN, with no record in the broker, and
 /// only certificates of the things CA that are in date get in.
-@Suite("Broker: things with certificates")
+@Suite("Broker: things with certificates", .offPool)
 struct BrokerCertificateTests {
     /// A probe on the certificate listener with `cert`/`key`.
     static func thing(_ broker: Broker, cn: String, cert: String, key: String) throws -> MqttProbe {

@@ -326,7 +326,7 @@ enum CLIAutomationEndToEnd {
     }()
 }
 
-@Suite("thingif CLI automation end to end", .serialized)
+@Suite("thingif CLI automation end to end", .serialized, .offPool)
 struct CLIAutomationEndToEndTests {
     @Test(
         "actionset put/list/delete, timer put/list/enable/disable/delete, trigger create (STATES)/list/disable/enable/delete",

@@ -10,7 +10,7 @@ import Testing
 
 /// The `thingif` CLI's parts that need no hub: the ACTION key=value words,
 /// JSON, the tables, the saved credentials and the option resolution.
-@Suite("thingif CLI")
+@Suite("thingif CLI", .offPool)
 struct CLITests {
     // MARK: action words
 
@@ -330,7 +330,7 @@ enum CLIEndToEnd {
     }()
 }
 
-@Suite("thingif CLI end to end", .serialized)
+@Suite("thingif CLI end to end", .serialized, .offPool)
 struct CLIEndToEndTests {
     /// A broker, `thingif-hub --memory` and the C appliance onboarded by the
     /// CLI; every step through the `thingif` binary.

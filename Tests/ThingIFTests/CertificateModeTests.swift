@@ -11,7 +11,7 @@ import ThingIFHub
 /// key and a CSR, the hub signs a certificate for the installation's topic
 /// with the things CA, and the thing takes commands on the broker's
 /// certificate listener, where pattern rules stand in for per-thing records.
-@Suite("Certificate mode")
+@Suite("Certificate mode", .offPool)
 struct CertificateModeTests {
     /// A thing with the aircon handlers whose bootstrap goes to the TLS
     /// listener, with TLS and no certificate of the user's own.
@@ -250,7 +250,7 @@ struct CertificateModeTests {
 /// A hub that administers nothing in its broker (issue #31): a mosquitto
 /// configured by files only (make-broker-config.sh --no-plugin), the hub's
 /// own login in its password file, things with certificates.
-@Suite("Certificate mode: a hub on a broker it does not administer")
+@Suite("Certificate mode: a hub on a broker it does not administer", .offPool)
 struct FilesOnlyBrokerTests {
     @Test("--broker-admin none: a thing onboards with a certificate and takes commands; a thing without TLS is refused")
     func hubAdministersNothing() throws {

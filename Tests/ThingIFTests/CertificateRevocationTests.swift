@@ -95,7 +95,7 @@ enum RevocationSupport {
 /// serial of every certificate it signs, moves a deleted thing's to the
 /// revoked list in the store, writes the things' CRL and tells the broker,
 /// whose certificate listener then refuses the certificate.
-@Suite("CertificateRevocationTests")
+@Suite("CertificateRevocationTests", .offPool)
 struct CertificateRevocationTests {
     @Test(
         "A deleted thing's certificate opens no session on the certificate listener; another thing's still does"
@@ -304,7 +304,7 @@ struct CertificateRevocationTests {
 }
 
 /// The store's record of certificates and their revocation, on every store.
-@Suite("CertificateRevocationTests: the store")
+@Suite("CertificateRevocationTests: the store", .offPool)
 struct RevocationStoreTests {
     @Test(
         "Certificates: recorded per installation; a retired installation's and a deleted thing's are revoked, expired ones pruned",

@@ -13,7 +13,7 @@ import ThingIFHubServer
 /// lets a device onboard without the app key. Real broker (the claim
 /// listener, which trusts the claims CA only, and the pattern rules), real
 /// hub, real library.
-@Suite("ClaimCertificateTests")
+@Suite("ClaimCertificateTests", .offPool)
 struct ClaimCertificateTests {
     static let batch = "batch-1"
     static var claimName: String { "claim.\(Env.appID).\(batch)" }

@@ -11,7 +11,7 @@ import ThingIFHubServer
 /// hub sends a DELIVERED command's cancel to the thing and answers CANCELLED
 /// only when the thing refused it. A real broker, hub, REST API and C
 /// appliance; bounds are generous and polled.
-@Suite("Command cancel reaches the thing")
+@Suite("Command cancel reaches the thing", .offPool)
 struct CommandCancelTests {
     private func state(_ e: HubAPIEnv, _ tid: String, _ cid: String, token: String) async throws -> [String: Any] {
         let r = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)
@@ -66,17 +66,29 @@ struct CommandCancelTests {
             defer { thing.release() }
             let events = Locked<[String]>([])
             e.hub.onEvent = { line in events.withLock { $0.append(line) } }
+            // A second subscriber of the thing's command topic: when the
+            // broker has passed the cancel on to it, it has passed it on to
+            // the thing too (one pass over the topic's subscribers).
+            let topic = try #require(e.hub.commandTopic(of: tid), "the thing's command topic")
+            let port = e.env.broker.port
+            let listener = try await offPool { Result { try TopicListener(port: port, topics: [topic]) } }.get()
+            defer { listener.stop() }
             async let cancel = e.call("POST", "\(e.target(tid))/commands/\(second)/cancel", token: token)
             // The handler returns once the hub has sent the cancel and the
-            // broker has had a moment to pass it on: the thing's next loop
-            // pass reads the second command and the cancel together.
+            // broker has passed it on: the thing's next loop pass reads the
+            // second command and the cancel together.
             let sent = await offPool {
                 poll(timeoutMs: 60_000) {
                     events.withLock { $0.contains { $0.hasPrefix("cancel of \(second) sent") } }
                 }
             }
             #expect(sent, "\(events.withLock { $0 })")
-            try await Task.sleep(nanoseconds: 1_000_000_000)
+            let passedOn = await offPool {
+                poll(timeoutMs: 60_000) {
+                    listener.payloads(on: topic).contains { $0.contains(#""cancel""#) && $0.contains(second) }
+                }
+            }
+            #expect(passedOn, "the broker did not pass the cancel on: \(listener.payloads(on: topic))")
             thing.release()
             let r = try await cancel
             #expect(r.status == 200, "\(r.status) \(r.text)")

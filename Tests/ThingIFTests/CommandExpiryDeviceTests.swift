@@ -10,7 +10,7 @@ import ThingIF
 /// `expiresAt` by the thing's own clock is not run; every action gets a
 /// failed result with a machine-readable reason. A real broker, hub and C
 /// appliance; the commands are published raw, as a hub would send them.
-@Suite("Command expiry on the thing")
+@Suite("Command expiry on the thing", .offPool)
 struct CommandExpiryDeviceTests {
     static let minuteMs: Int64 = 60_000
 

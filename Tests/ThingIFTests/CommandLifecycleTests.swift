@@ -9,7 +9,7 @@ import ThingIFHubServer
 /// Issue #27: commands that expire, can be cancelled, and always end
 /// (CommandLifecycle.swift, docs/PROTOCOL.md §9.1). A real broker, hub,
 /// REST API and C appliance; timings are bounded by polling, not slept.
-@Suite("Command lifecycle: expiry, cancel, bounded end")
+@Suite("Command lifecycle: expiry, cancel, bounded end", .offPool)
 struct CommandLifecycleTests {
     /// GETs the command until `done` holds for it (bounded).
     private func waitForCommand(

@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 /// Commands from the framework run through C handlers, and results come back.
-@Suite("Commands")
+@Suite("Commands", .offPool)
 struct CommandTests {
     @Test("libmosquitto's lines reach a debug log callback as \"mqtt: …\"; an info callback gets none")
     func mqttDebugLines() throws {

@@ -16,7 +16,7 @@ private func head(_ url: String) async throws -> (status: Int, headers: [String:
     return (http.statusCode, headers, String(decoding: data, as: UTF8.self))
 }
 
-@Suite("Dashboard: the web dashboard's files, its calls and event stream tickets", .serialized)
+@Suite("Dashboard: the web dashboard's files, its calls and event stream tickets", .serialized, .offPool)
 struct DashboardTests {
     @Test("The files are served with a strict Content-Security-Policy; the page's config names the app")
     func files() async throws {

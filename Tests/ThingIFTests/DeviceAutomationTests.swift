@@ -9,7 +9,7 @@ import ThingIFHub
 
 /// Action sets and timer triggers on the device, driven through the C API
 /// with the injectable clock (no sleeping for minutes).
-@Suite("Device automation", .serialized)
+@Suite("Device automation", .serialized, .offPool)
 struct DeviceAutomationTests {
     static let exists = Int32(THINGIF_ERR_EXISTS.rawValue)
     static let notFound = Int32(THINGIF_ERR_NOT_FOUND.rawValue)

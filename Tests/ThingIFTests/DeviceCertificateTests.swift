@@ -14,7 +14,7 @@ import ThingIF
 /// the thing keeps in storage_dir/thing-key.pem; a certificate in the
 /// answer (or in a stored identity.json) goes to storage_dir/thing-cert.pem
 /// and the thing's connection authenticates with it, never with a password.
-@Suite("Device certificate")
+@Suite("Device certificate", .offPool)
 struct DeviceCertificateTests {
     static let tls = Int32(THINGIF_ERR_TLS.rawValue)
 

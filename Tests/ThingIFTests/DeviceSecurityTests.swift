@@ -13,7 +13,7 @@ import ThingIFHub
 /// "Deployable security", the device side: the thing checks what it applies.
 /// Remote configuration (versions, limits), THINGIF_OPT_MAX_PAYLOAD on every
 /// topic, the bounded inbox, argument checks of the action API, TLS.
-@Suite("Device security")
+@Suite("Device security", .offPool)
 struct DeviceSecurityTests {
     static let notFound = Int32(THINGIF_ERR_NOT_FOUND.rawValue)
     static let exists = Int32(THINGIF_ERR_EXISTS.rawValue)

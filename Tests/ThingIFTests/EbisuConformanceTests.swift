@@ -21,7 +21,7 @@ import ThingIFHub
 /// SUBSCRIBE packet ID 1 at QoS 0, PUBLISH read without a packet ID). Each answer
 /// is checked for what ebisu reads of it. The real SDK was run against the hub
 /// as docs/PROTOCOL.md §12 tells; this suite is what CI can run without it.
-@Suite("Kii ebisu conformance")
+@Suite("Kii ebisu conformance", .offPool)
 struct EbisuConformanceTests {
     /// Kii's sample app ID (tio/linux-sample/example.h) is not ours: the hub's is used.
     static let alias = "AirconAlias"

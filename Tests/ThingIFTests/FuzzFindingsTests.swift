@@ -29,7 +29,7 @@ private func passFree(_ p: UnsafeMutableRawPointer?) {
     free(p)
 }
 
-@Suite("Fuzz findings", .serialized)
+@Suite("Fuzz findings", .serialized, .offPool)
 struct FuzzFindingsTests {
     @Test("JSON.dump frees json_dumps' buffer with jansson's free function, not libc's (a host may set its allocator)")
     func dumpUsesJanssonsFree() throws {

@@ -89,7 +89,7 @@ private enum HandOverChecks {
 /// client certificate when it makes its MQTT installation (issue #31): the
 /// installation request carries a CSR and the hub answers with the endpoint
 /// and the certificate, as onboarding by the thing does.
-@Suite("Hand-over certificates (issue #31)")
+@Suite("Hand-over certificates (issue #31)", .offPool)
 struct HandOverCertificateTests {
     @Test(
         "A handed-over thing with TLS gets a certificate for its topic, takes commands on the certificate listener, and the plugin has no client for it"

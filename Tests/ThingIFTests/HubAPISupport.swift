@@ -16,15 +16,6 @@ import ThingIFHubServer
     import Glibc
 #endif
 
-/// Runs a blocking body on a thread of its own, so that waits never hold a
-/// thread of the cooperative pool (which the HTTP server's handlers need).
-func offPool<T>(_ body: @escaping () -> T) async -> T {
-    await withCheckedContinuation { (c: CheckedContinuation<T, Never>) in
-        let t = Thread { c.resume(returning: body()) }
-        t.start()
-    }
-}
-
 struct HTTPReply {
     let status: Int
     let data: Data

@@ -15,7 +15,7 @@ import ThingIFHubServer
 /// addresses (Linux routes all of 127/8 to the loopback interface). Every
 /// wait is for an event (a close, an answer), bounded so that a failure
 /// ends the test; no timeout of the hub's is on, so only the cap closes.
-@Suite("Hub connections per address: one address cannot shut the others out", .serialized)
+@Suite("Hub connections per address: one address cannot shut the others out", .serialized, .offPool)
 struct HubConnectionCapTests {
     static let attacker = "127.0.0.2"
 

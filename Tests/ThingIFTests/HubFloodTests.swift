@@ -17,7 +17,7 @@ import ThingIFHubServer
 /// per source address, the bootstrap identity's global budget, HTTP
 /// timeouts, creation caps and enrollment. Each against the real broker and
 /// hub; no test depends on fine timing (bounds are generous).
-@Suite("Hub floods: costly work apart, budgets, timeouts, caps", .serialized)
+@Suite("Hub floods: costly work apart, budgets, timeouts, caps", .serialized, .offPool)
 struct HubFloodTests {
     /// A job that holds a costly-work thread until released.
     final class Gate: @unchecked Sendable {

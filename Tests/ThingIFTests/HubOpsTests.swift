@@ -58,7 +58,7 @@ struct Exposition {
     }
 }
 
-@Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized)
+@Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized, .offPool)
 struct HubOpsTests {
     static let metricsToken = "metrics-" + Platform.randomHex(bytes: 8)
 
@@ -585,8 +585,7 @@ struct HubOpsTests {
         "Home Assistant settings: the example mappings file is the built-in mapping; bad prefixes and files are refused"
     )
     func homeAssistantSettings() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
+        let root = URL(fileURLWithPath: BrokerSecrets.repoRoot)
         let example = try Data(contentsOf: root.appendingPathComponent("examples/ha-mappings.json"))
         let parsed = try HAClimateMapping.parse(Array(example)).get()
         #expect(parsed == [.airConditionerDemo])

@@ -11,7 +11,7 @@ import ThingIFHubServer
 
 @Suite(
     "thingif-hub on PostgreSQL", .serialized,
-    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"), .offPool)
 struct HubOnPostgresTests {
     /// The hub with `--db postgres://…`: the CLI onboards the C appliance,
     /// a command runs, and the thing, the command and its results are rows
@@ -85,7 +85,7 @@ struct HubOnPostgresTests {
 
 @Suite(
     "Two hubs on one PostgreSQL", .serialized,
-    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+    .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"), .offPool)
 struct TwoHubsOnPostgresTests {
     /// Hubs A and B share the broker (the shared subscription gives each
     /// request of the things to one of them) and the database. A user

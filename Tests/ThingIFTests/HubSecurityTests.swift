@@ -11,7 +11,7 @@ import ThingIFHubServer
 
 /// The REST API's defences (docs/SECURITY.md): rate limits, body limits,
 /// token revocation, webhook destinations, history pages, HTTPS.
-@Suite("Hub security: the REST API's defences", .serialized)
+@Suite("Hub security: the REST API's defences", .serialized, .offPool)
 struct HubSecurityTests {
     @Test(
         "Rate limit: a burst beyond the budget gets 429 with Retry-After and a Kii error body; after a refill one passes; users are apart"

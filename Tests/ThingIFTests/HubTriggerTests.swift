@@ -78,7 +78,7 @@ final class Offline {
     }
 }
 
-@Suite("Hub server triggers")
+@Suite("Hub server triggers", .offPool)
 struct HubTriggerTests {
     /// Sequences of uploads and, after each, whether the condition matches.
     static let conditions: [(String, [(String, Bool)])] = [
@@ -353,7 +353,7 @@ struct HubTriggerTests {
 }
 
 /// The REST API of triggers and of the thing's automation, end to end.
-@Suite("Hub triggers and automation over REST and MQTT", .serialized)
+@Suite("Hub triggers and automation over REST and MQTT", .serialized, .offPool)
 struct HubTriggerAPITests {
     @Test(
         "Triggers over REST: create, list, get, disable, enable, delete; bad JSON is a 400 with nothing stored; a firing is listed"

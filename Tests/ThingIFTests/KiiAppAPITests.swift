@@ -8,7 +8,7 @@ import ThingIFHub
 /// The calls of Kii's app SDKs (thing-if-iOSSDK, -AndroidSDK, -JSSDK) and of
 /// their test helpers that the hub serves as Kii does: user deletion, a
 /// thing's vendorThingID, the owner's state upload. Each names its source.
-@Suite("Kii app API")
+@Suite("Kii app API", .offPool)
 struct KiiAppAPITests {
     @Test("DELETE …/users/{userID}: 204; tokens, installations and ownerships go; the thing stays for a new owner")
     func deleteUser() async throws {

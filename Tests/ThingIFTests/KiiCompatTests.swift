@@ -9,7 +9,7 @@ import ThingIFHub
 
 /// Kii Thing-IF clients against the hub: the exact requests Kii's SDKs send,
 /// and the answers parsed as they parse them. Each vector names its source.
-@Suite("Kii compatibility")
+@Suite("Kii compatibility", .offPool)
 struct KiiCompatTests {
     static let traitContentType = "application/vnd.kii.CommandCreationRequest+json"
 

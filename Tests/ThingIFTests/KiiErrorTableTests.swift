@@ -10,7 +10,7 @@ import ThingIFHub
 /// a real hub and checks the status, errorCode and message the row gives.
 /// A row without a request here, or a request without a row, fails it: the
 /// table and the hub cannot drift apart.
-@Suite("Kii error table")
+@Suite("Kii error table", .offPool)
 struct KiiErrorTableTests {
     struct Row {
         let key: String

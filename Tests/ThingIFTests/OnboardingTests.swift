@@ -16,7 +16,7 @@ private func mode(_ path: String) -> mode_t? {
 }
 
 /// Both onboarding paths, the stored identity, and the ways onboarding fails.
-@Suite("Onboarding")
+@Suite("Onboarding", .offPool)
 struct OnboardingTests {
     @Test("Onboarding by the thing sends vendorThingID, password, type, firmware version and properties")
     func onboardingByTheThing() throws {
@@ -177,7 +177,7 @@ struct OnboardingTests {
 }
 
 /// The connection to the broker and the framework going away.
-@Suite("Connection")
+@Suite("Connection", .offPool)
 struct ConnectionTests {
     @Test("A broker with no framework behind it: onboarding gives THINGIF_ERR_TIMEOUT within the request timeout")
     func noFrameworkTimesOut() throws {

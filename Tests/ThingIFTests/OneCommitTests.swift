@@ -11,7 +11,7 @@ import Testing
 /// keeps nothing (the things send again). On an SQLite file and on a
 /// PostgreSQL database, each watched from a connection of the test's own,
 /// which sees only what is committed.
-@Suite("Request lanes: a thing's results and states share one commit", .serialized)
+@Suite("Request lanes: a thing's results and states share one commit", .serialized, .offPool)
 struct OneCommitTests {
     /// The commandID of the hub's event "results of {commandID} from …",
     /// told after the commit with the command's notifications.

@@ -13,7 +13,7 @@ import Testing
 /// the thing's next online. The hub's store is an SQLite file, so each
 /// insert (a commit with its sync) is long enough for the status to land
 /// inside it.
-@Suite("Delivery: a thing comes online while its commands are stored")
+@Suite("Delivery: a thing comes online while its commands are stored", .offPool)
 struct OnlineRaceTests {
     @Test("A command stored while the thing's online status is handled is published, never held")
     func onlineWhileStoring() throws {

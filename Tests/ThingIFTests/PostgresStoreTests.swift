@@ -40,7 +40,9 @@ struct SQLPlaceholderTests {
     }
 }
 
-@Suite("PostgreSQL store", .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"))
+@Suite(
+    "PostgreSQL store", .enabled(if: PostgresServer.enabled, "PostgreSQL is not installed (CI=true requires it)"),
+    .offPool)
 struct PostgresStoreTests {
     @Test(
         "One of two hubs holds the schedule lease; it passes on when that hub's store closes; a trigger is claimed once"

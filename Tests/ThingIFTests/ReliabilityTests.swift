@@ -12,7 +12,7 @@ import ThingIFHub
 
 /// The reliability contract (docs/FAILURE_MODEL.md): at most once execution,
 /// at least once reporting, the outbox, deferred actions, reconnects.
-@Suite("Reliability")
+@Suite("Reliability", .offPool)
 struct ReliabilityTests {
     static let full = Int32(THINGIF_ERR_FULL.rawValue)
 

@@ -10,7 +10,7 @@ import ThingIF
 
 /// The hub's SQLite file is checkpointed by a worker of its own, off the
 /// committing call (SQLiteCheckpointer), and its write-ahead log stays bounded.
-@Suite("SQLite checkpoints")
+@Suite("SQLite checkpoints", .offPool)
 struct SQLiteCheckpointTests {
     private func fileSize(_ path: String) -> Int {
         var st = stat()

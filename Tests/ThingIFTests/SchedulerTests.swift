@@ -10,7 +10,7 @@ import ThingIF
 /// break: load only delays runs, so the checks are on order and on the
 /// smallest gap between the times two runs of a job began (as the scheduler
 /// gives them), never on how many runs fit in a time.
-@Suite("The hub's scheduler")
+@Suite("The hub's scheduler", .offPool)
 struct SchedulerTests {
     /// The times each job's runs began (monotonic ms), and whether two ever overlapped.
     final class Log: @unchecked Sendable {

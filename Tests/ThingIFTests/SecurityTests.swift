@@ -13,7 +13,7 @@ import ThingIFHub
 /// The attack suite of docs/SECURITY.md, on the production broker
 /// configuration (deploy/make-broker-config.sh): each attack is made and
 /// must fail, and the legitimate path still works in the same test.
-@Suite("Security: attacks on the broker and the hub's MQTT side")
+@Suite("Security: attacks on the broker and the hub's MQTT side", .offPool)
 struct SecurityTests {
     static let refused: ClosedRange<Int32> = 0x80...0xFF
 

@@ -9,7 +9,7 @@ import ThingIF
 /// requests as Kii's SDKs send them, the answers as they parse them, and
 /// what the store computes (one SQL statement on SQLite and PostgreSQL,
 /// Swift on MemoryStore).
-@Suite("State aggregations")
+@Suite("State aggregations", .offPool)
 struct StateAggregationTests {
     /// MemoryStore (the hub tests' usual store), SQLite, and PostgreSQL where installed (always in CI).
     static let stores: [StoreFactory] = [.memory, .sqlite] + (PostgresServer.enabled ? [.postgres] : [])

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// State and firmware-version uploads.
-@Suite("State")
+@Suite("State", .offPool)
 struct StateTests {
     @Test("A full PUT then a PATCH: the hub merges the patch into the stored state")
     func putThenPatch() throws {

@@ -9,7 +9,7 @@ import ThingIF
 /// PostgreSQL a whole state is authorised and written in one statement
 /// (`HubStore.putState`), and whatever that does not write takes the usual
 /// path; the answers are the same on every store.
-@Suite("State uploads")
+@Suite("State uploads", .offPool)
 struct StateUploadTests {
     /// Every answer of the router to a thing's uploads, on `store`.
     func answers(on store: HubStore) throws {

@@ -9,7 +9,7 @@ import ThingIF
 /// made to fail): the hub answers 500, which libthingif sends again after
 /// its request timeout, never a 4xx (which it drops) nor a 204 (which would
 /// acknowledge results nobody stored).
-@Suite("Storage failures: a thing's results are answered 500, never dropped")
+@Suite("Storage failures: a thing's results are answered 500, never dropped", .offPool)
 struct StorageFailureTests {
     @Test(
         "Results (and any request) whose read or write fails get a 500 and are stored when sent again",

@@ -334,7 +334,7 @@ private func exercise(_ s: HubStore) throws {
     #expect(s.revokedCertificates(now: 1)?.map(\.serial) == ["01"])
 }
 
-@Suite("One schema (StoreSchema)")
+@Suite("One schema (StoreSchema)", .offPool)
 struct StoreSchemaTests {
     /// A schema line of what the migrations after EarlierSchema added.
     static func addedSinceEarlier(_ line: String) -> Bool {

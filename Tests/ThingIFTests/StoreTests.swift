@@ -84,7 +84,7 @@ private func failure(_ r: Result<ThingRecord, RegisterError>) -> RegisterError? 
 }
 
 /// The HubStore contract, run against every store.
-@Suite("Store conformance")
+@Suite("Store conformance", .offPool)
 struct StoreConformanceTests {
     @Test(
         "Registering a thing: created once, same password again, wrong password, wrong type",
@@ -776,15 +776,7 @@ struct StoreConformanceTests {
     /// lookup would wait the other three quarters; outside it, nothing. Half
     /// a KDF of margin keeps a loaded machine's scheduling pauses out of it.
     @Test("A lookup does not wait for a registration's KDF", arguments: StoreFactory.all)
-    func lookupDuringKDF(_ factory: StoreFactory) async throws {
-        // On a thread of its own: it blocks for a second or so, which the
-        // test pool's two threads should not.
-        try await offPool {
-            Result { try self.lookupDuringKDFBlocking(factory) }
-        }.get()
-    }
-
-    private func lookupDuringKDFBlocking(_ factory: StoreFactory) throws {
+    func lookupDuringKDF(_ factory: StoreFactory) throws {
         try withStore(factory, secrets: HubSecrets(passwordIterations: 1_000_000)) { s in
             let other = try register(s, "AC-OTHER")
             let k0 = Platform.nowMs()
@@ -1238,7 +1230,7 @@ struct StoreConformanceTests {
 }
 
 /// What only a store in a file can do.
-@Suite("SQLite store")
+@Suite("SQLite store", .offPool)
 struct SQLiteStoreTests {
     @Test("Everything survives closing and opening the file again (a restart)")
     func survivesRestart() throws {

@@ -124,7 +124,7 @@ private func dynsecClient(_ hub: FrameworkSide, _ username: String) throws -> Br
     return try #require(out.first)
 }
 
-@Suite("Thing certificates (issue #31)", .serialized)
+@Suite("Thing certificates (issue #31)", .serialized, .offPool)
 struct ThingCertificateTests {
     @Test(
         "The CA signs a CSR: OpenSSL verifies it for client use, CN = the topic, CA:FALSE, clientAuth, the validity",

@@ -25,7 +25,7 @@ import ThingIFHub
 /// mqttTopic, SUBSCRIBE packet ID 1 at QoS 0, so `EbisuMqtt` speaks it. The real
 /// SDK was run against the hub as docs/PROTOCOL.md §12.2 tells; this suite is what
 /// CI can run without it.
-@Suite("Kii thing-if-ThingSDK conformance")
+@Suite("Kii thing-if-ThingSDK conformance", .offPool)
 struct ThingSDKConformanceTests {
     /// The alias and actions of the sample (linux-sample/example.c, script/air-conditioner-command-post.sh).
     static let alias = "AirConditionerAlias"

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// The two ways to run the loop, and what may be called from where.
-@Suite("Threads")
+@Suite("Threads", .offPool)
 struct ThreadTests {
     @Test("thingif_loop_start / thingif_loop_stop, then the caller-driven loop on the same handle")
     func loopStartStop() throws {

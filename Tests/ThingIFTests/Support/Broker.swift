@@ -93,6 +93,7 @@ final class Broker {
     }
 
     private static func start(_ make: () throws -> Broker) throws -> Broker {
+        expectOffPool("Starting a broker")
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<3 {
             do { return try make() } catch { lastError = error }
@@ -104,6 +105,7 @@ final class Broker {
     /// dynamic-security state (the clients and roles the hub made), or with
     /// `passwordFile` instead; retries while the ports are being released.
     func restarted(passwordFile: String? = nil) throws -> Broker {
+        expectOffPool("Restarting a broker")
         var lastError: Error = StartError(description: "no attempt")
         for _ in 0..<10 {
             do {

@@ -56,6 +56,7 @@ func spawnChild(
 /// SIGKILL and another bounded wait. True when the child was reaped.
 @discardableResult
 func endChild(_ pid: pid_t, signal: Int32 = SIGTERM, timeoutMs: Int = 3000) -> Bool {
+    expectOffPool("Ending a child process")
     var status: Int32 = 0
     if waitpid(pid, &status, WNOHANG) == pid { return true }
     kill(pid, signal)
@@ -74,6 +75,7 @@ func endChild(_ pid: pid_t, signal: Int32 = SIGTERM, timeoutMs: Int = 3000) -> B
 /// Runs a child to its end (bounded by `timeoutMs`; killed after that) and
 /// returns its exit status, or -1 when it did not exit normally.
 func runChild(_ exe: String, _ args: [String], logPath: String, timeoutMs: Int = 30_000) throws -> Int32 {
+    expectOffPool("Running a child process")
     let pid = try spawnChild(exe, args, logPath: logPath)
     var status: Int32 = 0
     for _ in 0..<max(1, timeoutMs / 5) {

@@ -40,6 +40,7 @@ struct HarnessError: Error, CustomStringConvertible {
 /// poll for a condition that must stay false.
 @discardableResult
 func poll(timeoutMs: Int = 30_000, _ condition: () -> Bool) -> Bool {
+    expectOffPool("poll")
     let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
     while !condition() {
         if Date() > deadline { return false }
@@ -166,6 +167,7 @@ final class TestThing {
     /// thingif_destroy, bounded. Returns its status, or -1 on a timeout.
     @discardableResult
     func destroy(timeoutMs: Int32 = 5000) -> Int32 {
+        expectOffPool("thingif_destroy")
         guard !freed else { return RC.ok }
         freed = true
         return ct_free(ct, timeoutMs)
@@ -191,6 +193,7 @@ final class Env {
         filesOnlyBroker: Bool = false, store: HubStore? = nil,
         configure: (inout FrameworkSide.Options) -> Void = { _ in }
     ) throws {
+        expectOffPool("Env")
         broker = try filesOnlyBroker ? Broker.startFilesOnly() : Broker.start()
         root = try makeTempDirectory(prefix: "thingif-test")
         // Fast password hashes: the KDF's production cost (600,000 iterations)

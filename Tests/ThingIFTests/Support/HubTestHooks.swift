@@ -37,6 +37,7 @@ extension FrameworkSide {
 
     /// Waits for any thing to come online and returns its thingID.
     public func waitForOnlineThing(timeoutMs: Int) -> String? {
+        expectOffPool("FrameworkSide.waitForOnlineThing")
         var r: String?
         _ = wait(timeoutMs: timeoutMs) {
             r = onlineThings.first
@@ -46,7 +47,8 @@ extension FrameworkSide {
     }
 
     public func waitForOnline(_ thingID: String, timeoutMs: Int) -> Bool {
-        wait(timeoutMs: timeoutMs) { delivery.isOnline(thingID) }
+        expectOffPool("FrameworkSide.waitForOnline")
+        return wait(timeoutMs: timeoutMs) { delivery.isOnline(thingID) }
     }
 
     /// Builds and sends a schema command; returns its commandID.
@@ -100,6 +102,7 @@ extension FrameworkSide {
     public func resultPostCount(of commandID: String) -> Int { data.withLock { $0.resultPosts[commandID] ?? 0 } }
 
     public func waitForResults(of commandID: String, timeoutMs: Int) -> String? {
+        expectOffPool("FrameworkSide.waitForResults")
         var r: String?
         _ = wait(timeoutMs: timeoutMs) {
             r = results(of: commandID)
@@ -109,6 +112,7 @@ extension FrameworkSide {
     }
 
     public func waitForThing(vendorThingID: String, timeoutMs: Int) -> ThingRecord? {
+        expectOffPool("FrameworkSide.waitForThing")
         var r: ThingRecord?
         _ = wait(timeoutMs: timeoutMs) {
             r = thing(vendorThingID: vendorThingID)
@@ -125,6 +129,7 @@ extension FrameworkSide {
     /// Waits until the thing has made at least `count` state uploads.
     public func waitForStateUploads(of thingID: String, count: Int, timeoutMs: Int) -> [(method: String, body: String)]
     {
+        expectOffPool("FrameworkSide.waitForStateUploads")
         var r: [(method: String, body: String)] = []
         _ = wait(timeoutMs: timeoutMs) {
             r = stateUploads(of: thingID)

@@ -60,7 +60,10 @@ final class PostgresServer: @unchecked Sendable {
     }
 
     /// The shared server, or the reason it is missing.
-    static func get() throws -> PostgresServer { try shared.get() }
+    static func get() throws -> PostgresServer {
+        expectOffPool("PostgreSQL")
+        return try shared.get()
+    }
 
     private static func start() throws -> PostgresServer {
         guard let bin = binDirectory else {
