@@ -69,7 +69,7 @@ struct CommandCancelTests {
             // A second subscriber of the thing's command topic: when the
             // broker has passed the cancel on to it, it has passed it on to
             // the thing too (one pass over the topic's subscribers).
-            let topic = try #require(e.hub.commandTopic(of: tid), "the thing's command topic")
+            let topic = try #require(e.hub.delivery.commandTopic(of: tid), "the thing's command topic")
             let port = e.env.broker.port
             let listener = try await offPool { Result { try TopicListener(port: port, topics: [topic]) } }.get()
             defer { listener.stop() }

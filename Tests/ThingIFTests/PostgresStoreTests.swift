@@ -241,8 +241,11 @@ struct PostgresStoreTests {
                 b.hub.triggerEngine.tick()
             }
             #expect(a.fired(by: id) == 3, "once an hour, not once per hub")
-            // Hub A goes away: B holds the lease at its next tick and fires.
+            // Hub A goes away: once PostgreSQL has ended A's session (it
+            // releases A's advisory lock when it sees the connection close,
+            // a moment later on a loaded machine), B holds the lease and fires.
             sa.close()
+            #expect(poll(timeoutMs: 30_000) { sb.holdsScheduleLease() }, "B never took the lease over")
             while t < start + 4 * 3_600_000 + 60_000 {
                 t += 20_000
                 a.advance(to: t)
