@@ -8,15 +8,20 @@ import ThingIF
 #endif
 
 /// The framework side: it wires the hub's components to one store, one MQTT
-/// client and one scheduler, and serves the things' requests over MQTT
-/// (ThingRequests/). Its components: `delivery` (Commands/: storing,
-/// publishing and ending commands), `notifications` (Notifications/),
-/// `app` (App/: the app's rules, which the REST API calls), the trigger
-/// engine and automation (Automation/), the things' CA and CRL
-/// (Certificates/), Home Assistant (HomeAssistant/) and the broker's
-/// administration (Broker/). What it knows lives in a HubStore (MemoryStore
-/// by default; SQLite or PostgreSQL for thingif-hub). It reuses the device
-/// library's wire codec and transport.
+/// client and one scheduler, and starts and stops them. Each component is
+/// given what it needs, never the hub:
+/// - `thingRequests` (ThingRequests/): what things ask over MQTT and HTTP,
+///   with `installations`, their MQTT installations and endpoints;
+/// - `delivery` (Commands/): storing, publishing and ending commands;
+/// - `notifications` (Notifications/): telling commands' issuers;
+/// - `app` (App/): the app's rules, which the REST API calls, with
+///   `removal`, deleting a thing;
+/// - the trigger engine and the automation configs (Automation/);
+/// - `authority` (Certificates/): the things' CA and CRL;
+/// - Home Assistant (HomeAssistant/) and the broker's administration (Broker/).
+/// What it knows lives in a HubStore (MemoryStore by default; SQLite or
+/// PostgreSQL for thingif-hub). It reuses the device library's wire codec
+/// and transport.
 ///
 /// Threads: MQTT traffic is handled on libmosquitto's thread; every public
 /// method may be called from any thread.
@@ -161,20 +166,8 @@ public final class FrameworkSide: @unchecked Sendable {
 
     public typealias ThingRecord = ThingIFHub.ThingRecord
 
-    /// A request as received, for tests and logs.
-    public struct RequestRecord: Sendable {
-        public var clientID: String
-        public var method: String
-        public var path: String
-        public var body: String
-        public var status: Int
-    }
-
     /// What only this process needs to know.
     struct Data {
-        var requests = RecentLog<RequestRecord>(capacity: FrameworkSide.requestLogSize)
-        var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
-        var resultPostOrder = RecentLog<String>(capacity: FrameworkSide.resultCountLimit)  // the same keys (bounded)
         var connack: Int32?
         var subscribedMids: Set<Int32> = []
         var expectedMids: Set<Int32> = []
@@ -190,28 +183,19 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The broker's dynamic-security administration, when the hub has a
     /// broker identity (options.brokerUsername) and brokerAdmin is dynsec.
     let admin: BrokerAdmin?
-    /// The things' CA, once start() has read options.thingCA.
-    let thingCA = Locked<ThingCertificates?>(nil)
-    /// The last CRL written (ThingCRL.swift); held while one is made.
-    let crlState = Locked(ThingCRL.State())
+    /// The things' CA and CRL (Certificates/).
+    let authority: ThingAuthority
+    /// The things' MQTT installations and their endpoints (ThingRequests/).
+    public let installations: ThingInstallations
+    /// What things ask over MQTT and HTTP (ThingRequests/).
+    public let thingRequests: ThingRequests
+    /// Deleting a thing: the store's rows, the broker's and the hub's (App/).
+    let removal: ThingRemoval
     /// Why start() failed, when it did.
     public private(set) var startProblem: String?
-    /// Requests kept for tests and logs: the newest ones only.
-    public static let requestLogSize = 512
-    /// How many commands' result deliveries are counted (the newest).
-    public static let resultCountLimit = 20_000
-    /// Wrong onboarding passwords per vendorThingID: a burst of 10, then one
-    /// per 10 s; past that every attempt gets 429 (password guessing over the
-    /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
-    /// every start.
-    let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
     /// Password hashing and broker credential hand-outs (CostlyWork): REST
     /// handlers and bootstrap requests over MQTT run them here.
     public let costly: CostlyWork
-    /// The global budget of bootstrap requests over MQTT.
-    let bootstrapLimiter: RateLimiter
-    /// Things created by the thing itself, app-wide (nil: no cap).
-    let creationLimiter: RateLimiter?
     let data = Locked(Data())
     /// Where every component reports events and log lines.
     public let events = HubEvents()
@@ -236,21 +220,12 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
     public let triggerEngine = TriggerEngine()
-    /// Requests per MQTT client: a thing's burst of state uploads passes,
-    /// a flood gets 429.
-    public let rateLimiter: RateLimiter
     /// Serializes changes of the things' automation configs.
     let automationLock = Locked(())
     /// The Prometheus metrics (GET /metrics).
     public let metrics = HubMetrics()
     /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
     let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
-    /// Inbound messages waiting for the request threads (RequestLanes), while started.
-    let requestQueue = Locked<RequestLanes?>(nil)
-    /// At most this many inbound messages, or this many payload bytes, wait
-    /// for the request threads; then the broker holds what follows.
-    public static let requestQueueMax = 50_000
-    public static let requestQueueMaxBytes = 64 << 20
     /// The periodic work (`jobs`), while started.
     let scheduler = Locked<Scheduler?>(nil)
 
@@ -267,19 +242,27 @@ public final class FrameworkSide: @unchecked Sendable {
         delivery = CommandDelivery(
             store: store, client: c, metrics: metrics, events: events, notifications: notifications,
             lifetimes: options.lifetimes)
-        rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         costly = CostlyWork(threads: options.costlyThreads, queueLimit: options.costlyQueue)
-        bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
-        creationLimiter =
-            options.thingsCreatedPerHour > 0
-            ? RateLimiter(
-                ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
         if options.brokerUsername != nil && options.brokerAdmin == .dynsec {
             guard let a = BrokerAdmin(options: options) else { return nil }
             admin = a
         } else {
             admin = nil
         }
+        authority = ThingAuthority(options: options, store: store, events: events)
+        installations = ThingInstallations(
+            options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
+            events: events)
+        // Home Assistant is enabled after start (enableHomeAssistant): read when needed.
+        let bridge = homeAssistantBridge
+        let homeAssistant = { bridge.withLock { $0 } }
+        thingRequests = ThingRequests(
+            options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
+            authority: authority, delivery: delivery, notifications: notifications, triggerEngine: triggerEngine,
+            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly)
+        removal = ThingRemoval(
+            store: store, client: c, admin: admin, authority: authority, delivery: delivery,
+            triggerEngine: triggerEngine, homeAssistant: homeAssistant, metrics: metrics, events: events)
         triggerEngine.hub = self
     }
 
@@ -288,12 +271,12 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Connects, subscribes and starts the MQTT and request threads. Blocks up to `timeoutMs`.
     public func start(timeoutMs: Int = 5000) -> Bool {
         startProblem = nil
-        if let problem = loadThingCA() {
+        if let problem = authority.load() {
             startProblem = problem
             return false
         }
         // The CRL before anything else: a hub that cannot revoke does not run.
-        if let path = options.thingCRL, let problem = publishCRL(force: true) {
+        if let path = options.thingCRL, let problem = authority.publishCRL(force: true) {
             startProblem = "cannot write the things' CRL \(path): \(problem)"
             return false
         }
@@ -342,16 +325,12 @@ public final class FrameworkSide: @unchecked Sendable {
             if codes.contains(where: { $0 >= 0x80 }) { self.data.withLock { $0.subscriptionRefused = true } }
         }
         // libmosquitto's thread only queues; request threads handle them,
-        // each client's in order (a burst does not wait in the broker's
-        // queue): as many as the store serves calls at once.
-        let queue = RequestLanes(
-            count: store.concurrentCalls, capacity: Self.requestQueueMax, maxBytes: Self.requestQueueMaxBytes)
-        guard queue.start(batch: Self.laneBatchMax, { [unowned self] ms in self.handleLane(ms) }) else {
+        // each client's in order (a burst does not wait in the broker's queue).
+        guard thingRequests.open() else {
             startProblem = "cannot start the request thread"
             return false
         }
-        requestQueue.withLock { $0 = queue }
-        client.onMessage = { [unowned self] m in self.accept(m, queue: queue) }
+        client.onMessage = { [unowned self] m in self.thingRequests.accept(m) }
         client.onPublished = { [unowned self] mid, rc in self.delivery.published(mid: mid, reasonCode: rc) }
         notifications.open()
         let scheduler = Scheduler(jobs)
@@ -385,44 +364,12 @@ public final class FrameworkSide: @unchecked Sendable {
         return up && !refused
     }
 
-    /// Reads and checks the things' CA (options.thingCA) and the options
-    /// that go with it. A CA that cannot be used stops the start: never a
-    /// hub that quietly hands out passwords instead. Returns the problem.
-    func loadThingCA() -> String? {
-        if options.brokerAdmin == .none && options.thingCA == nil {
-            return "--broker-admin none needs the things' CA (--thing-ca-cert and --thing-ca-key)"
-        }
-        if options.thingCRL != nil && options.thingCA == nil {
-            return "--thing-crl needs the things' CA (--thing-ca-cert and --thing-ca-key), which signs the CRL"
-        }
-        if options.brokerPidFile != nil && options.thingCRL == nil {
-            return "--broker-pid-file needs --thing-crl (the hub signals the broker only to read its CRL again)"
-        }
-        guard let files = options.thingCA else {
-            thingCA.withLock { $0 = nil }
-            return nil
-        }
-        guard let port = options.advertisedCertPort, (1...65535).contains(port) else {
-            return "the things' CA needs --advertised-cert-port (the broker listener for things' certificates)"
-        }
-        guard (1...ThingCAFiles.maxDays).contains(options.thingCertDays) else {
-            return "--thing-cert-days must be 1 to \(ThingCAFiles.maxDays), not \(options.thingCertDays)"
-        }
-        switch ThingCertificates.load(certFile: files.certFile, keyFile: files.keyFile) {
-        case .failure(let p):
-            return "the things' CA cannot be used: \(p.message)"
-        case .success(let ca):
-            thingCA.withLock { $0 = ca }
-            return nil
-        }
-    }
-
     /// The periodic work the scheduler runs while the hub does.
     var jobs: [Scheduler.Job] {
         var jobs: [Scheduler.Job] = [
             .init(name: "delivery", periodMs: 250) { [unowned self] _ in self.delivery.deliveryTick() },
             .init(name: "notified marks", periodMs: 250) { [unowned self] _ in self.notifications.flushMarks() },
-            .init(name: "CRL", periodMs: 250) { [unowned self] now in self.crlTick(nowMs: now) },
+            .init(name: "CRL", periodMs: 250) { [unowned self] now in self.authority.tick(nowMs: now) },
             .init(name: "command lifecycle", periodMs: CommandLifetimes.sweepPeriodMs) { [unowned self] _ in
                 self.delivery.lifecycleTick()
             }
@@ -443,10 +390,7 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         client.disconnect()
         _ = client.stopThread(force: false)
-        requestQueue.withLock { q in
-            q?.close()
-            q = nil
-        }
+        thingRequests.close()
         notifications.close()
         costly.close()
         admin?.stop()

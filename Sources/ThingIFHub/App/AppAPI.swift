@@ -358,6 +358,16 @@ public struct AppAPI {
         return store.revokeToken(token)
     }
 
+    /// Kii's user deletion, by the user itself: UserStore.deleteUser (its
+    /// tokens, installations, ownerships and memberships), then the broker
+    /// logins of its MQTT installations. The deleted installations are
+    /// returned so that the server closes their event streams.
+    public func deleteUser(_ user: UserRecord) -> Result<[AppInstallation], HubError> {
+        guard let installations = store.deleteUser(id: user.userID) else { return .failure(.storage) }
+        for i in installations where i.kind == .mqtt { removePushCredentials(installationID: i.installationID) }
+        return .success(installations)
+    }
+
     // MARK: things
 
     /// The user a bearer token belongs to (nil: as `user(token:)`) and
@@ -412,6 +422,13 @@ public struct AppAPI {
         }
     }
 
+    /// Deletes a thing that `user` owns (directly or through a group): 404
+    /// for an unknown thing or another owner's, as for every thing call
+    /// (ThingRemoval says what goes).
+    public func deleteThing(user: UserRecord, thingID: String) -> Result<Void, HubError> {
+        ownedThing(user: user, thingID: thingID).flatMap { hub.removal.remove($0) }
+    }
+
     /// The things `user` owns directly or through its groups, by thingID.
     public func ownedThings(user: UserRecord) -> [ThingRecord] {
         store.things(ownedBy: identities(of: user))
@@ -434,6 +451,23 @@ public struct AppAPI {
     public func commandJSON(_ c: CommandRecord) -> JSON { AppAPI.commandJSON(c) }
 
     // MARK: state
+
+    /// Kii's state upload by an owner: PUT or PATCH …/states with the token
+    /// of a user who owns the thing (Kii's documentation: "the access token
+    /// of the thing or thing owner"). Stored, kept in the history and
+    /// probed by the triggers as the thing's own upload is; the caller has
+    /// checked the size limit.
+    public func uploadState(user: UserRecord, thingID: String, method: String, body: [UInt8]) -> KiiResponse {
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .refusal(e)
+        case .success(let t): thing = t
+        }
+        guard case .success(let j) = JSON.parse(body), j.isObject else {
+            return .refusal(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+        }
+        return hub.thingRequests.state(method: method, upload: j.dump(), thing: thing)
+    }
 
     // MARK: enrollment (the operator's pre-registration)
 

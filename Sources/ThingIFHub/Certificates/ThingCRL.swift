@@ -31,7 +31,7 @@ public enum ThingCRL {
     /// The largest pid file read.
     static let maxPidFileBytes = 64
 
-    /// What the hub last wrote (FrameworkSide.crlState).
+    /// What the hub last wrote (ThingAuthority.crlState).
     struct State {
         /// The serials of the last CRL written, nil before the first.
         var serials: [String]?
@@ -148,73 +148,5 @@ extension ThingCertificates {
         guard let pem else { return .failure(Problem("OpenSSL could not make the CRL with the things' CA")) }
         defer { free(pem) }
         return .success(String(cString: pem))
-    }
-}
-
-extension FrameworkSide {
-    /// Signs and writes the things' CRL (options.thingCRL) when the store's
-    /// revoked list differs from the last one written, when the last one is
-    /// `ThingCRL.resignAfterMs` old, or when `force`; then asks the broker
-    /// to read it (options.brokerPidFile). Called at start (forced), after
-    /// a deletion or a retirement, and by the scheduler's CRL job every
-    /// `ThingCRL.checkEveryMs` (which learns of other hubs' revocations).
-    /// At most one CRL a second: a change in the second of the last write
-    /// is written by the next tick (State.pending), so a burst of deletions
-    /// costs the broker one reload a second, not one each.
-    /// Returns why the CRL could not be written (nil: written, or nothing
-    /// to do); the reason is also an event line. A store that cannot be
-    /// read writes nothing: never an empty CRL in place of a full one.
-    @discardableResult
-    func publishCRL(force: Bool = false) -> String? {
-        guard let path = options.thingCRL, let ca = thingCA.withLock({ $0 }) else { return nil }
-        return crlState.withLock { state -> String? in
-            let nowMs = Platform.nowMs()
-            let epochMs = Platform.epochMs()
-            state.nextCheckMs = nowMs + ThingCRL.checkEveryMs
-            guard let revoked = store.revokedCertificates(now: epochMs) else {
-                onEvent?("the things' CRL was not written: the store could not read the revoked certificates")
-                return "the store could not read the revoked certificates"
-            }
-            let serials = revoked.map(\.serial)
-            let stale = nowMs - state.writtenMs >= ThingCRL.resignAfterMs
-            guard force || stale || state.serials != serials else { return nil }
-            let thisUpdate = epochMs / 1000 - ThingCRL.backdatingSeconds
-            guard thisUpdate > state.thisUpdate else {
-                state.pending = true
-                return nil
-            }
-            let pem: String
-            switch ca.revocationList(
-                revoked, thisUpdate: thisUpdate, nextUpdate: thisUpdate + ThingCRL.validitySeconds,
-                number: thisUpdate)
-            {
-            case .failure(let p):
-                onEvent?("the things' CRL was not written: \(p.message)")
-                return p.message
-            case .success(let text): pem = text
-            }
-            if let problem = ThingCRL.writeAtomically(Array(pem.utf8), to: path) {
-                onEvent?("the things' CRL was not written: \(problem)")
-                return problem
-            }
-            state.serials = serials
-            state.writtenMs = nowMs
-            state.thisUpdate = thisUpdate
-            state.pending = false
-            onEvent?("wrote the things' CRL \(path): \(serials.count) revoked certificate(s)")
-            if let pidFile = options.brokerPidFile {
-                if let problem = ThingCRL.reloadBroker(pidFile: pidFile) {
-                    onEvent?("the broker was not told to read the things' CRL again: \(problem)")
-                }
-            }
-            return nil
-        }
-    }
-
-    /// The scheduler's CRL job: publishCRL once `ThingCRL.checkEveryMs`
-    /// has passed since the last look, or when a change waits (`pending`).
-    func crlTick(nowMs: Int64) {
-        guard options.thingCRL != nil, crlState.withLock({ $0.pending || nowMs >= $0.nextCheckMs }) else { return }
-        publishCRL()
     }
 }

@@ -105,20 +105,23 @@ public final class CommandDelivery: @unchecked Sendable {
         }
     }
 
-    /// The things that came online last with `clientID` (see FrameworkSide.forgetDeleted).
-    func things(onTopic clientID: String) -> [String] {
-        known.withLock { d in d.commandTopic.filter { $0.value == clientID }.map(\.key) }
-    }
-
-    /// Things deleted by another hub: forgotten here. Returns how many things are online.
-    func forget(thingIDs: [String]) -> Int {
-        known.withLock { d -> Int in
-            for tid in thingIDs {
+    /// A status message of a client ID that no thing has: when this hub
+    /// still counts a thing that went online with it, another hub sharing
+    /// the store deleted that thing (and cleared its status topic), so this
+    /// hub forgets it too and `things_online` stays right on every hub.
+    func forgetDeleted(clientID: String) {
+        let candidates = known.withLock { d in d.commandTopic.filter { $0.value == clientID }.map(\.key) }
+        let gone = candidates.filter { store.thing(id: $0) == nil }
+        guard !gone.isEmpty else { return }
+        let online = known.withLock { d -> Int in
+            for tid in gone {
                 d.online[tid] = nil
                 d.commandTopic[tid] = nil
             }
             return d.online.values.filter { $0 }.count
         }
+        metrics.setOnline(online)
+        for tid in gone { events.event("\(tid) was deleted by another hub") }
     }
 
     /// Every thing this hub has seen a status of.

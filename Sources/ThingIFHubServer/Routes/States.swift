@@ -22,7 +22,7 @@ extension API {
         r.get(RouterPath("\(s)/history")) { try await stateHistory($0, $1) }
         r.post(RouterPath("\(s)/query")) { try await queryStates($0, $1) }
         r.post(RouterPath("\(s)/aliases/{alias}/query")) { try await queryStates($0, $1) }
-        // One rule for the thing's token and a user's (FrameworkSide.thingField).
+        // One rule for the thing's token and a user's (ThingRequests.thingField).
         for field in [ThingField.firmwareVersion, .thingType] {
             let path = RouterPath("/thing-if/apps/{appID}/things/{thingID}/\(field.rawValue)")
             r.get(path) { try await thingField($0, $1, field) }
@@ -67,9 +67,11 @@ extension API {
         let user = try user(request, context)
         let tid = try param(context, "thingID")
         _ = try spendOwnedByID(user, tid)
-        if request.method == .get { return Reply.json(200, try value(hub.thingField(field, thingID: tid))) }
+        if request.method == .get {
+            return Reply.json(200, try value(hub.thingRequests.thingField(field, thingID: tid)))
+        }
         let body = try await Body.bytes(request, limit: security.limits.maxBody)
-        try value(hub.setThingField(field, thingID: tid, body: body))
+        try value(hub.thingRequests.setThingField(field, thingID: tid, body: body))
         return Reply.noContent()
     }
 

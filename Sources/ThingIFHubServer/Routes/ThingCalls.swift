@@ -13,7 +13,7 @@ import ThingIFHub
 
 extension API {
     /// The thing's own calls over HTTP as Kii's thing SDKs make them (the
-    /// same router as over MQTT: FrameworkSide.thingRequestOverHTTP):
+    /// same router as over MQTT: ThingRequests.overHTTP):
     /// results, its own commands, state, the automation report. Onboarding
     /// by the thing shares POST …/onboardings with the owner's forms, and
     /// installations with the apps' (Things.swift, Installations.swift).
@@ -41,28 +41,28 @@ extension API {
             throw HubError.invalid("bad path \(request.uri.path)")
         }
         let path = String(full.dropFirst(prefix.count))
-        let bootstrap = FrameworkSide.isBootstrap(api: kind, path: path)
+        let bootstrap = ThingRequests.isBootstrap(api: kind, path: path)
         // Onboarding by the thing has no identity yet: the address's and
         // the app's budgets, spent before the body is read.
         if bootstrap && kind == .thingIF { try spendAnonymous(request) }
-        let body = try await Body.bytes(request, limit: hub.maxBody(path: path))
+        let body = try await Body.bytes(request, limit: hub.thingRequests.maxBody(path: path))
         var headers: [(name: String, value: String)] = []
         if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
         if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
         let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
-        guard bootstrap else { return Reply.kii(hub.thingRequestOverHTTP(req, api: kind, path: path)) }
+        guard bootstrap else { return Reply.kii(hub.thingRequests.overHTTP(req, api: kind, path: path)) }
         // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
-        return Reply.kii(try await costly { [hub] in hub.thingRequestOverHTTP(req, api: kind, path: path) })
+        return Reply.kii(try await costly { [hub] in hub.thingRequests.overHTTP(req, api: kind, path: path) })
     }
 
     /// PUT or PATCH …/states: the thing's own upload with its token; with
-    /// a user's, an owner's upload (FrameworkSide.ownerStateUpload).
+    /// a user's, an owner's upload (AppAPI.uploadState).
     func stateUpload(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
         let (user, tid) = try caller(request, context)
         let body = try await Body.bytes(request, limit: security.limits.maxStateBody)
         return Reply.kii(
-            hub.ownerStateUpload(user: user, thingID: tid, method: request.method.rawValue, body: body))
+            hub.app.uploadState(user: user, thingID: tid, method: request.method.rawValue, body: body))
     }
 
     /// True when the request carries a thing's token (not a user's).

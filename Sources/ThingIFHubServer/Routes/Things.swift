@@ -129,7 +129,7 @@ extension API {
                 user: user, vendorThingID: vendorThingID, password: form.password, owner: form.owner,
                 thingType: form.thingType, firmwareVersion: form.firmwareVersion,
                 dataGroupingInterval: form.dataGroupingInterval
-            ).map { ($0, hub.handoverEndpoint(for: $0)) }
+            ).map { ($0, hub.installations.handover(for: $0)) }
         }
         let (t, endpoint) = try value(outcome)
         let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
@@ -138,7 +138,7 @@ extension API {
     }
 
     /// DELETE …/targets/thing:{thingID} or Kii's …/things/{thingID}: the
-    /// owner deletes the thing and what belongs to it (FrameworkSide.removeThing); 204.
+    /// owner deletes the thing and what belongs to it (ThingRemoval.remove); 204.
     func deleteThing(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let tid: String
@@ -148,7 +148,7 @@ extension API {
         } else {
             tid = try thingID(context, user)
         }
-        try value(hub.deleteThing(user: user, thingID: tid))
+        try value(hub.app.deleteThing(user: user, thingID: tid))
         return Reply.noContent()
     }
 

@@ -51,7 +51,7 @@ extension API {
         let user = try user(request, context)
         let id = context.parameters.get("userID").map { String($0) } ?? "me"
         guard id == "me" || id == user.userID else { throw HubError.userNotFound(id) }
-        for i in try value(hub.deleteUser(user)) { hub.notifications.streams.closeInstallation(i.installationID) }
+        for i in try value(hub.app.deleteUser(user)) { hub.notifications.streams.closeInstallation(i.installationID) }
         return Reply.noContent()
     }
 

@@ -65,7 +65,8 @@ enum RevocationSupport {
         let req = KiiRequest(
             method: "POST", headers: [("Content-Type", MediaType.onboardingByThing)],
             body: Array(try JSONSerialization.data(withJSONObject: body)))
-        let r = hub.route(req, api: .thingIF, path: "onboardings", clientID: "thingif-bootstrap-revocation")
+        let r = hub.thingRequests.route(
+            req, api: .thingIF, path: "onboardings", clientID: "thingif-bootstrap-revocation")
         let json = parseObject(r.bodyText) ?? [:]
         try #require(r.status == 200, "\(r.status) \(json)")
         let ep = try #require(json["mqttEndpoint"] as? [String: Any])
@@ -128,7 +129,7 @@ struct CertificateRevocationTests {
             // The owner deletes A.
             let owner = try #require(env.hub.store.createUser(loginName: "owner", passwordHash: nil))
             #expect(env.hub.store.addOwner(thingID: tidA, owner: "user:\(owner.userID)"))
-            if case .failure(let e) = env.hub.deleteThing(user: owner, thingID: tidA) {
+            if case .failure(let e) = env.hub.app.deleteThing(user: owner, thingID: tidA) {
                 Issue.record("deletion refused: \(e.message)")
             }
             a.destroy()
@@ -173,7 +174,7 @@ struct CertificateRevocationTests {
         ].sorted()
         #expect(expected[0] != expected[1])
         let thing = try #require(first.store.thing(id: gone.thingID))
-        if case .failure(let e) = first.removeThing(thing) { Issue.record("deletion refused: \(e.message)") }
+        if case .failure(let e) = first.removal.remove(thing) { Issue.record("deletion refused: \(e.message)") }
         #expect(RevocationSupport.waitForCRL(pki, broker.crlFile, expected) == expected)
         let (serials, text) = try RevocationSupport.crl(pki, broker.crlFile)
         #expect(serials == expected, "\(text)")
@@ -197,7 +198,7 @@ struct CertificateRevocationTests {
         // One that has come to the end of its day is signed again by the
         // delivery worker, with a later thisUpdate.
         let before = try Self.dates(try RevocationSupport.crl(pki, broker.crlFile).text).last
-        second.crlState.withLock {
+        second.authority.crlState.withLock {
             $0.writtenMs -= ThingCRL.resignAfterMs
             $0.nextCheckMs = 0
         }
@@ -232,8 +233,8 @@ struct CertificateRevocationTests {
             let pki = try TestPKI()
             let old = try RevocationSupport.onboard(env.hub, "AC-RETIRE", csr: try pki.makeCSR("old"))
             let t = try #require(env.hub.store.thing(id: old.thingID))
-            _ = try #require(env.hub.newInstallation(for: t))
-            #expect(env.hub.retireInstallations(of: try #require(env.hub.store.thing(id: old.thingID)), keeping: 1))
+            _ = try #require(env.hub.installations.newInstallation(for: t))
+            #expect(env.hub.installations.retire(of: try #require(env.hub.store.thing(id: old.thingID)), keeping: 1))
             #expect(env.hub.store.thing(id: old.thingID)?.installations.values.contains(old.topic) == false)
             let serial = try RevocationSupport.serial(pki, pem: old.certificate)
             #expect(RevocationSupport.waitForCRL(pki, env.broker.crlFile, [serial]) == [serial])

@@ -71,7 +71,7 @@ private func onboard(_ hub: FrameworkSide, _ vendorThingID: String, csr: Any?) t
     let req = KiiRequest(
         method: "POST", headers: [("Content-Type", MediaType.onboardingByThing)],
         body: Array(try onboardingBody(vendorThingID, csr: csr).utf8))
-    let r = hub.route(req, api: .thingIF, path: "onboardings", clientID: "thingif-bootstrap-test")
+    let r = hub.thingRequests.route(req, api: .thingIF, path: "onboardings", clientID: "thingif-bootstrap-test")
     return (r.status, parseObject(r.bodyText) ?? [:])
 }
 
@@ -89,7 +89,7 @@ private func hubWithCA(
     o.thingCertDays = 30
     o.brokerAdmin = admin
     let hub = try #require(FrameworkSide(o, store: MemoryStore(secrets: .fastForTests)))
-    let problem = hub.loadThingCA()
+    let problem = hub.authority.load()
     try #require(problem == nil, "\(problem ?? "")")
     return hub
 }
@@ -238,12 +238,12 @@ struct ThingCertificateTests {
 
         // Retiring its installation and deleting it need no broker client.
         let t = try #require(env.hub.thing(tid))
-        _ = try #require(env.hub.newInstallation(for: t))
-        #expect(env.hub.retireInstallations(of: try #require(env.hub.thing(tid)), keeping: 1))
+        _ = try #require(env.hub.installations.newInstallation(for: t))
+        #expect(env.hub.installations.retire(of: try #require(env.hub.thing(tid)), keeping: 1))
         #expect(env.hub.thing(tid)?.installations.count == 1)
         let now = try #require(env.hub.thing(tid))
         let left = try #require(now.installations.values.first)
-        if case .failure(let e) = env.hub.removeThing(now) { Issue.record("deletion refused: \(e.message)") }
+        if case .failure(let e) = env.hub.removal.remove(now) { Issue.record("deletion refused: \(e.message)") }
         #expect(env.hub.thing(tid) == nil)
         // Its certificate still opens the broker's door, but the hub no
         // longer knows its topic: a status or a request from it changes nothing.
@@ -280,20 +280,20 @@ struct ThingCertificateTests {
         let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
         #expect(ep["clientCertificate"] is String && ep["password"] as? String == "")
         let t = try #require(hub.thing(vendorThingID: "AC-NONE"))
-        #expect(hub.handoverEndpoint(for: t) == nil)
+        #expect(hub.installations.handover(for: t) == nil)
         let token = try #require(r.json["accessToken"] as? String)
         let auth = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
-        let create = hub.route(
+        let create = hub.thingRequests.route(
             KiiRequest(method: "POST", headers: auth, body: Array(#"{"deviceType":"MQTT"}"#.utf8)), api: .kii,
             path: "installations", clientID: nil)
         #expect(create.status == 400 && create.bodyText.contains("CERTIFICATE_SIGNING_REQUEST_REQUIRED"))
         let iid = try #require(ep["installationID"] as? String)
-        let get = hub.route(
+        let get = hub.thingRequests.route(
             KiiRequest(method: "GET", headers: auth, body: []), api: .kii, path: "installations/\(iid)/mqtt-endpoint",
             clientID: nil)
         #expect(get.status == 400 && get.bodyText.contains("CERTIFICATE_SIGNING_REQUEST_REQUIRED"))
         // Deleting a thing asks nothing of the broker.
-        if case .failure(let e) = hub.removeThing(t) { Issue.record("deletion refused: \(e.message)") }
+        if case .failure(let e) = hub.removal.remove(t) { Issue.record("deletion refused: \(e.message)") }
     }
 
     @Test("A CA that cannot be used stops the hub's start, with the reason")
@@ -318,14 +318,14 @@ struct ThingCertificateTests {
             let hub = try #require(FrameworkSide(o, store: MemoryStore(secrets: .fastForTests)))
             #expect(!hub.start(timeoutMs: 500), "\(name): the hub started")
             #expect(hub.startProblem?.contains(reason) == true, "\(name): \(hub.startProblem ?? "")")
-            #expect(hub.thingCA.withLock { $0 } == nil)
+            #expect(hub.authority.ca == nil)
         }
         // The right pair passes the CA's checks (and then fails on the missing broker, not the CA).
         var o = FrameworkSide.Options(appID: Env.appID, appKey: Env.appKey, brokerPort: 1)
         o.thingCA = .init(certFile: ca.cert, keyFile: ca.key)
         o.advertisedCertPort = 8884
         let hub = try #require(FrameworkSide(o, store: MemoryStore(secrets: .fastForTests)))
-        #expect(hub.loadThingCA() == nil)
+        #expect(hub.authority.load() == nil)
     }
 
     /// The configuration `args` give (no environment, no file).

@@ -177,7 +177,7 @@ struct EbisuConformanceTests {
             }
             // 18 starts kept at most 16 installations; the first one's broker login is gone.
             let kept = e.hub.store.installationsOldestFirst(thingID: tid)
-            #expect(kept.count <= FrameworkSide.installationLimit)
+            #expect(kept.count <= ThingInstallations.limit)
             let first = try #require(firstEndpoint)
             #expect(!kept.contains { $0.mqttTopic == first.topic })
             let old = try #require(EbisuMqtt(host: "127.0.0.1", port: e.env.broker.port))

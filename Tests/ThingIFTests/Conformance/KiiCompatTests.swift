@@ -504,7 +504,7 @@ struct KiiCompatTests {
             // the bound retires the oldest: Kii's SDKs make one at every start.
             let before = Set(e.hub.store.installationsOldestFirst(thingID: tid).map(\.installationID))
             var last = 0
-            for _ in 0..<FrameworkSide.installationLimit {
+            for _ in 0..<ThingInstallations.limit {
                 last = try await e.call(
                     "POST", "\(e.api)/installations", token: thingToken, json: ["deviceType": "MQTT"]
                 )
@@ -512,7 +512,7 @@ struct KiiCompatTests {
             }
             #expect(last == 201)
             let after = e.hub.store.installationsOldestFirst(thingID: tid).map(\.installationID)
-            #expect(after.count == FrameworkSide.installationLimit && Set(after).isDisjoint(with: before))
+            #expect(after.count == ThingInstallations.limit && Set(after).isDisjoint(with: before))
             let retired = try await e.get("\(e.api)/installations/\(iid)/mqtt-endpoint", token: thingToken)
             #expect(retired.status == 404 && retired.errorCode == "INSTALLATION_NOT_FOUND", "\(retired.text)")
         }

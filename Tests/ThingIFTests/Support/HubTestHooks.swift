@@ -30,7 +30,7 @@ extension FrameworkSide {
     public func thing(_ thingID: String) -> ThingRecord? { store.thing(id: thingID) }
     public func thing(vendorThingID: String) -> ThingRecord? { store.thing(vendorThingID: vendorThingID) }
 
-    public var requests: [RequestRecord] { data.withLock { $0.requests.all } }
+    public var requests: [ThingRequests.Record] { thingRequests.log }
 
     /// Things whose last status message said "online".
     public var onlineThings: [String] { delivery.thingsSeen.filter { delivery.announcedOnline($0) }.sorted() }
@@ -95,11 +95,13 @@ extension FrameworkSide {
                 createdAt: now, modifiedAt: now))
     }
 
+    private func quote(_ s: String) -> String { JSON.string(s)?.dump() ?? "\"\"" }
+
     /// The action results the thing reported for a command (JSON text).
     public func results(of commandID: String) -> String? { store.command(id: commandID)?.results }
 
     /// How many times the thing reported results for a command.
-    public func resultPostCount(of commandID: String) -> Int { data.withLock { $0.resultPosts[commandID] ?? 0 } }
+    public func resultPostCount(of commandID: String) -> Int { thingRequests.resultPosts(of: commandID) }
 
     public func waitForResults(of commandID: String, timeoutMs: Int) -> String? {
         expectOffPool("FrameworkSide.waitForResults")

@@ -41,7 +41,7 @@ struct StorageFailureTests {
             method: "PUT", headers: [("Authorization", "Bearer \(t.accessToken)")],
             body: Array(#"{"actionResults":[{"turnPower":{"succeeded":true}}]}"#.utf8))
         func post() -> Int {
-            hub.route(
+            hub.thingRequests.route(
                 results, api: .thingIF, path: "targets/thing:\(t.thingID)/commands/\(cid)/action-results",
                 clientID: "tstorefail"
             ).status
@@ -75,7 +75,9 @@ struct StorageFailureTests {
             method: "PUT", headers: [("Authorization", "Bearer \(t.accessToken)")], body: Array(#"{"power":true}"#.utf8)
         )
         func upload() -> Int {
-            hub.route(state, api: .thingIF, path: "targets/thing:\(t.thingID)/states", clientID: "tstorefail").status
+            hub.thingRequests.route(
+                state, api: .thingIF, path: "targets/thing:\(t.thingID)/states", clientID: "tstorefail"
+            ).status
         }
         try server.psql("ALTER TABLE tokens RENAME TO tokens_away", database: name)
         #expect(upload() == 500)
@@ -86,7 +88,7 @@ struct StorageFailureTests {
         var stranger = results
         stranger.headers = [("Authorization", "Bearer not-a-token")]
         #expect(
-            hub.route(
+            hub.thingRequests.route(
                 stranger, api: .thingIF, path: "targets/thing:\(t.thingID)/commands/\(cid)/action-results",
                 clientID: "tstorefail"
             ).status == 401)

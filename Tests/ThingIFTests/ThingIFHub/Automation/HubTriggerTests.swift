@@ -67,7 +67,7 @@ final class Offline {
             Issue.record("the thing is gone")
             return
         }
-        let r = hub.state(method: "PATCH", upload: state, thing: thing)
+        let r = hub.thingRequests.state(method: "PATCH", upload: state, thing: thing)
         #expect(r.status == 204, "the upload \(state) got \(r.status)")
     }
 

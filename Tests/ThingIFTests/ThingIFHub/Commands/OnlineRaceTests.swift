@@ -40,7 +40,7 @@ struct OnlineRaceTests {
         #expect(hub.store.addInstallation(thingID: thing.thingID, installationID: "i-race", mqttTopic: topic))
         // The thing's status as the broker hands it to the hub (its request thread).
         func status(_ up: Bool) {
-            hub.handle(
+            hub.thingRequests.handle(
                 MqttClient.Message(
                     topic: Topics.status(clientID: topic), payload: Array((up ? "online" : "offline").utf8), qos: 1,
                     retain: true))

@@ -378,7 +378,7 @@ struct HubFloodTests {
         var thingID = ""
         for n in 0..<20 {
             let body = #"{"vendorThingID":"AC-HTTP-\#(n)","thingPassword":"pw-1"}"#
-            let r = hub.thingRequestOverHTTP(
+            let r = hub.thingRequests.overHTTP(
                 KiiRequest(
                     method: "POST", headers: [("Content-Type", MediaType.onboardingByThing)], body: Array(body.utf8)),
                 api: .thingIF, path: "onboardings")
@@ -392,7 +392,7 @@ struct HubFloodTests {
         try #require(!token.isEmpty && !thingID.isEmpty)
         var statuses: [Int] = []
         for _ in 0..<8 {
-            let r = hub.thingRequestOverHTTP(
+            let r = hub.thingRequests.overHTTP(
                 KiiRequest(
                     method: "PUT",
                     headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],

@@ -6,7 +6,7 @@ import Testing
 @testable import ThingIFHub
 
 /// A request lane's results and state uploads in one store transaction
-/// (FrameworkSide+OneCommit.swift): they are stored together, nothing is
+/// (ThingRequests+Lanes.swift): they are stored together, nothing is
 /// answered or told before the commit, and a failed commit answers and
 /// keeps nothing (the things send again). On an SQLite file and on a
 /// PostgreSQL database, each watched from a connection of the test's own,
@@ -176,7 +176,7 @@ struct OneCommitTests {
             let now = ("state", rig.committedResults(), rig.committedState())
             seen.withLock { $0.append(now) }
         }
-        rig.hub.handleLane((0..<4).map(rig.results) + [rig.state(true)])
+        rig.hub.thingRequests.handleLane((0..<4).map(rig.results) + [rig.state(true)])
 
         let told = seen.withLock { $0 }
         #expect(told.map(\.what) == rig.commands + ["state"])
@@ -217,7 +217,7 @@ struct OneCommitTests {
                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION doom();
                 """)
         }
-        rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
         #expect(rig.committedResults().isEmpty)
         #expect(rig.committedState() == nil)
         #expect(told.withLock { $0 }.isEmpty)
@@ -231,7 +231,7 @@ struct OneCommitTests {
         case .postgres: try rig.watchExec("DROP TRIGGER doom_on_results ON commands; DROP FUNCTION doom()")
         }
         // The things send the same requests again.
-        rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
         #expect(Set(rig.committedResults()) == Set(rig.commands))
         #expect(rig.committedState()?.contains("\"power\":true") == true)
         #expect(told.withLock { $0 } == rig.commands)
@@ -259,7 +259,7 @@ struct OneCommitTests {
             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
             CREATE TRIGGER refuse_state BEFORE UPDATE OF state ON things FOR EACH ROW EXECUTE FUNCTION refuse();
             """)
-        rig.hub.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
         #expect(events.withLock { $0 }.contains { $0.contains("each handled again alone") })
         // Alone, the results are stored, told once and answered; the state upload is a 500.
         #expect(Set(rig.committedResults()) == Set(rig.commands))
@@ -299,10 +299,10 @@ struct OneCommitTests {
             """)
         let a = (rig.thing, rig.topic)
         let first = Thread {
-            rig.hub.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")])
+            rig.hub.thingRequests.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")])
         }
         first.start()
-        hub2.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")])
+        hub2.thingRequests.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")])
         #expect(poll(timeoutMs: 10_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
         #expect(rig.replies() == ["a1": 204, "a2": 204])
         #expect(rig.replies(on: other.1) == ["b1": 204, "b2": 204])

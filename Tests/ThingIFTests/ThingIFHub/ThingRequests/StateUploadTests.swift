@@ -25,7 +25,7 @@ struct StateUploadTests {
             let req = KiiRequest(
                 method: method, headers: [("Authorization", "Bearer \(token ?? t.accessToken)")],
                 body: Array(body.utf8))
-            let r = hub.route(
+            let r = hub.thingRequests.route(
                 req, api: .thingIF, path: "targets/thing:\(target ?? t.thingID)/states", clientID: client)
             return (r.status, r.bodyText)
         }

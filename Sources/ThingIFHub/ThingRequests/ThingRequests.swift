@@ -3,9 +3,142 @@
 import CThingIF
 import ThingIF
 
-/// The MQTT request loop: each request on p/{clientID}/thing-if/… or …/api/… is framed,
+/// What things ask of the framework (Kii's thing API), over MQTT and over
+/// HTTP: onboarding, MQTT installations and endpoints, action results,
+/// commands a thing ran by itself, state uploads, its fields and its
+/// automation report, each checked against the thing's token and client ID.
+///
+/// Over MQTT each request on p/{clientID}/thing-if/… or …/api/… is framed,
 /// size- and rate-limited, routed and answered on p/{clientID}/resp only.
-extension FrameworkSide {
+/// libmosquitto's thread only queues (`accept`): bootstrap requests go to
+/// the costly work's pool, the rest to the request lanes, each client's in
+/// order (`open`), where a run of results and states shares one commit
+/// (ThingRequests+Lanes). Given the store, MQTT client and the components it
+/// tells (installations, the things' CA, delivery, notifications, the
+/// triggers, Home Assistant), never the hub.
+public final class ThingRequests: @unchecked Sendable {
+    /// A request as received, for tests and logs.
+    public struct Record: Sendable {
+        public var clientID: String
+        public var method: String
+        public var path: String
+        public var body: String
+        public var status: Int
+    }
+
+    /// What this process saw of the things' requests (bounded).
+    struct Seen {
+        var requests = RecentLog<Record>(capacity: ThingRequests.logSize)
+        var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
+        var resultPostOrder = RecentLog<String>(capacity: ThingRequests.resultCountLimit)  // the same keys
+    }
+
+    /// Requests kept for tests and logs: the newest ones only.
+    public static let logSize = 512
+    /// How many commands' result deliveries are counted (the newest).
+    public static let resultCountLimit = 20_000
+    /// At most this many inbound messages, or this many payload bytes, wait
+    /// for the request threads; then the broker holds what follows.
+    public static let queueMax = 50_000
+    public static let queueMaxBytes = 64 << 20
+
+    let options: FrameworkSide.Options
+    let store: HubStore
+    let fastPaths: FastPaths
+    let client: MqttClient
+    let installations: ThingInstallations
+    let authority: ThingAuthority
+    let delivery: CommandDelivery
+    let notifications: Notifications
+    let triggerEngine: TriggerEngine
+    let homeAssistant: () -> HomeAssistantBridge?
+    let metrics: HubMetrics
+    let events: HubEvents
+    let costly: CostlyWork
+    let seen = Locked(Seen())
+    /// Inbound messages waiting for the request threads, while open.
+    let lanes = Locked<RequestLanes?>(nil)
+
+    /// Requests per MQTT client ID (or token over HTTP): a thing's burst of
+    /// state uploads passes, a flood gets 429.
+    let rateLimiter: RateLimiter
+    /// Wrong onboarding passwords per vendorThingID: a burst of 10, then one
+    /// per 10 s; past that every attempt gets 429 (password guessing over the
+    /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
+    /// every start.
+    let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
+    /// The global budget of bootstrap requests over MQTT.
+    let bootstrapLimiter: RateLimiter
+    /// Things created by the thing itself, app-wide (nil: no cap).
+    let creationLimiter: RateLimiter?
+
+    init(
+        options: FrameworkSide.Options, store: HubStore, fastPaths: FastPaths, client: MqttClient,
+        installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
+        notifications: Notifications, triggerEngine: TriggerEngine,
+        homeAssistant: @escaping () -> HomeAssistantBridge?, metrics: HubMetrics, events: HubEvents,
+        costly: CostlyWork
+    ) {
+        self.options = options
+        self.store = store
+        self.fastPaths = fastPaths
+        self.client = client
+        self.installations = installations
+        self.authority = authority
+        self.delivery = delivery
+        self.notifications = notifications
+        self.triggerEngine = triggerEngine
+        self.homeAssistant = homeAssistant
+        self.metrics = metrics
+        self.events = events
+        self.costly = costly
+        rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
+        bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
+        creationLimiter =
+            options.thingsCreatedPerHour > 0
+            ? RateLimiter(
+                ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
+    }
+
+    /// Starts the request lanes: as many as the store serves calls at once.
+    func open() -> Bool {
+        let queue = RequestLanes(count: store.concurrentCalls, capacity: Self.queueMax, maxBytes: Self.queueMaxBytes)
+        guard queue.start(batch: Self.laneBatchMax, { [unowned self] ms in self.handleLane(ms) }) else { return false }
+        lanes.withLock { $0 = queue }
+        return true
+    }
+
+    /// Stops the lanes; what waits in them is dropped (the things send it again).
+    func close() {
+        lanes.withLock { q in
+            q?.close()
+            q = nil
+        }
+    }
+
+    /// The requests seen, oldest first (the newest `logSize`).
+    public var log: [Record] { seen.withLock { $0.requests.all } }
+
+    /// How many times results arrived for a command (of the newest `resultCountLimit`).
+    public func resultPosts(of commandID: String) -> Int { seen.withLock { $0.resultPosts[commandID] ?? 0 } }
+
+    func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse { .refusal(status, code, message) }
+    func error(_ e: HubError) -> KiiResponse { .refusal(e) }
+    func ok(_ status: Int, _ body: JSON? = nil) -> KiiResponse { .answer(status, body) }
+    var storageFailed: KiiResponse { .storageFailed }
+
+    /// A request body as the request log keeps it: a thing's password is
+    /// not kept.
+    static func redacted(_ body: [UInt8], path: String) -> String {
+        guard path == "onboardings", case .success(let j) = JSON.parse(body), j.isObject else {
+            return String(decoding: body, as: UTF8.self)
+        }
+        if j["thingPassword"] != nil { j.set("thingPassword", string: "(not kept)") }
+        return j.dump()
+    }
+}
+
+extension ThingRequests {
     // MARK: request handling (the request thread, RequestLane)
 
     /// Whether a request path is bootstrap work: onboarding, a new MQTT
@@ -27,12 +160,12 @@ extension FrameworkSide {
     /// Claim onboardings (c/{CN}/{clientID}/onboardings) are bootstrap
     /// work too: within the same budget, on the same pool, never on the
     /// request threads where things' commands and results are served.
-    func accept(_ m: MqttClient.Message, queue: RequestLanes) {
+    func accept(_ m: MqttClient.Message) {
         let bootstrap =
             Topics.parseRequest(m.topic).map { Self.isBootstrap(api: $0.api, path: $0.path) }
             ?? (Topics.parseClaimRequest(m.topic) != nil)
         guard bootstrap else {
-            queue.push(m)
+            lanes.withLock { $0 }?.push(m)
             return
         }
         guard bootstrapLimiter.allow("bootstrap", now: Platform.nowMs()) else {
@@ -46,20 +179,20 @@ extension FrameworkSide {
     }
 
     func handle(_ m: MqttClient.Message) {
-        if let ha = homeAssistant, ha.handle(m) { return }
+        if let ha = homeAssistant(), ha.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else {
-                forgetDeleted(clientID: clientID)
+                delivery.forgetDeleted(clientID: clientID)
                 return
             }
             let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
-            homeAssistant?.availabilityChanged(thingID: tid, online: up)
-            onEvent?("\(tid) is \(up ? "online" : "offline")")
+            homeAssistant()?.availabilityChanged(thingID: tid, online: up)
+            events.event("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = delivery.resendUnanswered(to: tid)
-                if n > 0 { onEvent?("sent \(n) unanswered command(s) to \(tid) again") }
+                if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
             }
             return
         }
@@ -133,7 +266,7 @@ extension FrameworkSide {
         ) { req in
             if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
-                onEvent?("claim onboarding refused: \(refusal)")
+                events.event("claim onboarding refused: \(refusal)")
                 return error(403, "CLAIM_REFUSED", refusal)
             }
             guard req.method == "POST" else { return error(404, "NOT_FOUND", "no \(req.method) onboardings") }
@@ -150,7 +283,7 @@ extension FrameworkSide {
         if options.refusedClaims.contains(parts.batch) {
             return "the claim batch \(parts.batch) is refused by this hub's operator"
         }
-        if thingCA.withLock({ $0 == nil }) { return "this hub has no things CA: it takes no claim onboardings" }
+        if authority.ca == nil { return "this hub has no things CA: it takes no claim onboardings" }
         return nil
     }
 
@@ -164,7 +297,7 @@ extension FrameworkSide {
     /// which the operator sets), not one key shared by every device of the
     /// app, which capped an app's onboardings over HTTP at
     /// requestRatePerSecond whatever the operator had set.
-    public func thingRequestOverHTTP(_ req: KiiRequest, api: Topics.API, path: String) -> KiiResponse {
+    public func overHTTP(_ req: KiiRequest, api: Topics.API, path: String) -> KiiResponse {
         let reply: KiiResponse
         let budgetKey =
             req.bearerToken.map { "http:" + $0 } ?? (api == .thingIF && path == "onboardings" ? nil : "http:")
@@ -180,28 +313,15 @@ extension FrameworkSide {
     }
 
     func logRequest(clientID: String, method: String, path: String, body: [UInt8], status: Int) {
-        let logged = RequestRecord(
+        let logged = Record(
             clientID: clientID, method: method, path: path,
-            body: FrameworkSide.redacted(body, path: path), status: status)
-        data.withLock { $0.requests.append(logged) }
+            body: Self.redacted(body, path: path), status: status)
+        seen.withLock { $0.requests.append(logged) }
     }
 
     /// The body limit of a request path: state uploads have their own.
     public func maxBody(path: String) -> Int {
         path.hasSuffix("/states") ? options.limits.maxStateBody : options.limits.maxBody
-    }
-
-    func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse {
-        error(HubError(status, code, message))
-    }
-
-    func error(_ e: HubError) -> KiiResponse {
-        KiiResponse(status: e.status, headers: [("Content-Type", MediaType.json)], body: e.body.dumpBytes())
-    }
-
-    func ok(_ status: Int, _ body: JSON? = nil) -> KiiResponse {
-        guard let body else { return KiiResponse(status: status) }
-        return KiiResponse(status: status, headers: [("Content-Type", MediaType.json)], body: body.dumpBytes())
     }
 
     /// One router for both transports. `clientID` is the MQTT client the

@@ -21,7 +21,7 @@ import ThingIF
 /// thing's messages in the order they came). Two hubs' transactions then
 /// take the rows of their things in one order, and never wait for each
 /// other in a circle (PostgreSQL's deadlock, which undoes one of them).
-extension FrameworkSide {
+extension ThingRequests {
     /// The most messages of a lane handled at a time (and so in one transaction).
     static let laneBatchMax = 32
 
@@ -67,9 +67,11 @@ extension FrameworkSide {
         case .committed:
             pending.run()
         case .failed:
-            onEvent?("the store's commit of \(run.count) request(s) failed: not answered, their things send them again")
+            events.event(
+                "the store's commit of \(run.count) request(s) failed: not answered, their things send them again")
         case .undone:
-            onEvent?("a call in the store's transaction of \(run.count) request(s) failed: each handled again alone")
+            events.event(
+                "a call in the store's transaction of \(run.count) request(s) failed: each handled again alone")
             for m in run { handle(m) }
         case .unsupported:
             for m in run { handle(m) }

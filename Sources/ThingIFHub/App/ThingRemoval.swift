@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// Deleting a thing (DELETE …/targets/thing:{thingID}; README "Deleting a
+/// thing"): the store's rows, the hub's own memory of it, its broker
+/// identities and the retained messages it leaves on the broker. Given
+/// what it clears, never the hub; the app's rules (AppAPI.deleteThing)
+/// check ownership first.
+final class ThingRemoval: @unchecked Sendable {
+    let store: HubStore
+    let client: MqttClient
+    let admin: BrokerAdmin?
+    let authority: ThingAuthority
+    let delivery: CommandDelivery
+    let triggerEngine: TriggerEngine
+    let homeAssistant: () -> HomeAssistantBridge?
+    let metrics: HubMetrics
+    let events: HubEvents
+
+    init(
+        store: HubStore, client: MqttClient, admin: BrokerAdmin?, authority: ThingAuthority,
+        delivery: CommandDelivery, triggerEngine: TriggerEngine, homeAssistant: @escaping () -> HomeAssistantBridge?,
+        metrics: HubMetrics, events: HubEvents
+    ) {
+        self.store = store
+        self.client = client
+        self.admin = admin
+        self.authority = authority
+        self.delivery = delivery
+        self.triggerEngine = triggerEngine
+        self.homeAssistant = homeAssistant
+        self.metrics = metrics
+        self.events = events
+    }
+
+    /// In this order:
+    /// 1. the broker deletes the dynamic-security client and role of each
+    ///    of its MQTT installations (the plugin disconnects a connected one).
+    ///    A broker that does not confirm stops the deletion here with 503:
+    ///    the thing is still there, and the call can be repeated;
+    /// 2. the store deletes the thing and what belongs to it
+    ///    (ThingStore.deleteThing): its tokens stop working, its requests
+    ///    find no thing, and its certificates move to the revoked list;
+    ///    the hub writes the things' CRL and tells the broker (publishCRL);
+    /// 3. the hub forgets its online status (things_online) and schedules;
+    /// 4. empty retained messages clear its automation config and status
+    ///    topics (after 1: the will of a disconnected thing comes first);
+    /// 5. Home Assistant's discovery config, state and availability are
+    ///    cleared the same way, which makes Home Assistant remove the entity.
+    func remove(_ t: ThingRecord) -> Result<Void, HubError> {
+        let topics = t.installations.values.sorted()
+        if let admin {
+            for topic in topics where !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) {
+                return .failure(
+                    HubError(
+                        503, "BROKER_UNAVAILABLE",
+                        "the broker did not confirm removing the client \(topic); \(t.thingID) is not deleted, try again"
+                    ))
+            }
+        }
+        let triggers = store.triggers(thingID: t.thingID)
+        guard store.deleteThing(id: t.thingID) else { return .failure(.storage) }
+        authority.publishCRL()
+        let online = delivery.forget(thingID: t.thingID, topics: topics)
+        metrics.setOnline(online)
+        for trigger in triggers { triggerEngine.reschedule(trigger.triggerID) }
+        for topic in topics {
+            _ = client.publish(topic: Topics.config(clientID: topic), payload: [], qos: 1, retain: true)
+            _ = client.publish(topic: Topics.status(clientID: topic), payload: [], qos: 1, retain: true)
+        }
+        homeAssistant()?.removed(thingID: t.thingID)
+        events.event("\(t.thingID) deleted (\(topics.count) MQTT installation(s))")
+        return .success(())
+    }
+}

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// A command's action results from the thing, and the commands it ran by
+/// itself.
+extension ThingRequests {
+    /// The results of `commandID`: `command` is that command as read with
+    /// the thing that authorisation read (`FastPaths.thing(accessToken:command:)`),
+    /// nil when the thing has none of that ID; `targets`, its notification
+    /// targets when read with it.
+    func actionResults(
+        _ req: KiiRequest, thingID tid: String, commandID: String, command: CommandRecord?,
+        targets read: [AppInstallation]? = nil
+    ) -> KiiResponse {
+        guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
+        }
+        // Results only for a command this thing was given (by the hub, or
+        // one it reported running by itself): never for another thing's.
+        guard let command, command.commandID == commandID, command.thingID == tid else {
+            return error(.commandNotFound(commandID))
+        }
+        seen.withLock { d in
+            if d.resultPosts[commandID] == nil, let oldest = d.resultPostOrder.append(commandID) {
+                d.resultPosts[oldest] = nil
+            }
+            d.resultPosts[commandID, default: 0] += 1
+        }
+        var text = j.dump()
+        var all = parsed.all
+        if all.isEmpty {
+            // A command the thing dropped before it could read the actions
+            // (ActionResults.dropped): every action failed with its reason.
+            // No results and no reason is not an outcome.
+            guard let reason = j["errorMessage"]?.stringValue, case .success(let payload) = JSON.parse(command.payload),
+                case .success(let sent) = Command.decode(payload)
+            else {
+                return error(400, "INVALID_INPUT_DATA", "no action results and no errorMessage")
+            }
+            let failed = ActionResults.allFailed(sent, message: reason)
+            text = failed.encode().dump()
+            all = failed.all
+        } else if parsed.groups.allSatisfy({ $0.alias == nil }),
+            case .success(let payload) = JSON.parse(command.payload),
+            // A schema command (the common case) is done here: only a trait
+            // command, which has no schema, is decoded to be regrouped.
+            payload["schema"] == nil,
+            case .success(let sent) = Command.decode(payload), sent.shape == .trait,
+            let grouped = parsed.grouped(like: sent)
+        {
+            // Flat results for a trait command (Kii's thing-if-ThingSDK posts
+            // them so): grouped by the command's aliases, as apps read them.
+            text = grouped.encode().dump()
+        }
+        let now = Platform.epochMs()
+        // Results count once: a repeat (the thing sends again until it has an
+        // answer) is accepted and changes nothing.
+        guard command.results == nil else { return ok(204) }
+        // Every action refused for a cancel (CommandCancel): the thing
+        // confirms it never ran it, so the command is CANCELLED (§9.1).
+        let state: CommandState =
+            !all.isEmpty && all.allSatisfy(\.succeeded)
+            ? .done : CommandCancel.isRefusal(all) ? .cancelled : .incomplete
+        // Whom to tell, read in the lane's transaction: a command without a
+        // target that a sweep sends to is never due for one, and needs no mark after.
+        let targets = read ?? notifications.targets(for: command)
+        // Results are idempotent by commandID: a repeat is accepted and ignored.
+        if metrics.timed(
+            "recordResults",
+            { store.recordResults(commandID: commandID, results: text, state: state, at: now, swept: targets.anySwept) }
+        ) {
+            // The stored row now: the one read above with what was just written.
+            var record = command
+            record.results = text
+            record.state = state
+            record.modifiedAt = now
+            // Counted and told after the lane's commit (AfterCommit).
+            afterCommit {
+                self.metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
+                self.events.event("results of \(commandID) from \(tid): \(text)")
+                self.notifications.finished(record, targets: targets)
+            }
+        } else if store.command(id: commandID)?.results == nil {
+            // Nothing written and no results there: not a repeat (another
+            // hub's first results) but a failure of the store. A 204 would
+            // lose them; the thing sends them again after a 500.
+            return storageFailed
+        }
+        return ok(204)
+    }
+
+    /// A command the thing ran by itself (an action set, or a timer trigger
+    /// on the device): stored once by commandID, so that apps see it.
+    func commandReport(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
+        }
+        if let id = j["commandID"], id.stringValue != commandID {
+            return error(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
+        }
+        guard case .success(let command) = Command.decode(j) else {
+            return error(400, "INVALID_INPUT_DATA", "the body is not a valid command")
+        }
+        if let issuer = command.issuer, issuer != "thing:\(tid)" {
+            return error(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
+        }
+        guard store.command(id: commandID) == nil else { return ok(204) }  // a repeat
+        let now = Platform.epochMs()
+        if store.insertCommand(
+            CommandRecord(
+                commandID: commandID, thingID: tid, issuer: command.issuer ?? "thing:\(tid)",
+                issuingInstallationID: nil, payload: j.dump(),
+                createdAt: now, modifiedAt: now)) != nil
+        {
+            events.event("\(tid) reported command \(commandID) it ran by itself")
+        }
+        return ok(204)
+    }
+
+}
+
+extension ActionResults {
+    /// Flat results laid out as `command`'s alias groups: the n-th result
+    /// answers the n-th action. nil when they do not fit (another count, or
+    /// a result named other than its action); such results are kept as sent.
+    func grouped(like command: Command) -> ActionResults? {
+        let flat = all
+        guard flat.count == command.groups.reduce(0, { $0 + $1.entries.count }) else { return nil }
+        var groups: [Group] = []
+        var i = 0
+        for g in command.groups {
+            var results: [ActionResult] = []
+            for e in g.entries {
+                guard flat[i].name == e.name else { return nil }
+                results.append(flat[i])
+                i += 1
+            }
+            groups.append(Group(alias: g.alias, results: results))
+        }
+        return ActionResults(groups: groups)
+    }
+}

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// The thing's state uploads: stored, kept in the history, then told to
+/// Home Assistant and the triggers after the lane's commit.
+extension ThingRequests {
+    /// A state upload to `target`. A whole state (PUT) over MQTT goes first
+    /// to the store's `putState` (StateWriteFastPaths), which authorises
+    /// and writes in one statement (one round trip on PostgreSQL); whatever
+    /// it does not write (a refusal, a PATCH, a store without it) is authorised
+    /// and written as usual, which also answers the refusals. Not over
+    /// HTTP, where anyone may send a token: a refused one would cost that
+    /// statement and then the usual read.
+    func stateUpload(_ req: KiiRequest, target: String, clientID: String?) -> KiiResponse {
+        // Parsed once, for either path; a body that is no object is
+        // answered after authorisation, as every refusal of the body is.
+        guard case .success(let j) = JSON.parse(req.body), j.isObject else {
+            return forTarget(req, target, clientID: clientID) { _ in
+                error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+            }
+        }
+        let upload = j.dump()
+        if req.method == "PUT", clientID != nil, let stateWrites = fastPaths.stateWrites,
+            let tid = thingID(fromTarget: target), let token = req.bearerToken
+        {
+            let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)
+            let put = metrics.timed("applyState") {
+                stateWrites.putState(
+                    accessToken: token, thingID: tid, clientID: clientID, upload: upload, state: merged,
+                    at: Platform.epochMs())
+            }
+            switch put {
+            case .found(let p): return stateStored(thing: p.thing, p.write)
+            case .failed: return storageFailed
+            case .notFound: break
+            }
+        }
+        return forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
+    }
+
+    /// A state upload (`upload`: the body's object as dumped) by `thing`,
+    /// its record as authorisation read it: its state then is the old state
+    /// the triggers compare with.
+    func state(method: String, upload: String, thing: ThingRecord) -> KiiResponse {
+        guard
+            let written = metrics.timed(
+                "applyState",
+                {
+                    fastPaths.applyState(
+                        thingID: thing.thingID, method: method, upload: upload, at: Platform.epochMs(),
+                        after: thing.state)
+                })
+        else {
+            return storageFailed
+        }
+        return stateStored(thing: thing, written)
+    }
+
+    /// After a state upload's write: `thing` as it was before (its state is
+    /// the old state the triggers compare with).
+    private func stateStored(thing: ThingRecord, _ written: StateWrite) -> KiiResponse {
+        let tid = thing.thingID
+        let old = thing.state
+        let merged = written.state
+        // The triggers read in the upload's transaction; told and acted on
+        // once stored: after the lane's commit (AfterCommit).
+        let triggers = written.hasEnabledTrigger == false ? [] : triggerEngine.enabledTriggers(thingID: tid)
+        afterCommit {
+            self.events.event("state of \(tid): \(merged)")
+            self.homeAssistant()?.stateChanged(thing: thing, merged: merged)
+            self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
+        }
+        return ok(204)
+    }
+
+}
