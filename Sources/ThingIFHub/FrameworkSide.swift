@@ -235,12 +235,12 @@ public final class FrameworkSide: @unchecked Sendable {
     public var app: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
-    public let triggerEngine = TriggerEngine()
+    public let triggerEngine: TriggerEngine
+    /// The automation configs things run by themselves (Automation/AutomationConfigs.swift).
+    public let automation: AutomationConfigs
     /// Requests per MQTT client: a thing's burst of state uploads passes,
     /// a flood gets 429.
     public let rateLimiter: RateLimiter
-    /// Serializes changes of the things' automation configs.
-    let automationLock = Locked(())
     /// The Prometheus metrics (GET /metrics).
     public let metrics = HubMetrics()
     /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
@@ -280,7 +280,10 @@ public final class FrameworkSide: @unchecked Sendable {
         } else {
             admin = nil
         }
-        triggerEngine.hub = self
+        let engine = TriggerEngine(store: store, delivery: delivery, lifetimes: options.lifetimes, events: events)
+        triggerEngine = engine
+        automation = AutomationConfigs(
+            store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
     }
 
     // MARK: lifecycle
