@@ -243,8 +243,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let rateLimiter: RateLimiter
     /// The Prometheus metrics (GET /metrics).
     public let metrics = HubMetrics()
-    /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
-    let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
+    /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
+    public let homeAssistant: HomeAssistant
     /// Inbound messages waiting for the request threads (RequestLanes), while started.
     let requestQueue = Locked<RequestLanes?>(nil)
     /// At most this many inbound messages, or this many payload bytes, wait
@@ -284,6 +284,9 @@ public final class FrameworkSide: @unchecked Sendable {
         triggerEngine = engine
         automation = AutomationConfigs(
             store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
+        homeAssistant = HomeAssistant(
+            store: store, client: c, delivery: delivery, metrics: metrics, events: events,
+            sharedSubscription: options.sharedSubscription, admin: admin, brokerAdmin: options.brokerAdmin)
     }
 
     // MARK: lifecycle
@@ -338,7 +341,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 let mid = self.client.subscribe(topic, qos: 1).mid
                 self.data.withLock { _ = $0.expectedMids.insert(mid) }
             }
-            self.homeAssistant?.subscribe()
+            self.homeAssistant.subscribe()
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
         client.onSubscribeGranted = { [unowned self] _, codes in

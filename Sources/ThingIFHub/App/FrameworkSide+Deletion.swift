@@ -57,7 +57,7 @@ extension FrameworkSide {
             _ = publishRetained(topic: Topics.config(clientID: topic), payload: [])
             _ = publishRetained(topic: Topics.status(clientID: topic), payload: [])
         }
-        homeAssistant?.removed(thingID: t.thingID)
+        homeAssistant.removed(thingID: t.thingID)
         onEvent?("\(t.thingID) deleted (\(topics.count) MQTT installation(s))")
         return .success(())
     }

@@ -46,7 +46,7 @@ extension FrameworkSide {
     }
 
     func handle(_ m: MqttClient.Message) {
-        if let ha = homeAssistant, ha.handle(m) { return }
+        if homeAssistant.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else {
@@ -55,7 +55,7 @@ extension FrameworkSide {
             }
             let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
-            homeAssistant?.availabilityChanged(thingID: tid, online: up)
+            homeAssistant.availabilityChanged(thingID: tid, online: up)
             onEvent?("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = delivery.resendUnanswered(to: tid)

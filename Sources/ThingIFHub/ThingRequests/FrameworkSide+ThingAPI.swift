@@ -643,7 +643,7 @@ extension FrameworkSide {
         let triggers = written.hasEnabledTrigger == false ? [] : triggerEngine.enabledTriggers(thingID: tid)
         afterCommit {
             self.onEvent?("state of \(tid): \(merged)")
-            self.homeAssistant?.stateChanged(thing: thing, merged: merged)
+            self.homeAssistant.stateChanged(thing: thing, merged: merged)
             self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
         }
         return ok(204)
