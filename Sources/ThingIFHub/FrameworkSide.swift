@@ -16,9 +16,10 @@ import ThingIF
 /// - `notifications` (Notifications/): telling commands' issuers;
 /// - `app` (App/): the app's rules, which the REST API calls, with
 ///   `removal`, deleting a thing;
-/// - the trigger engine and the automation configs (Automation/);
+/// - `triggerEngine` and `automation` (Automation/): server triggers, and
+///   the configs things run by themselves;
 /// - `authority` (Certificates/): the things' CA and CRL;
-/// - Home Assistant (HomeAssistant/) and the broker's administration (Broker/).
+/// - `homeAssistant` (HomeAssistant/) and the broker's administration (Broker/).
 /// What it knows lives in a HubStore (MemoryStore by default; SQLite or
 /// PostgreSQL for thingif-hub). It reuses the device library's wire codec
 /// and transport.
@@ -219,13 +220,13 @@ public final class FrameworkSide: @unchecked Sendable {
     public var app: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
-    public let triggerEngine = TriggerEngine()
-    /// Serializes changes of the things' automation configs.
-    let automationLock = Locked(())
+    public let triggerEngine: TriggerEngine
+    /// The automation configs things run by themselves (Automation/AutomationConfigs.swift).
+    public let automation: AutomationConfigs
     /// The Prometheus metrics (GET /metrics).
     public let metrics = HubMetrics()
-    /// Home Assistant's discovery, once enabled (HomeAssistant.swift).
-    let homeAssistantBridge = Locked<HomeAssistantBridge?>(nil)
+    /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
+    public let homeAssistant: HomeAssistant
     /// The periodic work (`jobs`), while started.
     let scheduler = Locked<Scheduler?>(nil)
 
@@ -249,21 +250,24 @@ public final class FrameworkSide: @unchecked Sendable {
         } else {
             admin = nil
         }
+        let engine = TriggerEngine(store: store, delivery: delivery, lifetimes: options.lifetimes, events: events)
+        triggerEngine = engine
+        automation = AutomationConfigs(
+            store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
+        homeAssistant = HomeAssistant(
+            store: store, client: c, delivery: delivery, metrics: metrics, events: events,
+            sharedSubscription: options.sharedSubscription, admin: admin, brokerAdmin: options.brokerAdmin)
         authority = ThingAuthority(options: options, store: store, events: events)
         installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             events: events)
-        // Home Assistant is enabled after start (enableHomeAssistant): read when needed.
-        let bridge = homeAssistantBridge
-        let homeAssistant = { bridge.withLock { $0 } }
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
-            authority: authority, delivery: delivery, notifications: notifications, triggerEngine: triggerEngine,
+            authority: authority, delivery: delivery, notifications: notifications, triggerEngine: engine,
             homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly)
         removal = ThingRemoval(
             store: store, client: c, admin: admin, authority: authority, delivery: delivery,
-            triggerEngine: triggerEngine, homeAssistant: homeAssistant, metrics: metrics, events: events)
-        triggerEngine.hub = self
+            triggerEngine: engine, homeAssistant: homeAssistant, metrics: metrics, events: events)
     }
 
     // MARK: lifecycle
@@ -318,7 +322,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 let mid = self.client.subscribe(topic, qos: 1).mid
                 self.data.withLock { _ = $0.expectedMids.insert(mid) }
             }
-            self.homeAssistant?.subscribe()
+            self.homeAssistant.subscribe()
         }
         client.onSubscribe = { [unowned self] mid in self.data.withLock { _ = $0.subscribedMids.insert(mid) } }
         client.onSubscribeGranted = { [unowned self] _, codes in
@@ -404,19 +408,6 @@ public final class FrameworkSide: @unchecked Sendable {
             Platform.sleepMs(10)
         }
         return true
-    }
-
-    // MARK: MQTT
-
-    /// Publishes on any topic (QoS 1).
-    public func publishRaw(topic: String, payload: [UInt8]) -> Bool {
-        client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
-    }
-
-    /// Publishes a retained message (QoS 1): the broker keeps it for
-    /// subscribers that come later.
-    public func publishRetained(topic: String, payload: [UInt8]) -> Bool {
-        client.publish(topic: topic, payload: payload, qos: 1, retain: true) == MOSQ_ERR_SUCCESS.rawValue
     }
 
     public static func newCommandID() -> String { CommandForm.newCommandID() }

@@ -168,14 +168,14 @@ do {
             }
         }
         if let user = config.haUsername, let password = config.haPassword {
-            if let problem = hub.provisionHomeAssistantClient(
+            if let problem = hub.homeAssistant.provisionClient(
                 username: user, password: password, prefix: config.haDiscoveryPrefix)
             {
                 fputs("thingif-hub: Home Assistant's broker client: \(problem)\n", stderr)
                 exit(1)
             }
         }
-        hub.enableHomeAssistant(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
+        hub.homeAssistant.enable(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
     }
     let where_ = config.memory ? "in memory" : "in \(config.db)"
     say(

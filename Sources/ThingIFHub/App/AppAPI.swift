@@ -86,10 +86,12 @@ public struct AppAPI {
         return .success(g)
     }
 
+    /// The ownership rule (Ownership.swift), which components given only
+    /// the store check too.
+    var ownership: Ownership { Ownership(store: store) }
+
     /// The typed IDs a user acts as: "user:{id}" and "group:{id}" of its groups.
-    func identities(of user: UserRecord) -> [String] {
-        ["user:\(user.userID)"] + store.groups(ofUser: user.userID).map { "group:\($0.groupID)" }
-    }
+    func identities(of user: UserRecord) -> [String] { ownership.identities(of: user) }
 
     // MARK: things
 
@@ -130,22 +132,15 @@ public struct AppAPI {
         }
     }
 
-    /// The user's groups are read only when the thing is not the user's own
-    /// (a read on every command of the REST API otherwise).
     /// The thing when `user` owns it directly or through a group; otherwise
     /// 404 (an unknown thing and another owner's thing look the same).
     public func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        owned(store.thing(id: thingID), user: user, thingID: thingID)
+        ownership.ownedThing(user: user, thingID: thingID)
     }
 
     /// `ownedThing` for the thing `thingID` as the caller read it (nil: unknown).
     func owned(_ thing: ThingRecord?, user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        guard let t = thing,
-            t.owners.contains("user:\(user.userID)") || !Set(t.owners).isDisjoint(with: identities(of: user))
-        else {
-            return .failure(.thingNotFound(thingID))
-        }
-        return .success(t)
+        ownership.owned(thing, user: user, thingID: thingID)
     }
 
     // MARK: commands

@@ -14,13 +14,13 @@ final class ThingRemoval: @unchecked Sendable {
     let authority: ThingAuthority
     let delivery: CommandDelivery
     let triggerEngine: TriggerEngine
-    let homeAssistant: () -> HomeAssistantBridge?
+    let homeAssistant: HomeAssistant
     let metrics: HubMetrics
     let events: HubEvents
 
     init(
         store: HubStore, client: MqttClient, admin: BrokerAdmin?, authority: ThingAuthority,
-        delivery: CommandDelivery, triggerEngine: TriggerEngine, homeAssistant: @escaping () -> HomeAssistantBridge?,
+        delivery: CommandDelivery, triggerEngine: TriggerEngine, homeAssistant: HomeAssistant,
         metrics: HubMetrics, events: HubEvents
     ) {
         self.store = store
@@ -66,10 +66,10 @@ final class ThingRemoval: @unchecked Sendable {
         metrics.setOnline(online)
         for trigger in triggers { triggerEngine.reschedule(trigger.triggerID) }
         for topic in topics {
-            _ = client.publish(topic: Topics.config(clientID: topic), payload: [], qos: 1, retain: true)
-            _ = client.publish(topic: Topics.status(clientID: topic), payload: [], qos: 1, retain: true)
+            _ = client.publishRetained(topic: Topics.config(clientID: topic), payload: [])
+            _ = client.publishRetained(topic: Topics.status(clientID: topic), payload: [])
         }
-        homeAssistant()?.removed(thingID: t.thingID)
+        homeAssistant.removed(thingID: t.thingID)
         events.event("\(t.thingID) deleted (\(topics.count) MQTT installation(s))")
         return .success(())
     }

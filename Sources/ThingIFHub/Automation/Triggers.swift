@@ -10,15 +10,28 @@ import ThingIFRules
 /// Evaluates the server triggers: STATES ones on every state upload,
 /// SCHEDULE and SCHEDULE_ONCE ones on `tick()`. The clock is injectable
 /// (`now`), so that tests drive time; thingif-hub ticks every second.
+///
+/// It is given the store (the triggers), the delivery that stores and
+/// publishes the commands they issue, the commands' lifetimes and the event
+/// sink; a trigger's command is checked by the CommandForm rule, as a
+/// command posted to the REST API is.
 public final class TriggerEngine: @unchecked Sendable {
-    weak var hub: FrameworkSide?
+    let store: HubStore
+    let delivery: CommandDelivery
+    let lifetimes: CommandLifetimes
+    let events: HubEvents
     private let clock = Locked<@Sendable () -> Int64>({ Platform.epochMs() })
     /// SCHEDULE triggers: the next time each fires (computed when first seen).
     private let nextFire = Locked<[String: Int64]>([:])
     /// One tick at a time.
     private let ticking = Locked(())
 
-    init() {}
+    init(store: HubStore, delivery: CommandDelivery, lifetimes: CommandLifetimes, events: HubEvents) {
+        self.store = store
+        self.delivery = delivery
+        self.lifetimes = lifetimes
+        self.events = events
+    }
 
     /// The clock, epoch milliseconds (default: the system's).
     public var now: @Sendable () -> Int64 {
@@ -30,17 +43,16 @@ public final class TriggerEngine: @unchecked Sendable {
     /// the commands issued.
     @discardableResult
     public func tick() -> [String] {
-        guard let hub else { return [] }
-        return ticking.withLock { _ in
+        ticking.withLock { _ in
             // Of several hubs on one database, one runs the schedules.
-            guard hub.store.holdsScheduleLease() else {
+            guard store.holdsScheduleLease() else {
                 nextFire.withLock { $0 = [:] }
                 return []
             }
             let t = now()
             var issued: [String] = []
             var seen = Set<String>()
-            for trig in hub.store.allTriggers() {
+            for trig in store.allTriggers() {
                 guard case .success(let def) = JSON.parse(trig.definition),
                     case .success(let pred) = TriggerPredicate.parse(def["predicate"], now: nil)
                 else { continue }
@@ -63,7 +75,7 @@ public final class TriggerEngine: @unchecked Sendable {
                 case .scheduleOnce(let at):
                     guard trig.enabled, at <= t else { continue }
                     // Once: disabled before the command goes out, by one hub.
-                    guard hub.store.claimTrigger(id: trig.triggerID) else { continue }
+                    guard store.claimTrigger(id: trig.triggerID) else { continue }
                     if let c = fire(trig, def) { issued.append(c) }
                 }
             }
@@ -78,7 +90,7 @@ public final class TriggerEngine: @unchecked Sendable {
 
     /// Starts a SCHEDULE trigger's next fire time from now (on create or enable).
     func reschedule(_ triggerID: String) {
-        guard let hub, let trig = hub.store.trigger(id: triggerID), trig.enabled,
+        guard let trig = store.trigger(id: triggerID), trig.enabled,
             case .success(let def) = JSON.parse(trig.definition),
             case .success(.schedule(let cron)) = TriggerPredicate.parse(def["predicate"], now: nil)
         else {
@@ -91,13 +103,12 @@ public final class TriggerEngine: @unchecked Sendable {
 
     /// The thing's enabled triggers (read in a state upload's transaction).
     func enabledTriggers(thingID: String) -> [ServerTriggerRecord] {
-        hub?.store.triggers(thingID: thingID).filter(\.enabled) ?? []
+        store.triggers(thingID: thingID).filter(\.enabled)
     }
 
     /// Evaluates the thing's STATES triggers on a state upload: `triggers`
     /// are its enabled ones (enabledTriggers), read with the upload.
     func stateChanged(thingID: String, old: String?, new: String, triggers: [ServerTriggerRecord]) {
-        guard let hub else { return }
         // Most things have no trigger: then no state is parsed.
         guard !triggers.isEmpty else { return }
         let oldState = old.flatMap { try? JSON.parse($0).get() }
@@ -108,7 +119,7 @@ public final class TriggerEngine: @unchecked Sendable {
             else { continue }
             let before = oldState.map { $0.isObject && cond.matches($0) } ?? false
             let after = newState.isObject && cond.matches(newState)
-            _ = hub.store.setTriggerLastMatch(id: trig.triggerID, lastMatch: after)
+            _ = store.setTriggerLastMatch(id: trig.triggerID, lastMatch: after)
             let fires: Bool
             switch when {
             case .conditionTrue: fires = after
@@ -121,19 +132,19 @@ public final class TriggerEngine: @unchecked Sendable {
 
     /// Issues the trigger's command; returns its commandID.
     private func fire(_ trig: ServerTriggerRecord, _ def: JSON) -> String? {
-        guard let hub, let form = def["command"],
-            case .success(var command) = hub.app.commandForm(form, issuerAllowed: { _ in true })
+        guard let form = def["command"],
+            case .success(var command) = CommandForm.command(form, issuerAllowed: { _ in true })
         else { return nil }
         command.firedByTriggerID = trig.triggerID
         // A timeToLive in the trigger's command counts from each firing; else the hub's default TTL.
-        let expiresAt = (try? hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()).get()) ?? nil
+        let expiresAt = (try? lifetimes.expiry(form: form, now: Platform.epochMs()).get()) ?? nil
         guard
-            let record = hub.delivery.stored(
+            let record = delivery.stored(
                 command, to: trig.thingID, issuer: command.issuer, installationID: nil, expiresAt: expiresAt)
         else {
             return nil
         }
-        hub.onEvent?("trigger \(trig.triggerID) of \(trig.thingID) issued \(record.commandID)")
+        events.event("trigger \(trig.triggerID) of \(trig.thingID) issued \(record.commandID)")
         return record.commandID
     }
 }

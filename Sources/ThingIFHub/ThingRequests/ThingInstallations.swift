@@ -183,8 +183,8 @@ public final class ThingInstallations: @unchecked Sendable {
             if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }
             guard store.removeInstallation(thingID: t.thingID, installationID: iid) else { return false }
             delivery.forgetTopic(topic)
-            _ = client.publish(topic: Topics.config(clientID: topic), payload: [], qos: 1, retain: true)
-            _ = client.publish(topic: Topics.status(clientID: topic), payload: [], qos: 1, retain: true)
+            _ = client.publishRetained(topic: Topics.config(clientID: topic), payload: [])
+            _ = client.publishRetained(topic: Topics.status(clientID: topic), payload: [])
             events.event("retired MQTT installation \(iid) of \(t.thingID) (topic \(topic))")
             excess -= 1
         }

@@ -68,7 +68,7 @@ extension ThingRequests {
         let triggers = written.hasEnabledTrigger == false ? [] : triggerEngine.enabledTriggers(thingID: tid)
         afterCommit {
             self.events.event("state of \(tid): \(merged)")
-            self.homeAssistant()?.stateChanged(thing: thing, merged: merged)
+            self.homeAssistant.stateChanged(thing: thing, merged: merged)
             self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
         }
         return ok(204)

@@ -51,7 +51,7 @@ public final class ThingRequests: @unchecked Sendable {
     let delivery: CommandDelivery
     let notifications: Notifications
     let triggerEngine: TriggerEngine
-    let homeAssistant: () -> HomeAssistantBridge?
+    let homeAssistant: HomeAssistant
     let metrics: HubMetrics
     let events: HubEvents
     let costly: CostlyWork
@@ -76,7 +76,7 @@ public final class ThingRequests: @unchecked Sendable {
         options: FrameworkSide.Options, store: HubStore, fastPaths: FastPaths, client: MqttClient,
         installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
         notifications: Notifications, triggerEngine: TriggerEngine,
-        homeAssistant: @escaping () -> HomeAssistantBridge?, metrics: HubMetrics, events: HubEvents,
+        homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
         costly: CostlyWork
     ) {
         self.options = options
@@ -179,7 +179,7 @@ extension ThingRequests {
     }
 
     func handle(_ m: MqttClient.Message) {
-        if let ha = homeAssistant(), ha.handle(m) { return }
+        if homeAssistant.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
             guard let tid = store.thing(mqttTopic: clientID)?.thingID else {
@@ -188,7 +188,7 @@ extension ThingRequests {
             }
             let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
-            homeAssistant()?.availabilityChanged(thingID: tid, online: up)
+            homeAssistant.availabilityChanged(thingID: tid, online: up)
             events.event("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = delivery.resendUnanswered(to: tid)

@@ -32,6 +32,17 @@ extension FrameworkSide {
 
     public var requests: [ThingRequests.Record] { thingRequests.log }
 
+    /// Publishes on any topic (QoS 1) as the hub: what a forged or broken
+    /// message from the framework's side does to a thing.
+    public func publishRaw(topic: String, payload: [UInt8]) -> Bool {
+        client.publish(topic: topic, payload: payload, qos: 1) == MOSQ_ERR_SUCCESS.rawValue
+    }
+
+    /// Publishes a retained message (QoS 1) as the hub.
+    public func publishRetained(topic: String, payload: [UInt8]) -> Bool {
+        client.publishRetained(topic: topic, payload: payload)
+    }
+
     /// Things whose last status message said "online".
     public var onlineThings: [String] { delivery.thingsSeen.filter { delivery.announcedOnline($0) }.sorted() }
 

@@ -217,10 +217,10 @@ struct HubOpsTests {
             let haUser = "ha-" + Platform.randomHex(bytes: 4)
             let haPassword = Platform.randomHex(bytes: 16)
             let problem = await offPool {
-                e.hub.provisionHomeAssistantClient(username: haUser, password: haPassword, prefix: "homeassistant")
+                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
             }
             #expect(problem == nil, "\(problem ?? "")")
-            await offPool { e.hub.enableHomeAssistant(HomeAssistantOptions()) }
+            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
 
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-DEL-1", owner: "user:\(uid)", token: token)
@@ -368,10 +368,10 @@ struct HubOpsTests {
             let haUser = "ha-" + Platform.randomHex(bytes: 4)
             let haPassword = Platform.randomHex(bytes: 16)
             let problem = await offPool {
-                e.hub.provisionHomeAssistantClient(username: haUser, password: haPassword, prefix: "homeassistant")
+                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
             }
             #expect(problem == nil, "\(problem ?? "")")
-            await offPool { e.hub.enableHomeAssistant(HomeAssistantOptions()) }
+            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
             // Metrics are open when no token is set.
             #expect(try await e.get("/metrics", token: nil).status == 200)
 

@@ -163,7 +163,7 @@ struct DeviceSecurityTests {
                 $0["name"] as? String
             }
             #expect(names == ["three"])
-            let published = try #require(e.hub.automationMessage(thingID: tid)).dump().utf8.count
+            let published = try #require(e.hub.automation.message(thingID: tid)).dump().utf8.count
             #expect(published <= AutomationLimits.maxConfigBytes)
         }
     }

@@ -2,18 +2,39 @@
 
 import ThingIF
 
-// Remote management of the automation a thing runs by itself: its action
-// sets and timer triggers. The hub keeps one config per thing and, after
-// every change, publishes it retained on p/{mqttTopic}/config of each of the
-// thing's MQTT installations:
-// {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing.
+/// Remote management of the automation a thing runs by itself, `hub.automation`:
+/// its action sets and timer triggers. The hub keeps one config per thing
+/// and, after every change, publishes it retained on p/{mqttTopic}/config of
+/// each of the thing's MQTT installations:
+/// {"version":N,"actionSets":[…],"timerTriggers":[…]}, N increasing.
+///
+/// The codec, the checks and the limits are the thing's own
+/// (ThingIF.AutomationCodec, AutomationLimits): every change is checked as
+/// the thing will check the configuration it produces, so the hub never
+/// publishes one that the thing would refuse.
+///
+/// It is given the store, the MQTT client it publishes with, the ownership
+/// rule the app's API checks (Ownership) and the clock a timer trigger's
+/// fireDate is checked against (the trigger engine's, which tests drive).
+///
+/// Threads: every method may be called from any thread; changes are
+/// serialized by `lock`.
+public final class AutomationConfigs: @unchecked Sendable {
+    let store: HubStore
+    let client: MqttClient
+    let ownership: Ownership
+    let now: @Sendable () -> Int64
+    /// Serializes changes of the things' automation configs: each reads,
+    /// changes, saves and publishes one.
+    private let lock = Locked(())
 
-// The codec, the checks and the limits are the thing's own
-// (ThingIF.AutomationCodec, AutomationLimits): every change is checked as the
-// thing will check the configuration it produces, so the hub never publishes
-// one that the thing would refuse.
+    init(store: HubStore, client: MqttClient, ownership: Ownership, now: @escaping @Sendable () -> Int64) {
+        self.store = store
+        self.client = client
+        self.ownership = ownership
+        self.now = now
+    }
 
-extension FrameworkSide {
     // MARK: reading
 
     private func config(of thingID: String) -> (actionSets: [JSON], timerTriggers: [JSON], version: Int64) {
@@ -24,18 +45,18 @@ extension FrameworkSide {
     }
 
     public func listActionSets(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        app.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
+        ownership.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
     }
 
     public func listTimerTriggers(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        app.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
+        ownership.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
     }
 
     /// GET …/automation: the version last published (0 before the first
     /// change) and what the thing last said of it ("thingReport", null when
     /// it has said nothing since): whether it applied it, or why it refused it.
-    public func automationStatus(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        app.ownedThing(user: user, thingID: thingID).map { _ in
+    public func status(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
+        ownership.ownedThing(user: user, thingID: thingID).map { _ in
             let a = store.automation(thingID: thingID)
             let o = JSON.object()
             o.set("version", .int(Int(a?.version ?? 0)))
@@ -50,7 +71,7 @@ extension FrameworkSide {
 
     /// The thing's automation config as published (with its version); nil
     /// before the first change.
-    public func automationMessage(thingID: String) -> JSON? {
+    public func message(thingID: String) -> JSON? {
         guard let a = store.automation(thingID: thingID), case .success(let j) = JSON.parse(a.config) else {
             return nil
         }
@@ -65,12 +86,12 @@ extension FrameworkSide {
 
     /// Reads, changes (the closure throws a HubError to refuse), saves and
     /// publishes the config, under one lock.
-    private func changeAutomation(
+    private func changeConfig(
         user: UserRecord, thingID: String,
         _ change: (inout [JSON], inout [JSON]) -> HubError?
     ) -> Result<Void, HubError> {
-        if case .failure(let e) = app.ownedThing(user: user, thingID: thingID) { return .failure(e) }
-        return automationLock.withLock { _ in
+        if case .failure(let e) = ownership.ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        return lock.withLock { _ in
             var (sets, timers, _) = config(of: thingID)
             if let e = change(&sets, &timers) { return .failure(e) }
             let c = JSON.object()
@@ -90,18 +111,18 @@ extension FrameworkSide {
                     ))
             }
             guard store.saveAutomation(thingID: thingID, config: c.dump()) != nil else { return .failure(.storage) }
-            publishAutomation(thingID: thingID)
+            publish(thingID: thingID)
             return .success(())
         }
     }
 
     /// Publishes the config retained to each MQTT installation of the thing.
     @discardableResult
-    public func publishAutomation(thingID: String) -> Bool {
-        guard let msg = automationMessage(thingID: thingID), let t = store.thing(id: thingID) else { return false }
+    public func publish(thingID: String) -> Bool {
+        guard let msg = message(thingID: thingID), let t = store.thing(id: thingID) else { return false }
         var ok = true
         for topic in t.installations.values.sorted() {
-            ok = publishRetained(topic: Topics.config(clientID: topic), payload: msg.dumpBytes()) && ok
+            ok = client.publishRetained(topic: Topics.config(clientID: topic), payload: msg.dumpBytes()) && ok
         }
         return ok
     }
@@ -134,7 +155,7 @@ extension FrameworkSide {
         case .failure(let m): return .failure(.invalid(m.description))
         case .success(let s): set = AutomationCodec.encode(s)
         }
-        return changeAutomation(user: user, thingID: thingID) { sets, _ in
+        return changeConfig(user: user, thingID: thingID) { sets, _ in
             if let i = Self.named(sets, name) {
                 sets[i] = set
             } else {
@@ -148,7 +169,7 @@ extension FrameworkSide {
     }
 
     public func deleteActionSet(user: UserRecord, thingID: String, name: String) -> Result<Void, HubError> {
-        changeAutomation(user: user, thingID: thingID) { sets, timers in
+        changeConfig(user: user, thingID: thingID) { sets, timers in
             guard let i = Self.named(sets, name) else {
                 return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
             }
@@ -172,7 +193,7 @@ extension FrameworkSide {
         guard let fire = body["fireDate"]?.intValue else {
             return .failure(.invalid("\"fireDate\" is required: milliseconds since the epoch"))
         }
-        guard Int64(fire) > triggerEngine.now() else { return .failure(.invalid("\"fireDate\" must be in the future")) }
+        guard Int64(fire) > now() else { return .failure(.invalid("\"fireDate\" must be in the future")) }
         let given = JSON.object()
         for key in ["recurrence", "timeZone", "actionSets"] { if let v = body[key] { given.set(key, v) } }
         given.set("name", string: name)
@@ -190,7 +211,7 @@ extension FrameworkSide {
         if let p = AutomationCodec.check(trigger, knownSets: { _ in true }) { return .failure(.invalid(p)) }
         let setNames = trigger.actionSets
         let t = AutomationCodec.encode(trigger)
-        return changeAutomation(user: user, thingID: thingID) { sets, timers in
+        return changeConfig(user: user, thingID: thingID) { sets, timers in
             for n in setNames where Self.named(sets, n) == nil {
                 return .invalid("unknown action set \(n)")
             }
@@ -209,7 +230,7 @@ extension FrameworkSide {
     public func setTimerTriggerEnabled(user: UserRecord, thingID: String, name: String, enabled: Bool) -> Result<
         Void, HubError
     > {
-        changeAutomation(user: user, thingID: thingID) { _, timers in
+        changeConfig(user: user, thingID: thingID) { _, timers in
             guard let i = Self.named(timers, name) else {
                 return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
             }
@@ -219,7 +240,7 @@ extension FrameworkSide {
     }
 
     public func deleteTimerTrigger(user: UserRecord, thingID: String, name: String) -> Result<Void, HubError> {
-        changeAutomation(user: user, thingID: thingID) { _, timers in
+        changeConfig(user: user, thingID: thingID) { _, timers in
             guard let i = Self.named(timers, name) else {
                 return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
             }

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// Home Assistant's discovery once enabled (HomeAssistant.enable): it
+/// publishes the things' configs, states and availability, and issues the
+/// commands Home Assistant sends as Thing-IF commands.
+final class HomeAssistantBridge: @unchecked Sendable {
+    let options: HomeAssistantOptions
+    let store: HubStore
+    let client: MqttClient
+    let delivery: CommandDelivery
+    let metrics: HubMetrics
+    let events: HubEvents
+    /// Whether the hub's subscriptions go through the shared group
+    /// (FrameworkSide.Options.sharedSubscription): the command topics do too.
+    let sharedSubscription: Bool
+    /// Things whose config this process published.
+    private let known = Locked(Set<String>())
+    /// When Home Assistant's birth message last made the hub publish every
+    /// config (ms): at most one such round a second.
+    private let lastRound = Locked<Int64>(0)
+
+    /// Home Assistant's status topic, made once: every MQTT message the hub
+    /// gets is compared with it.
+    private let statusTopic: String
+
+    init(
+        options: HomeAssistantOptions, store: HubStore, client: MqttClient, delivery: CommandDelivery,
+        metrics: HubMetrics, events: HubEvents, sharedSubscription: Bool
+    ) {
+        self.options = options
+        self.store = store
+        self.client = client
+        self.delivery = delivery
+        self.metrics = metrics
+        self.events = events
+        self.sharedSubscription = sharedSubscription
+        statusTopic = HATopics.status(prefix: options.prefix)
+    }
+
+    var subscriptions: [String] {
+        let commands =
+            sharedSubscription ? "$share/thingif-hub/" + HATopics.commandFilter : HATopics.commandFilter
+        return [commands, statusTopic]
+    }
+
+    func subscribe() {
+        for t in subscriptions { _ = client.subscribe(t, qos: 1) }
+    }
+
+    func mapping(_ thingType: String?) -> HAClimateMapping? {
+        guard let thingType else { return nil }
+        return options.mappings.first { $0.thingType == thingType }
+    }
+
+    private func log(_ s: String) { events.event("homeassistant: " + s) }
+
+    // MARK: publishing
+
+    /// The discovery config of a thing; field names are Home Assistant's
+    /// MQTT climate schema's.
+    func config(thingID: String, _ m: HAClimateMapping) -> JSON {
+        let c = JSON.object()
+        func s(_ k: String, _ v: String) { c.set(k, string: v) }
+        func list(_ xs: [String]) -> JSON {
+            let a = JSON.array()
+            for x in xs { a.append(JSON.string(x) ?? JSON.null()) }
+            return a
+        }
+        let state = HATopics.state(thingID)
+        s("name", m.name)
+        s("unique_id", "thingif_\(thingID)")
+        s("object_id", "thingif_\(thingID)")
+        let device = JSON.object()
+        device.set("identifiers", list(["thingif_\(thingID)"]))
+        device.set("name", string: "\(m.name) \(thingID)")
+        device.set("manufacturer", string: "thingif")
+        device.set("model", string: m.schema)
+        c.set("device", device)
+        s("availability_topic", HATopics.availability(thingID))
+        s("payload_available", "online")
+        s("payload_not_available", "offline")
+        c.set("qos", .int(1))
+        // Power: mode off / cool, and the power switch.
+        c.set("modes", list(["off", "cool"]))
+        s("mode_command_topic", HATopics.command(thingID, "mode"))
+        s("mode_state_topic", state)
+        s("mode_state_template", "{{ 'cool' if value_json.\(m.power.state) else 'off' }}")
+        s("power_command_topic", HATopics.command(thingID, "power"))
+        s("payload_on", "ON")
+        s("payload_off", "OFF")
+        // Target temperature.
+        s("temperature_command_topic", HATopics.command(thingID, "temperature"))
+        s("temperature_state_topic", state)
+        s("temperature_state_template", "{{ value_json.\(m.temperature.state) }}")
+        c.set("min_temp", .int(m.minTemp))
+        c.set("max_temp", .int(m.maxTemp))
+        c.set("temp_step", .int(m.tempStep))
+        s("temperature_unit", "C")
+        if let fan = m.fan {
+            c.set("fan_modes", list(m.fanModes.map(String.init)))
+            s("fan_mode_command_topic", HATopics.command(thingID, "fan_mode"))
+            s("fan_mode_state_topic", state)
+            s("fan_mode_state_template", "{{ value_json.\(fan.state) }}")
+        }
+        if let t = m.currentTemperatureState {
+            s("current_temperature_topic", state)
+            s("current_temperature_template", "{{ value_json.\(t) }}")
+        }
+        if let h = m.currentHumidityState {
+            s("current_humidity_topic", state)
+            s("current_humidity_template", "{{ value_json.\(h) }}")
+        }
+        return c
+    }
+
+    /// Publishes the config, availability and state of one thing (when its
+    /// type has a mapping).
+    @discardableResult
+    func publish(thingID: String) -> Bool {
+        guard let t = store.thing(id: thingID), let m = mapping(t.thingType) else { return false }
+        known.withLock { _ = $0.insert(thingID) }
+        _ = client.publishRetained(
+            topic: HATopics.config(prefix: options.prefix, thingID: thingID),
+            payload: config(thingID: thingID, m).dumpBytes())
+        _ = client.publishRetained(
+            topic: HATopics.availability(thingID),
+            payload: Array((delivery.isOnline(thingID) ? "online" : "offline").utf8))
+        if let s = t.state { _ = client.publishRetained(topic: HATopics.state(thingID), payload: Array(s.utf8)) }
+        return true
+    }
+
+    /// Every thing the hub has seen a status of (statuses are retained, so
+    /// every thing that ever came online) or published before.
+    func publishAll() -> Int {
+        let ids = known.withLock { $0 }.union(delivery.thingsSeen)
+        return ids.sorted().filter { publish(thingID: $0) }.count
+    }
+
+    func availabilityChanged(thingID: String, online: Bool) {
+        guard let t = store.thing(id: thingID), mapping(t.thingType) != nil else { return }
+        if !known.withLock({ $0.contains(thingID) }) {
+            publish(thingID: thingID)
+            return
+        }
+        _ = client.publishRetained(
+            topic: HATopics.availability(thingID), payload: Array((online ? "online" : "offline").utf8))
+    }
+
+    /// A deleted thing: an empty retained message on its config topic makes
+    /// Home Assistant remove the entity (MQTT discovery: "publish an empty
+    /// payload to the config topic"); its state and availability topics are
+    /// cleared too, so that nothing of it stays on the broker.
+    func removed(thingID: String) {
+        known.withLock { _ = $0.remove(thingID) }
+        for topic in [
+            HATopics.config(prefix: options.prefix, thingID: thingID), HATopics.state(thingID),
+            HATopics.availability(thingID)
+        ] {
+            _ = client.publishRetained(topic: topic, payload: [])
+        }
+    }
+
+    /// A state upload of `thing` (the record its request was authorised
+    /// with: no second read on every upload).
+    func stateChanged(thing t: ThingRecord, merged: String) {
+        guard mapping(t.thingType) != nil else { return }
+        _ = client.publishRetained(topic: HATopics.state(t.thingID), payload: Array(merged.utf8))
+    }
+
+    // MARK: receiving
+
+    /// True when the message was Home Assistant's (handled or refused).
+    func handle(_ m: MqttClient.Message) -> Bool {
+        if m.topic == statusTopic {
+            if m.payload == Array("online".utf8) {
+                let now = Platform.nowMs()
+                let due = lastRound.withLock { last -> Bool in
+                    guard now - last >= 1000 else { return false }
+                    last = now
+                    return true
+                }
+                guard due else {
+                    log("Home Assistant is online again within a second: configs not published again")
+                    return true
+                }
+                let n = publishAll()
+                log("Home Assistant is online: published \(n) config(s) again")
+            }
+            return true
+        }
+        // A thing's own request (most of what the hub gets) is not split into levels.
+        guard m.topic.utf8.starts(with: HATopics.thingPrefix.utf8) else { return false }
+        let parts = m.topic.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, parts[0] == "thingif", parts[2] == "set" else { return false }
+        let refused = { (why: String) -> Bool in
+            self.log("command refused on \(String(m.topic.prefix(200))): \(why)")
+            self.metrics.homeAssistantCommand(ok: false)
+            return true
+        }
+        let tid = parts[1]
+        guard m.payload.count <= HATopics.maxCommandPayload else {
+            return refused("a payload of \(m.payload.count) bytes (at most \(HATopics.maxCommandPayload))")
+        }
+        guard Topics.isSafeLevel(tid), let thing = store.thing(id: tid) else { return refused("unknown thing") }
+        guard let map = mapping(thing.thingType) else {
+            return refused("no Home Assistant mapping for thingType \(thing.thingType ?? "(none)")")
+        }
+        let text = String(decoding: m.payload, as: UTF8.self).trimmingSpaces()
+        let control: HAClimateMapping.Control
+        let value: JSON
+        switch parts[3] {
+        case "mode":
+            guard text == "off" || text == "cool" else { return refused("mode must be off or cool") }
+            control = map.power
+            value = .bool(text != "off")
+        case "power":
+            guard text == "ON" || text == "OFF" else { return refused("power must be ON or OFF") }
+            control = map.power
+            value = .bool(text == "ON")
+        case "temperature":
+            // Home Assistant sends a decimal such as "24.0".
+            guard let d = Double(text), d.isFinite, d >= Double(map.minTemp), d <= Double(map.maxTemp) else {
+                return refused("temperature must be a number from \(map.minTemp) to \(map.maxTemp)")
+            }
+            control = map.temperature
+            value = .int(Int(d.rounded()))
+        case "fan_mode":
+            guard let fan = map.fan, let n = Int(text), map.fanModes.contains(n) else {
+                return refused("fan_mode must be one of \(map.fanModes)")
+            }
+            control = fan
+            value = .int(n)
+        default:
+            return refused("no command \(parts[3])")
+        }
+        let params = JSON.object()
+        params.set(control.param, value)
+        let command = Command(
+            id: CommandForm.newCommandID(), shape: .schema, schema: map.schema, schemaVersion: map.schemaVersion,
+            issuer: HATopics.issuer,
+            groups: [Command.Group(alias: nil, entries: [.action(name: control.action, params: params)])])
+        // A switch flipped in Home Assistant is meant for now, not for when
+        // an offline thing comes back (CommandLifetimes.homeAssistantTimeToLive).
+        let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
+        guard
+            let record = delivery.stored(
+                command, to: tid, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
+        else {
+            return refused("the hub could not store the command")
+        }
+        metrics.homeAssistantCommand(ok: true)
+        log("\(control.action) \(params.dump()) for \(tid) as \(record.commandID)")
+        return true
+    }
+}
