@@ -113,14 +113,15 @@ public struct AppAPI {
         }
         switch store.registerThing(
             vendorThingID: vendorThingID, password: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval)
+            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval, layoutPosition: nil)
         {
         case .failure(.wrongPassword):
             return .failure(HubError(403, "WRONG_PASSWORD", "the password of \(vendorThingID) does not match"))
         case .failure(.wrongType):
             return .failure(
                 HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
-        case .failure(.storage):
+        // No layout is named here, and the store refuses one only when named.
+        case .failure(.wrongLayout), .failure(.storage):
             return .failure(.storage)
         case .success(let t):
             guard store.addOwner(thingID: t.thingID, owner: owner), var bound = store.thing(id: t.thingID) else {
@@ -480,13 +481,14 @@ public struct AppAPI {
         let known = store.thing(vendorThingID: vendorThingID) != nil
         switch store.registerThing(
             vendorThingID: vendorThingID, password: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, dataGroupingInterval: nil)
+            firmwareVersion: firmwareVersion, dataGroupingInterval: nil, layoutPosition: nil)
         {
         case .failure(.wrongPassword):
             return .failure(HubError(409, "THING_ALREADY_EXISTS", "\(vendorThingID) exists with another password"))
         case .failure(.wrongType):
             return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) exists with another thingType"))
-        case .failure(.storage):
+        // No layout is named here, and the store refuses one only when named.
+        case .failure(.wrongLayout), .failure(.storage):
             return .failure(.storage)
         case .success:
             return .success(!known)

@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 5
+    public static let schemaVersion: Int64 = 6
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -153,7 +153,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 3 -> 4: uploads since the retention last ran (StateRetention.pruneEvery).
         [.column("things", "unpruned_samples")],
         // 4 -> 5: things' certificates and the revoked ones (the CRL).
-        StoreSchema.certificateSteps
+        StoreSchema.certificateSteps,
+        // 5 -> 6: things' layout and end nodes' gateway.
+        StoreSchema.gatewaySteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock
@@ -234,7 +236,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     /// One round trip: the installations and owners come as two lists.
     static let thingWithListsSQL = """
         SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-               data_grouping_interval, state, created_at,
+               data_grouping_interval, state, created_at, layout_position, gateway_thing_id,
                (SELECT string_agg(i.installation_id || chr(31) || i.mqtt_topic, chr(30) ORDER BY i.id)
                   FROM thing_installations i WHERE i.thing_id = things.thing_id),
                (SELECT string_agg(o.owner, chr(30) ORDER BY o.id)

@@ -240,8 +240,9 @@ extension SQLStore {
     /// nothing and the next round finds the winner's thing.
     public func registerThing(
         vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
-        dataGroupingInterval: String?
+        dataGroupingInterval: String?, layoutPosition: LayoutPosition?
     ) -> Result<ThingRecord, RegisterError> {
+        if layoutPosition == .endNode { return .failure(.wrongLayout) }
         // A few rounds at most: only a concurrent first registration of the
         // same vendorThingID (on this hub or another) makes one repeat.
         for _ in 0..<4 {
@@ -258,6 +259,7 @@ extension SQLStore {
                             t.passwordHash == h
                         else { return nil }
                         guard StoreRules.typeMatches(thingType, known: t.thingType) else { return .failure(.wrongType) }
+                        if let layoutPosition, layoutPosition != t.layoutPosition { return .failure(.wrongLayout) }
                         try c.run(
                             """
                             UPDATE things SET thing_type = COALESCE(thing_type, ?),
@@ -283,18 +285,19 @@ extension SQLStore {
                         thingID: HubIDs.thingID(), vendorThingID: vendorThingID, passwordHash: hash,
                         thingType: thingType, firmwareVersion: firmwareVersion,
                         accessToken: "", dataGroupingInterval: dataGroupingInterval,
-                        createdAt: Platform.epochMs())
+                        createdAt: Platform.epochMs(), layoutPosition: layoutPosition ?? .standalone)
                     guard
                         try c.run(
                             """
                             INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-                                data_grouping_interval, state, created_at)
-                            VALUES (?, ?, ?, ?, ?, ?, NULL, ?)
+                                data_grouping_interval, state, created_at, layout_position)
+                            VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)
                             ON CONFLICT (vendor_thing_id) DO NOTHING
                             """,
                             [
                                 .text(t.thingID), .text(vendorThingID), .text(hash), .text(thingType),
-                                .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt)
+                                .text(firmwareVersion), .text(dataGroupingInterval), .int(t.createdAt),
+                                .text(t.layoutPosition.rawValue)
                             ]) == 1
                     else { return nil }
                     t.accessToken = try issue(c, kind: .thing, subject: t.thingID)
@@ -456,26 +459,176 @@ extension SQLStore {
         }
     }
 
-    /// Children first, in one transaction; the tables without a foreign key
-    /// on the thing (commands, triggers, tokens) are the reason it is
-    /// spelled out rather than left to ON DELETE CASCADE.
+    /// In one transaction: a gateway's end nodes, then the thing. The
+    /// thing's row is locked first, as onboardEndNode locks its gateway's,
+    /// so an end node onboarded meanwhile is either deleted too or refused
+    /// (no gateway any more).
     public func deleteThing(id: String) -> Bool {
         use(false) { c in
-            let t: [SQLValue] = [.text(id)]
-            return try c.transaction {
-                guard try Self.exists(c, thing: id) else { return false }
-                try Self.revokeCertificates(c, of: "thing_id = ?", [id])
-                for table in [
-                    "commands", "triggers", "thing_automation", "state_samples", "thing_installations", "thing_owners"
-                ] {
-                    try c.run("DELETE FROM " + table + " WHERE thing_id = ?", t)
+            try c.transaction {
+                guard
+                    try c.first(
+                        "SELECT 1 FROM things WHERE thing_id = ?" + Self.dialect.forUpdate, [.text(id)], { _ in true })
+                        != nil
+                else { return false }
+                let endNodes = try c.rows("SELECT thing_id FROM things WHERE gateway_thing_id = ?", [.text(id)]) {
+                    $0.string(0)
                 }
-                try c.run(
-                    "DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)]
-                )
-                return try c.run("DELETE FROM things WHERE thing_id = ?", t) == 1
+                for e in endNodes { _ = try Self.delete(c, thing: e) }
+                return try Self.delete(c, thing: id)
             }
         }
+    }
+
+    /// Deletes one thing, children first; the tables without a foreign key
+    /// on the thing (commands, triggers, tokens) are the reason it is
+    /// spelled out rather than left to ON DELETE CASCADE.
+    /// True when it deleted the thing's row.
+    static func delete(_ c: Connection, thing id: String) throws -> Bool {
+        let t: [SQLValue] = [.text(id)]
+        try revokeCertificates(c, of: "thing_id = ?", [id])
+        for table in [
+            "commands", "triggers", "thing_automation", "state_samples", "thing_installations", "thing_owners"
+        ] {
+            try c.run("DELETE FROM " + table + " WHERE thing_id = ?", t)
+        }
+        try c.run("DELETE FROM tokens WHERE kind = ? AND subject_id = ?", [.text(TokenKind.thing.rawValue), .text(id)])
+        return try c.run("DELETE FROM things WHERE thing_id = ?", t) == 1
+    }
+
+    // MARK: gateways' end nodes
+
+    /// The refusal the thing `id` calls for as a gateway, nil when it is
+    /// one; `lock` holds its row until COMMIT (forUpdate), which is what
+    /// makes onboardings onto one gateway take turns.
+    static func gatewayRefusal(_ c: Connection, _ id: String, lock: Bool) throws -> EndNodeOnboarding? {
+        guard
+            let layout = try c.first(
+                "SELECT layout_position FROM things WHERE thing_id = ?" + (lock ? dialect.forUpdate : ""),
+                [.text(id)], { $0.string(0) })
+        else { return .noGateway }
+        return layout == LayoutPosition.gateway.rawValue ? nil : .notAGateway
+    }
+
+    /// As registerThing: the KDF runs outside any transaction, and a losing
+    /// first registration of the vendorThingID (UNIQUE) makes the next
+    /// round find the winner's thing. The gateway is read once before, so
+    /// that a request for a missing gateway costs no KDF.
+    public func onboardEndNode(
+        gatewayThingID: String, vendorThingID: String, password: String, thingType: String?,
+        firmwareVersion: String?, owners: [String], maxEndNodes: Int
+    ) -> EndNodeOnboarding {
+        func addOwners(_ c: Connection, _ thingID: String) throws {
+            for o in owners {
+                try c.run(
+                    "INSERT INTO thing_owners (thing_id, owner) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    [.text(thingID), .text(o)])
+            }
+        }
+        for _ in 0..<4 {
+            let found = attempt { c in
+                (
+                    try Self.gatewayRefusal(c, gatewayThingID, lock: false),
+                    try Self.thing(c, where: "vendor_thing_id = ?", vendorThingID)
+                )
+            }
+            guard case .success(let (refusal, known)) = found else { return .storage }
+            if let refusal { return refusal }
+            if let known {
+                guard let h = known.passwordHash, PasswordHash.verify(password, h) else { return .wrongPassword }
+                let r: EndNodeOnboarding? = use(.storage) { c in
+                    try c.transaction { () throws -> EndNodeOnboarding? in
+                        if let refusal = try Self.gatewayRefusal(c, gatewayThingID, lock: true) { return refusal }
+                        // Still the hash that was verified? The row stays locked until COMMIT.
+                        guard let t = try Self.thing(c, where: "thing_id = ?", known.thingID, lock: true),
+                            t.passwordHash == h
+                        else { return nil }
+                        guard t.layoutPosition == .endNode, let g = t.gatewayThingID else { return .notAnEndNode }
+                        guard g == gatewayThingID else { return .otherGateway(g) }
+                        guard StoreRules.typeMatches(thingType, known: t.thingType) else { return .wrongType }
+                        try c.run(
+                            """
+                            UPDATE things SET thing_type = COALESCE(thing_type, ?),
+                                firmware_version = COALESCE(?, firmware_version)
+                            WHERE thing_id = ?
+                            """, [.text(thingType), .text(firmwareVersion), .text(t.thingID)])
+                        try addOwners(c, t.thingID)
+                        guard var updated = try Self.thing(c, where: "thing_id = ?", t.thingID) else { return .storage }
+                        updated.accessToken = try issue(c, kind: .thing, subject: t.thingID)
+                        return .onboarded(updated, created: false)
+                    }
+                }
+                if let r { return r }
+                continue
+            }
+            let hash = PasswordHash.make(password, iterations: secrets.passwordIterations)
+            let r: EndNodeOnboarding? = use(.storage) { c in
+                try c.transaction { () throws -> EndNodeOnboarding? in
+                    if let refusal = try Self.gatewayRefusal(c, gatewayThingID, lock: true) { return refusal }
+                    // Counted under the gateway's lock: no other onboarding
+                    // onto it can add one before this commits.
+                    guard try Self.endNodeCount(c, gatewayThingID) < maxEndNodes else { return .tooManyEndNodes }
+                    let id = HubIDs.thingID()
+                    guard
+                        try c.run(
+                            """
+                            INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
+                                data_grouping_interval, state, created_at, layout_position, gateway_thing_id)
+                            VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?)
+                            ON CONFLICT (vendor_thing_id) DO NOTHING
+                            """,
+                            [
+                                .text(id), .text(vendorThingID), .text(hash), .text(thingType), .text(firmwareVersion),
+                                .int(Platform.epochMs()), .text(LayoutPosition.endNode.rawValue), .text(gatewayThingID)
+                            ]) == 1
+                    else { return nil }
+                    try addOwners(c, id)
+                    guard var t = try Self.thing(c, where: "thing_id = ?", id) else { return .storage }
+                    t.accessToken = try issue(c, kind: .thing, subject: id)
+                    return .onboarded(t, created: true)
+                }
+            }
+            if let r { return r }
+        }
+        return .storage
+    }
+
+    static func endNodeCount(_ c: Connection, _ gatewayThingID: String) throws -> Int {
+        Int(
+            try c.first("SELECT COUNT(*) FROM things WHERE gateway_thing_id = ?", [.text(gatewayThingID)]) {
+                $0.int(0)
+            } ?? 0)
+    }
+
+    /// One statement through things_gateway; one row more than the page
+    /// tells whether more follow. thing_id in byte order, as MemoryStore
+    /// compares it.
+    public func endNodes(gatewayThingID: String, after: EndNodeCursor?, limit: Int)
+        -> (endNodes: [ThingRecord], next: EndNodeCursor?)?
+    {
+        // Capped so that the page and its one more row make an Int64.
+        let n = max(1, min(limit, Int(Int32.max)))
+        // Before every end node: no thingID is empty.
+        let from = after ?? EndNodeCursor(createdAt: .min, thingID: "")
+        let page = attempt { c in
+            try c.rows(
+                Self.thingWithListsSQL
+                    + " WHERE gateway_thing_id = ? AND (created_at > ? OR (created_at = ? AND thing_id"
+                    + Self.dialect.byteOrder + " > ?)) ORDER BY created_at, thing_id" + Self.dialect.byteOrder
+                    + " LIMIT ?",
+                [
+                    .text(gatewayThingID), .int(from.createdAt), .int(from.createdAt), .text(from.thingID),
+                    .int(Int64(n) + 1)
+                ], StoreRows.thingWithLists)
+        }
+        guard case .success(var rows) = page else { return nil }
+        guard rows.count > n else { return (rows, nil) }
+        rows.removeLast()
+        return (rows, rows.last.map(EndNodeCursor.init))
+    }
+
+    public func endNodeCount(gatewayThingID: String) -> Int? {
+        try? attempt { try Self.endNodeCount($0, gatewayThingID) }.get()
     }
 
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {

@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 8
+    public static let schemaVersion: Int64 = 9
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -153,7 +153,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 6 -> 7: uploads since the retention last ran (StateRetention.pruneEvery).
         [.column("things", "unpruned_samples")],
         // 7 -> 8: things' certificates and the revoked ones (the CRL).
-        StoreSchema.certificateSteps
+        StoreSchema.certificateSteps,
+        // 8 -> 9: things' layout and end nodes' gateway.
+        StoreSchema.gatewaySteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
@@ -193,7 +195,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
             ($0.string(0), $0.string(1), $0.text(2))
         }
         let users = try c.rows("SELECT user_id, access_token FROM users", []) { ($0.string(0), $0.string(1)) }
-        try c.exec(StoreSchema.table("things").ddl(.sqlite, name: "things_new", without: ["unpruned_samples"]))
+        try c.exec(
+            StoreSchema.table("things").ddl(
+                .sqlite, name: "things_new", without: ["unpruned_samples", "layout_position", "gateway_thing_id"]))
         try c.exec(
             """
             INSERT INTO things_new (thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
@@ -269,7 +273,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     /// is the rowid's; installations are a map.
     static let thingWithListsSQL = """
         SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-               data_grouping_interval, state, created_at,
+               data_grouping_interval, state, created_at, layout_position, gateway_thing_id,
                (SELECT group_concat(i.installation_id || char(31) || i.mqtt_topic, char(30))
                   FROM thing_installations i WHERE i.thing_id = things.thing_id),
                (SELECT group_concat(o.owner, char(30))

@@ -20,32 +20,35 @@ extension StoreRow {
 enum StoreRows {
     static let thingColumns = """
         SELECT thing_id, vendor_thing_id, password_hash, thing_type, firmware_version,
-               data_grouping_interval, state, created_at FROM things
+               data_grouping_interval, state, created_at, layout_position, gateway_thing_id FROM things
         """
 
     /// A thing without its installations and owners (the stores add those).
+    /// Only LayoutPosition's raw values are ever written to layout_position;
+    /// anything else would read as STANDALONE, the column's default.
     static func thing(_ r: some StoreRow) -> ThingRecord {
         ThingRecord(
             thingID: r.string(0), vendorThingID: r.text(1), passwordHash: r.text(2), thingType: r.text(3),
             firmwareVersion: r.text(4), accessToken: "", dataGroupingInterval: r.text(5), state: r.text(6),
-            createdAt: r.int(7))
+            createdAt: r.int(7), layoutPosition: LayoutPosition(rawValue: r.string(8)) ?? .standalone,
+            gatewayThingID: r.text(9))
     }
 
     /// A thing with its installations and owners from one row (each
-    /// store's one-statement thing read): column 8 holds the installations
-    /// as "installationID US topic" joined by RS, column 9 the owners joined
+    /// store's one-statement thing read): column 10 holds the installations
+    /// as "installationID US topic" joined by RS, column 11 the owners joined
     /// by RS; control characters no ID or topic level can hold
     /// (Topics.isSafeLevel; owners are "user:"/"group:" and a hub ID).
     /// How many columns `thingWithLists` reads (a row may have more after them).
-    static let thingWithListsCount: Int32 = 10
+    static let thingWithListsCount: Int32 = 12
 
     static func thingWithLists(_ r: some StoreRow) -> ThingRecord {
         var t = thing(r)
-        for pair in split(r.text(8), by: 0x1E) {
+        for pair in split(r.text(10), by: 0x1E) {
             let kv = split(pair, by: 0x1F)
             if kv.count == 2 { t.installations[kv[0]] = kv[1] }
         }
-        t.owners = split(r.text(9), by: 0x1E)
+        t.owners = split(r.text(11), by: 0x1E)
         return t
     }
 

@@ -127,7 +127,13 @@ enum StoreSchema {
                 Column("created_at", .integer, "NOT NULL"),
                 // Samples uploaded since the count-based retention last ran
                 // (StateRetention.pruneEvery).
-                Column("unpruned_samples", .integer, "NOT NULL DEFAULT 0")
+                Column("unpruned_samples", .integer, "NOT NULL DEFAULT 0"),
+                // LayoutPosition's raw value, set at the first registration.
+                Column("layout_position", .text, "NOT NULL DEFAULT 'STANDALONE'"),
+                // An end node's gateway. The reference keeps an end node
+                // from outliving it: deleteThing deletes the end nodes
+                // first, and a deletion that left one would fail.
+                Column("gateway_thing_id", .text, "REFERENCES things(thing_id)")
             ]),
         Table(
             "thing_installations", ordered: true, primaryKey: "thing_id, installation_id",
@@ -261,6 +267,9 @@ enum StoreSchema {
     ]
 
     static let indexes: [Index] = [
+        // A gateway's end nodes in the list's order; also what the
+        // reference's check reads when a thing is deleted.
+        Index("things_gateway", on: "things", "gateway_thing_id, created_at"),
         Index("thing_installations_topic", on: "thing_installations", "mqtt_topic"),
         Index("state_samples_thing_at", on: "state_samples", "thing_id, at"),
         Index("state_samples_thing_id", on: "state_samples", "thing_id, id"),
@@ -287,6 +296,12 @@ enum StoreSchema {
     static let certificateSteps: [Step] = [
         .table("thing_certificates"), .index("thing_certificates_thing"), .index("thing_certificates_expiry"),
         .table("revoked_certificates"), .index("revoked_certificates_expiry")
+    ]
+
+    /// The migration that added gateways and end nodes (SQLite 8 -> 9,
+    /// PostgreSQL 5 -> 6): things already there are STANDALONE.
+    static let gatewaySteps: [Step] = [
+        .column("things", "layout_position"), .column("things", "gateway_thing_id"), .index("things_gateway")
     ]
 
     static func table(_ name: String) -> Table {

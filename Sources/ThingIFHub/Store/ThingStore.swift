@@ -16,9 +16,16 @@ public protocol ThingStore: AnyObject, Sendable {
     /// firmwareVersion and dataGroupingInterval when given. Every successful
     /// call issues a NEW access token, returned in the record's accessToken
     /// (earlier tokens stay valid until they expire or are revoked).
+    ///
+    /// `layoutPosition` is the layout the caller names: nil names none (a
+    /// new thing is STANDALONE, a known one keeps its own, whatever it is).
+    /// A layout is kept from the first registration on, so a known thing of
+    /// another layout is `.wrongLayout`, and so is `.endNode` for every
+    /// thing: an end node is made by `onboardEndNode`, which names its
+    /// gateway. Refusals write nothing.
     func registerThing(
         vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
-        dataGroupingInterval: String?
+        dataGroupingInterval: String?, layoutPosition: LayoutPosition?
     ) -> Result<ThingRecord, RegisterError>
     func thing(id: String) -> ThingRecord?
     func thing(vendorThingID: String) -> ThingRecord?
@@ -53,9 +60,53 @@ public protocol ThingStore: AnyObject, Sendable {
     /// access tokens; the certificates recorded for it move to the revoked
     /// list (`revokedCertificates`). Its vendorThingID is free again afterwards (a new
     /// registration makes a new thing). The owners' users and groups, and
-    /// their app installations, stay. False, deleting nothing, when the thing
-    /// is unknown or the store cannot write.
+    /// their app installations, stay. A gateway's end nodes are deleted with
+    /// it, each as this deletes a thing, in the same transaction: an end node
+    /// without its gateway has no connection left to reach it. False,
+    /// deleting nothing, when the thing is unknown or the store cannot write.
     func deleteThing(id: String) -> Bool
+
+    // MARK: gateways' end nodes
+
+    /// Onboards an end node onto the gateway `gatewayThingID`, in one
+    /// transaction that holds the gateway (onboardings onto one gateway, on
+    /// this hub or another, take turns, so none passes the cap). The first
+    /// time for `vendorThingID` it creates the thing: layout ENDNODE,
+    /// gatewayThingID the gateway, the password stored as its KDF hash,
+    /// unless the gateway has `maxEndNodes` end nodes already. Again, for
+    /// this gateway's end node with the same password, it is the same thing
+    /// (idempotent, not counted against the cap): a nil thingType matches
+    /// and is set when given, firmwareVersion is updated when given. Either
+    /// way `owners` ("user:…", "group:…") are added (ones it has stay), and
+    /// a NEW access token is issued, in the record's accessToken.
+    ///
+    /// Refusals, in the order they are checked, write nothing: the gateway
+    /// unknown (`.noGateway`) or not a GATEWAY (`.notAGateway`); the
+    /// vendorThingID known with another password (`.wrongPassword`, checked
+    /// before what the thing is, so its layout and gateway are told only to
+    /// who knows its password), as a thing that is no end node
+    /// (`.notAnEndNode`) or another gateway's end node (`.otherGateway`),
+    /// with another thingType (`.wrongType`); the cap (`.tooManyEndNodes`).
+    /// The caller checks who may onboard onto the gateway and that the
+    /// owners are the right ones.
+    func onboardEndNode(
+        gatewayThingID: String, vendorThingID: String, password: String, thingType: String?,
+        firmwareVersion: String?, owners: [String], maxEndNodes: Int
+    ) -> EndNodeOnboarding
+    /// The end nodes of the gateway `gatewayThingID`: at most `limit` (at
+    /// least one), after the one `after` names (nil: from the first), in
+    /// onboarding order (createdAt, then thingID on the same millisecond,
+    /// so that pages neither skip nor repeat one, however the list changes
+    /// between them). `next` names the last one returned when more follow,
+    /// nil at the end. Whole records (lookups: accessToken empty). None for
+    /// a thing that is no gateway, or an unknown one: the caller checks the
+    /// gateway. nil when the store failed, not an empty page: a gateway
+    /// syncing to the list would take that for all its end nodes removed.
+    func endNodes(gatewayThingID: String, after: EndNodeCursor?, limit: Int)
+        -> (endNodes: [ThingRecord], next: EndNodeCursor?)?
+    /// How many end nodes the gateway `gatewayThingID` has (0 for a thing
+    /// that is no gateway, or an unknown one); nil when the store failed.
+    func endNodeCount(gatewayThingID: String) -> Int?
 
     // MARK: state
 
@@ -127,12 +178,16 @@ public struct ThingRecord: Sendable {
     /// The latest full state (JSON text), after PATCHes applied.
     public var state: String?
     public var createdAt: Int64
+    /// Set when the thing is first registered, never changed afterwards.
+    public var layoutPosition: LayoutPosition
+    /// An end node's gateway; nil for every other thing.
+    public var gatewayThingID: String?
 
     public init(
         thingID: String, vendorThingID: String?, passwordHash: String?, thingType: String?,
         firmwareVersion: String?, accessToken: String, dataGroupingInterval: String? = nil,
         installations: [String: String] = [:], owners: [String] = [], state: String? = nil,
-        createdAt: Int64
+        createdAt: Int64, layoutPosition: LayoutPosition = .standalone, gatewayThingID: String? = nil
     ) {
         self.thingID = thingID
         self.vendorThingID = vendorThingID
@@ -145,7 +200,75 @@ public struct ThingRecord: Sendable {
         self.owners = owners
         self.state = state
         self.createdAt = createdAt
+        self.layoutPosition = layoutPosition
+        self.gatewayThingID = gatewayThingID
     }
+}
+
+/// Where a thing stands between the framework and other things, Kii's
+/// `layoutPosition`: a thing of its own, a gateway that carries end nodes,
+/// or an end node reached through its gateway. The raw values are Kii's
+/// SDKs' spellings, which the store keeps and the hub writes.
+public enum LayoutPosition: String, Sendable, Equatable, CaseIterable {
+    case standalone = "STANDALONE"
+    case gateway = "GATEWAY"
+    case endNode = "ENDNODE"
+
+    /// A layout as Kii's clients write it: the SDKs' spellings and
+    /// kii_go's `END_NODE`, in any ASCII case; nil for anything else.
+    public init?(parsing text: String) {
+        switch text.uppercased() {
+        case "STANDALONE": self = .standalone
+        case "GATEWAY": self = .gateway
+        case "ENDNODE", "END_NODE": self = .endNode
+        default: return nil
+        }
+    }
+}
+
+/// Names an end node in a gateway's list (`ThingStore.endNodes`): where the
+/// next page starts after it. The hub's pagination key is made from it.
+public struct EndNodeCursor: Sendable, Equatable {
+    public var createdAt: Int64
+    public var thingID: String
+
+    public init(createdAt: Int64, thingID: String) {
+        self.createdAt = createdAt
+        self.thingID = thingID
+    }
+
+    /// The cursor of an end node of the list.
+    public init(_ endNode: ThingRecord) {
+        self.init(createdAt: endNode.createdAt, thingID: endNode.thingID)
+    }
+
+    /// Whether an end node comes after this one in the list's order.
+    func precedes(_ t: ThingRecord) -> Bool {
+        createdAt < t.createdAt || (createdAt == t.createdAt && thingID < t.thingID)
+    }
+}
+
+/// What `ThingStore.onboardEndNode` did.
+public enum EndNodeOnboarding: Sendable {
+    /// The end node, with the new access token in accessToken; `created`
+    /// false when it was this gateway's end node already.
+    case onboarded(ThingRecord, created: Bool)
+    /// No thing has the gateway's thingID.
+    case noGateway
+    /// The gateway's thingID names a thing whose layout is not GATEWAY.
+    case notAGateway
+    /// The vendorThingID is registered with another password.
+    case wrongPassword
+    /// The vendorThingID is a thing that is no end node (STANDALONE or GATEWAY).
+    case notAnEndNode
+    /// The vendorThingID is the end node of another gateway, this one.
+    case otherGateway(String)
+    /// The vendorThingID is registered with another thingType.
+    case wrongType
+    /// The gateway has `maxEndNodes` end nodes.
+    case tooManyEndNodes
+    /// The store could not write.
+    case storage
 }
 
 /// What `ThingStore.setVendorThingID` did.
@@ -164,6 +287,9 @@ public enum RegisterError: Error, Sendable {
     case wrongPassword
     /// The vendorThingID is registered with another thingType.
     case wrongType
+    /// A layout was named and the vendorThingID is registered with another
+    /// one, or the layout named is ENDNODE.
+    case wrongLayout
     /// The store could not write.
     case storage
 }

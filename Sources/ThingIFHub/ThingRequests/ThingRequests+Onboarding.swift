@@ -68,14 +68,15 @@ extension ThingRequests {
         }
         switch store.registerThing(
             vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
-            firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil)
+            firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil, layoutPosition: nil)
         {
         case .failure(.wrongPassword):
             _ = onboardingLimiter.allow(guessKey, now: Platform.nowMs())
             return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
         case .failure(.wrongType):
             return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
-        case .failure(.storage):
+        // No layout is named here, and the store refuses one only when named.
+        case .failure(.wrongLayout), .failure(.storage):
             return storageFailed
         case .success(let t):
             // A thing that onboards again keeps its MQTT installation (with

@@ -316,7 +316,7 @@ struct RevocationStoreTests {
         func thing(_ vendor: String) throws -> ThingRecord {
             try s.registerThing(
                 vendorThingID: vendor, password: "pw", thingType: "AirConditioner", firmwareVersion: nil,
-                dataGroupingInterval: nil
+                dataGroupingInterval: nil, layoutPosition: nil
             ).get()
         }
         let a = try thing("AC-A")

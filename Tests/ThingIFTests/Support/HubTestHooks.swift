@@ -20,7 +20,7 @@ extension FrameworkSide {
     )? {
         switch store.registerThing(
             vendorThingID: vendorThingID, password: password, thingType: thingType,
-            firmwareVersion: nil, dataGroupingInterval: nil)
+            firmwareVersion: nil, dataGroupingInterval: nil, layoutPosition: nil)
         {
         case .success(let t): return (t.thingID, t.accessToken)
         case .failure: return nil

@@ -24,7 +24,7 @@ struct StorageFailureTests {
         guard
             case .success(let t) = store.registerThing(
                 vendorThingID: "AC-STORE-FAIL", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil)
+                dataGroupingInterval: nil, layoutPosition: nil)
         else {
             Issue.record("registration failed")
             return

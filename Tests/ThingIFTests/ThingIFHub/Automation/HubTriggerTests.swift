@@ -34,7 +34,7 @@ final class Offline {
             case .success(let t) = hub.store.registerThing(
                 vendorThingID: "V-\(Platform.randomHex(bytes: 4))",
                 password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil)
+                dataGroupingInterval: nil, layoutPosition: nil)
         else {
             throw HarnessError("register")
         }

@@ -31,7 +31,7 @@ struct OnlineRaceTests {
         guard
             case .success(let thing) = hub.store.registerThing(
                 vendorThingID: "AC-ONLINE-RACE", password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil)
+                dataGroupingInterval: nil, layoutPosition: nil)
         else {
             Issue.record("registration failed")
             return

@@ -58,7 +58,7 @@ struct PostgresStoreTests {
             let t = try #require(
                 try? a.registerThing(
                     vendorThingID: "AC-LEASE", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil
+                    dataGroupingInterval: nil, layoutPosition: nil
                 ).get())
             #expect(
                 a.insertTrigger(
@@ -270,7 +270,7 @@ struct PostgresStoreTests {
                 let s = i % 2 == 0 ? a : b
                 let r = s.registerThing(
                     vendorThingID: "AC-SHARED", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)
+                    dataGroupingInterval: nil, layoutPosition: nil)
                 results.withLock { $0.append(r) }
             }
             let ids = Set(results.withLock { $0 }.compactMap { try? $0.get().thingID })
@@ -312,6 +312,24 @@ struct PostgresStoreTests {
                 }
             }
             #expect(users.withLock { $0 } == 1)
+
+            // End nodes onboarded onto one gateway from both hubs at once:
+            // the gateway's row lock keeps them under its cap.
+            let g = try a.registerThing(
+                vendorThingID: "GW-SHARED", password: "pw", thingType: nil, firmwareVersion: nil,
+                dataGroupingInterval: nil, layoutPosition: .gateway
+            ).get()
+            let created = Locked<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                if case .onboarded(_, created: true) = (i % 2 == 0 ? a : b).onboardEndNode(
+                    gatewayThingID: g.thingID, vendorThingID: "EN-SHARED-\(i)", password: "np", thingType: nil,
+                    firmwareVersion: nil, owners: [], maxEndNodes: 5)
+                {
+                    created.withLock { $0 += 1 }
+                }
+            }
+            #expect(created.withLock { $0 } == 5)
+            #expect(b.endNodeCount(gatewayThingID: g.thingID) == 5)
         }
     }
 
@@ -409,7 +427,7 @@ struct PostgresStoreTests {
             guard
                 case .success(let t) = viaSocket.registerThing(
                     vendorThingID: "AC-SOCKET", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)
+                    dataGroupingInterval: nil, layoutPosition: nil)
             else {
                 Issue.record("no registration over the socket")
                 return
@@ -453,7 +471,7 @@ struct PostgresStoreTests {
             let t = try #require(
                 try? s.registerThing(
                     vendorThingID: "AC-1", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil
+                    dataGroupingInterval: nil, layoutPosition: nil
                 ).get())
             s.close()
             let again = try PostgresStore(url: url, secrets: .fastForTests)
@@ -494,7 +512,7 @@ struct PostgresStoreTests {
             let t = try #require(
                 try? s.registerThing(
                     vendorThingID: "AC-1", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil
+                    dataGroupingInterval: nil, layoutPosition: nil
                 ).get())
             let name = String(url.split(separator: "/").last?.split(separator: "?").first ?? "")
             try server.psql(

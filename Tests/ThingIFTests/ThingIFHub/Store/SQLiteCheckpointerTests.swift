@@ -29,7 +29,7 @@ struct SQLiteCheckpointTests {
         #expect(checkpointer.backstop == 256)
         let t = try s!.registerThing(
             vendorThingID: "CK-1", password: "pw", thingType: "AirConditioner", firmwareVersion: nil,
-            dataGroupingInterval: nil
+            dataGroupingInterval: nil, layoutPosition: nil
         ).get()
         // About 3 pages a commit: without checkpoints the log would pass
         // 10,000 frames (40 MB); a log that never starts over, as under a

@@ -273,7 +273,7 @@ struct StateAggregationTests {
         defer { cleanup() }
         let tid = try store.registerThing(
             vendorThingID: "AC-AGG-S", password: "pw", thingType: "AirConditioner", firmwareVersion: nil,
-            dataGroupingInterval: "1_MINUTE"
+            dataGroupingInterval: "1_MINUTE", layoutPosition: nil
         ).get().thingID
         let b: Int64 = 1_800_000_000_000 - 1_800_000_000_000 % 60_000
         let values: [(Int64, String)] = [

@@ -308,7 +308,7 @@ func postgresSchema(_ server: PostgresServer, _ database: String) throws -> [Str
 private func exercise(_ s: HubStore) throws {
     let t = try s.registerThing(
         vendorThingID: "AC-SCHEMA", password: "pw", thingType: "AirConditioner", firmwareVersion: nil,
-        dataGroupingInterval: nil
+        dataGroupingInterval: nil, layoutPosition: nil
     ).get()
     #expect(s.thing(accessToken: t.accessToken)?.thingID == t.thingID)
     #expect(s.addInstallation(thingID: t.thingID, installationID: "i1", mqttTopic: "topic1"))
@@ -339,7 +339,8 @@ struct StoreSchemaTests {
     /// A schema line of what the migrations after EarlierSchema added.
     static func addedSinceEarlier(_ line: String) -> Bool {
         line.contains(" unpruned_samples ") || line.contains("thing_certificates")
-            || line.contains("revoked_certificates")
+            || line.contains("revoked_certificates") || line.contains("layout_position")
+            || line.contains("gateway_thing_id") || line.contains("things_gateway")
     }
 
     @Test("SQLite: a database the earlier hubs made opens and has a new one's schema; so has one migrated from 1")
@@ -357,7 +358,8 @@ struct StoreSchemaTests {
         #expect(sqlite3_exec(db, EarlierSchema.sqlite, nil, nil, nil) == SQLITE_OK)
         sqlite3_close_v2(db)
         // The earlier hubs' schema is the new one but for what versions 7
-        // (unpruned_samples) and 8 (the certificate tables) added.
+        // (unpruned_samples), 8 (the certificate tables) and 9 (things'
+        // layout and gateway) added.
         #expect(try sqliteSchema(earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
@@ -387,7 +389,8 @@ struct StoreSchemaTests {
         defer { server.dropDatabase(earlier) }
         try server.psql(EarlierSchema.postgres, database: earlier)
         // The earlier hubs' schema is the new one but for what versions 4
-        // (unpruned_samples) and 5 (the certificate tables) added.
+        // (unpruned_samples), 5 (the certificate tables) and 6 (things'
+        // layout and gateway) added.
         #expect(try postgresSchema(server, earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)
@@ -403,6 +406,99 @@ struct StoreSchemaTests {
         try exercise(m)
         m.close()
         #expect(try postgresSchema(server, migrated) == expected)
+    }
+
+    @Test("SQLite 8 -> 9: the things of a version 8 database are STANDALONE, without a gateway; end nodes work after")
+    func sqliteGateways() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-schema")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let fresh = dir + "/new.sqlite"
+        try SQLiteStore(path: fresh, secrets: .fastForTests).close()
+        let path = dir + "/v8.sqlite"
+        try SQLiteStore(path: path, secrets: .fastForTests, retention: StateRetention(), migrateTo: 8).close()
+        #expect(try !sqliteSchema(path).contains { $0.contains("layout_position") })
+        var db: OpaquePointer?
+        #expect(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK)
+        #expect(sqlite3_exec(db, Self.version8Thing, nil, nil, nil) == SQLITE_OK)
+        sqlite3_close_v2(db)
+        let s = try SQLiteStore(path: path, secrets: .fastForTests)
+        try Self.gatewaysAfterMigration(s)
+        s.close()
+        #expect(try sqliteSchema(path) == sqliteSchema(fresh))
+    }
+
+    @Test(
+        "PostgreSQL 5 -> 6: the things of a version 5 database are STANDALONE, without a gateway; end nodes work after",
+        .enabled(if: PostgresServer.enabled))
+    func postgresGateways() throws {
+        let server = try PostgresServer.get()
+        let (fresh, freshURL) = try server.createDatabase()
+        defer { server.dropDatabase(fresh) }
+        try PostgresStore(url: freshURL, secrets: .fastForTests).close()
+        let (name, url) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        try PostgresStore(url: url, secrets: .fastForTests, retention: StateRetention(), timeout: 5, migrateTo: 5)
+            .close()
+        #expect(try !postgresSchema(server, name).contains { $0.contains("layout_position") })
+        try server.psql(Self.version8Thing, database: name)
+        let s = try PostgresStore(url: url, secrets: .fastForTests)
+        try Self.gatewaysAfterMigration(s)
+        s.close()
+        #expect(try postgresSchema(server, name) == postgresSchema(server, fresh))
+    }
+
+    /// A thing as the version before gateways stored it (SQLite 8,
+    /// PostgreSQL 5: the same columns), its password "pw" hashed at the
+    /// tests' cost, with an owner.
+    static let version8Thing = """
+        INSERT INTO things (thing_id, vendor_thing_id, password_hash, thing_type, created_at)
+        VALUES ('th.v8', 'AC-V8', '\(PasswordHash.make("pw", iterations: 1000))', 'AirConditioner', 1);
+        INSERT INTO thing_owners (thing_id, owner) VALUES ('th.v8', 'user:u1');
+        """
+
+    /// What a store migrated over `version8Thing` must read and do.
+    static func gatewaysAfterMigration(_ s: HubStore) throws {
+        let t = try #require(s.thing(id: "th.v8"))
+        #expect(t.layoutPosition == .standalone && t.gatewayThingID == nil && t.owners == ["user:u1"])
+        // Registered again: still STANDALONE; it cannot become a gateway.
+        let again = try s.registerThing(
+            vendorThingID: "AC-V8", password: "pw", thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil,
+            layoutPosition: nil
+        ).get()
+        #expect(again.thingID == "th.v8" && again.layoutPosition == .standalone)
+        let named = s.registerThing(
+            vendorThingID: "AC-V8", password: "pw", thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil,
+            layoutPosition: .gateway)
+        guard case .failure(.wrongLayout) = named else {
+            Issue.record("a STANDALONE thing registered as a gateway: \(named)")
+            return
+        }
+        guard
+            case .notAGateway = s.onboardEndNode(
+                gatewayThingID: "th.v8", vendorThingID: "EN-V8", password: "np", thingType: nil,
+                firmwareVersion: nil, owners: [], maxEndNodes: 10)
+        else {
+            Issue.record("an end node onboarded onto a STANDALONE thing")
+            return
+        }
+        // A gateway and its end node, listed, deleted together.
+        let g = try s.registerThing(
+            vendorThingID: "GW-V8", password: "pw", thingType: nil, firmwareVersion: nil, dataGroupingInterval: nil,
+            layoutPosition: .gateway
+        ).get()
+        guard
+            case .onboarded(let e, created: true) = s.onboardEndNode(
+                gatewayThingID: g.thingID, vendorThingID: "EN-V8", password: "np", thingType: nil,
+                firmwareVersion: nil, owners: ["user:u1"], maxEndNodes: 10)
+        else {
+            Issue.record("no end node onboarded")
+            return
+        }
+        #expect(s.thing(id: e.thingID)?.gatewayThingID == g.thingID)
+        #expect(s.endNodes(gatewayThingID: g.thingID, after: nil, limit: 10)?.endNodes.map(\.thingID) == [e.thingID])
+        #expect(s.endNodeCount(gatewayThingID: g.thingID) == 1)
+        #expect(s.deleteThing(id: g.thingID))
+        #expect(s.thing(id: e.thingID) == nil && s.thing(id: "th.v8") != nil)
     }
 
     @Test("Each dialect's DDL from the one description: types, numbering, insertion order")

@@ -65,7 +65,7 @@ private func register(
 ) throws -> ThingRecord {
     switch s.registerThing(
         vendorThingID: vendor, password: password, thingType: type, firmwareVersion: firmware,
-        dataGroupingInterval: grouping)
+        dataGroupingInterval: grouping, layoutPosition: nil)
     {
     case .success(let t): return t
     case .failure(let e): throw HarnessError("registration of \(vendor) failed: \(e)")
@@ -133,12 +133,12 @@ struct StoreConformanceTests {
                 failure(
                     s.registerThing(
                         vendorThingID: "AC-1", password: "other", thingType: nil,
-                        firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongPassword)
+                        firmwareVersion: "9", dataGroupingInterval: nil, layoutPosition: nil)) == .wrongPassword)
             #expect(
                 failure(
                     s.registerThing(
                         vendorThingID: "AC-1", password: "pw", thingType: "Lamp",
-                        firmwareVersion: "9", dataGroupingInterval: nil)) == .wrongType)
+                        firmwareVersion: "9", dataGroupingInterval: nil, layoutPosition: nil)) == .wrongType)
             // A refused registration changes nothing.
             #expect(s.thing(id: t.thingID)?.firmwareVersion == "2.0")
             #expect(s.thing(id: t.thingID)?.thingType == "AirConditioner")
@@ -757,7 +757,7 @@ struct StoreConformanceTests {
                 Thread {
                     let r = s.registerThing(
                         vendorThingID: "AC-RACE", password: "pw", thingType: nil,
-                        firmwareVersion: nil, dataGroupingInterval: nil)
+                        firmwareVersion: nil, dataGroupingInterval: nil, layoutPosition: nil)
                     results.withLock { $0.append(r) }
                     group.leave()
                 }.start()
@@ -786,7 +786,7 @@ struct StoreConformanceTests {
             Thread {
                 _ = s.registerThing(
                     vendorThingID: "AC-SLOW", password: "pw", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)
+                    dataGroupingInterval: nil, layoutPosition: nil)
                 done.signal()
             }.start()
             Thread.sleep(forTimeInterval: Double(kdf) / 4000)
@@ -1279,7 +1279,7 @@ struct SQLiteStoreTests {
             failure(
                 r.registerThing(
                     vendorThingID: "AC-1", password: "bad", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)) == .wrongPassword)
+                    dataGroupingInterval: nil, layoutPosition: nil)) == .wrongPassword)
     }
 
     @Test("Triggers and automation survive a restart; a version 1 database is migrated to the current version")
@@ -1311,7 +1311,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 8)
+        #expect(SQLiteStore.schemaVersion == 9)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 4 -> 5: results make a notification due.
         _ = try #require(
@@ -1341,6 +1341,8 @@ struct SQLiteStoreTests {
         #expect(m.command(id: "c-mig6")?.endReason == "expired")
         // 7 -> 8: things' certificates, revoked with their thing.
         #expect(m.recordCertificate(thingID: "th.v1", installationID: "i1", serial: "0f", notAfter: Int64.max))
+        // 8 -> 9: the thing's layout.
+        #expect(m.thing(id: "th.v1")?.layoutPosition == .standalone)
         #expect(m.deleteThing(id: "th.v1"))
         #expect(m.revokedCertificates(now: 1)?.map(\.serial) == ["0f"])
     }
@@ -1377,11 +1379,11 @@ struct SQLiteStoreTests {
             failure(
                 m.registerThing(
                     vendorThingID: "AC-OLD", password: "bad", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)) == .wrongPassword)
+                    dataGroupingInterval: nil, layoutPosition: nil)) == .wrongPassword)
         let again = try #require(
             try? m.registerThing(
                 vendorThingID: "AC-OLD", password: "pw", thingType: nil,
-                firmwareVersion: nil, dataGroupingInterval: nil
+                firmwareVersion: nil, dataGroupingInterval: nil, layoutPosition: nil
             ).get())
         #expect(again.thingID == "th.old")
         #expect(m.user(accessToken: "olduserstoken")?.userID == "u.old")
@@ -1482,7 +1484,7 @@ struct SQLiteStoreTests {
             failure(
                 s.registerThing(
                     vendorThingID: "AC-2", password: "p", thingType: nil, firmwareVersion: nil,
-                    dataGroupingInterval: nil)) == .storage)
+                    dataGroupingInterval: nil, layoutPosition: nil)) == .storage)
         #expect(s.insertCommand(command("c1", thing: t.thingID)) == nil)
         #expect(!s.recordResults(commandID: "c1", results: "{}", state: .done, at: 1))
         #expect(!s.addOwner(thingID: t.thingID, owner: "user:x"))

@@ -390,7 +390,7 @@ struct OneCommitTests {
         try #require(
             try? store.registerThing(
                 vendorThingID: vendorThingID, password: "pw", thingType: nil, firmwareVersion: nil,
-                dataGroupingInterval: nil
+                dataGroupingInterval: nil, layoutPosition: nil
             ).get())
     }
 
