@@ -37,6 +37,13 @@ public struct HubError: Error, Sendable, Equatable {
         HubError(401, "UNAUTHORIZED", message)
     }
     public static func forbidden(_ message: String) -> HubError { HubError(403, "FORBIDDEN", message) }
+    /// A thing's layout is kept from its first onboarding; an end node's
+    /// credentials onboard nothing but the end node (docs/GATEWAYS.md §3.1).
+    public static func layoutMismatch(_ vendorThingID: String) -> HubError {
+        HubError(
+            409, "LAYOUT_POSITION_MISMATCH",
+            "\(vendorThingID) is registered with another layoutPosition (or is an end node)")
+    }
     public static func notFound(_ code: String, _ message: String) -> HubError { HubError(404, code, message) }
     public static let storage = HubError(500, "STORAGE_ERROR", "the hub's store could not be written")
 

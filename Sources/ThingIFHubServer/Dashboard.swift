@@ -148,6 +148,7 @@ extension API {
             if let v = t.thingType { o.set("thingType", string: v) }
             if let v = t.firmwareVersion { o.set("firmwareVersion", string: v) }
             if let v = t.dataGroupingInterval { o.set("dataGroupingInterval", string: v) }
+            o.set(LayoutPosition.field, string: t.layoutPosition.rawValue)
             o.set("online", .bool(hub.delivery.isOnline(t.thingID)))
             o.set("createdAt", .int(Int(t.createdAt)))
             list.append(o)

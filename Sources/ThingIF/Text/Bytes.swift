@@ -25,6 +25,20 @@ extension String {
     }
 }
 
+extension String {
+    /// The same bytes as `other` with ASCII letters' case ignored: Kii's
+    /// clients write media types and layout names in either case.
+    public func equalsIgnoringASCIICase(_ other: String) -> Bool {
+        String.equalIgnoringASCIICase(utf8, other.utf8)
+    }
+
+    static func equalIgnoringASCIICase<A: Collection<UInt8>, B: Collection<UInt8>>(_ a: A, _ b: B) -> Bool {
+        guard a.count == b.count else { return false }
+        let lower = { (c: UInt8) in (0x41...0x5A).contains(c) ? c | 0x20 : c }
+        return zip(a, b).allSatisfy { lower($0) == lower($1) }
+    }
+}
+
 extension Optional where Wrapped == String {
     /// Both nil, or both strings with the same UTF-8 bytes.
     func equals(_ other: String?) -> Bool {

@@ -6,6 +6,10 @@ public enum MediaType {
     /// Kii's other form of onboarding by the thing: a thing that knows its
     /// thingID (an owner registered it) onboards with it and its password.
     public static let onboardingWithThingIDByThing = "application/vnd.kii.OnboardingWithThingIDByThing+json"
+    /// Kii's owner's forms (the app's onboarding of a thing it names by
+    /// vendorThingID, or by the thingID of one that onboarded itself).
+    public static let onboardingByOwner = "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json"
+    public static let onboardingWithThingIDByOwner = "application/vnd.kii.OnboardingWithThingIDByOwner+json"
     public static let installationCreation = "application/vnd.kii.InstallationCreationRequest+json"
     public static let json = "application/json"
 
@@ -25,12 +29,7 @@ public enum MediaType {
     public static func names(_ contentType: String, _ expected: String) -> Bool {
         var type = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
         while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
-        let want = expected.utf8
-        guard type.count == want.count else { return false }
-        return zip(type, want).allSatisfy { a, b in
-            let lower = (0x41...0x5A).contains(a) ? a | 0x20 : a
-            return lower == ((0x41...0x5A).contains(b) ? b | 0x20 : b)
-        }
+        return String.equalIgnoringASCIICase(type, expected.utf8)
     }
 }
 
@@ -120,7 +119,8 @@ public struct OnboardingRequest {
     public var thingType: String?
     public var firmwareVersion: String?
     public var thingProperties: JSON?
-    public var layoutPosition: String
+    /// What the thing is (nil in a decoded body that names none).
+    public var layoutPosition: LayoutPosition?
     /// A PKCS#10 certificate signing request (PEM) for the thing's MQTT
     /// client key: the framework, when it has a CA for things, answers with
     /// a certificate for the new installation (MQTTEndpoint.clientCertificate).
@@ -144,7 +144,7 @@ public struct OnboardingRequest {
 
     public init(
         vendorThingID: String, thingPassword: String, thingType: String? = nil,
-        firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: String = "STANDALONE",
+        firmwareVersion: String? = nil, thingProperties: JSON? = nil, layoutPosition: LayoutPosition? = .standalone,
         certificateSigningRequest: String? = nil
     ) {
         self.vendorThingID = vendorThingID
@@ -163,7 +163,7 @@ public struct OnboardingRequest {
         if let thingType { o.set("thingType", string: thingType) }
         if let firmwareVersion { o.set("firmwareVersion", string: firmwareVersion) }
         if let thingProperties { o.set("thingProperties", thingProperties) }
-        o.set("layoutPosition", string: layoutPosition)
+        if let layoutPosition { o.set(LayoutPosition.field, string: layoutPosition.rawValue) }
         if let certificateSigningRequest { o.set(Self.csrField, string: certificateSigningRequest) }
         return o
     }
@@ -175,11 +175,11 @@ public struct OnboardingRequest {
         let props = j["thingProperties"]
         if let props, !props.isObject { return nil }
         let csr = certificateSigningRequest(in: j)
-        guard csr.valid else { return nil }
+        guard csr.valid, case .success(let layout) = LayoutPosition.named(in: j) else { return nil }
         return OnboardingRequest(
             vendorThingID: v, thingPassword: p, thingType: j["thingType"]?.stringValue,
             firmwareVersion: j["firmwareVersion"]?.stringValue, thingProperties: props,
-            layoutPosition: j["layoutPosition"]?.stringValue ?? "STANDALONE",
+            layoutPosition: layout,
             certificateSigningRequest: csr.csr)
     }
 }

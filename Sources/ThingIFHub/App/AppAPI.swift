@@ -101,7 +101,7 @@ public struct AppAPI {
     public func onboardByOwner(
         user: UserRecord, vendorThingID: String, password: String, owner: String,
         thingType: String?, firmwareVersion: String?,
-        dataGroupingInterval: String?
+        dataGroupingInterval: String?, layoutPosition: LayoutPosition? = nil
     ) -> Result<ThingRecord, HubError> {
         if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password)
             ?? OnboardingForm.check(owner: owner, dataGroupingInterval: dataGroupingInterval)
@@ -113,15 +113,17 @@ public struct AppAPI {
         }
         switch store.registerThing(
             vendorThingID: vendorThingID, password: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval, layoutPosition: nil)
+            firmwareVersion: firmwareVersion, dataGroupingInterval: dataGroupingInterval,
+            layoutPosition: layoutPosition)
         {
         case .failure(.wrongPassword):
             return .failure(HubError(403, "WRONG_PASSWORD", "the password of \(vendorThingID) does not match"))
         case .failure(.wrongType):
             return .failure(
                 HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) is registered with another thingType"))
-        // No layout is named here, and the store refuses one only when named.
-        case .failure(.wrongLayout), .failure(.storage):
+        case .failure(.wrongLayout):
+            return .failure(.layoutMismatch(vendorThingID))
+        case .failure(.storage):
             return .failure(.storage)
         case .success(let t):
             guard store.addOwner(thingID: t.thingID, owner: owner), var bound = store.thing(id: t.thingID) else {
@@ -487,8 +489,9 @@ public struct AppAPI {
             return .failure(HubError(409, "THING_ALREADY_EXISTS", "\(vendorThingID) exists with another password"))
         case .failure(.wrongType):
             return .failure(HubError(409, "THING_TYPE_MISMATCH", "\(vendorThingID) exists with another thingType"))
-        // No layout is named here, and the store refuses one only when named.
-        case .failure(.wrongLayout), .failure(.storage):
+        case .failure(.wrongLayout):
+            return .failure(.layoutMismatch(vendorThingID))
+        case .failure(.storage):
             return .failure(.storage)
         case .success:
             return .success(!known)

@@ -4,7 +4,7 @@ import ThingIF
 
 /// The owner's onboarding body, Kii's OnboardingWithVendorThingIDByOwner
 /// ({"vendorThingID","thingPassword","owner","thingType"?,
-/// "firmwareVersion"?,"dataGroupingInterval"?}) or
+/// "firmwareVersion"?,"dataGroupingInterval"?,"layoutPosition"?}) or
 /// OnboardingWithThingIDByOwner ({"thingID",…} for a thing that onboarded
 /// itself): every field checked, before the store is asked. Pure (no store,
 /// no hub), so the REST route and the onboarding_form fuzz target share it.
@@ -23,6 +23,9 @@ public struct OnboardingForm: Equatable, Sendable {
     public var firmwareVersion: String?
     /// One of AppLimits.groupingIntervals' keys.
     public var dataGroupingInterval: String?
+    /// STANDALONE or GATEWAY; nil names none (a new thing is STANDALONE, a
+    /// known one keeps its own).
+    public var layoutPosition: LayoutPosition?
 
     /// The longest vendorThingID, thingID, password, thingType and firmware version.
     public static let maxField = 200
@@ -46,13 +49,19 @@ public struct OnboardingForm: Equatable, Sendable {
         } else {
             named = .vendorThingID(try FormFields.requiredString(body, "vendorThingID"))
         }
+        let layout: LayoutPosition?
+        switch LayoutPosition.named(in: body) {
+        case .success(let named): layout = named
+        case .failure(let r): throw HubError.invalid(r.message)
+        }
         let form = OnboardingForm(
             thing: named,
             password: try FormFields.requiredString(body, "thingPassword"),
             owner: try FormFields.requiredString(body, "owner"),
             thingType: try FormFields.optionalString(body, "thingType"),
             firmwareVersion: try FormFields.optionalString(body, "firmwareVersion"),
-            dataGroupingInterval: try FormFields.optionalString(body, "dataGroupingInterval"))
+            dataGroupingInterval: try FormFields.optionalString(body, "dataGroupingInterval"),
+            layoutPosition: layout)
         if case .thingID(let id) = named, id.isEmpty || id.count > maxField {
             throw HubError.invalid("thingID must be 1 to \(maxField) characters")
         }
@@ -103,6 +112,7 @@ public struct OnboardingForm: Equatable, Sendable {
         if let thingType { o.set("thingType", string: thingType) }
         if let firmwareVersion { o.set("firmwareVersion", string: firmwareVersion) }
         if let dataGroupingInterval { o.set("dataGroupingInterval", string: dataGroupingInterval) }
+        if let layoutPosition { o.set(LayoutPosition.field, string: layoutPosition.rawValue) }
         return o
     }
 }

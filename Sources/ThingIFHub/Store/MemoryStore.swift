@@ -128,7 +128,9 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
                 let r: Result<ThingRecord, RegisterError>? = data.withLock { d in
                     guard var t = d.things[known.thingID], t.passwordHash == h else { return nil }
                     if !StoreRules.typeMatches(thingType, known: t.thingType) { return .failure(.wrongType) }
-                    if let layoutPosition, layoutPosition != t.layoutPosition { return .failure(.wrongLayout) }
+                    if t.layoutPosition == .endNode || layoutPosition.map({ $0 != t.layoutPosition }) == true {
+                        return .failure(.wrongLayout)
+                    }
                     if t.thingType == nil { t.thingType = thingType }
                     if let firmwareVersion { t.firmwareVersion = firmwareVersion }
                     if let dataGroupingInterval { t.dataGroupingInterval = dataGroupingInterval }

@@ -259,7 +259,9 @@ extension SQLStore {
                             t.passwordHash == h
                         else { return nil }
                         guard StoreRules.typeMatches(thingType, known: t.thingType) else { return .failure(.wrongType) }
-                        if let layoutPosition, layoutPosition != t.layoutPosition { return .failure(.wrongLayout) }
+                        if t.layoutPosition == .endNode || layoutPosition.map({ $0 != t.layoutPosition }) == true {
+                            return .failure(.wrongLayout)
+                        }
                         try c.run(
                             """
                             UPDATE things SET thing_type = COALESCE(thing_type, ?),

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import ThingIF
+
 /// A result row of an SQL store (SQLite or PostgreSQL): columns by index.
 protocol StoreRow {
     /// The column as text, nil for NULL.

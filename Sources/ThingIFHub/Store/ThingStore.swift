@@ -18,11 +18,12 @@ public protocol ThingStore: AnyObject, Sendable {
     /// (earlier tokens stay valid until they expire or are revoked).
     ///
     /// `layoutPosition` is the layout the caller names: nil names none (a
-    /// new thing is STANDALONE, a known one keeps its own, whatever it is).
-    /// A layout is kept from the first registration on, so a known thing of
-    /// another layout is `.wrongLayout`, and so is `.endNode` for every
-    /// thing: an end node is made by `onboardEndNode`, which names its
-    /// gateway. Refusals write nothing.
+    /// new thing is STANDALONE, a known one keeps its own). A layout is kept
+    /// from the first registration on, so a known thing of another layout is
+    /// `.wrongLayout`; so is an end node, named or not, and `.endNode` for
+    /// every thing: an end node is made and found by `onboardEndNode`, which
+    /// names its gateway, and its credentials onboard nothing else.
+    /// Refusals write nothing.
     func registerThing(
         vendorThingID: String, password: String, thingType: String?, firmwareVersion: String?,
         dataGroupingInterval: String?, layoutPosition: LayoutPosition?
@@ -202,27 +203,6 @@ public struct ThingRecord: Sendable {
         self.createdAt = createdAt
         self.layoutPosition = layoutPosition
         self.gatewayThingID = gatewayThingID
-    }
-}
-
-/// Where a thing stands between the framework and other things, Kii's
-/// `layoutPosition`: a thing of its own, a gateway that carries end nodes,
-/// or an end node reached through its gateway. The raw values are Kii's
-/// SDKs' spellings, which the store keeps and the hub writes.
-public enum LayoutPosition: String, Sendable, Equatable, CaseIterable {
-    case standalone = "STANDALONE"
-    case gateway = "GATEWAY"
-    case endNode = "ENDNODE"
-
-    /// A layout as Kii's clients write it: the SDKs' spellings and
-    /// kii_go's `END_NODE`, in any ASCII case; nil for anything else.
-    public init?(parsing text: String) {
-        switch text.uppercased() {
-        case "STANDALONE": self = .standalone
-        case "GATEWAY": self = .gateway
-        case "ENDNODE", "END_NODE": self = .endNode
-        default: return nil
-        }
     }
 }
 

@@ -39,6 +39,8 @@ extension ThingRequests {
         // The CSR, checked before anything is stored (as for POST installations).
         let (signing, refusal) = installations.certificateOrder(in: j)
         if let refusal { return refusal }
+        // The layout's own refusal first: decode refuses it without saying why.
+        if case .failure(let r) = LayoutPosition.named(in: j) { return error(400, "INVALID_INPUT_DATA", r.message) }
         guard let o = OnboardingRequest.decode(j) else {
             return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
@@ -68,15 +70,16 @@ extension ThingRequests {
         }
         switch store.registerThing(
             vendorThingID: o.vendorThingID, password: o.thingPassword, thingType: o.thingType,
-            firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil, layoutPosition: nil)
+            firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil, layoutPosition: o.layoutPosition)
         {
         case .failure(.wrongPassword):
             _ = onboardingLimiter.allow(guessKey, now: Platform.nowMs())
             return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
         case .failure(.wrongType):
             return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
-        // No layout is named here, and the store refuses one only when named.
-        case .failure(.wrongLayout), .failure(.storage):
+        case .failure(.wrongLayout):
+            return error(.layoutMismatch(o.vendorThingID))
+        case .failure(.storage):
             return storageFailed
         case .success(let t):
             // A thing that onboards again keeps its MQTT installation (with

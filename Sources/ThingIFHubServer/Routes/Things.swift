@@ -114,7 +114,10 @@ extension API {
         // for a thing that onboarded itself, by its thingID (OnboardingWithThingIDByOwner).
         let form = try value(
             OnboardingForm.parse(
-                body, byThingID: request.headers[.contentType]?.contains("OnboardingWithThingIDByOwner") == true))
+                body,
+                byThingID: request.headers[.contentType].map {
+                    MediaType.names($0, MediaType.onboardingWithThingIDByOwner)
+                } == true))
         let vendorThingID: String
         switch form.thing {
         case .vendorThingID(let v): vendorThingID = v
@@ -128,7 +131,7 @@ extension API {
             hub.app.onboardByOwner(
                 user: user, vendorThingID: vendorThingID, password: form.password, owner: form.owner,
                 thingType: form.thingType, firmwareVersion: form.firmwareVersion,
-                dataGroupingInterval: form.dataGroupingInterval
+                dataGroupingInterval: form.dataGroupingInterval, layoutPosition: form.layoutPosition
             ).map { ($0, hub.installations.handover(for: $0)) }
         }
         let (t, endpoint) = try value(outcome)

@@ -109,6 +109,16 @@ struct KiiErrorTableTests {
                     method: "POST", path: "\(e.thingIF)/onboardings", token: token,
                     body: #"{"thingID":"th.none","thingPassword":"pw","owner":"user:\#(uid)"}"#,
                     contentType: "application/vnd.kii.OnboardingWithThingIDByOwner+json"),
+                "onboarding-layout-mismatch": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: token,
+                    body:
+                        #"{"vendorThingID":"AC-ERR-BARE","thingPassword":"pw","owner":"user:\#(uid)","layoutPosition":"GATEWAY"}"#,
+                    contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json"),
+                "onboarding-layout-end-node": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: token,
+                    body:
+                        #"{"vendorThingID":"AC-ERR-EN","thingPassword":"pw","owner":"user:\#(uid)","layoutPosition":"ENDNODE"}"#,
+                    contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json"),
                 "installation-unknown": Call(method: "DELETE", path: "\(e.api)/installations/inst-none", token: token)
             ]
             #expect(
@@ -132,6 +142,8 @@ struct KiiErrorTableTests {
             }
             #expect(e.hub.store.thing(id: tid)?.vendorThingID == "AC-ERR-TABLE")
             #expect(e.hub.store.thing(id: bareID)?.thingType == nil && e.hub.store.thing(id: tid)?.state == nil)
+            #expect(e.hub.store.thing(id: bareID)?.layoutPosition == .standalone)
+            #expect(e.hub.store.thing(vendorThingID: "AC-ERR-EN") == nil)
             #expect(
                 (
                     e.hub.store.triggers(thingID: tid).count,

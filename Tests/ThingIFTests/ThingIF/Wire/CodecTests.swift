@@ -365,7 +365,7 @@ struct CodecTests {
         let rback = try #require(OnboardingRequest.decode(try parse(req.encode().dump())))
         #expect(rback.vendorThingID == "AC-1")
         #expect(rback.thingProperties?["m"]?.stringValue == "Acme")
-        #expect(rback.layoutPosition == "STANDALONE")
+        #expect(rback.layoutPosition == .standalone)
         #expect(
             OnboardingRequest.decode(try parse(#"{"vendorThingID":"v","thingPassword":"p","thingProperties":[1]}"#))
                 == nil)

@@ -71,18 +71,6 @@ private func allPages(_ s: HubStore, _ gateway: String, limit: Int) throws -> [[
 }
 
 extension StoreConformanceTests {
-    @Test("Kii's layoutPosition spellings: the SDKs' and kii_go's END_NODE, in any case; ENDNODE written")
-    func layoutSpellings() {
-        #expect(LayoutPosition(parsing: "STANDALONE") == .standalone)
-        #expect(LayoutPosition(parsing: "gateway") == .gateway)
-        #expect(LayoutPosition(parsing: "EndNode") == .endNode)
-        #expect(LayoutPosition(parsing: "END_NODE") == .endNode)
-        #expect(LayoutPosition(parsing: "end_node") == .endNode)
-        for bad in ["", "END NODE", "ENDNODES", "GATEWAY ", "_"] { #expect(LayoutPosition(parsing: bad) == nil) }
-        #expect(LayoutPosition.endNode.rawValue == "ENDNODE")
-        #expect(LayoutPosition.allCases.map(\.rawValue) == ["STANDALONE", "GATEWAY", "ENDNODE"])
-    }
-
     @Test(
         "Registering with a layout: kept from the first registration; another one named is refused, none named keeps it",
         arguments: StoreFactory.all)
@@ -175,13 +163,13 @@ extension StoreConformanceTests {
             #expect(untyped.thingType == nil && untyped.owners.isEmpty)
             #expect(try endNode(onboard(s, g.thingID, "LAMP-2", type: "Lamp"), created: false).thingType == "Lamp")
 
-            // An owner's onboarding of the end node's vendorThingID (a second
-            // owner) keeps it an end node of its gateway; naming another
-            // layout is refused.
-            let owned = try thing(registered(s, "LAMP-1", password: "np", layout: nil))
-            #expect(owned.thingID == e.thingID && owned.layoutPosition == .endNode)
-            #expect(owned.gatewayThingID == g.thingID)
+            // An end node's credentials register nothing, named a layout or
+            // not (an owner adds itself with the end-node forms, which name
+            // the gateway): refused, and it stays the gateway's end node.
+            #expect(registerError(registered(s, "LAMP-1", password: "np", layout: nil)) == .wrongLayout)
             #expect(registerError(registered(s, "LAMP-1", password: "np", layout: .standalone)) == .wrongLayout)
+            let kept = try #require(s.thing(vendorThingID: "LAMP-1"))
+            #expect(kept.thingID == e.thingID && kept.layoutPosition == .endNode && kept.gatewayThingID == g.thingID)
         }
     }
 
