@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import ThingIF
 
-/// The broker's listener for things with certificates (issue #31), on its
+/// The broker's listener for things with certificates, on its
 /// own: deploy/make-broker-config.sh's pattern rules give a client exactly
 /// the topics of its certificate's CN, with no record in the broker, and
 /// only certificates of the things CA that are in date get in.

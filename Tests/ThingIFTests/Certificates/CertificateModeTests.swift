@@ -7,7 +7,7 @@ import Testing
 @testable import ThingIF
 import ThingIFHub
 
-/// Things with certificates end to end (issue #31): the library makes its
+/// Things with certificates end to end: the library makes its
 /// key and a CSR, the hub signs a certificate for the installation's topic
 /// with the things CA, and the thing takes commands on the broker's
 /// certificate listener, where pattern rules stand in for per-thing records.
@@ -247,7 +247,7 @@ struct CertificateModeTests {
     }
 }
 
-/// A hub that administers nothing in its broker (issue #31): a mosquitto
+/// A hub that administers nothing in its broker: a mosquitto
 /// configured by files only (make-broker-config.sh --no-plugin), the hub's
 /// own login in its password file, things with certificates.
 @Suite("Certificate mode: a hub on a broker it does not administer", .offPool)

@@ -92,7 +92,7 @@ enum RevocationSupport {
     }
 }
 
-/// Revoking a deleted thing's certificate (issue #31): the hub records the
+/// Revoking a deleted thing's certificate: the hub records the
 /// serial of every certificate it signs, moves a deleted thing's to the
 /// revoked list in the store, writes the things' CRL and tells the broker,
 /// whose certificate listener then refuses the certificate.

@@ -8,7 +8,7 @@ import Testing
 @testable import ThingIFHub
 import ThingIFHubServer
 
-/// Fleet provisioning by claim (issue #31): a claim certificate of the
+/// Fleet provisioning by claim: a claim certificate of the
 /// claims CA (CN claim.APPID.BATCH, made by `thingif-hub claim-certificate`)
 /// lets a device onboard without the app key. Real broker (the claim
 /// listener, which trusts the claims CA only, and the pattern rules), real

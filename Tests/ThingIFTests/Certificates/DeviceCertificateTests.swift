@@ -9,7 +9,7 @@ import ThingIF
     import Glibc
 #endif
 
-/// The thing's own client certificate (issue #31, device side): with TLS
+/// The thing's own client certificate (device side): with TLS
 /// and no certificate of the user's own, onboarding sends a CSR for a key
 /// the thing keeps in storage_dir/thing-key.pem; a certificate in the
 /// answer (or in a stored identity.json) goes to storage_dir/thing-cert.pem

@@ -86,10 +86,10 @@ private enum HandOverChecks {
 }
 
 /// A thing the app onboarded and handed over (thingif_use_onboarded) gets a
-/// client certificate when it makes its MQTT installation (issue #31): the
+/// client certificate when it makes its MQTT installation: the
 /// installation request carries a CSR and the hub answers with the endpoint
 /// and the certificate, as onboarding by the thing does.
-@Suite("Hand-over certificates (issue #31)", .offPool)
+@Suite("Hand-over certificates", .offPool)
 struct HandOverCertificateTests {
     @Test(
         "A handed-over thing with TLS gets a certificate for its topic, takes commands on the certificate listener, and the plugin has no client for it"

@@ -124,7 +124,7 @@ private func dynsecClient(_ hub: FrameworkSide, _ username: String) throws -> Br
     return try #require(out.first)
 }
 
-@Suite("Thing certificates (issue #31)", .serialized, .offPool)
+@Suite("Thing certificates", .serialized, .offPool)
 struct ThingCertificateTests {
     @Test(
         "The CA signs a CSR: OpenSSL verifies it for client use, CN = the topic, CA:FALSE, clientAuth, the validity",
@@ -202,7 +202,7 @@ struct ThingCertificateTests {
         #expect((ep2["clientCertificate"] as? String).map { $0 != pem } == true)
     }
 
-    @Test("A hub without a CA ignores a CSR: the thing gets a broker password and a dynsec client, as before")
+    @Test("A hub without a CA ignores a CSR: the thing gets a broker password and a dynsec client, as from any hub")
     func noCAIgnoresCSR() throws {
         let pki = try TestPKI()
         let csr = try pki.makeCSR("thing")

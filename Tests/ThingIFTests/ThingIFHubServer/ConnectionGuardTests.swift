@@ -9,7 +9,7 @@ import ThingIFHubServer
     import Glibc
 #endif
 
-/// The HTTP connection cap per client address (issue #46; docs/SECURITY.md,
+/// The HTTP connection cap per client address (docs/SECURITY.md,
 /// "Floods"): one address holding its whole share leaves the global cap's
 /// room to the others. Real hubs and real sockets from two loopback
 /// addresses (Linux routes all of 127/8 to the loopback interface). Every

@@ -131,7 +131,7 @@ struct DashboardTests {
             #expect(try await events(sse.id, "access_token=\(token)").status == 401)
             #expect(try await events(sse.id, "token=\(token)").status == 401)
             #expect(e.server.outstandingEventTickets == 0)
-            // Bearer clients keep working as before.
+            // Bearer clients keep working beside the ticket.
             let bearer = try RawStream(port: e.port, path: "\(e.api)/installations/\(sse.id)/events", token: token)
             #expect(await offPool { bearer.waitFor(": connected") }, "stream: \(bearer.text)")
         }

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 import ThingIF
 
-/// The device side of issue #27: a command that arrives past its
+/// The device side of commands' expiry: a command that arrives past its
 /// `expiresAt` by the thing's own clock is not run; every action gets a
 /// failed result with a machine-readable reason. A real broker, hub and C
 /// appliance; the commands are published raw, as a hub would send them.

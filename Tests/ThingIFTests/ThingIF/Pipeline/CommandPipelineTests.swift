@@ -4,7 +4,7 @@ import Foundation
 import Testing
 @testable import ThingIF
 
-// The command pipeline without a broker (issue #28): a fake of our own
+// The command pipeline without a broker: a fake of our own
 // Transport seam and a fake clock, the real ledger and outbox on a temporary
 // directory. What the fault streams prove in minutes with mosquitto, these
 // prove step by step in milliseconds.

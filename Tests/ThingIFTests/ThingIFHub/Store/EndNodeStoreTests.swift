@@ -106,7 +106,7 @@ extension StoreConformanceTests {
             // A refusal writes nothing.
             #expect(s.thing(id: g.thingID)?.firmwareVersion == nil)
             #expect(s.thing(id: g.thingID)?.layoutPosition == .gateway)
-            // The password and the type are checked first, as before.
+            // The password and the type are checked before the layout.
             #expect(registerError(registered(s, "GW-L", password: "bad", layout: .standalone)) == .wrongPassword)
             #expect(registerError(registered(s, "GW-L", type: "Lamp", layout: .standalone)) == .wrongType)
 
