@@ -298,7 +298,6 @@ struct ReliabilityTests {
                     to: tid, schema: Aircon.schema, schemaVersion: 1,
                     actions: Aircon.powerOn))
             _ = t.waitForRecords(1)
-            let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
             let broker2 = try env.broker.restarted()
@@ -355,7 +354,6 @@ struct ReliabilityTests {
                     to: tid, schema: Aircon.schema, schemaVersion: 1,
                     actions: Aircon.powerOn))
             usleep(200_000)
-            let port = env.broker.port
             env.broker.stop()
             let broker2 = try env.broker.restarted()
             defer {
@@ -384,7 +382,6 @@ struct ReliabilityTests {
             let passwords = passwordDir + "/passwd"
             try runTool("mosquitto_passwd", ["-c", "-b", passwords, "someone-else", "secret"])
             chmod(passwords, 0o644)
-            let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
             let authBroker = try env.broker.restarted(passwordFile: passwords)
