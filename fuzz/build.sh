@@ -28,6 +28,10 @@ hub_files() {
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
                 Sources/ThingIFHub/App/OnboardingForm.swift
             ;;
+        end_node_onboarding_form)
+            echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
+                Sources/ThingIFHub/App/OnboardingForm.swift Sources/ThingIFHub/App/EndNodeOnboardingForm.swift
+            ;;
         state_query)
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
                 Sources/ThingIFHub/App/StateQueryForm.swift

@@ -26,6 +26,7 @@ FILTERS = {
     "command_form": lambda s: '"actions"' in s and ('"issuer"' in s or '"schema"' in s),
     "state_query": lambda s: '"query"' in s and '"clause"' in s,
     "onboarding_form": lambda s: '"thingPassword"' in s and '"owner"' in s,
+    "end_node_onboarding_form": lambda s: '"endNodeVendorThingID"' in s or '"endNodePassword"' in s,
     "trigger_rules": lambda s: '"clause"' in s or '"type":"eq"' in s or '"type":"range"' in s or '"type":"and"' in s,
 }
 
@@ -59,6 +60,9 @@ def main():
         if target == "onboarding_form":
             # A media-type byte (odd: OnboardingWithThingIDByOwner), the body.
             picked = [bytes([i & 1]) + p for i, p in enumerate(picked)]
+        if target == "end_node_onboarding_form":
+            # A media-type byte (odd: OnboardingEndNodeWithGatewayVendorThingID), the body.
+            picked = [bytes([1 if '"gatewayVendorThingID"' in p.decode("utf-8") else 0]) + p for p in picked]
         for p in picked:
             write(target, p)
     for d in glob.glob(os.path.join(ROOT, "fuzz/seeds/*")):

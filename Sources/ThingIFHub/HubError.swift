@@ -85,6 +85,34 @@ public struct HubError: Error, Sendable, Equatable {
         HubError(404, "USER_NOT_FOUND", "User \(userID) not found")
     }
 
+    // A gateway's end nodes (docs/GATEWAYS.md §3.2, §3.3): no Kii source
+    // records these answers' messages, so they are the hub's, in Kii's manner.
+
+    /// A gateway named by its vendorThingID that is not there, or not the caller's.
+    public static func thingVendorIDNotFound(_ vendorThingID: String) -> HubError {
+        HubError(404, "THING_NOT_FOUND", "Thing with vendorThingID \(vendorThingID) was not found")
+    }
+    /// An end node onboarded onto a thing whose layout is not GATEWAY.
+    public static func notAGateway(_ thingID: String) -> HubError {
+        HubError(409, "NOT_A_GATEWAY", "Thing \(thingID) is not a gateway")
+    }
+    /// An end node's vendorThingID that is a standalone thing's or a gateway's.
+    public static func notAnEndNode(_ vendorThingID: String) -> HubError {
+        HubError(409, "LAYOUT_POSITION_MISMATCH", "\(vendorThingID) is registered as a thing that is no end node")
+    }
+    /// An end node's vendorThingID that another gateway carries.
+    public static func endNodeOfAnotherGateway(_ vendorThingID: String) -> HubError {
+        HubError(409, "END_NODE_OF_ANOTHER_GATEWAY", "\(vendorThingID) is an end node of another gateway")
+    }
+    /// A gateway that carries as many end nodes as the hub allows.
+    public static func tooManyEndNodes(_ gatewayThingID: String, max: Int) -> HubError {
+        HubError(409, "TOO_MANY_END_NODES", "Gateway \(gatewayThingID) has the most end nodes this hub allows: \(max)")
+    }
+    /// An end node the path names that is not one of the gateway's.
+    public static func endNodeNotFound(_ endNodeThingID: String) -> HubError {
+        HubError(404, "END_NODE_NOT_FOUND", "End node \(endNodeThingID) not found")
+    }
+
     /// The response body.
     public var body: JSON {
         let o = JSON.object()

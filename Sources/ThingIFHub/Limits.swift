@@ -26,18 +26,27 @@ public struct HubLimits: Sendable, Equatable {
     /// The most state history samples one read returns (bestEffortLimit is
     /// capped to it; paginationKey gives the next page).
     public var maxHistoryPage: Int
+    /// The most end nodes one gateway carries (docs/GATEWAYS.md §7): the
+    /// onboarding past it is 409 TOO_MANY_END_NODES. Each end node is a
+    /// thing, a retained status and an entry in the gateway's registry, so
+    /// one gateway (or its owner) must not make them without end.
+    public var maxEndNodesPerGateway: Int
 
     public static let defaultMaxStateBody = 64 * 1024
     public static let defaultMaxBody = 64 * 1024
     public static let defaultMaxHistoryPage = 1000
+    public static let defaultMaxEndNodesPerGateway = 100
+    /// The range the setting accepts.
+    public static let endNodesPerGatewayRange = 1...100_000
 
     public init(
         maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
-        maxHistoryPage: Int = defaultMaxHistoryPage
+        maxHistoryPage: Int = defaultMaxHistoryPage, maxEndNodesPerGateway: Int = defaultMaxEndNodesPerGateway
     ) {
         self.maxStateBody = maxStateBody
         self.maxBody = maxBody
         self.maxHistoryPage = maxHistoryPage
+        self.maxEndNodesPerGateway = maxEndNodesPerGateway
     }
 }
 

@@ -53,6 +53,8 @@ public struct HubConfig: Equatable, Sendable {
     public var maxBody = 64 * 1024
     /// The most state history samples one read returns.
     public var maxHistoryPage = 1000
+    /// The most end nodes one gateway carries.
+    public var maxEndNodesPerGateway = HubLimits.defaultMaxEndNodesPerGateway
     /// Requests a second each user and each thing may make on average, and
     /// at once; rateLimit 0 turns the limit off.
     public var rateLimit = 20
@@ -373,6 +375,11 @@ public struct HubConfig: Equatable, Sendable {
                 number(
                     "maxHistoryPage", ["--max-history-page"], "N", \.maxHistoryPage,
                     "most state samples one history read returns", min: 1),
+                number(
+                    "maxEndNodesPerGateway", ["--max-end-nodes-per-gateway"], "N", \.maxEndNodesPerGateway,
+                    "most end nodes one gateway carries; the onboarding past it is 409",
+                    min: HubLimits.endNodesPerGatewayRange.lowerBound,
+                    max: (HubLimits.endNodesPerGatewayRange.upperBound, "end nodes")),
                 number(
                     "rateLimit", ["--rate-limit"], "N", \.rateLimit,
                     "requests a second per user and per thing (0: off)"),
@@ -808,7 +815,9 @@ public struct HubConfig: Equatable, Sendable {
     public var retention: StateRetention { StateRetention(maxSamples: stateRetention, maxAgeDays: stateRetentionDays) }
 
     public var limits: HubLimits {
-        HubLimits(maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage)
+        HubLimits(
+            maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage,
+            maxEndNodesPerGateway: maxEndNodesPerGateway)
     }
 
     /// The HTTP connection limits.

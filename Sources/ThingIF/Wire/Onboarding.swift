@@ -10,6 +10,13 @@ public enum MediaType {
     /// vendorThingID, or by the thingID of one that onboarded itself).
     public static let onboardingByOwner = "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json"
     public static let onboardingWithThingIDByOwner = "application/vnd.kii.OnboardingWithThingIDByOwner+json"
+    /// Kii's end-node forms: an end node onboarded onto the gateway that
+    /// carries it, named by its thingID or by its vendorThingID
+    /// (docs/GATEWAYS.md §3.2).
+    public static let onboardingEndNodeWithGatewayThingID =
+        "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json"
+    public static let onboardingEndNodeWithGatewayVendorThingID =
+        "application/vnd.kii.OnboardingEndNodeWithGatewayVendorThingID+json"
     public static let installationCreation = "application/vnd.kii.InstallationCreationRequest+json"
     public static let json = "application/json"
 
@@ -22,6 +29,13 @@ public enum MediaType {
     /// True when a Content-Type names onboarding by the thing with its thingID.
     public static func isOnboardingWithThingIDByThing(_ contentType: String) -> Bool {
         names(contentType, onboardingWithThingIDByThing)
+    }
+
+    /// True when a Content-Type names an end node's onboarding, by the
+    /// gateway's thingID or vendorThingID.
+    public static func isOnboardingEndNode(_ contentType: String) -> Bool {
+        names(contentType, onboardingEndNodeWithGatewayThingID)
+            || names(contentType, onboardingEndNodeWithGatewayVendorThingID)
     }
 
     /// True when `contentType` is `expected`: the type before any parameter

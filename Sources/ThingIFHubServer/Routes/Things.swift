@@ -12,7 +12,7 @@ import ThingIF
 import ThingIFHub
 
 extension API {
-    /// Onboarding (the owner's forms and the thing's own), enrollment
+    /// Onboarding (the owner's forms, an end node's and the thing's own), enrollment
     /// import, deletion (Thing-IF's target path and Kii's thing resource).
     var thingRoutes: RouteCollection<BasicRequestContext> {
         let r = RouteCollection(context: BasicRequestContext.self)
@@ -109,6 +109,11 @@ extension API {
             return try await thingRequest(request, context, .thingIF)
         }
         let user = try user(request, context)
+        // Kii's end-node forms name a gateway and no thing of the owner's
+        // form: read before that form, which would refuse their fields.
+        if let type = request.headers[.contentType], MediaType.isOnboardingEndNode(type) {
+            return try await onboardEndNode(request, user: user, contentType: type)
+        }
         let body = try await object(request)
         // Kii's two forms: by vendorThingID (OnboardingWithVendorThingIDByOwner) or,
         // for a thing that onboarded itself, by its thingID (OnboardingWithThingIDByOwner).
@@ -138,6 +143,21 @@ extension API {
         let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])
         if let ep = endpoint { o.set("mqttEndpoint", ep.encode()) }
         return Reply.json(200, o)
+    }
+
+    /// Kii's OnboardingEndNodeWithGatewayThingID or …VendorThingID by an
+    /// owner of the gateway (docs/GATEWAYS.md §3.2): 200
+    /// {"endNodeThingID","accessToken"}. On the costly pool, as every
+    /// onboarding: the store hashes or checks the end node's password.
+    func onboardEndNode(_ request: Request, user: UserRecord, contentType: String) async throws -> Response {
+        let body = try await object(request)
+        let form = try value(
+            EndNodeOnboardingForm.parse(
+                body,
+                byGatewayVendorThingID: MediaType.names(
+                    contentType, MediaType.onboardingEndNodeWithGatewayVendorThingID)))
+        let t = try value(try await costly { [hub] in hub.app.onboardEndNode(user: user, form: form) })
+        return Reply.json(200, Reply.object([("endNodeThingID", t.thingID), ("accessToken", t.accessToken)]))
     }
 
     /// DELETE …/targets/thing:{thingID} or Kii's …/things/{thingID}: the

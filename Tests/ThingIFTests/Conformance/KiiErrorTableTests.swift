@@ -51,7 +51,8 @@ struct KiiErrorTableTests {
     @Test("Every row of PROTOCOL §12.3 is answered with its status, errorCode and message; nothing is stored")
     func table() async throws {
         let rows = try Self.rows()
-        try await withHubAPI { e in
+        // One end node per gateway, so that a second one is past the cap.
+        try await withHubAPI(options: { $0.limits.maxEndNodesPerGateway = 1 }) { e in
             let (uid, token) = try await e.user()
             let (tid, _) = try await e.onboard("AC-ERR-TABLE", owner: "user:\(uid)", token: token)
             let bare = try await e.call(
@@ -64,14 +65,44 @@ struct KiiErrorTableTests {
             #expect(
                 e.hub.store.applyState(
                     thingID: reported, method: "PUT", upload: #"{"AirConditionerAlias":{"power":true}}"#, at: 1) != nil)
+            // Two gateways of the user's, the first carrying the end node LAMP-ERR.
+            var gateways: [String] = []
+            for vendor in ["GW-ERR-1", "GW-ERR-2"] {
+                let g = try await e.call(
+                    "POST", "\(e.thingIF)/onboardings", token: token,
+                    body: Data(
+                        #"{"vendorThingID":"\#(vendor)","thingPassword":"pw","owner":"user:\#(uid)","layoutPosition":"GATEWAY"}"#
+                            .utf8),
+                    contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+                gateways.append(try #require(g.string("thingID"), "\(g.text)"))
+            }
+            let gw = gateways[0]
+            let endNodeForm = "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json"
+            func endNode(_ gateway: String, _ vendor: String, password: String = "lamp-pw", type: String = "Lamp")
+                -> String
+            {
+                #"{"gatewayThingID":"\#(gateway)","endNodeVendorThingID":"\#(vendor)","endNodePassword":"\#(password)","owner":"user:\#(uid)","endNodeThingType":"\#(type)"}"#
+            }
+            let lamp = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token, body: Data(endNode(gw, "LAMP-ERR").utf8),
+                contentType: endNodeForm)
+            let lampID = try #require(lamp.string("endNodeThingID"), "\(lamp.text)")
             let target = e.target(tid)
             let command =
                 #"{"schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}],"issuer":"user:\#(uid)"}"#
             // The placeholders of the rows' messages.
             let values = [
                 "{commandID}": "cmd-none", "{triggerID}": "trg-none", "{thingID}": "th.none", "{userID}": "usr-none",
-                "{vendorThingID}": "AC-ERR-BARE", "{installationID}": "inst-none", "{ownedThingID}": tid
+                "{vendorThingID}": "AC-ERR-BARE", "{installationID}": "inst-none", "{ownedThingID}": tid,
+                "{gatewayThingID}": gw, "{gatewayVendorThingID}": "GW-ERR-NONE",
+                "{endNodeVendorThingID}": "LAMP-ERR", "{endNodeThingID}": lampID
             ]
+            func onboardEndNode(_ body: String, form: String? = nil) -> Call {
+                Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: token, body: body,
+                    contentType: form ?? endNodeForm)
+            }
+            let endNodes = "\(e.thingIF)/things/\(gw)/end-nodes"
             let calls: [String: Call] = [
                 "command-unknown": Call(path: "\(target)/commands/cmd-none", token: token),
                 "command-cancel-unknown": Call(
@@ -119,7 +150,28 @@ struct KiiErrorTableTests {
                     body:
                         #"{"vendorThingID":"AC-ERR-EN","thingPassword":"pw","owner":"user:\#(uid)","layoutPosition":"ENDNODE"}"#,
                     contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json"),
-                "installation-unknown": Call(method: "DELETE", path: "\(e.api)/installations/inst-none", token: token)
+                "installation-unknown": Call(method: "DELETE", path: "\(e.api)/installations/inst-none", token: token),
+                "end-node-gateway-unknown": onboardEndNode(endNode("th.none", "LAMP-ERR-NEW")),
+                "end-node-gateway-vendor-unknown": onboardEndNode(
+                    #"{"gatewayVendorThingID":"GW-ERR-NONE","endNodeVendorThingID":"LAMP-ERR-NEW","endNodePassword":"pw","owner":"user:\#(uid)"}"#,
+                    form: "application/vnd.kii.OnboardingEndNodeWithGatewayVendorThingID+json"),
+                "end-node-gateway-not-owned": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: stranger,
+                    body: endNode(gw, "LAMP-ERR-NEW").replacingOccurrences(of: "user:\(uid)", with: "user:usr-none"),
+                    contentType: endNodeForm),
+                "end-node-not-a-gateway": onboardEndNode(endNode(tid, "LAMP-ERR-NEW")),
+                "end-node-owner-forbidden": onboardEndNode(
+                    endNode(gw, "LAMP-ERR-NEW").replacingOccurrences(of: "user:\(uid)", with: "USER:usr-none")),
+                "end-node-wrong-password": onboardEndNode(endNode(gw, "LAMP-ERR", password: "wrong")),
+                "end-node-layout-mismatch": onboardEndNode(endNode(gw, "AC-ERR-BARE", password: "pw")),
+                "end-node-other-gateway": onboardEndNode(endNode(gateways[1], "LAMP-ERR")),
+                "end-node-type-mismatch": onboardEndNode(endNode(gw, "LAMP-ERR", type: "Fan")),
+                "end-node-too-many": onboardEndNode(endNode(gw, "LAMP-ERR-NEW")),
+                "end-node-list-not-owned": Call(path: endNodes, token: stranger),
+                "end-node-unknown": Call(path: "\(endNodes)/th.none", token: token),
+                "end-node-remove-unknown": Call(method: "DELETE", path: "\(endNodes)/th.none", token: token),
+                "end-node-of-another-gateway": Call(
+                    path: "\(e.thingIF)/things/\(gateways[1])/end-nodes/\(lampID)", token: token)
             ]
             #expect(
                 Set(rows.map(\.key)) == Set(calls.keys),
@@ -144,6 +196,12 @@ struct KiiErrorTableTests {
             #expect(e.hub.store.thing(id: bareID)?.thingType == nil && e.hub.store.thing(id: tid)?.state == nil)
             #expect(e.hub.store.thing(id: bareID)?.layoutPosition == .standalone)
             #expect(e.hub.store.thing(vendorThingID: "AC-ERR-EN") == nil)
+            // The end-node refusals made and moved nothing.
+            #expect(e.hub.store.thing(vendorThingID: "LAMP-ERR-NEW") == nil)
+            let kept = try #require(e.hub.store.thing(id: lampID))
+            #expect(kept.gatewayThingID == gw && kept.thingType == "Lamp" && kept.owners == ["user:\(uid)"])
+            #expect(e.hub.store.endNodeCount(gatewayThingID: gw) == 1)
+            #expect(e.hub.store.endNodeCount(gatewayThingID: gateways[1]) == 0)
             #expect(
                 (
                     e.hub.store.triggers(thingID: tid).count,

@@ -5,8 +5,8 @@ import Testing
 @testable import ThingIFHub
 
 /// The pure forms of the app API that the REST routes and the fuzz targets
-/// share (fuzz/onboarding_form.swift, fuzz/state_query.swift): what each
-/// accepts and refuses, without a hub.
+/// share (fuzz/onboarding_form.swift, fuzz/end_node_onboarding_form.swift,
+/// fuzz/state_query.swift): what each accepts and refuses, without a hub.
 @Suite("Request forms")
 struct RequestFormTests {
     private func json(_ s: String) throws -> JSON {
@@ -54,6 +54,64 @@ struct RequestFormTests {
         ]
         for (body, byThingID, words) in cases {
             guard case .failure(let e) = OnboardingForm.parse(try json(body), byThingID: byThingID) else {
+                Issue.record("accepted: \(body)")
+                continue
+            }
+            #expect(e.status == 400 && e.code == "INVALID_INPUT_DATA", "\(body)")
+            #expect(e.message.contains(words), "\(body): \(e.message)")
+        }
+    }
+
+    @Test("End-node onboarding: both of Kii's forms, the owner's type in any case, properties as object or text")
+    func endNodeOnboardingAccepted() throws {
+        let android = try json(
+            #"{"gatewayThingID":"th.gw","endNodeVendorThingID":"L-1","endNodePassword":"pw","owner":"USER:u.1","endNodeThingType":"Lamp","endNodeFirmwareVersion":"1.0","endNodeThingProperties":{"room":"hall"}}"#
+        )
+        let form = try EndNodeOnboardingForm.parse(android, byGatewayVendorThingID: false).get()
+        #expect(form.gateway == .thingID("th.gw") && form.vendorThingID == "L-1" && form.password == "pw")
+        #expect(form.owner == "user:u.1" && form.thingType == "Lamp" && form.firmwareVersion == "1.0")
+        #expect(form.thingProperties == #"{"room":"hall"}"#)
+        #expect(try EndNodeOnboardingForm.parse(form.encode(), byGatewayVendorThingID: false).get() == form)
+        let kiiGo = try json(
+            #"{"gatewayVendorThingID":"GW-1","endNodeVendorThingID":"L-2","endNodePassword":"pw","owner":"gRoUp:g.1","endNodeThingProperties":"{\"room\":\"hall\"}"}"#
+        )
+        let text = try EndNodeOnboardingForm.parse(kiiGo, byGatewayVendorThingID: true).get()
+        #expect(text.gateway == .vendorThingID("GW-1") && text.owner == "group:g.1")
+        #expect(text.thingProperties == #"{"room":"hall"}"# && text.thingType == nil)
+        #expect(try EndNodeOnboardingForm.parse(text.encode(), byGatewayVendorThingID: true).get() == text)
+        // No owner is read as none (the gateway's own onboarding may name none).
+        let bare = try json(#"{"gatewayThingID":"th.gw","endNodeVendorThingID":"L-3","endNodePassword":"pw"}"#)
+        #expect(try EndNodeOnboardingForm.parse(bare, byGatewayVendorThingID: false).get().owner == nil)
+    }
+
+    @Test("End-node onboarding: each bad field gets a 400 that names it")
+    func endNodeOnboardingRefused() throws {
+        let long = String(repeating: "x", count: 201)
+        let base = #""endNodeVendorThingID":"v","endNodePassword":"p""#
+        let cases: [(String, Bool, String)] = [
+            (#"[1]"#, false, "JSON object"),
+            (#"{\#(base)}"#, false, "gatewayThingID"),
+            (#"{"gatewayThingID":"th.gw",\#(base)}"#, true, "gatewayVendorThingID"),
+            (#"{"gatewayThingID":"",\#(base)}"#, false, "gatewayThingID must be 1 to 200"),
+            (#"{"gatewayThingID":"\#(long)",\#(base)}"#, false, "gatewayThingID must be 1 to 200"),
+            (#"{"gatewayThingID":"g","endNodePassword":"p"}"#, false, "endNodeVendorThingID"),
+            (#"{"gatewayThingID":"g","endNodeVendorThingID":"v"}"#, false, "endNodePassword"),
+            (#"{"gatewayThingID":"g","endNodeVendorThingID":"\#(long)","endNodePassword":"p"}"#, false, "1 to 200"),
+            (#"{"gatewayThingID":"g","endNodeVendorThingID":"v","endNodePassword":""}"#, false, "endNodePassword"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"u.1"}"#, false, "typed ID"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"thing:x"}"#, false, "typed ID"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"user:"}"#, false, "typed ID"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"uſer:u"}"#, false, "typed ID"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":7}"#, false, "owner"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingType":"\#(long)"}"#, false, "endNodeThingType"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeFirmwareVersion":1}"#, false, "endNodeFirmwareVersion"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingProperties":[1]}"#, false, "endNodeThingProperties"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingProperties":"[1]"}"#, false, "endNodeThingProperties"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingProperties":"{"}"#, false, "endNodeThingProperties")
+        ]
+        for (body, byVendor, words) in cases {
+            guard case .failure(let e) = EndNodeOnboardingForm.parse(try json(body), byGatewayVendorThingID: byVendor)
+            else {
                 Issue.record("accepted: \(body)")
                 continue
             }

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+
+// A gateway's end nodes, by an owner of the gateway: list, read, remove
+// (docs/GATEWAYS.md §3.3). Onboarding one shares POST …/onboardings with
+// the other forms (Things.swift).
+
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import ThingIF
+import ThingIFHub
+
+extension API {
+    var endNodeRoutes: RouteCollection<BasicRequestContext> {
+        let r = RouteCollection(context: BasicRequestContext.self)
+        let gw = "/thing-if/apps/{appID}/things/{thingID}/end-nodes"
+        r.get(RouterPath(gw)) { try await listEndNodes($0, $1) }
+        r.get(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
+        r.delete(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
+        return r
+    }
+
+    /// Kii's GET …/things/{gw}/end-nodes?bestEffortLimit=N&paginationKey=K:
+    /// {"results":[{"thingID","vendorThingID","thingType"?,"online"}],
+    /// "nextPaginationKey"?}, at most bestEffortLimit a page (default and
+    /// cap: maxHistoryPage).
+    func listEndNodes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let gw = try param(context, "thingID")
+        _ = try spendOwnedByID(user, gw)
+        var limit: Int?
+        if let s = request.uri.queryParameters.get("bestEffortLimit") {
+            guard let n = Int(s), n > 0 else {
+                throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)")
+            }
+            limit = n
+        }
+        let key = request.uri.queryParameters.get("paginationKey").map { String($0) }
+        let (endNodes, next) = try value(
+            hub.app.endNodes(
+                user: user, gatewayThingID: gw, paginationKey: key, limit: limit,
+                maxPage: security.limits.maxHistoryPage))
+        let results = JSON.array()
+        for t in endNodes { results.append(hub.app.endNodeJSON(t, full: false)) }
+        let o = JSON.object()
+        o.set("results", results)
+        if let next { o.set("nextPaginationKey", string: next) }
+        return Reply.json(200, o)
+    }
+
+    /// GET …/things/{gw}/end-nodes/{E}: {"thingID","vendorThingID",
+    /// "thingType"?,"firmwareVersion"?,"online","gatewayThingID","createdAt"};
+    /// DELETE: the end node removed as a thing is deleted, 204.
+    func endNode(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let user = try user(request, context)
+        let gw = try param(context, "thingID")
+        _ = try spendOwnedByID(user, gw)
+        let e = try param(context, "endNodeID")
+        if request.method == .delete {
+            try value(hub.app.removeEndNode(user: user, gatewayThingID: gw, endNodeThingID: e))
+            return Reply.noContent()
+        }
+        let t = try value(hub.app.endNode(user: user, gatewayThingID: gw, endNodeThingID: e))
+        return Reply.json(200, hub.app.endNodeJSON(t, full: true))
+    }
+}
