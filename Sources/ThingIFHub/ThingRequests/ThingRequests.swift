@@ -316,7 +316,7 @@ extension ThingRequests {
         let logged = Record(
             clientID: clientID, method: method, path: path,
             body: Self.redacted(body, path: path), status: status)
-        seen.withLock { $0.requests.append(logged) }
+        seen.withLock { _ = $0.requests.append(logged) }
     }
 
     /// The body limit of a request path: state uploads have their own.

@@ -129,9 +129,9 @@ struct API: Sendable {
 
     /// Checks that `user` owns (or is in a group that owns) thing `id`,
     /// then spends the thing's budget; returns the thing.
-    @discardableResult
     /// As `spendOwned`, for a path that names the thing by thingID
     /// (`…/things/{thingID}/…`): Kii's 404 THING_NOT_FOUND there.
+    @discardableResult
     func spendOwnedByID(_ user: UserRecord, _ id: String) throws -> ThingRecord {
         do {
             return try spendOwned(user, id)

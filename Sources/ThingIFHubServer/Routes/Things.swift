@@ -167,7 +167,7 @@ extension API {
         let tid: String
         if context.parameters.get("thingID") != nil {
             tid = try param(context, "thingID")
-            try spendOwned(user, tid)
+            _ = try spendOwned(user, tid)
         } else {
             tid = try thingID(context, user)
         }
