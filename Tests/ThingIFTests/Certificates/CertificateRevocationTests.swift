@@ -202,7 +202,7 @@ struct CertificateRevocationTests {
             $0.writtenMs -= ThingCRL.resignAfterMs
             $0.nextCheckMs = 0
         }
-        let resigned = poll(timeoutMs: 5000) {
+        let resigned = poll(timeoutMs: 30_000) {
             guard let t = try? RevocationSupport.crl(pki, broker.crlFile).text, let d = try? Self.dates(t) else {
                 return false
             }

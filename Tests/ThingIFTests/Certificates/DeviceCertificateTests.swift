@@ -387,7 +387,7 @@ private final class CertificateBroker {
         let child = pid
         guard
             poll(
-                timeoutMs: 5000,
+                timeoutMs: 30_000,
                 { Broker.listens(pid: child, port: ports.0) && Broker.listens(pid: child, port: ports.1) })
         else {
             stop()

@@ -430,7 +430,7 @@ final class EbisuMqtt: @unchecked Sendable {
         var body: [UInt8] = [0x00, 0x06] + Array("MQIsdp".utf8) + [0x03, 0xc2, 0x01, 0x2c]
         body += Self.string(clientID) + Self.string(username) + Self.string(password)
         guard write([0x10] + Self.remainingLength(body.count) + body),
-            let (type, rest) = packet(timeoutMs: 5000), type & 0xf0 == 0x20, rest.count == 2
+            let (type, rest) = packet(timeoutMs: 30_000), type & 0xf0 == 0x20, rest.count == 2
         else { return -1 }
         return Int(rest[1])
     }
@@ -439,7 +439,7 @@ final class EbisuMqtt: @unchecked Sendable {
     func subscribe(_ topic: String) -> Int {
         let body: [UInt8] = [0x00, 0x01] + Self.string(topic) + [0x00]
         guard write([0x82] + Self.remainingLength(body.count) + body),
-            let (type, rest) = packet(timeoutMs: 5000), type & 0xf0 == 0x90, rest.count == 3,
+            let (type, rest) = packet(timeoutMs: 30_000), type & 0xf0 == 0x90, rest.count == 3,
             rest[0] == 0, rest[1] == 1
         else { return -1 }
         return Int(rest[2])

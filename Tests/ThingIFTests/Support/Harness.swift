@@ -141,7 +141,7 @@ final class TestThing {
         return (try? JSONDecoder().decode([Record].self, from: Data(String(cString: p).utf8))) ?? []
     }
 
-    func waitForRecords(_ count: Int, timeoutMs: Int = 5000) -> [Record] {
+    func waitForRecords(_ count: Int, timeoutMs: Int = 30_000) -> [Record] {
         poll(timeoutMs: timeoutMs) { ct_record_count(ct) >= count }
         return records
     }
@@ -154,7 +154,7 @@ final class TestThing {
 
     func logContains(_ s: String) -> Bool { ct_log_contains(ct, s) == 1 }
 
-    func waitForLog(_ s: String, timeoutMs: Int = 5000) -> Bool {
+    func waitForLog(_ s: String, timeoutMs: Int = 30_000) -> Bool {
         poll(timeoutMs: timeoutMs) { logContains(s) }
     }
 
@@ -286,7 +286,7 @@ final class Env {
         let tid = try #require(t.thingID)
         if start {
             #expect(ct_start(t.ct) == RC.ok)
-            guard hub.waitForOnline(tid, timeoutMs: 5000) else {
+            guard hub.waitForOnline(tid, timeoutMs: 30_000) else {
                 throw HarnessError("\(tid) did not come online; logs:\n\(t.logs)")
             }
         }
@@ -297,7 +297,7 @@ final class Env {
     func command(
         _ actions: String, to tid: String, schema: String = Aircon.schema, version: Int = 1,
         title: String? = nil, description: String? = nil, metadata: String? = nil,
-        timeoutMs: Int = 5000
+        timeoutMs: Int = 30_000
     ) throws -> (id: String, results: [ResultEntry]) {
         let id = try #require(
             hub.sendCommand(
@@ -318,7 +318,7 @@ final class Env {
     func publish(_ text: String, to tid: String) throws { try publish(Array(text.utf8), to: tid) }
 
     /// Waits for the results of a command published raw.
-    func results(of commandID: String, timeoutMs: Int = 5000) throws -> [ResultEntry] {
+    func results(of commandID: String, timeoutMs: Int = 30_000) throws -> [ResultEntry] {
         let text = try #require(hub.waitForResults(of: commandID, timeoutMs: timeoutMs), "no results for \(commandID)")
         return try parseResults(text)
     }

@@ -237,7 +237,7 @@ final class HubAPIEnv {
                 configure(t)
                 let rc = ct_use_onboarded(t.ct, thingID, token)
                 guard rc == RC.ok else { throw HarnessError("use_onboarded: \(rc)\n\(t.logs)") }
-                guard ct_start(t.ct) == RC.ok, env.hub.waitForOnline(thingID, timeoutMs: 5000) else {
+                guard ct_start(t.ct) == RC.ok, env.hub.waitForOnline(thingID, timeoutMs: 30_000) else {
                     throw HarnessError("\(thingID) did not come online\n\(t.logs)")
                 }
                 return t
@@ -266,7 +266,7 @@ final class HubAPIEnv {
     }
 
     /// GETs the command until its state is final (bounded).
-    func waitForFinished(_ tid: String, _ cid: String, token: String, timeoutMs: Int = 10_000) async throws -> [String:
+    func waitForFinished(_ tid: String, _ cid: String, token: String, timeoutMs: Int = 30_000) async throws -> [String:
         Any]
     {
         let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
@@ -361,7 +361,7 @@ final class RawStream: @unchecked Sendable {
     var text: String { String(decoding: received, as: UTF8.self) }
 
     /// Reads until the text received so far contains `s` (bounded).
-    func waitFor(_ s: String, timeoutMs: Int = 10_000) -> Bool {
+    func waitFor(_ s: String, timeoutMs: Int = 30_000) -> Bool {
         let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         var buf = [UInt8](repeating: 0, count: 4096)
         while !text.contains(s) {
@@ -477,13 +477,13 @@ final class TopicListener: @unchecked Sendable {
             messages.withLock { $0.append((m.topic, String(decoding: m.payload, as: UTF8.self))) }
         }
         guard client.connect(host: "127.0.0.1", port: port, keepalive: 30) == 0, client.startThread() == 0,
-            poll(timeoutMs: 5000, { connected.withLock { $0 } })
+            poll(timeoutMs: 30_000, { connected.withLock { $0 } })
         else {
             throw HarnessError("the listener did not connect")
         }
         var mids: Set<Int32> = []
         for t in topics { mids.insert(client.subscribe(t, qos: 1).mid) }
-        guard poll(timeoutMs: 5000, { mids.isSubset(of: subscribed.withLock { $0 }) }) else {
+        guard poll(timeoutMs: 30_000, { mids.isSubset(of: subscribed.withLock { $0 }) }) else {
             throw HarnessError("the listener did not subscribe")
         }
     }

@@ -40,7 +40,7 @@ final class MqttProbe: @unchecked Sendable {
         let rc = client.connect(host: "127.0.0.1", port: port, keepalive: 30)
         if rc == 0 {
             _ = client.startThread()
-            poll(timeoutMs: 5000) { self.lock.withLock { self.connack != nil || self.disconnects > 0 } }
+            poll(timeoutMs: 30_000) { self.lock.withLock { self.connack != nil || self.disconnects > 0 } }
         }
     }
 
@@ -53,7 +53,7 @@ final class MqttProbe: @unchecked Sendable {
     func subscribe(_ topic: String) -> Int32? {
         let mid = client.subscribe(topic, qos: 1).mid
         var code: Int32?
-        poll(timeoutMs: 5000) {
+        poll(timeoutMs: 30_000) {
             code = self.lock.withLock { self.granted[mid]?.first }
             return code != nil
         }
@@ -75,7 +75,7 @@ final class MqttProbe: @unchecked Sendable {
     }
 
     /// Waits for a message on `topic` and returns it.
-    func waitForMessage(on topic: String, timeoutMs: Int = 5000) -> MqttClient.Message? {
+    func waitForMessage(on topic: String, timeoutMs: Int = 30_000) -> MqttClient.Message? {
         var m: MqttClient.Message?
         poll(timeoutMs: timeoutMs) {
             m = self.messages(on: topic).first

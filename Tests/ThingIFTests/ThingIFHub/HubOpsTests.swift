@@ -285,7 +285,7 @@ struct HubOpsTests {
             other.onEvent = { line in otherEvents.withLock { $0.append(line) } }
             #expect(await offPool { other.start(timeoutMs: 10_000) }, "\(other.startProblem ?? "")")
             defer { other.stop() }
-            #expect(await offPool { other.waitForOnline(tid, timeoutMs: 5000) })
+            #expect(await offPool { other.waitForOnline(tid, timeoutMs: 30_000) })
 
             let deleted = try await e.call("DELETE", path, token: token)
             #expect(deleted.status == 204 && deleted.data.isEmpty, "\(deleted.status) \(deleted.text)")
@@ -326,7 +326,7 @@ struct HubOpsTests {
             #expect(try await metrics(e, token: nil).value("thingif_hub_things_online") == 0)
             // The other hub forgets it when the cleared status reaches it.
             let forgotten = await offPool {
-                poll(timeoutMs: 5000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
+                poll(timeoutMs: 30_000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
             }
             #expect(forgotten, "\(otherEvents.withLock { $0 })")
             #expect(!other.delivery.isOnline(tid))

@@ -371,34 +371,3 @@ private final class TwoHubs {
         try? FileManager.default.removeItem(atPath: root)
     }
 }
-
-@Suite("Hub storage choice")
-struct HubStorageChoiceTests {
-    @Test("--db, THINGIF_HUB_DB and the file's db choose PostgreSQL for a postgres:// URL; SQLite stays the default")
-    func storageChoice() throws {
-        func storage(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> HubConfig.Storage {
-            try loadHubConfig(args, env, file: file).storage
-        }
-        let url = "postgres://thingif:pw@db.example:5432/thingif"
-        #expect(try storage([]) == .sqlite(path: "./thingif-hub.sqlite"))
-        #expect(try storage(["--db", "/var/lib/thingif/hub.sqlite"]) == .sqlite(path: "/var/lib/thingif/hub.sqlite"))
-        #expect(try storage(["--db", url]) == .postgres(url: url))
-        #expect(try storage(["--db=postgresql://u@h/d"]) == .postgres(url: "postgresql://u@h/d"))
-        #expect(try storage([], ["THINGIF_HUB_DB": url]) == .postgres(url: url))
-        #expect(try storage(["--config", "hub.json"], file: #"{"db": "\#(url)"}"#) == .postgres(url: url))
-        #expect(try storage(["--db", url, "--memory"]) == .memory)
-    }
-
-    @Test("--db-connections, THINGIF_HUB_DB_CONNECTIONS and the file's dbConnections: at least 1, default 4")
-    func dbConnections() throws {
-        func connections(_ args: [String], _ env: [String: String] = [:], file: String? = nil) throws -> Int {
-            try loadHubConfig(args, env, file: file).dbConnections
-        }
-        #expect(try connections([]) == 4)
-        #expect(try connections(["--db-connections", "9"]) == 9)
-        #expect(try connections([], ["THINGIF_HUB_DB_CONNECTIONS": "2"]) == 2)
-        #expect(try connections(["--config", "hub.json"], file: #"{"dbConnections": 6}"#) == 6)
-        #expect(throws: (any Error).self) { try connections(["--db-connections", "0"]) }
-        #expect(throws: (any Error).self) { try connections(["--db-connections", "many"]) }
-    }
-}

@@ -181,7 +181,9 @@ struct HubSecurityTests {
             _ = try await e.waitForFinished(tid, cid, token: token)
             #expect(await offPool { poll(timeoutMs: 10_000) { !bouncer.bodies.withLock { $0.isEmpty } } })
             #expect(
-                await offPool { poll(timeoutMs: 5_000) { e.logs.withLock { $0.contains { $0.contains("refused") } } } },
+                await offPool {
+                    poll(timeoutMs: 30_000) { e.logs.withLock { $0.contains { $0.contains("refused") } } }
+                },
                 "\(e.logs.withLock { $0 })")
             // Time for a followed redirect or a delivery by name to show up.
             try await Task.sleep(nanoseconds: 1_500_000_000)

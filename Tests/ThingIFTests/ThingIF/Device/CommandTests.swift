@@ -47,7 +47,7 @@ struct CommandTests {
             }
             #expect(records[2].uploadRc == Int(RC.ok))
 
-            let uploads = env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 5000)
+            let uploads = env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 30_000)
             try #require(uploads.count == 1)
             #expect(uploads[0].method == "PUT")
             let state = try #require(parseObject(env.hub.thing(tid)?.state))

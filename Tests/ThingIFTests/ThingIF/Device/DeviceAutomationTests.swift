@@ -195,7 +195,6 @@ struct DeviceAutomationTests {
             addMorning(t)
             #expect(ct_timer_create(t.ct, "offline", t0 + 10 * Self.minuteMs, Self.none, 0, "UTC", "morning") == RC.ok)
             #expect(ct_timer_enable(t.ct, "offline", 1) == RC.ok)
-            let port = env.broker.port
             env.broker.stop()
             #expect(poll { !t.isConnected })
             ct_clock_set(t.ct, t0 + 10 * Self.minuteMs)

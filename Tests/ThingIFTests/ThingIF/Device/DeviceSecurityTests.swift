@@ -462,7 +462,7 @@ struct DeviceSecurityTests {
             #expect(hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
             let id = try #require(
                 hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOn))
-            let text = try #require(hub.waitForResults(of: id, timeoutMs: 5000), "logs:\n\(t.logs)")
+            let text = try #require(hub.waitForResults(of: id, timeoutMs: 30_000), "logs:\n\(t.logs)")
             #expect(try parseResults(text).map(\.succeeded) == [true])
             let topic = try #require(hub.thing(tid)?.installations.values.sorted().first)
             t.destroy()

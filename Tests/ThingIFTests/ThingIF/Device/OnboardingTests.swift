@@ -47,7 +47,7 @@ struct OnboardingTests {
             #expect(request.clientID.hasPrefix("thingif-bootstrap-"))
 
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(record.thingID, timeoutMs: 5000))
+            #expect(env.hub.waitForOnline(record.thingID, timeoutMs: 30_000))
             try env.expectAlive(record.thingID)
         }
     }
@@ -69,7 +69,7 @@ struct OnboardingTests {
             #expect(env.hub.thing(tid)?.installations.count == 1)
 
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 5000))
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000))
             try env.expectAlive(tid)
         }
     }

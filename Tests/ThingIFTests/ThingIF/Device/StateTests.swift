@@ -15,7 +15,7 @@ struct StateTests {
             #expect(
                 ct_update_state(t.ct, #"{"power":true,"presetTemperature":25,"fanSpeed":3,"mode":"cool"}"#) == RC.ok)
             #expect(ct_patch_state(t.ct, #"{"presetTemperature":20,"humidity":40}"#) == RC.ok)
-            let uploads = env.hub.waitForStateUploads(of: tid, count: 2, timeoutMs: 5000)
+            let uploads = env.hub.waitForStateUploads(of: tid, count: 2, timeoutMs: 30_000)
             try #require(uploads.count == 2)
             #expect(uploads.map(\.method) == ["PUT", "PATCH"])
             #expect(parseObject(uploads[1].body)?.count == 2)
@@ -28,7 +28,7 @@ struct StateTests {
 
             // A new PUT replaces everything.
             #expect(ct_update_state(t.ct, #"{"power":false}"#) == RC.ok)
-            _ = env.hub.waitForStateUploads(of: tid, count: 3, timeoutMs: 5000)
+            _ = env.hub.waitForStateUploads(of: tid, count: 3, timeoutMs: 30_000)
             let replaced = try #require(parseObject(env.hub.thing(tid)?.state))
             #expect(replaced.count == 1)
             #expect(replaced["power"] as? Bool == false)
@@ -46,7 +46,7 @@ struct StateTests {
                 #expect(ct_behave_upload_state(t.ct, "setPresetTemperature", 2) == 0)
             }
             _ = try env.command(#"[{"setPresetTemperature":{"presetTemperature":22}}]"#, to: tid)
-            let uploads = env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 5000)
+            let uploads = env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 30_000)
             #expect(uploads.map(\.method) == ["PATCH"])
             #expect(parseObject(env.hub.thing(tid)?.state)?["presetTemperature"] as? Int == 22)
             #expect(t.records.first?.uploadRc == Int(RC.ok))
@@ -59,7 +59,7 @@ struct StateTests {
             let (t, tid) = try env.onlineAircon { t in
                 #expect(ct_set_state_provider(t.ct, 200) == RC.ok)
             }
-            let uploads = env.hub.waitForStateUploads(of: tid, count: 2, timeoutMs: 5000)
+            let uploads = env.hub.waitForStateUploads(of: tid, count: 2, timeoutMs: 30_000)
             try #require(uploads.count >= 2)
             #expect(uploads.allSatisfy { $0.method == "PUT" })
             let ticks = uploads.compactMap { parseObject($0.body)?["tick"] as? Int }
@@ -98,7 +98,7 @@ struct StateTests {
             #expect(ct_update_firmware_version(t.ct, "1.0.1") == RC.ok)
             #expect(env.hub.stateUploads(of: tid).isEmpty)
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 5000).count == 1)
+            #expect(env.hub.waitForStateUploads(of: tid, count: 1, timeoutMs: 30_000).count == 1)
             #expect(poll { env.hub.thing(tid)?.firmwareVersion == "1.0.1" })
         }
     }

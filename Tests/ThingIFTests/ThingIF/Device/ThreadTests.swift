@@ -138,7 +138,7 @@ struct ThreadTests {
             let (t, tid) = try env.onlineAircon()
             try env.expectAlive(tid)
             #expect(t.destroy() == RC.ok)
-            #expect(env.hub.wait(timeoutMs: 5000) { !env.hub.delivery.isOnline(tid) })
+            #expect(env.hub.wait(timeoutMs: 30_000) { !env.hub.delivery.isOnline(tid) })
         }
     }
 }

@@ -146,7 +146,18 @@ struct PostgresStoreTests {
                 raced.withLock { $0 = r }
             }
             racer.start()
-            usleep(300_000)
+            // The racer waits on the row lock (a third connection sees it
+            // waiting) before the other hub commits.
+            let watcher = try PostgresConnection(url: url)
+            defer { watcher.close() }
+            let waiting = poll {
+                var n: Int64 = 0
+                try? watcher.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ) { n = $0.int(0) }
+                return n > 0
+            }
+            #expect(waiting, "the racer never waited on the row lock")
             _ = try otherHub.run("COMMIT", [])
             #expect(poll(timeoutMs: 10_000) { raced.withLock { $0 } != nil })
             if case .found = raced.withLock({ $0 }) { Issue.record("written over a state it did not read") }
@@ -389,8 +400,8 @@ struct PostgresStoreTests {
             // A repeat records nothing and announces nothing.
             #expect(!a.recordResults(commandID: "c1", results: "{}", state: .done, at: 3))
             #expect(b.recordResults(commandID: "c3", results: "{}", state: .incomplete, at: 2))
-            #expect(poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3"] }, "\(heardByA.withLock { $0 })")
-            #expect(poll(timeoutMs: 5_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
+            #expect(poll(timeoutMs: 30_000) { heardByA.withLock { $0 } == ["c1", "c3"] }, "\(heardByA.withLock { $0 })")
+            #expect(poll(timeoutMs: 30_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
             usleep(300_000)
             #expect(heardByA.withLock { $0 } == ["c1", "c3"] && heardByB.withLock { $0 } == ["c2"])
             // An end (EXPIRED, CANCELLED) is announced the same way, once.
@@ -402,7 +413,8 @@ struct PostgresStoreTests {
             #expect(b.endCommand(commandID: "c4", state: .cancelled, reason: "cancelled", at: 4))
             #expect(!a.endCommand(commandID: "c4", state: .expired, reason: "expired", at: 5))
             #expect(
-                poll(timeoutMs: 5_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] }, "\(heardByA.withLock { $0 })"
+                poll(timeoutMs: 30_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] },
+                "\(heardByA.withLock { $0 })"
             )
             usleep(300_000)
             #expect(heardByB.withLock { $0 } == ["c2"])
@@ -439,7 +451,7 @@ struct PostgresStoreTests {
                         commandID: "cs1", thingID: t.thingID, issuer: nil, issuingInstallationID: nil, payload: "{}",
                         createdAt: 1, modifiedAt: 1)))
             #expect(viaTCP.recordResults(commandID: "cs1", results: "{}", state: .done, at: 2))
-            #expect(poll(timeoutMs: 5_000) { heard.withLock { $0 } == ["cs1"] }, "\(heard.withLock { $0 })")
+            #expect(poll(timeoutMs: 30_000) { heard.withLock { $0 } == ["cs1"] }, "\(heard.withLock { $0 })")
             // A socket folder with no server is a clear error, not a hang.
             let missing = try #require(
                 openError("postgres://\(PostgresServer.user)@/\(name)?host=/nonexistent-thingif&port=\(server.port)"))
@@ -520,7 +532,7 @@ struct PostgresStoreTests {
             )
             // The first call after may fail (nil), never crash; then it works again.
             _ = s.thing(id: t.thingID)
-            #expect(poll(timeoutMs: 5_000) { s.thing(id: t.thingID)?.vendorThingID == "AC-1" })
+            #expect(poll(timeoutMs: 30_000) { s.thing(id: t.thingID)?.vendorThingID == "AC-1" })
         }
     }
 }
