@@ -135,6 +135,20 @@ public final class AutomationConfigs: @unchecked Sendable {
         list.firstIndex { $0["name"]?.stringValue == name }
     }
 
+    /// Replaces the entry of that name, or adds it while the list is under
+    /// `cap`; else the refusal that names the cap.
+    private static func upsert(_ entry: JSON, named name: String, in list: inout [JSON], cap: Int, what: String)
+        -> HubError?
+    {
+        if let i = named(list, name) {
+            list[i] = entry
+            return nil
+        }
+        guard list.count < cap else { return .invalid("a thing has at most \(cap) \(what)") }
+        list.append(entry)
+        return nil
+    }
+
     /// PUT …/action-sets/{name}: {"actions":[{"schema","schemaVersion","action","params"?}…]}.
     public func putActionSet(user: UserRecord, thingID: String, name: String, body: JSON) -> Result<Void, HubError> {
         if let e = Self.validName(name) { return .failure(e) }
@@ -156,15 +170,7 @@ public final class AutomationConfigs: @unchecked Sendable {
         case .success(let s): set = AutomationCodec.encode(s)
         }
         return changeConfig(user: user, thingID: thingID) { sets, _ in
-            if let i = Self.named(sets, name) {
-                sets[i] = set
-            } else {
-                guard sets.count < AutomationLimits.maxActionSets else {
-                    return .invalid("a thing has at most \(AutomationLimits.maxActionSets) action sets")
-                }
-                sets.append(set)
-            }
-            return nil
+            Self.upsert(set, named: name, in: &sets, cap: AutomationLimits.maxActionSets, what: "action sets")
         }
     }
 
@@ -215,15 +221,8 @@ public final class AutomationConfigs: @unchecked Sendable {
             for n in setNames where Self.named(sets, n) == nil {
                 return .invalid("unknown action set \(n)")
             }
-            if let i = Self.named(timers, name) {
-                timers[i] = t
-            } else {
-                guard timers.count < AutomationLimits.maxTimerTriggers else {
-                    return .invalid("a thing has at most \(AutomationLimits.maxTimerTriggers) timer triggers")
-                }
-                timers.append(t)
-            }
-            return nil
+            return Self.upsert(
+                t, named: name, in: &timers, cap: AutomationLimits.maxTimerTriggers, what: "timer triggers")
         }
     }
 

@@ -65,7 +65,7 @@ struct StorageFailureTests {
         try server.psql("DROP TRIGGER refuse_update ON commands", database: name)
 
         // Sent again, they are stored; a repeat is a 204 that changes nothing.
-        #expect(poll(timeoutMs: 5_000) { post() == 204 })
+        #expect(poll(timeoutMs: 30_000) { post() == 204 })
         let stored = try #require(store.command(id: cid))
         #expect(stored.results?.contains("succeeded") == true && stored.state == .done)
         #expect(post() == 204)
@@ -82,7 +82,7 @@ struct StorageFailureTests {
         try server.psql("ALTER TABLE tokens RENAME TO tokens_away", database: name)
         #expect(upload() == 500)
         try server.psql("ALTER TABLE tokens_away RENAME TO tokens", database: name)
-        #expect(poll(timeoutMs: 5_000) { upload() == 204 })
+        #expect(poll(timeoutMs: 30_000) { upload() == 204 })
         #expect(store.thing(id: t.thingID)?.state?.contains("power") == true)
         // An unknown token is still a 401 (dropped by the thing, as it should be).
         var stranger = results

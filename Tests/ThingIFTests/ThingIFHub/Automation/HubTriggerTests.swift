@@ -560,7 +560,7 @@ struct HubTriggerAPITests {
             // A subscriber that comes later gets the retained config, the last version.
             let listener = try TopicListener(port: e.env.broker.port, topics: ["p/\(topic)/config"])
             defer { listener.stop() }
-            #expect(poll(timeoutMs: 5000) { !listener.payloads(on: "p/\(topic)/config").isEmpty })
+            #expect(poll(timeoutMs: 30_000) { !listener.payloads(on: "p/\(topic)/config").isEmpty })
             let msg = try JSON.parse(try #require(listener.payloads(on: "p/\(topic)/config").last)).get()
             #expect(msg["version"]?.intValue == 9)
             #expect(msg["actionSets"]?.elements.compactMap { $0["name"]?.stringValue } == ["night"])
@@ -568,7 +568,7 @@ struct HubTriggerAPITests {
             // One more change: version 10, live.
             #expect(try await e.call("PUT", "\(sets)/late", token: token, json: ["actions": [action]]).status == 204)
             #expect(
-                poll(timeoutMs: 5000) {
+                poll(timeoutMs: 30_000) {
                     listener.payloads(on: "p/\(topic)/config").contains {
                         (try? JSON.parse($0).get())?["version"]?.intValue == 10
                     }
@@ -577,6 +577,45 @@ struct HubTriggerAPITests {
                 try? JSON.parse($0).get()["version"]?.intValue
             }
             #expect(versions == versions.sorted())
+        }
+    }
+
+    @Test(
+        "Thing automation caps: beyond AutomationLimits' action sets and timer triggers a new name is refused 400, naming the cap; one at the cap is still replaced"
+    )
+    func automationCaps() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let (tid, _) = try await e.onboard("AC-AUTO-CAP", owner: "user:\(uid)", token: token)
+            let action: [String: Any] = ["schema": "AC", "schemaVersion": 1, "action": "turnPower"]
+            let sets = "\(e.target(tid))/action-sets"
+            let timers = "\(e.target(tid))/timer-triggers"
+            let timer: [String: Any] = [
+                "fireDate": Platform.epochMs() + 86_400_000, "timeZone": "UTC", "actionSets": ["s0"]
+            ]
+            for i in 0..<AutomationLimits.maxActionSets {
+                let r = try await e.call("PUT", "\(sets)/s\(i)", token: token, json: ["actions": [action]])
+                try #require(r.status == 204, "set \(i): \(r.status) \(r.text)")
+            }
+            for i in 0..<AutomationLimits.maxTimerTriggers {
+                let r = try await e.call("PUT", "\(timers)/t\(i)", token: token, json: timer)
+                try #require(r.status == 204, "timer \(i): \(r.status) \(r.text)")
+            }
+            let set = try await e.call("PUT", "\(sets)/one-more", token: token, json: ["actions": [action]])
+            #expect(set.status == 400 && set.isErrorBody, "\(set.text)")
+            #expect(set.text.contains("at most \(AutomationLimits.maxActionSets) action sets"), "\(set.text)")
+            let more = try await e.call("PUT", "\(timers)/one-more", token: token, json: timer)
+            #expect(more.status == 400 && more.isErrorBody, "\(more.text)")
+            #expect(more.text.contains("at most \(AutomationLimits.maxTimerTriggers) timer triggers"), "\(more.text)")
+            // Replacing one at the cap is not adding one.
+            #expect(
+                try await e.call("PUT", "\(sets)/s7", token: token, json: ["actions": [action, action]]).status == 204)
+            #expect(try await e.call("PUT", "\(timers)/t7", token: token, json: timer).status == 204)
+            let listed = try await e.get(sets, token: token).json["actionSets"] as? [[String: Any]]
+            #expect(listed?.count == AutomationLimits.maxActionSets)
+            #expect(listed?.first { $0["name"] as? String == "s7" }.flatMap { ($0["actions"] as? [Any])?.count } == 2)
+            let timersListed = try await e.get(timers, token: token).json["timerTriggers"] as? [Any]
+            #expect(timersListed?.count == AutomationLimits.maxTimerTriggers)
         }
     }
 
@@ -608,7 +647,7 @@ struct HubTriggerAPITests {
             report(body)
             report(body)
             #expect(
-                poll(timeoutMs: 5000) { e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.count == 3 })
+                poll(timeoutMs: 30_000) { e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.count == 3 })
             #expect(e.hub.requests.filter { $0.path.hasSuffix("/commands/\(cid)") }.map(\.status) == [401, 204, 204])
             let c = try await e.get("\(e.target(tid))/commands/\(cid)", token: token)
             #expect(c.status == 200)

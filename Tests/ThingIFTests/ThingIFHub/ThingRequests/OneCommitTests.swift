@@ -186,7 +186,7 @@ struct OneCommitTests {
             let state = t.state ?? "none"
             #expect(state.contains("\"power\":true"), "\(t.what) was told when the state was \(state)")
         }
-        #expect(poll(timeoutMs: 5_000) { rig.replies().count == 5 })
+        #expect(poll(timeoutMs: 30_000) { rig.replies().count == 5 })
         #expect(rig.replies() == ["r0": 204, "r1": 204, "r2": 204, "r3": 204, "strue": 204])
     }
 
@@ -235,7 +235,7 @@ struct OneCommitTests {
         #expect(Set(rig.committedResults()) == Set(rig.commands))
         #expect(rig.committedState()?.contains("\"power\":true") == true)
         #expect(told.withLock { $0 } == rig.commands)
-        #expect(poll(timeoutMs: 5_000) { rig.replies().count == 3 })
+        #expect(poll(timeoutMs: 30_000) { rig.replies().count == 3 })
         #expect(rig.replies() == ["r0": 204, "r1": 204, "strue": 204])
     }
 
@@ -265,7 +265,7 @@ struct OneCommitTests {
         #expect(Set(rig.committedResults()) == Set(rig.commands))
         #expect(rig.committedState() == nil)
         #expect(told.withLock { $0 } == rig.commands)
-        #expect(poll(timeoutMs: 5_000) { rig.replies().count == 3 })
+        #expect(poll(timeoutMs: 30_000) { rig.replies().count == 3 })
         #expect(rig.replies() == ["r0": 204, "r1": 204, "strue": 500])
     }
 
@@ -358,7 +358,7 @@ struct OneCommitTests {
         #expect(outcome == .committed)
         #expect(committed()?.contains("\"a\":1") == true && committed()?.contains("\"b\":2") == true)
         #expect(store.thing(id: t.thingID)?.thingType == nil)
-        #expect(poll(timeoutMs: 5_000) { other.withLock { $0 } != nil })
+        #expect(poll(timeoutMs: 30_000) { other.withLock { $0 } != nil })
         #expect(other.withLock { $0 }?.contains("\"b\":2") == true)
         // A store that commits each call on its own runs nothing.
         var ran = false
@@ -419,7 +419,7 @@ struct OneCommitTests {
                 done.withLock { $0 = true }
             }
             writer.start()
-            #expect(poll(timeoutMs: 5_000) { done.withLock { $0 } })
+            #expect(poll(timeoutMs: 30_000) { done.withLock { $0 } })
             #expect(committed(u.thingID)?.contains("\"c\":3") == true)
             #expect(store.inOneTransaction {} == .unsupported)
         }
