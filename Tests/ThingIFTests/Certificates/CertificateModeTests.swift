@@ -159,6 +159,7 @@ struct CertificateModeTests {
             _ = spy.subscribe(try #require(topicB))
             _ = spy.subscribe("p/\(topicB ?? "")/resp")
             try env.expectAlive(tidB)
+            // Must not happen: the spy reading; room for it to show.
             usleep(300_000)
             #expect(spy.messages().isEmpty, "\(spy.messages().map(\.topic))")
             // Under B's name on the broker, with A's certificate: the broker
@@ -169,6 +170,7 @@ struct CertificateModeTests {
             defer { impostor.stop() }
             _ = impostor.subscribe(topicB ?? "")
             try env.expectAlive(tidB)
+            // Must not happen: the impostor reading; room for it to show.
             usleep(300_000)
             #expect(impostor.messages().isEmpty, "\(impostor.messages().map(\.topic))")
         }
@@ -210,6 +212,7 @@ struct CertificateModeTests {
             let (c, _) = try env.onlineAircon(vendorThingID: "AC-NEW", storage: "newcomer")
             #expect(c.isConnected)
             try env.expectAlive(tidA)
+            // Must not happen: an injected command run; room for it to show.
             usleep(500_000)
             #expect(a.records.count == before + 1, "an injected command ran: \(a.records.map { $0.commandID ?? "" })")
             #expect(!a.logContains("applied remote configuration"))
@@ -235,6 +238,7 @@ struct CertificateModeTests {
                 tls: (ca: env.broker.caFile, cert: dirA + "/thing-cert.pem", key: dirA + "/thing-key.pem"))
             defer { intruder.stop() }
             #expect(intruder.isConnected, "broker:\n\(tail(env.broker.log))")
+            // Must not happen: the intruder disturbing B; room for it to show.
             usleep(300_000)
             try env.expectAlive(tidB)
             intruder.stop()

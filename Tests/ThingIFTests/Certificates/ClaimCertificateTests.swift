@@ -175,6 +175,7 @@ struct ClaimCertificateTests {
             let ownResp = Topics.claimResponse(name: name, clientID: a.client.clientID)
             let aAnswer = Self.answer(a.waitForMessage(on: ownResp))
             #expect(aAnswer?.status == 400, "\(String(describing: aAnswer))")
+            // Must not happen: the marker leaked; room for it to show.
             usleep(300_000)
             let leaked = watcher.messages().filter { $0.payload == marker }.map(\.topic)
             #expect(leaked.isEmpty, "A published on \(leaked)")
@@ -255,6 +256,7 @@ struct ClaimCertificateTests {
                 env, port: env.broker.claimPort, cert: certA, key: keyA, clientID: topicB)
             defer { intruder.stop() }
             #expect(!intruder.isConnected && intruder.connackCode == nil, "\(String(describing: intruder.connackCode))")
+            // Must not happen: the intruder getting in late; room for it to show.
             usleep(300_000)
             try env.expectAlive(tidB)
             // The same certificate on its own listener: connected (the control).
@@ -280,6 +282,7 @@ struct ClaimCertificateTests {
             // reads none of B's topics by it.
             let knock = try Self.claimProbe(env, pair, clientID: topicB)
             for filter in [topicB, "p/\(topicB)/resp", "p/\(topicB)/config", "#"] { _ = knock.subscribe(filter) }
+            // Must not happen: a subscription granted; room for a delivery to show.
             usleep(300_000)
             knock.stop()
             try env.expectAlive(tidB)
@@ -378,6 +381,7 @@ struct ClaimCertificateTests {
             _ = p.publish(
                 Topics.request(clientID: Self.claimName, appID: Env.appID, path: "onboardings"),
                 Self.onboarding("AC-PPATH", csr: csr, requestID: "pp"))
+            // Must not happen: an answer or a thing made; room for them to show.
             usleep(800_000)
             #expect(p.messages(on: pTopic).isEmpty)
             #expect(env.hub.thing(vendorThingID: "AC-PPATH") == nil)

@@ -260,6 +260,7 @@ struct DeviceCertificateTests {
         #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MAX_MS.rawValue), 100) == RC.ok)
         #expect(ct_start(t.ct) == RC.ok)
         #expect(t.waitForLog("is missing or holds no EC P-256 key: the thing cannot connect"), "logs:\n\(t.logs)")
+        // Must not happen: a connection after the refusal; room for it to show.
         usleep(500_000)
         #expect(!t.isConnected)
         t.destroy()

@@ -370,6 +370,7 @@ struct KiiCompatTests {
             #expect(
                 ct_update_state(t.ct, #"{"currentTemperature":35,"AirConditionerAlias":{"currentTemperature":20}}"#)
                     == RC.ok)
+            // Must not happen: a firing; room for a wrong one to show.
             try await Task.sleep(nanoseconds: 500_000_000)
             #expect(try await fired().isEmpty)
             // The alias's own field passes 30: one firing, a trait command run by the thing.

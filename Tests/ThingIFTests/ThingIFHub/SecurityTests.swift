@@ -131,6 +131,7 @@ struct SecurityTests {
                     #"{"version":999999,"actionSets":[{"name":"evil","actions":[{"turnPower":{"power":false}}]}],"timers":[]}"#
                 probe.publish(Topics.config(clientID: aid.topic), Array(config.utf8), retain: true)
             }
+            // Must not happen: an injected command or configuration applied.
             usleep(1_000_000)
             #expect(a.records.count == before, "an injected command ran: \(a.records.map { $0.commandID ?? "" })")
             #expect(!a.logContains("applied remote configuration"))
@@ -207,6 +208,7 @@ struct SecurityTests {
                 Set(replies.compactMap { $0.correlationData.map { String(decoding: $0, as: UTF8.self) } }) == [
                     "rt-0", "rt-1"
                 ])
+            // Must not happen: a publish on a chosen topic; room for it to show.
             usleep(300_000)
             #expect(watcher.messages().isEmpty, "published on a chosen topic: \(watcher.messages().map(\.topic))")
         }

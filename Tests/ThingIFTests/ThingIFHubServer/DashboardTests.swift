@@ -125,6 +125,7 @@ struct DashboardTests {
             #expect(try await events(sse.id, "ticket=\(other)").status == 401)
             // Expired.
             let late = try #require(try await ticketFor(sse.id, token: token).string("ticket"))
+            // Past the ticket lifetime; a longer stall only expires it more surely.
             try await Task.sleep(nanoseconds: 900_000_000)
             #expect(try await events(sse.id, "ticket=\(late)").status == 401)
             // A long-lived token is never accepted in the URL.

@@ -218,6 +218,7 @@ struct TwoHubsOnPostgresTests {
         // Sent and marked: no sweep sends it again, here or on another hub.
         #expect(hubB.notifications.sweep(now: now + 10 * StoreRules.notificationGraceMs).isEmpty)
         #expect(storeA.claimUnnotified(now: now + 100_000, leaseMs: 1, limit: 10).isEmpty)
+        // Must not happen: a second webhook, for which no later event marks the point.
         usleep(300_000)
         #expect(hook.bodies.withLock { $0 }.count == 1)
     }

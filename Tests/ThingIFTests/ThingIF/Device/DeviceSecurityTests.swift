@@ -56,6 +56,7 @@ struct DeviceSecurityTests {
             #expect(ct_action_set_execute(t.ct, "b") == Self.notFound)
             // Equal: ignored too (a debug line), the content is not looked at.
             try publishConfig(env, topic, Self.config(version: 2, sets: ["c"]))
+            // Must not happen: the equal version applied; room for it to show.
             usleep(300_000)
             #expect(ct_action_set_execute(t.ct, "c") == Self.notFound)
             #expect(t.logs.components(separatedBy: "applied remote configuration version 2").count == 2)
@@ -63,6 +64,7 @@ struct DeviceSecurityTests {
             // A restart: the applied version was kept in storage_dir, so the
             // retained lower version is still refused.
             try publishConfig(env, topic, Self.config(version: 1, sets: ["b"]))
+            // For the retained lower version to reach the broker; if later, the check only weakens.
             usleep(200_000)
             t.destroy()
             (t, _) = try env.onlineAircon()
@@ -275,6 +277,7 @@ struct DeviceSecurityTests {
             _ = t.waitForRecords(3)
             #expect(ct_deferred_count(t.ct) == 1)
             #expect(ct_complete_deferred(t.ct, "setFanSpeed", Self.latin1, #"{"a":1}"#) == RC.invalid)
+            // Must not happen: the invalid completion sending results; room for it to show.
             usleep(300_000)
             #expect(env.hub.results(of: id) == nil, "an invalid completion completed the action")
             // The same handle, completed properly now.
@@ -337,6 +340,7 @@ struct DeviceSecurityTests {
                     u.logContains("TLS setup failed") || u.logContains("(TLS): A TLS error")
                         || u.logContains("TLS handshake with the broker failed")
                 }, "logs:\n\(u.logs)")
+            // Must not happen: the thing online after the TLS failure; room for it to show.
             usleep(1_000_000)
             #expect(!env.hub.delivery.isOnline(tid))
             // The broker's log (flushed when it exits): one bootstrap session,
@@ -503,6 +507,7 @@ struct DeviceSecurityTests {
             #expect(ct_onboard(again.ct, "AC-GOOD", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok)  // stored
             #expect(ct_start(again.ct) == RC.ok)
             #expect(again.waitForLog("ERROR TLS handshake with the broker failed"), "logs:\n\(again.logs)")
+            // Must not happen: a fallback connection; room for it to show.
             usleep(1_500_000)
             #expect(!again.isConnected)
             #expect(!env.hub.delivery.isOnline(tid))

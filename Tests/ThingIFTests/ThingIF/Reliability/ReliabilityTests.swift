@@ -199,6 +199,7 @@ struct ReliabilityTests {
             #expect(ct_update_state(t.ct, #"{"n":99}"#) == ReliabilityTests.full)
             #expect(t.logContains("state refused"))
             #expect(fake.publish(commandJSON("cmd-full-8", Aircon.powerOn), topic: topic))
+            // Must not happen: a command run while results fill the outbox.
             usleep(1_000_000)
             #expect(t.records.count == 8, "a command ran while results filled the outbox")
 
@@ -235,6 +236,7 @@ struct ReliabilityTests {
             // (bound 2), so the oldest waiting runs: three run, one waits.
             for i in 8..<12 { #expect(fake.publish(commandJSON("cmd-fill-\(i)", Aircon.powerOn), topic: topic)) }
             #expect(poll { t.records.count == 11 }, "\(t.records.count) ran")
+            // Must not happen: one more command run while the inbox has room.
             usleep(500_000)
             #expect(t.records.count == 11, "a command ran though the inbox had room")
             #expect(inboxHighWater(t) == 2)
@@ -264,10 +266,12 @@ struct ReliabilityTests {
             let records = t.waitForRecords(3)
             #expect(records.map { $0.deferred ?? false } == [false, true, true])
             #expect(ct_deferred_count(t.ct) == 2)
+            // Must not happen: results before the deferred actions complete.
             usleep(300_000)
             #expect(env.hub.results(of: id) == nil, "results went out before the deferred actions completed")
 
             #expect(ct_complete_deferred(t.ct, "setFanSpeed", "the fan motor is stuck", nil) == RC.ok)
+            // Must not happen: results before the last deferred action completes.
             usleep(200_000)
             #expect(env.hub.results(of: id) == nil)
             #expect(ct_complete_deferred(t.ct, "setPresetTemperature", nil, #"{"reached":25}"#) == RC.ok)
@@ -360,6 +364,7 @@ struct ReliabilityTests {
                 env.hub.sendCommand(
                     to: tid, schema: Aircon.schema, schemaVersion: 1,
                     actions: Aircon.powerOn))
+            // Time for the publish to reach the broker; if later, the hub resends it anyway.
             usleep(200_000)
             env.broker.stop()
             let broker2 = try env.broker.restarted()
@@ -400,6 +405,7 @@ struct ReliabilityTests {
             let refused = "the broker refused the connection"
             #expect(t.waitForLog(refused, timeoutMs: 30_000), "no refused CONNACK; logs:\n\(t.logs)")
             let before = occurrences(of: refused, in: t.logs)
+            // The window the attempts are counted in (a rate, not a wait for an event).
             usleep(3_000_000)
             let attempts = occurrences(of: refused, in: t.logs) - before
             // Min 100 ms, cap 800 ms: about 7 in 3 s; a spin would make hundreds.

@@ -210,6 +210,7 @@ struct CommandCancelTests {
             let c = try await e.call("POST", "\(e.target(tid))/commands/\(cid)/cancel", token: token)
             #expect(c.status == 409 && c.errorCode == "COMMAND_NOT_CANCELLABLE", "\(c.status) \(c.text)")
             #expect(c.string("commandState") == "DELIVERED")
+            // Must not happen: a cancel sent; room for it to show.
             try await Task.sleep(nanoseconds: 300_000_000)
             #expect(!device.payloads(on: thingTopic).contains { $0.contains("\"cancel\"") })
         }

@@ -219,6 +219,7 @@ struct PostgresStoreTests {
                     third.withLock { $0 = true }
                 }
             }
+            // Must not happen: a call beyond the capacity; room for it to show.
             usleep(300_000)
             #expect(!third.withLock { $0 }, "beyond the capacity a call waits")
             release.signal()
@@ -402,6 +403,7 @@ struct PostgresStoreTests {
             #expect(b.recordResults(commandID: "c3", results: "{}", state: .incomplete, at: 2))
             #expect(poll(timeoutMs: 30_000) { heardByA.withLock { $0 } == ["c1", "c3"] }, "\(heardByA.withLock { $0 })")
             #expect(poll(timeoutMs: 30_000) { heardByB.withLock { $0 } == ["c2"] }, "\(heardByB.withLock { $0 })")
+            // Must not happen: a notice heard twice or by the other hub.
             usleep(300_000)
             #expect(heardByA.withLock { $0 } == ["c1", "c3"] && heardByB.withLock { $0 } == ["c2"])
             // An end (EXPIRED, CANCELLED) is announced the same way, once.
@@ -416,6 +418,7 @@ struct PostgresStoreTests {
                 poll(timeoutMs: 30_000) { heardByA.withLock { $0 } == ["c1", "c3", "c4"] },
                 "\(heardByA.withLock { $0 })"
             )
+            // Must not happen: the other hub hearing c4.
             usleep(300_000)
             #expect(heardByB.withLock { $0 } == ["c2"])
         }

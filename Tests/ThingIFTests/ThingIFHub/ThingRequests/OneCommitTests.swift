@@ -221,6 +221,7 @@ struct OneCommitTests {
         #expect(rig.committedResults().isEmpty)
         #expect(rig.committedState() == nil)
         #expect(told.withLock { $0 }.isEmpty)
+        // Must not happen: an answer after the failed commit; room for it to show.
         usleep(500_000)
         #expect(rig.replies().isEmpty, "answered: \(rig.replies())")
         // The hub's connection is usable after the failed commit.
@@ -350,6 +351,7 @@ struct OneCommitTests {
                 other.withLock { $0 = state }
             }
             reader.start()
+            // Must not happen: the reader seeing the open transaction.
             usleep(200_000)
             #expect(other.withLock { $0 } == nil)
             // (The calls' own transactions were savepoints of it.) It does not nest.
