@@ -16,6 +16,14 @@ extension ThingRequests {
         req.method == "POST" && req.header("Content-Type").map(MediaType.isOnboardingEndNode) == true
     }
 
+    /// Whether an MQTT request is an end-node onboarding, by the head of
+    /// its payload (`headPeek` bytes): what `accept` keeps off the bootstrap
+    /// budget and the lane hands to `onboardingByGateway`.
+    static func isGatewayOnboarding(_ t: Topics.ParsedRequest, payload: [UInt8]) -> Bool {
+        t.api == .thingIF && t.path == "onboardings"
+            && KiiRequest.decode(Array(payload.prefix(headPeek))).map(isEndNodeOnboarding) == true
+    }
+
     /// Kii's OnboardingEndNodeWith… by the gateway itself (§3.2): its own
     /// token, over MQTT from one of its own client IDs, naming itself as
     /// the gateway; `owner`, when named, one of its owners, else its owners
@@ -24,6 +32,15 @@ extension ThingRequests {
     /// costly work: the onboarding itself, with the password's KDF, is
     /// `.costly` (EndNodeRules.onboard).
     func onboardingByGateway(_ req: KiiRequest, clientID: String?) -> Answer {
+        // The whole request's media type (the head `accept` read may have
+        // been cut in the middle of it).
+        guard Self.isEndNodeOnboarding(req) else {
+            return .now(
+                error(
+                    415, "UNSUPPORTED_MEDIA_TYPE",
+                    "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
+                ))
+        }
         let gateway: ThingRecord
         switch authenticate(req, overHTTP: clientID == nil) {
         case .failure(let r): return .now(r)

@@ -69,6 +69,9 @@ public final class ThingRequests: @unchecked Sendable {
     /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
     /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
+    /// How much of an onboarding's payload `accept` reads to find its
+    /// media type: the request line and headers Kii's clients send fit.
+    static let headPeek = 2048
     /// The global budget of bootstrap requests over MQTT.
     let bootstrapLimiter: RateLimiter
     /// Things created by the thing itself, app-wide (nil: no cap).
@@ -173,14 +176,14 @@ extension ThingRequests {
     /// the global bootstrap budget to the things that have no identity
     /// yet, and a bootstrap client that sends this media type without a
     /// gateway's token gets a refusal on the lanes, as for any other path,
-    /// never costly work. The media type is read from the request's
-    /// headers here, for onboardings only.
+    /// never costly work. The media type is read here from the head of an
+    /// onboarding's payload only (`headPeek` bytes: a bounded cost on this
+    /// thread whatever the payload's size); a head longer than that is
+    /// bootstrap work, as before.
     func accept(_ m: MqttClient.Message) {
         let bootstrap =
             Topics.parseRequest(m.topic).map {
-                Self.isBootstrap(api: $0.api, path: $0.path)
-                    && !($0.api == .thingIF && $0.path == "onboardings"
-                        && KiiRequest.decode(m.payload).map(Self.isEndNodeOnboarding) == true)
+                Self.isBootstrap(api: $0.api, path: $0.path) && !Self.isGatewayOnboarding($0, payload: m.payload)
             }
             ?? (Topics.parseClaimRequest(m.topic) != nil)
         guard bootstrap else {
@@ -237,7 +240,9 @@ extension ThingRequests {
             guard t.appID == options.appID else {
                 return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
             }
-            if t.api == .thingIF, t.path == "onboardings", Self.isEndNodeOnboarding(req) {
+            // Decided as `accept` decided it, so that what it kept off the
+            // bootstrap budget never reaches onboarding by the thing here.
+            if Self.isGatewayOnboarding(t, payload: m.payload) {
                 return onboardingByGateway(req, clientID: t.clientID)
             }
             return .now(route(req, api: t.api, path: t.path, clientID: t.clientID))
