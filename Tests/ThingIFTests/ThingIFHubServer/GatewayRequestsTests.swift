@@ -205,6 +205,17 @@ struct GatewayRequestsTests {
             #expect(state?.status == 204, "\(Self.describe(state))")
             let firmware = linkA.ask("PUT", "things/\(en)/firmware-version", body: #"{"firmwareVersion":"2.0"}"#)
             #expect(firmware?.status == 204, "\(Self.describe(firmware))")
+            // A command the gateway ran for E by itself, reported for E: stored as E's.
+            func ran(_ id: String) -> String {
+                #"{"commandID":"\#(id)","schema":"Lamp","schemaVersion":1,"issuer":"thing:\#(en)","actions":[{"turnPower":{"power":false}}]}"#
+            }
+            let stolen = linkB.ask(
+                "PUT", "targets/thing:\(en)/commands/cmd-self-b", token: b.token, body: ran("cmd-self-b"))
+            #expect(stolen?.status == 403, "\(Self.describe(stolen))")
+            let selfRun = linkA.ask("PUT", "targets/thing:\(en)/commands/cmd-self-a", body: ran("cmd-self-a"))
+            #expect(selfRun?.status == 204, "\(Self.describe(selfRun))")
+            #expect(e.hub.store.command(id: "cmd-self-a")?.thingID == en)
+            #expect(e.hub.store.command(id: "cmd-self-b") == nil)
             let again = linkB.ask("PUT", results(en, cid), token: b.token, body: Self.forged)
             #expect(again?.status == 403, "\(Self.describe(again))")
             let kept = try #require(e.hub.store.command(id: cid))
