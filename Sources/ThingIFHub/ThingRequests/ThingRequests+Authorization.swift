@@ -65,10 +65,12 @@ extension ThingRequests {
         case .success(let t):
             var target = t
             if t.thingID != thingID {
-                guard endNodes, let e = endNode(thingID, of: t) else {
+                switch endNodes ? endNode(thingID, of: t) : .notFound {
+                case .failed: return .failure(storageFailed)
+                case .notFound:
                     return .failure(error(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
+                case .found(let e): target = e
                 }
-                target = e
             }
             if let clientID, !t.installations.values.contains(clientID) {
                 return .failure(
@@ -78,14 +80,18 @@ extension ThingRequests {
         }
     }
 
-    /// The end node `thingID` when `gateway` is its gateway now; nil for
-    /// anything else (the record is read at each request, so a removal or
-    /// a move takes effect at the gateway's next request).
-    func endNode(_ thingID: String, of gateway: ThingRecord) -> ThingRecord? {
-        guard gateway.layoutPosition == .gateway, let e = store.thing(id: thingID), e.layoutPosition == .endNode,
-            e.gatewayThingID == gateway.thingID
-        else { return nil }
-        return e
+    /// The end node `thingID` when `gateway` is its gateway now;
+    /// `.notFound` for anything else, `.failed` when the store could not
+    /// say (a 500 the gateway sends again, not a 403 it would drop). The
+    /// record is read at each request, so a removal takes effect at the
+    /// gateway's next request.
+    func endNode(_ thingID: String, of gateway: ThingRecord) -> StoreRead<ThingRecord> {
+        guard gateway.layoutPosition == .gateway else { return .notFound }
+        switch store.thingRead(id: thingID) {
+        case .failed: return .failed
+        case .found(let e) where e.layoutPosition == .endNode && e.gatewayThingID == gateway.thingID: return .found(e)
+        default: return .notFound
+        }
     }
 
     func thingID(fromTarget target: String) -> String? {
