@@ -261,13 +261,14 @@ public final class FrameworkSide: @unchecked Sendable {
         installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             events: events)
+        let removal = ThingRemoval(
+            store: store, client: c, admin: admin, authority: authority, delivery: delivery,
+            triggerEngine: engine, homeAssistant: homeAssistant, metrics: metrics, events: events)
+        self.removal = removal
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
             authority: authority, delivery: delivery, notifications: notifications, triggerEngine: engine,
-            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly)
-        removal = ThingRemoval(
-            store: store, client: c, admin: admin, authority: authority, delivery: delivery,
-            triggerEngine: engine, homeAssistant: homeAssistant, metrics: metrics, events: events)
+            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal)
     }
 
     // MARK: lifecycle

@@ -36,7 +36,7 @@ public final class HubMetrics: Sendable {
     /// The request kinds of mqtt_requests_total, by route.
     public static let requestKinds = [
         "onboarding", "installation", "mqtt-endpoint", "action-results", "state", "firmware-version",
-        "command-report", "automation-report", "other"
+        "command-report", "automation-report", "end-nodes", "other"
     ]
 
     public init() {
@@ -174,6 +174,9 @@ public final class HubMetrics: Sendable {
         case (.thingIF, 3) where parts[2] == "states": return "state"
         case (.thingIF, 3) where parts[2] == "firmware-version": return "firmware-version"
         case (.thingIF, 3) where parts[2] == "automation-report": return "automation-report"
+        // A gateway's calls for its end nodes: the list (its query string
+        // in the last level), the read, the removal, …/connection.
+        case (.thingIF, 3...5) where parts[0] == "things" && parts[2].hasPrefix("end-nodes"): return "end-nodes"
         default: return "other"
         }
     }

@@ -82,6 +82,20 @@ public final class CommandDelivery: @unchecked Sendable {
         }
     }
 
+    /// An end node's online word from its gateway (Kii's PUT
+    /// …/end-nodes/{E}/connection), kept as the thing's own status flag that
+    /// `isOnline` and the end-node list read. It names no command topic: an
+    /// end node has no installation, so no command is published by it.
+    /// Returns how many things are online.
+    func endNodeReported(thingID: String, up: Bool) -> Int {
+        commandGate(thingID).withLock { _ in
+            known.withLock {
+                $0.online[thingID] = up
+                return $0.online.values.filter { $0 }.count
+            }
+        }
+    }
+
     /// The topic the thing last announced itself online with, while it is online.
     func liveTopic(of thingID: String) -> String? {
         known.withLock { $0.online[thingID] == true ? $0.commandTopic[thingID] : nil }

@@ -164,6 +164,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in d.byVendorID[vendorThingID].flatMap { d.things[$0] } }
     }
     /// Never `.failed`: memory does not fail.
+    public func thingRead(id: String) -> StoreRead<ThingRecord> {
+        thing(id: id).map { .found($0) } ?? .notFound
+    }
+    /// Never `.failed`: memory does not fail.
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         data.withLock { d in subject(d, kind: .thing, token: accessToken).flatMap { d.things[$0] } }
             .map { .found($0) } ?? .notFound

@@ -319,6 +319,10 @@ extension SQLStore {
         use(nil) { try Self.thing($0, where: "vendor_thing_id = ?", vendorThingID) }
     }
 
+    public func thingRead(id: String) -> StoreRead<ThingRecord> {
+        read { try Self.thing($0, where: "thing_id = ?", id) }
+    }
+
     public func thingRead(accessToken: String) -> StoreRead<ThingRecord> {
         read { try $0.first(Self.hot.thingByToken, Self.tokenValues(.thing, accessToken), StoreRows.thingWithLists) }
     }

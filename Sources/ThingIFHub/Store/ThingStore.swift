@@ -36,6 +36,11 @@ public protocol ThingStore: AnyObject, Sendable {
     /// answers 401 (dropped) for the first and 500 (sent again) for the
     /// second. The record's accessToken is empty.
     func thingRead(accessToken: String) -> StoreRead<ThingRecord>
+    /// The thing `id`, `.failed` when the store failed: for a request
+    /// that is refused (403, dropped) when the thing is not there and must
+    /// be sent again (500) when the store could not say (a gateway's
+    /// request for one of its end nodes).
+    func thingRead(id: String) -> StoreRead<ThingRecord>
     func thing(mqttTopic: String) -> ThingRecord?
     /// False when the thing is unknown or the store cannot write.
     func addInstallation(thingID: String, installationID: String, mqttTopic: String) -> Bool

@@ -38,27 +38,59 @@ extension ThingRequests {
         return .success(t)
     }
 
-    /// The request's token must be the thing's and, over MQTT, the request
-    /// must come from one of the thing's own MQTT installations (client IDs);
-    /// over HTTP (`clientID` nil) the token is the whole credential.
+    /// The request's token must be the thing's (or its gateway's, for an end
+    /// node: `authorized`) and, over MQTT, the request must come from one of
+    /// the token's thing's own MQTT installations (client IDs); over HTTP
+    /// (`clientID` nil) the token is the whole credential.
     func authorize(_ req: KiiRequest, thingID: String, clientID: String?) -> KiiResponse? {
         if case .failure(let r) = authorized(req, thingID: thingID, clientID: clientID) { return r }
         return nil
     }
 
-    /// As `authorize`, with the thing's record (read once for the request).
-    func authorized(_ req: KiiRequest, thingID: String, clientID: String?, lookup: ThingLookup? = nil) -> Auth {
+    /// As `authorize`, with the record of `thingID` (read once for the
+    /// request). The one rule of docs/GATEWAYS.md §6.1: a token T acts for
+    /// X when X is T, or X is an end node whose gateway is T now; and over
+    /// MQTT only from one of T's client IDs. Anything else is 403 FORBIDDEN
+    /// with the same words whether X exists or not (another gateway's end
+    /// node, a guessed thingID, a standalone thing, a removed end node), so
+    /// that the answer tells nothing of other things. An end node's own
+    /// token over MQTT fails the client-ID check: it has no installation.
+    /// `endNodes` false: the route is the thing's own only (the automation
+    /// report: an end node has no configuration to report on).
+    func authorized(
+        _ req: KiiRequest, thingID: String, clientID: String?, lookup: ThingLookup? = nil, endNodes: Bool = true
+    ) -> Auth {
         switch authenticate(req, overHTTP: clientID == nil, lookup: lookup) {
         case .failure(let r): return .failure(r)
         case .success(let t):
-            guard t.thingID == thingID else {
-                return .failure(error(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
+            var target = t
+            if t.thingID != thingID {
+                switch endNodes ? endNode(thingID, of: t) : .notFound {
+                case .failed: return .failure(storageFailed)
+                case .notFound:
+                    return .failure(error(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
+                case .found(let e): target = e
+                }
             }
             if let clientID, !t.installations.values.contains(clientID) {
                 return .failure(
-                    error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(thingID)"))
+                    error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(t.thingID)"))
             }
-            return .success(t)
+            return .success(target)
+        }
+    }
+
+    /// The end node `thingID` when `gateway` is its gateway now;
+    /// `.notFound` for anything else, `.failed` when the store could not
+    /// say (a 500 the gateway sends again, not a 403 it would drop). The
+    /// record is read at each request, so a removal takes effect at the
+    /// gateway's next request.
+    func endNode(_ thingID: String, of gateway: ThingRecord) -> StoreRead<ThingRecord> {
+        guard gateway.layoutPosition == .gateway else { return .notFound }
+        switch store.thingRead(id: thingID) {
+        case .failed: return .failed
+        case .found(let e) where e.layoutPosition == .endNode && e.gatewayThingID == gateway.thingID: return .found(e)
+        default: return .notFound
         }
     }
 
@@ -72,27 +104,27 @@ extension ThingRequests {
     }
 
     /// `body` for the thing of a "thing:{thingID}" target when the request
-    /// may act for it (its token, one of its client IDs), else the answer
+    /// may act for it (`authorized`), else the answer
     /// that refuses it.
     func forTarget(
-        _ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil,
+        _ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil, endNodes: Bool = true,
         _ body: (ThingRecord) -> KiiResponse
     ) -> KiiResponse {
-        switch authorizedTarget(req, target, clientID: clientID, lookup: lookup) {
+        switch authorizedTarget(req, target, clientID: clientID, lookup: lookup, endNodes: endNodes) {
         case .refused(let answer): return answer
         case .thing(let t): return body(t)
         }
     }
 
     /// The thing of a "thing:{thingID}" target when the request may act for
-    /// it (its token, one of its client IDs), else the answer that refuses it.
-    func authorizedTarget(_ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil)
-        -> Target
-    {
+    /// it (`authorized`), else the answer that refuses it.
+    func authorizedTarget(
+        _ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil, endNodes: Bool = true
+    ) -> Target {
         guard let tid = thingID(fromTarget: target) else {
             return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
         }
-        switch authorized(req, thingID: tid, clientID: clientID, lookup: lookup) {
+        switch authorized(req, thingID: tid, clientID: clientID, lookup: lookup, endNodes: endNodes) {
         case .failure(let denied): return .refused(denied)
         case .success(let t): return .thing(t)
         }

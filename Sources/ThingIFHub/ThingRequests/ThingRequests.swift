@@ -15,7 +15,7 @@ import ThingIF
 /// order (`open`), where a run of results and states shares one commit
 /// (ThingRequests+Lanes). Given the store, MQTT client and the components it
 /// tells (installations, the things' CA, delivery, notifications, the
-/// triggers, Home Assistant), never the hub.
+/// triggers, Home Assistant, a thing's removal), never the hub.
 public final class ThingRequests: @unchecked Sendable {
     /// A request as received, for tests and logs.
     public struct Record: Sendable {
@@ -55,6 +55,8 @@ public final class ThingRequests: @unchecked Sendable {
     let metrics: HubMetrics
     let events: HubEvents
     let costly: CostlyWork
+    /// A gateway removing one of its end nodes deletes it as an owner does.
+    let removal: ThingRemoval
     let seen = Locked(Seen())
     /// Inbound messages waiting for the request threads, while open.
     let lanes = Locked<RequestLanes?>(nil)
@@ -67,6 +69,9 @@ public final class ThingRequests: @unchecked Sendable {
     /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
     /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
+    /// How much of an onboarding's payload `accept` reads to find its
+    /// media type: the request line and headers Kii's clients send fit.
+    static let headPeek = 2048
     /// The global budget of bootstrap requests over MQTT.
     let bootstrapLimiter: RateLimiter
     /// Things created by the thing itself, app-wide (nil: no cap).
@@ -77,7 +82,7 @@ public final class ThingRequests: @unchecked Sendable {
         installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
         notifications: Notifications, triggerEngine: TriggerEngine,
         homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
-        costly: CostlyWork
+        costly: CostlyWork, removal: ThingRemoval
     ) {
         self.options = options
         self.store = store
@@ -92,6 +97,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.metrics = metrics
         self.events = events
         self.costly = costly
+        self.removal = removal
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
         creationLimiter =
@@ -160,9 +166,25 @@ extension ThingRequests {
     /// Claim onboardings (c/{CN}/{clientID}/onboardings) are bootstrap
     /// work too: within the same budget, on the same pool, never on the
     /// request threads where things' commands and results are served.
+    ///
+    /// A gateway's end-node onboarding (Kii's OnboardingEndNodeWith… media
+    /// type on …/onboardings) is not bootstrap: it carries a thing's token,
+    /// which the client's lane checks, as it checks every thing request,
+    /// before the costly work's pool runs the password's KDF
+    /// (onboardingByGateway), and it spends the gateway client ID's budget
+    /// (`serve`). So a gateway onboarding its end nodes in a burst leaves
+    /// the global bootstrap budget to the things that have no identity
+    /// yet, and a bootstrap client that sends this media type without a
+    /// gateway's token gets a refusal on the lanes, as for any other path,
+    /// never costly work. The media type is read here from the head of an
+    /// onboarding's payload only (`headPeek` bytes: a bounded cost on this
+    /// thread whatever the payload's size); a head longer than that is
+    /// bootstrap work, as before.
     func accept(_ m: MqttClient.Message) {
         let bootstrap =
-            Topics.parseRequest(m.topic).map { Self.isBootstrap(api: $0.api, path: $0.path) }
+            Topics.parseRequest(m.topic).map {
+                Self.isBootstrap(api: $0.api, path: $0.path) && !Self.isGatewayOnboarding($0, payload: m.payload)
+            }
             ?? (Topics.parseClaimRequest(m.topic) != nil)
         guard bootstrap else {
             lanes.withLock { $0 }?.push(m)
@@ -215,32 +237,83 @@ extension ThingRequests {
             m, clientID: t.clientID, api: t.api, path: t.path, logPath: t.path,
             replyTopic: Topics.response(clientID: t.clientID)
         ) { req in
-            t.appID == options.appID
-                ? route(req, api: t.api, path: t.path, clientID: t.clientID)
-                : error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+            guard t.appID == options.appID else {
+                return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
+            }
+            // Decided as `accept` decided it, so that what it kept off the
+            // bootstrap budget never reaches onboarding by the thing here.
+            if Self.isGatewayOnboarding(t, payload: m.payload) {
+                return onboardingByGateway(req, clientID: t.clientID)
+            }
+            return .now(route(req, api: t.api, path: t.path, clientID: t.clientID))
+        }
+    }
+
+    /// A request's answer: given now, or by work the costly work's pool
+    /// runs (a password's KDF), whose answer is sent when it is done.
+    enum Answer {
+        case now(KiiResponse)
+        case costly(@Sendable () -> KiiResponse)
+
+        /// The answer, with the costly work run here (the caller is on the pool).
+        func run() -> KiiResponse {
+            switch self {
+            case .now(let r): return r
+            case .costly(let work): return work()
+            }
         }
     }
 
     /// One request over MQTT, framed as Kii frames it: decoded, its body
     /// size and its client's budget checked, `handle`d, logged and counted,
     /// and answered on `replyTopic` with its request ID and Correlation Data.
+    /// `handle` may answer now or hand its costly part to the pool (Answer);
+    /// a pool whose queue is full answers 503 SERVICE_BUSY, as the REST
+    /// routes' costly work does.
     private func serve(
         _ m: MqttClient.Message, clientID: String, api: Topics.API, path: String, logPath: String,
-        replyTopic: String, _ handle: (KiiRequest) -> KiiResponse
+        replyTopic: String, _ handle: (KiiRequest) -> Answer
     ) {
-        let reply: KiiResponse
+        let answer: Answer
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             if req.body.count > maxBody(path: path) {
-                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
+                answer = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes"))
             } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
-                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
+                answer = .now(error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
             } else {
-                reply = handle(req)
+                answer = handle(req)
             }
         } else {
-            reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
+            answer = .now(error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format"))
         }
+        switch answer {
+        case .now(let reply):
+            send(
+                reply, to: m, request: request, clientID: clientID, api: api, path: path, logPath: logPath,
+                replyTopic: replyTopic)
+        case .costly(let work):
+            let sent = costly.trySubmit { [self] in
+                send(
+                    work(), to: m, request: request, clientID: clientID, api: api, path: path, logPath: logPath,
+                    replyTopic: replyTopic)
+            }
+            if !sent {
+                metrics.refused("costly_busy")
+                send(
+                    error(503, "SERVICE_BUSY", "the hub is busy with other onboardings; try again later"), to: m,
+                    request: request, clientID: clientID, api: api, path: path, logPath: logPath,
+                    replyTopic: replyTopic)
+            }
+        }
+    }
+
+    /// Logs, counts and sends a request's reply on `replyTopic`, with its
+    /// request ID and Correlation Data.
+    private func send(
+        _ reply: KiiResponse, to m: MqttClient.Message, request: KiiRequest?, clientID: String, api: Topics.API,
+        path: String, logPath: String, replyTopic: String
+    ) {
         var answer = reply
         if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
         let method = request?.method ?? "?"
@@ -267,10 +340,10 @@ extension ThingRequests {
             if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
                 events.event("claim onboarding refused: \(refusal)")
-                return error(403, "CLAIM_REFUSED", refusal)
+                return .now(error(403, "CLAIM_REFUSED", refusal))
             }
-            guard req.method == "POST" else { return error(404, "NOT_FOUND", "no \(req.method) onboardings") }
-            return onboardByThing(req, claim: name)
+            guard req.method == "POST" else { return .now(error(404, "NOT_FOUND", "no \(req.method) onboardings")) }
+            return .now(onboardByThing(req, claim: name))
         }
     }
 
@@ -331,6 +404,8 @@ extension ThingRequests {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         switch (api, req.method, parts.count) {
         case (.thingIF, "POST", 1) where parts[0] == "onboardings":
+            // Over HTTP the REST layer runs this on the costly work's pool already.
+            if Self.isEndNodeOnboarding(req) { return onboardingByGateway(req, clientID: clientID).run() }
             return onboardByThing(req)
         case (.kii, "POST", 1) where parts[0] == "installations":
             return createInstallation(req, overHTTP: clientID == nil)
@@ -349,20 +424,37 @@ extension ThingRequests {
                     return $0.thing
                 }
             }
-            return forTarget(req, parts[1], clientID: clientID, lookup: lookup) {
-                actionResults(
-                    req, thingID: $0.thingID, commandID: parts[3], command: read?.command,
-                    targets: read?.targets)
+            return forTarget(req, parts[1], clientID: clientID, lookup: lookup) { t in
+                // A gateway's token read its own command of that ID, if any:
+                // for one of its end nodes, the end node's is read here.
+                guard read?.thing.thingID != t.thingID else {
+                    return actionResults(
+                        req, thingID: t.thingID, commandID: parts[3], command: read?.command, targets: read?.targets)
+                }
+                let command = store.command(id: parts[3]).flatMap { $0.thingID == t.thingID ? $0 : nil }
+                return actionResults(req, thingID: t.thingID, commandID: parts[3], command: command)
             }
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
             (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
             return stateUpload(req, target: parts[1], clientID: clientID)
+        case (.thingIF, "GET", 3) where parts[0] == "things" && parts[2].hasPrefix("end-nodes?"),
+            (.thingIF, "GET", 3) where parts[0] == "things" && parts[2] == "end-nodes",
+            (.thingIF, "GET", 4) where parts[0] == "things" && parts[2] == "end-nodes",
+            (.thingIF, "DELETE", 4) where parts[0] == "things" && parts[2] == "end-nodes",
+            (.thingIF, "PUT", 5) where parts[0] == "things" && parts[2] == "end-nodes" && parts[4] == "connection":
+            // Only the list takes a query string (the gateway's sync at connect).
+            let list = parts[2].split(separator: "?", maxSplits: 1).map(String.init)
+            return endNodeCall(
+                req, gatewayThingID: parts[1], rest: Array(parts.dropFirst(3)), query: list.count > 1 ? list[1] : nil,
+                clientID: clientID)
         case (.thingIF, "PUT", 3) where parts[0] == "things",
             (.thingIF, "GET", 3) where parts[0] == "things":
             guard let field = ThingField(rawValue: parts[2]) else { break }
             return thingField(req, field, from: clientID, thingID: parts[1])
         case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
-            return forTarget(req, parts[1], clientID: clientID) { automationReport(req, thingID: $0.thingID) }
+            return forTarget(req, parts[1], clientID: clientID, endNodes: false) {
+                automationReport(req, thingID: $0.thingID)
+            }
         default:
             break
         }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // A gateway's end nodes, by an owner of the gateway: list, read, remove
-// (docs/GATEWAYS.md §3.3). Onboarding one shares POST …/onboardings with
-// the other forms (Things.swift).
+// (docs/GATEWAYS.md §3.3); with the gateway's own token, the same calls
+// and Kii's …/connection go to the thing-request router, as over MQTT.
+// Onboarding one shares POST …/onboardings with the other forms (Things.swift).
 
 import Foundation
 import HTTPTypes
@@ -20,7 +21,17 @@ extension API {
         r.get(RouterPath(gw)) { try await listEndNodes($0, $1) }
         r.get(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
         r.delete(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
+        r.put(RouterPath("\(gw)/{endNodeID}/connection")) { try await connection($0, $1) }
         return r
+    }
+
+    /// Kii's PUT …/end-nodes/{E}/connection {"online":…}: the gateway's
+    /// own call (its token); an owner's token is 403 FORBIDDEN, as whether
+    /// an end node is reachable is the gateway's knowledge, not the owner's.
+    func connection(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
+        _ = try user(request, context)
+        throw HubError.forbidden("only the gateway reports whether its end node is online: use the gateway's token")
     }
 
     /// Kii's GET …/things/{gw}/end-nodes?bestEffortLimit=N&paginationKey=K:
@@ -28,6 +39,7 @@ extension API {
     /// "nextPaginationKey"?}, at most bestEffortLimit a page (default and
     /// cap: maxHistoryPage).
     func listEndNodes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF, withQuery: true) }
         let user = try user(request, context)
         let gw = try param(context, "thingID")
         _ = try spendOwnedByID(user, gw)
@@ -55,6 +67,7 @@ extension API {
     /// "thingType"?,"firmwareVersion"?,"online","gatewayThingID","createdAt"};
     /// DELETE: the end node removed as a thing is deleted, 204.
     func endNode(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
         let user = try user(request, context)
         let gw = try param(context, "thingID")
         _ = try spendOwnedByID(user, gw)

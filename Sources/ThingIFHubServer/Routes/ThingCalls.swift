@@ -32,19 +32,25 @@ extension API {
 
     /// A thing's request over HTTP: the body (bounded by the path's limit)
     /// goes to the router that serves the same requests over MQTT.
-    func thingRequest(_ request: Request, _ context: BasicRequestContext, _ kind: Topics.API) async throws
-        -> Response
-    {
+    /// `withQuery`: the router reads the query string too (a gateway's
+    /// list of its end nodes). `costlyWork`: on the costly work's pool, for
+    /// a call with a thing's token that runs a KDF (a gateway's end-node
+    /// onboarding), which spends that token's budget and not the anonymous one.
+    func thingRequest(
+        _ request: Request, _ context: BasicRequestContext, _ kind: Topics.API, withQuery: Bool = false,
+        costlyWork: Bool = false
+    ) async throws -> Response {
         try checkApp(context)
         let prefix = "/\(kind.rawValue)/apps/\(hub.options.appID)/"
         guard let full = request.uri.path.percentDecoded(), full.hasPrefix(prefix) else {
             throw HubError.invalid("bad path \(request.uri.path)")
         }
-        let path = String(full.dropFirst(prefix.count))
-        let bootstrap = ThingRequests.isBootstrap(api: kind, path: path)
+        var path = String(full.dropFirst(prefix.count))
+        if withQuery, let query = request.uri.query, !query.isEmpty { path += "?" + query }
+        let bootstrap = costlyWork || ThingRequests.isBootstrap(api: kind, path: path)
         // Onboarding by the thing has no identity yet: the address's and
         // the app's budgets, spent before the body is read.
-        if bootstrap && kind == .thingIF { try spendAnonymous(request) }
+        if bootstrap && !costlyWork && kind == .thingIF { try spendAnonymous(request) }
         let body = try await Body.bytes(request, limit: hub.thingRequests.maxBody(path: path))
         var headers: [(name: String, value: String)] = []
         if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }

@@ -108,6 +108,13 @@ extension API {
         if request.headers[.contentType].map(MediaType.isOnboardingByThing) == true {
             return try await thingRequest(request, context, .thingIF)
         }
+        // Kii's end-node forms with a gateway's own token: the gateway
+        // onboards an end node onto itself, as over MQTT (ThingRequests);
+        // its token's budget, not the anonymous one of a thing without an
+        // identity.
+        if let type = request.headers[.contentType], MediaType.isOnboardingEndNode(type), isThingToken(request) {
+            return try await thingRequest(request, context, .thingIF, costlyWork: true)
+        }
         let user = try user(request, context)
         // Kii's end-node forms name a gateway and no thing of the owner's
         // form: read before that form, which would refuse their fields.

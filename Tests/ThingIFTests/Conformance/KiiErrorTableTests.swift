@@ -67,6 +67,7 @@ struct KiiErrorTableTests {
                     thingID: reported, method: "PUT", upload: #"{"AirConditionerAlias":{"power":true}}"#, at: 1) != nil)
             // Two gateways of the user's, the first carrying the end node LAMP-ERR.
             var gateways: [String] = []
+            var gatewayTokens: [String] = []
             for vendor in ["GW-ERR-1", "GW-ERR-2"] {
                 let g = try await e.call(
                     "POST", "\(e.thingIF)/onboardings", token: token,
@@ -75,6 +76,7 @@ struct KiiErrorTableTests {
                             .utf8),
                     contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
                 gateways.append(try #require(g.string("thingID"), "\(g.text)"))
+                gatewayTokens.append(try #require(g.string("accessToken"), "\(g.text)"))
             }
             let gw = gateways[0]
             let endNodeForm = "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json"
@@ -171,7 +173,20 @@ struct KiiErrorTableTests {
                 "end-node-unknown": Call(path: "\(endNodes)/th.none", token: token),
                 "end-node-remove-unknown": Call(method: "DELETE", path: "\(endNodes)/th.none", token: token),
                 "end-node-of-another-gateway": Call(
-                    path: "\(e.thingIF)/things/\(gateways[1])/end-nodes/\(lampID)", token: token)
+                    path: "\(e.thingIF)/things/\(gateways[1])/end-nodes/\(lampID)", token: token),
+                "end-node-gateway-token-other": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: gatewayTokens[1],
+                    body: endNode(gw, "LAMP-ERR-NEW"), contentType: endNodeForm),
+                "end-node-gateway-token-owner": Call(
+                    method: "POST", path: "\(e.thingIF)/onboardings", token: gatewayTokens[0],
+                    body: endNode(gw, "LAMP-ERR-NEW").replacingOccurrences(of: "user:\(uid)", with: "user:usr-none"),
+                    contentType: endNodeForm),
+                "end-node-list-other-gateway": Call(path: endNodes, token: gatewayTokens[1]),
+                "end-node-connection-by-owner": Call(
+                    method: "PUT", path: "\(endNodes)/\(lampID)/connection", token: token, body: #"{"online":true}"#),
+                "end-node-connection-unknown": Call(
+                    method: "PUT", path: "\(endNodes)/th.none/connection", token: gatewayTokens[0],
+                    body: #"{"online":true}"#)
             ]
             #expect(
                 Set(rows.map(\.key)) == Set(calls.keys),

@@ -137,6 +137,13 @@ extension StoreConformanceTests {
             #expect(read.layoutPosition == .endNode && read.gatewayThingID == g.thingID && read.accessToken == "")
             #expect(s.thing(vendorThingID: "LAMP-1")?.gatewayThingID == g.thingID)
             #expect(s.thing(accessToken: e.accessToken)?.gatewayThingID == g.thingID)
+            // The read that tells a missing thing from a failed store (a gateway's requests).
+            guard case .found(let byID) = s.thingRead(id: e.thingID) else {
+                Issue.record("thingRead(id:) did not find \(e.thingID)")
+                return
+            }
+            #expect(byID.layoutPosition == .endNode && byID.gatewayThingID == g.thingID && byID.owners == ["user:u1"])
+            if case .notFound = s.thingRead(id: "th.none") {} else { Issue.record("thingRead(id:) found th.none") }
             #expect(s.things(ownedBy: ["user:u1"]).map(\.thingID) == [e.thingID])
             #expect(s.endNodeCount(gatewayThingID: g.thingID) == 1)
             // The gateway is no end node of anything.

@@ -24,6 +24,33 @@ struct RequestLanesTests {
         #expect(used == Set(0..<n), "64 clients use every lane")
     }
 
+    @Test("A gateway's requests for all its end nodes take its one lane, as they spend its one budget")
+    func oneLanePerGateway() {
+        let n = 8
+        let gateway = "thingif-gw-1"
+        let lane = RequestLanes.lane(of: Topics.status(clientID: gateway), count: n)
+        for e in (0..<32).map({ "th.en\($0)" }) {
+            for path in [
+                "targets/thing:\(e)/states", "targets/thing:\(e)/commands/c1/action-results",
+                "things/\(e)/firmware-version", "things/gw/end-nodes/\(e)/connection"
+            ] {
+                #expect(
+                    RequestLanes.lane(of: Topics.request(clientID: gateway, appID: "app", path: path), count: n) == lane
+                )
+            }
+        }
+        #expect(
+            RequestLanes.lane(
+                of: Topics.request(clientID: gateway, appID: "app", path: "things/gw/end-nodes?bestEffortLimit=2"),
+                count: n)
+                == lane)
+        // The run that shares a commit is per target: an end node's uploads are one target each.
+        #expect(
+            ThingRequests.sharedCommitTarget(
+                topic: Topics.request(clientID: gateway, appID: "app", path: "targets/thing:th.en1/states"))
+                == "thing:th.en1")
+    }
+
     @Test("Each client's messages are handled in arrival order, whichever lane they share")
     func order() {
         let lanes = RequestLanes(count: 3, capacity: 10_000, maxBytes: 1 << 20)
