@@ -16,12 +16,28 @@ extension ThingRequests {
         req.method == "POST" && req.header("Content-Type").map(MediaType.isOnboardingEndNode) == true
     }
 
-    /// Whether an MQTT request is an end-node onboarding, by the head of
-    /// its payload (`headPeek` bytes): what `accept` keeps off the bootstrap
-    /// budget and the lane hands to `onboardingByGateway`.
-    static func isGatewayOnboarding(_ t: Topics.ParsedRequest, payload: [UInt8]) -> Bool {
-        t.api == .thingIF && t.path == "onboardings"
-            && KiiRequest.decode(Array(payload.prefix(headPeek))).map(isEndNodeOnboarding) == true
+    /// Whether the head of an MQTT request's payload (up to its blank line,
+    /// at most `headPeek` bytes) holds "OnboardingEndNode" in any ASCII
+    /// case: how `accept` tells a gateway's end-node onboarding from a
+    /// thing's on libmosquitto's thread, without decoding or allocating.
+    /// It may be wrong only towards the end-node path, whose full check on
+    /// the pool answers 415 then.
+    static func headNamesEndNode(_ payload: [UInt8]) -> Bool {
+        let needle = Array("onboardingendnode".utf8)
+        let end = min(payload.count, headPeek)
+        guard end >= needle.count else { return false }
+        var i = 0
+        while i + needle.count <= end {
+            // The blank line ends the head.
+            if i + 3 < end, payload[i] == 13, payload[i + 1] == 10, payload[i + 2] == 13, payload[i + 3] == 10 {
+                return false
+            }
+            var j = 0
+            while j < needle.count, payload[i + j] | 0x20 == needle[j] { j += 1 }
+            if j == needle.count { return true }
+            i += 1
+        }
+        return false
     }
 
     /// Kii's OnboardingEndNodeWith… by the gateway itself (§3.2): its own
@@ -31,33 +47,32 @@ extension ThingRequests {
     /// form), so that only a gateway's well-formed request reaches the
     /// costly work: the onboarding itself, with the password's KDF, is
     /// `.costly` (EndNodeRules.onboard).
-    func onboardingByGateway(_ req: KiiRequest, clientID: String?) -> Answer {
-        // The whole request's media type (the head `accept` read may have
-        // been cut in the middle of it).
+    func onboardingByGateway(_ req: KiiRequest, clientID: String?) -> KiiResponse {
+        // The whole request's media type (`accept` scanned only the head).
         guard Self.isEndNodeOnboarding(req) else {
-            return .now(
+            return
                 error(
                     415, "UNSUPPORTED_MEDIA_TYPE",
                     "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
-                ))
+                )
         }
         let gateway: ThingRecord
         switch authenticate(req, overHTTP: clientID == nil) {
-        case .failure(let r): return .now(r)
+        case .failure(let r): return r
         case .success(let t): gateway = t
         }
         if let clientID, !gateway.installations.values.contains(clientID) {
-            return .now(
-                error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(gateway.thingID)"))
+            return
+                error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(gateway.thingID)")
         }
         guard case .success(let j) = JSON.parse(req.body) else {
-            return .now(error(400, "INVALID_INPUT_DATA", "the body must be a JSON object"))
+            return error(400, "INVALID_INPUT_DATA", "the body must be a JSON object")
         }
         let byVendorThingID = MediaType.names(
             req.header("Content-Type") ?? "", MediaType.onboardingEndNodeWithGatewayVendorThingID)
         let form: EndNodeOnboardingForm
         switch EndNodeOnboardingForm.parse(j, byGatewayVendorThingID: byVendorThingID) {
-        case .failure(let e): return .now(error(e))
+        case .failure(let e): return error(e)
         case .success(let f): form = f
         }
         let named: String
@@ -67,28 +82,25 @@ extension ThingRequests {
         case .vendorThingID(let v): (named, itself) = (v, v == gateway.vendorThingID)
         }
         guard itself else {
-            return .now(
+            return
                 error(
                     403, "FORBIDDEN",
-                    "the token is not gateway \(named)'s: a gateway onboards end nodes onto itself only"))
+                    "the token is not gateway \(named)'s: a gateway onboards end nodes onto itself only")
         }
-        guard gateway.layoutPosition == .gateway else { return .now(error(.notAGateway(gateway.thingID))) }
+        guard gateway.layoutPosition == .gateway else { return error(.notAGateway(gateway.thingID)) }
         // A gateway gives an end node to its own owners only: never to a stranger.
         if let owner = form.owner, !gateway.owners.contains(owner) {
-            return .now(error(403, "FORBIDDEN", "\(owner) is not an owner of \(gateway.thingID)"))
+            return error(403, "FORBIDDEN", "\(owner) is not an owner of \(gateway.thingID)")
         }
         let owners = form.owner.map { [$0] } ?? gateway.owners
-        let rules = endNodeRules
-        return .costly { [self] in
-            switch rules.onboard(onto: gateway, owners: owners, form: form) {
-            case .failure(let e): return error(e)
-            case .success(let t):
-                events.event("\(gateway.thingID) onboarded its end node \(form.vendorThingID) as \(t.thingID)")
-                let o = JSON.object()
-                o.set("endNodeThingID", string: t.thingID)
-                o.set("accessToken", string: t.accessToken)
-                return ok(200, o)
-            }
+        switch endNodeRules.onboard(onto: gateway, owners: owners, form: form) {
+        case .failure(let e): return error(e)
+        case .success(let t):
+            events.event("\(gateway.thingID) onboarded its end node \(form.vendorThingID) as \(t.thingID)")
+            let o = JSON.object()
+            o.set("endNodeThingID", string: t.thingID)
+            o.set("accessToken", string: t.accessToken)
+            return ok(200, o)
         }
     }
 

@@ -69,9 +69,13 @@ public final class ThingRequests: @unchecked Sendable {
     /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
     /// every start.
     let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
-    /// How much of an onboarding's payload `accept` reads to find its
+    /// How much of an onboarding's payload `accept` scans for an end-node
     /// media type: the request line and headers Kii's clients send fit.
     static let headPeek = 2048
+    /// The global budget of gateways' end-node onboardings over MQTT, apart
+    /// from the bootstrap budget (`accept`): its rate, and a burst that holds
+    /// one gateway's whole set of end nodes (`maxEndNodesPerGateway`).
+    let endNodeOnboardingLimiter: RateLimiter
     /// The global budget of bootstrap requests over MQTT.
     let bootstrapLimiter: RateLimiter
     /// Things created by the thing itself, app-wide (nil: no cap).
@@ -100,6 +104,9 @@ public final class ThingRequests: @unchecked Sendable {
         self.removal = removal
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
+        endNodeOnboardingLimiter = RateLimiter(
+            ratePerSecond: options.bootstrapRatePerSecond,
+            burst: max(options.bootstrapBurst, options.limits.maxEndNodesPerGateway))
         creationLimiter =
             options.thingsCreatedPerHour > 0
             ? RateLimiter(
@@ -168,23 +175,32 @@ extension ThingRequests {
     /// request threads where things' commands and results are served.
     ///
     /// A gateway's end-node onboarding (Kii's OnboardingEndNodeWith… media
-    /// type on …/onboardings) is not bootstrap: it carries a thing's token,
-    /// which the client's lane checks, as it checks every thing request,
-    /// before the costly work's pool runs the password's KDF
-    /// (onboardingByGateway), and it spends the gateway client ID's budget
-    /// (`serve`). So a gateway onboarding its end nodes in a burst leaves
-    /// the global bootstrap budget to the things that have no identity
-    /// yet, and a bootstrap client that sends this media type without a
-    /// gateway's token gets a refusal on the lanes, as for any other path,
-    /// never costly work. The media type is read here from the head of an
-    /// onboarding's payload only (`headPeek` bytes: a bounded cost on this
-    /// thread whatever the payload's size); a head longer than that is
-    /// bootstrap work, as before.
+    /// type on …/onboardings) is costly work too, since it hashes the end
+    /// node's password, but it spends a global budget of its own
+    /// (`endNodeOnboardingLimiter`), not the bootstrap budget: a gateway
+    /// onboarding its end nodes in a burst leaves that budget to the things
+    /// that have no identity yet, and a flood of such requests from the
+    /// bootstrap identity leaves things' onboardings alone. It never goes
+    /// to the request threads: its token is checked on the pool, so work
+    /// anyone can send without a credential stays off the threads that serve
+    /// commands. The media type is found here by a scan of the payload's
+    /// head (`headNamesEndNode`, no allocation), and checked again in full
+    /// on the pool (415 when the head misled).
     func accept(_ m: MqttClient.Message) {
-        let bootstrap =
-            Topics.parseRequest(m.topic).map {
-                Self.isBootstrap(api: $0.api, path: $0.path) && !Self.isGatewayOnboarding($0, payload: m.payload)
+        let request = Topics.parseRequest(m.topic)
+        if let t = request, t.api == .thingIF, t.path == "onboardings", Self.headNamesEndNode(m.payload) {
+            guard endNodeOnboardingLimiter.allow("end-node-onboarding", now: Platform.nowMs()) else {
+                metrics.refused("end_node_onboarding_budget")
+                return
             }
+            guard costly.trySubmit({ [weak self] in self?.handle(m, endNodeOnboarding: true) }) else {
+                metrics.bootstrapBusy.increment()
+                return
+            }
+            return
+        }
+        let bootstrap =
+            request.map { Self.isBootstrap(api: $0.api, path: $0.path) }
             ?? (Topics.parseClaimRequest(m.topic) != nil)
         guard bootstrap else {
             lanes.withLock { $0 }?.push(m)
@@ -200,7 +216,9 @@ extension ThingRequests {
         }
     }
 
-    func handle(_ m: MqttClient.Message) {
+    /// `endNodeOnboarding`: `accept` took it as a gateway's end-node
+    /// onboarding, so it must be one.
+    func handle(_ m: MqttClient.Message, endNodeOnboarding: Bool = false) {
         if homeAssistant.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
@@ -238,82 +256,39 @@ extension ThingRequests {
             replyTopic: Topics.response(clientID: t.clientID)
         ) { req in
             guard t.appID == options.appID else {
-                return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
+                return error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
             }
-            // Decided as `accept` decided it, so that what it kept off the
-            // bootstrap budget never reaches onboarding by the thing here.
-            if Self.isGatewayOnboarding(t, payload: m.payload) {
-                return onboardingByGateway(req, clientID: t.clientID)
+            // What spent the end-node budget is an end-node onboarding or nothing.
+            if endNodeOnboarding && !Self.isEndNodeOnboarding(req) {
+                return error(
+                    415, "UNSUPPORTED_MEDIA_TYPE",
+                    "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
+                )
             }
-            return .now(route(req, api: t.api, path: t.path, clientID: t.clientID))
-        }
-    }
-
-    /// A request's answer: given now, or by work the costly work's pool
-    /// runs (a password's KDF), whose answer is sent when it is done.
-    enum Answer {
-        case now(KiiResponse)
-        case costly(@Sendable () -> KiiResponse)
-
-        /// The answer, with the costly work run here (the caller is on the pool).
-        func run() -> KiiResponse {
-            switch self {
-            case .now(let r): return r
-            case .costly(let work): return work()
-            }
+            return route(req, api: t.api, path: t.path, clientID: t.clientID)
         }
     }
 
     /// One request over MQTT, framed as Kii frames it: decoded, its body
     /// size and its client's budget checked, `handle`d, logged and counted,
     /// and answered on `replyTopic` with its request ID and Correlation Data.
-    /// `handle` may answer now or hand its costly part to the pool (Answer);
-    /// a pool whose queue is full answers 503 SERVICE_BUSY, as the REST
-    /// routes' costly work does.
     private func serve(
         _ m: MqttClient.Message, clientID: String, api: Topics.API, path: String, logPath: String,
-        replyTopic: String, _ handle: (KiiRequest) -> Answer
+        replyTopic: String, _ handle: (KiiRequest) -> KiiResponse
     ) {
-        let answer: Answer
+        let reply: KiiResponse
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             if req.body.count > maxBody(path: path) {
-                answer = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes"))
+                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
             } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
-                answer = .now(error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
+                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
             } else {
-                answer = handle(req)
+                reply = handle(req)
             }
         } else {
-            answer = .now(error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format"))
+            reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
         }
-        switch answer {
-        case .now(let reply):
-            send(
-                reply, to: m, request: request, clientID: clientID, api: api, path: path, logPath: logPath,
-                replyTopic: replyTopic)
-        case .costly(let work):
-            let sent = costly.trySubmit { [self] in
-                send(
-                    work(), to: m, request: request, clientID: clientID, api: api, path: path, logPath: logPath,
-                    replyTopic: replyTopic)
-            }
-            if !sent {
-                metrics.refused("costly_busy")
-                send(
-                    error(503, "SERVICE_BUSY", "the hub is busy with other onboardings; try again later"), to: m,
-                    request: request, clientID: clientID, api: api, path: path, logPath: logPath,
-                    replyTopic: replyTopic)
-            }
-        }
-    }
-
-    /// Logs, counts and sends a request's reply on `replyTopic`, with its
-    /// request ID and Correlation Data.
-    private func send(
-        _ reply: KiiResponse, to m: MqttClient.Message, request: KiiRequest?, clientID: String, api: Topics.API,
-        path: String, logPath: String, replyTopic: String
-    ) {
         var answer = reply
         if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
         let method = request?.method ?? "?"
@@ -340,10 +315,10 @@ extension ThingRequests {
             if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
                 events.event("claim onboarding refused: \(refusal)")
-                return .now(error(403, "CLAIM_REFUSED", refusal))
+                return error(403, "CLAIM_REFUSED", refusal)
             }
-            guard req.method == "POST" else { return .now(error(404, "NOT_FOUND", "no \(req.method) onboardings")) }
-            return .now(onboardByThing(req, claim: name))
+            guard req.method == "POST" else { return error(404, "NOT_FOUND", "no \(req.method) onboardings") }
+            return onboardByThing(req, claim: name)
         }
     }
 
@@ -404,8 +379,8 @@ extension ThingRequests {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         switch (api, req.method, parts.count) {
         case (.thingIF, "POST", 1) where parts[0] == "onboardings":
-            // Over HTTP the REST layer runs this on the costly work's pool already.
-            if Self.isEndNodeOnboarding(req) { return onboardingByGateway(req, clientID: clientID).run() }
+            // On the costly work's pool: `accept` sends it there over MQTT, the REST layer over HTTP.
+            if Self.isEndNodeOnboarding(req) { return onboardingByGateway(req, clientID: clientID) }
             return onboardByThing(req)
         case (.kii, "POST", 1) where parts[0] == "installations":
             return createInstallation(req, overHTTP: clientID == nil)

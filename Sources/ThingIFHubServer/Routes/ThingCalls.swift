@@ -45,8 +45,8 @@ extension API {
         guard let full = request.uri.path.percentDecoded(), full.hasPrefix(prefix) else {
             throw HubError.invalid("bad path \(request.uri.path)")
         }
-        var path = String(full.dropFirst(prefix.count))
-        if withQuery, let query = request.uri.query, !query.isEmpty { path += "?" + query }
+        let query = withQuery ? request.uri.query.flatMap { $0.isEmpty ? nil : "?" + $0 } ?? "" : ""
+        let path = String(full.dropFirst(prefix.count)) + query
         let bootstrap = costlyWork || ThingRequests.isBootstrap(api: kind, path: path)
         // Onboarding by the thing has no identity yet: the address's and
         // the app's budgets, spent before the body is read.

@@ -93,12 +93,13 @@ final class MqttProbe: @unchecked Sendable {
 /// A Kii MQTT request as a thing sends it (CRLF framing).
 func kiiRequest(
     _ method: String, token: String?, contentType: String? = "application/json", requestID: String,
-    body: String
+    body: String, extraHeaders: [(name: String, value: String)] = []
 ) -> [UInt8] {
     var headers: [(name: String, value: String)] = []
     if let token { headers.append(("Authorization", "Bearer \(token)")) }
     if let contentType { headers.append(("Content-Type", contentType)) }
     headers.append((KiiFraming.requestIDHeader, requestID))
+    headers += extraHeaders
     return KiiRequest(method: method, headers: headers, body: Array(body.utf8)).encode()
 }
 

@@ -386,6 +386,70 @@ struct GatewayRequestsTests {
     }
 
     @Test(
+        "The end-node media type from the bootstrap identity: refused on the costly pool without a gateway's token; beyond its own budget dropped and counted; the bootstrap budget untouched"
+    )
+    func endNodeMediaTypeWithoutGateway() async throws {
+        try await withHubAPI(options: {
+            $0.bootstrapRatePerSecond = 0.001
+            $0.bootstrapBurst = 3
+            $0.limits.maxEndNodesPerGateway = 5
+        }) { e in
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            defer { boot.stop() }
+            let replies = Topics.response(clientID: boot.client.clientID)
+            #expect(boot.subscribe(replies) == 1)
+            let topic = Topics.request(clientID: boot.client.clientID, appID: e.appID, path: "onboardings")
+            let body = #"{"gatewayThingID":"th.nope","endNodeVendorThingID":"LAMP-X","endNodePassword":"pw"}"#
+            func bogus(_ id: String) {
+                boot.publish(
+                    topic,
+                    kiiRequest("POST", token: "not-a-token", contentType: Self.byThingID, requestID: id, body: body),
+                    correlation: id)
+            }
+            func status(_ n: Int) -> Int? {
+                let all = boot.messages(on: replies)
+                return all.count >= n ? KiiResponse.decode(all[n - 1].payload)?.status : nil
+            }
+            // The end-node budget's burst: max(bootstrap burst, end nodes per gateway) = 5.
+            for i in 0..<4 { bogus("x\(i)") }
+            #expect(poll { boot.messages(on: replies).count == 4 })
+            let refusals = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
+            #expect(refusals.allSatisfy { $0 == 401 || $0 == 403 }, "\(refusals)")
+            // A head that names an end node (a header), a body of another
+            // type: 415 from the pool, never an onboarding by the thing.
+            boot.publish(
+                topic,
+                kiiRequest(
+                    "POST", token: nil, contentType: MediaType.onboardingByThing, requestID: "z",
+                    body: #"{"vendorThingID":"AC-SLY","thingPassword":"pw"}"#,
+                    extraHeaders: [("X-Note", "OnboardingEndNode")]),
+                correlation: "z")
+            #expect(poll { status(5) != nil })
+            #expect(status(5) == 415)
+            #expect(e.hub.store.thing(vendorThingID: "AC-SLY") == nil)
+            // Beyond the budget: dropped without an answer, and counted.
+            for i in 4..<7 { bogus("x\(i)") }
+            let counted = #"thingif_hub_refused_total{defence="end_node_onboarding_budget"} 3"#
+            #expect(poll { String(decoding: e.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
+            // The name in a body, after the head: a thing's onboarding, on
+            // the bootstrap budget, which the requests above left whole (3).
+            for i in 0..<3 {
+                boot.publish(
+                    topic,
+                    kiiRequest(
+                        "POST", token: nil, contentType: MediaType.onboardingByThing, requestID: "t\(i)",
+                        body: #"{"vendorThingID":"AC-EN-\#(i)","thingPassword":"pw","note":"OnboardingEndNode"}"#),
+                    correlation: "t\(i)")
+            }
+            #expect(poll { boot.messages(on: replies).count == 8 })
+            #expect(
+                boot.messages(on: replies).suffix(3).compactMap { KiiResponse.decode($0.payload)?.status }
+                    == [200, 200, 200])
+            #expect(boot.messages(on: replies).count == 8, "a dropped request was answered")
+        }
+    }
+
+    @Test(
         "endNodePasswordGuessing by the gateway: 403 WRONG_PASSWORD, then 429 for that vendorThingID; another end node onboards meanwhile"
     )
     func endNodePasswordGuessing() async throws {
