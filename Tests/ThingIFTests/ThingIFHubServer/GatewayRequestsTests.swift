@@ -112,6 +112,15 @@ struct GatewayRequestsTests {
                 contentType: GatewayRequestsTests.byThingID)
         }
 
+        /// Onboards `count` end nodes named prefix-0, prefix-1, …; their thingIDs.
+        func onboardAll(_ prefix: String, count: Int) throws -> [String] {
+            try (0..<count).map { i in
+                let r = onboard("\(prefix)-\(i)")
+                try #require(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
+                return try #require(GatewayRequestsTests.json(r)["endNodeThingID"] as? String)
+            }
+        }
+
         func stop() { probe.stop() }
     }
 
@@ -266,12 +275,7 @@ struct GatewayRequestsTests {
             let a = try await Self.gateway(e, "GW-BURST", uid: uid, token: token)
             let link = try Link(e, a)
             defer { link.stop() }
-            var nodes: [String] = []
-            for i in 0..<20 {
-                let r = link.onboard("LAMP-BURST-\(i)")
-                try #require(r?.status == 200, "\(Self.describe(r))")
-                nodes.append(try #require(Self.json(r)["endNodeThingID"] as? String))
-            }
+            let nodes = try link.onboardAll("LAMP-BURST", count: 20)
             let total = 1000
             var rids: [String] = []
             for i in 0..<total {
@@ -304,12 +308,7 @@ struct GatewayRequestsTests {
             let b = try await Self.gateway(e, "GW-LIM-B", uid: uid, token: token)
             let link = try Link(e, a)
             defer { link.stop() }
-            var nodes: [String] = []
-            for i in 0..<3 {
-                let r = link.onboard("LAMP-LIM-\(i)")
-                try #require(r?.status == 200, "\(Self.describe(r))")
-                nodes.append(try #require(Self.json(r)["endNodeThingID"] as? String))
-            }
+            let nodes = try link.onboardAll("LAMP-LIM", count: 3)
             let over = link.onboard("LAMP-LIM-3")
             #expect(over?.status == 409 && Self.code(over) == "TOO_MANY_END_NODES", "\(Self.describe(over))")
             #expect(e.hub.store.endNodeCount(gatewayThingID: a.id) == 3)
@@ -588,12 +587,7 @@ struct GatewayRequestsTests {
             let b = try await Self.gateway(e, "GW-S-B", uid: uid, token: token)
             let link = try Link(e, a)
             defer { link.stop() }
-            var nodes: [String] = []
-            for i in 0..<5 {
-                let r = link.onboard("LAMP-S-\(i)")
-                try #require(r?.status == 200, "\(Self.describe(r))")
-                nodes.append(try #require(Self.json(r)["endNodeThingID"] as? String))
-            }
+            let nodes = try link.onboardAll("LAMP-S", count: 5)
             // The sync at connect: pages of 2, in onboarding order.
             var seen: [String] = []
             var key: String?
