@@ -373,7 +373,7 @@ struct CLIEndToEndTests {
         let watchLog = root + "/watch.log"
         scene.children.append(
             try spawnChild(cli, ["watch", thingID, "--timeout", "120"], environment: env, logPath: watchLog))
-        #expect(poll(timeoutMs: 10_000) { readText(watchLog).contains("watching \(thingID)") }, "\(readText(watchLog))")
+        #expect(poll(timeoutMs: 30_000) { readText(watchLog).contains("watching \(thingID)") }, "\(readText(watchLog))")
 
         let aircon = try ApplianceProcess(
             args: [
@@ -423,7 +423,7 @@ struct CLIEndToEndTests {
         r = try thingif("command", "get", thingID, refusedID)
         #expect(r.status == 0 && field(r.output, "state") == "INCOMPLETE" && r.output.contains("✗ "), "\(r.output)")
         #expect(
-            poll(timeoutMs: 10_000) {
+            poll(timeoutMs: 30_000) {
                 guard let s = try? thingif("state", "get", thingID, "--json"), s.status == 0,
                     let v = try? JSONValue.parse(s.output)
                 else { return false }
@@ -433,7 +433,7 @@ struct CLIEndToEndTests {
 
         // watch printed the three finished commands as they came.
         #expect(
-            poll(timeoutMs: 10_000) {
+            poll(timeoutMs: 30_000) {
                 readText(watchLog).split(separator: "\n").filter { $0.hasPrefix("commandID") }.count == 3
             }, "\(readText(watchLog))")
 
@@ -497,7 +497,7 @@ func startHubProcess(
         ] + storeArgs,
         environment: ["THINGIF_HUB_BROKER_PASSWORD": broker.adminPassword], logPath: logPath)
     var url: String?
-    _ = poll(timeoutMs: 15_000) {
+    _ = poll(timeoutMs: 30_000) {
         let log = readText(logPath)
         guard log.contains("serving app"), let r = log.range(of: "HTTP API on http://") else { return false }
         url = "http://" + log[r.upperBound...].prefix { $0.isNumber || $0 == "." || $0 == ":" }

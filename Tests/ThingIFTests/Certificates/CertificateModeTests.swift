@@ -34,7 +34,7 @@ struct CertificateModeTests {
         let tid = try #require(t.thingID)
         if start {
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)")
         }
         return (t, tid)
     }
@@ -95,7 +95,7 @@ struct CertificateModeTests {
             #expect(verified.contains("OK"), "\(verified)")
 
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
             try env.expectAlive(tid)
             // No client for the thing in the plugin: a new thing changed nothing in the broker.
             #expect(!Self.pluginClients(env.broker).contains(topic), "\(Self.pluginClients(env.broker))")
@@ -128,7 +128,7 @@ struct CertificateModeTests {
             #expect(try String(contentsOfFile: dir + "/thing-key.pem", encoding: .utf8) == key)
             #expect(try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8) == cert)
             #expect(ct_start(again.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(again.logs)")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(again.logs)")
             try env.expectAlive(tid)
         }
     }
@@ -142,7 +142,7 @@ struct CertificateModeTests {
             try #require(ct_onboard(b.ct, "AC-B", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(b.logs)")
             let tidB = try #require(b.thingID)
             #expect(ct_start(b.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 30_000), "logs:\n\(b.logs)")
             let topicA =
                 try #require(try Self.identity(env, storage: "a")["mqttEndpoint"] as? [String: Any])[
                     "mqttTopic"] as? String
@@ -267,7 +267,7 @@ struct FilesOnlyBrokerTests {
             "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
         let tid = try #require(t.thingID)
         #expect(ct_start(t.ct) == RC.ok)
-        #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+        #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
         try env.expectAlive(tid)
 
         // Without TLS the thing sends no CSR: the hub cannot hand it a

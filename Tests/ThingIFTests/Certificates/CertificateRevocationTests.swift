@@ -115,8 +115,8 @@ struct CertificateRevocationTests {
             let tidB = try #require(b.thingID)
             #expect(ct_start(a.ct) == RC.ok)
             #expect(ct_start(b.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tidA, timeoutMs: 10_000), "logs:\n\(a.logs)")
-            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            #expect(env.hub.waitForOnline(tidA, timeoutMs: 30_000), "logs:\n\(a.logs)")
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 30_000), "logs:\n\(b.logs)")
             try env.expectAlive(tidA)
             let certA = env.storage("a") + "/thing-cert.pem"
             let keyA = env.storage("a") + "/thing-key.pem"
@@ -138,7 +138,7 @@ struct CertificateRevocationTests {
             #expect(RevocationSupport.mode(env.broker.crlFile) == 0o644)
             // The broker reads the CRL on the hub's SIGHUP: A's certificate
             // and key no longer open a session.
-            let refused = poll(timeoutMs: 10_000) {
+            let refused = poll(timeoutMs: 30_000) {
                 !((try? RevocationSupport.connects(env.broker, cert: certA, key: keyA)) ?? true)
             }
             #expect(refused, "A's certificate still connects; broker:\n\(tail(env.broker.log))")
@@ -162,7 +162,7 @@ struct CertificateRevocationTests {
         }
         let options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
         let first = try #require(FrameworkSide(options, store: try makeHubStore(dir + "/hub.sqlite")))
-        try #require(first.start(timeoutMs: 10_000), "\(first.startProblem ?? "")")
+        try #require(first.start(timeoutMs: 30_000), "\(first.startProblem ?? "")")
         let gone = try RevocationSupport.onboard(first, "AC-GONE", csr: try pki.makeCSR("gone"))
         // Onboarding again: the same topic, a new certificate, a second serial.
         let again = try RevocationSupport.onboard(first, "AC-GONE", csr: try pki.makeCSR("gone2"))
@@ -192,7 +192,7 @@ struct CertificateRevocationTests {
         // Another hub on the same store writes the same set at its start.
         try FileManager.default.removeItem(atPath: broker.crlFile)
         let second = try #require(FrameworkSide(options, store: try makeHubStore(dir + "/hub.sqlite")))
-        try #require(second.start(timeoutMs: 10_000), "\(second.startProblem ?? "")")
+        try #require(second.start(timeoutMs: 30_000), "\(second.startProblem ?? "")")
         defer { second.stop() }
         #expect(try RevocationSupport.crl(pki, broker.crlFile).serials == expected)
         // One that has come to the end of its day is signed again by the

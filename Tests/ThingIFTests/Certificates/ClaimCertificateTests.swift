@@ -102,7 +102,7 @@ struct ClaimCertificateTests {
             let logged = try #require(env.hub.requests.first { $0.path == "claim " + Self.claimName })
             #expect(logged.status == 200 && logged.clientID.hasPrefix("thingif-bootstrap-"), "\(logged)")
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)\nbroker:\n\(tail(env.broker.log))")
             try env.expectAlive(tid)
         }
     }
@@ -152,7 +152,7 @@ struct ClaimCertificateTests {
                 b.publish(
                     Topics.claimRequest(name: name, clientID: b.client.clientID),
                     Self.onboarding("AC-B", csr: csr, requestID: "b-1"), responseTopic: bResp, correlation: "b-1"))
-            let got = Self.answer(b.waitForMessage(on: bResp, timeoutMs: 10_000))
+            let got = Self.answer(b.waitForMessage(on: bResp, timeoutMs: 30_000))
             #expect(got?.status == 200, "\(String(describing: got)); hub: \(env.hub.requests.suffix(3))")
             #expect(got?.body.contains("accessToken") == true)
             // The victim's commands still flow while A listens.
@@ -228,7 +228,7 @@ struct ClaimCertificateTests {
             let tokens = try (0..<3).map { try StoredIdentity(storage: env.storage("shared-\($0)")).token }
             #expect(Set(tokens).count == 3)
             #expect(ct_start(devices[0].ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tids[0], timeoutMs: 10_000), "logs:\n\(devices[0].logs)")
+            #expect(env.hub.waitForOnline(tids[0], timeoutMs: 30_000), "logs:\n\(devices[0].logs)")
             try env.expectAlive(tids[0])
         }
     }
@@ -243,7 +243,7 @@ struct ClaimCertificateTests {
             defer { b.destroy() }
             let tidB = try #require(b.thingID)
             #expect(ct_start(b.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tidB, timeoutMs: 10_000), "logs:\n\(b.logs)")
+            #expect(env.hub.waitForOnline(tidB, timeoutMs: 30_000), "logs:\n\(b.logs)")
             let topicB = try StoredIdentity(storage: env.storage("b")).topic
             let a = try CertificateModeTests.certThing(env, storage: "a")
             try #require(ct_onboard(a.ct, "AC-A", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok, "\(a.logs)")
@@ -411,11 +411,11 @@ struct ClaimCertificateTests {
                 Self.onboarding("AC-FLOOD-\(i)", csr: nil, requestID: "f\(i)"))
         }
         #expect(
-            poll(timeoutMs: 15_000) {
+            poll(timeoutMs: 30_000) {
                 String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(
                     #"thingif_hub_bootstrap_dropped_total{reason="budget"} 5"#)
             })
-        #expect(poll(timeoutMs: 10_000) { p.messages(on: resp).count == 3 })
+        #expect(poll(timeoutMs: 30_000) { p.messages(on: resp).count == 3 })
         try env.expectAlive(tid)
         #expect(p.messages(on: resp).count == 3)
     }
@@ -435,7 +435,7 @@ struct ClaimCertificateTests {
             options.claimsOnly = true
             let hub = try #require(FrameworkSide(options, store: MemoryStore(secrets: .fastForTests)))
             defer { hub.stop() }
-            try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+            try #require(hub.start(timeoutMs: 30_000), "\(hub.startProblem ?? "")")
             #expect(!CertificateModeTests.pluginClients(env.broker).contains(Env.appID))
             let after = try MqttProbe.bootstrap(port: env.broker.port)
             defer { after.stop() }

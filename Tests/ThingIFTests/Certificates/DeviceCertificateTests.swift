@@ -59,7 +59,7 @@ struct DeviceCertificateTests {
             #expect(t.logContains("the framework signed no client certificate"), "logs:\n\(t.logs)")
             let tid = try #require(t.thingID)
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)")
             t.destroy()
 
             // Another onboarding on the same storage dir reuses the key.
@@ -134,7 +134,7 @@ struct DeviceCertificateTests {
             done.signal()
         }
         var request: MqttClient.Message?
-        poll(timeoutMs: 10_000) {
+        poll(timeoutMs: 30_000) {
             request = responder.messages().first { $0.topic.hasSuffix("/onboardings") }
             return request != nil
         }
@@ -168,7 +168,7 @@ struct DeviceCertificateTests {
         #expect((identity["mqttEndpoint"] as? [String: Any])?["clientCertificate"] as? String == certificate)
 
         #expect(ct_start(t.ct) == RC.ok)
-        #expect(poll(timeoutMs: 10_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
+        #expect(poll(timeoutMs: 30_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
         #expect(t.logContains("authenticates with the client certificate \(dir)/thing-cert.pem"), "logs:\n\(t.logs)")
         t.destroy()
         scene.broker.stop()
@@ -200,7 +200,7 @@ struct DeviceCertificateTests {
         #expect(try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8) == certificate)
         #expect(fileMode(dir + "/thing-cert.pem") == 0o600)
         #expect(ct_start(t.ct) == RC.ok)
-        #expect(poll(timeoutMs: 10_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
+        #expect(poll(timeoutMs: 30_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
         #expect(t.destroy() == RC.ok)
 
         // Different (and readable by others): replaced, 0600 again.
@@ -211,7 +211,7 @@ struct DeviceCertificateTests {
         #expect(try String(contentsOfFile: dir + "/thing-cert.pem", encoding: .utf8) == certificate)
         #expect(fileMode(dir + "/thing-cert.pem") == 0o600)
         #expect(ct_start(t.ct) == RC.ok)
-        #expect(poll(timeoutMs: 10_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
+        #expect(poll(timeoutMs: 30_000) { t.isConnected }, "logs:\n\(t.logs)\nbroker:\n\(scene.broker.log)")
         t.destroy()
         scene.broker.stop()
         let log = scene.broker.log

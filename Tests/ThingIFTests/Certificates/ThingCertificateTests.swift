@@ -110,7 +110,7 @@ private func onboardOverMQTT(_ env: Env, _ vendorThingID: String, csr: String?) 
         kiiRequest(
             "POST", token: nil, contentType: MediaType.onboardingByThing, requestID: "cert-1",
             body: try onboardingBody(vendorThingID, csr: csr)), correlation: "cert-1")
-    let m = try #require(boot.waitForMessage(on: replies, timeoutMs: 20_000), "no answer to the onboarding")
+    let m = try #require(boot.waitForMessage(on: replies, timeoutMs: 30_000), "no answer to the onboarding")
     let r = try #require(KiiResponse.decode(m.payload))
     return (r.status, parseObject(r.bodyText) ?? [:])
 }

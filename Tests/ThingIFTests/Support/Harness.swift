@@ -208,7 +208,7 @@ final class Env {
             throw HarnessError("cannot create the framework side")
         }
         hub = h
-        guard hub.start(timeoutMs: 10_000) else {
+        guard hub.start(timeoutMs: 30_000) else {
             hub.stop()
             try? FileManager.default.removeItem(atPath: root)
             throw HarnessError(

@@ -116,7 +116,7 @@ final class PostgresServer: @unchecked Sendable {
         self.directory = dir
         self.pid = child
         // Up when it answers a query (bounded: 20 s).
-        let up = poll(timeoutMs: 20_000) { [self] in
+        let up = poll(timeoutMs: 30_000) { [self] in
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child { return true }
             return (try? psql("SELECT 1")) != nil

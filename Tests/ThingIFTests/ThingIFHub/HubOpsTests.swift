@@ -159,7 +159,7 @@ struct HubOpsTests {
             #expect(
                 await offPool { stream.waitFor("\"commandID\":\"\(failed)\"") && stream.text.contains(done) },
                 "stream: \(stream.text)")
-            #expect(await offPool { poll(timeoutMs: 10_000) { hook.bodies.withLock { $0.count } == 2 } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { hook.bodies.withLock { $0.count } == 2 } })
 
             let name = "thingif_hub_notifications_total"
             func count(_ m: Exposition, _ channel: String, _ outcome: String) -> Double {
@@ -188,7 +188,7 @@ struct HubOpsTests {
             let logs = e.logs
             #expect(
                 await offPool {
-                    poll(timeoutMs: 10_000) { logs.withLock { $0.contains { $0.contains("webhook of") } } }
+                    poll(timeoutMs: 30_000) { logs.withLock { $0.contains { $0.contains("webhook of") } } }
                 },
                 "\(logs.withLock { $0 })")
             #expect(!logs.withLock { $0.contains { $0.contains("no open event stream") } }, "\(logs.withLock { $0 })")
@@ -259,7 +259,7 @@ struct HubOpsTests {
                 .get()
             defer { watcher.stop() }
             let present = await offPool {
-                poll(timeoutMs: 10_000) { retained.allSatisfy { watcher.payloads(on: $0).contains { !$0.isEmpty } } }
+                poll(timeoutMs: 30_000) { retained.allSatisfy { watcher.payloads(on: $0).contains { !$0.isEmpty } } }
             }
             #expect(present, "retained: \(retained.map { ($0, watcher.payloads(on: $0)) })")
 
@@ -283,7 +283,7 @@ struct HubOpsTests {
                     Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: e.hub.store))
             let otherEvents = Locked<[String]>([])
             other.onEvent = { line in otherEvents.withLock { $0.append(line) } }
-            #expect(await offPool { other.start(timeoutMs: 10_000) }, "\(other.startProblem ?? "")")
+            #expect(await offPool { other.start(timeoutMs: 30_000) }, "\(other.startProblem ?? "")")
             defer { other.stop() }
             #expect(await offPool { other.waitForOnline(tid, timeoutMs: 30_000) })
 
@@ -314,7 +314,7 @@ struct HubOpsTests {
             // Each retained topic was emptied (what makes Home Assistant
             // remove the entity), and a new subscriber finds none of them.
             let emptied = await offPool {
-                poll(timeoutMs: 10_000) { retained.allSatisfy { watcher.payloads(on: $0).last == "" } }
+                poll(timeoutMs: 30_000) { retained.allSatisfy { watcher.payloads(on: $0).last == "" } }
             }
             #expect(emptied, "last payloads: \(retained.map { ($0, watcher.payloads(on: $0).last ?? "-") })")
             let late = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: retained) } }
@@ -460,7 +460,7 @@ struct HubOpsTests {
             #expect((actions?.first?["setPresetTemperature"] as? [String: Any])?["presetTemperature"] as? Int == 22)
             // The thing's state upload reaches the state topic.
             let stateSeen = await offPool {
-                poll(timeoutMs: 10_000) {
+                poll(timeoutMs: 30_000) {
                     ha.messages(on: stateTopic).contains {
                         parseObject(String(decoding: $0.payload, as: UTF8.self))?["presetTemperature"] as? Int == 22
                     }
@@ -492,7 +492,7 @@ struct HubOpsTests {
             // The appliance stops: availability flips to offline.
             await offPool { _ = t.destroy() }
             let offline = await offPool {
-                poll(timeoutMs: 10_000) {
+                poll(timeoutMs: 30_000) {
                     ha.messages(on: availabilityTopic).last.map { String(decoding: $0.payload, as: UTF8.self) }
                         == "offline"
                 }
@@ -555,7 +555,7 @@ struct HubOpsTests {
 
         // The thing came online: its config, from the file's mapping.
         #expect(
-            poll(timeoutMs: 15_000) { listener.payloads(on: configTopic).contains { !$0.isEmpty } },
+            poll(timeoutMs: 30_000) { listener.payloads(on: configTopic).contains { !$0.isEmpty } },
             "no config; hub:\n\(readText(hubLog))\nheater:\n\(heater.log)")
         let text = try #require(listener.payloads(on: configTopic).first { !$0.isEmpty })
         let doc = try JSON.parse(text).get()
@@ -571,7 +571,7 @@ struct HubOpsTests {
         r = try thingif("thing", "delete", thingID)
         #expect(r.status == 0 && r.output.contains("thing \(thingID) deleted"), "\(r.output)")
         #expect(
-            poll(timeoutMs: 10_000) { listener.payloads(on: configTopic).last == "" },
+            poll(timeoutMs: 30_000) { listener.payloads(on: configTopic).last == "" },
             "\(listener.payloads(on: configTopic))")
         r = try thingif("state", "get", thingID)
         #expect(r.status == 1 && r.output.contains("HTTP 404"), "\(r.output)")

@@ -179,7 +179,7 @@ struct SecurityTests {
             #expect(env.hub.results(of: cid) == nil)
             // A comes online and runs it: its real results are the ones kept.
             #expect(ct_start(a.ct) == RC.ok)
-            let results = try env.results(of: cid, timeoutMs: 10_000)
+            let results = try env.results(of: cid, timeoutMs: 30_000)
             #expect(results.map(\.succeeded) == [true])
         }
     }
@@ -248,7 +248,7 @@ struct SecurityTests {
             options.requestRatePerSecond = 1
             options.requestBurst = 20
             let hub = try #require(FrameworkSide(options, store: env.hub.store))
-            try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+            try #require(hub.start(timeoutMs: 30_000), "\(hub.startProblem ?? "")")
             defer { hub.stop() }
             let (thingB, replies, topic) = try thingClient(env, b)
             defer { thingB.stop() }
@@ -336,7 +336,7 @@ struct SecurityTests {
         options.brokerPort = broker.tlsPort
         options.brokerTLS = FrameworkSide.TLSFiles(caFile: broker.caFile)
         let hub = try #require(FrameworkSide(options))
-        #expect(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+        #expect(hub.start(timeoutMs: 30_000), "\(hub.startProblem ?? "")")
         hub.stop()
         // Mutual TLS: with the client certificate on the listener that requires one.
         options.brokerPort = broker.mtlsPort
@@ -344,7 +344,7 @@ struct SecurityTests {
             caFile: broker.caFile, certFile: BrokerSecrets.clientCert,
             keyFile: BrokerSecrets.clientKey)
         let mutual = try #require(FrameworkSide(options))
-        #expect(mutual.start(timeoutMs: 10_000), "\(mutual.startProblem ?? "")")
+        #expect(mutual.start(timeoutMs: 30_000), "\(mutual.startProblem ?? "")")
         mutual.stop()
         // The server's own certificate as the CA: verification fails.
         options.brokerPort = broker.tlsPort

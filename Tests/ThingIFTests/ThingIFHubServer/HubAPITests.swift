@@ -212,12 +212,12 @@ struct HubAPITests {
 
             #expect(await offPool { stream.waitFor("\"commandID\":\"\(cid)\"") }, "stream: \(stream.text)")
             #expect(stream.text.contains("event: command\ndata: {"))
-            #expect(await offPool { poll(timeoutMs: 10_000) { !listener.payloads(on: topic).isEmpty } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { !listener.payloads(on: topic).isEmpty } })
             let m = try #require(parseObject(listener.payloads(on: topic).first))
             #expect(m["commandID"] as? String == cid)
             #expect(m["thingID"] as? String == tid)
             #expect(m["commandState"] as? String == "DONE")
-            #expect(await offPool { poll(timeoutMs: 10_000) { !hook.bodies.withLock { $0.isEmpty } } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { !hook.bodies.withLock { $0.isEmpty } } })
             let w = try #require(parseObject(hook.bodies.withLock { $0.first }))
             #expect(w["commandID"] as? String == cid)
             #expect(w["commandState"] as? String == "DONE")
@@ -265,7 +265,7 @@ struct HubAPITests {
             _ = try await e.waitForFinished(tid, pcid, token: ptoken)
             _ = try await e.waitForFinished(tid, ncid, token: ntoken)
             let all = [pa.topic!, na.topic!, nb.topic!]
-            #expect(await offPool { poll(timeoutMs: 10_000) { all.allSatisfy { !listener.payloads(on: $0).isEmpty } } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { all.allSatisfy { !listener.payloads(on: $0).isEmpty } } })
             // Give a stray notification on pb time to arrive before checking none did.
             try await Task.sleep(nanoseconds: 500_000_000)
             #expect(listener.payloads(on: pb.topic!).isEmpty)

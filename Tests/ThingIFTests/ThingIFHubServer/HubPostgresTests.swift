@@ -76,7 +76,7 @@ struct HubOnPostgresTests {
         // store's putState, which authorises and writes in one statement),
         // with its samples.
         #expect(
-            poll(timeoutMs: 10_000) { store.thing(id: thingID)?.state?.contains(#""fanSpeed":3"#) == true },
+            poll(timeoutMs: 30_000) { store.thing(id: thingID)?.state?.contains(#""fanSpeed":3"#) == true },
             "\(store.thing(id: thingID)?.state ?? "nil")\naircon:\n\(aircon.log)")
         #expect(store.stateHistory(thingID: thingID, from: 0, to: .max).count >= 2)
         #expect(readText(hubLog).contains("cannot open") == false)
@@ -147,7 +147,7 @@ struct TwoHubsOnPostgresTests {
                 environment: ["THINGIF_HUB_URL": urlB, "THINGIF_TOKEN": token, "THINGIF_CONFIG": root + "/none.json"],
                 logPath: watchB))
         for w in [watchA, watchB] {
-            #expect(poll(timeoutMs: 10_000) { readText(w).contains("watching \(thingID)") }, "\(readText(w))")
+            #expect(poll(timeoutMs: 30_000) { readText(w).contains("watching \(thingID)") }, "\(readText(w))")
         }
 
         let count = 8
@@ -168,7 +168,7 @@ struct TwoHubsOnPostgresTests {
         // ... and both hubs' event streams showed every command.
         for w in [watchA, watchB] {
             #expect(
-                poll(timeoutMs: 10_000) { shown(w) == count },
+                poll(timeoutMs: 30_000) { shown(w) == count },
                 "handled by A: \(handled(logA)), by B: \(handled(logB))\n\(readText(w))")
         }
     }
@@ -212,7 +212,7 @@ struct TwoHubsOnPostgresTests {
         #expect(hubB.notifications.sweep(now: now + StoreRules.notificationGraceMs - 1).isEmpty)
         #expect(hubB.notifications.sweep(now: now + StoreRules.notificationGraceMs) == ["c-lost"])
         #expect(
-            poll(timeoutMs: 10_000) { hook.bodies.withLock { $0 }.count == 1 }, "\(hook.bodies.withLock { $0 })")
+            poll(timeoutMs: 30_000) { hook.bodies.withLock { $0 }.count == 1 }, "\(hook.bodies.withLock { $0 })")
         let body = try #require(parseObject(hook.bodies.withLock { $0 }.first))
         #expect(body["commandID"] as? String == "c-lost" && body["commandState"] as? String == "DONE")
         // Sent and marked: no sweep sends it again, here or on another hub.

@@ -179,7 +179,7 @@ struct HubSecurityTests {
                 webhookURL: "http://localhost:\(byName.port)/hook")
             let cid = try await e.postCommand(tid, token: token, userID: uid)
             _ = try await e.waitForFinished(tid, cid, token: token)
-            #expect(await offPool { poll(timeoutMs: 10_000) { !bouncer.bodies.withLock { $0.isEmpty } } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { !bouncer.bodies.withLock { $0.isEmpty } } })
             #expect(
                 await offPool {
                     poll(timeoutMs: 30_000) { e.logs.withLock { $0.contains { $0.contains("refused") } } }
@@ -196,7 +196,7 @@ struct HubSecurityTests {
             let cid2 = try await e.postCommand(tid, token: token, userID: uid)
             #expect(
                 await offPool {
-                    poll(timeoutMs: 10_000) { e.hub.requests.dropFirst(before).contains { $0.status == 401 } }
+                    poll(timeoutMs: 30_000) { e.hub.requests.dropFirst(before).contains { $0.status == 401 } }
                 }, "\(e.hub.requests.dropFirst(before).map { "\($0.method) \($0.path) \($0.status)" })")
             #expect(e.hub.store.command(id: cid2)?.results == nil)
         }

@@ -207,7 +207,7 @@ struct DeviceAutomationTests {
                 broker2.stop()
                 broker2.removeFiles()
             }
-            let results = try env.results(of: cid, timeoutMs: 15_000)
+            let results = try env.results(of: cid, timeoutMs: 30_000)
             #expect(results.count == 3 && results.allSatisfy { $0.succeeded })
             let put = try #require(env.hub.requests.first { $0.path == "targets/thing:\(tid)/commands/\(cid)" })
             #expect(parseObject(put.body)?["firedByTriggerID"] as? String == "offline")

@@ -420,7 +420,7 @@ struct DeviceSecurityTests {
             try #require(rc == RC.ok, "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
             let tid = try #require(t.thingID)
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(env.hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
+            #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
             try env.expectAlive(tid)
             let topic = try mqttTopic(env, tid)
             t.destroy()
@@ -445,7 +445,7 @@ struct DeviceSecurityTests {
             // The tests' password hashing, as Env's hub: the production
             // cost made this onboarding miss its 5 s on a busy machine.
             let hub = try #require(FrameworkSide(options, store: MemoryStore(secrets: .fastForTests)))
-            try #require(hub.start(timeoutMs: 10_000), "hub: \(hub.startProblem ?? "?")")
+            try #require(hub.start(timeoutMs: 30_000), "hub: \(hub.startProblem ?? "?")")
             defer { hub.stop() }
 
             // Without the client certificate: refused, and no session.
@@ -463,7 +463,7 @@ struct DeviceSecurityTests {
                 "logs:\n\(t.logs)")
             let tid = try #require(t.thingID)
             #expect(ct_start(t.ct) == RC.ok)
-            #expect(hub.waitForOnline(tid, timeoutMs: 10_000), "logs:\n\(t.logs)")
+            #expect(hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)")
             let id = try #require(
                 hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOn))
             let text = try #require(hub.waitForResults(of: id, timeoutMs: 30_000), "logs:\n\(t.logs)")

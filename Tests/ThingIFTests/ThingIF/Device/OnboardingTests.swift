@@ -222,9 +222,9 @@ struct ConnectionTests {
             poll { t.logContains("connection to the broker lost") || t.logContains("disconnected from the broker") })
         restarted = try env.broker.restarted()
         // Both the thing and the framework side come back on their own.
-        #expect(poll(timeoutMs: 10_000) { t.isConnected && env.hub.delivery.isOnline(tid) }, "\(t.logs)")
+        #expect(poll(timeoutMs: 30_000) { t.isConnected && env.hub.delivery.isOnline(tid) }, "\(t.logs)")
         #expect(
-            poll(timeoutMs: 10_000) {
+            poll(timeoutMs: 30_000) {
                 guard
                     let id = env.hub.sendCommand(
                         to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.powerOff)

@@ -316,10 +316,10 @@ struct ReliabilityTests {
                 broker2.stop()
                 broker2.removeFiles()
             }
-            #expect(poll(timeoutMs: 10_000) { t.isConnected }, "no reconnect; logs:\n\(t.logs)")
+            #expect(poll(timeoutMs: 30_000) { t.isConnected }, "no reconnect; logs:\n\(t.logs)")
             #expect(env.hub.results(of: id) == nil)
             #expect(ct_complete_deferred(t.ct, "turnPower", nil, #"{"after":"reconnect"}"#) == RC.ok)
-            let results = try env.results(of: id, timeoutMs: 10_000)
+            let results = try env.results(of: id, timeoutMs: 30_000)
             #expect(results.map(\.succeeded) == [true])
             #expect(results.first?.data?["after"] as? String == "reconnect")
         }
@@ -373,7 +373,7 @@ struct ReliabilityTests {
                 broker2.removeFiles()
             }
             let (t2, _) = try env.onlineAircon()
-            let results = try env.results(of: id, timeoutMs: 10_000)
+            let results = try env.results(of: id, timeoutMs: 30_000)
             #expect(results.map(\.succeeded) == [true])
             #expect(t2.records.map(\.commandID) == [id])
         }
@@ -536,7 +536,7 @@ private func startHub(_ env: Env, advertisedPort: Int? = nil, store: HubStore = 
     else {
         throw HarnessError("cannot create a framework side")
     }
-    guard hub.start(timeoutMs: 10_000) else {
+    guard hub.start(timeoutMs: 30_000) else {
         hub.stop()
         throw HarnessError("the framework side did not start: \(hub.startProblem ?? "?")")
     }

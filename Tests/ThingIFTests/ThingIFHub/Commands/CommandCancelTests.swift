@@ -107,12 +107,12 @@ struct CommandCancelTests {
             let hub = e.hub
             _ = await offPool { () -> Bool in
                 thing.destroy()
-                return poll(timeoutMs: 10_000) { !hub.delivery.isOnline(tid) }
+                return poll(timeoutMs: 30_000) { !hub.delivery.isOnline(tid) }
             }
             let back = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl")
             let payload = try #require(hub.store.command(id: second)?.payload)
             #expect(hub.delivery.publish(Array(payload.utf8), to: tid))
-            #expect(await offPool { poll(timeoutMs: 10_000) { back.logContains("command \(second) arrived again") } })
+            #expect(await offPool { poll(timeoutMs: 30_000) { back.logContains("command \(second) arrived again") } })
             let probe = try await e.postCommand(tid, token: token, userID: uid)
             _ = try await e.waitForFinished(tid, probe, token: token)
             #expect(!back.records.contains { $0.commandID == second }, "\(back.records.map(\.commandID))")

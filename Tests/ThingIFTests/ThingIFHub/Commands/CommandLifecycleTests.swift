@@ -42,7 +42,7 @@ struct CommandLifecycleTests {
         let hub = e.hub
         let gone = await offPool { () -> Bool in
             t.destroy()
-            return poll(timeoutMs: 10_000) { !hub.delivery.isOnline(tid) }
+            return poll(timeoutMs: 30_000) { !hub.delivery.isOnline(tid) }
         }
         try #require(gone, "the hub did not see \(tid) go offline")
     }
@@ -81,7 +81,7 @@ struct CommandLifecycleTests {
             #expect(ended["endReason"] as? String == "expired")
             #expect(ended["actionResults"] == nil)
             #expect(
-                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
+                await offPool { poll(timeoutMs: 30_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
             )
             let note = try #require(parseObject(listener.payloads(on: topic).first { $0.contains(cid) }))
             #expect(note["commandState"] as? String == "EXPIRED" && note["endReason"] as? String == "expired")
@@ -124,7 +124,7 @@ struct CommandLifecycleTests {
             let unknown = try await e.call("POST", "\(e.target(tid))/commands/cmd-nope/cancel", token: token)
             #expect(unknown.status == 404 && unknown.errorCode == "COMMAND_NOT_FOUND")
             #expect(
-                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
+                await offPool { poll(timeoutMs: 30_000) { listener.payloads(on: topic).contains { $0.contains(cid) } } }
             )
             let note = try #require(parseObject(listener.payloads(on: topic).first { $0.contains(cid) }))
             #expect(note["commandState"] as? String == "CANCELLED")
@@ -191,7 +191,7 @@ struct CommandLifecycleTests {
             }
             #expect(endedB["endReason"] as? String == "unanswered")
             #expect(
-                await offPool { poll(timeoutMs: 10_000) { listener.payloads(on: topic).contains { $0.contains(b) } } })
+                await offPool { poll(timeoutMs: 30_000) { listener.payloads(on: topic).contains { $0.contains(b) } } })
 
             // The device ran it after all: its results are recorded and decide the state.
             let answer =
@@ -209,7 +209,7 @@ struct CommandLifecycleTests {
             #expect((late.json["actionResults"] as? [Any])?.count == 3)
             #expect(
                 await offPool {
-                    poll(timeoutMs: 10_000) {
+                    poll(timeoutMs: 30_000) {
                         listener.payloads(on: topic).contains { $0.contains(b) && $0.contains("INCOMPLETE") }
                     }
                 })

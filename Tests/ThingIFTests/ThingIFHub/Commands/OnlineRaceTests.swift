@@ -26,7 +26,7 @@ struct OnlineRaceTests {
         }
         let options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
         let hub = try #require(FrameworkSide(options, store: try makeHubStore(dir + "/hub.sqlite")))
-        try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+        try #require(hub.start(timeoutMs: 30_000), "\(hub.startProblem ?? "")")
         defer { hub.stop() }
         guard
             case .success(let thing) = hub.store.registerThing(

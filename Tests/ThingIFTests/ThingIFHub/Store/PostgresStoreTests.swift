@@ -159,7 +159,7 @@ struct PostgresStoreTests {
             }
             #expect(waiting, "the racer never waited on the row lock")
             _ = try otherHub.run("COMMIT", [])
-            #expect(poll(timeoutMs: 10_000) { raced.withLock { $0 } != nil })
+            #expect(poll(timeoutMs: 30_000) { raced.withLock { $0 } != nil })
             if case .found = raced.withLock({ $0 }) { Issue.record("written over a state it did not read") }
             #expect(s.thing(id: t.thingID)?.state == #"{"b":3}"#)
             #expect(samples(t.thingID) == 2)

@@ -110,10 +110,10 @@ struct SQLiteCheckpointTests {
         worker.start()
         inCheckpoint.wait()
         // The worker's checkpoint ends only once the backstop waits for it
-        // (or after 10 s, when the expectations below fail). A thread of
+        // (or after 30 s, when the expectations below fail). A thread of
         // its own: Dispatch's pool can be busy with the rest of the suite.
         Thread {
-            _ = poll(timeoutMs: 10_000) { c.counts.waits > 0 }
+            _ = poll(timeoutMs: 30_000) { c.counts.waits > 0 }
             release.signal()
         }.start()
         calls = 0

@@ -37,7 +37,7 @@ struct HubFloodTests {
             ran.withLock { $0 += 1 }
         }
         #expect(pool.trySubmit(job))
-        #expect(poll(timeoutMs: 10_000) { pool.running == 1 })
+        #expect(poll(timeoutMs: 30_000) { pool.running == 1 })
         #expect(pool.trySubmit(job) && pool.trySubmit(job))
         // One runs, two wait: the next is refused.
         #expect(pool.running == 1 && pool.waiting == 2)
@@ -45,7 +45,7 @@ struct HubFloodTests {
         #expect(pool.refused == 1)
         #expect(pool.retryAfterSeconds >= 1)
         gate.release(3)
-        #expect(poll(timeoutMs: 10_000) { ran.withLock { $0 } == 3 })
+        #expect(poll(timeoutMs: 30_000) { ran.withLock { $0 } == 3 })
         #expect(pool.runAndWait { 42 } == 42)
     }
 
@@ -64,9 +64,9 @@ struct HubFloodTests {
             // Fill the pool: one job runs, one waits.
             let gate = Gate()
             #expect(e.hub.costly.trySubmit { gate.hold() })
-            #expect(poll(timeoutMs: 10_000) { e.hub.costly.running == 1 })
+            #expect(poll(timeoutMs: 30_000) { e.hub.costly.running == 1 })
             #expect(e.hub.costly.trySubmit { gate.hold() })
-            #expect(poll(timeoutMs: 10_000) { e.hub.costly.running == 1 && e.hub.costly.waiting == 1 })
+            #expect(poll(timeoutMs: 30_000) { e.hub.costly.running == 1 && e.hub.costly.waiting == 1 })
             let start = Date()
             let signUp = try await e.call(
                 "POST", "\(e.api)/users", json: ["loginName": "floody", "password": "pw-floody"])
@@ -89,7 +89,7 @@ struct HubFloodTests {
                     body: #"{"vendorThingID":"AC-NEW","thingPassword":"pw"}"#), correlation: "b1")
             #expect(
                 await offPool {
-                    poll(timeoutMs: 10_000) {
+                    poll(timeoutMs: 30_000) {
                         String(decoding: e.hub.metrics.exposition(), as: UTF8.self).contains(
                             #"thingif_hub_bootstrap_dropped_total{reason="busy"} 1"#)
                     }
@@ -100,7 +100,7 @@ struct HubFloodTests {
             #expect(done["commandState"] as? String == "DONE")
             #expect(boot.messages(on: Topics.response(clientID: bootID)).isEmpty)
             gate.release(2)
-            #expect(poll(timeoutMs: 10_000) { e.hub.costly.running == 0 && e.hub.costly.waiting == 0 })
+            #expect(poll(timeoutMs: 30_000) { e.hub.costly.running == 0 && e.hub.costly.waiting == 0 })
             let again = try await e.call(
                 "POST", "\(e.api)/users", json: ["loginName": "floody", "password": "pw-floody"])
             #expect(again.status == 201, "\(again.text)")
@@ -286,11 +286,11 @@ struct HubFloodTests {
                     body: #"{"vendorThingID":"AC-GUESS-\#(i)","thingPassword":"pw"}"#), correlation: "r\(i)")
         }
         #expect(
-            poll(timeoutMs: 15_000) {
+            poll(timeoutMs: 30_000) {
                 String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(
                     #"thingif_hub_bootstrap_dropped_total{reason="budget"} 5"#)
             })
-        #expect(poll(timeoutMs: 10_000) { boot.messages().count == 3 })
+        #expect(poll(timeoutMs: 30_000) { boot.messages().count == 3 })
         // Things' own topics are not on that budget.
         try env.expectAlive(tid)
         #expect(boot.messages().count == 3)

@@ -72,7 +72,7 @@ struct OneCommitTests {
             let options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: broker)
             let hub = try #require(FrameworkSide(options, store: store))
             self.hub = hub
-            try #require(hub.start(timeoutMs: 10_000), "\(hub.startProblem ?? "")")
+            try #require(hub.start(timeoutMs: 30_000), "\(hub.startProblem ?? "")")
             let (thing, topic) = try Self.thing("AC-ONE-COMMIT", in: hub.store)
             (self.thing, self.topic) = (thing, topic)
             commands = try (0..<n).map { i in
@@ -283,7 +283,7 @@ struct OneCommitTests {
             FrameworkSide(
                 Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: rig.broker),
                 store: try PostgresStore(url: postgres.url, secrets: .fastForTests)))
-        try #require(hub2.start(timeoutMs: 10_000), "\(hub2.startProblem ?? "")")
+        try #require(hub2.start(timeoutMs: 30_000), "\(hub2.startProblem ?? "")")
         defer {
             hub2.stop()
             (hub2.store as? PostgresStore)?.close()
@@ -304,7 +304,7 @@ struct OneCommitTests {
         }
         first.start()
         hub2.thingRequests.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")])
-        #expect(poll(timeoutMs: 10_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
+        #expect(poll(timeoutMs: 30_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
         #expect(rig.replies() == ["a1": 204, "a2": 204])
         #expect(rig.replies(on: other.1) == ["b1": 204, "b2": 204])
         let undone = events.withLock { $0 }.filter { $0.contains("each handled again alone") }
