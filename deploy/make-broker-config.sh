@@ -169,7 +169,8 @@ fi
 # certificate listener, a claim listener or no plugin. The things' patterns: a thing's client ID and username are
 # its mqttTopic, the CN of its certificate; the same rules as the hub gives
 # a thing with a password (BrokerAdmin.thingACLs): read its command topic,
-# its replies and its configuration; write its requests and its status.
+# its replies and its configuration; write its requests and its status;
+# and a gateway's two: read its end nodes' commands, write their statuses.
 # mosquitto 2.0.11 asks this file whenever the plugin has no rule of its
 # own for a client (the plugin's default deny defers), and the file allows
 # every subscription; so every role the hub makes ends in a deny of the
@@ -199,6 +200,12 @@ if [ -n "$cert_port$claim_port" ] || $no_plugin; then
       echo "pattern write p/%u/status"
       echo "pattern write p/%u/thing-if/#"
       echo "pattern write p/%u/api/#"
+      echo "# A gateway's end nodes (docs/GATEWAYS.md §4.3): their commands from the hub, their"
+      echo "# statuses from the gateway, under its own name. A pattern knows no layout, so"
+      echo "# every thing certificate has them; the hub writes end-node commands for a"
+      echo "# gateway's own end nodes only."
+      echo "pattern read p/%u/end-nodes/+/commands"
+      echo "pattern write p/%u/end-nodes/+/status"
       echo "# Claim certificates (CN = claim.APPID.BATCH, fleet provisioning, the claim"
       echo "# listener): one onboarding request and its answer, under the CN and the client's"
       echo "# own ID, so that devices sharing a claim certificate read no other's answer."

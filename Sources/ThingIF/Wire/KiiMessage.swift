@@ -186,6 +186,21 @@ public enum Topics {
     /// The thing's availability topic: retained "online" / "offline".
     public static func status(clientID: String) -> String { str("p/\(clientID)/status") }
 
+    // MARK: a gateway's end nodes (docs/GATEWAYS.md §4.1)
+
+    /// Where the hub sends the gateway `clientID` the commands, cancels and
+    /// membership events of its end node `endNode`: p/{clientID}/end-nodes/{endNode}/commands.
+    /// `endNode` "+" names every end node, as in a subscription or a broker rule.
+    public static func endNodeCommands(clientID: String, endNode: String) -> String {
+        str("p/\(clientID)/end-nodes/\(endNode)/commands")
+    }
+
+    /// Where the gateway `clientID` says, retained, whether its end node
+    /// `endNode` is reachable: p/{clientID}/end-nodes/{endNode}/status.
+    public static func endNodeStatus(clientID: String, endNode: String) -> String {
+        str("p/\(clientID)/end-nodes/\(endNode)/status")
+    }
+
     // MARK: fleet provisioning by claim (docs/PROTOCOL.md §4.3)
 
     /// A claim certificate's CN begins so: `claim.{appID}.{batch}`. No

@@ -218,9 +218,12 @@ public final class BrokerAdmin: @unchecked Sendable {
         return l
     }
 
-    /// The rules of a thing installation whose client ID is `topic`.
-    public static func thingACLs(topic: String, appID: String) -> [JSON] {
-        [
+    /// The rules of a thing installation whose client ID is `topic`; a
+    /// gateway's (`gateway`) also reads its end nodes' command topics and
+    /// writes their status topics, under its own client ID only
+    /// (docs/GATEWAYS.md §4.3). No end node has a role of its own.
+    public static func thingACLs(topic: String, appID: String, gateway: Bool = false) -> [JSON] {
+        var rules = [
             acl("subscribeLiteral", topic, allow: true),
             acl("subscribeLiteral", Topics.response(clientID: topic), allow: true),
             acl("subscribeLiteral", Topics.config(clientID: topic), allow: true),
@@ -230,6 +233,13 @@ public final class BrokerAdmin: @unchecked Sendable {
             acl("publishClientSend", Topics.request(clientID: topic, api: .kii, appID: appID, path: "#"), allow: true),
             acl("publishClientSend", Topics.status(clientID: topic), allow: true)
         ]
+        if gateway {
+            rules += [
+                acl("subscribeLiteral", Topics.endNodeCommands(clientID: topic, endNode: "+"), allow: true),
+                acl("publishClientSend", Topics.endNodeStatus(clientID: topic, endNode: "+"), allow: true)
+            ]
+        }
+        return rules
     }
 
     /// The rules of bootstrap connections (the app's credentials). Without
@@ -318,11 +328,13 @@ public final class BrokerAdmin: @unchecked Sendable {
     }
 
     /// Makes (or re-keys) the broker client of a thing installation and
-    /// returns its new password; nil when the broker did not agree.
-    func thingCredentials(topic: String, appID: String) -> String? {
+    /// returns its new password; nil when the broker did not agree. A
+    /// gateway's role gets its end-node rules, also when a hub that did not
+    /// give them made the role.
+    func thingCredentials(topic: String, appID: String, gateway: Bool = false) -> String? {
         credentials(
             username: topic, role: BrokerAdmin.thingRole(topic: topic),
-            acls: BrokerAdmin.thingACLs(topic: topic, appID: appID))
+            acls: BrokerAdmin.thingACLs(topic: topic, appID: appID, gateway: gateway))
     }
 
     /// The same for an app's MQTT (push) installation, which reads `topic`.
@@ -343,9 +355,13 @@ public final class BrokerAdmin: @unchecked Sendable {
         return password
     }
 
-    /// Creates a client with its own role, or, when it exists already (a
-    /// restart, a re-onboarding, a changed app key), sets its password (the
-    /// plugin drops the old session). Returns what went wrong, nil on success.
+    /// Creates a client with its own role, or, when they exist already (a
+    /// restart, a re-onboarding, a changed app key or prefix), gives the
+    /// role every rule of `acls` (and the final deny) it lacks and sets the client's password
+    /// (the plugin drops the old session). The plugin keeps one rule per
+    /// type and topic ("ACL with this topic already exists"), so rules
+    /// given again do not pile up; none is taken away. Returns what went
+    /// wrong, nil on success.
     private func ensureClient(username: String, password: String, clientID: String?, role: String, acls: [JSON])
         -> String?
     {
@@ -366,15 +382,25 @@ public final class BrokerAdmin: @unchecked Sendable {
         if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
             return "the broker refused \(bad.command): \(bad.error ?? "")"
         }
+        var again: [JSON] = []
+        if out.first?.alreadyExists == true {
+            for a in acls + BrokerAdmin.denyTheRest {
+                let c = BrokerAdmin.command("addRoleACL", [("rolename", BrokerAdmin.str(role))])
+                for (k, v) in a.members { c.set(k, v) }
+                again.append(c)
+            }
+        }
         if out.last?.alreadyExists == true {
-            guard
-                let set = run([
-                    BrokerAdmin.command(
-                        "setClientPassword",
-                        [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))])
-                ]),
-                set.allSatisfy(\.isSuccess)
-            else { return "the broker refused a new password" }
+            again.append(
+                BrokerAdmin.command(
+                    "setClientPassword",
+                    [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))]))
+        }
+        if !again.isEmpty {
+            guard let set = run(again) else { return "no answer from the broker's dynamic-security plugin" }
+            if let bad = set.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
+                return "the broker refused \(bad.command): \(bad.error ?? "")"
+            }
         }
         return nil
     }
@@ -419,45 +445,10 @@ extension BrokerAdmin {
     /// Makes Home Assistant's client (any client ID) with `password`, or
     /// sets the password and the rules of one that exists. nil when done.
     func homeAssistantClient(username: String, password: String, prefix: String) -> String? {
-        let role = BrokerAdmin.homeAssistantRole(username: username)
-        let acls = BrokerAdmin.homeAssistantACLs(prefix: prefix)
-        guard
-            let out = run([
-                BrokerAdmin.command(
-                    "createRole",
-                    [("rolename", BrokerAdmin.str(role)), ("acls", BrokerAdmin.list(acls + BrokerAdmin.denyTheRest))]
-                ),
-                BrokerAdmin.command(
-                    "createClient",
-                    [
-                        ("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password)),
-                        ("roles", BrokerAdmin.roles([role]))
-                    ])
-            ])
-        else { return "no answer from the broker's dynamic-security plugin" }
-        if let bad = out.first(where: { !$0.isSuccess && !$0.alreadyExists }) {
-            return "cannot make Home Assistant's client: \(bad.command): \(bad.error ?? "")"
-        }
-        var again: [JSON] = []
-        if out.first?.alreadyExists == true {
-            // The prefix may have changed: the role's rules are made anew.
-            for a in acls {
-                let c = BrokerAdmin.command("addRoleACL", [("rolename", BrokerAdmin.str(role))])
-                for (k, v) in a.members { c.set(k, v) }
-                again.append(c)
-            }
-        }
-        if out.last?.alreadyExists == true {
-            again.append(
-                BrokerAdmin.command(
-                    "setClientPassword",
-                    [("username", BrokerAdmin.str(username)), ("password", BrokerAdmin.str(password))]))
-        }
-        if !again.isEmpty {
-            guard let set = run(again), set.allSatisfy({ $0.isSuccess || $0.alreadyExists }) else {
-                return "cannot update Home Assistant's client"
-            }
-        }
-        return nil
+        ensureClient(
+            username: username, password: password, clientID: nil,
+            role: BrokerAdmin.homeAssistantRole(username: username),
+            acls: BrokerAdmin.homeAssistantACLs(prefix: prefix)
+        ).map { "cannot make Home Assistant's client: \($0)" }
     }
 }

@@ -45,7 +45,8 @@ public final class ThingInstallations: @unchecked Sendable {
     /// The endpoint of an installation with fresh broker credentials: the
     /// broker client `topic`, bound to client ID `topic`, gets a new random
     /// password each time the endpoint is handed out (the old one stops
-    /// working), so the hub stores none. nil when the broker refuses.
+    /// working), so the hub stores none. A gateway's client also gets its
+    /// end nodes' topics (BrokerAdmin.thingACLs). nil when the broker refuses.
     ///
     /// With `certificate` (PEM, signed for `topic` by the things' CA) the
     /// endpoint carries it instead: username `topic`, an empty password,
@@ -60,7 +61,10 @@ public final class ThingInstallations: @unchecked Sendable {
             username = topic
             portSSL = options.advertisedCertPort ?? portSSL
         } else if let admin {
-            guard let pw = admin.thingCredentials(topic: topic, appID: options.appID) else { return nil }
+            guard
+                let pw = admin.thingCredentials(
+                    topic: topic, appID: options.appID, gateway: t.layoutPosition == .gateway)
+            else { return nil }
             username = topic
             password = pw
         }

@@ -224,6 +224,68 @@ struct CertificateModeTests {
         }
     }
 
+    @Test(
+        "endNodeCertificatePatterns: a thing certificate reads its own end-node commands and writes its own end-node statuses, nothing of another's"
+    )
+    func endNodeCertificatePatterns() throws {
+        try withEnv { env in
+            // Two things with certificates (the acl_file's patterns know no
+            // layout: what holds for them holds for gateways with certificates).
+            for (storage, vendor) in [("a", "GW-CERT-A"), ("b", "GW-CERT-B")] {
+                try Self.onboardedCertThing(env, storage: storage, vendorThingID: vendor, start: false).0.destroy()
+            }
+            let topicA = try Self.topic(env, storage: "a")
+            let topicB = try Self.topic(env, storage: "b")
+            func connect(_ storage: String, _ clientID: String) throws -> MqttProbe {
+                let dir = env.storage(storage)
+                let p = try MqttProbe(
+                    port: env.broker.certPort, clientID: clientID, username: nil, password: nil,
+                    tls: (ca: env.broker.caFile, cert: dir + "/thing-cert.pem", key: dir + "/thing-key.pem"))
+                try #require(p.isConnected, "broker:\n\(tail(env.broker.log))")
+                return p
+            }
+            let a = try connect("a", topicA)
+            let b = try connect("b", topicB)
+            let hub = try MqttProbe(
+                port: env.broker.port, clientID: "watch-" + randomHexString(4), username: env.broker.adminUsername,
+                password: env.broker.adminPassword)
+            defer { a.stop(); b.stop(); hub.stop() }
+            try #require(hub.subscribe("p/+/end-nodes/#") == 1)
+            let commandsA = Topics.endNodeCommands(clientID: topicA, endNode: "E1")
+            let statusA = Topics.endNodeStatus(clientID: topicA, endNode: "E1")
+            let commandsB = Topics.endNodeCommands(clientID: topicB, endNode: "F1")
+            // The acl_file grants any subscription and checks reading per
+            // message: what counts is what arrives.
+            _ = a.subscribe(Topics.endNodeCommands(clientID: topicA, endNode: "+"))
+            for filter in [
+                "#", "p/+/end-nodes/#", "p/\(topicA)/end-nodes/#",
+                Topics.endNodeCommands(clientID: topicA, endNode: "+")
+            ] {
+                _ = b.subscribe(filter)
+            }
+            let command =
+                #"{"commandID":"evil","schema":"Lamp","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
+            // B writes neither A's end-node commands nor their statuses; A not its own commands.
+            #expect(b.publishAcked(statusA, Array("online".utf8)) == 0x87)
+            #expect(b.publishAcked(commandsA, Array(command.utf8)) == 0x87)
+            #expect(a.publishAcked(commandsA, Array(command.utf8)) == 0x87)
+            // A writes its own end node's status.
+            let mine = a.publishAcked(statusA, Array("online".utf8))
+            #expect(mine.map { $0 < 0x80 } == true, "\(String(describing: mine))")
+            // The hub writes both command topics: each thing reads its own.
+            for topic in [commandsA, commandsB] {
+                #expect(hub.publishAcked(topic, Array(#"{"event":"probe"}"#.utf8)).map { $0 < 0x80 } == true)
+            }
+            #expect(a.waitForMessage(on: commandsA) != nil, "A did not read its end node's commands")
+            #expect(b.waitForMessage(on: commandsB) != nil, "B did not read its own end node's commands")
+            // B's own message came after A's was routed: what B read of A's is all it will.
+            #expect(!b.messages().contains { $0.topic.hasPrefix("p/\(topicA)/") }, "\(b.messages().map(\.topic))")
+            #expect(hub.waitForMessage(on: statusA) != nil)
+            let statuses = hub.messages().map(\.topic).filter { $0.hasSuffix("/status") }
+            #expect(statuses == [statusA], "\(statuses)")
+        }
+    }
+
     @Test("A thing's certificate cannot take over another thing's session: the broker makes the CN the client ID")
     func certificateCannotTakeOverSession() throws {
         try withEnv { env in

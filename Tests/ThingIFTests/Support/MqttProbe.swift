@@ -22,6 +22,7 @@ final class MqttProbe: @unchecked Sendable {
     private var connack: Int32?
     private var granted: [Int32: [Int32]] = [:]
     private var received: [MqttClient.Message] = []
+    private var acked: [Int32: Int32] = [:]
     private var disconnects = 0
 
     /// Connects (bounded wait) and returns the probe; `connackCode` tells
@@ -37,6 +38,7 @@ final class MqttProbe: @unchecked Sendable {
         client.onDisconnect = { [unowned self] _ in self.lock.withLock { self.disconnects += 1 } }
         client.onSubscribeGranted = { [unowned self] mid, codes in self.lock.withLock { self.granted[mid] = codes } }
         client.onMessage = { [unowned self] m in self.lock.withLock { self.received.append(m) } }
+        client.onPublished = { [unowned self] mid, code in self.lock.withLock { self.acked[mid] = code } }
         let rc = client.connect(host: "127.0.0.1", port: port, keepalive: 30)
         if rc == 0 {
             _ = client.startThread()
@@ -68,6 +70,20 @@ final class MqttProbe: @unchecked Sendable {
         client.publish(
             topic: topic, payload: payload, qos: 1, retain: retain, responseTopic: responseTopic,
             correlationData: correlation.map { Array($0.utf8) }) == 0
+    }
+
+    /// Publishes at QoS 1 and returns the PUBACK's reason code: 0, or 0x10
+    /// when nobody subscribes, for a message the broker took; 0x87 when its
+    /// rules refused it. nil when none came.
+    func publishAcked(_ topic: String, _ payload: [UInt8]) -> Int32? {
+        let (rc, mid) = client.publishTracked(topic: topic, payload: payload)
+        guard rc == 0 else { return nil }
+        var code: Int32?
+        poll(timeoutMs: 30_000) {
+            code = self.lock.withLock { self.acked[mid] }
+            return code != nil
+        }
+        return code
     }
 
     func messages(on topic: String? = nil) -> [MqttClient.Message] {

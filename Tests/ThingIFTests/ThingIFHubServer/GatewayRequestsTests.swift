@@ -28,6 +28,11 @@ struct GatewayRequestsTests {
 
     static func gateway(_ e: HubAPIEnv, _ vendor: String, uid: String, token: String) async throws -> Gateway {
         let id = try await EndNodeOwnerTests.gateway(e, vendor, owner: "user:\(uid)", token: token)
+        return try await onboardedByItself(e, vendor, id: id)
+    }
+
+    /// The gateway `id` (vendorThingID `vendor`, password "pw") onboards by itself: its identity.
+    static func onboardedByItself(_ e: HubAPIEnv, _ vendor: String, id: String) async throws -> Gateway {
         let body = #"{"vendorThingID":"\#(vendor)","thingPassword":"pw"}"#
         let r = try await e.call(
             "POST", "\(e.thingIF)/onboardings", body: Data(body.utf8), contentType: GatewayLayoutTests.byThing)

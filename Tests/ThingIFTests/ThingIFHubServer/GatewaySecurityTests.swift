@@ -5,13 +5,239 @@ import Testing
 import ThingIF
 import ThingIFHub
 
-/// The end-node twins of the attack tests (docs/GATEWAYS.md §6.2) that the
-/// owner's side over REST can meet: a stranger on another owner's gateway,
-/// the per-gateway cap under concurrent onboardings, budgets spent after
-/// authorisation, and guessing an end node's password. Each makes the
-/// attack, checks that it fails, and that the legitimate path still works.
-@Suite("Gateway security (owner's side)", .offPool)
+/// The end-node twins of the attack tests (docs/GATEWAYS.md §6.2) on the
+/// owner's side over REST (a stranger on another owner's gateway, the
+/// per-gateway cap under concurrent onboardings, budgets spent after
+/// authorisation, guessing an end node's password) and on the broker, with
+/// the production broker configuration (an end node's credentials, another
+/// gateway's or the bootstrap identity reading or writing a gateway's
+/// end-node topics). Each makes the attack, checks that it fails, and that
+/// the legitimate path still works. The gateway's own requests' twins are
+/// in GatewayRequestsTests.
+@Suite("Gateway security", .offPool)
 struct GatewaySecurityTests {
+    typealias Gateway = GatewayRequestsTests.Gateway
+    typealias Link = GatewayRequestsTests.Link
+    static let refused: ClosedRange<Int32> = 0x80...0xFF
+    static let notAuthorized: Int32 = 0x87
+
+    /// A thing onboarded by itself without a layout (standalone): its MQTT identity.
+    static func standalone(_ e: HubAPIEnv, _ vendor: String) async throws -> (
+        topic: String, username: String, password: String
+    ) {
+        let body = #"{"vendorThingID":"\#(vendor)","thingPassword":"pw"}"#
+        let r = try await e.call(
+            "POST", "\(e.thingIF)/onboardings", body: Data(body.utf8), contentType: GatewayLayoutTests.byThing)
+        try #require(r.status == 200, "\(r.status) \(r.text)")
+        let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
+        return (
+            try #require(ep["mqttTopic"] as? String), try #require(ep["username"] as? String),
+            try #require(ep["password"] as? String)
+        )
+    }
+
+    /// Two gateways of two owners, A with the end node E (onboarded by A
+    /// over its connection) and B with F; A's and B's connections.
+    static func twoGateways(_ e: HubAPIEnv) async throws -> (
+        a: Link, e: (id: String, token: String), b: Link, f: String
+    ) {
+        let (ua, ta) = try await e.user()
+        let (ub, tb) = try await e.user()
+        let a = try Link(e, try await GatewayRequestsTests.gateway(e, "GW-BRK-A", uid: ua, token: ta))
+        let b = try Link(e, try await GatewayRequestsTests.gateway(e, "GW-BRK-B", uid: ub, token: tb))
+        let r = a.onboard("LAMP-BRK-E")
+        try #require(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
+        let j = GatewayRequestsTests.json(r)
+        let en = (try #require(j["endNodeThingID"] as? String), try #require(j["accessToken"] as? String))
+        let f = try #require(b.onboardAll("LAMP-BRK-F", count: 1).first)
+        return (a, en, b, f)
+    }
+
+    /// The hub's broker identity, reading every end-node topic: what the broker lets through.
+    static func watcher(_ e: HubAPIEnv) throws -> MqttProbe {
+        let w = try MqttProbe(
+            port: e.env.broker.port, clientID: "watch-" + randomHexString(4), username: e.env.broker.adminUsername,
+            password: e.env.broker.adminPassword)
+        try #require(w.isConnected)
+        try #require(w.subscribe("p/+/end-nodes/#") == 1)
+        return w
+    }
+
+    @Test(
+        "endNodeAuthentication: an end node's thingID and token, and another gateway's credentials on A's client ID, are refused; A stays connected"
+    )
+    func endNodeAuthentication() async throws {
+        try await withHubAPI { e in
+            let (a, en, b, _) = try await Self.twoGateways(e)
+            defer { a.stop(); b.stop() }
+            let port = e.env.broker.port
+            for (clientID, username, password, what) in [
+                (en.id, en.id, en.token, "E's thingID and token"),
+                (a.gateway.topic, en.id, en.token, "E's thingID and token on A's client ID"),
+                (a.gateway.topic, a.gateway.username, en.token, "A's username with E's token"),
+                ("e-" + randomHexString(4), en.token, en.token, "E's token as username"),
+                (a.gateway.topic, b.gateway.username, b.gateway.password, "B's credentials on A's client ID")
+            ] {
+                let p = try MqttProbe(port: port, clientID: clientID, username: username, password: password)
+                defer { p.stop() }
+                #expect(!p.isConnected, "\(what): connected")
+                #expect(
+                    p.connackCode.map { Self.refused.contains($0) } ?? true,
+                    "\(what): \(String(describing: p.connackCode))")
+            }
+            // A was never taken over, and its requests still work.
+            #expect(a.probe.isConnected && a.probe.disconnectCount == 0)
+            let list = a.ask("GET", "things/\(a.gateway.id)/end-nodes")
+            #expect(list?.status == 200, "\(GatewayRequestsTests.describe(list))")
+            #expect(b.probe.isConnected)
+        }
+    }
+
+    @Test(
+        "endNodeTokenHarvest: B, a standalone thing and the bootstrap identity read nothing of A's end-node topics; A reads its commands"
+    )
+    func endNodeTokenHarvest() async throws {
+        try await withHubAPI { e in
+            let (a, en, b, f) = try await Self.twoGateways(e)
+            defer { a.stop(); b.stop() }
+            let gA = a.gateway.topic
+            let s = try await Self.standalone(e, "AC-BRK-S")
+            let thing = try MqttProbe(
+                port: e.env.broker.port, clientID: s.topic, username: s.username, password: s.password)
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            defer { thing.stop(); boot.stop() }
+            try #require(thing.isConnected && boot.isConnected)
+            let foreign = [
+                Topics.endNodeCommands(clientID: gA, endNode: "+"),
+                Topics.endNodeCommands(clientID: gA, endNode: en.id),
+                Topics.endNodeStatus(clientID: gA, endNode: en.id), "p/\(gA)/end-nodes/#", "p/+/end-nodes/#",
+                "p/+/end-nodes/+/commands", "p/+/end-nodes/+/status", Topics.response(clientID: gA)
+            ]
+            for (name, probe) in [("gateway B", b.probe), ("a standalone thing", thing), ("bootstrap", boot)] {
+                // The bootstrap identity may read a reply topic it names
+                // (docs/SECURITY.md, residual risks: thing topics carry 88
+                // random bits); a thing's role may not.
+                for filter in foreign where probe !== boot || filter != Topics.response(clientID: gA) {
+                    let code = try #require(probe.subscribe(filter), "\(name): no SUBACK for \(filter)")
+                    #expect(Self.refused.contains(code), "\(name) subscribed to \(filter): \(code)")
+                }
+            }
+            // The rules are a gateway's: B reads its own end nodes' commands, a standalone thing has none.
+            #expect(b.probe.subscribe(Topics.endNodeCommands(clientID: b.gateway.topic, endNode: "+")) == 1)
+            let own = try #require(thing.subscribe(Topics.endNodeCommands(clientID: s.topic, endNode: "+")))
+            #expect(Self.refused.contains(own), "a standalone thing subscribed to its end-node commands: \(own)")
+            #expect(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
+
+            // A onboards a new end node (its token crosses p/A/resp) and the
+            // hub's identity writes on E's and F's command topics.
+            let r = a.onboard("LAMP-BRK-NEW")
+            #expect(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
+            let newToken = try #require(GatewayRequestsTests.json(r)["accessToken"] as? String)
+            let hub = try Self.watcher(e)
+            defer { hub.stop() }
+            let toE = Topics.endNodeCommands(clientID: gA, endNode: en.id)
+            let toF = Topics.endNodeCommands(clientID: b.gateway.topic, endNode: f)
+            #expect(
+                hub.publishAcked(toE, Array(#"{"event":"probe-e"}"#.utf8)).map { !Self.refused.contains($0) } == true)
+            #expect(
+                hub.publishAcked(toF, Array(#"{"event":"probe-f"}"#.utf8)).map { !Self.refused.contains($0) } == true)
+            #expect(a.probe.waitForMessage(on: toE) != nil, "A did not get its end node's command topic")
+            // B got its own end node's message after A's was routed: the broker has decided about B by then.
+            #expect(b.probe.waitForMessage(on: toF) != nil)
+            #expect(a.probe.messages(on: toF).isEmpty)
+            let seen = (b.probe.messages() + thing.messages() + boot.messages())
+            #expect(!seen.contains { $0.topic == toE }, "A's end-node command reached another client")
+            #expect(
+                !seen.contains { String(decoding: $0.payload, as: UTF8.self).contains(newToken) },
+                "harvested: \(seen.map(\.topic))")
+        }
+    }
+
+    @Test(
+        "endNodeInjection: B, a standalone thing, the bootstrap identity and A itself cannot write A's end-node commands; only A writes its statuses"
+    )
+    func endNodeInjection() async throws {
+        try await withHubAPI { e in
+            let (a, en, b, _) = try await Self.twoGateways(e)
+            defer { a.stop(); b.stop() }
+            let gA = a.gateway.topic
+            let s = try await Self.standalone(e, "AC-BRK-S")
+            let thing = try MqttProbe(
+                port: e.env.broker.port, clientID: s.topic, username: s.username, password: s.password)
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            let hub = try Self.watcher(e)
+            defer { thing.stop(); boot.stop(); hub.stop() }
+            try #require(thing.isConnected && boot.isConnected)
+            try #require(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
+            let commands = Topics.endNodeCommands(clientID: gA, endNode: en.id)
+            let status = Topics.endNodeStatus(clientID: gA, endNode: en.id)
+            let command =
+                #"{"commandID":"evil","schema":"Lamp","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
+            let removal = #"{"event":"endNodeRemoved","thingID":"\#(en.id)"}"#
+            for (name, probe) in [("gateway B", b.probe), ("a standalone thing", thing), ("bootstrap", boot)] {
+                for (topic, payload) in [(commands, command), (commands, removal), (status, "online")] {
+                    #expect(
+                        probe.publishAcked(topic, Array(payload.utf8)) == Self.notAuthorized,
+                        "\(name) wrote \(topic)")
+                }
+            }
+            // Only the hub writes a command topic, the gateway's own included.
+            #expect(a.probe.publishAcked(commands, Array(command.utf8)) == Self.notAuthorized)
+            // A standalone thing has no end-node statuses; A has.
+            #expect(
+                thing.publishAcked(Topics.endNodeStatus(clientID: s.topic, endNode: en.id), Array("online".utf8))
+                    == Self.notAuthorized)
+            let mine = a.probe.publishAcked(status, Array("online".utf8))
+            #expect(mine.map { !Self.refused.contains($0) } == true, "A's own status: \(String(describing: mine))")
+            // What passed the broker: A's status only.
+            #expect(hub.waitForMessage(on: status) != nil)
+            #expect(hub.messages().map(\.topic) == [status], "\(hub.messages().map(\.topic))")
+            #expect(a.probe.messages(on: commands).isEmpty)
+        }
+    }
+
+    @Test(
+        "endNodeRulesGivenAgain: a gateway's role made without its end-node rules gets them at its next onboarding"
+    )
+    func endNodeRulesGivenAgain() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let gw = try await GatewayRequestsTests.gateway(e, "GW-BRK-OLD", uid: uid, token: token)
+            // The role as a hub before broker rights for end nodes made it: without the two rules.
+            let admin = try Self.watcher(e)
+            defer { admin.stop() }
+            let control = "$CONTROL/dynamic-security/v1"
+            try #require(admin.subscribe(control + "/response") == 1)
+            let role = BrokerAdmin.thingRole(topic: gw.topic)
+            let tag = "strip-" + randomHexString(4)
+            let strip =
+                #"{"commands":[{"command":"removeRoleACL","rolename":"\#(role)","acltype":"subscribeLiteral","topic":"\#(Topics.endNodeCommands(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"},{"command":"removeRoleACL","rolename":"\#(role)","acltype":"publishClientSend","topic":"\#(Topics.endNodeStatus(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"}]}"#
+            #expect(admin.publishAcked(control, Array(strip.utf8)).map { !Self.refused.contains($0) } == true)
+            var answer = ""
+            poll(timeoutMs: 30_000) {
+                answer =
+                    admin.messages(on: control + "/response").map { String(decoding: $0.payload, as: UTF8.self) }
+                    .first { $0.contains(tag) } ?? ""
+                return !answer.isEmpty
+            }
+            #expect(answer.contains(tag) && !answer.contains("error"), "\(answer)")
+            let before = try Link(e, gw)
+            let stripped = try #require(
+                before.probe.subscribe(Topics.endNodeCommands(clientID: gw.topic, endNode: "+")))
+            #expect(Self.refused.contains(stripped), "the rule was not taken away: \(stripped)")
+            before.stop()
+            // The gateway onboards again: same installation, same role, new password, the rules back.
+            let again = try await GatewayRequestsTests.onboardedByItself(e, gw.vendor, id: gw.id)
+            try #require(again.topic == gw.topic, "a new installation: \(again.topic)")
+            let after = try Link(e, again)
+            defer { after.stop() }
+            #expect(after.probe.subscribe(Topics.endNodeCommands(clientID: gw.topic, endNode: "+")) == 1)
+            let code = after.probe.publishAcked(
+                Topics.endNodeStatus(clientID: gw.topic, endNode: "x"), Array("offline".utf8))
+            #expect(code.map { !Self.refused.contains($0) } == true, "\(String(describing: code))")
+        }
+    }
+
     @Test(
         "endNodeSecondOwner: a stranger lists, reads, removes, onboards onto, commands and reads an end node: 404, nothing changed"
     )
