@@ -21,19 +21,22 @@ struct GatewaySecurityTests {
     static let refused: ClosedRange<Int32> = 0x80...0xFF
     static let notAuthorized: Int32 = 0x87
 
-    /// A thing onboarded by itself without a layout (standalone): its MQTT identity.
-    static func standalone(_ e: HubAPIEnv, _ vendor: String) async throws -> (
-        topic: String, username: String, password: String
-    ) {
-        let body = #"{"vendorThingID":"\#(vendor)","thingPassword":"pw"}"#
+    /// The strangers beside gateway B, connected: a standalone thing (a
+    /// thing onboarded by itself without a layout; its topic) and the
+    /// bootstrap identity.
+    static func strangers(_ e: HubAPIEnv) async throws -> (topic: String, thing: MqttProbe, boot: MqttProbe) {
+        let body = #"{"vendorThingID":"AC-BRK-S","thingPassword":"pw"}"#
         let r = try await e.call(
             "POST", "\(e.thingIF)/onboardings", body: Data(body.utf8), contentType: GatewayLayoutTests.byThing)
         try #require(r.status == 200, "\(r.status) \(r.text)")
         let ep = try #require(r.json["mqttEndpoint"] as? [String: Any])
-        return (
-            try #require(ep["mqttTopic"] as? String), try #require(ep["username"] as? String),
-            try #require(ep["password"] as? String)
-        )
+        let topic = try #require(ep["mqttTopic"] as? String)
+        let thing = try MqttProbe(
+            port: e.env.broker.port, clientID: topic, username: try #require(ep["username"] as? String),
+            password: try #require(ep["password"] as? String))
+        let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+        try #require(thing.isConnected && boot.isConnected)
+        return (topic, thing, boot)
     }
 
     /// Two gateways of two owners, A with the end node E (onboarded by A
@@ -101,12 +104,8 @@ struct GatewaySecurityTests {
             let (a, en, b, f) = try await Self.twoGateways(e)
             defer { a.stop(); b.stop() }
             let gA = a.gateway.topic
-            let s = try await Self.standalone(e, "AC-BRK-S")
-            let thing = try MqttProbe(
-                port: e.env.broker.port, clientID: s.topic, username: s.username, password: s.password)
-            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            let (sTopic, thing, boot) = try await Self.strangers(e)
             defer { thing.stop(); boot.stop() }
-            try #require(thing.isConnected && boot.isConnected)
             let foreign = [
                 Topics.endNodeCommands(clientID: gA, endNode: "+"),
                 Topics.endNodeCommands(clientID: gA, endNode: en.id),
@@ -124,7 +123,7 @@ struct GatewaySecurityTests {
             }
             // The rules are a gateway's: B reads its own end nodes' commands, a standalone thing has none.
             #expect(b.probe.subscribe(Topics.endNodeCommands(clientID: b.gateway.topic, endNode: "+")) == 1)
-            let own = try #require(thing.subscribe(Topics.endNodeCommands(clientID: s.topic, endNode: "+")))
+            let own = try #require(thing.subscribe(Topics.endNodeCommands(clientID: sTopic, endNode: "+")))
             #expect(Self.refused.contains(own), "a standalone thing subscribed to its end-node commands: \(own)")
             #expect(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
 
@@ -161,13 +160,9 @@ struct GatewaySecurityTests {
             let (a, en, b, _) = try await Self.twoGateways(e)
             defer { a.stop(); b.stop() }
             let gA = a.gateway.topic
-            let s = try await Self.standalone(e, "AC-BRK-S")
-            let thing = try MqttProbe(
-                port: e.env.broker.port, clientID: s.topic, username: s.username, password: s.password)
-            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            let (sTopic, thing, boot) = try await Self.strangers(e)
             let hub = try Self.watcher(e)
             defer { thing.stop(); boot.stop(); hub.stop() }
-            try #require(thing.isConnected && boot.isConnected)
             try #require(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
             let commands = Topics.endNodeCommands(clientID: gA, endNode: en.id)
             let status = Topics.endNodeStatus(clientID: gA, endNode: en.id)
@@ -185,7 +180,7 @@ struct GatewaySecurityTests {
             #expect(a.probe.publishAcked(commands, Array(command.utf8)) == Self.notAuthorized)
             // A standalone thing has no end-node statuses; A has.
             #expect(
-                thing.publishAcked(Topics.endNodeStatus(clientID: s.topic, endNode: en.id), Array("online".utf8))
+                thing.publishAcked(Topics.endNodeStatus(clientID: sTopic, endNode: en.id), Array("online".utf8))
                     == Self.notAuthorized)
             let mine = a.probe.publishAcked(status, Array("online".utf8))
             #expect(mine.map { !Self.refused.contains($0) } == true, "A's own status: \(String(describing: mine))")
