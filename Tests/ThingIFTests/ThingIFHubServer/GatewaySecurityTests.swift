@@ -16,9 +16,9 @@ import ThingIFHub
 /// in GatewayRequestsTests.
 @Suite("Gateway security", .offPool)
 struct GatewaySecurityTests {
-    typealias Gateway = GatewayRequestsTests.Gateway
     typealias Link = GatewayRequestsTests.Link
-    static let refused: ClosedRange<Int32> = 0x80...0xFF
+    /// A SUBACK's, CONNACK's or PUBACK's reason codes that refuse.
+    static let refused = SecurityTests.refused
     static let notAuthorized: Int32 = 0x87
 
     /// The strangers beside gateway B, connected: a standalone thing (a
