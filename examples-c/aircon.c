@@ -17,7 +17,7 @@
  *   1. thingif_new() + thingif_set_broker()
  *   2. thingif_on_action() for every action, before the loop runs
  *   3. thingif_onboard() (or thingif_use_onboarded() for an identity the app
- *      handed over)
+ *      handed over), tried again while the network is not there yet
  *   4. the loop: this program calls thingif_loop() on its own thread, so
  *      handlers run right here and need no locks. A program with a main loop
  *      of its own would call thingif_loop_start() once instead and guard the
@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <thingif.h>
@@ -103,6 +104,41 @@ static int give_up(thingif_t *t)
     if (thingif_destroy(t) != THINGIF_OK)
         fprintf(stderr, "aircon: the handle could not be freed\n");
     return 1;
+}
+
+/*
+ * Onboards, or takes the identity the app handed over. A broker that cannot
+ * be reached (THINGIF_ERR_CONNECT) or a framework that does not answer in
+ * time (THINGIF_ERR_TIMEOUT) is tried again after a pause that doubles up to
+ * a minute, until SIGINT or SIGTERM: an appliance switched on before its
+ * network is up, or on a slow link, needs no restart. Any other error (a
+ * wrong password, a bad TLS file) is returned at once.
+ */
+static int onboard(thingif_t *t, const struct options *o)
+{
+    unsigned pause_s = 1;
+
+    for (;;) {
+        int rc;
+        unsigned tick;
+
+        if (o->thing_id != NULL)
+            rc = thingif_use_onboarded(t, o->thing_id, o->token);
+        else
+            rc = thingif_onboard(t, o->vendor_thing_id, o->password, o->thing_type, o->firmware_version, NULL);
+        if ((rc != THINGIF_ERR_CONNECT && rc != THINGIF_ERR_TIMEOUT) || stop_requested)
+            return rc;
+        say("onboarding: %s; trying again in %u s", thingif_strerror(rc), pause_s);
+        /* In steps of 200 ms, so that SIGINT or SIGTERM ends the pause soon. */
+        for (tick = 0; tick < pause_s * 5; tick++) {
+            const struct timespec step = {.tv_nsec = 200 * 1000 * 1000};
+
+            if (stop_requested)
+                return rc;
+            (void)nanosleep(&step, NULL);
+        }
+        pause_s = pause_s >= 30 ? 60 : pause_s * 2;
+    }
 }
 
 /* Fails the action with a message and prints it. */
@@ -414,11 +450,12 @@ int main(int argc, char **argv)
         return give_up(t);
     }
 
-    if (o.thing_id != NULL)
-        rc = thingif_use_onboarded(t, o.thing_id, o.token);
-    else
-        rc = thingif_onboard(t, o.vendor_thing_id, o.password, o.thing_type, o.firmware_version, NULL);
+    rc = onboard(t, &o);
     if (rc != THINGIF_OK) {
+        if (stop_requested) {
+            say("stopping");
+            return thingif_destroy(t) == THINGIF_OK ? 0 : 1;
+        }
         fprintf(stderr, "aircon: onboarding failed: %s\n", thingif_strerror(rc));
         return give_up(t);
     }

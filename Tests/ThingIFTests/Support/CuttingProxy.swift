@@ -10,12 +10,14 @@ import Foundation
 /// polls all sockets; loopback writes are small and never block for long.
 final class CuttingProxy: @unchecked Sendable {
     let port: Int
-    let upstreamPort: Int
+    private var upstream: Int
+    var upstreamPort: Int { lock.withLock { upstream } }
     private let listenFD: Int32
     private let lock = NSLock()
     private var pairs: [(Int32, Int32)] = []
     private var running = true
     private var frozen = false
+    private var refusing = false
     private var thread: Thread?
     private(set) var cuts = 0
     private(set) var accepted = 0
@@ -23,7 +25,7 @@ final class CuttingProxy: @unchecked Sendable {
     struct ProxyError: Error, CustomStringConvertible { let description: String }
 
     init(upstreamPort: Int) throws {
-        self.upstreamPort = upstreamPort
+        upstream = upstreamPort
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ProxyError(description: "socket failed") }
         var one: Int32 = 1
@@ -79,7 +81,9 @@ final class CuttingProxy: @unchecked Sendable {
             if fds[0].revents & Int16(POLLIN) != 0 {
                 let c = accept(listenFD, nil, nil)
                 if c >= 0 {
-                    if let u = connectUpstream() {
+                    if lock.withLock({ refusing }) {
+                        close(c)
+                    } else if let u = connectUpstream() {
                         lock.withLock {
                             pairs.append((c, u))
                             accepted += 1
@@ -142,6 +146,13 @@ final class CuttingProxy: @unchecked Sendable {
     func freeze() { lock.withLock { frozen = true } }
 
     func unfreeze() { lock.withLock { frozen = false } }
+
+    /// New connections go to `port` from now on; those through stay.
+    func retarget(upstreamPort port: Int) { lock.withLock { upstream = port } }
+
+    /// While set, each new connection is accepted and closed at once, as by
+    /// a host whose broker is not up yet; connections already through stay.
+    func refuse(_ on: Bool) { lock.withLock { refusing = on } }
 
     func stop() {
         let wasRunning = lock.withLock { () -> Bool in
