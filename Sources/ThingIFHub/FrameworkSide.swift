@@ -192,6 +192,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let thingRequests: ThingRequests
     /// Deleting a thing: the store's rows, the broker's and the hub's (App/).
     let removal: ThingRemoval
+    /// Gateways' end nodes on the broker: statuses, presence, clearing (Gateways/).
+    let endNodes: EndNodes
     /// Why start() failed, when it did.
     public private(set) var startProblem: String?
     /// Password hashing and broker credential hand-outs (CostlyWork): REST
@@ -265,10 +267,13 @@ public final class FrameworkSide: @unchecked Sendable {
             store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             triggerEngine: engine, homeAssistant: homeAssistant, metrics: metrics, events: events)
         self.removal = removal
+        let endNodes = EndNodes(store: store, client: c, delivery: delivery, metrics: metrics, events: events)
+        self.endNodes = endNodes
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
             authority: authority, delivery: delivery, notifications: notifications, triggerEngine: engine,
-            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal)
+            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal,
+            endNodes: endNodes)
     }
 
     // MARK: lifecycle

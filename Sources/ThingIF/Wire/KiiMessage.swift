@@ -201,6 +201,28 @@ public enum Topics {
         str("p/\(clientID)/end-nodes/\(endNode)/status")
     }
 
+    /// Every gateway's end-node statuses, as every hub subscribes to them
+    /// (not shared: each hub keeps which end nodes are reachable).
+    public static let endNodeStatusSubscription = "p/+/end-nodes/+/status"
+
+    /// The gateway's client ID and the end node of a status topic
+    /// p/{clientID}/end-nodes/{endNode}/status, both safe single levels;
+    /// nil for anything else.
+    public static func parseEndNodeStatus(_ topic: String) -> (clientID: String, endNode: String)? {
+        // Requests have more levels, or another third one: none are made for them.
+        var slashes = 0
+        for b in topic.utf8 where b == 0x2F {
+            slashes += 1
+            if slashes > 4 { return nil }
+        }
+        guard slashes == 4 else { return nil }
+        let parts = levels(topic)
+        guard parts[0].equals("p"), parts[2].equals("end-nodes"), parts[4].equals("status"), isSafeLevel(parts[1]),
+            isSafeLevel(parts[3])
+        else { return nil }
+        return (parts[1], parts[3])
+    }
+
     // MARK: fleet provisioning by claim (docs/PROTOCOL.md §4.3)
 
     /// A claim certificate's CN begins so: `claim.{appID}.{batch}`. No
@@ -259,10 +281,13 @@ public enum Topics {
     /// Subscriptions of the framework side (shared, so several hubs split the stream).
     public static let hubShareGroup = "thingif-hub"
     /// Requests go through the shared group (each reaches one hub); status
-    /// messages do not (every hub learns when a thing comes online).
+    /// messages, things' and end nodes', do not (every hub learns when a
+    /// thing or an end node comes online).
     public static func hubSubscriptions(shared: Bool) -> [String] {
         let requests = ["p/+/thing-if/apps/#", "p/+/api/apps/#", claimSubscription]
-        return (shared ? requests.map { str("$share/\(hubShareGroup)/\($0)") } : requests) + ["p/+/status"]
+        return (shared ? requests.map { str("$share/\(hubShareGroup)/\($0)") } : requests) + [
+            "p/+/status", endNodeStatusSubscription
+        ]
     }
 
     public struct ParsedRequest: Equatable, Sendable {

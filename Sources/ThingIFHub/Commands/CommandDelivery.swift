@@ -25,6 +25,8 @@ public final class CommandDelivery: @unchecked Sendable {
         var finishedRounds: [(String, DeliveryRound)] = []
         var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
+        var endNodeUp: [String: Set<String>] = [:]  // end node -> installations whose last status was "online"
+        var gatewayOf: [String: String] = [:]  // end node in endNodeUp -> its gateway's thingID
     }
 
     let store: HubStore
@@ -82,17 +84,41 @@ public final class CommandDelivery: @unchecked Sendable {
         }
     }
 
-    /// An end node's online word from its gateway (Kii's PUT
-    /// …/end-nodes/{E}/connection), kept as the thing's own status flag that
-    /// `isOnline` and the end-node list read. It names no command topic: an
-    /// end node has no installation, so no command is published by it.
-    /// Returns how many things are online.
-    func endNodeReported(thingID: String, up: Bool) -> Int {
-        commandGate(thingID).withLock { _ in
-            known.withLock {
-                $0.online[thingID] = up
-                return $0.online.values.filter { $0 }.count
+    /// An end node's status under one of its gateway's installations
+    /// (p/{clientID}/end-nodes/{endNode}/status, docs/GATEWAYS.md §5), under
+    /// the end node's gate as a thing's status is under its own.
+    func endNodeStatusChanged(endNode: String, gateway: String, clientID: String, up: Bool) {
+        commandGate(endNode).withLock { _ in
+            known.withLock { d in
+                if up {
+                    d.endNodeUp[endNode, default: []].insert(clientID)
+                    d.gatewayOf[endNode] = gateway
+                } else if d.endNodeUp[endNode]?.remove(clientID) != nil, d.endNodeUp[endNode]?.isEmpty == true {
+                    d.endNodeUp[endNode] = nil
+                    d.gatewayOf[endNode] = nil
+                }
             }
+        }
+    }
+
+    /// A removed end node: its presence goes.
+    func forgetEndNode(_ endNode: String) {
+        known.withLock { d in
+            d.endNodeUp[endNode] = nil
+            d.gatewayOf[endNode] = nil
+        }
+    }
+
+    /// An end node is online through an installation whose last status for
+    /// it was "online", while that installation is its gateway's live one
+    /// by the gateway's own status; an installation that announces no
+    /// status (Kii's gateway agent, which reports end nodes by
+    /// …/connection only) counts by the end node's word alone. So a
+    /// gateway's Will takes all its end nodes offline at once.
+    private static func endNodeOnline(_ d: State, _ endNode: String) -> Bool {
+        guard let ups = d.endNodeUp[endNode], let gateway = d.gatewayOf[endNode] else { return false }
+        return ups.contains { clientID in
+            !d.statusTopics.contains(clientID) || (d.online[gateway] == true && d.commandTopic[gateway] == clientID)
         }
     }
 
@@ -143,9 +169,12 @@ public final class CommandDelivery: @unchecked Sendable {
 
     /// Online: the thing announced `online` (thingif's library), or, for a
     /// thing whose installations send no status (Kii's SDKs), the broker
-    /// had a subscription on one of them at the last delivery attempt.
+    /// had a subscription on one of them at the last delivery attempt; an
+    /// end node, by its gateway's word (`endNodeOnline`).
     public func isOnline(_ thingID: String) -> Bool {
-        known.withLock { ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) }
+        known.withLock {
+            ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) || Self.endNodeOnline($0, thingID)
+        }
     }
 
     /// Online by its own status message only.

@@ -131,7 +131,9 @@ extension ThingRequests {
                 ok(200, EndNodeRules.json($0, full: true, online: delivery.isOnline($0.thingID)))
             }
         default:
-            r = rules.endNode(gatewayThingID: gw, endNodeThingID: rest[0]).flatMap { connection(req, $0) }
+            r = rules.endNode(gatewayThingID: gw, endNodeThingID: rest[0]).flatMap {
+                connection(req, $0, clientID: clientID)
+            }
         }
         switch r {
         case .success(let answer): return answer
@@ -165,14 +167,19 @@ extension ThingRequests {
     }
 
     /// Kii's PUT …/end-nodes/{E}/connection {"online":true|false}: the
-    /// gateway's word on whether E is reachable, kept as E's online flag
-    /// (CommandDelivery.endNodeReported) that the list and the read show.
-    private func connection(_ req: KiiRequest, _ endNode: ThingRecord) -> Result<KiiResponse, HubError> {
+    /// gateway's word on whether E is reachable, kept and published as E's
+    /// status under the calling installation (over HTTP, every one of the
+    /// gateway's) by EndNodes.reported.
+    private func connection(_ req: KiiRequest, _ endNode: ThingRecord, clientID: String?) -> Result<
+        KiiResponse, HubError
+    > {
         guard case .success(let j) = JSON.parse(req.body), j.isObject, let online = j["online"]?.boolValue else {
             return .failure(.invalid("the body must be {\"online\":true} or {\"online\":false}"))
         }
-        metrics.setOnline(delivery.endNodeReported(thingID: endNode.thingID, up: online))
-        events.event("end node \(endNode.thingID) is \(online ? "online" : "offline") (its gateway says)")
+        guard let gateway = endNode.gatewayThingID.flatMap({ store.thing(id: $0) }) else {
+            return .failure(.endNodeNotFound(endNode.thingID))
+        }
+        endNodes.reported(gateway: gateway, endNode: endNode, up: online, clientID: clientID)
         return .success(ok(204))
     }
 

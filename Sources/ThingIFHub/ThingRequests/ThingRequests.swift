@@ -57,6 +57,8 @@ public final class ThingRequests: @unchecked Sendable {
     let costly: CostlyWork
     /// A gateway removing one of its end nodes deletes it as an owner does.
     let removal: ThingRemoval
+    /// Gateways' end-node statuses and Kii's …/connection (Gateways/).
+    let endNodes: EndNodes
     let seen = Locked(Seen())
     /// Inbound messages waiting for the request threads, while open.
     let lanes = Locked<RequestLanes?>(nil)
@@ -86,7 +88,7 @@ public final class ThingRequests: @unchecked Sendable {
         installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
         notifications: Notifications, triggerEngine: TriggerEngine,
         homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
-        costly: CostlyWork, removal: ThingRemoval
+        costly: CostlyWork, removal: ThingRemoval, endNodes: EndNodes
     ) {
         self.options = options
         self.store = store
@@ -102,6 +104,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.events = events
         self.costly = costly
         self.removal = removal
+        self.endNodes = endNodes
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
         endNodeOnboardingLimiter = RateLimiter(
@@ -234,6 +237,16 @@ extension ThingRequests {
                 let n = delivery.resendUnanswered(to: tid)
                 if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
             }
+            return
+        }
+        if let status = Topics.parseEndNodeStatus(m.topic) {
+            // One token of the gateway's own budget per status, as per request
+            // (a cleared retained message costs nothing).
+            guard m.payload.isEmpty || rateLimiter.allow("mqtt:" + status.clientID, now: Platform.nowMs()) else {
+                metrics.refused("end_node_status_budget")
+                return
+            }
+            endNodes.statusReceived(clientID: status.clientID, endNode: status.endNode, payload: m.payload)
             return
         }
         if let claim = Topics.parseClaimRequest(m.topic) {

@@ -188,6 +188,33 @@ struct ClaimCertificateTests {
     }
 
     @Test(
+        "endNodeClaimIgnored: a claim certificate may write p/{its CN}/end-nodes/X/status (the things' patterns); the hub drops, counts and clears it"
+    )
+    func endNodeClaimIgnored() throws {
+        try withEnv { env in
+            let pair = try Self.claimPair(env)
+            let watcher = try MqttProbe(
+                port: env.broker.port, clientID: "watcher-" + randomHexString(4),
+                username: env.broker.adminUsername, password: env.broker.adminPassword)
+            defer { watcher.stop() }
+            #expect(watcher.subscribe("p/+/end-nodes/#") == 1)
+            let claim = try Self.claimProbe(env, pair, clientID: "claim-en-" + randomHexString(6))
+            defer { claim.stop() }
+            let topic = Topics.endNodeStatus(clientID: Self.claimName, endNode: "th.any")
+            // The broker lets it through (its CN matches p/%u/…): only the hub can drop it.
+            let acked = claim.publishAcked(topic, Array("online".utf8))
+            #expect(acked.map { $0 < 0x80 } == true, "\(String(describing: acked))")
+            #expect(claim.publish(topic, Array("online".utf8), retain: true))
+            #expect(
+                poll { watcher.messages(on: topic).contains { $0.payload.isEmpty } },
+                "not cleared: \(watcher.messages(on: topic).map(\.payload))")
+            let counted = #"thingif_hub_refused_total{defence="end_node_status"} 2"#
+            #expect(poll { String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
+            #expect(!env.hub.delivery.isOnline("th.any"))
+        }
+    }
+
+    @Test(
         "Devices sharing a claim certificate onboard at once and one after another, each with its own client ID, and none reads another's answer"
     )
     func claimDevicesShareACertificate() throws {

@@ -29,10 +29,11 @@ final class MqttProbe: @unchecked Sendable {
     /// whether the broker took it (0) or refused it (e.g. 0x87, 0x86).
     init(
         port: Int, clientID: String, username: String?, password: String?,
-        tls: (ca: String, cert: String?, key: String?)? = nil
+        tls: (ca: String, cert: String?, key: String?)? = nil, will: (topic: String, payload: String)? = nil
     ) throws {
         client = try #require(MqttClient(clientID: clientID, cleanStart: true))
         if username != nil { _ = client.setCredentials(username: username, password: password) }
+        if let will { _ = client.setWill(topic: will.topic, payload: Array(will.payload.utf8)) }
         if let tls { _ = client.setTLS(cafile: tls.ca, certfile: tls.cert, keyfile: tls.key) }
         client.onConnect = { [unowned self] rc in self.lock.withLock { self.connack = rc } }
         client.onDisconnect = { [unowned self] _ in self.lock.withLock { self.disconnects += 1 } }

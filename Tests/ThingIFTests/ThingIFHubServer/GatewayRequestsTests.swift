@@ -52,12 +52,15 @@ struct GatewayRequestsTests {
         let appID: String
         private var next = 0
 
-        init(_ e: HubAPIEnv, _ gateway: Gateway) throws {
+        /// With `will`, the connection's Will is "offline" on the gateway's
+        /// status topic, as the library's is.
+        init(_ e: HubAPIEnv, _ gateway: Gateway, will: Bool = false) throws {
             self.gateway = gateway
             appID = e.appID
             probe = try MqttProbe(
                 port: e.env.broker.port, clientID: gateway.topic, username: gateway.username,
-                password: gateway.password)
+                password: gateway.password,
+                will: will ? (Topics.status(clientID: gateway.topic), "offline") : nil)
             try #require(probe.isConnected)
             try #require(probe.subscribe(Topics.response(clientID: gateway.topic)) == 1)
         }

@@ -331,7 +331,17 @@ struct CodecTests {
         // Requests are shared among hubs; status messages reach every hub.
         let shared = Topics.hubSubscriptions(shared: true)
         #expect(shared.filter { $0.hasPrefix("$share/thingif-hub/p/+/") }.count == 2)
-        #expect(shared.contains("p/+/status"))
+        #expect(shared.contains("p/+/status") && shared.contains("p/+/end-nodes/+/status"))
+        // An end node's status: the gateway's client ID and the end node, single safe levels.
+        #expect(Topics.endNodeStatus(clientID: "tG", endNode: "th.e1") == "p/tG/end-nodes/th.e1/status")
+        #expect(Topics.parseEndNodeStatus("p/tG/end-nodes/th.e1/status")! == ("tG", "th.e1"))
+        for bad in [
+            "p/tG/end-nodes/th.e1/commands", "p/tG/end-nodes//status", "p//end-nodes/e/status", "p/tG/status",
+            "p/tG/end-nodes/th.e1/status/x", "q/tG/end-nodes/e/status", "p/tG/endnodes/e/status",
+            "p/tG/end-nodes/+/status", "p/tG/end-nodes/#/status", "p/tG/thing-if/apps/a/status"
+        ] {
+            #expect(Topics.parseEndNodeStatus(bad) == nil, "\(bad)")
+        }
         #expect(!Topics.hubSubscriptions(shared: false).contains { $0.hasPrefix("$share/") })
         #expect(Topics.isSafeLevel("cmd-1"))
         for bad in ["", "a/b", "a+b", "a#", "a\u{0}b", String(repeating: "x", count: 257)] {

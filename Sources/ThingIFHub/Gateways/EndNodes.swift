@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import ThingIF
+
+/// A gateway's end nodes as the broker carries them (docs/GATEWAYS.md §4,
+/// §5, §7): their statuses on p/{G}/end-nodes/{E}/status, checked here and
+/// kept as presence by CommandDelivery (under each end node's command
+/// gate); the statuses no installation may give, dropped, counted and
+/// cleared; Kii's …/connection turned into the status it stands for; and
+/// what a removal leaves on the broker. Given the store, the MQTT client
+/// and delivery, never the hub.
+///
+/// Threads: any. Statuses come on the request lanes, in their gateway's
+/// order with its requests.
+final class EndNodes: @unchecked Sendable {
+    let store: HubStore
+    let client: MqttClient
+    let delivery: CommandDelivery
+    let metrics: HubMetrics
+    let events: HubEvents
+    /// When each refused status topic was last cleared (ms since the
+    /// epoch): at most one clearing per topic a second, for at most
+    /// `clearingMemory` topics at once (beyond it, refused statuses are
+    /// counted and not cleared until the memory empties).
+    private let cleared = Locked([String: Int64]())
+    static let clearingMemory = 4096
+
+    init(store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents) {
+        self.store = store
+        self.client = client
+        self.delivery = delivery
+        self.metrics = metrics
+        self.events = events
+    }
+
+    /// The payload that says online; anything else (`offline`, a cleared
+    /// retained message, garbage) is offline.
+    static let online: [UInt8] = Array("online".utf8)
+
+    /// A status on p/{clientID}/end-nodes/{endNode}/status. Taken only when
+    /// `clientID` is an installation of a gateway and `endNode` is one of
+    /// that gateway's end nodes; otherwise (a standalone thing's own topic, a
+    /// claim certificate's CN, another gateway's end node, a guessed or
+    /// removed one) it is dropped, counted as refused_total{defence=
+    /// "end_node_status"} and its retained message cleared. An empty payload
+    /// (a cleared retained message, the hub's own clearing among them) is
+    /// offline for a taken topic and nothing at all for another.
+    func statusReceived(clientID: String, endNode: String, payload: [UInt8]) {
+        guard let (gateway, node) = owned(clientID: clientID, endNode: endNode) else {
+            guard !payload.isEmpty else { return }
+            metrics.refused("end_node_status")
+            clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
+            return
+        }
+        let up = payload == Self.online
+        delivery.endNodeStatusChanged(endNode: node, gateway: gateway, clientID: clientID, up: up)
+        events.event("end node \(node) of \(gateway) is \(up ? "online" : "offline") through \(clientID)")
+    }
+
+    /// Kii's PUT …/end-nodes/{E}/connection by the gateway: the status it
+    /// stands for, kept at once and published retained on E's status topic
+    /// of the installation it came from (over MQTT), or of every
+    /// installation of the gateway (over HTTP, `clientID` nil), so that
+    /// every hub learns it as from a thingif gateway.
+    func reported(gateway: ThingRecord, endNode: ThingRecord, up: Bool, clientID: String?) {
+        let topics = clientID.map { [$0] } ?? gateway.installations.values.sorted()
+        for topic in topics {
+            delivery.endNodeStatusChanged(endNode: endNode.thingID, gateway: gateway.thingID, clientID: topic, up: up)
+            _ = client.publishRetained(
+                topic: Topics.endNodeStatus(clientID: topic, endNode: endNode.thingID),
+                payload: up ? Self.online : Array("offline".utf8))
+        }
+        events.event("end node \(endNode.thingID) is \(up ? "online" : "offline") (its gateway says)")
+    }
+
+    /// The gateway's thingID and the end node's when `clientID` is an
+    /// installation of a gateway that carries `endNode`.
+    private func owned(clientID: String, endNode: String) -> (String, String)? {
+        guard !clientID.hasPrefix(Topics.claimPrefix), let gateway = store.thing(mqttTopic: clientID),
+            gateway.layoutPosition == .gateway, let node = store.thing(id: endNode), node.layoutPosition == .endNode,
+            node.gatewayThingID == gateway.thingID
+        else { return nil }
+        return (gateway.thingID, node.thingID)
+    }
+
+    /// Publishes an empty retained message on `topic`, unless it was
+    /// cleared less than a second ago or the memory of clearings is full.
+    private func clear(_ topic: String) {
+        let now = Platform.nowMs()
+        let due = cleared.withLock { c -> Bool in
+            if let last = c[topic], now - last < 1000 { return false }
+            if c.count >= Self.clearingMemory {
+                c = c.filter { now - $0.value < 1000 }
+                guard c.count < Self.clearingMemory else { return false }
+            }
+            c[topic] = now
+            return true
+        }
+        if due { _ = client.publishRetained(topic: topic, payload: []) }
+    }
+}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import Foundation
+import Testing
+import ThingIF
+import ThingIFHub
+
+/// End nodes' presence (docs/GATEWAYS.md §4.2, §5, §7): the statuses a
+/// gateway publishes retained on p/{G}/end-nodes/{E}/status, read by every
+/// hub, taken only for the gateway's own end nodes, and the end node online
+/// only while its gateway is. Real broker, real hubs, the gateway's own
+/// MQTT identity.
+@Suite("Gateway presence", .offPool)
+struct GatewayPresenceTests {
+    typealias Link = GatewayRequestsTests.Link
+
+    static func status(_ link: Link, _ endNode: String) -> String {
+        Topics.endNodeStatus(clientID: link.gateway.topic, endNode: endNode)
+    }
+
+    static func refusedCount(_ hub: FrameworkSide) -> Int {
+        let text = String(decoding: hub.metrics.exposition(), as: UTF8.self)
+        let prefix = #"thingif_hub_refused_total{defence="end_node_status"} "#
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
+        return Int(line.dropFirst(prefix.count)) ?? -1
+    }
+
+    @Test(
+        "An end node is online while its own status and its gateway's say so; the gateway's Will takes every end node offline; a second hub agrees"
+    )
+    func presenceFollowsGateway() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-P-A", uid: uid, token: token)
+            let link = try Link(e, a, will: true)
+            defer { link.stop() }
+            let nodes = try link.onboardAll("LAMP-P", count: 3)
+            let hub = e.hub
+            #expect(nodes.allSatisfy { !hub.delivery.isOnline($0) })
+
+            // A second hub on the same store and broker.
+            let hubB = try #require(
+                FrameworkSide(
+                    Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: hub.store))
+            try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
+            defer { hubB.stop() }
+
+            // The gateway comes online, then says two of its end nodes are reachable.
+            #expect(link.probe.publish(Topics.status(clientID: a.topic), Array("online".utf8), retain: true))
+            for n in nodes[0...1] {
+                #expect(link.probe.publish(Self.status(link, n), Array("online".utf8), retain: true))
+            }
+            for h in [hub, hubB] {
+                #expect(poll { h.delivery.isOnline(nodes[0]) && h.delivery.isOnline(nodes[1]) })
+                #expect(!h.delivery.isOnline(nodes[2]))
+            }
+            // The owner's list says the same.
+            let listed = try await e.get("\(e.thingIF)/things/\(a.id)/end-nodes", token: token)
+            let online = (listed.json["results"] as? [[String: Any]])?.map { $0["online"] as? Bool }
+            #expect(online == [true, true, false], "\(listed.text)")
+
+            // One goes offline.
+            #expect(link.probe.publish(Self.status(link, nodes[1]), Array("offline".utf8), retain: true))
+            for h in [hub, hubB] {
+                #expect(poll { !h.delivery.isOnline(nodes[1]) })
+                #expect(h.delivery.isOnline(nodes[0]))
+            }
+
+            // The gateway's connection dies: its Will ("offline") takes node 0 offline on both hubs.
+            link.probe.client.disconnectWithWill()
+            for h in [hub, hubB] {
+                #expect(poll { !h.delivery.isOnline(nodes[0]) }, "the Will took no end node offline")
+            }
+
+            // The gateway back: node 0's retained status holds, so it is online again.
+            let back = try Link(e, a, will: true)
+            defer { back.stop() }
+            #expect(back.probe.publish(Topics.status(clientID: a.topic), Array("online".utf8), retain: true))
+            for h in [hub, hubB] {
+                #expect(poll { h.delivery.isOnline(nodes[0]) })
+                #expect(!h.delivery.isOnline(nodes[1]) && !h.delivery.isOnline(nodes[2]))
+            }
+            #expect(Self.refusedCount(hub) == 0)
+        }
+    }
+
+    @Test(
+        "Kii's …/connection is published as the retained status: over MQTT on the caller's topic, over HTTP on every installation; another hub reads it"
+    )
+    func connectionPublishesStatus() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-C-A", uid: uid, token: token)
+            let link = try Link(e, a)
+            defer { link.stop() }
+            let nodes = try link.onboardAll("LAMP-C", count: 2)
+            let watcher = try GatewaySecurityTests.watcher(e)
+            defer { watcher.stop() }
+
+            let up = link.ask("PUT", "things/\(a.id)/end-nodes/\(nodes[0])/connection", body: #"{"online":true}"#)
+            #expect(up?.status == 204, "\(GatewayRequestsTests.describe(up))")
+            let m = watcher.waitForMessage(on: Self.status(link, nodes[0]))
+            #expect(m.map { String(decoding: $0.payload, as: UTF8.self) } == "online")
+
+            let down = try await e.call(
+                "PUT", "\(e.thingIF)/things/\(a.id)/end-nodes/\(nodes[1])/connection", token: a.token,
+                json: ["online": false])
+            #expect(down.status == 204, "\(down.text)")
+            let n = watcher.waitForMessage(on: Self.status(link, nodes[1]))
+            #expect(n.map { String(decoding: $0.payload, as: UTF8.self) } == "offline")
+
+            // A hub started later reads the retained statuses: node 0 online
+            // (its gateway announces no status of its own, as Kii's agent).
+            let hubB = try #require(
+                FrameworkSide(
+                    Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: e.hub.store))
+            try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
+            defer { hubB.stop() }
+            #expect(poll { hubB.delivery.isOnline(nodes[0]) })
+            #expect(!hubB.delivery.isOnline(nodes[1]))
+        }
+    }
+
+    @Test(
+        "Statuses for another gateway's end node, a guessed ID, a removed end node or the gateway itself are dropped, counted and cleared"
+    )
+    func foreignStatusesCleared() async throws {
+        try await withHubAPI { e in
+            let (ua, ta) = try await e.user()
+            let (ub, tb) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-F-A", uid: ua, token: ta)
+            let b = try await GatewayRequestsTests.gateway(e, "GW-F-B", uid: ub, token: tb)
+            let linkA = try Link(e, a)
+            defer { linkA.stop() }
+            let linkB = try Link(e, b)
+            defer { linkB.stop() }
+            let own = try linkA.onboardAll("LAMP-F-A", count: 2)
+            let foreign = try #require(linkB.onboardAll("LAMP-F-B", count: 1).first)
+            let removed = link(linkA, removing: own[1])
+            #expect(removed)
+            let watcher = try GatewaySecurityTests.watcher(e)
+            defer { watcher.stop() }
+
+            let bad = [foreign, "th.guessed0000000", own[1], a.id]
+            for id in bad {
+                #expect(linkA.probe.publishAcked(Self.status(linkA, id), Array("online".utf8)) == 0)
+                _ = linkA.probe.publish(Self.status(linkA, id), Array("online".utf8), retain: true)
+            }
+            // Each is cleared: the hub publishes an empty retained message there.
+            for id in bad {
+                #expect(
+                    poll { watcher.messages(on: Self.status(linkA, id)).contains { $0.payload.isEmpty } },
+                    "\(id) was not cleared")
+            }
+            #expect(poll { Self.refusedCount(e.hub) == bad.count * 2 }, "\(Self.refusedCount(e.hub))")
+            #expect(!e.hub.delivery.isOnline(foreign) && !e.hub.delivery.isOnline(own[1]))
+            #expect(!e.hub.delivery.isOnline("th.guessed0000000"))
+
+            // The gateway's own end node is taken, and never cleared.
+            #expect(linkA.probe.publish(Self.status(linkA, own[0]), Array("online".utf8), retain: true))
+            #expect(poll { e.hub.delivery.isOnline(own[0]) })
+            #expect(!watcher.messages(on: Self.status(linkA, own[0])).contains { $0.payload.isEmpty })
+        }
+    }
+
+    /// The gateway removes one of its end nodes over MQTT: whether it was 204.
+    private func link(_ l: Link, removing id: String) -> Bool {
+        l.ask("DELETE", "things/\(l.gateway.id)/end-nodes/\(id)")?.status == 204
+    }
+}
