@@ -15,7 +15,8 @@ import ThingIF
 /// bootstrap_dropped_total{reason} (MQTT bootstrap requests dropped: budget,
 /// busy), refused_total{defence} (calls refused by a flood defence: costly_busy,
 /// address_budget, app_budget, creation_cap, installation_cap, enrollment,
-/// header_timeout, body_timeout, address_connections).
+/// header_timeout, body_timeout, address_connections, end_node_onboarding_budget,
+/// end_node_status, end_node_status_budget).
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 

@@ -116,9 +116,7 @@ struct EndNodeRules {
     /// An end node as the list (`full` false: thingID, vendorThingID,
     /// thingType?, online) or the read (`full`: also firmwareVersion?,
     /// gatewayThingID, createdAt) answers it. `online` is the end node's
-    /// own status as the hub holds it for a thing (CommandDelivery); the end
-    /// node's presence behind its gateway replaces it once the gateways'
-    /// statuses are read.
+    /// presence behind its gateway (CommandDelivery.isOnline).
     static func json(_ t: ThingRecord, full: Bool, online: Bool) -> JSON {
         let o = JSON.object()
         o.set("thingID", string: t.thingID)
