@@ -263,12 +263,12 @@ public final class FrameworkSide: @unchecked Sendable {
         installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             events: events)
-        let removal = ThingRemoval(
-            store: store, client: c, admin: admin, authority: authority, delivery: delivery,
-            triggerEngine: engine, homeAssistant: homeAssistant, metrics: metrics, events: events)
-        self.removal = removal
         let endNodes = EndNodes(store: store, client: c, delivery: delivery, metrics: metrics, events: events)
         self.endNodes = endNodes
+        let removal = ThingRemoval(
+            store: store, client: c, admin: admin, authority: authority, delivery: delivery,
+            triggerEngine: engine, homeAssistant: homeAssistant, endNodes: endNodes, metrics: metrics, events: events)
+        self.removal = removal
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
             authority: authority, delivery: delivery, notifications: notifications, triggerEngine: engine,

@@ -26,7 +26,13 @@ extension AppAPI {
         guard identities(of: user).contains(owner) else {
             return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
         }
-        return endNodeRules.onboard(onto: gateway, owners: [owner], form: form)
+        return endNodeRules.onboard(onto: gateway, owners: [owner], form: form).map { t in
+            // The gateway learns of it (GATEWAYS.md §4.2); onboarding the same
+            // end node again tells it again, which it takes as the same.
+            hub.endNodes.announce(
+                .added(thingID: t.thingID, vendorThingID: form.vendorThingID, thingType: t.thingType), to: gateway)
+            return t
+        }
     }
 
     /// The end-node rules with this hub's store, password budget and limits.

@@ -408,10 +408,19 @@ public struct AppAPI {
             return .failure(error)
         }
         if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password) { return .failure(e) }
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        let thing: ThingRecord
+        switch ownedThing(user: user, thingID: thingID) {
+        case .failure(let e): return .failure(e)
+        case .success(let t): thing = t
+        }
         let hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
         switch store.setVendorThingID(thingID: thingID, vendorThingID: vendorThingID, passwordHash: hash) {
-        case .changed: return .success(())
+        case .changed:
+            // An end node's gateway learns its new name (GATEWAYS.md §3.4, §4.2).
+            if thing.layoutPosition == .endNode, let gateway = thing.gatewayThingID.flatMap({ store.thing(id: $0) }) {
+                hub.endNodes.announce(.changed(thingID: thingID, vendorThingID: vendorThingID), to: gateway)
+            }
+            return .success(())
         case .taken:
             return .failure(
                 HubError(409, "THING_ALREADY_EXISTS", "Thing with vendorThingID \(vendorThingID) already exists"))

@@ -15,13 +15,14 @@ final class ThingRemoval: @unchecked Sendable {
     let delivery: CommandDelivery
     let triggerEngine: TriggerEngine
     let homeAssistant: HomeAssistant
+    let endNodes: EndNodes
     let metrics: HubMetrics
     let events: HubEvents
 
     init(
         store: HubStore, client: MqttClient, admin: BrokerAdmin?, authority: ThingAuthority,
         delivery: CommandDelivery, triggerEngine: TriggerEngine, homeAssistant: HomeAssistant,
-        metrics: HubMetrics, events: HubEvents
+        endNodes: EndNodes, metrics: HubMetrics, events: HubEvents
     ) {
         self.store = store
         self.client = client
@@ -30,6 +31,7 @@ final class ThingRemoval: @unchecked Sendable {
         self.delivery = delivery
         self.triggerEngine = triggerEngine
         self.homeAssistant = homeAssistant
+        self.endNodes = endNodes
         self.metrics = metrics
         self.events = events
     }
@@ -47,7 +49,10 @@ final class ThingRemoval: @unchecked Sendable {
     /// 4. empty retained messages clear its automation config and status
     ///    topics (after 1: the will of a disconnected thing comes first);
     /// 5. Home Assistant's discovery config, state and availability are
-    ///    cleared the same way, which makes Home Assistant remove the entity.
+    ///    cleared the same way, which makes Home Assistant remove the entity;
+    /// 6. an end node's retained statuses under its gateway are cleared and
+    ///    the gateway is told (`endNodeRemoved`); a gateway's end nodes,
+    ///    which the store deleted with it, have their statuses cleared.
     func remove(_ t: ThingRecord) -> Result<Void, HubError> {
         let topics = t.installations.values.sorted()
         if let admin {
@@ -60,6 +65,9 @@ final class ThingRemoval: @unchecked Sendable {
             }
         }
         let triggers = store.triggers(thingID: t.thingID)
+        // Read before the deletion: an end node's gateway, a gateway's end nodes.
+        let gateway = t.layoutPosition == .endNode ? t.gatewayThingID.flatMap { store.thing(id: $0) } : nil
+        let carried = t.layoutPosition == .gateway ? endNodeIDs(of: t.thingID) : []
         guard store.deleteThing(id: t.thingID) else { return .failure(.storage) }
         authority.publishCRL()
         let online = delivery.forget(thingID: t.thingID, topics: topics)
@@ -70,7 +78,21 @@ final class ThingRemoval: @unchecked Sendable {
             _ = client.publishRetained(topic: Topics.status(clientID: topic), payload: [])
         }
         homeAssistant.removed(thingID: t.thingID)
-        events.event("\(t.thingID) deleted (\(topics.count) MQTT installation(s))")
+        if let gateway { endNodes.removed([t.thingID], of: gateway, tell: true) }
+        if !carried.isEmpty { endNodes.removed(carried, of: t, tell: false) }
+        events.event("\(t.thingID) deleted (\(topics.count) MQTT installation(s), \(carried.count) end node(s))")
         return .success(())
+    }
+
+    /// Every end node of the gateway `gatewayThingID`, page by page.
+    private func endNodeIDs(of gatewayThingID: String) -> [String] {
+        var ids: [String] = []
+        var after: EndNodeCursor?
+        repeat {
+            guard let page = store.endNodes(gatewayThingID: gatewayThingID, after: after, limit: 1000) else { break }
+            ids += page.endNodes.map(\.thingID)
+            after = page.next
+        } while after != nil
+        return ids
     }
 }

@@ -6,8 +6,9 @@ import ThingIF
 /// §5, §7): their statuses on p/{G}/end-nodes/{E}/status, checked here and
 /// kept as presence by CommandDelivery (under each end node's command
 /// gate); the statuses no installation may give, dropped, counted and
-/// cleared; Kii's …/connection turned into the status it stands for; and
-/// what a removal leaves on the broker. Given the store, the MQTT client
+/// cleared; Kii's …/connection turned into the status it stands for; the
+/// membership events the gateway is told; and what a removal leaves on
+/// the broker. Given the store, the MQTT client
 /// and delivery, never the hub.
 ///
 /// Threads: any. Statuses come on the request lanes, in their gateway's
@@ -71,6 +72,32 @@ final class EndNodes: @unchecked Sendable {
                 payload: up ? Self.online : Array("offline".utf8))
         }
         events.event("end node \(endNode.thingID) is \(up ? "online" : "offline") (its gateway says)")
+    }
+
+    /// Tells the gateway of a membership change (GATEWAYS.md §4.2): the
+    /// event on E's command topic of each of its installations, QoS 1, so a
+    /// gateway offline now finds it in its persistent session.
+    func announce(_ event: EndNodeEvent, to gateway: ThingRecord) {
+        let payload = event.encode()
+        for topic in gateway.installations.values.sorted() {
+            _ = client.publish(
+                topic: Topics.endNodeCommands(clientID: topic, endNode: event.thingID), payload: payload, qos: 1)
+        }
+        events.event("told \(gateway.thingID): \(String(decoding: payload, as: UTF8.self))")
+    }
+
+    /// End nodes deleted from the store (removed, or with their gateway):
+    /// their presence goes, their retained statuses on every installation
+    /// of the gateway are cleared, and, when `tell`, the gateway is told of
+    /// each removal. `gateway` is the record read before the deletion.
+    func removed(_ endNodes: [String], of gateway: ThingRecord, tell: Bool) {
+        for e in endNodes {
+            delivery.forgetEndNode(e)
+            for topic in gateway.installations.values.sorted() {
+                _ = client.publishRetained(topic: Topics.endNodeStatus(clientID: topic, endNode: e), payload: [])
+            }
+            if tell { announce(.removed(thingID: e), to: gateway) }
+        }
     }
 
     /// The gateway's thingID and the end node's when `clientID` is an
