@@ -209,15 +209,8 @@ public enum Topics {
     /// p/{clientID}/end-nodes/{endNode}/status, both safe single levels;
     /// nil for anything else.
     public static func parseEndNodeStatus(_ topic: String) -> (clientID: String, endNode: String)? {
-        // Requests have more levels, or another third one: none are made for them.
-        var slashes = 0
-        for b in topic.utf8 where b == 0x2F {
-            slashes += 1
-            if slashes > 4 { return nil }
-        }
-        guard slashes == 4 else { return nil }
-        let parts = levels(topic)
-        guard parts[0].equals("p"), parts[2].equals("end-nodes"), parts[4].equals("status"), isSafeLevel(parts[1]),
+        guard let parts = levels(topic, exactly: 5), parts[0].equals("p"), parts[2].equals("end-nodes"),
+            parts[4].equals("status"), isSafeLevel(parts[1]),
             isSafeLevel(parts[3])
         else { return nil }
         return (parts[1], parts[3])
@@ -299,17 +292,21 @@ public enum Topics {
 
     /// The clientID of a status topic p/{clientID}/status; nil for anything else.
     public static func parseStatus(_ topic: String) -> String? {
-        // Most topics the hub gets are requests, of more levels: none are
-        // made for them.
+        guard let parts = levels(topic, exactly: 3), parts[0].equals("p"), !parts[1].isEmpty, parts[2].equals("status")
+        else { return nil }
+        return parts[1]
+    }
+
+    /// The levels of `topic` when it has exactly `count` of them, else nil.
+    /// The '/' bytes are counted first: most topics the hub gets are
+    /// requests, of more levels, and none are made for them.
+    static func levels(_ topic: String, exactly count: Int) -> [String]? {
         var slashes = 0
         for b in topic.utf8 where b == 0x2F {
             slashes += 1
-            if slashes > 2 { return nil }
+            if slashes >= count { return nil }
         }
-        guard slashes == 2 else { return nil }
-        let parts = levels(topic)
-        guard parts.count == 3, parts[0].equals("p"), !parts[1].isEmpty, parts[2].equals("status") else { return nil }
-        return parts[1]
+        return slashes == count - 1 ? levels(topic) : nil
     }
 
     /// The levels of a topic, split at every '/' byte. Not String.split:

@@ -246,11 +246,8 @@ struct CertificateModeTests {
             }
             let a = try connect("a", topicA)
             let b = try connect("b", topicB)
-            let hub = try MqttProbe(
-                port: env.broker.port, clientID: "watch-" + randomHexString(4), username: env.broker.adminUsername,
-                password: env.broker.adminPassword)
+            let hub = try MqttProbe.watcher(env.broker, "p/+/end-nodes/#")
             defer { a.stop(); b.stop(); hub.stop() }
-            try #require(hub.subscribe("p/+/end-nodes/#") == 1)
             let commandsA = Topics.endNodeCommands(clientID: topicA, endNode: "E1")
             let statusA = Topics.endNodeStatus(clientID: topicA, endNode: "E1")
             let commandsB = Topics.endNodeCommands(clientID: topicB, endNode: "F1")

@@ -117,11 +117,8 @@ struct ClaimCertificateTests {
             let (_, tid) = try env.onlineAircon(vendorThingID: "AC-VICTIM", storage: "victim")
             let victimTopic = try StoredIdentity(storage: env.storage("victim")).topic
             // The hub's own identity sees what the broker lets through.
-            let watcher = try MqttProbe(
-                port: env.broker.port, clientID: "watcher-" + randomHexString(4),
-                username: env.broker.adminUsername, password: env.broker.adminPassword)
+            let watcher = try MqttProbe.watcher(env.broker, "#")
             defer { watcher.stop() }
-            #expect(watcher.subscribe("#") == 1)
 
             let a = try Self.claimProbe(env, pair, clientID: "claim-a-" + randomHexString(6))
             defer { a.stop() }
@@ -193,11 +190,8 @@ struct ClaimCertificateTests {
     func endNodeClaimIgnored() throws {
         try withEnv { env in
             let pair = try Self.claimPair(env)
-            let watcher = try MqttProbe(
-                port: env.broker.port, clientID: "watcher-" + randomHexString(4),
-                username: env.broker.adminUsername, password: env.broker.adminPassword)
+            let watcher = try MqttProbe.watcher(env.broker, "p/+/end-nodes/#")
             defer { watcher.stop() }
-            #expect(watcher.subscribe("p/+/end-nodes/#") == 1)
             let claim = try Self.claimProbe(env, pair, clientID: "claim-en-" + randomHexString(6))
             defer { claim.stop() }
             let topic = Topics.endNodeStatus(clientID: Self.claimName, endNode: "th.any")

@@ -16,6 +16,18 @@ extension MqttProbe {
     }
 }
 
+extension MqttProbe {
+    /// The hub's broker identity subscribed to `filter`: what the broker lets through.
+    static func watcher(_ broker: Broker, _ filter: String) throws -> MqttProbe {
+        let w = try MqttProbe(
+            port: broker.port, clientID: "watch-" + randomHexString(4), username: broker.adminUsername,
+            password: broker.adminPassword)
+        try #require(w.isConnected)
+        try #require(w.subscribe(filter) == 1)
+        return w
+    }
+}
+
 final class MqttProbe: @unchecked Sendable {
     let client: MqttClient
     private let lock = NSLock()

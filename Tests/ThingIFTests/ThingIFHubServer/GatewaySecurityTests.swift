@@ -57,14 +57,7 @@ struct GatewaySecurityTests {
     }
 
     /// The hub's broker identity, reading every end-node topic: what the broker lets through.
-    static func watcher(_ e: HubAPIEnv) throws -> MqttProbe {
-        let w = try MqttProbe(
-            port: e.env.broker.port, clientID: "watch-" + randomHexString(4), username: e.env.broker.adminUsername,
-            password: e.env.broker.adminPassword)
-        try #require(w.isConnected)
-        try #require(w.subscribe("p/+/end-nodes/#") == 1)
-        return w
-    }
+    static func watcher(_ e: HubAPIEnv) throws -> MqttProbe { try MqttProbe.watcher(e.env.broker, "p/+/end-nodes/#") }
 
     @Test(
         "endNodeAuthentication: an end node's thingID and token, and another gateway's credentials on A's client ID, are refused; A stays connected"
