@@ -130,8 +130,22 @@ public final class CommandDelivery: @unchecked Sendable {
     /// Whether `topic` is an installation that announces its status (thingif's library).
     func announcesStatus(_ topic: String) -> Bool { known.withLock { $0.statusTopics.contains(topic) } }
 
-    /// An installation removed: its status no longer counts.
-    func forgetTopic(_ topic: String) { known.withLock { _ = $0.statusTopics.remove(topic) } }
+    /// An installation removed: its status, and its end nodes' statuses
+    /// (a retired installation of a gateway), no longer count. Their
+    /// retained messages, met again at a hub's next start, are refused and
+    /// cleared (EndNodes), since no thing has that topic any more.
+    func forgetTopic(_ topic: String) {
+        known.withLock { d in
+            d.statusTopics.remove(topic)
+            for (endNode, ups) in d.endNodeUp where ups.contains(topic) {
+                d.endNodeUp[endNode]?.remove(topic)
+                if d.endNodeUp[endNode]?.isEmpty == true {
+                    d.endNodeUp[endNode] = nil
+                    d.gatewayOf[endNode] = nil
+                }
+            }
+        }
+    }
 
     /// A deleted thing: everything known of it goes. Returns how many things are online.
     func forget(thingID: String, topics: [String]) -> Int {

@@ -121,6 +121,28 @@ struct GatewayPresenceTests {
         }
     }
 
+    @Test("A retired installation of the gateway no longer carries its end nodes' presence")
+    func retiredInstallationForgotten() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-R-A", uid: uid, token: token)
+            let link = try Link(e, a)
+            let node = try #require(link.onboardAll("LAMP-R", count: 1).first)
+            // Kii's agent: no status of its own, the end node online by …/connection.
+            let up = link.ask("PUT", "things/\(a.id)/end-nodes/\(node)/connection", body: #"{"online":true}"#)
+            #expect(up?.status == 204, "\(GatewayRequestsTests.describe(up))")
+            #expect(e.hub.delivery.isOnline(node))
+            link.stop()
+            // New installations past the bound retire the oldest, the one E was online through.
+            for _ in 0..<ThingInstallations.limit {
+                let r = try await e.call("POST", "\(e.api)/installations", token: a.token, json: ["deviceType": "MQTT"])
+                #expect(r.status == 201, "\(r.status) \(r.text)")
+            }
+            #expect(!e.hub.store.installationsOldestFirst(thingID: a.id).map(\.mqttTopic).contains(a.topic))
+            #expect(!e.hub.delivery.isOnline(node))
+        }
+    }
+
     @Test(
         "Statuses for another gateway's end node, a guessed ID, a removed end node or the gateway itself are dropped, counted and cleared"
     )
