@@ -240,9 +240,13 @@ extension ThingRequests {
             return
         }
         if let status = Topics.parseEndNodeStatus(m.topic) {
-            // One token of the gateway's own budget per status, as per request
-            // (a cleared retained message costs nothing).
-            guard m.payload.isEmpty || rateLimiter.allow("mqtt:" + status.clientID, now: Platform.nowMs()) else {
+            // One token of the gateway's own budget per status, as per
+            // request. A cleared one costs nothing, nor does a retained one
+            // the broker hands over at this hub's subscription (the flag is
+            // set only then): one per topic, so a gateway with more end
+            // nodes than its burst keeps them all across a hub's restart.
+            guard m.payload.isEmpty || m.retain || rateLimiter.allow("mqtt:" + status.clientID, now: Platform.nowMs())
+            else {
                 metrics.refused("end_node_status_budget")
                 return
             }

@@ -121,6 +121,41 @@ struct GatewayPresenceTests {
         }
     }
 
+    @Test(
+        "Live statuses spend the gateway's budget; the retained ones a hub gets at its subscription do not, so a hub started later knows every end node"
+    )
+    func statusBudget() async throws {
+        let burst = 4
+        let small: @Sendable (inout FrameworkSide.Options) -> Void = {
+            $0.requestBurst = burst
+            $0.requestRatePerSecond = 0.001
+        }
+        try await withHubAPI(options: small) { e in
+            let (uid, token) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-B-A", uid: uid, token: token)
+            let link = try Link(e, a)
+            defer { link.stop() }
+            // Onboarded by the owner over REST: the gateway's MQTT budget is whole.
+            var nodes: [String] = []
+            for i in 0..<8 {
+                nodes.append(
+                    try await EndNodeOwnerTests.endNode(e, gateway: a.id, "LAMP-B-\(i)", uid: uid, token: token).id)
+            }
+            for n in nodes { #expect(link.probe.publish(Self.status(link, n), Array("online".utf8), retain: true)) }
+            let counted = #"thingif_hub_refused_total{defence="end_node_status_budget"} 4"#
+            #expect(poll { String(decoding: e.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
+            #expect(nodes.filter { e.hub.delivery.isOnline($0) } == Array(nodes.prefix(4)))
+
+            var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker)
+            small(&options)
+            let hubB = try #require(FrameworkSide(options, store: e.hub.store))
+            try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
+            defer { hubB.stop() }
+            #expect(
+                poll { nodes.allSatisfy { hubB.delivery.isOnline($0) } }, "\(nodes.map { hubB.delivery.isOnline($0) })")
+        }
+    }
+
     @Test("A retired installation of the gateway no longer carries its end nodes' presence")
     func retiredInstallationForgotten() async throws {
         try await withHubAPI { e in
