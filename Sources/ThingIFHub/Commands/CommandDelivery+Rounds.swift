@@ -27,6 +27,10 @@ extension CommandDelivery {
         var reached = false
         var reachedTopic = ""
         var startedMs: Int64
+        /// An end node's command, published through its gateway
+        /// (CommandDelivery+EndNodes.swift): the end of its round is
+        /// `endNodeRoundFinished`'s, never a retry or `reachable`.
+        var endNode = false
     }
 
     /// What the delivery worker does next for a thing.
@@ -56,14 +60,19 @@ extension CommandDelivery {
     /// when an attempt for this command is still in flight or none of the
     /// publishes could be queued.
     @discardableResult
-    func startRound(commandID: String, thingID: String, payload: [UInt8], topics: [String]) -> Bool {
+    func startRound(
+        commandID: String, thingID: String, payload: [UInt8], topics: [String], endNode: Bool = false
+    ) -> Bool {
         guard !topics.isEmpty else { return false }
         let begun = known.withLock { d -> Bool in
             // One attempt at a time, and none after one reached a subscription
-            // (the store learns that on the worker thread, a moment later).
-            guard d.rounds[commandID] == nil, !d.reachedCommands.contains(commandID) else { return false }
+            // (the store learns that on the worker thread, a moment later),
+            // except through a gateway, whose ledger runs a command once.
+            guard d.rounds[commandID] == nil, endNode || !d.reachedCommands.contains(commandID) else {
+                return false
+            }
             d.rounds[commandID] = DeliveryRound(
-                thingID: thingID, outstanding: topics.count, startedMs: Platform.nowMs())
+                thingID: thingID, outstanding: topics.count, startedMs: Platform.nowMs(), endNode: endNode)
             return true
         }
         guard begun else { return false }
@@ -124,7 +133,7 @@ extension CommandDelivery {
                 d.rounds[commandID] = r
             } else {
                 d.rounds[commandID] = nil
-                if r.reached { d.reachedCommands.insert(commandID) }
+                if r.reached && !r.endNode { d.reachedCommands.insert(commandID) }
                 d.finishedRounds.append((commandID, r))
             }
         }
@@ -154,12 +163,17 @@ extension CommandDelivery {
             let due = d.retries.filter { $0.value.dueMs <= now }.map { ($0.key, $0.value) }
             return (f, due)
         }
-        // One statement for every round that reached a subscription.
+        // One statement for every round that reached a subscription; an
+        // end node's command was counted DELIVERED when it was published,
+        // and is marked again in case an earlier round put it back.
         let reached = finished.filter { $0.1.reached }.map(\.0)
+        let throughGateway = Set(finished.filter { $0.1.reached && $0.1.endNode }.map(\.0))
         let marked = reached.isEmpty ? [] : store.markDelivered(commandIDs: reached, at: Platform.epochMs())
-        metrics.commandDelivered(marked.count)
+        metrics.commandDelivered(marked.subtracting(throughGateway).count)
         for (cid, r) in finished {
-            if r.reached {
+            if r.endNode {
+                endNodeRoundFinished(cid, r, reachedLater: throughGateway.contains(cid))
+            } else if r.reached {
                 known.withLock { d in
                     d.reachable[r.thingID] = true
                     d.reachedCommands.remove(cid)

@@ -116,10 +116,16 @@ public final class CommandDelivery: @unchecked Sendable {
     /// …/connection only) counts by the end node's word alone. So a
     /// gateway's Will takes all its end nodes offline at once.
     private static func endNodeOnline(_ d: State, _ endNode: String) -> Bool {
-        guard let ups = d.endNodeUp[endNode], let gateway = d.gatewayOf[endNode] else { return false }
-        return ups.contains { clientID in
+        !endNodeLive(d, endNode).isEmpty
+    }
+
+    /// The installations through which the end node is online (see
+    /// `endNodeOnline`), sorted: where its commands go.
+    static func endNodeLive(_ d: State, _ endNode: String) -> [String] {
+        guard let ups = d.endNodeUp[endNode], let gateway = d.gatewayOf[endNode] else { return [] }
+        return ups.filter { clientID in
             !d.statusTopics.contains(clientID) || (d.online[gateway] == true && d.commandTopic[gateway] == clientID)
-        }
+        }.sorted()
     }
 
     /// The topic the thing last announced itself online with, while it is online.
@@ -242,26 +248,39 @@ public final class CommandDelivery: @unchecked Sendable {
         // cancelled meanwhile never waits in the broker's session queue.
         // Under the thing's gate from the insert on, so a cancel or a resend
         // finds it stored and published or neither.
+        // An end node's commands go through its gateway (`endNodeTopics`).
+        let endNode = thing.layoutPosition == .endNode
         return commandGate(thingID).withLock { gated -> CommandRecord? in
             gated &+= 1
-            let (online, held) = known.withLock { d in
-                let online = d.online[thingID] ?? false
-                // Looked up under the lock: no copy of every status topic per command.
-                return (online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) }))
+            let (topics, direct): ([String], Bool)
+            if endNode {
+                topics = endNodeTopics(thingID)
+                direct = !topics.isEmpty
+            } else {
+                let (online, held) = known.withLock { d in
+                    let online = d.online[thingID] ?? false
+                    // Looked up under the lock: no copy of every status topic per command.
+                    return (
+                        online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) })
+                    )
+                }
+                topics = thing.installations.values.filter { !held.contains($0) }.sorted()
+                direct = online && !topics.isEmpty
             }
-            let topics = thing.installations.values.filter { !held.contains($0) }.sorted()
             // Stored before it is published, so a result can never arrive
             // for a command the framework does not know; for a thing online
-            // by its status, stored DELIVERED (one write, not two), and put
-            // back to SENDING if the publish cannot be queued.
-            let direct = online && !topics.isEmpty
+            // by its status (an end node online through its gateway), stored
+            // DELIVERED (one write, not two), and put back to SENDING if the
+            // publish cannot be queued (for an end node, also when no
+            // subscription took it: `deliveryTick`).
             guard
                 var record = insert(
                     command, thingID: thingID, issuer: issuer, installationID: installationID, payload: payload,
                     state: direct ? .delivered : .sending, now: now)
             else { return nil }
             let queued = startRound(
-                commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics)
+                commandID: command.id, thingID: thingID, payload: Array(payload.utf8), topics: topics,
+                endNode: endNode)
             if direct && queued {
                 metrics.commandDelivered()
             } else if direct {
@@ -300,8 +319,13 @@ public final class CommandDelivery: @unchecked Sendable {
 
     /// The topic the thing's commands go to (see `publish(_:to:)`).
     public func commandTopic(of thingID: String) -> String? {
-        guard let topics = store.thing(id: thingID)?.installations.values else { return nil }
-        let live = known.withLock { $0.commandTopic[thingID] }
+        store.thing(id: thingID).flatMap { commandTopic(of: $0) }
+    }
+
+    /// As `commandTopic(of:)` for a thing the caller has just read.
+    func commandTopic(of thing: ThingRecord) -> String? {
+        let topics = thing.installations.values
+        let live = known.withLock { $0.commandTopic[thing.thingID] }
         return live.flatMap { topics.contains($0) ? $0 : nil } ?? topics.sorted().first
     }
 

@@ -138,6 +138,8 @@ extension CommandDelivery {
     ///   the caller polls `cancelOutcome` up to `options.cancelWaitMs`. The
     ///   thing refuses a command it has not started (results with reason
     ///   CANCELLED: stored as CANCELLED) or, if it ran it, sends its results.
+    ///   An end node's goes on its command topic under its gateway's
+    ///   installation, and the gateway's library decides (`cancelTopic`).
     /// - DELIVERED to a device that cannot be told (Kii's SDKs, no status):
     ///   409 COMMAND_NOT_CANCELLABLE with DELIVERED.
     /// - CANCELLED already: the same 200; results or EXPIRED: 409 with the state.
@@ -154,8 +156,8 @@ extension CommandDelivery {
                 _ = end(commandID, state: .cancelled, reason: .cancelled, at: Platform.epochMs())
                 return nil
             }
-            // DELIVERED: the thing decides.
-            guard let topic = commandTopic(of: c.thingID), announcesStatus(topic) else {
+            // DELIVERED: the thing decides (an end node's gateway, for it).
+            guard let thing = store.thing(id: c.thingID), let topic = cancelTopic(of: thing) else {
                 var e = HubError(
                     409, "COMMAND_NOT_CANCELLABLE",
                     "command \(commandID) is DELIVERED to a device that cannot be told of a cancel")

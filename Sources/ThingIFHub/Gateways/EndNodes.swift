@@ -56,6 +56,13 @@ final class EndNodes: @unchecked Sendable {
         let up = payload == Self.online
         delivery.endNodeStatusChanged(endNode: node, gateway: gateway, clientID: clientID, up: up)
         events.event("end node \(node) of \(gateway) is \(up ? "online" : "offline") through \(clientID)")
+        if up { resend(node) }
+    }
+
+    /// The end node's open commands again, now that it is online.
+    private func resend(_ endNode: String) {
+        let n = delivery.resendToEndNode(endNode)
+        if n > 0 { events.event("sent \(n) unanswered command(s) to end node \(endNode) again") }
     }
 
     /// Kii's PUT …/end-nodes/{E}/connection by the gateway: the status it
@@ -72,6 +79,7 @@ final class EndNodes: @unchecked Sendable {
                 payload: up ? Self.online : Array("offline".utf8))
         }
         events.event("end node \(endNode.thingID) is \(up ? "online" : "offline") (its gateway says)")
+        if up { resend(endNode.thingID) }
     }
 
     /// Tells the gateway of a membership change (GATEWAYS.md §4.2): the

@@ -225,10 +225,11 @@ extension ThingRequests {
         if homeAssistant.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
-            guard let tid = store.thing(mqttTopic: clientID)?.thingID else {
+            guard let thing = store.thing(mqttTopic: clientID) else {
                 delivery.forgetDeleted(clientID: clientID)
                 return
             }
+            let tid = thing.thingID
             let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
             homeAssistant.availabilityChanged(thingID: tid, online: up)
@@ -236,6 +237,11 @@ extension ThingRequests {
             if up {
                 let n = delivery.resendUnanswered(to: tid)
                 if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
+                // A gateway's end nodes online through this installation.
+                if thing.layoutPosition == .gateway {
+                    let m = delivery.resendToEndNodes(through: clientID)
+                    if m > 0 { events.event("sent \(m) unanswered end-node command(s) through \(clientID) again") }
+                }
             }
             return
         }
