@@ -108,6 +108,13 @@ public struct HubError: Error, Sendable, Equatable {
     public static func tooManyEndNodes(_ gatewayThingID: String, max: Int) -> HubError {
         HubError(409, "TOO_MANY_END_NODES", "Gateway \(gatewayThingID) has the most end nodes this hub allows: \(max)")
     }
+    /// What an end node cannot have (`what`): an automation configuration,
+    /// an MQTT installation of its own; its gateway carries its traffic.
+    public static func endNodeUnsupported(_ endNodeThingID: String, _ what: String) -> HubError {
+        HubError(
+            409, "END_NODE_UNSUPPORTED",
+            "Thing \(endNodeThingID) is an end node: it has no \(what) of its own; its gateway carries its commands")
+    }
     /// An end node the path names that is not one of the gateway's.
     public static func endNodeNotFound(_ endNodeThingID: String) -> HubError {
         HubError(404, "END_NODE_NOT_FOUND", "End node \(endNodeThingID) not found")

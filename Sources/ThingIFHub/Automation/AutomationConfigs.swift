@@ -37,6 +37,15 @@ public final class AutomationConfigs: @unchecked Sendable {
 
     // MARK: reading
 
+    /// The thing, owned by `user`, that can have a configuration: none of
+    /// an end node, which has no p/{mqttTopic}/config of its own
+    /// (docs/GATEWAYS.md §3.4): 409 END_NODE_UNSUPPORTED.
+    private func configurable(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+        ownership.ownedThing(user: user, thingID: thingID).flatMap {
+            $0.layoutPosition == .endNode ? .failure(.endNodeUnsupported($0.thingID, "automation")) : .success($0)
+        }
+    }
+
     private func config(of thingID: String) -> (actionSets: [JSON], timerTriggers: [JSON], version: Int64) {
         guard let a = store.automation(thingID: thingID), case .success(let j) = JSON.parse(a.config) else {
             return ([], [], 0)
@@ -45,18 +54,18 @@ public final class AutomationConfigs: @unchecked Sendable {
     }
 
     public func listActionSets(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        ownership.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
+        configurable(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
     }
 
     public func listTimerTriggers(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        ownership.ownedThing(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
+        configurable(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
     }
 
     /// GET …/automation: the version last published (0 before the first
     /// change) and what the thing last said of it ("thingReport", null when
     /// it has said nothing since): whether it applied it, or why it refused it.
     public func status(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        ownership.ownedThing(user: user, thingID: thingID).map { _ in
+        configurable(user: user, thingID: thingID).map { _ in
             let a = store.automation(thingID: thingID)
             let o = JSON.object()
             o.set("version", .int(Int(a?.version ?? 0)))
@@ -90,7 +99,7 @@ public final class AutomationConfigs: @unchecked Sendable {
         user: UserRecord, thingID: String,
         _ change: (inout [JSON], inout [JSON]) -> HubError?
     ) -> Result<Void, HubError> {
-        if case .failure(let e) = ownership.ownedThing(user: user, thingID: thingID) { return .failure(e) }
+        if case .failure(let e) = configurable(user: user, thingID: thingID) { return .failure(e) }
         return lock.withLock { _ in
             var (sets, timers, _) = config(of: thingID)
             if let e = change(&sets, &timers) { return .failure(e) }

@@ -110,6 +110,8 @@ extension ThingRequests {
         case .failure(let r): return r
         case .success(let x): t = x
         }
+        // An end node's traffic goes through its gateway's connection only.
+        guard t.layoutPosition != .endNode else { return error(.endNodeUnsupported(t.thingID, "MQTT installation")) }
         guard case .success(let j) = JSON.parse(req.body), (try? FormFields.installationType(j)) == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
@@ -153,6 +155,7 @@ extension ThingRequests {
         case .failure(let r): return r
         case .success(let x): t = x
         }
+        guard t.layoutPosition != .endNode else { return error(.endNodeUnsupported(t.thingID, "MQTT installation")) }
         guard let topic = t.installations[installationID] else {
             return error(.installationNotFound(installationID))
         }

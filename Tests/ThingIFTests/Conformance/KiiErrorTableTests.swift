@@ -89,6 +89,7 @@ struct KiiErrorTableTests {
                 "POST", "\(e.thingIF)/onboardings", token: token, body: Data(endNode(gw, "LAMP-ERR").utf8),
                 contentType: endNodeForm)
             let lampID = try #require(lamp.string("endNodeThingID"), "\(lamp.text)")
+            let lampToken = try #require(lamp.string("accessToken"), "\(lamp.text)")
             let target = e.target(tid)
             let command =
                 #"{"schema":"AirConditioner-Demo","schemaVersion":1,"actions":[{"turnPower":{"power":true}}],"issuer":"user:\#(uid)"}"#
@@ -186,7 +187,10 @@ struct KiiErrorTableTests {
                     method: "PUT", path: "\(endNodes)/\(lampID)/connection", token: token, body: #"{"online":true}"#),
                 "end-node-connection-unknown": Call(
                     method: "PUT", path: "\(endNodes)/th.none/connection", token: gatewayTokens[0],
-                    body: #"{"online":true}"#)
+                    body: #"{"online":true}"#),
+                "end-node-installation": Call(
+                    method: "POST", path: "\(e.api)/installations", token: lampToken, body: #"{"deviceType":"MQTT"}"#),
+                "end-node-automation": Call(path: "\(e.target(lampID))/automation", token: token)
             ]
             #expect(
                 Set(rows.map(\.key)) == Set(calls.keys),
@@ -217,6 +221,7 @@ struct KiiErrorTableTests {
             #expect(kept.gatewayThingID == gw && kept.thingType == "Lamp" && kept.owners == ["user:\(uid)"])
             #expect(e.hub.store.endNodeCount(gatewayThingID: gw) == 1)
             #expect(e.hub.store.endNodeCount(gatewayThingID: gateways[1]) == 0)
+            #expect(kept.installations.isEmpty, "an end node got an MQTT installation")
             #expect(
                 (
                     e.hub.store.triggers(thingID: tid).count,

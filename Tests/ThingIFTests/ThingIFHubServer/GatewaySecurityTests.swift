@@ -331,4 +331,45 @@ struct GatewaySecurityTests {
             #expect(other.id != lamp && e.hub.store.endNodeCount(gatewayThingID: gw) == 2)
         }
     }
+
+    @Test(
+        "endNodeNoConfiguration: an end node has no automation and no MQTT installation of its own: 409 END_NODE_UNSUPPORTED, nothing stored; its gateway's are untouched"
+    )
+    func endNodeNoConfiguration() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let gw = try await EndNodeOwnerTests.gateway(e, "GW-NOCONF", owner: "user:\(uid)", token: token)
+            let (en, enToken) = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-NOCONF", uid: uid, token: token)
+            let action: [String: Any] = ["schema": "Lamp", "schemaVersion": 1, "action": "turnPower"]
+            let timer: [String: Any] = [
+                "fireDate": Platform.epochMs() + 86_400_000, "timeZone": "UTC", "actionSets": ["s0"]
+            ]
+            let t = e.target(en)
+            let refused: [(String, String, [String: Any]?)] = [
+                ("PUT", "\(t)/action-sets/s0", ["actions": [action]]), ("GET", "\(t)/action-sets", nil),
+                ("DELETE", "\(t)/action-sets/s0", nil), ("PUT", "\(t)/timer-triggers/t0", timer),
+                ("GET", "\(t)/timer-triggers", nil), ("PUT", "\(t)/timer-triggers/t0/enable", nil),
+                ("DELETE", "\(t)/timer-triggers/t0", nil), ("GET", "\(t)/automation", nil)
+            ]
+            for (method, path, body) in refused {
+                let r =
+                    if let body { try await e.call(method, path, token: token, json: body) } else {
+                        try await e.call(method, path, token: token)
+                    }
+                #expect(r.status == 409 && r.errorCode == "END_NODE_UNSUPPORTED", "\(method) \(path): \(r.status) \(r.text)")
+            }
+            // Its own token asks for an MQTT installation: refused, none made.
+            let i = try await e.call("POST", "\(e.api)/installations", token: enToken, json: ["deviceType": "MQTT"])
+            #expect(i.status == 409 && i.errorCode == "END_NODE_UNSUPPORTED", "\(i.status) \(i.text)")
+            let ep = try await e.call("GET", "\(e.api)/installations/inst-none/mqtt-endpoint", token: enToken)
+            #expect(ep.status == 409 && ep.errorCode == "END_NODE_UNSUPPORTED", "\(ep.status) \(ep.text)")
+            #expect(e.hub.store.thing(id: en)?.installations.isEmpty == true)
+            #expect(e.hub.automation.message(thingID: en) == nil)
+
+            // The gateway, a thing of its own, keeps both.
+            let put = try await e.call(
+                "PUT", "\(e.target(gw))/action-sets/s0", token: token, json: ["actions": [action]])
+            #expect(put.status == 204, "\(put.status) \(put.text)")
+        }
+    }
 }
