@@ -339,7 +339,8 @@ struct GatewaySecurityTests {
         try await withHubAPI { e in
             let (uid, token) = try await e.user()
             let gw = try await EndNodeOwnerTests.gateway(e, "GW-NOCONF", owner: "user:\(uid)", token: token)
-            let (en, enToken) = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-NOCONF", uid: uid, token: token)
+            let (en, enToken) = try await EndNodeOwnerTests.endNode(
+                e, gateway: gw, "LAMP-NOCONF", uid: uid, token: token)
             let action: [String: Any] = ["schema": "Lamp", "schemaVersion": 1, "action": "turnPower"]
             let timer: [String: Any] = [
                 "fireDate": Platform.epochMs() + 86_400_000, "timeZone": "UTC", "actionSets": ["s0"]
@@ -356,7 +357,9 @@ struct GatewaySecurityTests {
                     if let body { try await e.call(method, path, token: token, json: body) } else {
                         try await e.call(method, path, token: token)
                     }
-                #expect(r.status == 409 && r.errorCode == "END_NODE_UNSUPPORTED", "\(method) \(path): \(r.status) \(r.text)")
+                #expect(
+                    r.status == 409 && r.errorCode == "END_NODE_UNSUPPORTED", "\(method) \(path): \(r.status) \(r.text)"
+                )
             }
             // Its own token asks for an MQTT installation: refused, none made.
             let i = try await e.call("POST", "\(e.api)/installations", token: enToken, json: ["deviceType": "MQTT"])
