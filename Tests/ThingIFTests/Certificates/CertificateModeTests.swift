@@ -283,7 +283,7 @@ struct CertificateModeTests {
             // A is no gateway: the hub drops its end-node status and clears it
             // (docs/GATEWAYS.md §7), so nothing of it stays retained.
             #expect(
-                poll { hub.messages(on: statusA).contains { $0.payload.isEmpty } },
+                poll { hub.sawCleared(statusA) },
                 "\(hub.messages(on: statusA).map(\.payload))")
             #expect(!env.hub.delivery.isOnline("E1"))
         }

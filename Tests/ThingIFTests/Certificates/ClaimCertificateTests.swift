@@ -200,7 +200,7 @@ struct ClaimCertificateTests {
             #expect(acked.map { $0 < 0x80 } == true, "\(String(describing: acked))")
             #expect(claim.publish(topic, Array("online".utf8), retain: true))
             #expect(
-                poll { watcher.messages(on: topic).contains { $0.payload.isEmpty } },
+                poll { watcher.sawCleared(topic) },
                 "not cleared: \(watcher.messages(on: topic).map(\.payload))")
             let counted = #"thingif_hub_refused_total{defence="end_node_status"} 2"#
             #expect(poll { String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(counted) })

@@ -26,6 +26,12 @@ extension MqttProbe {
         try #require(w.subscribe(filter) == 1)
         return w
     }
+
+    /// Whether an empty message came on `topic`: a retained one cleared
+    /// (what the hub publishes to clear a status it refuses or forgets).
+    func sawCleared(_ topic: String) -> Bool {
+        messages(on: topic).contains { $0.payload.isEmpty }
+    }
 }
 
 final class MqttProbe: @unchecked Sendable {
