@@ -104,14 +104,21 @@ extension ThingRequests {
         }
     }
 
+    /// The thing whose token the request carries, when it may have an MQTT
+    /// installation of its own: an end node may not, as its traffic goes
+    /// through its gateway's connection only (409 END_NODE_UNSUPPORTED).
+    private func connectable(_ req: KiiRequest, overHTTP: Bool) -> Auth {
+        let auth = authenticate(req, overHTTP: overHTTP)
+        guard case .success(let t) = auth, t.layoutPosition == .endNode else { return auth }
+        return .failure(error(.endNodeUnsupported(t.thingID, "MQTT installation")))
+    }
+
     func createInstallation(_ req: KiiRequest, overHTTP: Bool) -> KiiResponse {
         let t: ThingRecord
-        switch authenticate(req, overHTTP: overHTTP) {
+        switch connectable(req, overHTTP: overHTTP) {
         case .failure(let r): return r
         case .success(let x): t = x
         }
-        // An end node's traffic goes through its gateway's connection only.
-        guard t.layoutPosition != .endNode else { return error(.endNodeUnsupported(t.thingID, "MQTT installation")) }
         guard case .success(let j) = JSON.parse(req.body), (try? FormFields.installationType(j)) == "MQTT" else {
             return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
@@ -151,11 +158,10 @@ extension ThingRequests {
 
     func endpoint(_ req: KiiRequest, installationID: String, overHTTP: Bool) -> KiiResponse {
         let t: ThingRecord
-        switch authenticate(req, overHTTP: overHTTP) {
+        switch connectable(req, overHTTP: overHTTP) {
         case .failure(let r): return r
         case .success(let x): t = x
         }
-        guard t.layoutPosition != .endNode else { return error(.endNodeUnsupported(t.thingID, "MQTT installation")) }
         guard let topic = t.installations[installationID] else {
             return error(.installationNotFound(installationID))
         }
