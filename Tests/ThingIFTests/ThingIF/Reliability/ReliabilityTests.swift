@@ -515,13 +515,16 @@ private func occurrences(of needle: String, in text: String) -> Int {
     text.components(separatedBy: needle).count - 1
 }
 
+/// Runs a tool to its end, bounded (runChild: posix_spawn and waitpid on
+/// its own pid). Not Foundation's Process: its waitUntilExit once waited
+/// for ever on a mosquitto_passwd that had exited, and held a CI run.
 private func runTool(_ name: String, _ args: [String]) throws {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    p.arguments = [name] + args
-    try p.run()
-    p.waitUntilExit()
-    guard p.terminationStatus == 0 else { throw HarnessError("\(name) failed: \(p.terminationStatus)") }
+    let log = NSTemporaryDirectory() + "/thingif-tool-" + randomHexString(4) + ".log"
+    defer { try? FileManager.default.removeItem(atPath: log) }
+    let status = try runChild("/usr/bin/env", [name] + args, logPath: log)
+    guard status == 0 else {
+        throw HarnessError("\(name) failed: \(status) \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
 }
 
 /// A framework side of the test's own, on the Env's broker; the caller stops it.
