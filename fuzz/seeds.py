@@ -27,6 +27,7 @@ FILTERS = {
     "state_query": lambda s: '"query"' in s and '"clause"' in s,
     "onboarding_form": lambda s: '"thingPassword"' in s and '"owner"' in s,
     "end_node_onboarding_form": lambda s: '"endNodeVendorThingID"' in s or '"endNodePassword"' in s,
+    "end_node_event": lambda s: '"event"' in s or '"results"' in s or "/end-nodes/" in s,
     "trigger_rules": lambda s: '"clause"' in s or '"type":"eq"' in s or '"type":"range"' in s or '"type":"and"' in s,
 }
 

@@ -55,9 +55,9 @@ extern "C" {
 #endif
 
 #define THINGIF_VERSION_MAJOR 0        /**< the major version of this header */
-#define THINGIF_VERSION_MINOR 3        /**< the minor version of this header */
+#define THINGIF_VERSION_MINOR 4        /**< the minor version of this header */
 #define THINGIF_VERSION_PATCH 0        /**< the patch version of this header */
-#define THINGIF_VERSION_STRING "0.3.0" /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
+#define THINGIF_VERSION_STRING "0.4.0" /**< "MAJOR.MINOR.PATCH"; compare thingif_version() */
 /** The ABI's number: the library's SONAME is libthingif.so.THINGIF_ABI_VERSION
  * and its symbols carry the version node THINGIF_<n>.0. It goes up at every
  * change that breaks a program linked against an earlier library (a
@@ -97,6 +97,9 @@ extern "C" {
 
 /**
  * @par Changes
+ *  - 0.4.0: gateways (the "gateway" group): thingif_set_layout_position,
+ *    thingif_end_node_*, thingif_action_end_node, thingif_action_thing_id,
+ *    THINGIF_ERR_TOO_MANY, THINGIF_OPT_MAX_END_NODES. Additions only.
  *  - 0.3.0: every status-returning call is THINGIF_NODISCARD. Names follow
  *    one rule, thingif_<noun>_<verb> (as jansson's json_object_set), with
  *    thingif_set_<what> for the handle's settings and thingif_on_* for
@@ -139,8 +142,9 @@ enum thingif_status {
     THINGIF_ERR_TLS = 13,          /**< TLS files could not be used, or the TLS handshake failed */
     THINGIF_ERR_MQTT = 14,         /**< libmosquitto reported an error not covered above */
     THINGIF_ERR_FULL = 15,         /**< the outbox is full of unanswered requests; the upload was refused */
-    THINGIF_ERR_EXISTS = 16,       /**< an action set or timer trigger of that name exists already */
-    THINGIF_ERR_NOT_FOUND = 17     /**< no action set or timer trigger of that name */
+    THINGIF_ERR_EXISTS = 16,       /**< an action set, timer trigger or end node of that name exists already */
+    THINGIF_ERR_NOT_FOUND = 17,    /**< no action set, timer trigger or end node of that name */
+    THINGIF_ERR_TOO_MANY = 18      /**< the gateway holds THINGIF_OPT_MAX_END_NODES end nodes already (since 0.4.0) */
 };
 
 /** Log levels, most severe first. */
@@ -203,7 +207,14 @@ enum thingif_option {
      * "thingTime":…}. A thing whose clock reads before 2020 (not set yet)
      * runs every command. The clock is thingif_set_clock()'s, else the
      * system's. Default 60000; range 0 .. 86400000. */
-    THINGIF_OPT_EXPIRY_SKEW_MS = 10
+    THINGIF_OPT_EXPIRY_SKEW_MS = 10,
+    /** The most end nodes a gateway registers with thingif_end_node_add()
+     * (THINGIF_ERR_TOO_MANY beyond). End nodes an owner adds through the
+     * framework are kept whatever this says (the framework has its own limit
+     * per gateway). The ledger (THINGIF_OPT_LEDGER_SIZE), the outbox and the
+     * inbox are shared by the gateway and all its end nodes. Default 100;
+     * range 1 .. 100000. Since 0.4.0. */
+    THINGIF_OPT_MAX_END_NODES = 11
 };
 
 /** Values of THINGIF_OPT_DURABILITY. */
@@ -222,7 +233,7 @@ enum thingif_durability {
 };
 
 /**
- * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.3.0".
+ * Returns the library's version as "MAJOR.MINOR.PATCH", for example "0.4.0".
  * The string is static: valid for the life of the process.
  * @par Thread
  * any; the string is static.
@@ -1201,6 +1212,211 @@ typedef long long (*thingif_clock_cb)(void *userdata);
  * any, also from inside a callback.
  */
 THINGIF_NODISCARD int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void *userdata);
+
+/** @} */
+
+/**
+ * @defgroup gateway Gateways and end nodes
+ * A gateway is a thing that carries end nodes: devices that cannot reach the
+ * framework themselves (lamps on a radio, sensors on a bus). Each end node is
+ * a thing of its own at the framework (thingID, owners, state, commands),
+ * and all its traffic goes through the gateway's one handle: one connection,
+ * one identity, and one ledger, outbox and inbox with the same durability
+ * contract as the gateway's own commands (docs/GATEWAYS.md). Since 0.4.0.
+ *
+ * End nodes are named by their vendorThingID (the name the firmware has
+ * for the device); the thingID arrives with THINGIF_END_NODE_ADDED. The
+ * registry is kept in storage_dir/end_nodes.json (no password, no token).
+ * Handlers are registered once (thingif_on_action() …) and serve the gateway
+ * and every end node: thingif_action_end_node() says which end node an
+ * action is for.
+ * @{
+ */
+
+/** Layout positions (Kii's layoutPosition), for thingif_set_layout_position(). */
+enum thingif_layout {
+    THINGIF_LAYOUT_STANDALONE = 0, /**< a thing on its own (the default) */
+    THINGIF_LAYOUT_GATEWAY = 1     /**< a thing that carries end nodes */
+};
+
+/**
+ * Makes the handle a gateway (or a thing on its own again): the onboarding
+ * by the thing sends this layout ("layoutPosition"), and a gateway receives
+ * its end nodes' commands and membership events. The framework keeps the
+ * layout of a thing's first onboarding; a gateway must also have been
+ * onboarded as one (an owner's onboarding with "layoutPosition":"GATEWAY",
+ * before thingif_use_onboarded()). Not stored: call it at every start,
+ * before the loop runs.
+ *
+ * @param t the handle.
+ * @param layout a thingif_layout value.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (a loop runs).
+ * @par Thread
+ * any, while no loop runs; not from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_set_layout_position(thingif_t *t, int layout);
+
+/** Events of thingif_end_node_cb. */
+enum thingif_end_node_event {
+    THINGIF_END_NODE_ADDED = 0,   /**< it has a thingID now (onboarded by this gateway, or by an owner) */
+    THINGIF_END_NODE_REFUSED = 1, /**< the framework refused its onboarding (detail says why); it is forgotten */
+    THINGIF_END_NODE_REMOVED = 2, /**< removed (by an owner, or thingif_end_node_remove() confirmed); forgotten */
+    THINGIF_END_NODE_CHANGED = 3  /**< the framework gave it another vendorThingID (vendor_thing_id is the new
+                                       one), or this vendorThingID another thingID */
+};
+
+/**
+ * Told when an end node's membership changes.
+ *
+ * @param t the handle.
+ * @param event a thingif_end_node_event value.
+ * @param vendor_thing_id the end node; borrowed, valid during the call.
+ * @param thing_id its thingID; NULL for THINGIF_END_NODE_REFUSED. Borrowed.
+ * @param detail the framework's status and answer for REFUSED, else NULL. Borrowed.
+ * @param userdata as given to thingif_set_end_node_callback().
+ *
+ * @par Thread
+ * the loop thread, with no lock of the library held. The calls allowed in a
+ * thingif_action_cb are allowed here, and the thingif_end_node_* calls
+ * (but thingif_end_node_foreach()).
+ */
+typedef void (*thingif_end_node_cb)(thingif_t *t, int event, const char *vendor_thing_id, const char *thing_id,
+                                    const char *detail, void *userdata);
+
+/**
+ * Sets (or, with NULL, removes) the end-node callback.
+ * @return THINGIF_OK or THINGIF_ERR_INVALID.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_set_end_node_callback(thingif_t *t, thingif_end_node_cb cb, void *userdata);
+
+/**
+ * Registers an end node the gateway found and onboards it through the
+ * gateway (Kii's OnboardingEndNodeWithGatewayThingID, with the gateway's
+ * token). Does not block: the registry is written and synced, and the
+ * request put in the outbox, before it returns; it is sent when connected
+ * and again until the framework answers. The answer comes to the end-node
+ * callback as THINGIF_END_NODE_ADDED (with the thingID) or _REFUSED. The
+ * password is kept only in the outbox (storage_dir/outbox.jsonl, mode 0600)
+ * until the framework answers. The end node is online from this call on
+ * (see thingif_end_node_set_online()).
+ *
+ * @param t the handle, a gateway (thingif_set_layout_position()), onboarded.
+ * @param vendor_thing_id 1 .. 200 bytes of UTF-8; copied.
+ * @param password 1 .. 200 bytes of UTF-8; copied.
+ * @param thing_type NULL for none; copied.
+ * @param firmware_version NULL for none; copied.
+ * @param properties_json the text of a JSON object, or NULL.
+ *
+ * @return THINGIF_OK (in the outbox), THINGIF_ERR_INVALID,
+ * THINGIF_ERR_JSON (properties_json is not an object), THINGIF_ERR_STATE
+ * (not a gateway), THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_EXISTS (registered
+ * already), THINGIF_ERR_TOO_MANY, THINGIF_ERR_FULL (outbox),
+ * THINGIF_ERR_STORAGE.
+ * @par Thread
+ * any, also from inside a handler or the end-node callback.
+ */
+THINGIF_NODISCARD int thingif_end_node_add(thingif_t *t, const char *vendor_thing_id, const char *password,
+                                           const char *thing_type, const char *firmware_version,
+                                           const char *properties_json);
+
+/**
+ * The end node's thingID.
+ *
+ * @return the thingID, or NULL until it is ADDED (and for an unknown end
+ * node). Owned by the handle; valid until the end node is removed or
+ * changed, or thingif_destroy().
+ * @par Thread
+ * any, also from inside a callback.
+ */
+const char *thingif_end_node_thing_id(thingif_t *t, const char *vendor_thing_id);
+
+/**
+ * Says whether the device is reachable now: publishes "online" or "offline",
+ * retained, on its status topic (at once when connected and the end node
+ * has a thingID, else after the next connect or its ADDED). The framework
+ * holds its commands while it is offline. Every end node is offline when
+ * the handle is created, until this call says otherwise.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_FOUND.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_end_node_set_online(thingif_t *t, const char *vendor_thing_id, int online);
+
+/**
+ * Removes an end node. One with a thingID: its commands are refused from now
+ * on (every action fails with data {"reason":"REMOVED"}), and DELETE
+ * things/{gateway}/end-nodes/{thingID} goes through the outbox; the
+ * framework deletes the end node with its history, and the callback is told
+ * THINGIF_END_NODE_REMOVED when it confirms. One still waiting for its
+ * onboarding is forgotten at once and its onboarding withdrawn (no
+ * callback); if the framework had taken it already, the next connect's list
+ * brings it back as ADDED.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
+ * THINGIF_ERR_NOT_FOUND, THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_end_node_remove(thingif_t *t, const char *vendor_thing_id);
+
+/**
+ * Uploads an end node's whole state, as thingif_state_update() does for the
+ * thing, through the same outbox: a full state supersedes only that end
+ * node's waiting uploads.
+ *
+ * @return as thingif_state_update(), and THINGIF_ERR_NOT_FOUND for an
+ * unknown end node, THINGIF_ERR_NOT_ONBOARDED for one not ADDED yet (upload
+ * from the end-node callback).
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_end_node_state_update(thingif_t *t, const char *vendor_thing_id, const json_t *state);
+
+/** Part of an end node's state, as thingif_state_patch(); returns as
+ * thingif_end_node_state_update(). @par Thread any, also from inside a callback. */
+THINGIF_NODISCARD int thingif_end_node_state_patch(thingif_t *t, const char *vendor_thing_id,
+                                                   const json_t *partial_state);
+
+/** An end node's firmware version, as thingif_firmware_version_update();
+ * returns as thingif_end_node_state_update(). @par Thread any, also from inside a callback. */
+THINGIF_NODISCARD int thingif_end_node_firmware_version_update(thingif_t *t, const char *vendor_thing_id,
+                                                               const char *version);
+
+/** Told once per end node by thingif_end_node_foreach(); the strings are
+ * borrowed for the call, thing_id NULL until ADDED. */
+typedef void (*thingif_end_node_each_cb)(const char *vendor_thing_id, const char *thing_id, int online, void *userdata);
+
+/**
+ * Calls cb once per registered end node, in registration order, on the
+ * calling thread, with a copy of the registry taken before the first call
+ * (cb may call the thingif_end_node_* functions).
+ *
+ * @return THINGIF_OK or THINGIF_ERR_INVALID.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_end_node_foreach(thingif_t *t, thingif_end_node_each_cb cb, void *userdata);
+
+/**
+ * Inside an action handler: the vendorThingID of the end node the action is
+ * for, or NULL when it is the gateway's own (and for a thing that is no
+ * gateway). Borrowed, valid until the handler returns.
+ * @par Thread
+ * the handler's own call only.
+ */
+const char *thingif_action_end_node(const thingif_action_t *action);
+
+/**
+ * Inside an action handler: the thingID the command targets, the end node's
+ * or the thing's own. Borrowed, valid until the handler returns.
+ * @par Thread
+ * the handler's own call only.
+ */
+const char *thingif_action_thing_id(const thingif_action_t *action);
 
 /** @} */
 

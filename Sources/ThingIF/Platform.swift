@@ -4,6 +4,12 @@ import CThingIF
 
 /// Small POSIX helpers: time, randomness, files. No Foundation.
 public enum Platform {
+    /// Calls `body` with `s` as a C string, or with NULL for nil.
+    static func withOptionalCString<R>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        guard let s else { return body(nil) }
+        return s.withCString { body($0) }
+    }
+
     /// A malloc'ed copy of `s` with a NUL (free() it), copied once from the
     /// string's storage: `strdup(s)` with a String argument first builds a
     /// new array of its bytes.

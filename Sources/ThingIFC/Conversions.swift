@@ -29,4 +29,12 @@ func nonEmpty(_ p: UnsafePointer<CChar>?) -> String? {
     return s
 }
 
+/// The text of a JSON object, or NULL (nil); a failure for anything else.
+func objectText(_ p: UnsafePointer<CChar>?) -> Result<JSON?, StatusError> {
+    guard let p else { return .success(nil) }
+    guard case .success(let j) = JSON.parse(Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))), j.isObject
+    else { return .failure(StatusError(THINGIF_ERR_JSON.code)) }
+    return .success(j)
+}
+
 let INVALID = THINGIF_ERR_INVALID.code

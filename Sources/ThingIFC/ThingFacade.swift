@@ -59,6 +59,10 @@ public func thingif_set_option(_ t: OpaquePointer?, _ option: Int32, _ value: In
         guard (16...1_000_000).contains(value) else { return INVALID }
         th.pipeline.setLedgerCapacity(value)
         return OK
+    case THINGIF_OPT_MAX_END_NODES.rawValue:
+        guard (1...EndNodeRegistry.hardMax).contains(value) else { return INVALID }
+        th.pipeline.setMaxEndNodes(value)
+        return OK
     case THINGIF_OPT_DURABILITY.rawValue:
         guard value == Int(THINGIF_DURABILITY_SYNC.rawValue) || value == Int(THINGIF_DURABILITY_NONE.rawValue) else {
             return INVALID
@@ -153,13 +157,7 @@ public func thingif_onboard(
     {
         return INVALID
     }
-    var props: JSON?
-    if let p = properties_json {
-        guard case .success(let j) = JSON.parse(Array(UnsafeRawBufferPointer(start: p, count: strlen(p)))),
-            j.isObject
-        else { return THINGIF_ERR_JSON.code }
-        props = j
-    }
+    guard case .success(let props) = objectText(properties_json) else { return THINGIF_ERR_JSON.code }
     return th.onboard(
         vendorThingID: vid, password: pw, thingType: string(thing_type),
         firmwareVersion: string(firmware_version), properties: props)
@@ -227,11 +225,19 @@ public func thingif_on_any_action(
     return OK
 }
 
-private func uploadState(_ t: OpaquePointer?, _ state: UnsafePointer<json_t>?, partial: Bool) -> Int32 {
+/// A state upload, the thing's own or (with `endNode`) an end node's.
+func uploadState(
+    _ t: OpaquePointer?, _ state: UnsafePointer<json_t>?, partial: Bool, endNode: UnsafePointer<CChar>? = nil
+) -> Int32 {
     guard let th = thing(t), let state else { return INVALID }
     let j = JSON(borrowing: UnsafeMutablePointer(mutating: state))
     guard j.isObject else { return THINGIF_ERR_JSON.code }
-    return th.updateState(j, partial: partial)
+    guard let endNode else { return th.updateState(j, partial: partial) }
+    guard let v = nonEmpty(endNode) else { return INVALID }
+    switch th.endNodeTarget(v) {
+    case .failure(let e): return e.code
+    case .success(let id): return th.updateState(j, partial: partial, thingID: id)
+    }
 }
 
 @c @implementation

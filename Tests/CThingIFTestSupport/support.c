@@ -72,6 +72,9 @@ struct ct_thing {
 
     long long clock_ms; /* the fake clock (ct_use_fake_clock), read atomically */
 
+    /* thingif_end_node_cb's calls, in order (under mu): {"event","vendorThingID","thingID","detail"}. */
+    json_t *end_node_events;
+
     /* ct_behave_hold: handlers inside the hold, and whether ct_release came (under mu). */
     pthread_cond_t hold_cv;
     int holding;
@@ -300,6 +303,7 @@ int ct_free(ct_thing *ct, int timeout_ms)
         free(ct->logs[i]);
     free(ct->logs);
     json_decref(ct->records);
+    json_decref(ct->end_node_events);
     pthread_mutex_destroy(&ct->mu);
     pthread_mutex_destroy(&ct->log_mu);
     pthread_cond_destroy(&ct->hold_cv);
@@ -473,8 +477,13 @@ static void handle(thingif_action_t *a, void *userdata)
     free(metadata);
     if (!rec)
         rec = json_pack("{s:s}", "error", "could not build the record");
-    else
+    else {
         json_object_set_new(rec, "expiresAt", json_integer(thingif_action_command_expires_at(a)));
+        const char *end_node = thingif_action_end_node(a);
+        json_object_set_new(rec, "endNode", end_node ? json_string(end_node) : json_null());
+        const char *target = thingif_action_thing_id(a);
+        json_object_set_new(rec, "targetThingID", target ? json_string(target) : json_null());
+    }
 
     char reason[512];
     if (reg->kind != KIND_RECORDER) {
@@ -823,6 +832,105 @@ int ct_update_firmware_version(ct_thing *ct, const char *version)
     return thingif_firmware_version_update(ct->t, version);
 }
 
+/* ---------------------------------------------------------------- gateways */
+
+static void end_node_cb(thingif_t *t, int event, const char *vendor_thing_id, const char *thing_id, const char *detail,
+                        void *userdata)
+{
+    ct_thing *ct = userdata;
+    /* What a firmware reads back inside the callback. */
+    const char *now = thingif_end_node_thing_id(t, vendor_thing_id);
+    json_t *e = json_pack("{s:i,s:s?,s:s?,s:s?,s:s?}", "event", event, "vendorThingID", vendor_thing_id, "thingID",
+                          thing_id, "detail", detail, "lookedUp", now);
+    pthread_mutex_lock(&ct->mu);
+    if (!ct->end_node_events)
+        ct->end_node_events = json_array();
+    json_array_append_new(ct->end_node_events, e ? e : json_pack("{s:s}", "error", "could not build the event"));
+    pthread_mutex_unlock(&ct->mu);
+}
+
+int ct_gateway(ct_thing *ct)
+{
+    int rc = thingif_set_layout_position(ct->t, THINGIF_LAYOUT_GATEWAY);
+    if (rc != THINGIF_OK)
+        return rc;
+    return thingif_set_end_node_callback(ct->t, end_node_cb, ct);
+}
+
+char *ct_end_node_events_json(ct_thing *ct)
+{
+    pthread_mutex_lock(&ct->mu);
+    char *s = ct->end_node_events ? json_dumps(ct->end_node_events, JSON_COMPACT) : strdup("[]");
+    pthread_mutex_unlock(&ct->mu);
+    return s;
+}
+
+int ct_end_node_add(ct_thing *ct, const char *vendor_thing_id, const char *password, const char *thing_type,
+                    const char *firmware_version, const char *properties_json)
+{
+    return thingif_end_node_add(ct->t, vendor_thing_id, password, thing_type, firmware_version, properties_json);
+}
+
+char *ct_end_node_thing_id(ct_thing *ct, const char *vendor_thing_id)
+{
+    const char *id = thingif_end_node_thing_id(ct->t, vendor_thing_id);
+    return id ? strdup(id) : NULL;
+}
+
+int ct_end_node_set_online(ct_thing *ct, const char *vendor_thing_id, int online)
+{
+    return thingif_end_node_set_online(ct->t, vendor_thing_id, online);
+}
+
+int ct_end_node_remove(ct_thing *ct, const char *vendor_thing_id)
+{
+    return thingif_end_node_remove(ct->t, vendor_thing_id);
+}
+
+static int end_node_upload(ct_thing *ct, const char *vendor_thing_id, const char *state_json, int partial)
+{
+    json_t *j = json_loads(state_json, JSON_DECODE_ANY, NULL);
+    if (!j)
+        return -1;
+    int rc = partial ? thingif_end_node_state_patch(ct->t, vendor_thing_id, j)
+                     : thingif_end_node_state_update(ct->t, vendor_thing_id, j);
+    json_decref(j);
+    return rc;
+}
+
+int ct_end_node_state_update(ct_thing *ct, const char *vendor_thing_id, const char *state_json)
+{
+    return end_node_upload(ct, vendor_thing_id, state_json, 0);
+}
+
+int ct_end_node_state_patch(ct_thing *ct, const char *vendor_thing_id, const char *state_json)
+{
+    return end_node_upload(ct, vendor_thing_id, state_json, 1);
+}
+
+int ct_end_node_firmware_version_update(ct_thing *ct, const char *vendor_thing_id, const char *version)
+{
+    return thingif_end_node_firmware_version_update(ct->t, vendor_thing_id, version);
+}
+
+static void list_one(const char *vendor_thing_id, const char *thing_id, int online, void *userdata)
+{
+    json_array_append_new(
+        userdata, json_pack("{s:s,s:s?,s:b}", "vendorThingID", vendor_thing_id, "thingID", thing_id, "online", online));
+}
+
+char *ct_end_node_list_json(ct_thing *ct)
+{
+    json_t *list = json_array();
+    if (thingif_end_node_foreach(ct->t, list_one, list) != THINGIF_OK) {
+        json_decref(list);
+        return NULL;
+    }
+    char *s = json_dumps(list, JSON_COMPACT);
+    json_decref(list);
+    return s;
+}
+
 static json_t *state_provider(thingif_t *t, void *userdata)
 {
     ct_thing *ct = userdata;
@@ -1042,6 +1150,14 @@ static void noop_action(thingif_action_t *a, void *userdata)
     (void)userdata;
 }
 
+static void noop_each(const char *vendor_thing_id, const char *thing_id, int online, void *userdata)
+{
+    (void)vendor_thing_id;
+    (void)thing_id;
+    (void)online;
+    (void)userdata;
+}
+
 static json_t *noop_state(thingif_t *t, void *userdata)
 {
     (void)t;
@@ -1074,12 +1190,12 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
 
     /* Version and status texts. */
     CHECK_TRUE(strcmp(thingif_version(), THINGIF_VERSION_STRING) == 0);
-    for (int s = THINGIF_OK; s <= THINGIF_ERR_NOT_FOUND; s++) {
+    for (int s = THINGIF_OK; s <= THINGIF_ERR_TOO_MANY; s++) {
         const char *text = thingif_strerror(s);
         CHECK_TRUE(text != NULL && text[0] != '\0' && strcmp(text, "unknown status") != 0);
     }
     CHECK_TRUE(strcmp(thingif_strerror(-1), "unknown status") == 0);
-    CHECK_TRUE(strcmp(thingif_strerror(THINGIF_ERR_NOT_FOUND + 1), "unknown status") == 0);
+    CHECK_TRUE(strcmp(thingif_strerror(THINGIF_ERR_TOO_MANY + 1), "unknown status") == 0);
 
     /* thingif_new */
     CHECK_TRUE(thingif_new(NULL, "key", dir1) == NULL);
@@ -1150,6 +1266,18 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_TRUE(thingif_action_defer(NULL) == NULL);
     CHECK_RC(thingif_deferred_complete(NULL, NULL, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_deferred_complete(NULL, "why", json_object()), THINGIF_ERR_INVALID); /* stolen */
+    CHECK_RC(thingif_set_layout_position(NULL, THINGIF_LAYOUT_GATEWAY), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_end_node_callback(NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_add(NULL, "v", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_TRUE(thingif_end_node_thing_id(NULL, "v") == NULL);
+    CHECK_RC(thingif_end_node_set_online(NULL, "v", 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_remove(NULL, "v"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_state_update(NULL, "v", obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_state_patch(NULL, "v", obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_firmware_version_update(NULL, "v", "1.0"), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_foreach(NULL, noop_each, NULL), THINGIF_ERR_INVALID);
+    CHECK_TRUE(thingif_action_end_node(NULL) == NULL);
+    CHECK_TRUE(thingif_action_thing_id(NULL) == NULL);
 
     /* Log callback levels. */
     CHECK_RC(thingif_set_log_callback(t, noop_log, -1, NULL), THINGIF_ERR_INVALID);
@@ -1317,6 +1445,49 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_actionset_delete(t, "nope"), THINGIF_ERR_NOT_FOUND);
     CHECK_RC(thingif_actionset_delete(t, "s"), THINGIF_OK);
     CHECK_RC(thingif_set_clock(t, NULL, NULL), THINGIF_OK);
+
+    /* Gateways: a handle that is not onboarded, then not a gateway. */
+    CHECK_RC(thingif_set_layout_position(t, 2), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_layout_position(t, -1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_END_NODES, 0), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_END_NODES, 100001), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_END_NODES, 10), THINGIF_OK);
+    CHECK_RC(thingif_end_node_add(t, "v", "p", NULL, NULL, NULL), THINGIF_ERR_STATE); /* not a gateway */
+    CHECK_RC(thingif_set_layout_position(t, THINGIF_LAYOUT_GATEWAY), THINGIF_OK);
+    CHECK_RC(thingif_end_node_add(t, NULL, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_add(t, "", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_add(t, "v", NULL, NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_add(t, "\xff\xfe", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_add(t, "v", "p", "\xff", NULL, NULL), THINGIF_ERR_INVALID);
+    {
+        char long_id[202];
+        memset(long_id, 'x', 201);
+        long_id[201] = '\0';
+        CHECK_RC(thingif_end_node_add(t, long_id, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
+    }
+    CHECK_RC(thingif_end_node_add(t, "v", "p", NULL, NULL, "[1]"), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_end_node_add(t, "v", "p", NULL, NULL, "{"), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_end_node_add(t, "v", "p", NULL, NULL, NULL), THINGIF_ERR_NOT_ONBOARDED);
+    CHECK_TRUE(thingif_end_node_thing_id(t, NULL) == NULL);
+    CHECK_TRUE(thingif_end_node_thing_id(t, "v") == NULL);
+    CHECK_RC(thingif_end_node_set_online(t, NULL, 1), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_set_online(t, "v", 1), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_end_node_remove(t, ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_remove(t, "v"), THINGIF_ERR_NOT_ONBOARDED);
+    json_t *en_obj = json_object(), *en_arr = json_array();
+    CHECK_RC(thingif_end_node_state_update(t, NULL, en_obj), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_state_update(t, "v", NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_state_update(t, "v", en_arr), THINGIF_ERR_JSON);
+    CHECK_RC(thingif_end_node_state_update(t, "v", en_obj), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_end_node_state_patch(t, "v", en_obj), THINGIF_ERR_NOT_FOUND);
+    json_decref(en_obj);
+    json_decref(en_arr);
+    CHECK_RC(thingif_end_node_firmware_version_update(t, "v", ""), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_firmware_version_update(t, "v", "1.0"), THINGIF_ERR_NOT_FOUND);
+    CHECK_RC(thingif_end_node_foreach(t, NULL, NULL), THINGIF_ERR_INVALID);
+    CHECK_RC(thingif_end_node_foreach(t, noop_each, NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_end_node_callback(t, NULL, NULL), THINGIF_OK);
+    CHECK_RC(thingif_set_layout_position(t, THINGIF_LAYOUT_STANDALONE), THINGIF_OK);
 
     /* The names of 0.2.0 are the same functions (thingif.h, "Old names"). */
 #pragma GCC diagnostic push

@@ -15,8 +15,14 @@ final class CommandStrings {
     let metadata: JSON?
     /// Epoch ms, 0 for none.
     let expiresAt: Int64
+    /// The thingID the command targets (an end node's, or the thing's own).
+    let thingID: UnsafeMutablePointer<CChar>
+    /// The end node's vendorThingID; nil for the thing's own command.
+    let endNode: UnsafeMutablePointer<CChar>?
 
-    init(_ c: Command) {
+    init(_ c: Command, target: CommandTarget) {
+        thingID = Platform.cString(target.thingID)
+        endNode = target.vendorThingID.map { Platform.cString($0) }
         id = Platform.cString(c.id)
         issuer = c.issuer.map { Platform.cString($0) }
         schema = c.shape == .schema ? c.schema.map { Platform.cString($0) } : nil
@@ -28,7 +34,7 @@ final class CommandStrings {
     }
 
     deinit {
-        for p in [id, issuer, schema, title, description] { free(p) }
+        for p in [id, issuer, schema, title, description, thingID, endNode] { free(p) }
     }
 }
 

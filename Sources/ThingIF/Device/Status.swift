@@ -28,8 +28,9 @@ func statusText(_ status: Int32) -> StaticString {
     case THINGIF_ERR_TLS.rawValue: return "TLS files could not be used, or the TLS handshake failed"
     case THINGIF_ERR_MQTT.rawValue: return "MQTT library error"
     case THINGIF_ERR_FULL.rawValue: return "the outbox is full"
-    case THINGIF_ERR_EXISTS.rawValue: return "an action set or timer trigger of that name exists already"
-    case THINGIF_ERR_NOT_FOUND.rawValue: return "no action set or timer trigger of that name"
+    case THINGIF_ERR_EXISTS.rawValue: return "an action set, timer trigger or end node of that name exists already"
+    case THINGIF_ERR_NOT_FOUND.rawValue: return "no action set, timer trigger or end node of that name"
+    case THINGIF_ERR_TOO_MANY.rawValue: return "the gateway holds THINGIF_OPT_MAX_END_NODES end nodes already"
     default: return "unknown status"
     }
 }

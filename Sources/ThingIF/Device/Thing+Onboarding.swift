@@ -91,7 +91,8 @@ extension Thing {
         guard csrStatus == OK else { return csrStatus }
         let request = OnboardingRequest(
             vendorThingID: vendorThingID, thingPassword: password, thingType: thingType,
-            firmwareVersion: firmwareVersion, thingProperties: properties, certificateSigningRequest: csr)
+            firmwareVersion: firmwareVersion, thingProperties: properties, layoutPosition: config.layout,
+            certificateSigningRequest: csr)
         let session = BootstrapSession(thing: self, budgetMs: config.requestTimeoutMs, claim: true)
         defer { session.close() }
         var status = session.open()

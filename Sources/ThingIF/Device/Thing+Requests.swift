@@ -22,16 +22,21 @@ extension Thing {
     /// Sends what is due from the outbox (CommandPipeline.sendDue).
     func sendDue() { pipeline.sendDue() }
 
-    func updateState(_ state: JSON, partial: Bool) -> Int32 {
-        guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
+    /// The thing's state, or with `thingID` an end node's (a gateway's).
+    func updateState(_ state: JSON, partial: Bool, thingID: String? = nil) -> Int32 {
+        guard let tid = thingID ?? shared.withLock({ $0.identity?.thingID }) else {
+            return THINGIF_ERR_NOT_ONBOARDED.code
+        }
         return sendRequest(
             method: partial ? "PATCH" : "PUT", path: str("targets/thing:\(tid)/states"),
             contentType: MediaType.json, body: state.dumpBytes(),
             what: partial ? "partial state" : "state", kind: .state)
     }
 
-    func updateFirmwareVersion(_ version: String) -> Int32 {
-        guard let tid = shared.withLock({ $0.identity?.thingID }) else { return THINGIF_ERR_NOT_ONBOARDED.code }
+    func updateFirmwareVersion(_ version: String, thingID: String? = nil) -> Int32 {
+        guard let tid = thingID ?? shared.withLock({ $0.identity?.thingID }) else {
+            return THINGIF_ERR_NOT_ONBOARDED.code
+        }
         let body = JSON.object()
         body.set("firmwareVersion", string: version)
         return sendRequest(

@@ -32,6 +32,8 @@ final class Thing: @unchecked Sendable {
         var reconnectMaxMs = 30_000
         /// THINGIF_OPT_EXPIRY_SKEW_MS (CommandExpiry).
         var expirySkewMs = CommandExpiry.defaultSkewToleranceMs
+        /// thingif_set_layout_position(): sent at onboarding by the thing.
+        var layout = LayoutPosition.standalone
     }
 
     struct StateProvider {
@@ -63,6 +65,8 @@ final class Thing: @unchecked Sendable {
         var pendingSets: [String] = []
         /// thingif_set_clock(); nil: the system clock.
         var clock: (callback: thingif_clock_cb, userdata: UnsafeMutableRawPointer?)?
+        /// thingif_set_end_node_callback().
+        var endNodeCallback: (thingif_end_node_cb, UnsafeMutableRawPointer?)?
 
         init(automation: Automation) {
             self.automation = automation
@@ -82,6 +86,8 @@ final class Thing: @unchecked Sendable {
     let pipeline: DevicePipeline
     /// C copy of the thingID for thingif_thing_id().
     let thingIDCString = Locked<UnsafeMutablePointer<CChar>?>(nil)
+    /// C copies of end nodes' thingIDs for thingif_end_node_thing_id(), by vendorThingID.
+    let endNodeIDStrings = Locked<[ByteKey: UnsafeMutablePointer<CChar>]>([:])
 
     init?(appID: String, appKey: String, storageDir: String) {
         guard let s = Storage(directory: storageDir) else { return nil }
@@ -100,10 +106,12 @@ final class Thing: @unchecked Sendable {
         pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
         pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
         pipeline.wallClock = { [unowned(unsafe) self] in self.epochNow() }
+        pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) }
     }
 
     deinit {
         thingIDCString.withLock { free($0) }
+        endNodeIDStrings.withLock { table in for p in table.values { free(p) } }
     }
 
     // MARK: thread checks

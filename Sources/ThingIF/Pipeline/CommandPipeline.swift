@@ -32,6 +32,25 @@ enum PipelineStep {
     case acknowledged
 }
 
+/// Whom a command is for: the thing itself, or (on a gateway) one of its
+/// end nodes, named by the topic it came on (docs/GATEWAYS.md §5).
+struct CommandTarget {
+    /// Where its results go.
+    let thingID: String
+    /// The end node's thingID (the ledger's "e"); nil: the thing's own.
+    let endNode: String?
+    /// The end node's vendorThingID, for the handler; nil for the thing's
+    /// own, and for an end node the gateway does not carry.
+    let vendorThingID: String?
+    /// Why the gateway does not run it: the end node is not registered
+    /// (NOT_REGISTERED) or being removed (REMOVED); (reason, message).
+    let refusal: (reason: String, message: String)?
+
+    static func own(_ thingID: String) -> CommandTarget {
+        CommandTarget(thingID: thingID, endNode: nil, vendorThingID: nil, refusal: nil)
+    }
+}
+
 /// What the pipeline made of a received command before running anything.
 enum CommandAdmission {
     /// Not a command it can run (logged; reported when nameable).
@@ -39,6 +58,9 @@ enum CommandAdmission {
     case running(String)
     case done(String, body: [UInt8], alreadyQueued: Bool)
     case interrupted(String, skeleton: [UInt8])
+    /// The ledger holds it for another target (a hub fault or a replay):
+    /// not run and not reported.
+    case foreign(String)
     /// New: recorded as started (durable once the ledger is flushed,
     /// unless `persisted` is false: the ledger could not be written).
     case new(Command, persisted: Bool)
@@ -57,6 +79,7 @@ enum CommandAdmission {
 struct ActionCall {
     let command: Command
     let strings: CommandStrings
+    let target: CommandTarget
     let alias: String?
     let name: String
     let params: JSON
@@ -122,8 +145,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// The most messages the inbox has held (a test hook).
         var inboxHighWater = 0
         /// Commands dropped on arrival for their size whose commandID could
-        /// be read: (commandID, reason), reported by the next pass.
-        var droppedCommands: [(id: String, reason: String)] = []
+        /// be read: (commandID, reason, target), reported by the next pass.
+        var droppedCommands: [(id: String, reason: String, target: CommandTarget)] = []
         /// Commands whose results wait for actions (running or deferred).
         var running: [ByteKey: RunningCommand] = [:]
         /// True while a batch runs: results finished meanwhile wait in
@@ -138,6 +161,14 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// When each outbox item was last sent on this connection.
         var sentAt: [ByteKey: Int64] = [:]
         var requestCounter = 0
+        /// The handle is a gateway (thingif_set_layout_position): end-node
+        /// topics are its commands.
+        var gateway = false
+        /// The end nodes it carries (persisted; CommandPipeline+EndNodes.swift).
+        var endNodes: EndNodeRegistry
+        /// The end nodes' thingIDs the list read since the last connect has
+        /// named so far; nil while no read runs.
+        var syncSeen: Set<ByteKey>?
     }
 
     let state: Locked<State>
@@ -170,7 +201,9 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         state = Locked(
             State(
                 ledger: CommandLedger(storage: storage, capacity: ledgerCapacity),
-                outbox: Outbox(storage: storage, capacity: outboxCapacity)))
+                outbox: Outbox(storage: storage, capacity: outboxCapacity),
+                endNodes: EndNodeRegistry(storage: storage)))
+        if let problem = state.withLock({ $0.endNodes.problem }) { logger.error(Text(problem)) }
         // Results the framework had not acknowledged before the restart go
         // out again from the outbox (the ledger kept them).
         state.withLock { s in
@@ -242,7 +275,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             if m.payload.count > s.limits.maxPayload {
                 // A command whose commandID its first bytes give is reported
                 // as dropped, so that it gets an outcome.
-                if let id = s.identity, m.topic.equals(id.endpoint.mqttTopic),
+                if let id = s.identity, let target = Self.target(of: m.topic, identity: id, &s),
                     s.droppedCommands.count < s.limits.inboxMax,
                     let commandID = Command.recoverID(m.payload)
                 {
@@ -251,7 +284,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                             commandID,
                             str(
                                 "dropped a command of \(m.payload.count) bytes: over the limit of \(s.limits.maxPayload) bytes (THINGIF_OPT_MAX_PAYLOAD)"
-                            )
+                            ),
+                            target
                         ))
                 }
                 return (s.limits.maxPayload, false)
@@ -277,13 +311,11 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// already there share that sync with the results (one sync per batch
     /// under load).
     func processInbox(canRead: Bool = false) {
-        let drops = state.withLock { s -> ([(id: String, reason: String)], String?) in
+        let drops = state.withLock { s -> [(id: String, reason: String, target: CommandTarget)] in
             defer { s.droppedCommands.removeAll() }
-            return (s.droppedCommands, s.identity?.thingID)
+            return s.droppedCommands
         }
-        if let thingID = drops.1 {
-            for d in drops.0 { reportDropped(d.id, reason: d.reason, thingID: thingID) }
-        }
+        for d in drops { reportDropped(d.id, reason: d.reason, target: d.target) }
         var owed: [Held] = []
         while true {
             let taken = state.withLock { s -> ([TransportMessage], Identity, Int)? in
@@ -301,7 +333,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 var batch: [TransportMessage] = []
                 var waiting: [TransportMessage] = []
                 for m in s.inbox {
-                    if !m.topic.equals(id.endpoint.mqttTopic) {
+                    if !Self.isCommandTopic(m.topic, identity: id, gateway: s.gateway) {
                         batch.append(m)
                     } else if commandsTaken > 0 {
                         batch.append(m)
@@ -365,27 +397,49 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// (docs/FAILURE_MODEL.md).
     func runBatch(_ batch: [TransportMessage], identity: Identity, maxPayload: Int, publishing previous: [Held]) {
         let topic = identity.endpoint.mqttTopic
-        // Cancels first: one behind its command in the same batch still
+        // Whom each message is for (nil: not a command topic). A gateway's
+        // membership events come first (GATEWAYS.md §4.2): a command
+        // behind an endNodeAdded in the same batch finds its end node.
+        var targets = state.withLock { s in batch.map { Self.target(of: $0.topic, identity: identity, &s) } }
+        for (i, m) in batch.enumerated() {
+            if let endNode = targets[i]?.endNode, let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
+                endNodeEvent(event)
+                targets[i] = nil
+            } else if targets[i]?.endNode != nil, EndNodeEvent.isEvent(m.payload) {
+                logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
+                targets[i] = nil
+            }
+        }
+        // Resolved after the events: an end node they added or removed.
+        state.withLock { s in
+            for i in targets.indices where targets[i]?.endNode != nil {
+                targets[i] = Self.target(of: batch[i].topic, identity: identity, &s)
+            }
+        }
+        // Cancels next: one behind its command in the same batch still
         // reaches it before it runs.
         var cancels: [Bool] = []
         cancels.reserveCapacity(batch.count)
         var cancelsRecorded = false
-        for m in batch {
-            if m.topic.equals(topic), let id = CommandCancel.commandID(of: m.payload) {
+        for (m, target) in zip(batch, targets) {
+            if let target, let id = CommandCancel.commandID(of: m.payload) {
                 cancels.append(true)
-                if cancel(id) { cancelsRecorded = true }
+                if cancel(id, target: target) { cancelsRecorded = true }
             } else {
                 cancels.append(false)
             }
         }
-        var admitted: [CommandAdmission?] = []
+        var admitted: [(CommandAdmission, CommandTarget)?] = []
         admitted.reserveCapacity(batch.count)
-        for (m, isCancel) in zip(batch, cancels) {
+        for (i, m) in batch.enumerated() {
+            guard let target = targets[i], !cancels[i] else {
+                admitted.append(nil)
+                continue
+            }
             admitted.append(
-                m.topic.equals(topic) && !isCancel
-                    ? admit(m.payload, identity: identity, maxPayload: maxPayload, sync: false) : nil)
+                (admit(m.payload, identity: identity, target: target, maxPayload: maxPayload, sync: false), target))
         }
-        let newCommands = admitted.contains { $0?.isNew == true }
+        let newCommands = admitted.contains { $0?.0.isNew == true }
         if newCommands || cancelsRecorded || !previous.isEmpty {
             if !state.withLock({ $0.ledger.flush() }) {
                 logger.error(
@@ -396,14 +450,16 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         }
         for h in previous { _ = sendResults(h.body, commandID: h.commandID, thingID: h.thingID) }
         for (i, (m, a)) in zip(batch, admitted).enumerated() {
-            if let a {
-                execute(a, identity: identity)
+            if let (a, target) = a {
+                execute(a, target: target)
             } else if cancels[i] {
                 continue
             } else if m.topic.equals(Topics.response(clientID: topic)) {
                 handleReply(m)
             } else if m.topic.equals(Topics.config(clientID: topic)) {
                 onConfig(m.payload)
+            } else if Topics.parseEndNodeCommands(m.topic) != nil {
+                continue  // an end node's event, taken above
             } else {
                 logger.debug("ignored a message on \(m.topic)")
             }
@@ -412,24 +468,31 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
 
     /// The remote configuration (p/{mqttTopic}/config): the owner's.
     var onConfig: ([UInt8]) -> Void = { _ in }
+    /// A gateway's end node joined, was refused, left or was renamed: the
+    /// owner tells the firmware (loop thread, no lock held).
+    var onEndNode: (EndNodeNotice) -> Void = { _ in }
 
     // MARK: admission
 
     /// Decodes a command and, when it is new, records it as started: synced
     /// at once with `sync`, else by the caller's `ledger.flush()` before
     /// `execute` (group commit: one sync for every command of a loop pass).
-    func admit(_ payload: [UInt8], identity: Identity, maxPayload: Int, sync: Bool) -> CommandAdmission {
+    func admit(_ payload: [UInt8], identity: Identity, target: CommandTarget, maxPayload: Int, sync: Bool)
+        -> CommandAdmission
+    {
         let command: Command
         switch Command.decode(payload, maxSize: maxPayload) {
         case .failure(let e):
             logger.error(Text(e.message))
-            if let id = e.commandID { reportDropped(id, reason: e.message, thingID: identity.thingID) }
+            if let id = e.commandID { reportDropped(id, reason: e.message, target: target) }
             return .refused
         case .success(let c):
             command = c
         }
-        let resultsPath = Pipeline.resultsPath(thingID: identity.thingID, commandID: command.id)
+        let resultsPath = Pipeline.resultsPath(thingID: target.thingID, commandID: command.id)
         let admission = state.withLock { s -> CommandAdmission in
+            let known = s.ledger.state(of: command.id) != nil || s.running[ByteKey(command.id)] != nil
+            if known && !s.ledger.target(of: command.id).equals(target.endNode) { return .foreign(command.id) }
             if s.running[ByteKey(command.id)] != nil { return .running(command.id) }
             switch s.ledger.state(of: command.id) {
             case .done(let r)?:
@@ -439,11 +502,12 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                         || s.heldResults.contains { $0.commandID.equals(command.id) })
             case .started(let skeleton)?: return .interrupted(command.id, skeleton: skeleton)
             case .cancelled?:
-                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: identity.thingID)
+                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: target.thingID)
                 return .cancelled(command)
             case nil:
-                let ok = s.ledger.start(command.id, skeleton: CommandLedger.skeleton(of: command), sync: sync)
-                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: identity.thingID)
+                let ok = s.ledger.start(
+                    command.id, skeleton: CommandLedger.skeleton(of: command), target: target.endNode, sync: sync)
+                s.running[ByteKey(command.id)] = RunningCommand(command, thingID: target.thingID)
                 return .new(command, persisted: ok)
             }
         }
@@ -451,18 +515,22 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         return admission
     }
 
-    func execute(_ admission: CommandAdmission, identity: Identity) {
+    func execute(_ admission: CommandAdmission, target: CommandTarget) {
         switch admission {
         case .refused:
             return
+        case .foreign(let id):
+            logger.warning(
+                "command \(id) arrived for \(target.thingID), but this thing took it for another; not run, not reported"
+            )
         case .running(let id):
             logger.info("command \(id) arrived again while it still runs; ignored")
         case .done(let id, let results, let queued):
             logger.info("command \(id) arrived again; it ran already\(queued ? "" : ": sending its results again")")
-            if !queued { _ = sendResults(results, commandID: id, thingID: identity.thingID) }
+            if !queued { _ = sendResults(results, commandID: id, thingID: target.thingID) }
         case .interrupted(let id, let skeleton):
             logger.warning("command \(id) arrived again after it was cut off; reporting it as interrupted")
-            finishInterrupted(id, skeleton: skeleton, thingID: identity.thingID)
+            finishInterrupted(id, skeleton: skeleton, thingID: target.thingID)
         case .cancelled(let command):
             logger.warning("command \(command.id) was cancelled by the hub before it ran; not run")
             for (i, r) in CommandCancel.refusal(command).enumerated() {
@@ -473,6 +541,15 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 logger.error(
                     "cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard"
                 )
+            }
+            if let refusal = target.refusal {
+                logger.warning("command \(command.id) for end node \(target.thingID) not run: \(refusal.message)")
+                for (i, r) in ActionResult.refusals(command, message: refusal.message, reason: refusal.reason)
+                    .enumerated()
+                {
+                    complete(command.id, index: i, result: r)
+                }
+                return
             }
             if command.expiresAt != nil {
                 let now = wallClock()
@@ -487,7 +564,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     return
                 }
             }
-            run(command)
+            run(command, target: target)
         }
     }
 
@@ -497,15 +574,21 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// ledger (synced with the batch's starts): it is never run, also when
     /// it comes again after a restart. One that started or finished is
     /// not touched: its results go as usual. True when it was recorded.
-    func cancel(_ commandID: String) -> Bool {
+    func cancel(_ commandID: String, target: CommandTarget) -> Bool {
         let outcome = state.withLock { s -> (recorded: Bool, note: String) in
+            let known = s.ledger.state(of: commandID) != nil || s.running[ByteKey(commandID)] != nil
+            if known && !s.ledger.target(of: commandID).equals(target.endNode) {
+                return (false, "this thing took it for another target")
+            }
             if s.running[ByteKey(commandID)] != nil { return (false, "it is running") }
             switch s.ledger.state(of: commandID) {
             case .started?: return (false, "it started")
             case .done?: return (false, "it ran already")
             case .cancelled?: return (false, "it is cancelled already")
             case nil:
-                guard s.ledger.cancel(commandID, sync: false) else { return (false, "the ledger cannot be written") }
+                guard s.ledger.cancel(commandID, target: target.endNode, sync: false) else {
+                    return (false, "the ledger cannot be written")
+                }
                 return (true, "")
             }
         }
@@ -526,36 +609,36 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             return ok
         }
         if !persisted { logger.error("cannot record command \(command.id) in \(storage.path(CommandLedger.fileName))") }
-        run(command)
+        run(command, target: .own(thingID))
     }
 
     /// A command dropped before its actions could be read, whose commandID
     /// could: recorded as done and reported once (ActionResults.dropped), so
     /// that it gets an outcome; a repeat of it changes nothing.
-    func reportDropped(_ id: String, reason: String, thingID: String) {
+    func reportDropped(_ id: String, reason: String, target: CommandTarget) {
         let body = ActionResults.dropped(reason: reason).dumpBytes()
         let first = state.withLock { s -> Bool in
             guard s.running[ByteKey(id)] == nil, s.ledger.state(of: id) == nil else { return false }
-            _ = s.ledger.finish(id, body: body, thingID: thingID)
+            _ = s.ledger.finish(id, body: body, thingID: target.thingID, target: target.endNode)
             return true
         }
         if first {
             logger.warning("reporting command \(id) as dropped, with every action failed")
-            _ = sendResults(body, commandID: id, thingID: thingID)
+            _ = sendResults(body, commandID: id, thingID: target.thingID)
         }
     }
 
     /// Reports the commands that a crash cut off, once per handle (once an identity is known).
     func reportInterrupted() {
-        let work = state.withLock { s -> ([(id: String, skeleton: [UInt8])], String)? in
+        let work = state.withLock { s -> ([(id: String, skeleton: [UInt8], target: String?)], String)? in
             guard !s.interruptedReported, let id = s.identity else { return nil }
             s.interruptedReported = true
             return (s.ledger.interrupted, id.thingID)
         }
         guard let (list, thingID) = work else { return }
-        for (id, skeleton) in list {
+        for (id, skeleton, target) in list {
             logger.warning("command \(id) was cut off by a restart; reporting it as interrupted")
-            finishInterrupted(id, skeleton: skeleton, thingID: thingID)
+            finishInterrupted(id, skeleton: skeleton, thingID: target ?? thingID)
         }
     }
 
@@ -569,8 +652,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
 
     /// Runs a command's actions in order; each result lands in its
     /// RunningCommand, and the last one records and sends the results.
-    func run(_ command: Command) {
-        let strings = CommandStrings(command)
+    func run(_ command: Command, target: CommandTarget) {
+        let strings = CommandStrings(command, target: target)
         var index = 0
         for g in command.groups {
             for e in g.entries {
@@ -580,7 +663,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     complete(command.id, index: index, result: .failure(name, reason))
                 case .action(let name, let params):
                     let call = ActionCall(
-                        command: command, strings: strings, alias: g.alias, name: name, params: params, index: index)
+                        command: command, strings: strings, target: target, alias: g.alias, name: name,
+                        params: params, index: index)
                     if let result = runAction(call) {
                         complete(command.id, index: index, result: result)
                     }
@@ -767,6 +851,10 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 "framework answered \(item.what) with \(reply.status) \(reply.bodyText); it will be sent again")
         } else {
             logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
+        }
+        switch item.kind {
+        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync: endNodeReplied(item, reply, retry: retry)
+        case .results, .state, .other: break
         }
     }
 }

@@ -13,6 +13,11 @@
 /// copy of them: two syncs per command, and fewer when the loop commits a
 /// batch of commands with one (`sync: false`, then `flush()`).
 ///
+/// A gateway's commands for its end nodes share the ledger: each record of
+/// one names its end node (`"e"`), so that the command is reported for it
+/// after a restart and never taken on another end node's topic
+/// (docs/GATEWAYS.md §5).
+///
 /// It remembers the newest `capacity` commands. Not thread-safe: the engine
 /// uses it from the loop thread only.
 final class CommandLedger {
@@ -29,6 +34,8 @@ final class CommandLedger {
 
     /// Results the framework has not acknowledged yet: (commandID, thingID).
     private var unacknowledged: [ByteKey: String] = [:]
+    /// The end node of each command taken for one (a gateway's); none: the thing's own.
+    private var targets: [ByteKey: String] = [:]
 
     static let fileName = "ledger.jsonl"
 
@@ -39,7 +46,7 @@ final class CommandLedger {
     private var states: [ByteKey: State] = [:]
     private var order: [String] = []
     /// Commands found started but not done when the ledger was loaded.
-    private(set) var interrupted: [(id: String, skeleton: [UInt8])] = []
+    private(set) var interrupted: [(id: String, skeleton: [UInt8], target: String?)] = []
 
     /// Loads every remembered command, whatever `capacity` is: the handle's
     /// THINGIF_OPT_LEDGER_SIZE is set only after this runs, and trims from
@@ -49,6 +56,7 @@ final class CommandLedger {
         journal = Journal(storage: storage, name: CommandLedger.fileName)
         for r in journal.load() {
             guard let id = r["c"]?.stringValue else { continue }
+            if let e = r["e"]?.stringValue { targets[ByteKey(id)] = e }
             if let results = r["r"] {
                 record(id, .done(body: results.dumpBytes()))
                 // A "t" names the thing the results are owed to; earlier
@@ -64,7 +72,7 @@ final class CommandLedger {
         }
         self.capacity = max(1, capacity)
         interrupted = order.compactMap { id in
-            if case .started(let s) = states[ByteKey(id)] { return (id, s) }
+            if case .started(let s) = states[ByteKey(id)] { return (id, s, targets[ByteKey(id)]) }
             return nil
         }
     }
@@ -73,11 +81,16 @@ final class CommandLedger {
 
     func state(of commandID: String) -> State? { states[ByteKey(commandID)] }
 
+    /// The end node a command was taken for; nil: the thing's own (or unknown).
+    func target(of commandID: String) -> String? { targets[ByteKey(commandID)] }
+
     private func record(_ id: String, _ state: State) {
         if states.updateValue(state, forKey: ByteKey(id)) == nil { order.append(id) }
         // Results still owed are kept past the capacity.
         while order.count > capacity, let i = order.firstIndex(where: { unacknowledged[ByteKey($0)] == nil }) {
-            states[ByteKey(order.remove(at: i))] = nil
+            let key = ByteKey(order.remove(at: i))
+            states[key] = nil
+            targets[key] = nil
         }
     }
 
@@ -89,22 +102,26 @@ final class CommandLedger {
 
     /// Marks a command as started; durable on return with `sync`, else
     /// after the next `flush()`. False when it could not be written.
-    func start(_ commandID: String, skeleton: [UInt8], sync: Bool = true) -> Bool {
-        persist(commandID, .started(skeleton: skeleton), thingID: nil, sync: sync)
+    /// `target`: the end node it is for (nil: the thing's own).
+    func start(_ commandID: String, skeleton: [UInt8], target: String? = nil, sync: Bool = true) -> Bool {
+        persist(commandID, .started(skeleton: skeleton), thingID: nil, target: target, sync: sync)
     }
 
     /// Marks a command the thing has not taken as cancelled: a later
     /// delivery of it is refused, not run (also after a restart, once
     /// synced: `sync`, or the next `flush()`).
-    func cancel(_ commandID: String, sync: Bool = true) -> Bool {
-        persist(commandID, .cancelled, thingID: nil, sync: sync)
+    func cancel(_ commandID: String, target: String? = nil, sync: Bool = true) -> Bool {
+        persist(commandID, .cancelled, thingID: nil, target: target, sync: sync)
     }
 
     /// Marks a command as done with the results body it reported (JSON
     /// text, written into the record as is); with a `thingID`, the ledger
-    /// holds the results until `acknowledge`.
-    func finish(_ commandID: String, body: [UInt8], thingID: String?, sync: Bool = true) -> Bool {
-        guard persist(commandID, .done(body: body), thingID: thingID, sync: sync) else { return false }
+    /// holds the results until `acknowledge`. The command keeps the end
+    /// node it was started or cancelled for, or takes `target`'s.
+    func finish(_ commandID: String, body: [UInt8], thingID: String?, target: String? = nil, sync: Bool = true) -> Bool
+    {
+        let t = targets[ByteKey(commandID)] ?? target
+        guard persist(commandID, .done(body: body), thingID: thingID, target: t, sync: sync) else { return false }
         interrupted.removeAll { $0.id.equals(commandID) }
         return true
     }
@@ -135,8 +152,9 @@ final class CommandLedger {
     }
 
     /// One journal line: {"c": id, "a": skeleton}, {"c": id, "r": results,
-    /// "t"?: thingID while owed} or {"c": id, "x": 1} (cancelled), built from bytes (the results body is
-    /// written as the request carries it, not encoded again).
+    /// "t"?: thingID while owed} or {"c": id, "x": 1} (cancelled), each with
+    /// "e": its end node when it is a gateway's end node's, built from bytes
+    /// (the results body is written as the request carries it, not encoded again).
     private func line(_ id: String, _ state: State) -> [UInt8] {
         var out: [UInt8] = []
         switch state {
@@ -161,15 +179,22 @@ final class CommandLedger {
             out += JSON.quoted(id)
             out.append(contentsOf: #","x":1"#.utf8)
         }
+        if let e = targets[ByteKey(id)] {
+            out.append(contentsOf: #","e":"#.utf8)
+            out += JSON.quoted(e)
+        }
         out.append(0x7D)
         out.append(0x0A)
         return out
     }
 
-    private func persist(_ id: String, _ state: State, thingID: String?, sync: Bool) -> Bool {
+    private func persist(_ id: String, _ state: State, thingID: String?, target: String?, sync: Bool) -> Bool {
         if let thingID { unacknowledged[ByteKey(id)] = thingID }
+        let previousTarget = targets[ByteKey(id)]
+        if let target { targets[ByteKey(id)] = target }
         guard journal.append(line: line(id, state), sync: sync) else {
             if thingID != nil { unacknowledged[ByteKey(id)] = nil }
+            targets[ByteKey(id)] = previousTarget
             return false
         }
         record(id, state)

@@ -10,8 +10,9 @@
 /// outbox keeps them in memory only.
 ///
 /// A full state upload (PUT) supersedes every state upload still waiting
-/// (PUT or PATCH): those are dropped, so a resent old state can never
-/// overwrite a newer one at the framework.
+/// for the same thing (PUT or PATCH; a gateway's end nodes are other
+/// things): those are dropped, so a resent old state can never overwrite a
+/// newer one at the framework.
 ///
 /// Bounded by `capacity` items. When it is full, the oldest state upload is
 /// dropped to make room; when no state upload is left to drop, a new state
@@ -23,6 +24,14 @@
 final class Outbox {
     enum Kind: String, CaseIterable {
         case results, state, other
+        /// A gateway's requests about its end nodes (docs/GATEWAYS.md §2):
+        /// an onboarding and a removal, whose answers change the registry,
+        /// and the list read after each connect (kept in memory only).
+        case endNodeOnboarding, endNodeRemoval, endNodeSync
+
+        /// Kept in memory only: results (the ledger has them) and the list
+        /// read (made again at each connect).
+        var inMemory: Bool { self == .results || self == .endNodeSync }
     }
 
     struct Item {
@@ -107,9 +116,9 @@ final class Outbox {
     /// Returns nil when the journal could not be written.
     func add(_ item: Item) -> AddOutcome? {
         var item = item
-        item.journaled = item.kind != .results
+        item.journaled = !item.kind.inMemory
         let supersedes = item.kind == .state && item.method.equals("PUT")
-        var drop = supersedes ? items.filter { $0.kind == .state } : []
+        var drop = supersedes ? items.filter { $0.kind == .state && $0.path.equals(item.path) } : []
         if items.count - drop.count >= capacity && item.kind != .results {
             // Make room by dropping the oldest state upload; none left: refuse.
             guard !supersedes, let oldest = items.first(where: { $0.kind == .state }) else { return .full }
@@ -149,6 +158,17 @@ final class Outbox {
     }
 
     func item(_ id: String) -> Item? { items.first { $0.id.equals(id) } }
+
+    /// Withdraws the items `matching` says, unanswered (an unsynced mark each, as an answer);
+    /// returns them.
+    @discardableResult
+    func withdraw(where matching: (Item) -> Bool) -> [Item] {
+        let gone = items.filter(matching)
+        for item in gone {
+            _ = ack(item.id)
+        }
+        return gone
+    }
 
     /// Writes the unsynced marks that wait in memory (acknowledgements, drops).
     func writeOut() { journal.writeOut() }

@@ -50,6 +50,22 @@ extension Optional where Wrapped == String {
     }
 }
 
+extension Array where Element == UInt8 {
+    /// Whether `needle`'s bytes occur in these, in a row (a cheap look
+    /// before a parse).
+    func containsSubsequence(_ needle: [UInt8]) -> Bool {
+        guard count >= needle.count else { return false }
+        var i = 0
+        while i + needle.count <= count {
+            var k = 0
+            while k < needle.count && self[i + k] == needle[k] { k += 1 }
+            if k == needle.count { return true }
+            i += 1
+        }
+        return false
+    }
+}
+
 extension Sequence where Element == String {
     /// Whether an element has the same UTF-8 bytes as `name`.
     func containsBytes(_ name: String) -> Bool { contains { $0.equals(name) } }

@@ -20,6 +20,25 @@ public struct ActionResult {
         ActionResult(name: name, succeeded: false, errorMessage: message)
     }
 
+    /// The failed results of a command the thing does not run (cancelled,
+    /// expired, for an end node it does not carry): one per action, in
+    /// order, each with `message` and `data` {"reason": reason} plus what
+    /// `fill` adds.
+    static func refusals(
+        _ command: Command, message: String, reason: String, fill: (JSON) -> Void = { _ in }
+    ) -> [ActionResult] {
+        var out: [ActionResult] = []
+        for g in command.groups {
+            for e in g.entries {
+                let data = JSON.object()
+                data.set("reason", string: reason)
+                fill(data)
+                out.append(ActionResult(name: e.name, succeeded: false, errorMessage: message, data: data))
+            }
+        }
+        return out
+    }
+
     /// Appends {"name":{"succeeded":…,"errorMessage"?:…,"data"?:…}}.
     func encode(into out: inout [UInt8]) {
         out.append(0x7B)

@@ -26,7 +26,7 @@ public enum CommandCancel {
     /// that hold the bytes `"cancel"` are parsed, so commands cost no
     /// second parse.
     public static func commandID(of payload: [UInt8]) -> String? {
-        guard payload.count <= maxSize, contains(payload, Array(#""cancel""#.utf8)),
+        guard payload.count <= maxSize, payload.containsSubsequence(Array(#""cancel""#.utf8)),
             case .success(let j) = JSON.parse(payload), j.isObject, j["actions"] == nil,
             j["cancel"]?.boolValue == true, let id = j["commandID"]?.stringValue, !id.isEmpty,
             id.utf8.count <= Command.maxCommandIDLength
@@ -37,16 +37,8 @@ public enum CommandCancel {
     /// The failed results of a cancelled command: one per action, in order,
     /// each with `data` {"reason":"CANCELLED"}.
     static func refusal(_ command: Command) -> [ActionResult] {
-        let message = "cancelled: the hub cancelled this command before it ran; not run"
-        var out: [ActionResult] = []
-        for g in command.groups {
-            for e in g.entries {
-                let data = JSON.object()
-                data.set("reason", string: reason)
-                out.append(ActionResult(name: e.name, succeeded: false, errorMessage: message, data: data))
-            }
-        }
-        return out
+        ActionResult.refusals(
+            command, message: "cancelled: the hub cancelled this command before it ran; not run", reason: reason)
     }
 
     /// True when every result is a cancel refusal (and there is one): what
@@ -56,15 +48,4 @@ public enum CommandCancel {
             && results.allSatisfy { !$0.succeeded && $0.data?["reason"]?.stringValue == reason }
     }
 
-    private static func contains(_ hay: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard hay.count >= needle.count else { return false }
-        var i = 0
-        while i + needle.count <= hay.count {
-            var k = 0
-            while k < needle.count && hay[i + k] == needle[k] { k += 1 }
-            if k == needle.count { return true }
-            i += 1
-        }
-        return false
-    }
 }

@@ -27,16 +27,9 @@ public enum CommandExpiry {
         let message = str(
             "expired: the command expired at \(command.expiresAt ?? 0) (epoch ms) and arrived at \(now) by this thing's clock (tolerance \(skewToleranceMs) ms); not run"
         )
-        var out: [ActionResult] = []
-        for g in command.groups {
-            for e in g.entries {
-                let data = JSON.object()
-                data.set("reason", string: reason)
-                data.set("expiresAt", .int64(command.expiresAt ?? 0))
-                data.set("thingTime", .int64(now))
-                out.append(ActionResult(name: e.name, succeeded: false, errorMessage: message, data: data))
-            }
+        return ActionResult.refusals(command, message: message, reason: reason) { data in
+            data.set("expiresAt", .int64(command.expiresAt ?? 0))
+            data.set("thingTime", .int64(now))
         }
-        return out
     }
 }

@@ -60,6 +60,16 @@ public enum EndNodeEvent: Equatable, Sendable {
         return .added(thingID: id, vendorThingID: vendor, thingType: type?.stringValue)
     }
 
+    /// Whether `payload` is meant as an event (an object with "event" and
+    /// no "actions"), whether or not `decode` takes it: one it refuses is
+    /// dropped, never run as a command.
+    public static func isEvent(_ payload: [UInt8]) -> Bool {
+        guard payload.count <= maxSize, payload.containsSubsequence(Array(#""event""#.utf8)),
+            case .success(let j) = JSON.parse(payload), j.isObject
+        else { return false }
+        return j["event"] != nil && j["actions"] == nil
+    }
+
     /// The same event about the same end node, field by field, as bytes.
     public static func == (a: EndNodeEvent, b: EndNodeEvent) -> Bool {
         switch (a, b) {

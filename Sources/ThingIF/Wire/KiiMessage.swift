@@ -209,9 +209,19 @@ public enum Topics {
     /// p/{clientID}/end-nodes/{endNode}/status, both safe single levels;
     /// nil for anything else.
     public static func parseEndNodeStatus(_ topic: String) -> (clientID: String, endNode: String)? {
+        parseEndNode(topic, leaf: "status")
+    }
+
+    /// The gateway's client ID and the end node of a command topic
+    /// p/{clientID}/end-nodes/{endNode}/commands, both safe single levels;
+    /// nil for anything else.
+    public static func parseEndNodeCommands(_ topic: String) -> (clientID: String, endNode: String)? {
+        parseEndNode(topic, leaf: "commands")
+    }
+
+    private static func parseEndNode(_ topic: String, leaf: String) -> (clientID: String, endNode: String)? {
         guard let parts = levels(topic, exactly: 5), parts[0].equals("p"), parts[2].equals("end-nodes"),
-            parts[4].equals("status"), isSafeLevel(parts[1]),
-            isSafeLevel(parts[3])
+            parts[4].equals(leaf), isSafeLevel(parts[1]), isSafeLevel(parts[3])
         else { return nil }
         return (parts[1], parts[3])
     }

@@ -104,19 +104,16 @@ public struct EndNodeOnboardingForm: Equatable, Sendable {
     /// The body again, with the gateway named as the form names it (the
     /// fuzz target's fixed point).
     public func encode() -> JSON {
-        let o = JSON.object()
-        switch gateway {
-        case .thingID(let v): o.set("gatewayThingID", string: v)
-        case .vendorThingID(let v): o.set("gatewayVendorThingID", string: v)
+        var properties: JSON?
+        if let thingProperties, case .success(let p) = JSON.parse(thingProperties) { properties = p }
+        let gateway: EndNodeOnboardingRequest.Gateway
+        switch self.gateway {
+        case .thingID(let v): gateway = .thingID(v)
+        case .vendorThingID(let v): gateway = .vendorThingID(v)
         }
-        o.set("endNodeVendorThingID", string: vendorThingID)
-        o.set("endNodePassword", string: password)
-        if let owner { o.set("owner", string: owner) }
-        if let thingType { o.set("endNodeThingType", string: thingType) }
-        if let firmwareVersion { o.set("endNodeFirmwareVersion", string: firmwareVersion) }
-        if let thingProperties, case .success(let p) = JSON.parse(thingProperties) {
-            o.set("endNodeThingProperties", p)
-        }
-        return o
+        return EndNodeOnboardingRequest(
+            gateway: gateway, vendorThingID: vendorThingID, password: password, owner: owner, thingType: thingType,
+            firmwareVersion: firmwareVersion, thingProperties: properties
+        ).encode()
     }
 }

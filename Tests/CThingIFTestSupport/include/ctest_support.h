@@ -126,10 +126,30 @@ int ct_use_fake_clock(ct_thing *ct, long long start_ms);
 void ct_clock_set(ct_thing *ct, long long ms);
 int ct_use_system_clock(ct_thing *ct);
 
+/* Gateways. ct_gateway: thingif_set_layout_position(GATEWAY) and an end-node
+ * callback that records each call (with what thingif_end_node_thing_id says
+ * inside it), read back with ct_end_node_events_json:
+ * [{"event","vendorThingID","thingID","detail","lookedUp"}]. The others are
+ * pass-throughs; JSON arguments are text (-1 when unparsable);
+ * ct_end_node_thing_id returns a malloc'd copy or NULL; ct_end_node_list_json
+ * is thingif_end_node_foreach as [{"vendorThingID","thingID","online"}]. */
+int ct_gateway(ct_thing *ct);
+char *ct_end_node_events_json(ct_thing *ct);
+int ct_end_node_add(ct_thing *ct, const char *vendor_thing_id, const char *password, const char *thing_type,
+                    const char *firmware_version, const char *properties_json);
+char *ct_end_node_thing_id(ct_thing *ct, const char *vendor_thing_id);
+int ct_end_node_set_online(ct_thing *ct, const char *vendor_thing_id, int online);
+int ct_end_node_remove(ct_thing *ct, const char *vendor_thing_id);
+int ct_end_node_state_update(ct_thing *ct, const char *vendor_thing_id, const char *state_json);
+int ct_end_node_state_patch(ct_thing *ct, const char *vendor_thing_id, const char *state_json);
+int ct_end_node_firmware_version_update(ct_thing *ct, const char *vendor_thing_id, const char *version);
+char *ct_end_node_list_json(ct_thing *ct);
+
 /* Records: a JSON array, one object per handler call, in order:
  * {"tag","name","params" (JSON text),"commandID","issuer","schema",
  *  "schemaVersion","alias","title","description","metadata" (JSON text),
- *  "index","thingMatches","expiresAt" (0: none),"forbidden"?,"allowed"?}; absent strings are null. */
+ *  "index","thingMatches","expiresAt" (0: none),"endNode","targetThingID",
+ *  "forbidden"?,"allowed"?}; absent strings are null. */
 char *ct_records_json(ct_thing *ct);
 int ct_record_count(ct_thing *ct);
 void ct_clear_records(ct_thing *ct);

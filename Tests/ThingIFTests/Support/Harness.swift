@@ -20,7 +20,7 @@ enum RC {
     static let noConn = Int32(THINGIF_ERR_NO_CONN.rawValue)
     static let rejected = Int32(THINGIF_ERR_REJECTED.rawValue)
     static let json = Int32(THINGIF_ERR_JSON.rawValue)
-    static let last = Int32(THINGIF_ERR_NOT_FOUND.rawValue)
+    static let last = Int32(THINGIF_ERR_TOO_MANY.rawValue)
 }
 
 enum LogLevel {
@@ -83,6 +83,10 @@ struct Record: Decodable {
     var deferred: Bool?
     var forbidden: [String: Int]?
     var allowed: [String: Int]?
+    /// thingif_action_end_node (nil: the thing's own command).
+    var endNode: String?
+    /// thingif_action_thing_id.
+    var targetThingID: String?
 }
 
 /// One entry of an action-results body, in order; `alias` for trait commands.

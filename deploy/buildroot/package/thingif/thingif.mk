@@ -4,7 +4,7 @@
 #
 ################################################################################
 
-THINGIF_VERSION = 0.3.0
+THINGIF_VERSION = 0.4.0
 THINGIF_LICENSE = Apache-2.0
 THINGIF_INSTALL_STAGING = YES
 THINGIF_DEPENDENCIES = mosquitto jansson openssl host-pkgconf

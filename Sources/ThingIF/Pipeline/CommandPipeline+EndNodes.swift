@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import CThingIF
+
+/// A gateway's end nodes on the pipeline (docs/GATEWAYS.md §2, §4, §5):
+/// whom a command topic names, the hub's membership events, the answers to
+/// the gateway's onboardings, removals and list reads, and the end nodes'
+/// statuses. The registry (Device/EndNodeRegistry.swift) lives in the
+/// pipeline's state, behind its lock; the firmware hears of each change
+/// through `onEndNode`, on the loop thread, with no lock held.
+extension CommandPipeline {
+    // MARK: whom a topic names
+
+    /// The thing's own command topic, or (on a gateway) one of its end
+    /// nodes' command topics.
+    static func isCommandTopic(_ topic: String, identity: Identity, gateway: Bool) -> Bool {
+        if topic.equals(identity.endpoint.mqttTopic) { return true }
+        guard gateway, let (clientID, _) = Topics.parseEndNodeCommands(topic) else { return false }
+        return clientID.equals(identity.endpoint.mqttTopic)
+    }
+
+    /// Whom a command on `topic` is for; nil when `topic` is not a command
+    /// topic of this thing. An end node the registry does not hold (or is
+    /// removing) gets a target with a refusal: its commands are answered,
+    /// never run (GATEWAYS.md §7).
+    static func target(of topic: String, identity: Identity, _ s: inout State) -> CommandTarget? {
+        let own = identity.endpoint.mqttTopic
+        if topic.equals(own) { return .own(identity.thingID) }
+        guard s.gateway, let (clientID, endNode) = Topics.parseEndNodeCommands(topic), clientID.equals(own) else {
+            return nil
+        }
+        guard let e = s.endNodes.entry(thingID: endNode) else {
+            return CommandTarget(
+                thingID: endNode, endNode: endNode, vendorThingID: nil,
+                refusal: ("NOT_REGISTERED", str("end node \(endNode) is not registered on this gateway")))
+        }
+        if e.removing {
+            return CommandTarget(
+                thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID,
+                refusal: ("REMOVED", str("end node \(endNode) (\(e.vendorThingID)) is being removed from this gateway")))
+        }
+        return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: nil)
+    }
+
+    // MARK: the owner's calls
+
+    /// thingif_set_layout_position: whether end-node topics are this handle's.
+    func setGateway(_ gateway: Bool) { state.withLock { $0.gateway = gateway } }
+    var isGateway: Bool { state.withLock { $0.gateway } }
+    func setMaxEndNodes(_ n: Int) { state.withLock { $0.endNodes.max = n } }
+
+    /// thingif_end_node_add: registers `request`'s end node (synced) and
+    /// puts its onboarding in the outbox. The end node is online from now.
+    func addEndNode(_ request: EndNodeOnboardingRequest) -> Int32 {
+        let v = request.vendorThingID
+        let registered = state.withLock { s -> Int32 in
+            guard s.gateway else { return THINGIF_ERR_STATE.code }
+            guard s.identity != nil else { return THINGIF_ERR_NOT_ONBOARDED.code }
+            guard s.endNodes.index(vendorThingID: v) == nil else { return THINGIF_ERR_EXISTS.code }
+            guard s.endNodes.entries.count < s.endNodes.max else { return THINGIF_ERR_TOO_MANY.code }
+            s.endNodes.append(.init(vendorThingID: v, thingID: nil, online: true))
+            guard s.endNodes.save(storage) else {
+                s.endNodes.remove(at: s.endNodes.entries.count - 1)
+                return THINGIF_ERR_STORAGE.code
+            }
+            return OK
+        }
+        guard registered == OK else {
+            if registered == THINGIF_ERR_STORAGE.code {
+                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) not added")
+            }
+            return registered
+        }
+        let rc = sendRequest(
+            method: "POST", path: "onboardings", contentType: request.mediaType, body: request.encode().dumpBytes(),
+            what: str("onboarding of end node \(v)"), kind: .endNodeOnboarding)
+        if rc != OK {
+            // Not in the outbox: not registered either.
+            state.withLock { s in
+                if let i = s.endNodes.index(vendorThingID: v) { s.endNodes.remove(at: i) }
+                _ = s.endNodes.save(storage)
+            }
+        }
+        return rc
+    }
+
+    /// thingif_end_node_remove: one with a thingID is marked removing
+    /// (its commands are refused) and DELETE things/{gw}/end-nodes/{E}
+    /// goes through the outbox; one still waiting for its onboarding is
+    /// forgotten at once, its onboarding withdrawn.
+    func removeEndNode(_ v: String) -> Int32 {
+        let step = state.withLock { s -> EndNodeRemovalStep in
+            guard let id = s.identity else { return .failed(THINGIF_ERR_NOT_ONBOARDED.code) }
+            guard let i = s.endNodes.index(vendorThingID: v) else { return .failed(THINGIF_ERR_NOT_FOUND.code) }
+            let e = s.endNodes.entries[i]
+            guard let thingID = e.thingID else {
+                s.endNodes.remove(at: i)
+                guard s.endNodes.save(storage) else {
+                    s.endNodes.append(e)
+                    return .failed(THINGIF_ERR_STORAGE.code)
+                }
+                for old in s.outbox.withdraw(where: { Self.onboards($0, vendorThingID: v) }) {
+                    s.sentAt[ByteKey(old.id)] = nil
+                }
+                return .forgotten
+            }
+            if e.removing { return .failed(OK) }
+            s.endNodes.update(i) { $0.removing = true }
+            guard s.endNodes.save(storage) else {
+                s.endNodes.update(i) { $0.removing = false }
+                return .failed(THINGIF_ERR_STORAGE.code)
+            }
+            return .delete(path: str("things/\(id.thingID)/end-nodes/\(thingID)"))
+        }
+        switch step {
+        case .failed(let rc):
+            if rc == THINGIF_ERR_STORAGE.code {
+                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) not removed")
+            }
+            return rc
+        case .forgotten:
+            logger.info("end node \(v) forgotten before the framework onboarded it; its onboarding withdrawn")
+            return OK
+        case .delete(let path):
+            let rc = sendRequest(
+                method: "DELETE", path: path, contentType: nil, body: [], what: str("removal of end node \(v)"),
+                kind: .endNodeRemoval)
+            if rc != OK {
+                state.withLock { s in
+                    if let i = s.endNodes.index(vendorThingID: v) { s.endNodes.update(i) { $0.removing = false } }
+                    _ = s.endNodes.save(storage)
+                }
+            }
+            return rc
+        }
+    }
+
+    /// thingif_end_node_set_online: kept, and published retained when the
+    /// end node has a thingID and the thing is connected (else after the
+    /// next connect's birth message).
+    func setEndNodeOnline(_ v: String, online: Bool) -> Int32 {
+        let publish = state.withLock { s -> (Int32, (T, String)?) in
+            guard let i = s.endNodes.index(vendorThingID: v) else { return (THINGIF_ERR_NOT_FOUND.code, nil) }
+            s.endNodes.update(i) { $0.online = online }
+            guard let t = s.transport, let e = s.endNodes.entries[i].thingID else { return (OK, nil) }
+            return (OK, (t, e))
+        }
+        if let (transport, endNode) = publish.1 { publishStatus(endNode, online: online, on: transport) }
+        return publish.0
+    }
+
+    /// The thingID of the end node `v` (nil: unknown, or not added yet).
+    func endNodeThingID(_ v: String) -> Result<String?, StatusError> {
+        state.withLock { s in
+            guard let e = s.endNodes.entry(vendorThingID: v) else { return .failure(StatusError(THINGIF_ERR_NOT_FOUND.code)) }
+            return .success(e.thingID)
+        }
+    }
+
+    /// The registry as it is now (a copy).
+    var endNodeEntries: [EndNodeRegistry.Entry] { state.withLock { $0.endNodes.entries } }
+
+    // MARK: statuses
+
+    private func publishStatus(_ endNode: String, online: Bool, on transport: T) {
+        let rc = transport.publish(
+            topic: Topics.endNodeStatus(clientID: transport.clientID, endNode: endNode),
+            payload: Array((online ? "online" : "offline").utf8), qos: 1, retain: true, responseTopic: nil,
+            correlationData: nil)
+        if rc != 0 { logger.warning("could not publish end node \(endNode)'s status now (\(T.describe(rc)))") }
+    }
+
+    /// After the thing's birth message: every end node's status, so that
+    /// what the broker retains is this run's (all offline at creation).
+    func publishEndNodeStatuses() {
+        let work = state.withLock { s -> (T, [(String, Bool)])? in
+            guard s.gateway, let t = s.transport else { return nil }
+            return (t, s.endNodes.entries.compactMap { e in e.thingID.map { ($0, e.online) } })
+        }
+        guard let (transport, list) = work else { return }
+        for (endNode, online) in list { publishStatus(endNode, online: online, on: transport) }
+    }
+
+    // MARK: the list read after each connect
+
+    /// After CONNACK: reads the hub's list of this gateway's end nodes
+    /// (page by page); the hub's list is the truth (GATEWAYS.md §2). A read
+    /// still waiting from the last connection is replaced.
+    func syncEndNodes() {
+        let ready = state.withLock { s -> Bool in
+            guard s.gateway, s.identity != nil else { return false }
+            for old in s.outbox.withdraw(where: { $0.kind == .endNodeSync }) { s.sentAt[ByteKey(old.id)] = nil }
+            s.syncSeen = []
+            return true
+        }
+        if ready { requestEndNodePage(after: nil) }
+    }
+
+    static var listPageSize: Int { 100 }
+
+    private func requestEndNodePage(after key: String?) {
+        guard let gw = state.withLock({ $0.identity?.thingID }) else { return }
+        var path = str("things/\(gw)/end-nodes?bestEffortLimit=\(Self.listPageSize)")
+        if let key { path += "&paginationKey=" + Self.percentEncoded(key) }
+        let rc = sendRequest(
+            method: "GET", path: path, contentType: nil, body: [], what: "the list of end nodes", kind: .endNodeSync)
+        if rc != OK { logger.warning("cannot read the framework's list of end nodes now (status \(rc))") }
+    }
+
+    /// A query value with every byte but A-Z a-z 0-9 - . _ ~ percent-encoded.
+    static func percentEncoded(_ s: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        for b in s.utf8 {
+            switch b {
+            case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, 0x2D, 0x2E, 0x5F, 0x7E: out.append(b)
+            default: out += [0x25, hex[Int(b >> 4)], hex[Int(b & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    // MARK: events and answers
+
+    static func onboards(_ item: Outbox.Item, vendorThingID v: String) -> Bool {
+        guard item.kind == .endNodeOnboarding, case .success(let j) = JSON.parse(item.body) else { return false }
+        return j[EndNodeOnboardingRequest.vendorThingIDField]?.stringValue.equals(v) ?? false
+    }
+
+    /// A membership event from the hub (GATEWAYS.md §4.2).
+    func endNodeEvent(_ event: EndNodeEvent) {
+        switch event {
+        case .added(let id, let v, _): learned(thingID: id, vendorThingID: v, why: "an owner onboarded it")
+        case .removed(let id): forget(thingID: id, why: "removed at the framework")
+        case .changed(let id, let v): learned(thingID: id, vendorThingID: v, why: "an owner changed it")
+        }
+    }
+
+    /// The hub says end node `id` is `v`: a new one, one whose onboarding
+    /// answered, one renamed, or one whose vendorThingID now names another
+    /// thing (the hub's word wins). Notices as GATEWAYS.md §7 says.
+    private func learned(thingID id: String, vendorThingID v: String, why: String) {
+        var notices: [EndNodeNotice] = []
+        // The status goes out when `id` is new here (a rename changes no topic).
+        var newTopic = true
+        let status = state.withLock { s -> (T, Bool)? in
+            s.syncSeen?.insert(ByteKey(id))
+            let byVendor = s.endNodes.index(vendorThingID: v)
+            let byThing = s.endNodes.index(thingID: id)
+            switch (byVendor, byThing) {
+            case (let i?, let j?) where i == j:
+                return nil  // known as it is
+            case (let i?, nil) where s.endNodes.entries[i].thingID == nil:
+                s.endNodes.update(i) { $0.thingID = id }
+                notices.append(.init(event: .added, vendorThingID: v, thingID: id))
+            case (let i?, let j):
+                // v named another thing here: the hub's word wins.
+                if let j {
+                    let old = s.endNodes.entries[j]
+                    notices.append(.init(event: .removed, vendorThingID: old.vendorThingID, thingID: id))
+                    s.endNodes.remove(at: j)
+                }
+                let k = j.map { $0 < i ? i - 1 : i } ?? i
+                s.endNodes.update(k) { $0.thingID = id }
+                notices.append(.init(event: .changed, vendorThingID: v, thingID: id))
+            case (nil, let j?):
+                newTopic = false
+                s.endNodes.update(j) { $0.vendorThingID = v }
+                notices.append(.init(event: .changed, vendorThingID: v, thingID: id))
+            case (nil, nil):
+                guard s.endNodes.entries.count < EndNodeRegistry.hardMax else {
+                    logger.error("end node \(id) (\(v)) not kept: this gateway holds \(EndNodeRegistry.hardMax) already")
+                    return nil
+                }
+                s.endNodes.append(.init(vendorThingID: v, thingID: id))
+                notices.append(.init(event: .added, vendorThingID: v, thingID: id))
+            }
+            if !s.endNodes.save(storage) {
+                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) kept in memory only")
+            }
+            guard newTopic, let t = s.transport, let e = s.endNodes.entry(thingID: id) else { return nil }
+            return (t, e.online)
+        }
+        for n in notices { logger.info("end node \(n.vendorThingID) is thing \(id) (\(why))") }
+        if let (transport, online) = status { publishStatus(id, online: online, on: transport) }
+        for n in notices { onEndNode(n) }
+    }
+
+    /// End node `id` is gone at the hub.
+    private func forget(thingID id: String, why: String) {
+        let gone = state.withLock { s -> EndNodeRegistry.Entry? in
+            guard let i = s.endNodes.index(thingID: id) else { return nil }
+            let e = s.endNodes.entries[i]
+            s.endNodes.remove(at: i)
+            if !s.endNodes.save(storage) {
+                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(id)'s removal kept in memory only")
+            }
+            return e
+        }
+        guard let e = gone else { return }
+        logger.info("end node \(e.vendorThingID) (thing \(id)) \(why)")
+        onEndNode(.init(event: .removed, vendorThingID: e.vendorThingID, thingID: id))
+    }
+
+    /// The hub's answer to an onboarding, a removal or a list read (after
+    /// the outbox took it out, or kept it for a retry).
+    func endNodeReplied(_ item: Outbox.Item, _ reply: KiiResponse, retry: Bool) {
+        guard !retry else { return }
+        switch item.kind {
+        case .endNodeOnboarding:
+            guard case .success(let j) = JSON.parse(item.body),
+                let v = j[EndNodeOnboardingRequest.vendorThingIDField]?.stringValue
+            else { return }
+            if reply.isSuccess, let id = EndNodeOnboardingRequest.thingID(inAnswer: reply.body) {
+                learned(thingID: id, vendorThingID: v, why: "onboarded by this gateway")
+                return
+            }
+            let detail = reply.isSuccess ? "a malformed answer: \(reply.bodyText)" : str("\(reply.status) \(reply.bodyText)")
+            let known = state.withLock { s -> Bool in
+                guard let i = s.endNodes.index(vendorThingID: v), s.endNodes.entries[i].thingID == nil else {
+                    return false
+                }
+                s.endNodes.remove(at: i)
+                _ = s.endNodes.save(storage)
+                return true
+            }
+            guard known else { return }
+            logger.error("the framework refused end node \(v): \(detail)")
+            onEndNode(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
+        case .endNodeRemoval:
+            // 204, or 404: gone either way. A 403 says it is not this
+            // gateway's any more: forgotten too.
+            let id = Topics.levels(item.path).last ?? ""
+            if !reply.isSuccess { logger.info("removal of end node \(id): \(reply.status) \(reply.bodyText)") }
+            forget(thingID: id, why: "removed by this gateway")
+        case .endNodeSync:
+            guard reply.isSuccess, let page = EndNodeListPage.decode(reply.body) else {
+                logger.warning("cannot read the framework's list of end nodes: \(reply.status) \(reply.bodyText)")
+                state.withLock { $0.syncSeen = nil }
+                return
+            }
+            for e in page.entries { learned(thingID: e.thingID, vendorThingID: e.vendorThingID, why: "in the framework's list") }
+            if let next = page.nextPaginationKey {
+                requestEndNodePage(after: next)
+                return
+            }
+            // The whole list is read: an end node with a thingID that it
+            // does not name is gone (an onboarding still waiting has none).
+            let gone = state.withLock { s -> [String] in
+                guard let seen = s.syncSeen else { return [] }
+                s.syncSeen = nil
+                return s.endNodes.entries.compactMap { e in e.thingID.flatMap { seen.contains(ByteKey($0)) ? nil : $0 } }
+            }
+            for id in gone { forget(thingID: id, why: "not in the framework's list") }
+        default:
+            return
+        }
+    }
+}
+
+/// What thingif_end_node_remove() does next (CommandPipeline.removeEndNode).
+enum EndNodeRemovalStep {
+    case failed(Int32)
+    case forgotten
+    case delete(path: String)
+}
