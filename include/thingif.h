@@ -1230,6 +1230,13 @@ THINGIF_NODISCARD int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void 
  * Handlers are registered once (thingif_on_action() …) and serve the gateway
  * and every end node: thingif_action_end_node() says which end node an
  * action is for.
+ *
+ * On a handle that is not a gateway every call of this group but
+ * thingif_set_layout_position() answers THINGIF_ERR_STATE (getters: NULL). A
+ * library built with -DTHINGIF_GATEWAYS=OFF (a thing on its own, about 38 KB
+ * smaller) answers so on every handle, and thingif_set_layout_position(t,
+ * THINGIF_LAYOUT_GATEWAY) returns THINGIF_ERR_STATE: that is how firmware
+ * tells such a build.
  * @{
  */
 
@@ -1278,8 +1285,7 @@ enum thingif_end_node_event {
  *
  * @par Thread
  * the loop thread, with no lock of the library held. The calls allowed in a
- * thingif_action_cb are allowed here, and the thingif_end_node_* calls
- * (but thingif_end_node_foreach()).
+ * thingif_action_cb are allowed here, and every thingif_end_node_* call.
  */
 typedef void (*thingif_end_node_cb)(thingif_t *t, int event, const char *vendor_thing_id, const char *thing_id,
                                     const char *detail, void *userdata);
@@ -1326,8 +1332,9 @@ THINGIF_NODISCARD int thingif_end_node_add(thingif_t *t, const char *vendor_thin
  * The end node's thingID.
  *
  * @return the thingID, or NULL until it is ADDED (and for an unknown end
- * node). Owned by the handle; valid until the end node is removed or
- * changed, or thingif_destroy().
+ * node). Owned by the handle and valid until thingif_destroy(): the handle
+ * keeps one copy per thingID it has handed out (so another thread's change
+ * never frees a string in use).
  * @par Thread
  * any, also from inside a callback.
  */
@@ -1340,7 +1347,8 @@ const char *thingif_end_node_thing_id(thingif_t *t, const char *vendor_thing_id)
  * holds its commands while it is offline. Every end node is offline when
  * the handle is created, until this call says otherwise.
  *
- * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_FOUND.
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (not a
+ * gateway), THINGIF_ERR_NOT_FOUND.
  * @par Thread
  * any, also from inside a callback.
  */
@@ -1356,8 +1364,9 @@ THINGIF_NODISCARD int thingif_end_node_set_online(thingif_t *t, const char *vend
  * callback); if the framework had taken it already, the next connect's list
  * brings it back as ADDED.
  *
- * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_NOT_ONBOARDED,
- * THINGIF_ERR_NOT_FOUND, THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (not a
+ * gateway), THINGIF_ERR_NOT_ONBOARDED, THINGIF_ERR_NOT_FOUND,
+ * THINGIF_ERR_FULL, THINGIF_ERR_STORAGE.
  * @par Thread
  * any, also from inside a callback.
  */
@@ -1368,9 +1377,9 @@ THINGIF_NODISCARD int thingif_end_node_remove(thingif_t *t, const char *vendor_t
  * thing, through the same outbox: a full state supersedes only that end
  * node's waiting uploads.
  *
- * @return as thingif_state_update(), and THINGIF_ERR_NOT_FOUND for an
- * unknown end node, THINGIF_ERR_NOT_ONBOARDED for one not ADDED yet (upload
- * from the end-node callback).
+ * @return as thingif_state_update(), and THINGIF_ERR_STATE (not a gateway),
+ * THINGIF_ERR_NOT_FOUND for an unknown end node, THINGIF_ERR_NOT_ONBOARDED
+ * for one not ADDED yet (upload from the end-node callback).
  * @par Thread
  * any, also from inside a callback.
  */
@@ -1393,7 +1402,8 @@ typedef void (*thingif_end_node_each_cb)(const char *vendor_thing_id, const char
 /**
  * Calls cb once per registered end node, in registration order, on the
  * calling thread, with a copy of the registry taken before the first call
- * (cb may call the thingif_end_node_* functions).
+ * (cb may call the thingif_end_node_* functions). On a handle that is not a
+ * gateway there are none.
  *
  * @return THINGIF_OK or THINGIF_ERR_INVALID.
  * @par Thread

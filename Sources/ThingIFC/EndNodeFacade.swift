@@ -4,10 +4,21 @@ import CThingIF
 
 // The @c functions of thingif.h's gateway group (docs/GATEWAYS.md §8):
 // conversions only; the work is Thing+EndNodes.swift's and the pipeline's.
+// In a build without gateways (Gateways.built false) each answers
+// THINGIF_ERR_STATE (or NULL) before anything else, and the code behind it
+// is dropped.
+
+private let NO_GATEWAYS = THINGIF_ERR_STATE.code
+
+/// Whether the end-node calls apply to `th`: a gateway, in a build with
+/// gateways (else they answer NO_GATEWAYS).
+@inline(__always)
+private func isGateway(_ th: Thing) -> Bool { Gateways.built && th.pipeline.isGateway }
 
 @c @implementation
 public func thingif_set_layout_position(_ t: OpaquePointer?, _ layout: Int32) -> Int32 {
     guard let th = thing(t) else { return INVALID }
+    guard Gateways.built || layout == Int32(THINGIF_LAYOUT_STANDALONE.rawValue) else { return NO_GATEWAYS }
     switch UInt32(bitPattern: layout) {
     case THINGIF_LAYOUT_STANDALONE.rawValue: return th.setLayout(.standalone)
     case THINGIF_LAYOUT_GATEWAY.rawValue: return th.setLayout(.gateway)
@@ -20,6 +31,7 @@ public func thingif_set_end_node_callback(
     _ t: OpaquePointer?, _ cb: thingif_end_node_cb?, _ userdata: UnsafeMutableRawPointer?
 ) -> Int32 {
     guard let th = thing(t) else { return INVALID }
+    guard Gateways.built else { return NO_GATEWAYS }
     th.setEndNodeCallback(cb, userdata: userdata)
     return OK
 }
@@ -38,6 +50,7 @@ public func thingif_end_node_add(
     _ properties_json: UnsafePointer<CChar>?
 ) -> Int32 {
     guard let th = thing(t), let v = field(vendor_thing_id), let pw = field(password) else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
     let type = string(thing_type), firmware = string(firmware_version)
     if (thing_type != nil && type == nil) || (firmware_version != nil && firmware == nil) { return INVALID }
     guard case .success(let props) = objectText(properties_json) else { return THINGIF_ERR_JSON.code }
@@ -49,7 +62,7 @@ public func thingif_end_node_add(
 public func thingif_end_node_thing_id(_ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?) -> UnsafePointer<
     CChar
 >? {
-    guard let th = thing(t), let v = nonEmpty(vendor_thing_id) else { return nil }
+    guard let th = thing(t), isGateway(th), let v = nonEmpty(vendor_thing_id) else { return nil }
     return th.endNodeThingIDPointer(v)
 }
 
@@ -58,12 +71,14 @@ public func thingif_end_node_set_online(_ t: OpaquePointer?, _ vendor_thing_id: 
     -> Int32
 {
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id) else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
     return th.pipeline.setEndNodeOnline(v, online: online != 0)
 }
 
 @c @implementation
 public func thingif_end_node_remove(_ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id) else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
     return th.pipeline.removeEndNode(v)
 }
 
@@ -71,7 +86,8 @@ public func thingif_end_node_remove(_ t: OpaquePointer?, _ vendor_thing_id: Unsa
 public func thingif_end_node_state_update(
     _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ state: UnsafePointer<json_t>?
 ) -> Int32 {
-    guard vendor_thing_id != nil else { return INVALID }
+    guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
     return uploadState(t, state, partial: false, endNode: vendor_thing_id)
 }
 
@@ -79,7 +95,8 @@ public func thingif_end_node_state_update(
 public func thingif_end_node_state_patch(
     _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ partial_state: UnsafePointer<json_t>?
 ) -> Int32 {
-    guard vendor_thing_id != nil else { return INVALID }
+    guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
     return uploadState(t, partial_state, partial: true, endNode: vendor_thing_id)
 }
 
@@ -90,6 +107,7 @@ public func thingif_end_node_firmware_version_update(
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id), let version = nonEmpty(version) else {
         return INVALID
     }
+    guard isGateway(th) else { return NO_GATEWAYS }
     switch th.endNodeTarget(v) {
     case .failure(let e): return e.code
     case .success(let id): return th.updateFirmwareVersion(version, thingID: id)
@@ -101,6 +119,7 @@ public func thingif_end_node_foreach(
     _ t: OpaquePointer?, _ cb: thingif_end_node_each_cb?, _ userdata: UnsafeMutableRawPointer?
 ) -> Int32 {
     guard let th = thing(t), let cb else { return INVALID }
+    guard isGateway(th) else { return OK }  // no end nodes
     for e in th.pipeline.endNodeEntries {
         e.vendorThingID.withCString { v in
             Platform.withOptionalCString(e.thingID) { id in cb(v, id, e.online ? 1 : 0, userdata) }
@@ -111,7 +130,7 @@ public func thingif_end_node_foreach(
 
 @c @implementation
 public func thingif_action_end_node(_ a: OpaquePointer?) -> UnsafePointer<CChar>? {
-    action(a)?.command.endNode.map { UnsafePointer($0) }
+    Gateways.built ? action(a)?.command.endNode.map { UnsafePointer($0) } : nil
 }
 
 @c @implementation

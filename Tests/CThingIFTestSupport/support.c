@@ -1453,6 +1453,10 @@ int ct_api_misuse(const char *scratch_dir, char *report, size_t report_len)
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_END_NODES, 100001), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_set_option(t, THINGIF_OPT_MAX_END_NODES, 10), THINGIF_OK);
     CHECK_RC(thingif_end_node_add(t, "v", "p", NULL, NULL, NULL), THINGIF_ERR_STATE); /* not a gateway */
+    CHECK_RC(thingif_end_node_set_online(t, "v", 1), THINGIF_ERR_STATE);
+    CHECK_RC(thingif_end_node_remove(t, "v"), THINGIF_ERR_STATE);
+    CHECK_RC(thingif_end_node_firmware_version_update(t, "v", "1.0"), THINGIF_ERR_STATE);
+    CHECK_TRUE(thingif_end_node_thing_id(t, "v") == NULL);
     CHECK_RC(thingif_set_layout_position(t, THINGIF_LAYOUT_GATEWAY), THINGIF_OK);
     CHECK_RC(thingif_end_node_add(t, NULL, "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);
     CHECK_RC(thingif_end_node_add(t, "", "p", NULL, NULL, NULL), THINGIF_ERR_INVALID);

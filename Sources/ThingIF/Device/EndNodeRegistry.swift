@@ -2,6 +2,21 @@
 
 import CThingIF
 
+/// Whether this build carries gateways (docs/GATEWAYS.md §8). CMake's
+/// -DTHINGIF_GATEWAYS=OFF compiles with THINGIF_NO_GATEWAYS: every path into
+/// the gateway code is then a constant false, so --gc-sections drops it, and
+/// the gateway calls answer THINGIF_ERR_STATE
+/// ([gateway-c-api.md](../../../docs/decisions/gateway-c-api.md), Figures).
+enum Gateways {
+    @inline(__always) static var built: Bool {
+        #if THINGIF_NO_GATEWAYS
+            return false
+        #else
+            return true
+        #endif
+    }
+}
+
 /// What a gateway's firmware is told of an end node's membership
 /// (thingif_end_node_cb; the values are enum thingif_end_node_event's).
 struct EndNodeNotice {
@@ -45,9 +60,10 @@ struct EndNodeRegistry {
     private(set) var entries: [Entry] = []
     var max = EndNodeRegistry.defaultMax
 
-    /// Loads storage_dir/end_nodes.json; `problem` says why it could not be read.
+    /// Loads storage_dir/end_nodes.json (a build without gateways reads
+    /// nothing); `problem` says why it could not be read.
     init(storage: Storage) {
-        guard let bytes = storage.read(Self.fileName, limit: 64 << 20) else { return }
+        guard Gateways.built, let bytes = storage.read(Self.fileName, limit: 64 << 20) else { return }
         guard case .success(let j) = JSON.parse(bytes), let list = j["endNodes"], list.isArray else {
             problem = str("\(storage.path(Self.fileName)) is not a list of end nodes; starting with none")
             return

@@ -178,7 +178,7 @@ extension Thing {
                         topic: Topics.status(clientID: client.clientID), payload: Array("online".utf8),
                         qos: 1, retain: true)
                     // A gateway's end nodes: this run's word on each.
-                    self.pipeline.publishEndNodeStatuses()
+                    if Gateways.built { self.pipeline.publishEndNodeStatuses() }
                 }
             }
             client.onMessage = { [unowned(unsafe) self] m in self.received(m) }
@@ -258,7 +258,9 @@ extension Thing {
         let topic = client.clientID
         _ = client.subscribe(topic, qos: 1)
         _ = client.subscribe(Topics.config(clientID: topic), qos: 1)
-        if pipeline.isGateway { _ = client.subscribe(Topics.endNodeCommands(clientID: topic, endNode: "+"), qos: 1) }
+        if Gateways.built && pipeline.isGateway {
+            _ = client.subscribe(Topics.endNodeCommands(clientID: topic, endNode: "+"), qos: 1)
+        }
         let (_, mid) = client.subscribe(Topics.response(clientID: topic), qos: 1)
         shared.withLock { s in
             s.connected = true
@@ -267,7 +269,7 @@ extension Thing {
         }
         pipeline.attach(client)
         logger.info("connected; commands arrive on \(topic)")
-        pipeline.syncEndNodes()
+        if Gateways.built { pipeline.syncEndNodes() }
         sendDue()
     }
 }

@@ -46,19 +46,16 @@ extension Thing {
                 firmwareVersion: firmwareVersion, thingProperties: properties))
     }
 
-    /// thingif_end_node_thing_id: a C copy kept per vendorThingID, replaced
-    /// when the thingID changes, freed when the end node is gone (at the
-    /// next call for it) or at thingif_destroy().
+    /// thingif_end_node_thing_id: a C copy per thingID handed out, kept
+    /// until thingif_destroy(), so that a change on the loop thread never
+    /// frees a string another thread reads (one small copy per end node
+    /// the handle has known).
     func endNodeThingIDPointer(_ v: String) -> UnsafePointer<CChar>? {
-        let id: String?
-        if case .success(let t) = pipeline.endNodeThingID(v) { id = t } else { id = nil }
+        guard case .success(let found) = pipeline.endNodeThingID(v), let id = found else { return nil }
         return endNodeIDStrings.withLock { table in
-            let key = ByteKey(v)
-            if let old = table[key], let id, String(cString: old).equals(id) { return UnsafePointer(old) }
-            free(table.removeValue(forKey: key))
-            guard let id else { return nil }
-            let p = strdup(id)
-            table[key] = p
+            if let p = table[ByteKey(id)] { return UnsafePointer(p) }
+            let p = Platform.cString(id)
+            table[ByteKey(id)] = p
             return UnsafePointer(p)
         }
     }

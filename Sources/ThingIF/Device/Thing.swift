@@ -86,7 +86,7 @@ final class Thing: @unchecked Sendable {
     let pipeline: DevicePipeline
     /// C copy of the thingID for thingif_thing_id().
     let thingIDCString = Locked<UnsafeMutablePointer<CChar>?>(nil)
-    /// C copies of end nodes' thingIDs for thingif_end_node_thing_id(), by vendorThingID.
+    /// C copies of end nodes' thingIDs for thingif_end_node_thing_id(), by thingID.
     let endNodeIDStrings = Locked<[ByteKey: UnsafeMutablePointer<CChar>]>([:])
 
     init?(appID: String, appKey: String, storageDir: String) {
@@ -106,7 +106,7 @@ final class Thing: @unchecked Sendable {
         pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
         pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
         pipeline.wallClock = { [unowned(unsafe) self] in self.epochNow() }
-        pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) }
+        if Gateways.built { pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) } }
     }
 
     deinit {

@@ -15,7 +15,7 @@ extension CommandPipeline {
     /// nodes' command topics.
     static func isCommandTopic(_ topic: String, identity: Identity, gateway: Bool) -> Bool {
         if topic.equals(identity.endpoint.mqttTopic) { return true }
-        guard gateway, let (clientID, _) = Topics.parseEndNodeCommands(topic) else { return false }
+        guard Gateways.built, gateway, let (clientID, _) = Topics.parseEndNodeCommands(topic) else { return false }
         return clientID.equals(identity.endpoint.mqttTopic)
     }
 
@@ -26,18 +26,16 @@ extension CommandPipeline {
     static func target(of topic: String, identity: Identity, _ s: inout State) -> CommandTarget? {
         let own = identity.endpoint.mqttTopic
         if topic.equals(own) { return .own(identity.thingID) }
-        guard s.gateway, let (clientID, endNode) = Topics.parseEndNodeCommands(topic), clientID.equals(own) else {
+        guard Gateways.built, s.gateway, let (clientID, endNode) = Topics.parseEndNodeCommands(topic),
+            clientID.equals(own)
+        else {
             return nil
         }
         guard let e = s.endNodes.entry(thingID: endNode) else {
-            return CommandTarget(
-                thingID: endNode, endNode: endNode, vendorThingID: nil,
-                refusal: ("NOT_REGISTERED", str("end node \(endNode) is not registered on this gateway")))
+            return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: nil, refusal: .notRegistered)
         }
         if e.removing {
-            return CommandTarget(
-                thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID,
-                refusal: ("REMOVED", str("end node \(endNode) (\(e.vendorThingID)) is being removed from this gateway")))
+            return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: .removed)
         }
         return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: nil)
     }
@@ -152,7 +150,9 @@ extension CommandPipeline {
     /// The thingID of the end node `v` (nil: unknown, or not added yet).
     func endNodeThingID(_ v: String) -> Result<String?, StatusError> {
         state.withLock { s in
-            guard let e = s.endNodes.entry(vendorThingID: v) else { return .failure(StatusError(THINGIF_ERR_NOT_FOUND.code)) }
+            guard let e = s.endNodes.entry(vendorThingID: v) else {
+                return .failure(StatusError(THINGIF_ERR_NOT_FOUND.code))
+            }
             return .success(e.thingID)
         }
     }
@@ -269,14 +269,16 @@ extension CommandPipeline {
                 notices.append(.init(event: .changed, vendorThingID: v, thingID: id))
             case (nil, nil):
                 guard s.endNodes.entries.count < EndNodeRegistry.hardMax else {
-                    logger.error("end node \(id) (\(v)) not kept: this gateway holds \(EndNodeRegistry.hardMax) already")
+                    logger.error(
+                        "end node \(id) (\(v)) not kept: this gateway holds \(EndNodeRegistry.hardMax) already")
                     return nil
                 }
                 s.endNodes.append(.init(vendorThingID: v, thingID: id))
                 notices.append(.init(event: .added, vendorThingID: v, thingID: id))
             }
             if !s.endNodes.save(storage) {
-                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) kept in memory only")
+                logger.error(
+                    "cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) kept in memory only")
             }
             guard newTopic, let t = s.transport, let e = s.endNodes.entry(thingID: id) else { return nil }
             return (t, e.online)
@@ -293,7 +295,9 @@ extension CommandPipeline {
             let e = s.endNodes.entries[i]
             s.endNodes.remove(at: i)
             if !s.endNodes.save(storage) {
-                logger.error("cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(id)'s removal kept in memory only")
+                logger.error(
+                    "cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(id)'s removal kept in memory only"
+                )
             }
             return e
         }
@@ -315,7 +319,8 @@ extension CommandPipeline {
                 learned(thingID: id, vendorThingID: v, why: "onboarded by this gateway")
                 return
             }
-            let detail = reply.isSuccess ? "a malformed answer: \(reply.bodyText)" : str("\(reply.status) \(reply.bodyText)")
+            let detail =
+                reply.isSuccess ? "a malformed answer: \(reply.bodyText)" : str("\(reply.status) \(reply.bodyText)")
             let known = state.withLock { s -> Bool in
                 guard let i = s.endNodes.index(vendorThingID: v), s.endNodes.entries[i].thingID == nil else {
                     return false
@@ -339,7 +344,9 @@ extension CommandPipeline {
                 state.withLock { $0.syncSeen = nil }
                 return
             }
-            for e in page.entries { learned(thingID: e.thingID, vendorThingID: e.vendorThingID, why: "in the framework's list") }
+            for e in page.entries {
+                learned(thingID: e.thingID, vendorThingID: e.vendorThingID, why: "in the framework's list")
+            }
             if let next = page.nextPaginationKey {
                 requestEndNodePage(after: next)
                 return
@@ -349,7 +356,8 @@ extension CommandPipeline {
             let gone = state.withLock { s -> [String] in
                 guard let seen = s.syncSeen else { return [] }
                 s.syncSeen = nil
-                return s.endNodes.entries.compactMap { e in e.thingID.flatMap { seen.contains(ByteKey($0)) ? nil : $0 } }
+                return s.endNodes.entries.compactMap { e in e.thingID.flatMap { seen.contains(ByteKey($0)) ? nil : $0 }
+                }
             }
             for id in gone { forget(thingID: id, why: "not in the framework's list") }
         default:

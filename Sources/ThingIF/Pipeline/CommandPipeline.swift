@@ -33,8 +33,18 @@ enum PipelineStep {
 }
 
 /// Whom a command is for: the thing itself, or (on a gateway) one of its
-/// end nodes, named by the topic it came on (docs/GATEWAYS.md §5).
-struct CommandTarget {
+/// end nodes, named by the topic it came on (docs/GATEWAYS.md §5). A class:
+/// the pipeline hands it along every step, and a reference costs one retain
+/// where a struct of strings is copied field by field (the library's size).
+final class CommandTarget {
+    /// Why a gateway does not run a command for an end node.
+    enum Refusal {
+        /// The gateway does not carry it (NOT_REGISTERED).
+        case notRegistered
+        /// Its removal waits for the framework (REMOVED).
+        case removed
+    }
+
     /// Where its results go.
     let thingID: String
     /// The end node's thingID (the ledger's "e"); nil: the thing's own.
@@ -42,12 +52,28 @@ struct CommandTarget {
     /// The end node's vendorThingID, for the handler; nil for the thing's
     /// own, and for an end node the gateway does not carry.
     let vendorThingID: String?
-    /// Why the gateway does not run it: the end node is not registered
-    /// (NOT_REGISTERED) or being removed (REMOVED); (reason, message).
-    let refusal: (reason: String, message: String)?
+    let refusal: Refusal?
+
+    init(thingID: String, endNode: String?, vendorThingID: String?, refusal: Refusal?) {
+        self.thingID = thingID
+        self.endNode = endNode
+        self.vendorThingID = vendorThingID
+        self.refusal = refusal
+    }
 
     static func own(_ thingID: String) -> CommandTarget {
         CommandTarget(thingID: thingID, endNode: nil, vendorThingID: nil, refusal: nil)
+    }
+
+    /// The refusal's reason (data.reason) and message.
+    var refusalText: (reason: String, message: String)? {
+        switch refusal {
+        case nil: return nil
+        case .notRegistered?:
+            return ("NOT_REGISTERED", str("end node \(thingID) is not registered on this gateway"))
+        case .removed?:
+            return ("REMOVED", str("end node \(thingID) (\(vendorThingID ?? "")) is being removed from this gateway"))
+        }
     }
 }
 
@@ -401,7 +427,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         // membership events come first (GATEWAYS.md §4.2): a command
         // behind an endNodeAdded in the same batch finds its end node.
         var targets = state.withLock { s in batch.map { Self.target(of: $0.topic, identity: identity, &s) } }
-        for (i, m) in batch.enumerated() {
+        for (i, m) in batch.enumerated() where Gateways.built {
             if let endNode = targets[i]?.endNode, let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
                 endNodeEvent(event)
                 targets[i] = nil
@@ -458,7 +484,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 handleReply(m)
             } else if m.topic.equals(Topics.config(clientID: topic)) {
                 onConfig(m.payload)
-            } else if Topics.parseEndNodeCommands(m.topic) != nil {
+            } else if Gateways.built, Topics.parseEndNodeCommands(m.topic) != nil {
                 continue  // an end node's event, taken above
             } else {
                 logger.debug("ignored a message on \(m.topic)")
@@ -542,7 +568,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     "cannot record command \(command.id) in \(storage.path(CommandLedger.fileName)); running it without the at-most-once guard"
                 )
             }
-            if let refusal = target.refusal {
+            if let refusal = target.refusalText {
                 logger.warning("command \(command.id) for end node \(target.thingID) not run: \(refusal.message)")
                 for (i, r) in ActionResult.refusals(command, message: refusal.message, reason: refusal.reason)
                     .enumerated()
@@ -853,7 +879,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
         }
         switch item.kind {
-        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync: endNodeReplied(item, reply, retry: retry)
+        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync:
+            if Gateways.built { endNodeReplied(item, reply, retry: retry) }
         case .results, .state, .other: break
         }
     }

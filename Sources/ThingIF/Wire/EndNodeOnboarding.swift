@@ -7,9 +7,17 @@
 public struct EndNodeOnboardingRequest {
     /// The gateway's thingID (OnboardingEndNodeWithGatewayThingID) or
     /// vendorThingID (…WithGatewayVendorThingID).
-    public enum Gateway: Sendable {
+    public enum Gateway: Equatable, Sendable {
         case thingID(String)
         case vendorThingID(String)
+
+        /// The same form naming the same bytes (Text/Bytes.swift).
+        public static func == (a: Gateway, b: Gateway) -> Bool {
+            switch (a, b) {
+            case (.thingID(let x), .thingID(let y)), (.vendorThingID(let x), .vendorThingID(let y)): return x.equals(y)
+            default: return false
+            }
+        }
     }
 
     public var gateway: Gateway

@@ -11,11 +11,8 @@ import ThingIF
 /// asked. Pure (no store, no hub), so the REST route, the gateway's own
 /// onboarding and the end_node_onboarding_form fuzz target share it.
 public struct EndNodeOnboardingForm: Equatable, Sendable {
-    /// How the body names the gateway.
-    public enum Gateway: Equatable, Sendable {
-        case thingID(String)
-        case vendorThingID(String)
-    }
+    /// How the body names the gateway (the core's, which encodes the body).
+    public typealias Gateway = EndNodeOnboardingRequest.Gateway
 
     public var gateway: Gateway
     public var vendorThingID: String
@@ -106,11 +103,6 @@ public struct EndNodeOnboardingForm: Equatable, Sendable {
     public func encode() -> JSON {
         var properties: JSON?
         if let thingProperties, case .success(let p) = JSON.parse(thingProperties) { properties = p }
-        let gateway: EndNodeOnboardingRequest.Gateway
-        switch self.gateway {
-        case .thingID(let v): gateway = .thingID(v)
-        case .vendorThingID(let v): gateway = .vendorThingID(v)
-        }
         return EndNodeOnboardingRequest(
             gateway: gateway, vendorThingID: vendorThingID, password: password, owner: owner, thingType: thingType,
             firmwareVersion: firmwareVersion, thingProperties: properties

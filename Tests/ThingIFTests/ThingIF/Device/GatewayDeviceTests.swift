@@ -76,6 +76,24 @@ struct GatewayDeviceTests {
         return id
     }
 
+    /// A user who owns `gw` (made with `login`).
+    static func owner(_ env: Env, of gw: String, login: String) throws -> UserRecord {
+        let user = try #require(try? env.hub.app.createUser(loginName: login, password: "pass-word-1").get())
+        #expect(env.hub.store.addOwner(thingID: gw, owner: "user:\(user.userID)"))
+        return user
+    }
+
+    /// `user` onboards `vendor` onto `gw` through the hub (Kii's end-node
+    /// onboarding by the owner); returns its thingID.
+    static func ownerOnboards(_ env: Env, _ user: UserRecord, _ gw: String, _ vendor: String) throws -> String {
+        let body = try #require(
+            try? JSON.parse(
+                #"{"gatewayThingID":"\#(gw)","endNodeVendorThingID":"\#(vendor)","endNodePassword":"pw","owner":"user:\#(user.userID)"}"#
+            ).get())
+        let form = try #require(try? EndNodeOnboardingForm.parse(body, byGatewayVendorThingID: false).get())
+        return try #require(try? env.hub.app.onboardEndNode(user: user, form: form).get()).thingID
+    }
+
     static func command(_ env: Env, _ to: String, _ action: String) throws -> (id: String, results: [ResultEntry]) {
         try env.command(action, to: to, schema: schema)
     }
@@ -112,7 +130,8 @@ struct GatewayDeviceTests {
             #expect(ct_end_node_set_online(t.ct, "LAMP-1", 0) == RC.ok)
             #expect(poll { !env.hub.delivery.isOnline(e1) })
             let held = try #require(
-                env.hub.sendCommand(to: e1, schema: Self.schema, schemaVersion: 1, actions: #"[{"setBrightness":{"b":1}}]"#))
+                env.hub.sendCommand(
+                    to: e1, schema: Self.schema, schemaVersion: 1, actions: #"[{"setBrightness":{"b":1}}]"#))
             #expect(env.hub.store.command(id: held)?.state == .sending)
             #expect(Self.list(t) == [.init(vendorThingID: "LAMP-1", thingID: e1, online: false)])
             #expect(ct_end_node_set_online(t.ct, "LAMP-1", 1) == RC.ok)
@@ -128,14 +147,8 @@ struct GatewayDeviceTests {
     func membership() throws {
         try withEnv { env in
             let (t, gw) = try Self.gateway(env)
-            let user = try #require(try? env.hub.app.createUser(loginName: "owner-m", password: "pass-word-1").get())
-            #expect(env.hub.store.addOwner(thingID: gw, owner: "user:\(user.userID)"))
-            let body = try #require(
-                try? JSON.parse(
-                    #"{"gatewayThingID":"\#(gw)","endNodeVendorThingID":"LAMP-7","endNodePassword":"p7","owner":"user:\#(user.userID)"}"#
-                ).get())
-            let form = try #require(try? EndNodeOnboardingForm.parse(body, byGatewayVendorThingID: false).get())
-            let e7 = try #require(try? env.hub.app.onboardEndNode(user: user, form: form).get()).thingID
+            let user = try Self.owner(env, of: gw, login: "owner-m")
+            let e7 = try Self.ownerOnboards(env, user, gw, "LAMP-7")
             let added = try #require(Self.waitFor(t, THINGIF_END_NODE_ADDED, "LAMP-7"), "\(t.logs)")
             #expect(added.thingID == e7)
             // Added by an owner: offline until the firmware says otherwise.
@@ -185,15 +198,9 @@ struct GatewayDeviceTests {
             #expect(t.destroy() == RC.ok)
             #expect(poll { !env.hub.delivery.isOnline(gw) })
 
-            let user = try #require(try? env.hub.app.createUser(loginName: "owner-r", password: "pass-word-1").get())
-            #expect(env.hub.store.addOwner(thingID: gw, owner: "user:\(user.userID)"))
+            let user = try Self.owner(env, of: gw, login: "owner-r")
             #expect((try? env.hub.app.removeEndNode(user: user, gatewayThingID: gw, endNodeThingID: e2).get()) != nil)
-            let body = try #require(
-                try? JSON.parse(
-                    #"{"gatewayThingID":"\#(gw)","endNodeVendorThingID":"LAMP-3","endNodePassword":"p3","owner":"user:\#(user.userID)"}"#
-                ).get())
-            let form = try #require(try? EndNodeOnboardingForm.parse(body, byGatewayVendorThingID: false).get())
-            let e3 = try #require(try? env.hub.app.onboardEndNode(user: user, form: form).get()).thingID
+            let e3 = try Self.ownerOnboards(env, user, gw, "LAMP-3")
 
             (t, gw) = try Self.gateway(env)
             #expect(Self.waitFor(t, THINGIF_END_NODE_REMOVED, "LAMP-2")?.thingID == e2)
@@ -208,6 +215,51 @@ struct GatewayDeviceTests {
             #expect(ct_end_node_set_online(t.ct, "LAMP-1", 1) == RC.ok)
             let (_, results) = try Self.command(env, e1, #"[{"turnPower":{"power":true}}]"#)
             #expect(results.map(\.succeeded) == [true])
+        }
+    }
+    @Test(
+        "Reliability twins: an end node's command cut off by a crash is reported interrupted for the end node; a deferred one survives a broker restart"
+    )
+    func reliabilityTwins() throws {
+        try withEnv { env in
+            var (t, gw) = try Self.gateway(env)
+            let e1 = try Self.add(env, t, "LAMP-1")
+            #expect(t.destroy() == RC.ok)
+            // What the ledger holds when the process died between "started" and "done".
+            let cut = "cmd-en-cut-1"
+            env.hub.recordCommand(cut, for: e1)
+            let line = #"{"c":"\#(cut)","a":[{"names":["turnPower"]}],"e":"\#(e1)"}"# + "\n"
+            let ledger = env.storage("gw") + "/ledger.jsonl"
+            let old = (try? String(contentsOfFile: ledger, encoding: .utf8)) ?? ""
+            try (old + line).write(toFile: ledger, atomically: true, encoding: .utf8)
+            (t, gw) = try Self.gateway(env)
+            let results = try env.results(of: cut)
+            #expect(results.map(\.succeeded) == [false])
+            #expect(results.first?.errorMessage?.hasPrefix("interrupted") == true)
+            #expect(env.hub.store.command(id: cut)?.thingID == e1)
+
+            #expect(ct_behave_defer(t.ct, "setBrightness", 1) == 0)
+            #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_REQUEST_TIMEOUT_MS.rawValue), 500) == RC.ok)
+            #expect(ct_end_node_set_online(t.ct, "LAMP-1", 1) == RC.ok)
+            #expect(env.hub.waitForOnline(e1, timeoutMs: 30_000))
+            let id = try #require(
+                env.hub.sendCommand(
+                    to: e1, schema: Self.schema, schemaVersion: 1, actions: #"[{"setBrightness":{"b":7}}]"#))
+            #expect(poll { t.records.contains { $0.commandID == id } })
+            env.broker.stop()
+            #expect(poll { !t.isConnected })
+            let broker2 = try env.broker.restarted()
+            defer {
+                broker2.stop()
+                broker2.removeFiles()
+            }
+            #expect(poll(timeoutMs: 30_000) { t.isConnected }, "no reconnect; logs:\n\(t.logs)")
+            #expect(env.hub.results(of: id) == nil)
+            #expect(ct_complete_deferred(t.ct, "setBrightness", nil, #"{"after":"reconnect"}"#) == RC.ok)
+            let done = try env.results(of: id, timeoutMs: 30_000)
+            #expect(done.first?.data?["after"] as? String == "reconnect")
+            #expect(t.records.filter { $0.commandID == id }.count == 1)
+            _ = gw
         }
     }
 }

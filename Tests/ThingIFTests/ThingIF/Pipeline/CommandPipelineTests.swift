@@ -328,6 +328,15 @@ struct FastPipelineTests {
         var files: [String: [UInt8]]
         var ran: [String]
         var published: [PublishedResults]
+
+        /// A new rig on a directory holding what the crash left.
+        func secondLife() throws -> PipelineRig {
+            let dir = try makeTempDirectory(prefix: "thingif-pipeline-crash")
+            for (name, bytes) in files {
+                try Data(bytes).write(to: URL(fileURLWithPath: dir + "/" + name))
+            }
+            return try PipelineRig(dir: dir)
+        }
     }
 
     @Test("A crash between any two steps (and inside a handler): no action runs twice, every command gets its results")
@@ -363,11 +372,7 @@ struct FastPipelineTests {
         for c in crashes {
             // The second life on what the crash left; the broker (or the hub
             // on the birth message) delivers every command again.
-            let dir = try makeTempDirectory(prefix: "thingif-pipeline-crash")
-            for (name, bytes) in c.files {
-                try Data(bytes).write(to: URL(fileURLWithPath: dir + "/" + name))
-            }
-            let second = try PipelineRig(dir: dir)
+            let second = try c.secondLife()
             defer { second.remove() }
             second.connect()
             second.pipeline.reportInterrupted()

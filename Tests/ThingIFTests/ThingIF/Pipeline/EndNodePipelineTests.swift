@@ -29,7 +29,9 @@ extension PipelineRig {
 
     /// The hub's endNodeAdded for `e` (vendorThingID `v`) on e's topic.
     static func added(_ e: String, _ v: String) -> TransportMessage {
-        on(endNodeTopic(e), String(decoding: EndNodeEvent.added(thingID: e, vendorThingID: v, thingType: nil).encode(), as: UTF8.self))
+        on(
+            endNodeTopic(e),
+            String(decoding: EndNodeEvent.added(thingID: e, vendorThingID: v, thingType: nil).encode(), as: UTF8.self))
     }
 
     /// Command `id` on end node `e`'s topic (`command`'s shape).
@@ -188,7 +190,8 @@ struct EndNodePipelineTests {
         rig.deliver([
             PipelineRig.added("th.e1", "LAMP-1"),
             PipelineRig.on(
-                PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeChanged","thingID":"th.e1","vendorThingID":"LAMP-9"}"#),
+                PipelineRig.endNodeTopic("th.e1"),
+                #"{"event":"endNodeChanged","thingID":"th.e1","vendorThingID":"LAMP-9"}"#),
             PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e2"}"#),
             PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeExploded","thingID":"th.e1"}"#),
             PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeAdded","thingID":"th.e1"}"#)
@@ -199,7 +202,9 @@ struct EndNodePipelineTests {
         let statuses = rig.transport.published.filter { $0.topic.hasSuffix("/end-nodes/th.e1/status") }
         #expect(statuses.map { String(decoding: $0.payload, as: UTF8.self) } == ["offline"])
         #expect(statuses.allSatisfy { $0.retain })
-        rig.deliver([PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)])
+        rig.deliver([
+            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)
+        ])
         #expect(notices.lines.last == "removed LAMP-9 th.e1")
         #expect(rig.pipeline.endNodeEntries.isEmpty)
         // A standalone thing takes no end-node topic at all.
@@ -282,7 +287,9 @@ struct EndNodePipelineTests {
         rig.deliver([
             PipelineRig.reply(
                 200, to: reads[1].requestID,
-                body: #"{"results":[{"thingID":"th.e3","vendorThingID":"LAMP-3"},{"thingID":"../x","vendorThingID":"BAD"}]}"#)
+                body:
+                    #"{"results":[{"thingID":"th.e3","vendorThingID":"LAMP-3"},{"thingID":"../x","vendorThingID":"BAD"}]}"#
+            )
         ])
         #expect(notices.lines == ["added LAMP-3 th.e3", "removed LAMP-2 th.e2"])
         #expect(rig.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-1", "LAMP-5", "LAMP-3"])
@@ -322,11 +329,7 @@ struct EndNodePipelineTests {
         #expect(crashes.count >= 30)
 
         for c in crashes {
-            let dir = try makeTempDirectory(prefix: "thingif-pipeline-crash")
-            for (name, bytes) in c.files {
-                try Data(bytes).write(to: URL(fileURLWithPath: dir + "/" + name))
-            }
-            let second = try PipelineRig(dir: dir)
+            let second = try c.secondLife()
             defer { second.remove() }
             _ = second.gateway()
             second.connect()
@@ -358,18 +361,22 @@ struct EndNodePipelineTests {
         rig.connect()
         rig.deliver([PipelineRig.added("th.e1", "LAMP-1")])
         let e1 = PipelineRig.endNodeTopic("th.e1")
-        let big = #"{"commandID":"big1","schema":"S","schemaVersion":1,"actions":[{"a0":{"pad":""# + String(
-            repeating: "x", count: 600) + #""}}]}"#
+        let big =
+            #"{"commandID":"big1","schema":"S","schemaVersion":1,"actions":[{"a0":{"pad":""#
+            + String(
+                repeating: "x", count: 600) + #""}}]}"#
         var notUTF8 = Array(#"{"commandID":"nu1","schema":"S","schemaVersion":1,"actions":[{"a0":{"s":""#.utf8)
         notUTF8 += [0xFF, 0xFE] + Array(#""}}]}"#.utf8)
         let deep = String(repeating: "[", count: 400) + String(repeating: "]", count: 400)
         rig.deliver([
             PipelineRig.on(e1, big),
             PipelineRig.on(e1, #"{"commandID":"m1","actions":[{"#),
-            TransportMessage(topic: e1, payload: notUTF8, qos: 1, retain: false, responseTopic: nil, correlationData: nil),
+            TransportMessage(
+                topic: e1, payload: notUTF8, qos: 1, retain: false, responseTopic: nil, correlationData: nil),
             PipelineRig.on(e1, deep),
             PipelineRig.on(e1, #"{"commandID":"c9","schema":"S","schemaVersion":1,"actions":"turnPower"}"#),
-            PipelineRig.on("p/\(PipelineRig.topic)/end-nodes/th.e1/x/commands", #"{"commandID":"t1","actions":[{"a":{}}]}"#),
+            PipelineRig.on(
+                "p/\(PipelineRig.topic)/end-nodes/th.e1/x/commands", #"{"commandID":"t1","actions":[{"a":{}}]}"#),
             PipelineRig.on("p/other-gw/end-nodes/th.e1/commands", #"{"commandID":"t2","actions":[{"a":{}}]}"#),
             PipelineRig.on("p/\(PipelineRig.topic)/end-nodes//commands", #"{"commandID":"t3","actions":[{"a":{}}]}"#)
         ])
@@ -419,7 +426,8 @@ struct EndNodePipelineTests {
         func put(_ id: String, _ body: String, patch: Bool = false) {
             #expect(
                 rig.pipeline.sendRequest(
-                    method: patch ? "PATCH" : "PUT", path: "targets/thing:\(id)/states", contentType: "application/json",
+                    method: patch ? "PATCH" : "PUT", path: "targets/thing:\(id)/states",
+                    contentType: "application/json",
                     body: Array(body.utf8), what: "state", kind: .state) == 0)
         }
         put("th.1", #"{"a":1}"#)
