@@ -402,11 +402,16 @@ def test_binding_covers_the_whole_header():
                                              (r"THINGIF_OPT_", thingif.Option, ""),
                                              (r"THINGIF_LOG_", thingif.LogLevel, ""),
                                              (r"THINGIF_DURABILITY_", thingif.Durability, ""),
-                                             (r"THINGIF_RECUR_", thingif.Recurrence, "")):
+                                             (r"THINGIF_RECUR_", thingif.Recurrence, ""),
+                                             (r"THINGIF_LAYOUT_", thingif.Layout, ""),
+                                             (r"THINGIF_END_NODE_", thingif.EndNodeEvent, "")):
         constants = re.findall(r"\b%s([A-Z0-9_]+)\s*=\s*(\d+)" % prefix, header)
         assert constants, prefix
         for name, value in constants:
             assert enum_type[python_prefix + name] == int(value), prefix + name
+        # Both ways: the prefix catches nothing else, and the enum has no member the header lacks.
+        assert sorted(python_prefix + name for name, _ in constants) == \
+            sorted(m.name for m in enum_type if m.name.startswith(python_prefix)), prefix
 
 
 def test_action_sets_and_timers_with_an_injected_clock(make_thing, hub):

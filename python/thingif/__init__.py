@@ -27,6 +27,9 @@ from ._thing import (
     ActionFailed,
     Deferred,
     Durability,
+    EndNode,
+    EndNodeEvent,
+    Layout,
     LogLevel,
     Option,
     Recurrence,
@@ -50,6 +53,6 @@ def _package_version():
 __version__ = _package_version()
 
 __all__ = [
-    "Action", "ActionFailed", "Deferred", "Durability", "LogLevel", "Option", "Recurrence", "Status", "Thing", "ThingIFError",
-    "strerror", "version", "library_path",
+    "Action", "ActionFailed", "Deferred", "Durability", "EndNode", "EndNodeEvent", "Layout", "LogLevel", "Option",
+    "Recurrence", "Status", "Thing", "ThingIFError", "strerror", "version", "library_path",
 ]

@@ -16,6 +16,12 @@ LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 ACTION_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 STATE_CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 CLOCK_CB = ctypes.CFUNCTYPE(ctypes.c_longlong, ctypes.c_void_p)
+# thingif_end_node_cb(t, event, vendor_thing_id, thing_id, detail, userdata) and
+# thingif_end_node_each_cb(vendor_thing_id, thing_id, online, userdata). The
+# strings are borrowed for the call: c_char_p copies them into bytes.
+END_NODE_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.c_char_p, ctypes.c_void_p)
+END_NODE_EACH_CB = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p)
 
 # jansson flags (jansson.h).
 JSON_DECODE_ANY = 0x4
@@ -167,6 +173,19 @@ _proto("thingif_timer_create", _i, _p, _s, ctypes.c_longlong, _i, _i, _s, ctypes
 _proto("thingif_timer_enable", _i, _p, _s, _i)
 _proto("thingif_timer_delete", _i, _p, _s)
 _proto("thingif_set_clock", _i, _p, CLOCK_CB, _p)
+# Gateways and end nodes (since 0.4.0).
+_proto("thingif_set_layout_position", _i, _p, _i)
+_proto("thingif_set_end_node_callback", _i, _p, END_NODE_CB, _p)
+_proto("thingif_end_node_add", _i, _p, _s, _s, _s, _s, _s)
+_proto("thingif_end_node_thing_id", _s, _p, _s)
+_proto("thingif_end_node_set_online", _i, _p, _s, _i)
+_proto("thingif_end_node_remove", _i, _p, _s)
+_proto("thingif_end_node_state_update", _i, _p, _s, _p)
+_proto("thingif_end_node_state_patch", _i, _p, _s, _p)
+_proto("thingif_end_node_firmware_version_update", _i, _p, _s, _s)
+_proto("thingif_end_node_foreach", _i, _p, END_NODE_EACH_CB, _p)
+_proto("thingif_action_end_node", _s, _p)
+_proto("thingif_action_thing_id", _s, _p)
 _proto("thingif_loop", _i, _p, _i)
 _proto("thingif_loop_start", _i, _p)
 _proto("thingif_loop_stop", _i, _p)

@@ -2,6 +2,7 @@
 
 """The Pythonic layer over libthingif (see include/thingif.h for the contract)."""
 
+import collections
 import ctypes
 import enum
 import itertools
@@ -13,8 +14,8 @@ from . import _native
 from ._native import lib
 
 __all__ = [
-    "Status", "LogLevel", "Option", "Recurrence", "ThingIFError", "ActionFailed", "Action", "Deferred", "Thing",
-    "version", "strerror",
+    "Status", "LogLevel", "Option", "Recurrence", "Layout", "EndNodeEvent", "EndNode", "ThingIFError",
+    "ActionFailed", "Action", "Deferred", "Thing", "version", "strerror",
 ]
 
 
@@ -38,6 +39,7 @@ class Status(enum.IntEnum):
     ERR_FULL = 15
     ERR_EXISTS = 16
     ERR_NOT_FOUND = 17
+    ERR_TOO_MANY = 18
 
 
 class LogLevel(enum.IntEnum):
@@ -60,6 +62,7 @@ class Option(enum.IntEnum):
     INBOX_MAX = 8
     DURABILITY = 9
     EXPIRY_SKEW_MS = 10
+    MAX_END_NODES = 11
 
 
 class Durability(enum.IntEnum):
@@ -75,6 +78,25 @@ class Recurrence(enum.IntEnum):
     HOUR = 2
     DAY = 3
     WEEK = 4
+
+
+class Layout(enum.IntEnum):
+    """enum thingif_layout (see Thing.set_layout_position)."""
+    STANDALONE = 0
+    GATEWAY = 1
+
+
+class EndNodeEvent(enum.IntEnum):
+    """enum thingif_end_node_event (see Thing.on_end_node)."""
+    ADDED = 0
+    REFUSED = 1
+    REMOVED = 2
+    CHANGED = 3
+
+
+EndNode = collections.namedtuple("EndNode", ["vendor_thing_id", "thing_id", "online"])
+EndNode.__doc__ = """One end node of a gateway, as Thing.end_nodes() lists it: its vendorThingID,
+its thingID (None until EndNodeEvent.ADDED) and whether it was last set online."""
 
 
 _PY_LEVELS = {
@@ -93,6 +115,14 @@ def version():
 def strerror(status):
     """thingif_strerror(): one line of English for a status code."""
     return lib.thingif_strerror(int(status)).decode()
+
+
+def _enum_or(enum_type, value):
+    """enum_type(value), or value itself when it names no member."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        return value
 
 
 class ThingIFError(Exception):
@@ -164,6 +194,17 @@ def _json_arg(value, context, none_is_null=False):
         raise ThingIFError(Status.ERR_JSON, "%s: %s" % (context, e)) from None
 
 
+def _properties_text(properties, context):
+    """A properties argument (a dict, JSON text or None) as JSON text or None."""
+    if properties is None or isinstance(properties, (str, bytes)):
+        return properties
+    import json
+    try:
+        return json.dumps(properties, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ThingIFError(Status.ERR_JSON, "%s: properties: %s" % (context, e)) from None
+
+
 def _new_key(entry):
     key = next(_keys)
     _registry[key] = entry
@@ -224,6 +265,34 @@ def _state_trampoline(thing_ptr, userdata):
         return None
 
 
+def _end_node_trampoline(thing_ptr, event, vendor_thing_id, thing_id, detail, userdata):
+    # Nothing may propagate into C: an exception is logged and dropped.
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is None:
+            return
+        thing, callback = entry
+        try:
+            event = EndNodeEvent(event)
+        except ValueError:  # a later library's event: passed on as its int
+            pass
+        callback(thing, event, _u(vendor_thing_id), _u(thing_id), _u(detail))
+    except BaseException:  # noqa: BLE001 - last line of defence
+        try:
+            _log.error("end-node callback raised: %s", traceback.format_exc().rstrip())
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _end_node_each_trampoline(vendor_thing_id, thing_id, online, userdata):
+    try:
+        out = _registry.get(userdata or 0)
+        if out is not None:
+            out.append(EndNode(_u(vendor_thing_id), _u(thing_id), bool(online)))
+    except BaseException:  # noqa: BLE001
+        pass
+
+
 def _clock_trampoline(userdata):
     # A clock that fails falls back to the system's, with a log line.
     try:
@@ -247,6 +316,9 @@ _STATE_CB = _native.STATE_CB(_state_trampoline)
 _NULL_ACTION_CB = _native.ACTION_CB()
 _NULL_LOG_CB = _native.LOG_CB()
 _NULL_STATE_CB = _native.STATE_CB()
+_END_NODE_CB = _native.END_NODE_CB(_end_node_trampoline)
+_NULL_END_NODE_CB = _native.END_NODE_CB()
+_END_NODE_EACH_CB = _native.END_NODE_EACH_CB(_end_node_each_trampoline)
 
 
 # ---- actions ----------------------------------------------------------------
@@ -258,7 +330,8 @@ class Action:
     returns; fail(), set_data() and defer() work only during the handler."""
 
     __slots__ = ("_ptr", "_done", "thing", "name", "params", "command_id", "issuer", "schema",
-                 "schema_version", "alias", "title", "description", "metadata", "index", "expires_at", "_deferred")
+                 "schema_version", "alias", "title", "description", "metadata", "index", "expires_at",
+                 "end_node", "thing_id", "_deferred")
 
     def __init__(self, ptr, thing):
         self._ptr = ptr
@@ -277,9 +350,15 @@ class Action:
         self.index = lib.thingif_action_index(ptr)
         # When the command expires (epoch ms), None for none (thingif_action_command_expires_at).
         self.expires_at = lib.thingif_action_command_expires_at(ptr) or None
+        # On a gateway: the vendorThingID of the end node the action is for, None
+        # for the gateway's own (thingif_action_end_node); and the thingID the
+        # command targets, the end node's or the thing's own (thingif_action_thing_id).
+        self.end_node = _u(lib.thingif_action_end_node(ptr))
+        self.thing_id = _u(lib.thingif_action_thing_id(ptr))
 
     def __repr__(self):
-        return "<thingif.Action %s %s of %s>" % (self.name, self.params, self.command_id)
+        target = "" if self.end_node is None else " for end node %s" % self.end_node
+        return "<thingif.Action %s %s of %s%s>" % (self.name, self.params, self.command_id, target)
 
     def _live(self, what):
         if self._ptr is None:
@@ -491,12 +570,7 @@ class Thing:
 
     def onboard(self, vendor_thing_id, password, thing_type=None, firmware_version=None, properties=None):
         """Onboards by the thing itself. properties: a dict (or JSON text) or None. Blocks."""
-        if properties is not None and not isinstance(properties, (str, bytes)):
-            import json
-            try:
-                properties = json.dumps(properties, allow_nan=False)
-            except (TypeError, ValueError) as e:
-                raise ThingIFError(Status.ERR_JSON, "onboard: properties: %s" % e) from None
+        properties = _properties_text(properties, "onboard")
         _check(lib.thingif_onboard(self._handle(), _b(vendor_thing_id, "vendor_thing_id"), _b(password, "password"),
                                    _b(thing_type, "thing_type"), _b(firmware_version, "firmware_version"),
                                    _b(properties, "properties")), "thingif_onboard")
@@ -695,6 +769,122 @@ class Thing:
             self._keys[("clock",)] = key
         if old is not None:
             self._retired.append(old)
+
+    # -- gateways and end nodes (since 0.4.0; docs/GATEWAYS.md) --
+
+    def set_layout_position(self, layout):
+        """thingif_set_layout_position: Layout.GATEWAY makes this thing a gateway
+        (or a name, e.g. "gateway"). Not stored: call it at every start, before
+        onboard()/use_onboarded() and while no loop runs."""
+        if isinstance(layout, str):
+            layout = Layout[layout.upper()]
+        layout = int(layout)
+        if not -(2 ** 31) <= layout < 2 ** 31:
+            raise ThingIFError(Status.ERR_INVALID, "thingif_set_layout_position")
+        _check(lib.thingif_set_layout_position(self._handle(), layout),
+               "thingif_set_layout_position(%s)" % getattr(_enum_or(Layout, layout), "name", layout))
+
+    def on_end_node(self, callback):
+        """thingif_set_end_node_callback: callback(thing, event, vendor_thing_id, thing_id, detail)
+        when an end node's membership changes; None removes it. Returns callback,
+        so that it works as a decorator (@thing.on_end_node).
+
+        event is an EndNodeEvent; thing_id is None for REFUSED, detail the
+        framework's answer for REFUSED, else None. It runs on the loop thread;
+        an exception it raises is logged (the "thingif" logger) and dropped."""
+        h = self._handle()
+        reg = ("end_node",)
+        old = self._keys.get(reg)
+        if callback is None:
+            rc = lib.thingif_set_end_node_callback(h, _NULL_END_NODE_CB, None)
+            key = None
+        else:
+            if not callable(callback):
+                raise TypeError("callback must be callable")
+            key = _new_key((self, callback))
+            rc = lib.thingif_set_end_node_callback(h, _END_NODE_CB, key)
+        if rc != Status.OK:
+            if key is not None:
+                _registry.pop(key, None)
+            raise ThingIFError(rc, "thingif_set_end_node_callback")
+        if key is None:
+            self._keys.pop(reg, None)
+        else:
+            self._keys[reg] = key
+        if old is not None:
+            # An event already on its way may still call the old one.
+            self._retired.append(old)
+        return callback
+
+    def end_node_add(self, vendor_thing_id, password, thing_type=None, firmware_version=None, properties=None):
+        """thingif_end_node_add: registers an end node and onboards it through this
+        gateway. Does not block: EndNodeEvent.ADDED (with its thingID) or REFUSED
+        comes to the end-node callback. properties: a dict (or JSON text) or None."""
+        properties = _properties_text(properties, "end_node_add")
+        _check(lib.thingif_end_node_add(self._handle(), _b(vendor_thing_id, "vendor_thing_id"),
+                                        _b(password, "password"), _b(thing_type, "thing_type"),
+                                        _b(firmware_version, "firmware_version"), _b(properties, "properties")),
+               "thingif_end_node_add(%r)" % (vendor_thing_id,))
+
+    def end_node_thing_id(self, vendor_thing_id):
+        """thingif_end_node_thing_id: the end node's thingID, None until it is ADDED
+        (and for an unknown end node)."""
+        if not vendor_thing_id:
+            raise ThingIFError(Status.ERR_INVALID, "thingif_end_node_thing_id: no vendor_thing_id")
+        return _u(lib.thingif_end_node_thing_id(self._handle(), _b(vendor_thing_id, "vendor_thing_id")))
+
+    def end_node_set_online(self, vendor_thing_id, online=True):
+        """thingif_end_node_set_online: whether the device is reachable now (the
+        framework holds its commands while it is offline)."""
+        _check(lib.thingif_end_node_set_online(self._handle(), _b(vendor_thing_id, "vendor_thing_id"),
+                                               1 if online else 0),
+               "thingif_end_node_set_online(%r)" % (vendor_thing_id,))
+
+    def end_node_remove(self, vendor_thing_id):
+        """thingif_end_node_remove: its commands are refused from now on; REMOVED
+        comes to the end-node callback when the framework confirms."""
+        _check(lib.thingif_end_node_remove(self._handle(), _b(vendor_thing_id, "vendor_thing_id")),
+               "thingif_end_node_remove(%r)" % (vendor_thing_id,))
+
+    def _end_node_upload(self, fn, vendor_thing_id, state, context):
+        h = self._handle()
+        v = _b(vendor_thing_id, "vendor_thing_id")
+        j = _json_arg(state, context, none_is_null=True)
+        try:
+            rc = fn(h, v, j)  # borrows j
+        finally:
+            _native.jansson.json_delete(j)
+        _check(rc, "%s(%r)" % (context, vendor_thing_id))
+
+    def end_node_state_update(self, vendor_thing_id, state):
+        """thingif_end_node_state_update: uploads an end node's whole state (a dict)."""
+        self._end_node_upload(lib.thingif_end_node_state_update, vendor_thing_id, state,
+                              "thingif_end_node_state_update")
+
+    def end_node_state_patch(self, vendor_thing_id, partial_state):
+        """thingif_end_node_state_patch: uploads part of an end node's state (a dict)."""
+        self._end_node_upload(lib.thingif_end_node_state_patch, vendor_thing_id, partial_state,
+                              "thingif_end_node_state_patch")
+
+    def end_node_firmware_version_update(self, vendor_thing_id, version):
+        """thingif_end_node_firmware_version_update: an end node's firmware version."""
+        _check(lib.thingif_end_node_firmware_version_update(self._handle(), _b(vendor_thing_id, "vendor_thing_id"),
+                                                            _b(version, "version")),
+               "thingif_end_node_firmware_version_update(%r)" % (vendor_thing_id,))
+
+    def end_nodes(self):
+        """thingif_end_node_foreach: the registered end nodes, in registration order,
+        as a list of EndNode(vendor_thing_id, thing_id or None, online), over a
+        copy of the registry (also from inside the end-node callback)."""
+        h = self._handle()
+        out = []
+        key = _new_key(out)
+        try:
+            rc = lib.thingif_end_node_foreach(h, _END_NODE_EACH_CB, key)
+        finally:
+            _registry.pop(key, None)
+        _check(rc, "thingif_end_node_foreach")
+        return out
 
     # -- loops --
 
