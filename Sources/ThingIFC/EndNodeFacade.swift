@@ -82,22 +82,27 @@ public func thingif_end_node_remove(_ t: OpaquePointer?, _ vendor_thing_id: Unsa
     return th.pipeline.removeEndNode(v)
 }
 
+/// An end node's state upload, full or partial.
+private func endNodeState(
+    _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ state: UnsafePointer<json_t>?, partial: Bool
+) -> Int32 {
+    guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
+    guard isGateway(th) else { return NO_GATEWAYS }
+    return uploadState(t, state, partial: partial, endNode: vendor_thing_id)
+}
+
 @c @implementation
 public func thingif_end_node_state_update(
     _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ state: UnsafePointer<json_t>?
 ) -> Int32 {
-    guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
-    return uploadState(t, state, partial: false, endNode: vendor_thing_id)
+    endNodeState(t, vendor_thing_id, state, partial: false)
 }
 
 @c @implementation
 public func thingif_end_node_state_patch(
     _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ partial_state: UnsafePointer<json_t>?
 ) -> Int32 {
-    guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
-    return uploadState(t, partial_state, partial: true, endNode: vendor_thing_id)
+    endNodeState(t, vendor_thing_id, partial_state, partial: true)
 }
 
 @c @implementation

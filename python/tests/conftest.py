@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -221,6 +223,23 @@ def make_thing(broker, tmp_path):
     yield make
     for t in things:
         t.close()
+
+
+def rest(base, method, path, body=None, token=None, content_type="application/json"):
+    """A call to the hub's REST API: (HTTP status, JSON body or None); an
+    error status is returned, not raised."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", content_type)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode()
+    return status, (json.loads(text) if text else None)
 
 
 def identity(storage_dir):

@@ -18,13 +18,12 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON_DIR, REPO, LineLog, stop_process
+from conftest import PYTHON_DIR, REPO, LineLog, rest, stop_process
 from test_thingif import child_env
 
 APP = "demoApp"
@@ -47,18 +46,6 @@ def browser_paths():
         pytest.fail("chromium and chromedriver are required (apt install chromium chromium-driver; "
                     "scripts/install-deps.sh does)")
     return chromium, driver
-
-
-def rest(base, method, path, body=None, token=None, content_type="application/json"):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", content_type)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read().decode()
-        return json.loads(text) if text else None
 
 
 def start_browser(tmp_path, width):
@@ -290,11 +277,14 @@ def test_dashboard_in_a_real_browser(hub, broker, tmp_path):
         hub.out.wait_for(r"^hub: %s is online" % re.escape(thing_id), timeout=30)
 
         login = "dash-" + uuid.uuid4().hex[:6]
-        user = rest(base, "POST", "/api/apps/%s/users" % APP, {"loginName": login, "password": PASSWORD})
-        rest(base, "POST", "/thing-if/apps/%s/onboardings" % APP,
-             {"vendorThingID": vendor_id, "thingPassword": "thing-pw", "owner": "user:" + user["userID"],
-              "dataGroupingInterval": "1_MINUTE"},
-             token=user["accessToken"], content_type="application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+        status, user = rest(base, "POST", "/api/apps/%s/users" % APP, {"loginName": login, "password": PASSWORD})
+        assert status in (200, 201), (status, user)
+        status, body = rest(base, "POST", "/thing-if/apps/%s/onboardings" % APP,
+                            {"vendorThingID": vendor_id, "thingPassword": "thing-pw",
+                             "owner": "user:" + user["userID"], "dataGroupingInterval": "1_MINUTE"},
+                            token=user["accessToken"],
+                            content_type="application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+        assert status == 200, (status, body)
 
         shots = artifacts_dir()
         for width, by_login in ((1280, True), (390, False)):

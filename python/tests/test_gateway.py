@@ -6,18 +6,15 @@ registers an end node, runs the commands its owner sends to that end node
 through the hub's REST API, uploads the end node's state and removes it."""
 
 import gc
-import json
 import logging
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 
 import thingif
-from conftest import find_key, identity, publish_command
+from conftest import find_key, identity, publish_command, rest
 from test_thingif import command, started
 
 APP = "demoApp"
@@ -48,22 +45,6 @@ def status_of(call):
 def hub_base(hub):
     port = hub.out.wait_for(r"HTTP API on http://127\.0\.0\.1:(\d+)/", timeout=15).group(1)
     return "http://127.0.0.1:%s" % port
-
-
-def rest(base, method, path, body=None, token=None, content_type="application/json"):
-    """(HTTP status, JSON body or None); an error status is returned, not raised."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(base + path, data=data, method=method)
-    if data is not None:
-        req.add_header("Content-Type", content_type)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            status, text = r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, text = e.code, e.read().decode()
-    return status, (json.loads(text) if text else None)
 
 
 class Events:
