@@ -191,6 +191,7 @@ extension CommandPipeline {
             guard s.gateway, s.identity != nil else { return false }
             for old in s.outbox.withdraw(where: { $0.kind == .endNodeSync }) { s.sentAt[ByteKey(old.id)] = nil }
             s.syncSeen = []
+            s.syncForgotten = []
             return true
         }
         if ready { requestEndNodePage(after: nil) }
@@ -294,6 +295,7 @@ extension CommandPipeline {
             guard let i = s.endNodes.index(thingID: id) else { return nil }
             let e = s.endNodes.entries[i]
             s.endNodes.remove(at: i)
+            if s.syncSeen != nil { s.syncForgotten.insert(ByteKey(id)) }
             if !s.endNodes.save(storage) {
                 logger.error(
                     "cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(id)'s removal kept in memory only"
@@ -344,7 +346,9 @@ extension CommandPipeline {
                 state.withLock { $0.syncSeen = nil }
                 return
             }
-            for e in page.entries {
+            // A page may predate a removal the hub told meanwhile.
+            let forgotten = state.withLock { $0.syncForgotten }
+            for e in page.entries where !forgotten.contains(ByteKey(e.thingID)) {
                 learned(thingID: e.thingID, vendorThingID: e.vendorThingID, why: "in the framework's list")
             }
             if let next = page.nextPaginationKey {
@@ -356,6 +360,7 @@ extension CommandPipeline {
             let gone = state.withLock { s -> [String] in
                 guard let seen = s.syncSeen else { return [] }
                 s.syncSeen = nil
+                s.syncForgotten = []
                 return s.endNodes.entries.compactMap { e in e.thingID.flatMap { seen.contains(ByteKey($0)) ? nil : $0 }
                 }
             }

@@ -193,8 +193,12 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// The end nodes it carries (persisted; CommandPipeline+EndNodes.swift).
         var endNodes: EndNodeRegistry
         /// The end nodes' thingIDs the list read since the last connect has
-        /// named so far; nil while no read runs.
+        /// named so far, or that the hub's events and answers named
+        /// meanwhile; nil while no read runs.
         var syncSeen: Set<ByteKey>?
+        /// The end nodes forgotten while the read runs: a page answered
+        /// before their removal must not bring them back.
+        var syncForgotten: Set<ByteKey> = []
     }
 
     let state: Locked<State>

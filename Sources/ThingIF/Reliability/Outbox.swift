@@ -159,14 +159,16 @@ final class Outbox {
 
     func item(_ id: String) -> Item? { items.first { $0.id.equals(id) } }
 
-    /// Withdraws the items `matching` says, unanswered (an unsynced mark each, as an answer);
-    /// returns them.
+    /// Withdraws the items `matching` says, unanswered (a mark each, as an
+    /// answer, synced when one was journaled: a withdrawn request never
+    /// comes back after a crash); returns them.
     @discardableResult
     func withdraw(where matching: (Item) -> Bool) -> [Item] {
         let gone = items.filter(matching)
         for item in gone {
             _ = ack(item.id)
         }
+        if gone.contains(where: { $0.journaled }) { _ = journal.sync() }
         return gone
     }
 

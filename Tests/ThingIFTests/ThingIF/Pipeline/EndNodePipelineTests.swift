@@ -419,6 +419,44 @@ struct EndNodePipelineTests {
         #expect(bounded.runs == ["c1#0", "c2#0", "c3#0", "c4#0", "c5#0"])
     }
 
+    @Test(
+        "Events during the list read win over its pages: an end node removed meanwhile stays removed, one added meanwhile is kept"
+    )
+    func eventsDuringListRead() throws {
+        let rig = try PipelineRig()
+        defer { rig.remove() }
+        let notices = rig.gateway()
+        rig.deliver([PipelineRig.added("th.e1", "LAMP-1")])
+        rig.connect()
+        rig.pipeline.syncEndNodes()
+        let read = try #require(rig.requests.last { $0.method == "GET" })
+        notices.list.removeAll()
+        // The hub answered the read, then removed LAMP-1 and an owner added
+        // LAMP-4; the events overtake the answer.
+        rig.deliver([
+            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#),
+            PipelineRig.added("th.e4", "LAMP-4"),
+            PipelineRig.reply(
+                200, to: read.requestID, body: #"{"results":[{"thingID":"th.e1","vendorThingID":"LAMP-1"}]}"#)
+        ])
+        #expect(notices.lines == ["removed LAMP-1 th.e1", "added LAMP-4 th.e4"])
+        #expect(rig.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-4"])
+    }
+
+    @Test("An onboarding withdrawn by a removal stays withdrawn after a crash")
+    func withdrawnStaysWithdrawn() throws {
+        let rig = try PipelineRig()
+        defer { rig.remove() }
+        _ = rig.gateway()
+        #expect(
+            rig.pipeline.addEndNode(
+                EndNodeOnboardingRequest(gateway: .thingID("th.1"), vendorThingID: "LAMP-1", password: "p")) == 0)
+        #expect(rig.pipeline.removeEndNode("LAMP-1") == 0)
+        // What a crash leaves: the file as it is now (nothing written out after).
+        let reloaded = Outbox(storage: rig.storage, capacity: 16)
+        #expect(reloaded.items.isEmpty, "\(reloaded.items.map(\.what))")
+    }
+
     @Test("A full state upload supersedes only its own target's waiting uploads")
     func statePerTarget() throws {
         let rig = try PipelineRig()
