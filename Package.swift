@@ -122,9 +122,18 @@ let package = Package(
             sources: ["aircon_test.c"],
             cSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
         ),
+        // The gateway example (examples-c/lamps.c), built here so that
+        // GatewayExampleTests run it as a process, as the demo does.
+        .executableTarget(
+            name: "lamps",
+            dependencies: ["ThingIF"],
+            path: "examples-c",
+            sources: ["lamps.c"],
+            cSettings: [.headerSearchPath("../include"), .unsafeFlags(["-Wall", "-Wextra", "-Werror"])]
+        ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "thingif-cli"],
+            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "lamps", "thingif-cli"],
             swiftSettings: swift5
         ),
         // The long fault streams (1,000+ commands through broker restarts,

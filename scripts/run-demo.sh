@@ -17,14 +17,21 @@
 #                  the state; `thingif watch` prints the results as they come
 #   aircon         the C appliance (examples-c/aircon.c) on libthingif
 #
+# With --gateway, the same broker, hub and CLI drive the gateway example
+# instead (examples-c/lamps.c, scripts/demo-lamps.sh): the owner registers
+# GW-0001 as a gateway, the gateway onboards itself and three lamps behind
+# it, and the CLI sends each lamp commands, reads their states, and sends a
+# command to an unplugged lamp that the hub holds until it is back.
+#
 # Everything lives in a temporary folder (broker config, the appliance's
 # storage, the CLI's saved credentials, logs) that is removed on exit. Exits 0
 # only when every result and the final state are as expected; non-zero when
 # one is not, when the appliance crashed, or (with --valgrind) leaked.
 #
 # usage: scripts/run-demo.sh [--build-dir DIR] [--aircon PATH] [--hub PATH] [--cli PATH]
-#                            [--no-hub] [--valgrind] [--keep]
-#   --build-dir DIR  the CMake build folder holding aircon
+#                            [--gateway] [--no-hub] [--valgrind] [--keep]
+#   --build-dir DIR  the CMake build folder holding aircon (and lamps)
+#   --gateway        the gateway demo: DIR/lamps in place of aircon
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
 #                    takes aircon's arguments: --port, --cafile, --storage,
 #                    --vendor-thing-id, --password, and stops on SIGTERM)
@@ -40,7 +47,7 @@
 set -uo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0
+build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0 gateway=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || break ;;
@@ -48,9 +55,10 @@ while [ $# -gt 0 ]; do
         --hub) hub_bin=${2:-}; shift 2 || break ;;
         --cli) cli_bin=${2:-}; shift 2 || break ;;
         --no-hub) no_hub=1; shift ;;
+        --gateway) gateway=1; shift ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '4,32s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '4,/^set -uo pipefail/s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "run-demo: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -61,13 +69,19 @@ if [ "$no_hub" -eq 1 ]; then
 fi
 [ -n "$aircon_bin" ] || [ -n "$build_dir" ] || { echo "run-demo: --build-dir DIR or --aircon PATH is required" >&2; exit 2; }
 [ -n "$aircon_bin" ] || aircon_bin=$build_dir/aircon
+# The device program this run starts: the appliance, or the gateway example.
+device=aircon device_bin=$aircon_bin
+if [ "$gateway" -eq 1 ]; then
+    [ -n "$build_dir" ] || { echo "run-demo: --gateway needs --build-dir DIR (holding lamps)" >&2; exit 2; }
+    device=lamps device_bin=$build_dir/lamps
+fi
 if [ -z "$hub_bin" ] || [ -z "$cli_bin" ]; then
     swift_bin=$(cd "$src" && swift build --show-bin-path 2>/dev/null) \
         || { echo "run-demo: swift build --show-bin-path failed; pass --hub and --cli" >&2; exit 2; }
     [ -n "$hub_bin" ] || hub_bin=$swift_bin/thingif-hub
     [ -n "$cli_bin" ] || cli_bin=$swift_bin/thingif
 fi
-for f in "$aircon_bin" "$hub_bin" "$cli_bin"; do
+for f in "$device_bin" "$hub_bin" "$cli_bin"; do
     [ -x "$f" ] || { echo "run-demo: $f not found; build first (scripts/demo.sh shows how)" >&2; exit 2; }
 done
 mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
@@ -80,15 +94,15 @@ if [ "$use_valgrind" -eq 1 ]; then
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/thingif-demo.XXXXXX")
-mosq_pid="" hub_pid="" aircon_pid="" watch_pid=""
+mosq_pid="" hub_pid="" device_pid="" watch_pid=""
 
 # Stops what is still running (by PID), then removes the temporary folder.
 cleanup() {
     local pid
-    for pid in $watch_pid $aircon_pid $hub_pid $mosq_pid; do
+    for pid in $watch_pid $device_pid $hub_pid $mosq_pid; do
         kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
     done
-    for pid in $watch_pid $aircon_pid $hub_pid $mosq_pid; do
+    for pid in $watch_pid $device_pid $hub_pid $mosq_pid; do
         wait_for "$pid" 10 || { kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
     done
     if [ "$keep" -eq 1 ]; then echo "run-demo: kept $tmp"; else rm -rf "$tmp"; fi
@@ -179,161 +193,117 @@ echo "demo: the hub's REST API is at $hub_url; the CLI finds it through THINGIF_
 
 # --- a user and the thing ------------------------------------------------------
 show user create || { echo "run-demo: thingif user create failed" >&2; exit 1; }
-show onboard AC-0001 demo-pass --thing-type AirConditioner --firmware-version 1.0.0 --interval 1_MINUTE \
-    || { echo "run-demo: thingif onboard failed" >&2; exit 1; }
-thing_id=$(awk '$1 == "thingID" {print $2}' "$tmp/last.out")
-thing_token=$(awk '$1 == "accessToken" {print $2}' "$tmp/last.out")
-[ -n "$thing_id" ] && [ -n "$thing_token" ] || { echo "run-demo: no thingID/accessToken in the output" >&2; exit 1; }
 
-echo
-echo "demo: watching $thing_id in the background (thingif watch: results as they arrive)"
-"$cli_bin" watch "$thing_id" --timeout $((wait_s * 5)) > >(tee "$tmp/watch.log" | label watch) 2>&1 &
-watch_pid=$!
-deadline=$((SECONDS + 15))
-until grep -q "^watching" "$tmp/watch.log" 2>/dev/null; do
-    if ! kill -0 "$watch_pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
-        fail "thingif watch did not start"
-        break
+# start_device STDIN WHAT ARGS…: starts $device_bin (WHAT says what it is)
+# on the broker's TLS port with its storage in $tmp/$device and ARGS, its
+# stdin from STDIN and its output labelled; under THINGIF_TARGET_RUN's
+# emulator and --valgrind when set. Sets device_pid.
+start_device() {
+    local input=$1 what=$2
+    shift 2
+    local cmd=("$device_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/$device" "$@")
+    if [ -n "${THINGIF_TARGET_RUN:-}" ]; then
+        # shellcheck disable=SC2206
+        cmd=(${THINGIF_TARGET_RUN} "${cmd[@]}")
+        echo "demo: $device runs under ${THINGIF_TARGET_RUN}"
     fi
-    sleep 0.1
-done
+    if [ "$use_valgrind" -eq 1 ]; then
+        cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
+             --log-file="$tmp/valgrind.log" "${cmd[@]}")
+        echo "demo: starting $device under valgrind ($what)"
+    else
+        echo "demo: starting $device ($what)"
+    fi
+    # timeout(1): should this script be killed before it stops the device,
+    # the device still gets its SIGTERM, later (it runs until one comes).
+    # A SIGTERM to timeout reaches the device at once.
+    timeout $((wait_s * 10)) "${cmd[@]}" < "$input" > >(tee "$tmp/$device.log" | label "$device") 2>&1 &
+    device_pid=$!
+}
 
-# The appliance onboards itself with the vendorThingID and password the
-# owner registered (same thing): with TLS and no certificate of its own, it
-# makes its key, sends a CSR and connects with the certificate the hub signs.
-aircon_cmd=("$aircon_bin" --port "$tls_port" --cafile "$cafile" --storage "$tmp/aircon"
-            --vendor-thing-id AC-0001 --password demo-pass)
-if [ -n "${THINGIF_TARGET_RUN:-}" ]; then
-    # shellcheck disable=SC2206
-    aircon_cmd=(${THINGIF_TARGET_RUN} "${aircon_cmd[@]}")
-    echo "demo: the appliance runs under ${THINGIF_TARGET_RUN}"
-fi
-if [ "$use_valgrind" -eq 1 ]; then
-    aircon_cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99
-                --log-file="$tmp/valgrind.log" "${aircon_cmd[@]}")
-    echo "demo: starting aircon under valgrind (the appliance; it onboards itself with a certificate)"
-else
-    echo "demo: starting aircon (the appliance; it onboards itself with a certificate)"
-fi
-# timeout(1): should this script be killed before it stops the appliance,
-# the appliance still gets its SIGTERM, later (it runs until one comes).
-# A SIGTERM to timeout reaches the appliance at once.
-aircon_cmd=(timeout $((wait_s * 10)) "${aircon_cmd[@]}")
-"${aircon_cmd[@]}" > >(label aircon) 2>&1 &
-aircon_pid=$!
-
-# --- the seeds' three commands ---------------------------------------------------
-# check_command ID STATE OUTCOMES: the command's state and each action's
-# success (e.g. "true true true"), read back as JSON.
+# check_command THING ID STATE OUTCOMES: the command's state and each
+# action's success (e.g. "true true true"), read back as JSON.
 check_command() {
     local json
-    json=$(thingif command get "$thing_id" "$1" --json) || { fail "command get $1 failed"; return; }
+    json=$(thingif command get "$1" "$2" --json) || { fail "command get $2 failed"; return; }
     if ! python3 -c '
 import json, sys
 c = json.loads(sys.argv[1]); want_state = sys.argv[2]; want = [w == "true" for w in sys.argv[3].split()]
 got = [list(r.values())[0].get("succeeded") for r in c.get("actionResults", [])]
 ok = c.get("commandState") == want_state and got == want
 sys.exit(0 if ok else "command %s: state %s, results %s; expected %s, %s" % (
-    c.get("commandID"), c.get("commandState"), got, want_state, want))' "$json" "$2" "$3"; then
+    c.get("commandID"), c.get("commandState"), got, want_state, want))' "$json" "$3" "$4"; then
         failures=$((failures + 1))
     fi
 }
 
-# send TITLE STATE OUTCOMES ARGS…: one step of the demo.
+# send TITLE THING STATE OUTCOMES ARGS…: sends a command to THING with the
+# CLI (ARGS: its actions and options), waits for its results, checks them.
 send() {
-    local title=$1 state=$2 outcomes=$3
-    shift 3
+    local title=$1 to=$2 state=$3 outcomes=$4
+    shift 4
     echo
     echo "── $title"
-    if show command send "$thing_id" "$@" --wait "$wait_s"; then
+    if show command send "$to" "$@" --wait "$wait_s"; then
         local cid
         cid=$(awk '$1 == "commandID" {print $2; exit}' "$tmp/last.out")
-        if [ -n "$cid" ]; then check_command "$cid" "$state" "$outcomes"; else fail "no commandID in the output"; fi
+        if [ -n "$cid" ]; then check_command "$to" "$cid" "$state" "$outcomes"; else fail "no commandID in the output"; fi
     else
         fail "thingif command send failed"
     fi
 }
 
-send "1. Turn on at 25°C, fan speed 5 (three actions in one command)" DONE "true true true" \
-    turnPower power=true setPresetTemperature presetTemperature=25 setFanSpeed fanSpeed=5 \
-    --title "Cool down" --description "Before I get home" --metadata '{"origin":"demo"}'
-send "2. A temperature out of range (the appliance refuses it)" INCOMPLETE "false" \
-    setPresetTemperature presetTemperature=99
-send "3. Power off" DONE "true" \
-    turnPower power=false
-
-# --- read back ---------------------------------------------------------------------
-echo
-echo "── 4. All of the thing's commands, and its state"
-show command list "$thing_id" || fail "thingif command list failed"
-[ "$(grep -c -E ' (DONE|INCOMPLETE) ' "$tmp/last.out")" -eq 3 ] || fail "command list does not show 3 finished commands"
-# The appliance uploads its state after each command; wait for the last one.
-expected_state='{"power": false, "presetTemperature": 25, "fanSpeed": 5}'
-state_ok=0
-deadline=$((SECONDS + 15))
-while [ "$SECONDS" -lt "$deadline" ]; do
-    if thingif state get "$thing_id" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin); want = json.loads(sys.argv[1])
-sys.exit(0 if all(s.get(k) == v for k, v in want.items()) else 1)' "$expected_state"; then
-        state_ok=1
-        break
-    fi
-    sleep 0.3
-done
-show state get "$thing_id" || fail "thingif state get failed"
-[ "$state_ok" -eq 1 ] || fail "the state is not $expected_state"
-
-# thingif watch must have printed the three finished commands.
-deadline=$((SECONDS + 5))
-until [ "$(grep -c '^commandID' "$tmp/watch.log")" -ge 3 ] || [ "$SECONDS" -ge "$deadline" ]; do sleep 0.2; done
-[ "$(grep -c '^commandID' "$tmp/watch.log")" -eq 3 ] || fail "thingif watch printed $(grep -c '^commandID' "$tmp/watch.log") commands, expected 3"
+# --- the device and its commands (scripts/demo-aircon.sh or scripts/demo-lamps.sh) ---
+# shellcheck source=/dev/null
+. "$src/scripts/demo-$device.sh"
 
 # --- stop --------------------------------------------------------------------------
-kill -TERM "$watch_pid" 2>/dev/null
-wait_for "$watch_pid" 10 || kill -KILL "$watch_pid" 2>/dev/null
-aircon_status=""
-if kill -0 "$aircon_pid" 2>/dev/null; then
-    kill -TERM "$aircon_pid" 2>/dev/null
-    if wait_for "$aircon_pid" 60; then
-        aircon_status=$waited
+if [ -n "$watch_pid" ]; then
+    kill -TERM "$watch_pid" 2>/dev/null
+    wait_for "$watch_pid" 10 || kill -KILL "$watch_pid" 2>/dev/null
+fi
+device_status=""
+if kill -0 "$device_pid" 2>/dev/null; then
+    kill -TERM "$device_pid" 2>/dev/null
+    if wait_for "$device_pid" 60; then
+        device_status=$waited
     else
-        echo "run-demo: aircon did not stop within 60 s of SIGTERM" >&2
-        kill -KILL "$aircon_pid" 2>/dev/null
-        aircon_status=137
+        echo "run-demo: $device did not stop within 60 s of SIGTERM" >&2
+        kill -KILL "$device_pid" 2>/dev/null
+        device_status=137
     fi
 else
-    wait_for "$aircon_pid" 1
-    aircon_status=$waited
-    echo "run-demo: aircon ended early (status $aircon_status)" >&2
+    wait_for "$device_pid" 1
+    device_status=$waited
+    echo "run-demo: $device ended early (status $device_status)" >&2
 fi
 kill -TERM "$hub_pid" 2>/dev/null
 if wait_for "$hub_pid" 10; then hub_status=$waited; else kill -KILL "$hub_pid" 2>/dev/null; hub_status=137; fi
 sleep 0.2 # let the labelling pipes print the last lines
 
 echo
-echo "demo: aircon exited with status $aircon_status; thingif-hub with status $hub_status"
+echo "demo: $device exited with status $device_status; thingif-hub with status $hub_status"
 if [ "$use_valgrind" -eq 1 ] && [ -f "$tmp/valgrind.log" ]; then
     grep -E "(definitely|indirectly|possibly) lost:|ERROR SUMMARY:|All heap blocks" "$tmp/valgrind.log" \
         | sed 's/^==[0-9]*== */valgrind│ /'
 fi
-# The appliance ran on the certificate the hub signed for its topic (no
+# The device ran on the certificate the hub signed for its topic (no
 # broker password, no per-thing record in the broker).
-if [ -s "$tmp/aircon/thing-cert.pem" ] \
-    && openssl verify -CAfile "$tmp/broker/pki/things-ca.crt" "$tmp/aircon/thing-cert.pem" >/dev/null 2>&1; then
-    echo "demo: ✓ the appliance's client certificate: $(openssl x509 -in "$tmp/aircon/thing-cert.pem" -noout -subject),"
-    echo "      signed by the things CA; its key never left $tmp/aircon/thing-key.pem"
+if [ -s "$tmp/$device/thing-cert.pem" ] \
+    && openssl verify -CAfile "$tmp/broker/pki/things-ca.crt" "$tmp/$device/thing-cert.pem" >/dev/null 2>&1; then
+    echo "demo: ✓ the client certificate of $device: $(openssl x509 -in "$tmp/$device/thing-cert.pem" -noout -subject),"
+    echo "      signed by the things CA; its key never left $tmp/$device/thing-key.pem"
 else
-    fail "the appliance holds no client certificate signed by the things CA"
+    fail "$device holds no client certificate signed by the things CA"
 fi
 status=0
 [ "$failures" -eq 0 ] || status=1
-if [ "$aircon_status" -eq 99 ] && [ "$use_valgrind" -eq 1 ]; then
+if [ "$device_status" -eq 99 ] && [ "$use_valgrind" -eq 1 ]; then
     echo "run-demo: valgrind found definite leaks or memory errors:" >&2
     cat "$tmp/valgrind.log" >&2
     status=1
-elif [ "$aircon_status" -ne 0 ]; then
-    echo "run-demo: aircon failed (status $aircon_status)" >&2
+elif [ "$device_status" -ne 0 ]; then
+    echo "run-demo: $device failed (status $device_status)" >&2
     status=1
 fi
 if [ "$hub_status" -ne 0 ]; then

@@ -2,6 +2,7 @@
 
 import ArgumentParser
 import Foundation
+import ThingIF
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -261,13 +262,31 @@ struct Onboard: ParsableCommand {
             "The owner as a typed ID (default user:{your userID}; a group: group:{groupID}).",
             valueName: "typed-id"))
     var owner: String?
+    @Option(
+        help: ArgumentHelp(
+            "STANDALONE (a thing on its own, the default) or GATEWAY (a thing that carries end nodes); kept from the first onboarding on.",
+            valueName: "layout"))
+    var layout: String?
 
     static let intervals = ["1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR", "12_HOURS"]
+
+    /// The layout named by --layout, in the core's spelling; an end node is
+    /// onboarded through its gateway, not here.
+    var layoutPosition: LayoutPosition? {
+        get throws {
+            guard let layout else { return nil }
+            guard let named = LayoutPosition(parsing: layout), named != .endNode else {
+                throw ValidationError("--layout must be STANDALONE or GATEWAY")
+            }
+            return named
+        }
+    }
 
     func validate() throws {
         if let interval, !Onboard.intervals.contains(interval) {
             throw ValidationError("--interval must be one of \(Onboard.intervals.joined(separator: ", "))")
         }
+        _ = try layoutPosition
     }
 
     func run() throws {
@@ -280,6 +299,7 @@ struct Onboard: ParsableCommand {
             if let thingType { body.append(("thingType", .string(thingType))) }
             if let firmwareVersion { body.append(("firmwareVersion", .string(firmwareVersion))) }
             if let interval { body.append(("dataGroupingInterval", .string(interval))) }
+            if let layout = try layoutPosition { body.append((LayoutPosition.field, .string(layout.rawValue))) }
             let answer = try client.call(
                 "POST", client.thingIF + "/onboardings", body: .object(body),
                 contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")

@@ -469,6 +469,21 @@ struct CLIEndToEndTests {
         #expect(r.status == 2 && r.output.contains("before any action"), "\(r.output)")
         r = try thingif("onboard", "AC-0002", "pw", "--interval", "2_DAYS")
         #expect(r.status == 2, "\(r.output)")
+        // A gateway: --layout names it (any case); the hub keeps the first
+        // layout, so the same thing as STANDALONE is its 409; an end node is
+        // onboarded through its gateway, never here.
+        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "gateway")
+        #expect(r.status == 0 && field(r.output, "thingID")?.hasPrefix("th.") == true, "\(r.output)")
+        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "STANDALONE")
+        #expect(
+            r.status == 1 && r.output.contains("HTTP 409") && r.output.contains("LAYOUT_POSITION_MISMATCH"),
+            "\(r.output)")
+        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "GATEWAY")
+        #expect(r.status == 0, "\(r.output)")
+        for bad in ["ENDNODE", "hub"] {
+            r = try thingif("onboard", "GW-0002", "pw", "--layout", bad)
+            #expect(r.status == 2 && r.output.contains("--layout must be STANDALONE or GATEWAY"), "\(r.output)")
+        }
         r = try runProgram(
             cli, ["state", "get", thingID],
             environment: [

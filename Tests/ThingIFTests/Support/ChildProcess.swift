@@ -7,12 +7,13 @@ import Foundation
 
 /// Starts a child process with posix_spawn, an empty signal mask and default
 /// SIGTERM/SIGINT handling (Swift Testing's workers block SIGTERM, and a
-/// child would inherit that), stdin from /dev/null and stdout + stderr
-/// appended to `logPath`. With `environment`, the child gets exactly those
+/// child would inherit that), stdin from `stdinPath` (/dev/null unless
+/// given: a FIFO the test writes to) and stdout + stderr appended to
+/// `logPath`. With `environment`, the child gets exactly those
 /// variables plus PATH, HOME and LD_LIBRARY_PATH; without, this process's.
 func spawnChild(
     _ exe: String, _ args: [String], environment: [String: String]? = nil,
-    logPath: String
+    logPath: String, stdinPath: String = "/dev/null"
 ) throws -> pid_t {
     var attr = posix_spawnattr_t()
     posix_spawnattr_init(&attr)
@@ -31,7 +32,7 @@ func spawnChild(
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_adddup2(&actions, 1, 2)
 

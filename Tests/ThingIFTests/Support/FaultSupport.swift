@@ -117,36 +117,40 @@ final class PersistentBroker {
 }
 
 /// The C appliance (examples-c/aircon.c, as the test appliance
-/// tests-c/aircon_test.c with its test flags) as a separate process, restartable
-/// on the same storage directory; its output goes to one log file.
+/// tests-c/aircon_test.c with its test flags), or another program this
+/// package builds next to the tests (`program`, e.g. the gateway example
+/// examples-c/lamps.c), as a separate process, restartable on the same
+/// storage directory; its output goes to one log file.
 final class ApplianceProcess {
     let executable: String
     let args: [String]
     let logPath: String
+    let stdinPath: String
     private(set) var pid: pid_t?
     private(set) var starts = 0
 
-    init(args: [String], logPath: String) throws {
-        guard let exe = ApplianceProcess.locate() else {
+    init(program: String = "aircon_test", args: [String], logPath: String, stdinPath: String = "/dev/null") throws {
+        guard let exe = ApplianceProcess.locate(program) else {
             throw HarnessError(
-                "aircon_test was not found next to the test bundle (swift build --build-tests builds it)")
+                "\(program) was not found next to the test bundle (swift build --build-tests builds it)")
         }
         executable = exe
         self.args = args
         self.logPath = logPath
+        self.stdinPath = stdinPath
     }
 
     deinit { stop() }
 
-    /// aircon_test is built by this package into the same directory as the test
-    /// executable (see Package.swift).
-    static func locate() -> String? {
+    /// The programs are built by this package into the same directory as the
+    /// test executable (see Package.swift).
+    static func locate(_ program: String = "aircon_test") -> String? {
         var candidates: [String] = []
         if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
             var dir = (exe as NSString).deletingLastPathComponent
             // On macOS-style bundles the executable sits deeper; walk up a little.
             for _ in 0..<4 {
-                candidates.append(dir + "/aircon_test")
+                candidates.append(dir + "/" + program)
                 dir = (dir as NSString).deletingLastPathComponent
             }
         }
@@ -155,7 +159,7 @@ final class ApplianceProcess {
 
     func start() throws {
         guard pid == nil else { return }
-        pid = try spawnChild(executable, args, logPath: logPath)
+        pid = try spawnChild(executable, args, logPath: logPath, stdinPath: stdinPath)
         starts += 1
     }
 
