@@ -163,15 +163,6 @@ store_sums() {
         END { for (op in c) print op, s[op], c[op] }' | sort
 }
 
-# cpu_sum PID...: CPU nanoseconds of these processes (their live threads).
-cpu_sum() {
-    local s=0 p c
-    for p in "$@"; do
-        c=$(cpu_ns "$p" 2>/dev/null || echo 0)
-        s=$((s + ${c:-0}))
-    done
-    echo "$s"
-}
 # The postmaster and its backends (the hubs' connections live through a round).
 pg_procs() { echo "$pg_pid" $(ps -o pid= --ppid "$pg_pid"); }
 

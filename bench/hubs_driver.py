@@ -3,12 +3,17 @@
 
 """bench/hubs_driver.py - the app side of bench/hubs.sh (standard library only).
 
-  setup:  hubs_driver.py setup HUB_URL VENDOR_ID...
-          creates a user, onboards each vendorThingID (owner onboarding) and
-          prints {"token", "things":[{"vendorThingID","thingID","accessToken"}]}.
+  setup:  hubs_driver.py setup HUB_URL [--gateway] VENDOR_ID...
+          creates a user, onboards each vendorThingID (owner onboarding; with
+          --gateway as gateways, layoutPosition GATEWAY) and prints
+          {"token", "things":[{"vendorThingID","thingID","accessToken"}]}.
   run:    hubs_driver.py run --hubs URL,URL --token T --things ID,ID -n N -c C
+                 [--schema S --actions JSON] [--pick random]
           sends N commands through the hubs' REST APIs, round-robin over the
-          hubs and the things, C in flight, and waits for each one's results.
+          hubs and the things (or to things picked at random, seed 1), C in
+          flight, and waits for each one's results. The commands are the
+          AirConditioner-Demo's three actions unless --schema and --actions
+          (a JSON array) say otherwise.
           A command is done when an event stream (SSE, opened on the first hub
           and fed across hubs by PostgreSQL's LISTEN/NOTIFY) says so; a
           command without an event after 3 s is read with GET until it has
@@ -18,6 +23,7 @@ A normal user's every SSE installation is notified, so one stream sees all.
 """
 import http.client
 import json
+import random
 import socket
 import sys
 import threading
@@ -83,17 +89,23 @@ class Hub:
 
 
 def setup(url, vendor_ids):
+    gateway = vendor_ids[:1] == ["--gateway"]
+    if gateway:
+        vendor_ids = vendor_ids[1:]
     hub = Hub(url)
     login = "bench-%d" % int(time.time() * 1000)
     u = hub.call("POST", "/api/apps/%s/users" % APP, {"loginName": login, "password": "bench-pass-1"})
     hub.token = u["accessToken"]
     things = []
     for v in vendor_ids:
+        form = {"vendorThingID": v, "thingPassword": "bench-pass", "owner": "user:" + u["userID"],
+                "thingType": "LampGateway" if gateway else "AirConditioner"}
+        if gateway:
+            form["layoutPosition"] = "GATEWAY"
         t = hub.call(
             "POST",
             "/thing-if/apps/%s/onboardings" % APP,
-            {"vendorThingID": v, "thingPassword": "bench-pass", "owner": "user:" + u["userID"],
-             "thingType": "AirConditioner"},
+            form,
             content_type="application/vnd.kii.OnboardingWithVendorThingIDByOwner+json",
         )
         things.append({"vendorThingID": v, "thingID": t["thingID"], "accessToken": t["accessToken"]})
@@ -160,6 +172,12 @@ def run(args):
     token = opts["--token"]
     n = int(opts["-n"])
     conc = int(opts["-c"])
+    schema = opts.get("--schema", "AirConditioner-Demo")
+    actions = json.loads(opts["--actions"]) if "--actions" in opts else ACTIONS
+    picks = None
+    if opts.get("--pick") == "random":
+        rnd = random.Random(1)
+        picks = [rnd.randrange(len(things)) for _ in range(n)]
     events = Events(hubs[0], token)
     events.start()
     if not events.ready.wait(10):
@@ -178,12 +196,12 @@ def run(args):
                     return
                 nxt[0] += 1
             hub = conns[k % len(conns)]
-            tid = things[k % len(things)]
+            tid = things[picks[k] if picks else k % len(things)]
             target = "/thing-if/apps/%s/targets/thing:%s/commands" % (APP, tid)
             t0 = time.monotonic()
             try:
-                c = hub.call("POST", target, {"schema": "AirConditioner-Demo", "schemaVersion": 1,
-                                              "actions": ACTIONS, "issuer": "user:" + opts["--user"]})
+                c = hub.call("POST", target, {"schema": schema, "schemaVersion": 1,
+                                              "actions": actions, "issuer": "user:" + opts["--user"]})
                 cid = c["commandID"]
                 state = None
                 if events.wait(cid, 3):
@@ -224,9 +242,10 @@ def run(args):
     def pct(p):
         return lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else 0.0
 
-    print("n=%d done=%d polled=%d errors=%d seconds=%.2f cmd_per_s=%.1f p50_ms=%.1f p95_ms=%.1f max_ms=%.1f driver_cpu_us=%d"
+    print("n=%d done=%d polled=%d errors=%d seconds=%.2f cmd_per_s=%.1f p50_ms=%.1f p95_ms=%.1f p99_ms=%.1f max_ms=%.1f"
+          " driver_cpu_us=%d"
           % (n, stats["done"], stats["polled"], stats["errors"], secs, stats["done"] / secs if secs else 0,
-             pct(0.5), pct(0.95), pct(1.0), cpu / n * 1e6 if n else 0))
+             pct(0.5), pct(0.95), pct(0.99), pct(1.0), cpu / n * 1e6 if n else 0))
 
 
 if __name__ == "__main__":

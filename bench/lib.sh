@@ -114,24 +114,35 @@ start_hub() {
 # thread only, and the hub works on its request thread).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
+# cpu_sum PID...: CPU nanoseconds of these processes (their live threads).
+cpu_sum() {
+    local s=0 p c
+    for p in "$@"; do
+        c=$(cpu_ns "$p" 2>/dev/null || echo 0)
+        s=$((s + ${c:-0}))
+    done
+    echo "$s"
+}
+
 # user_ticks PID: its user CPU in clock ticks (/proc/PID/stat field 14).
 user_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 }'; }
 
 # busy_ticks: CPU ticks of the whole machine not idle (/proc/stat).
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 
-# build_bench: the Release library, aircon and the test appliance
-# aircon_test (build-bench) and the hub (release, .build-bench); sets hub_bin.
+# build_bench: the Release library, aircon, the test appliance aircon_test
+# and the gateway example lamps (build-bench) and the hub (release,
+# .build-bench); sets hub_bin.
 build_bench() {
     if [ "$1" = 1 ]; then
         echo "bench: building (cmake Release in build-bench, swift release in .build-bench) …" >&2
         cmake -G Ninja -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DTHINGIF_EMBEDDED=ON >"$tmp/build.log" 2>&1 \
-            && cmake --build build-bench --target thingif thingif_static aircon aircon_test >>"$tmp/build.log" 2>&1 \
+            && cmake --build build-bench --target thingif thingif_static aircon aircon_test lamps >>"$tmp/build.log" 2>&1 \
             && swift build -c release --scratch-path .build-bench --product thingif-hub >>"$tmp/build.log" 2>&1 \
             || { tail -n 40 "$tmp/build.log" >&2; exit 1; }
     fi
     hub_bin="$(swift build -c release --scratch-path .build-bench --show-bin-path)/thingif-hub"
-    for f in build-bench/aircon build-bench/aircon_test "$hub_bin"; do
+    for f in build-bench/aircon build-bench/aircon_test build-bench/lamps "$hub_bin"; do
         [ -x "$f" ] || { echo "bench: $f is missing (run without --no-build)" >&2; exit 1; }
     done
 }

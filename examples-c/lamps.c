@@ -94,6 +94,7 @@ struct gateway {
     int capacity;
     struct radio_job *head, *tail; /* the radio's queue, oldest first */
     int radio_delay_ms;
+    const char *lamp_prefix; /* the lamps' vendorThingIDs: prefix + 4 digits */
     int stopping;
 };
 
@@ -109,6 +110,7 @@ struct options {
     const char *certfile;
     const char *keyfile;
     int lamps;
+    const char *lamp_prefix;
     const char *lamp_password;
     int radio_delay_ms;
     int verbose;
@@ -183,7 +185,7 @@ static struct lamp *console_lamp(struct gateway *gw, const char *name)
     errno = 0;
     n = strtol(name, &end, 10);
     if (errno == 0 && end != name && *end == '\0' && n >= 0 && n < LAMPS_MAX) {
-        snprintf(vendor_thing_id, sizeof vendor_thing_id, "LAMP-%04ld", n);
+        snprintf(vendor_thing_id, sizeof vendor_thing_id, "%s%04ld", gw->lamp_prefix, n);
         return find_lamp(gw, vendor_thing_id);
     }
     return find_lamp(gw, name);
@@ -547,7 +549,7 @@ static void known_lamp(const char *vendor_thing_id, const char *thing_id, int on
     pthread_mutex_unlock(&gw->lock);
 }
 
-/* Registers the lamps found on the radio: LAMP-0000 .. LAMP-{n-1}. One the
+/* Registers the lamps found on the radio: LAMP-0000 .. (--lamp-prefix). One the
  * gateway registered in an earlier run answers THINGIF_ERR_EXISTS: kept. */
 static int add_lamps(struct gateway *gw, const struct options *o)
 {
@@ -559,7 +561,7 @@ static int add_lamps(struct gateway *gw, const struct options *o)
         char vendor_thing_id[VENDOR_ID_MAX + 1];
         int rc;
 
-        snprintf(vendor_thing_id, sizeof vendor_thing_id, "LAMP-%04d", i);
+        snprintf(vendor_thing_id, sizeof vendor_thing_id, "%s%04d", o->lamp_prefix, i);
         pthread_mutex_lock(&gw->lock);
         rc = take_lamp(gw, vendor_thing_id) != NULL;
         pthread_mutex_unlock(&gw->lock);
@@ -627,6 +629,8 @@ static void usage(FILE *out)
                  "  --storage DIR           where the identity and the lamps are kept\n"
                  "                          (default ./lamps-data)\n"
                  "  --lamps N               lamps on the radio, LAMP-0000 .. (default 4, at most %d)\n"
+                 "  --lamp-prefix P         the lamps' vendorThingIDs: P0000 .. (default LAMP-,\n"
+                 "                          at most 32 bytes)\n"
                  "  --lamp-password PW      the lamps' password (default lamp-pass)\n"
                  "  --radio-delay-ms MS     how long the radio takes to answer (default 50)\n"
                  "  --verbose               log library debug lines to stderr\n"
@@ -689,6 +693,13 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->keyfile = value;
         else if (strcmp(flag, "--lamp-password") == 0)
             o->lamp_password = value;
+        else if (strcmp(flag, "--lamp-prefix") == 0) {
+            if (value[0] == '\0' || strlen(value) > 32) {
+                fprintf(stderr, "lamps: --lamp-prefix needs 1 .. 32 bytes\n");
+                return -1;
+            }
+            o->lamp_prefix = value;
+        }
         else if (strcmp(flag, "--port") == 0 || strcmp(flag, "--lamps") == 0 || strcmp(flag, "--radio-delay-ms") == 0) {
             long hi = strcmp(flag, "--port") == 0 ? 65535 : strcmp(flag, "--lamps") == 0 ? LAMPS_MAX : 60000;
             long lo = strcmp(flag, "--radio-delay-ms") == 0 ? 0 : 1;
@@ -773,6 +784,7 @@ int main(int argc, char **argv)
         .password = "demo-pass",
         .storage = "./lamps-data",
         .lamps = 4,
+        .lamp_prefix = "LAMP-",
         .lamp_password = "lamp-pass",
         .radio_delay_ms = 50,
     };
@@ -791,6 +803,7 @@ int main(int argc, char **argv)
 
     gw.capacity = o.lamps + EXTRA_LAMPS;
     gw.radio_delay_ms = o.radio_delay_ms;
+    gw.lamp_prefix = o.lamp_prefix;
     gw.lamps = calloc((size_t)gw.capacity, sizeof *gw.lamps);
     gw.t = gw.lamps != NULL ? thingif_new(o.app_id, o.app_key, o.storage) : NULL;
     if (gw.t == NULL) {
