@@ -199,6 +199,12 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// The end nodes forgotten while the read runs: a page answered
         /// before their removal must not bring them back.
         var syncForgotten: Set<ByteKey> = []
+        /// Commands for end nodes the registry does not hold, received while
+        /// the read runs (a new handle does not know them yet, and the hub
+        /// may deliver on the retained status of the one before): taken by
+        /// the first pass after the read, refused only then. At most
+        /// limits.inboxMax; beyond, refused at once.
+        var awaitingList: [TransportMessage] = []
     }
 
     let state: Locked<State>
@@ -361,6 +367,10 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 var commandsTaken =
                     s.outbox.resultCount >= s.outbox.capacity ? max(0, s.inbox.count - s.limits.inboxMax + 1) : Int.max
                 var batch: [TransportMessage] = []
+                if s.syncSeen == nil && !s.awaitingList.isEmpty {
+                    batch = s.awaitingList
+                    s.awaitingList.removeAll()
+                }
                 var waiting: [TransportMessage] = []
                 for m in s.inbox {
                     if !Self.isCommandTopic(m.topic, identity: id, gateway: s.gateway) {
@@ -440,10 +450,17 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 targets[i] = nil
             }
         }
-        // Resolved after the events: an end node they added or removed.
+        // Resolved after the events: an end node they added or removed. One
+        // unknown while the list read runs waits for its end (`awaitingList`).
         state.withLock { s in
             for i in targets.indices where targets[i]?.endNode != nil {
                 targets[i] = Self.target(of: batch[i].topic, identity: identity, &s)
+                if targets[i]?.refusal == .notRegistered, s.syncSeen != nil,
+                    s.awaitingList.count < s.limits.inboxMax
+                {
+                    s.awaitingList.append(batch[i])
+                    targets[i] = nil
+                }
             }
         }
         // Cancels next: one behind its command in the same batch still

@@ -20,7 +20,7 @@ struct DeviceSecurityTests {
     static let tls = Int32(THINGIF_ERR_TLS.rawValue)
 
     /// The thing's MQTT topic (its client ID).
-    func mqttTopic(_ env: Env, _ tid: String) throws -> String {
+    static func mqttTopic(_ env: Env, _ tid: String) throws -> String {
         try #require(env.hub.thing(tid)?.installations.values.sorted().first)
     }
 
@@ -45,7 +45,7 @@ struct DeviceSecurityTests {
     func configVersions() throws {
         try withEnv { env in
             var (t, tid) = try env.onlineAircon()
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             try publishConfig(env, topic, Self.config(version: 2, sets: ["a"]))
             #expect(t.waitForLog("applied remote configuration version 2"), "logs:\n\(t.logs)")
             #expect(ct_action_set_create(t.ct, "a") == Self.exists)
@@ -89,7 +89,7 @@ struct DeviceSecurityTests {
                 // Let the config-size limit, not the payload limit, speak.
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_MAX_PAYLOAD.rawValue), 1 << 20) == RC.ok)
             }
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             typealias L = AutomationLimits
             let action =
                 #"{"schema":"\#(Aircon.schema)","schemaVersion":1,"action":"turnPower","params":{"power":true}}"#
@@ -180,7 +180,7 @@ struct DeviceSecurityTests {
             let (t, tid) = try env.onlineAircon { t in
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_MAX_PAYLOAD.rawValue), 512) == RC.ok)
             }
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             let pad = String(repeating: "x", count: 600)
             // Configuration: valid, but too large for this thing.
             let config =
@@ -332,7 +332,7 @@ struct DeviceSecurityTests {
 
             // The thing's own connection: onboarded in plain text, then TLS set.
             let (u, tid) = try env.onlineAircon(vendorThingID: "AC-PLAIN", storage: "plain", start: false)
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             #expect(ct_set_tls(u.ct, ca, nil, nil) == RC.ok)
             #expect(ct_start(u.ct) == RC.ok)
             #expect(
@@ -360,8 +360,14 @@ struct DeviceSecurityTests {
     /// `clientPrefix`, from mosquitto's notice lines: "New connection from
     /// A on port N." then "New client connected from A as ID (…)".
     static func sessionPorts(_ log: String, clientPrefix: String) -> [Int] {
+        sessions(log).filter { $0.client.hasPrefix(clientPrefix) }.map(\.port)
+    }
+
+    /// Every session in mosquitto's log, in order: its client ID and the
+    /// listener port it came in on (-1 when the log does not say).
+    static func sessions(_ log: String) -> [(client: String, port: Int)] {
         var portOf: [String: Int] = [:]
-        var ports: [Int] = []
+        var out: [(client: String, port: Int)] = []
         for line in log.split(separator: "\n").map(String.init) {
             if let r = line.range(of: "New connection from ") {
                 let rest = line[r.upperBound...].split(separator: " ")
@@ -370,12 +376,12 @@ struct DeviceSecurityTests {
                 }
             } else if let r = line.range(of: "New client connected from ") {
                 let rest = line[r.upperBound...].split(separator: " ")
-                if rest.count >= 3, rest[1] == "as", rest[2].hasPrefix(clientPrefix) {
-                    ports.append(portOf[String(rest[0])] ?? -1)
+                if rest.count >= 3, rest[1] == "as" {
+                    out.append((String(rest[2]), portOf[String(rest[0])] ?? -1))
                 }
             }
         }
-        return ports
+        return out
     }
 
     /// A CA the broker does not know, made with openssl.
@@ -400,13 +406,19 @@ struct DeviceSecurityTests {
     func tlsThing(_ env: Env, storage: String, port: Int, ca: String, clientCert: Bool) throws -> TestThing {
         let t = try env.newThing(storage: storage)
         #expect(ct_register_aircon_handlers(t.ct, Aircon.schema, Aircon.version) == RC.ok)
+        Self.useTLS(t, port: port, ca: ca, clientCert: clientCert)
+        return t
+    }
+
+    /// Points `t`'s bootstrap broker at 127.0.0.1:`port` and sets TLS with
+    /// `ca` (and the client certificate when `clientCert`).
+    static func useTLS(_ t: TestThing, port: Int, ca: String, clientCert: Bool) {
         #expect(ct_set_broker(t.ct, "127.0.0.1", Int32(port)) == RC.ok)
         let rc =
             clientCert
             ? ct_set_tls(t.ct, ca, BrokerSecrets.clientCert, BrokerSecrets.clientKey)
             : ct_set_tls(t.ct, ca, nil, nil)
         #expect(rc == RC.ok)
-        return t
     }
 
     @Test(
@@ -422,7 +434,7 @@ struct DeviceSecurityTests {
             #expect(ct_start(t.ct) == RC.ok)
             #expect(env.hub.waitForOnline(tid, timeoutMs: 30_000), "logs:\n\(t.logs)\nbroker:\n\(env.broker.log)")
             try env.expectAlive(tid)
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             t.destroy()
             env.broker.stop()  // flushes its log
             let log = env.broker.log
@@ -499,7 +511,7 @@ struct DeviceSecurityTests {
                 ct_onboard(good.ct, "AC-GOOD", "password-1", "AirConditioner", "1.0.0", nil) == RC.ok,
                 "logs:\n\(good.logs)")
             let tid = try #require(good.thingID)
-            let topic = try mqttTopic(env, tid)
+            let topic = try Self.mqttTopic(env, tid)
             good.destroy()
             let again = try tlsThing(env, storage: "good", port: env.broker.tlsPort, ca: wrong, clientCert: false)
             #expect(ct_set_option(again.ct, Int32(THINGIF_OPT_RECONNECT_MIN_MS.rawValue), 100) == RC.ok)

@@ -53,11 +53,15 @@ struct GatewayDeviceTests {
 
     /// A gateway that onboarded itself with the gateway layout, a recorder
     /// for the lamp schema's actions, its loop running and online.
-    static func gateway(_ env: Env, vendor: String = "GW-0001", storage: String = "gw") throws -> (TestThing, String) {
+    /// `configure` runs before the onboarding (options, TLS, behaviours).
+    static func gateway(
+        _ env: Env, vendor: String = "GW-0001", storage: String = "gw", configure: (TestThing) -> Void = { _ in }
+    ) throws -> (TestThing, String) {
         let t = try env.newThing(storage: storage)
         #expect(ct_gateway(t.ct) == RC.ok)
         #expect(ct_register_recorder(t.ct, schema, 1, "turnPower", "lamp") == RC.ok)
         #expect(ct_register_recorder(t.ct, schema, 1, "setBrightness", "lamp") == RC.ok)
+        configure(t)
         let rc = ct_onboard(t.ct, vendor, "password-1", "Gateway", "1.0.0", nil)
         guard rc == RC.ok else { throw HarnessError("gateway onboarding failed: \(rc); logs:\n\(t.logs)") }
         let gw = try #require(t.thingID)

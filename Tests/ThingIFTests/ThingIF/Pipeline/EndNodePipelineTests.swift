@@ -443,6 +443,36 @@ struct EndNodePipelineTests {
         #expect(rig.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-4"])
     }
 
+    @Test(
+        "A command for an end node unknown while the list read runs waits for the read: run once the list names it, refused NOT_REGISTERED when it does not"
+    )
+    func commandsWaitForTheListRead() throws {
+        let rig = try PipelineRig()
+        defer { rig.remove() }
+        let notices = rig.gateway()
+        rig.connect()
+        // A new handle (a replaced gateway): the hub delivers on the old one's retained status.
+        rig.pipeline.syncEndNodes()
+        let read = try #require(rig.requests.last { $0.method == "GET" })
+        rig.deliver([PipelineRig.command("c1", endNode: "th.e1"), PipelineRig.command("c9", endNode: "th.e9")])
+        #expect(rig.runs.isEmpty && rig.results.isEmpty)
+        // The answer and a command in one pass: the command waits too.
+        rig.deliver([
+            PipelineRig.reply(
+                200, to: read.requestID, body: #"{"results":[{"thingID":"th.e1","vendorThingID":"LAMP-1"}]}"#),
+            PipelineRig.command("c2", endNode: "th.e1")
+        ])
+        #expect(notices.lines == ["added LAMP-1 th.e1"])
+        #expect(rig.runs == ["c1#0", "c2#0"])
+        #expect(rig.resultTargets == ["th.e1", "th.e9", "th.e1"])
+        let refused = try #require(rig.results.first { $0.commandID == "c9" })
+        #expect(refused.body.contains(#""reason":"NOT_REGISTERED""#))
+        // No read running: refused at once, as before.
+        rig.deliver([PipelineRig.command("c3", endNode: "th.e8")])
+        #expect(rig.results.last?.commandID == "c3")
+        #expect(rig.runs == ["c1#0", "c2#0"])
+    }
+
     @Test("An onboarding withdrawn by a removal stays withdrawn after a crash")
     func withdrawnStaysWithdrawn() throws {
         let rig = try PipelineRig()
