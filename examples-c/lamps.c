@@ -386,8 +386,8 @@ static void on_set_brightness(thingif_action_t *action, void *userdata)
 
 /* ---- membership: the end-node callback, on the loop thread ---- */
 
-static void on_end_node(thingif_t *t, int event, const char *vendor_thing_id, const char *thing_id,
-                        const char *detail, void *userdata)
+static void on_end_node(thingif_t *t, int event, const char *vendor_thing_id, const char *thing_id, const char *detail,
+                        void *userdata)
 {
     struct gateway *gw = userdata;
     struct lamp *lamp;
@@ -612,30 +612,31 @@ static void upload_all(struct gateway *gw)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: lamps [options]\n"
-                 "A gateway for simulated lamps (schema Lamp-Demo: turnPower, setBrightness):\n"
-                 "one connection to the framework for all of them. Console on stdin:\n"
-                 "plug N, unplug N, remove N, list.\n"
-                 "\n"
-                 "  --host H                broker host (default 127.0.0.1)\n"
-                 "  --port P                broker port (default 1883)\n"
-                 "  --cafile FILE           use TLS, verifying the broker with this CA\n"
-                 "  --certfile FILE --keyfile FILE\n"
-                 "                          mutual TLS: present this certificate and key\n"
-                 "  --app-id ID             application ID (default demoApp)\n"
-                 "  --app-key KEY           application key (default demoKey)\n"
-                 "  --vendor-thing-id ID    the gateway's vendor thing ID (default GW-0001)\n"
-                 "  --password PW           its thing password (default demo-pass)\n"
-                 "  --storage DIR           where the identity and the lamps are kept\n"
-                 "                          (default ./lamps-data)\n"
-                 "  --lamps N               lamps on the radio, LAMP-0000 .. (default 4, at most %d)\n"
-                 "  --lamp-prefix P         the lamps' vendorThingIDs: P0000 .. (default LAMP-,\n"
-                 "                          at most 32 bytes)\n"
-                 "  --lamp-password PW      the lamps' password (default lamp-pass)\n"
-                 "  --radio-delay-ms MS     how long the radio takes to answer (default 50)\n"
-                 "  --verbose               log library debug lines to stderr\n"
-                 "  --help                  show this text\n"
-                 "It runs until SIGINT or SIGTERM.\n",
+    fprintf(out,
+            "usage: lamps [options]\n"
+            "A gateway for simulated lamps (schema Lamp-Demo: turnPower, setBrightness):\n"
+            "one connection to the framework for all of them. Console on stdin:\n"
+            "plug N, unplug N, remove N, list.\n"
+            "\n"
+            "  --host H                broker host (default 127.0.0.1)\n"
+            "  --port P                broker port (default 1883)\n"
+            "  --cafile FILE           use TLS, verifying the broker with this CA\n"
+            "  --certfile FILE --keyfile FILE\n"
+            "                          mutual TLS: present this certificate and key\n"
+            "  --app-id ID             application ID (default demoApp)\n"
+            "  --app-key KEY           application key (default demoKey)\n"
+            "  --vendor-thing-id ID    the gateway's vendor thing ID (default GW-0001)\n"
+            "  --password PW           its thing password (default demo-pass)\n"
+            "  --storage DIR           where the identity and the lamps are kept\n"
+            "                          (default ./lamps-data)\n"
+            "  --lamps N               lamps on the radio, LAMP-0000 .. (default 4, at most %d)\n"
+            "  --lamp-prefix P         the lamps' vendorThingIDs: P0000 .. (default LAMP-,\n"
+            "                          at most 32 bytes)\n"
+            "  --lamp-password PW      the lamps' password (default lamp-pass)\n"
+            "  --radio-delay-ms MS     how long the radio takes to answer (default 50)\n"
+            "  --verbose               log library debug lines to stderr\n"
+            "  --help                  show this text\n"
+            "It runs until SIGINT or SIGTERM.\n",
             LAMPS_MAX);
 }
 
@@ -699,8 +700,8 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return -1;
             }
             o->lamp_prefix = value;
-        }
-        else if (strcmp(flag, "--port") == 0 || strcmp(flag, "--lamps") == 0 || strcmp(flag, "--radio-delay-ms") == 0) {
+        } else if (strcmp(flag, "--port") == 0 || strcmp(flag, "--lamps") == 0 ||
+                   strcmp(flag, "--radio-delay-ms") == 0) {
             long hi = strcmp(flag, "--port") == 0 ? 65535 : strcmp(flag, "--lamps") == 0 ? LAMPS_MAX : 60000;
             long lo = strcmp(flag, "--radio-delay-ms") == 0 ? 0 : 1;
 
@@ -766,7 +767,8 @@ static void stop_radio(struct gateway *gw, pthread_t radio)
     while (job != NULL) {
         struct radio_job *next = job->next;
 
-        if (thingif_deferred_complete(job->deferred, "the gateway stopped before the lamp answered", NULL) != THINGIF_OK)
+        if (thingif_deferred_complete(job->deferred, "the gateway stopped before the lamp answered", NULL) !=
+            THINGIF_OK)
             say("%s: the result could not be recorded", job->vendor_thing_id);
         free(job);
         job = next;

@@ -15,13 +15,24 @@ final class CommandStrings {
     let metadata: JSON?
     /// Epoch ms, 0 for none.
     let expiresAt: Int64
-    /// The thingID the command targets (an end node's, or the thing's own).
-    let thingID: UnsafeMutablePointer<CChar>
     /// The end node's vendorThingID; nil for the thing's own command.
     let endNode: UnsafeMutablePointer<CChar>?
+    /// Whom the command targets, for `thingID`.
+    private let target: CommandTarget
+    private var thingIDCopy: UnsafeMutablePointer<CChar>?
+
+    /// The thingID the command targets (an end node's, or the thing's own),
+    /// copied at the first call: few handlers ask (thingif_action_thing_id,
+    /// called from the handler only, so on one thread at a time).
+    var thingID: UnsafeMutablePointer<CChar> {
+        if let p = thingIDCopy { return p }
+        let p = Platform.cString(target.thingID)
+        thingIDCopy = p
+        return p
+    }
 
     init(_ c: Command, target: CommandTarget) {
-        thingID = Platform.cString(target.thingID)
+        self.target = target
         endNode = target.vendorThingID.map { Platform.cString($0) }
         id = Platform.cString(c.id)
         issuer = c.issuer.map { Platform.cString($0) }
@@ -34,7 +45,7 @@ final class CommandStrings {
     }
 
     deinit {
-        for p in [id, issuer, schema, title, description, thingID, endNode] { free(p) }
+        for p in [id, issuer, schema, title, description, thingIDCopy, endNode] { free(p) }
     }
 }
 

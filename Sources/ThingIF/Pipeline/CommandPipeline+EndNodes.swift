@@ -25,7 +25,7 @@ extension CommandPipeline {
     /// never run (GATEWAYS.md §7).
     static func target(of topic: String, identity: Identity, _ s: inout State) -> CommandTarget? {
         let own = identity.endpoint.mqttTopic
-        if topic.equals(own) { return .own(identity.thingID) }
+        if topic.equals(own) { return s.own(identity.thingID) }
         guard Gateways.built, s.gateway, let (clientID, endNode) = Topics.parseEndNodeCommands(topic),
             clientID.equals(own)
         else {

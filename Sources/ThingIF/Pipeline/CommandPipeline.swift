@@ -192,6 +192,18 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         var gateway = false
         /// The end nodes it carries (persisted; CommandPipeline+EndNodes.swift).
         var endNodes: EndNodeRegistry
+        /// The thing's own target, shared by its commands (see `own`).
+        var ownTarget: CommandTarget?
+
+        /// The target of the thing's own commands: made once per thingID, so
+        /// that a command for the thing itself allocates none.
+        mutating func own(_ thingID: String) -> CommandTarget {
+            if let t = ownTarget, t.thingID.equals(thingID) { return t }
+            let t = CommandTarget.own(thingID)
+            ownTarget = t
+            return t
+        }
+
         /// The end nodes' thingIDs the list read since the last connect has
         /// named so far, or that the hub's events and answers named
         /// meanwhile; nil while no read runs.
@@ -452,14 +464,17 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         }
         // Resolved after the events: an end node they added or removed. One
         // unknown while the list read runs waits for its end (`awaitingList`).
-        state.withLock { s in
-            for i in targets.indices where targets[i]?.endNode != nil {
-                targets[i] = Self.target(of: batch[i].topic, identity: identity, &s)
-                if targets[i]?.refusal == .notRegistered, s.syncSeen != nil,
-                    s.awaitingList.count < s.limits.inboxMax
-                {
-                    s.awaitingList.append(batch[i])
-                    targets[i] = nil
+        // A batch with no end node's message (a thing on its own) skips it.
+        if Gateways.built, targets.contains(where: { $0?.endNode != nil }) {
+            state.withLock { s in
+                for i in targets.indices where targets[i]?.endNode != nil {
+                    targets[i] = Self.target(of: batch[i].topic, identity: identity, &s)
+                    if targets[i]?.refusal == .notRegistered, s.syncSeen != nil,
+                        s.awaitingList.count < s.limits.inboxMax
+                    {
+                        s.awaitingList.append(batch[i])
+                        targets[i] = nil
+                    }
                 }
             }
         }

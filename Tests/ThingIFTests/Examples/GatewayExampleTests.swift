@@ -52,8 +52,9 @@ struct GatewayExampleTests {
 
         /// Waits for a line of the gateway's output.
         func waitFor(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
-            #expect(poll(timeoutMs: 30_000) { self.log.contains(text) }, "no '\(text)' in:\n\(log)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                poll(timeoutMs: 30_000) { self.log.contains(text) }, "no '\(text)' in:\n\(log)",
+                sourceLocation: sourceLocation)
         }
     }
 
