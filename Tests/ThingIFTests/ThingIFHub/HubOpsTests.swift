@@ -350,6 +350,52 @@ struct HubOpsTests {
         }
     }
 
+    @Test("end_nodes and end_nodes_online: gauges of the end nodes onboarded and of those online behind their gateway")
+    func endNodesOnlineGauge() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let gateway = try await GatewayRequestsTests.gateway(e, "GW-MET-1", uid: uid, token: token)
+            let gw = gateway.id, gwToken = gateway.token
+            let a = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-1", uid: uid, token: token).id
+            let b = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-2", uid: uid, token: token).id
+            func connection(_ endNode: String, _ online: Bool) async throws {
+                let r = try await e.call(
+                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: gwToken,
+                    json: ["online": online])
+                try #require(r.status == 204, "\(r.status) \(r.text)")
+            }
+            var m = try await metrics(e, token: nil)
+            #expect(m.types["thingif_hub_end_nodes_online"] == "gauge", "\(m.types)")
+            #expect(m.samples["thingif_hub_end_nodes_online"] == 0)
+            #expect(m.types["thingif_hub_end_nodes"] == "gauge" && m.samples["thingif_hub_end_nodes"] == 2)
+            try await connection(a, true)
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            try await connection(b, true)
+            m = try await metrics(e, token: nil)
+            #expect(m.value("thingif_hub_end_nodes_online") == 2)
+            // Things' own statuses are another gauge: the end nodes are not things_online.
+            #expect(m.value("thingif_hub_things_online") == 0)
+            try await connection(a, false)
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            // A removed end node's presence goes with it.
+            let removed = try await e.call("DELETE", "\(e.thingIF)/things/\(gw)/end-nodes/\(b)", token: token)
+            #expect(removed.status == 204, "\(removed.status) \(removed.text)")
+            m = try await metrics(e, token: nil)
+            #expect(m.value("thingif_hub_end_nodes_online") == 0 && m.samples["thingif_hub_end_nodes"] == 1)
+            // A thingif gateway announces its own status: its end nodes count while it is online, and
+            // its Will takes them all out of the gauge at once.
+            try await connection(a, true)
+            let link = try await offPool { Result { try GatewayRequestsTests.Link(e, gateway, will: true) } }.get()
+            defer { link.stop() }
+            #expect(link.probe.publish(Topics.status(clientID: gateway.topic), Array("online".utf8), retain: true))
+            #expect(await offPool { poll { e.hub.delivery.isOnline(gw) } })
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            link.probe.client.disconnectWithWill()
+            #expect(await offPool { poll { !e.hub.delivery.isOnline(gw) } })
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 0)
+        }
+    }
+
     @Test(
         "Home Assistant discovery for an end node: its own device, via_device its gateway's; availability follows its presence behind the gateway; its entity goes with its gateway"
     )
