@@ -5,8 +5,8 @@
 # (--gateway), sourced by it once the broker, the hub and the CLI's user are
 # up: the owner registers GW-0001 as a gateway; the gateway example
 # (examples-c/lamps.c) onboards itself and three lamps behind it, each a
-# thing of its own; the CLI sends each lamp commands and reads their
-# states, and sends one to an unplugged lamp, which the hub holds until the
+# thing of its own; the CLI lists them, sends each lamp commands and reads
+# their states, and sends one to an unplugged lamp, which the hub holds until the
 # lamp is back. It uses run-demo.sh's helpers (show, fail, start_device,
 # check_command, send) and types on the gateway's console through a FIFO.
 
@@ -44,6 +44,20 @@ for n in 0 1 2; do
 done
 
 if [ "${#lamp[@]}" -eq 3 ]; then
+    # online_lamps N: waits until the hub lists N of the gateway's lamps online.
+    online_lamps() {
+        local deadline=$((SECONDS + wait_s))
+        until [ "$(thingif end-node list "$thing_id" --json 2>/dev/null | grep -o '"online" *: *true' | wc -l)" -eq "$1" ]; do
+            [ "$SECONDS" -lt "$deadline" ] || { fail "the hub does not list $1 lamps online"; return; }
+            sleep 0.2
+        done
+    }
+    # The hub sees each lamp online behind the gateway once the gateway says so.
+    online_lamps 3
+    echo
+    echo "── The gateway's end nodes, as the owner sees them"
+    show end-node list "$thing_id" || fail "thingif end-node list failed"
+
     send "1. LAMP-0000: on, at 80 % (two actions, run by the gateway's radio)" "${lamp[0]}" DONE "true true" \
         turnPower power=true setBrightness brightness=80 --schema Lamp-Demo
     send "2. LAMP-0001: a brightness out of range (the gateway refuses it)" "${lamp[1]}" INCOMPLETE "false" \
@@ -53,11 +67,8 @@ if [ "${#lamp[@]}" -eq 3 ]; then
     echo "── 3. LAMP-0002 unplugged: the hub holds its command until the lamp is back"
     echo "\$ (gateway console) unplug 2"
     console unplug 2
-    deadline=$((SECONDS + wait_s))
-    until grep -q "end node ${lamp[2]} of $thing_id is offline" "$tmp/hub.log"; do
-        [ "$SECONDS" -lt "$deadline" ] || { fail "the hub did not see LAMP-0002 go offline"; break; }
-        sleep 0.1
-    done
+    online_lamps 2
+    show end-node get "$thing_id" "${lamp[2]}" || fail "thingif end-node get failed"
     if show command send "${lamp[2]}" turnPower power=true --schema Lamp-Demo; then
         held=$(awk '$1 == "command" && $3 == "sent" {print $2; exit}' "$tmp/last.out")
         check_command "${lamp[2]}" "$held" SENDING ""

@@ -263,7 +263,9 @@ public final class FrameworkSide: @unchecked Sendable {
         installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             events: events)
-        let endNodes = EndNodes(store: store, client: c, delivery: delivery, metrics: metrics, events: events)
+        let endNodes = EndNodes(
+            store: store, client: c, delivery: delivery, metrics: metrics, events: events,
+            homeAssistant: homeAssistant)
         self.endNodes = endNodes
         let removal = ThingRemoval(
             store: store, client: c, admin: admin, authority: authority, delivery: delivery,

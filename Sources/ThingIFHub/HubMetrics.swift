@@ -10,6 +10,8 @@ import ThingIF
 /// Names (all prefixed `thingif_hub_`): commands_{issued,delivered,done,failed}_total,
 /// commands_ended_total{state,reason} (EXPIRED or CANCELLED, CommandLifecycle),
 /// command_result_latency_seconds (created -> results recorded), things_online,
+/// end_nodes and end_nodes_online (the store's end nodes, and those online behind their
+/// gateway, both counted at each scrape),
 /// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
 /// store_latency_seconds{op}, homeassistant_commands_total{outcome},
 /// bootstrap_dropped_total{reason} (MQTT bootstrap requests dropped: budget,
@@ -26,6 +28,8 @@ public final class HubMetrics: Sendable {
     let commandsFailed: Counter
     let resultLatency: ValueHistogram
     let thingsOnline: Gauge
+    let endNodes: Gauge
+    let endNodesOnline: Gauge
     let bootstrapOverBudget: Counter
     let bootstrapBusy: Counter
 
@@ -57,6 +61,11 @@ public final class HubMetrics: Sendable {
             buckets: HubMetrics.latencyBuckets)
         thingsOnline = registry.makeGauge(
             descriptor: d("things_online", "", "Things whose last status message was online."))
+        endNodes = registry.makeGauge(
+            descriptor: d("end_nodes", "", "End nodes onboarded onto a gateway, of every gateway (the store's count)."))
+        endNodesOnline = registry.makeGauge(
+            descriptor: d(
+                "end_nodes_online", "", "End nodes online through their gateway's live installation (presence)."))
         let dropped = d(
             "bootstrap_dropped", "total",
             "MQTT bootstrap requests (onboardings, installations, endpoints) dropped: over the global budget, or the costly-work queue full."
@@ -115,6 +124,12 @@ public final class HubMetrics: Sendable {
     }
 
     func setOnline(_ count: Int) { thingsOnline.set(Double(count)) }
+
+    /// The end nodes online now (CommandDelivery.endNodesOnline), set before each exposition.
+    public func setEndNodesOnline(_ count: Int) { endNodesOnline.set(Double(count)) }
+
+    /// The store's end nodes (HubStore.endNodeTotal), set before each exposition.
+    public func setEndNodes(_ count: Int) { endNodes.set(Double(count)) }
 
     /// One request from a thing (over MQTT or HTTP), by route and answer.
     func request(kind: String, status: Int) {

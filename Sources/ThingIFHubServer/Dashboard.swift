@@ -138,7 +138,9 @@ extension API {
     }
 
     /// GET …/users/me/things: the things the caller owns (directly or
-    /// through a group), with what the hub knows of them now.
+    /// through a group), with what the hub knows of them now: an end
+    /// node's `online` is its presence behind its gateway, and it names
+    /// its gateway.
     func myThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try user(request, context)
         let list = JSON.array()
@@ -149,6 +151,8 @@ extension API {
             if let v = t.firmwareVersion { o.set("firmwareVersion", string: v) }
             if let v = t.dataGroupingInterval { o.set("dataGroupingInterval", string: v) }
             o.set(LayoutPosition.field, string: t.layoutPosition.rawValue)
+            // The dashboard nests an end node under its gateway by it.
+            if t.layoutPosition == .endNode, let g = t.gatewayThingID { o.set("gatewayThingID", string: g) }
             o.set("online", .bool(hub.delivery.isOnline(t.thingID)))
             o.set("createdAt", .int(Int(t.createdAt)))
             list.append(o)

@@ -22,6 +22,9 @@ enum MetricsRoute {
                 return r
             }
         }
+        // Counted now rather than kept: a gateway's Will or deletion moves many at once.
+        hub.metrics.setEndNodesOnline(hub.delivery.endNodesOnline())
+        if let total = hub.store.endNodeTotal() { hub.metrics.setEndNodes(total) }
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(

@@ -10,7 +10,8 @@ import ThingIF
 // thingif: the app side of a Thing Interaction Framework at a terminal. It
 // calls thingif-hub's REST API (docs/openapi.yaml): users, onboarding,
 // commands, state, result notifications over Server-Sent Events, a thing's
-// action sets and timer triggers, and the hub's server triggers.
+// action sets and timer triggers, the hub's server triggers, and a
+// gateway's end nodes.
 
 @main
 struct ThingIFCLI: ParsableCommand {
@@ -19,7 +20,8 @@ struct ThingIFCLI: ParsableCommand {
         abstract: "The app side of thingif-hub: users, onboarding, commands, state, results as they arrive.",
         discussion: """
             Start with `thingif user create` (saves the user's token), onboard a thing with \
-            `thingif onboard VENDOR_THING_ID PASSWORD`, then `thingif command send THING_ID turnPower power=true --wait 10`.
+            `thingif onboard VENDOR_THING_ID PASSWORD`, then `thingif command send THING_ID turnPower power=true --wait 10`. \
+            A gateway (`thingif onboard … --layout gateway`) carries end nodes: `thingif end-node …`.
 
             Environment: THINGIF_HUB_URL, THINGIF_APP_ID, THINGIF_TOKEN, THINGIF_USER_ID, \
             THINGIF_CONFIG (the saved credentials, default ~/.config/thingif/cli.json).
@@ -27,7 +29,7 @@ struct ThingIFCLI: ParsableCommand {
             """,
         subcommands: [
             UserGroup.self, Onboard.self, ThingGroup.self, CommandGroup.self, StateGroup.self, Watch.self,
-            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self
+            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self, EndNodeGroup.self
         ]
     )
 
@@ -264,29 +266,28 @@ struct Onboard: ParsableCommand {
     var owner: String?
     @Option(
         help: ArgumentHelp(
-            "STANDALONE (a thing on its own, the default) or GATEWAY (a thing that carries end nodes); kept from the first onboarding on.",
+            "What the thing is: standalone (the hub's default) or gateway (it carries end nodes: `thingif end-node`).",
             valueName: "layout"))
     var layout: String?
 
     static let intervals = ["1_MINUTE", "15_MINUTES", "30_MINUTES", "1_HOUR", "12_HOURS"]
 
-    /// The layout named by --layout, in the core's spelling; an end node is
-    /// onboarded through its gateway, not here.
-    var layoutPosition: LayoutPosition? {
-        get throws {
-            guard let layout else { return nil }
-            guard let named = LayoutPosition(parsing: layout), named != .endNode else {
-                throw ValidationError("--layout must be STANDALONE or GATEWAY")
-            }
-            return named
+    /// --layout as the core reads Kii's layoutPosition; an end node is
+    /// onboarded onto its gateway (`thingif end-node onboard`), not here.
+    func layoutPosition() throws -> LayoutPosition? {
+        guard let layout else { return nil }
+        guard let named = LayoutPosition(parsing: layout), named != .endNode else {
+            throw ValidationError(
+                "--layout must be standalone or gateway (an end node is onboarded with `thingif end-node onboard`)")
         }
+        return named
     }
 
     func validate() throws {
         if let interval, !Onboard.intervals.contains(interval) {
             throw ValidationError("--interval must be one of \(Onboard.intervals.joined(separator: ", "))")
         }
-        _ = try layoutPosition
+        _ = try layoutPosition()
     }
 
     func run() throws {
@@ -299,7 +300,7 @@ struct Onboard: ParsableCommand {
             if let thingType { body.append(("thingType", .string(thingType))) }
             if let firmwareVersion { body.append(("firmwareVersion", .string(firmwareVersion))) }
             if let interval { body.append(("dataGroupingInterval", .string(interval))) }
-            if let layout = try layoutPosition { body.append((LayoutPosition.field, .string(layout.rawValue))) }
+            if let layout = try layoutPosition() { body.append((LayoutPosition.field, .string(layout.rawValue))) }
             let answer = try client.call(
                 "POST", client.thingIF + "/onboardings", body: .object(body),
                 contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")

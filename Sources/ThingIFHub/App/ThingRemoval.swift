@@ -49,7 +49,8 @@ final class ThingRemoval: @unchecked Sendable {
     /// 4. empty retained messages clear its automation config and status
     ///    topics (after 1: the will of a disconnected thing comes first);
     /// 5. Home Assistant's discovery config, state and availability are
-    ///    cleared the same way, which makes Home Assistant remove the entity;
+    ///    cleared the same way, which makes Home Assistant remove the entity
+    ///    (a gateway's end nodes' entities too);
     /// 6. an end node's retained statuses under its gateway are cleared and
     ///    the gateway is told (`endNodeRemoved`); a gateway's end nodes,
     ///    which the store deleted with it, have their statuses cleared.
@@ -78,6 +79,7 @@ final class ThingRemoval: @unchecked Sendable {
             _ = client.publishRetained(topic: Topics.status(clientID: topic), payload: [])
         }
         homeAssistant.removed(thingID: t.thingID)
+        for e in carried { homeAssistant.removed(thingID: e) }
         if let gateway { endNodes.removed([t.thingID], of: gateway, tell: true) }
         if !carried.isEmpty { endNodes.removed(carried, of: t, tell: false) }
         events.event("\(t.thingID) deleted (\(topics.count) MQTT installation(s), \(carried.count) end node(s))")

@@ -197,6 +197,13 @@ public final class CommandDelivery: @unchecked Sendable {
         }
     }
 
+    /// How many end nodes are online now (as `isOnline` counts them): the
+    /// end_nodes_online gauge, read at each scrape, so that a gateway's
+    /// Will, which takes all its end nodes offline at once, needs no count kept.
+    public func endNodesOnline() -> Int {
+        known.withLock { d in d.endNodeUp.keys.reduce(0) { $0 + (Self.endNodeOnline(d, $1) ? 1 : 0) } }
+    }
+
     /// Online by its own status message only.
     func announcedOnline(_ thingID: String) -> Bool { known.withLock { $0.online[thingID] ?? false } }
 

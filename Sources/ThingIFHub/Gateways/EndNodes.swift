@@ -19,6 +19,8 @@ final class EndNodes: @unchecked Sendable {
     let delivery: CommandDelivery
     let metrics: HubMetrics
     let events: HubEvents
+    /// Home Assistant's availability of an end node follows its presence.
+    let homeAssistant: HomeAssistant
     /// When each refused status topic was last cleared (ms since the
     /// epoch): at most one clearing per topic a second, for at most
     /// `clearingMemory` topics at once (beyond it, refused statuses are
@@ -26,12 +28,16 @@ final class EndNodes: @unchecked Sendable {
     private let cleared = Locked([String: Int64]())
     static let clearingMemory = 4096
 
-    init(store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents) {
+    init(
+        store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents,
+        homeAssistant: HomeAssistant
+    ) {
         self.store = store
         self.client = client
         self.delivery = delivery
         self.metrics = metrics
         self.events = events
+        self.homeAssistant = homeAssistant
     }
 
     /// The payload that says online; anything else (`offline`, a cleared
@@ -55,6 +61,7 @@ final class EndNodes: @unchecked Sendable {
         }
         let up = payload == Self.online
         delivery.endNodeStatusChanged(endNode: node, gateway: gateway, clientID: clientID, up: up)
+        homeAssistant.availabilityChanged(thingID: node, online: delivery.isOnline(node))
         events.event("end node \(node) of \(gateway) is \(up ? "online" : "offline") through \(clientID)")
         if up { resend(node) }
     }
@@ -78,8 +85,24 @@ final class EndNodes: @unchecked Sendable {
                 topic: Topics.endNodeStatus(clientID: topic, endNode: endNode.thingID),
                 payload: up ? Self.online : Array("offline".utf8))
         }
+        // Home Assistant's availability follows when the retained status comes back (statusReceived).
         events.event("end node \(endNode.thingID) is \(up ? "online" : "offline") (its gateway says)")
         if up { resend(endNode.thingID) }
+    }
+
+    /// The gateway's own status changed (its birth or its Will): its end
+    /// nodes' presence follows it (CommandDelivery.endNodeLive), and so
+    /// does their availability in Home Assistant, when discovery is on.
+    func gatewayStatusChanged(_ gateway: ThingRecord) {
+        guard homeAssistant.isEnabled else { return }
+        var cursor: EndNodeCursor?
+        repeat {
+            guard let page = store.endNodes(gatewayThingID: gateway.thingID, after: cursor, limit: 100) else { return }
+            for e in page.endNodes {
+                homeAssistant.availabilityChanged(thingID: e.thingID, online: delivery.isOnline(e.thingID))
+            }
+            cursor = page.next
+        } while cursor != nil
     }
 
     /// Tells the gateway of a membership change (GATEWAYS.md §4.2): the

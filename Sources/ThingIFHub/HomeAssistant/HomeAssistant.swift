@@ -84,6 +84,9 @@ public final class HomeAssistant: @unchecked Sendable {
         enabled?.availabilityChanged(thingID: thingID, online: online)
     }
 
+    /// Whether discovery is on (so that a caller reads the store for it only then).
+    var isEnabled: Bool { enabled != nil }
+
     /// A state upload of `thing` (the record its request was authorised
     /// with: no second read on every upload).
     func stateChanged(thing: ThingRecord, merged: String) { enabled?.stateChanged(thing: thing, merged: merged) }

@@ -59,8 +59,10 @@ final class HomeAssistantBridge: @unchecked Sendable {
     // MARK: publishing
 
     /// The discovery config of a thing; field names are Home Assistant's
-    /// MQTT climate schema's.
-    func config(thingID: String, _ m: HAClimateMapping) -> JSON {
+    /// MQTT climate schema's. An end node's device names its gateway's
+    /// (`via_device`, the identifier the gateway's own device has), so
+    /// Home Assistant shows it as connected through the gateway.
+    func config(thingID: String, _ m: HAClimateMapping, gatewayThingID: String? = nil) -> JSON {
         let c = JSON.object()
         func s(_ k: String, _ v: String) { c.set(k, string: v) }
         func list(_ xs: [String]) -> JSON {
@@ -77,6 +79,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
         device.set("name", string: "\(m.name) \(thingID)")
         device.set("manufacturer", string: "thingif")
         device.set("model", string: m.schema)
+        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
         c.set("device", device)
         s("availability_topic", HATopics.availability(thingID))
         s("payload_available", "online")
@@ -123,7 +126,8 @@ final class HomeAssistantBridge: @unchecked Sendable {
         known.withLock { _ = $0.insert(thingID) }
         _ = client.publishRetained(
             topic: HATopics.config(prefix: options.prefix, thingID: thingID),
-            payload: config(thingID: thingID, m).dumpBytes())
+            payload: config(thingID: thingID, m, gatewayThingID: t.layoutPosition == .endNode ? t.gatewayThingID : nil)
+                .dumpBytes())
         _ = client.publishRetained(
             topic: HATopics.availability(thingID),
             payload: Array((delivery.isOnline(thingID) ? "online" : "offline").utf8))

@@ -392,6 +392,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in Self.endNodeCount(d, gatewayThingID) }
     }
 
+    public func endNodeTotal() -> Int? {
+        data.withLock { d in d.things.values.reduce(0) { $0 + ($1.gatewayThingID != nil ? 1 : 0) } }
+    }
+
     private static func endNodeCount(_ d: Data, _ gatewayThingID: String) -> Int {
         d.things.values.reduce(0) { $0 + ($1.gatewayThingID == gatewayThingID ? 1 : 0) }
     }

@@ -637,6 +637,13 @@ extension SQLStore {
         try? attempt { try Self.endNodeCount($0, gatewayThingID) }.get()
     }
 
+    /// Through things_gateway: only the end nodes' entries are read.
+    public func endNodeTotal() -> Int? {
+        try? attempt { c in
+            Int(try c.first("SELECT COUNT(*) FROM things WHERE gateway_thing_id IS NOT NULL", []) { $0.int(0) } ?? 0)
+        }.get()
+    }
+
     public func setFirmwareVersion(thingID: String, _ version: String) -> Bool {
         use(false) {
             try $0.run("UPDATE things SET firmware_version = ? WHERE thing_id = ?", [.text(version), .text(thingID)])

@@ -113,6 +113,9 @@ public protocol ThingStore: AnyObject, Sendable {
     /// How many end nodes the gateway `gatewayThingID` has (0 for a thing
     /// that is no gateway, or an unknown one); nil when the store failed.
     func endNodeCount(gatewayThingID: String) -> Int?
+    /// How many end nodes the store holds, of every gateway (the
+    /// end_nodes gauge); nil when the store failed.
+    func endNodeTotal() -> Int?
 
     // MARK: state
 

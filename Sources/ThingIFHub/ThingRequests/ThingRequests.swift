@@ -233,6 +233,7 @@ extension ThingRequests {
             let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
             metrics.setOnline(online)
             homeAssistant.availabilityChanged(thingID: tid, online: up)
+            if thing.layoutPosition == .gateway { endNodes.gatewayStatusChanged(thing) }
             events.event("\(tid) is \(up ? "online" : "offline")")
             if up {
                 let n = delivery.resendUnanswered(to: tid)

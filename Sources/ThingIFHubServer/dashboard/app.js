@@ -234,16 +234,20 @@ async function loadThings() {
   S.things = r.things || [];
   const body = $("things").tBodies[0];
   body.replaceChildren();
+  // A gateway's end nodes right under it (their gateway named by
+  // gatewayThingID); an end node whose gateway is not the caller's stands alone.
+  const owned = new Set(S.things.map((t) => t.thingID));
+  const nested = new Map();
   for (const t of S.things) {
-    const on = !!t.online;
-    const tr = el("tr", { "data-thing": t.thingID },
-      el("td", {}, el("div", {}, t.vendorThingID || t.thingID), el("div", { class: "note mono" }, t.thingID)),
-      el("td", {}, el("span", { class: "badge " + (on ? "on" : "off") }, on ? "online" : "offline")),
-      el("td", {}, t.thingType || "—"),
-      el("td", {}, t.firmwareVersion || "—"));
-    if (S.thing && S.thing.thingID === t.thingID) tr.classList.add("selected");
-    tr.addEventListener("click", () => selectThing(t.thingID).catch((e) => showError(e.message)));
-    body.append(tr);
+    if (!t.gatewayThingID || !owned.has(t.gatewayThingID)) continue;
+    if (!nested.has(t.gatewayThingID)) nested.set(t.gatewayThingID, []);
+    nested.get(t.gatewayThingID).push(t);
+  }
+  for (const t of S.things) {
+    if (t.gatewayThingID && owned.has(t.gatewayThingID)) continue;
+    const endNodes = nested.get(t.thingID) || [];
+    body.append(thingRow(t, null, endNodes.length));
+    for (const e of endNodes) body.append(thingRow(e, t, 0));
   }
   $("no-things").classList.toggle("hidden", S.things.length > 0);
   if (S.thing) {
@@ -252,10 +256,36 @@ async function loadThings() {
   }
 }
 
+// One row of the Things table: a thing, or (`gateway` given) an end node under its gateway.
+function thingRow(t, gateway, endNodeCount) {
+  const on = !!t.online;
+  const name = el("td", {}, el("div", {}, t.vendorThingID || t.thingID), el("div", { class: "note mono" }, t.thingID));
+  if (t.layoutPosition === "GATEWAY") {
+    name.append(el("div", { class: "note layout" },
+      "gateway · " + endNodeCount + " end node" + (endNodeCount === 1 ? "" : "s")));
+  }
+  const tr = el("tr", { "data-thing": t.thingID },
+    name,
+    el("td", {}, el("span", { class: "badge " + (on ? "on" : "off") }, on ? "online" : "offline")),
+    el("td", {}, t.thingType || "—"),
+    el("td", {}, t.firmwareVersion || "—"));
+  if (gateway) {
+    tr.classList.add("end-node");
+    tr.setAttribute("data-gateway", gateway.thingID);
+    tr.title = "end node of " + (gateway.vendorThingID || gateway.thingID);
+  }
+  if (S.thing && S.thing.thingID === t.thingID) tr.classList.add("selected");
+  tr.addEventListener("click", () => selectThing(t.thingID).catch((e) => showError(e.message)));
+  return tr;
+}
+
 function renderThingTitle() {
   const t = S.thing;
+  const gateway = t.gatewayThingID && S.things.find((g) => g.thingID === t.gatewayThingID);
   $("thing-title").textContent = (t.vendorThingID || t.thingID) + " — " + (t.online ? "online" : "offline") +
-    (t.thingType ? " · " + t.thingType : "") + (t.firmwareVersion ? " · firmware " + t.firmwareVersion : "");
+    (t.thingType ? " · " + t.thingType : "") + (t.firmwareVersion ? " · firmware " + t.firmwareVersion : "") +
+    (t.layoutPosition === "GATEWAY" ? " · gateway" : "") +
+    (t.gatewayThingID ? " · end node of " + ((gateway && gateway.vendorThingID) || t.gatewayThingID) : "");
 }
 
 async function selectThing(thingID) {

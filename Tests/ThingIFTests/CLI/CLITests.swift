@@ -469,21 +469,6 @@ struct CLIEndToEndTests {
         #expect(r.status == 2 && r.output.contains("before any action"), "\(r.output)")
         r = try thingif("onboard", "AC-0002", "pw", "--interval", "2_DAYS")
         #expect(r.status == 2, "\(r.output)")
-        // A gateway: --layout names it (any case); the hub keeps the first
-        // layout, so the same thing as STANDALONE is its 409; an end node is
-        // onboarded through its gateway, never here.
-        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "gateway")
-        #expect(r.status == 0 && field(r.output, "thingID")?.hasPrefix("th.") == true, "\(r.output)")
-        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "STANDALONE")
-        #expect(
-            r.status == 1 && r.output.contains("HTTP 409") && r.output.contains("LAYOUT_POSITION_MISMATCH"),
-            "\(r.output)")
-        r = try thingif("onboard", "GW-0001", "pw-g", "--layout", "GATEWAY")
-        #expect(r.status == 0, "\(r.output)")
-        for bad in ["ENDNODE", "hub"] {
-            r = try thingif("onboard", "GW-0002", "pw", "--layout", bad)
-            #expect(r.status == 2 && r.output.contains("--layout must be STANDALONE or GATEWAY"), "\(r.output)")
-        }
         r = try runProgram(
             cli, ["state", "get", thingID],
             environment: [
@@ -491,6 +476,147 @@ struct CLIEndToEndTests {
                 "THINGIF_CONFIG": root + "/none.json"
             ])
         #expect(r.status == 1 && r.output.contains("cannot reach the hub"), "\(r.output)")
+    }
+}
+
+extension CLIEndToEndTests {
+    /// A gateway onboarded with --layout gateway, its end nodes onboarded,
+    /// listed with their presence, read and removed, every step through the
+    /// `thingif` binary; the gateway's own `…/connection` (its token, as
+    /// Kii's agent sends it) makes one end node online.
+    @Test(
+        "end-node onboard, list, get, remove; onboard --layout gateway; unknown gateway or end node, a standalone thing, bad usage",
+        .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
+        .timeLimit(.minutes(3)))
+    func endNodes() throws {
+        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
+        let scene = try ProcessScene(prefix: "thingif-cli-end-nodes")
+        defer { scene.end() }
+        let root = scene.root
+        let (hubPID, url) = try startHubProcess(hubExe, broker: scene.broker, logPath: root + "/hub.log")
+        scene.children.append(hubPID)
+        let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": root + "/cli/cli.json"]
+        func thingif(_ args: String...) throws -> (status: Int32, output: String) {
+            try runProgram(cli, args, environment: env)
+        }
+        func lines(_ s: String) -> [String] { s.split(separator: "\n").map(String.init) }
+
+        var r = try thingif("user", "create")
+        try #require(r.status == 0, "\(r.output)")
+
+        // The gateway, onboarded by its owner with its layout.
+        r = try thingif(
+            "onboard", "GW-CLI-1", "gw-pass", "--thing-type", "LampGateway", "--layout", "gateway", "--json")
+        try #require(r.status == 0, "\(r.output)")
+        let gateway = try JSONValue.parse(r.output)
+        let gw = try #require(gateway["thingID"]?.stringValue)
+        let gwToken = try #require(gateway["accessToken"]?.stringValue)
+        // The layout is kept: the same vendorThingID as a standalone thing is refused.
+        r = try thingif("onboard", "GW-CLI-1", "gw-pass", "--layout", "standalone")
+        #expect(r.status == 1 && r.output.contains("LAYOUT_POSITION_MISMATCH"), "\(r.output)")
+        r = try thingif("onboard", "AC-CLI-1", "ac-pass", "--json")
+        let standalone = try #require(try JSONValue.parse(r.output)["thingID"]?.stringValue, "\(r.output)")
+
+        // No end nodes yet.
+        r = try thingif("end-node", "list", gw)
+        #expect(r.status == 0 && r.output.contains("no end nodes on \(gw)"), "\(r.output)")
+
+        // Two end nodes: as JSON and as the table.
+        r = try thingif(
+            "end-node", "onboard", gw, "--vendor-thing-id", "LAMP-CLI-1", "--password", "lamp-pass", "--thing-type",
+            "Lamp", "--firmware-version", "1.2", "--json")
+        try #require(r.status == 0, "\(r.output)")
+        let lamp1 = try #require(try JSONValue.parse(r.output)["endNodeThingID"]?.stringValue, "\(r.output)")
+        r = try thingif("end-node", "onboard", gw, "--vendor-thing-id", "LAMP-CLI-2", "--password", "lamp-pass")
+        #expect(r.status == 0, "\(r.output)")
+        let lamp2 = try #require(field(r.output, "thingID"), "\(r.output)")
+        #expect(field(r.output, "accessToken")?.isEmpty == false)
+        // Again with the same password: the same end node.
+        r = try thingif("end-node", "onboard", gw, "--vendor-thing-id", "LAMP-CLI-2", "--password", "lamp-pass")
+        #expect(r.status == 0 && field(r.output, "thingID") == lamp2, "\(r.output)")
+        // Another password: the hub's 403.
+        r = try thingif("end-node", "onboard", gw, "--vendor-thing-id", "LAMP-CLI-2", "--password", "other")
+        #expect(r.status == 1 && r.output.contains("HTTP 403") && r.output.contains("WRONG_PASSWORD"), "\(r.output)")
+
+        r = try thingif("end-node", "list", gw)
+        #expect(r.status == 0, "\(r.output)")
+        let rows = lines(r.output)
+        #expect(rows.count == 3 && rows.first?.hasPrefix("THING ID") == true, "\(r.output)")
+        #expect(
+            rows.contains {
+                $0.hasPrefix(lamp1) && $0.contains("LAMP-CLI-1") && $0.contains("Lamp") && $0.hasSuffix("offline")
+            })
+        #expect(rows.contains { $0.hasPrefix(lamp2) && $0.hasSuffix("offline") }, "\(r.output)")
+
+        // The gateway says LAMP-CLI-1 is reachable (Kii's …/connection with the gateway's token).
+        let asGateway = try HubClient(hub: url, appID: "demoApp", token: gwToken)
+        try asGateway.call(
+            "PUT", EndNodeGroup.path(asGateway, gw, lamp1) + "/connection", body: .object([("online", .bool(true))]))
+        r = try thingif("end-node", "list", gw, "--json")
+        let listed = try JSONValue.parse(r.output)["results"]?.arrayValue ?? []
+        #expect(listed.map { $0["thingID"]?.stringValue ?? "" } == [lamp1, lamp2], "\(r.output)")
+        #expect(listed.map { $0["online"]?.boolValue ?? false } == [true, false], "\(r.output)")
+        r = try thingif("end-node", "list", gw)
+        #expect(lines(r.output).contains { $0.hasPrefix(lamp1) && $0.hasSuffix("online") }, "\(r.output)")
+        r = try thingif("end-node", "list", gw, "--limit", "1", "--json")
+        let first = try JSONValue.parse(r.output)
+        #expect(first["results"]?.arrayValue?.count == 1 && first["nextPaginationKey"] != nil, "\(r.output)")
+
+        r = try thingif("end-node", "get", gw, lamp1)
+        #expect(r.status == 0, "\(r.output)")
+        #expect(field(r.output, "thingID") == lamp1 && field(r.output, "vendorThingID") == "LAMP-CLI-1")
+        #expect(field(r.output, "thingType") == "Lamp" && field(r.output, "firmwareVersion") == "1.2")
+        #expect(field(r.output, "status") == "online" && field(r.output, "gateway") == gw, "\(r.output)")
+        r = try thingif("end-node", "get", gw, lamp2, "--json")
+        let read = try JSONValue.parse(r.output)
+        #expect(read["online"] == .bool(false) && read["gatewayThingID"] == .string(gw), "\(r.output)")
+
+        // Removed: gone from the list, and a second removal or a read is the hub's 404.
+        r = try thingif("end-node", "remove", gw, lamp2)
+        #expect(r.status == 0 && r.output.contains("end node \(lamp2) of \(gw) removed"), "\(r.output)")
+        r = try thingif("end-node", "list", gw, "--json")
+        #expect(
+            (try JSONValue.parse(r.output)["results"]?.arrayValue ?? []).map { $0["thingID"]?.stringValue } == [lamp1],
+            "\(r.output)")
+        for args in [["remove", gw, lamp2], ["get", gw, lamp2]] {
+            r = try runProgram(cli, ["end-node"] + args, environment: env)
+            #expect(r.status == 1 && r.output.contains("HTTP 404 END_NODE_NOT_FOUND"), "\(args): \(r.output)")
+        }
+
+        // An unknown gateway (or another user's): 404 THING_NOT_FOUND for every call.
+        for args in [
+            ["list", "th.no-such-gateway"], ["get", "th.no-such-gateway", lamp1],
+            ["remove", "th.no-such-gateway", lamp1],
+            ["onboard", "th.no-such-gateway", "--vendor-thing-id", "LAMP-X", "--password", "p"]
+        ] {
+            r = try runProgram(cli, ["end-node"] + args, environment: env)
+            #expect(r.status == 1 && r.output.contains("HTTP 404 THING_NOT_FOUND"), "\(args): \(r.output)")
+        }
+        // An end node asked of the wrong thing, and a standalone thing used as a gateway.
+        r = try thingif("end-node", "get", standalone, lamp1)
+        #expect(r.status == 1 && r.output.contains("HTTP 404 END_NODE_NOT_FOUND"), "\(r.output)")
+        r = try thingif("end-node", "get", gw, "th.unknown-end-node")
+        #expect(r.status == 1 && r.output.contains("HTTP 404 END_NODE_NOT_FOUND"), "\(r.output)")
+        r = try thingif("end-node", "onboard", standalone, "--vendor-thing-id", "LAMP-Y", "--password", "p")
+        #expect(r.status == 1 && r.output.contains("HTTP 409 NOT_A_GATEWAY"), "\(r.output)")
+        r = try thingif("end-node", "list", standalone)
+        #expect(r.status == 0 && r.output.contains("no end nodes on \(standalone)"), "\(r.output)")
+        r = try thingif("end-node", "onboard", gw, "--vendor-thing-id", "AC-CLI-1", "--password", "ac-pass")
+        #expect(r.status == 1 && r.output.contains("HTTP 409"), "a standalone thing's vendorThingID: \(r.output)")
+
+        // Usage errors exit 2 before the hub is asked.
+        for args in [
+            ["end-node", "list"], ["end-node", "get", gw], ["end-node", "remove", gw],
+            ["end-node", "onboard", gw, "--password", "p"], ["end-node", "onboard", gw, "--vendor-thing-id", "L"],
+            ["end-node", "onboard", "--vendor-thing-id", "L", "--password", "p"],
+            ["end-node", "onboard", gw, "--vendor-thing-id", "", "--password", "p"],
+            ["end-node", "list", gw, "--limit", "0"], ["end-node", "frobnicate"],
+            ["onboard", "GW-CLI-2", "pw", "--layout", "endnode"], ["onboard", "GW-CLI-2", "pw", "--layout", "hub"]
+        ] {
+            r = try runProgram(cli, args, environment: env)
+            #expect(r.status == 2, "\(args): \(r.output)")
+        }
+        #expect(try thingif("onboard", "GW-CLI-2", "pw", "--layout", "endnode").output.contains("end-node onboard"))
     }
 }
 

@@ -350,6 +350,157 @@ struct HubOpsTests {
         }
     }
 
+    @Test("end_nodes and end_nodes_online: gauges of the end nodes onboarded and of those online behind their gateway")
+    func endNodesOnlineGauge() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let gateway = try await GatewayRequestsTests.gateway(e, "GW-MET-1", uid: uid, token: token)
+            let gw = gateway.id, gwToken = gateway.token
+            let a = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-1", uid: uid, token: token).id
+            let b = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-2", uid: uid, token: token).id
+            func connection(_ endNode: String, _ online: Bool) async throws {
+                let r = try await e.call(
+                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: gwToken,
+                    json: ["online": online])
+                try #require(r.status == 204, "\(r.status) \(r.text)")
+            }
+            var m = try await metrics(e, token: nil)
+            #expect(m.types["thingif_hub_end_nodes_online"] == "gauge", "\(m.types)")
+            #expect(m.samples["thingif_hub_end_nodes_online"] == 0)
+            #expect(m.types["thingif_hub_end_nodes"] == "gauge" && m.samples["thingif_hub_end_nodes"] == 2)
+            try await connection(a, true)
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            try await connection(b, true)
+            m = try await metrics(e, token: nil)
+            #expect(m.value("thingif_hub_end_nodes_online") == 2)
+            // Things' own statuses are another gauge: the end nodes are not things_online.
+            #expect(m.value("thingif_hub_things_online") == 0)
+            try await connection(a, false)
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            // A removed end node's presence goes with it.
+            let removed = try await e.call("DELETE", "\(e.thingIF)/things/\(gw)/end-nodes/\(b)", token: token)
+            #expect(removed.status == 204, "\(removed.status) \(removed.text)")
+            m = try await metrics(e, token: nil)
+            #expect(m.value("thingif_hub_end_nodes_online") == 0 && m.samples["thingif_hub_end_nodes"] == 1)
+            // A thingif gateway announces its own status: its end nodes count while it is online, and
+            // its Will takes them all out of the gauge at once.
+            try await connection(a, true)
+            let link = try await offPool { Result { try GatewayRequestsTests.Link(e, gateway, will: true) } }.get()
+            defer { link.stop() }
+            #expect(link.probe.publish(Topics.status(clientID: gateway.topic), Array("online".utf8), retain: true))
+            #expect(await offPool { poll { e.hub.delivery.isOnline(gw) } })
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 1)
+            link.probe.client.disconnectWithWill()
+            #expect(await offPool { poll { !e.hub.delivery.isOnline(gw) } })
+            #expect(try await metrics(e, token: nil).value("thingif_hub_end_nodes_online") == 0)
+        }
+    }
+
+    @Test(
+        "Home Assistant discovery for an end node: its own device, via_device its gateway's; availability follows its presence behind the gateway; its entity goes with its gateway"
+    )
+    func homeAssistantEndNode() async throws {
+        try await withHubAPI { e in
+            let haUser = "ha-" + Platform.randomHex(bytes: 4)
+            let haPassword = Platform.randomHex(bytes: 16)
+            let problem = await offPool {
+                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
+            }
+            #expect(problem == nil, "\(problem ?? "")")
+            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
+
+            let (uid, token) = try await e.user()
+            // A gateway onboarded by its owner, then by itself (its MQTT identity).
+            let gateway = try await GatewayRequestsTests.gateway(e, "GW-HA-1", uid: uid, token: token)
+            let gw = gateway.id, gwToken = gateway.token
+            // An end node of the mapped type (an air conditioner on the gateway's bus).
+            let n = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                json: [
+                    "gatewayThingID": gw, "endNodeVendorThingID": "AC-HA-EN-1", "endNodePassword": "pw",
+                    "owner": "user:\(uid)", "endNodeThingType": "AirConditioner"
+                ], contentType: "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json")
+            try #require(n.status == 200, "\(n.status) \(n.text)")
+            let en = try #require(n.string("endNodeThingID"))
+            let configTopic = "homeassistant/climate/\(en)/config"
+            let availabilityTopic = "thingif/\(en)/availability"
+
+            let ha = try await offPool {
+                Result {
+                    try MqttProbe(
+                        port: e.env.broker.port, clientID: "ha-probe-\(Platform.randomHex(bytes: 4))", username: haUser,
+                        password: haPassword)
+                }
+            }.get()
+            defer { ha.stop() }
+            try #require(ha.isConnected, "connack \(String(describing: ha.connackCode))")
+            for topic in ["homeassistant/#", "thingif/+/availability"] {
+                let code = await offPool { ha.subscribe(topic) }
+                #expect(code.map { $0 < 0x80 } == true, "\(topic): \(String(describing: code))")
+            }
+            func availability() -> String? {
+                ha.messages(on: availabilityTopic).last.map { String(decoding: $0.payload, as: UTF8.self) }
+            }
+            func connection(_ online: Bool) async throws {
+                let r = try await e.call(
+                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(en)/connection", token: gwToken,
+                    json: ["online": online])
+                try #require(r.status == 204, "\(r.status) \(r.text)")
+            }
+
+            // The gateway says the end node is reachable: its device appears, through the gateway's.
+            try await connection(true)
+            let config = try #require(await offPool { ha.waitForMessage(on: configTopic) }, "no config")
+            // Retained: a subscriber that comes later gets it too.
+            let late = try await offPool {
+                Result { try TopicListener(port: e.env.broker.port, topics: [configTopic]) }
+            }
+            .get()
+            defer { late.stop() }
+            let kept = await offPool {
+                poll(timeoutMs: 30_000) { late.payloads(on: configTopic).contains { !$0.isEmpty } }
+            }
+            #expect(kept, "the config is retained")
+            let schemaDoc = try JSON.parse(config.payload).get()
+            #expect(HAClimateSchema.problems(schemaDoc) == [], "the config against Home Assistant's climate schema")
+            let doc = try #require(parseObject(String(decoding: config.payload, as: UTF8.self)))
+            let device = try #require(doc["device"] as? [String: Any])
+            #expect(device["identifiers"] as? [String] == ["thingif_\(en)"], "one device per end node")
+            #expect(device["via_device"] as? String == "thingif_\(gw)", "\(device)")
+            #expect(doc["availability_topic"] as? String == availabilityTopic)
+            #expect(
+                await offPool { poll(timeoutMs: 30_000) { availability() == "online" } }, "\(availability() ?? "-")")
+
+            // Its presence goes: so does its availability.
+            try await connection(false)
+            #expect(
+                await offPool { poll(timeoutMs: 30_000) { availability() == "offline" } }, "\(availability() ?? "-")")
+
+            // A thingif gateway over MQTT: online, then its end node's status; its Will takes the end node's
+            // availability with it.
+            let link = try await offPool { Result { try GatewayRequestsTests.Link(e, gateway, will: true) } }.get()
+            defer { link.stop() }
+            #expect(link.probe.publish(Topics.status(clientID: gateway.topic), Array("online".utf8), retain: true))
+            #expect(
+                link.probe.publish(
+                    Topics.endNodeStatus(clientID: gateway.topic, endNode: en), Array("online".utf8), retain: true))
+            #expect(
+                await offPool { poll(timeoutMs: 30_000) { availability() == "online" } }, "\(availability() ?? "-")")
+            link.probe.client.disconnectWithWill()
+            #expect(
+                await offPool { poll(timeoutMs: 30_000) { availability() == "offline" } }, "\(availability() ?? "-")")
+
+            // Deleting the gateway deletes its end node: its entity leaves Home Assistant.
+            let deleted = try await e.call("DELETE", "\(e.api)/targets/thing:\(gw)", token: token)
+            #expect(deleted.status == 204, "\(deleted.status) \(deleted.text)")
+            let emptied = await offPool {
+                poll(timeoutMs: 30_000) { ha.messages(on: configTopic).last?.payload.isEmpty == true }
+            }
+            #expect(emptied, "the end node's config is emptied with its gateway")
+            #expect(await offPool { poll(timeoutMs: 30_000) { availability() == "" } }, "\(availability() ?? "-")")
+        }
+    }
+
     /// The keys the hub must send for its controls (the schema itself has
     /// no required key).
     static let required: Set<String> = [
@@ -418,6 +569,7 @@ struct HubOpsTests {
             #expect(
                 (doc["device"] as? [String: Any])?["identifiers"] as? [String] == ["thingif_\(tid)"],
                 "the device block ties the entity to one device")
+            #expect((doc["device"] as? [String: Any])?["via_device"] == nil, "a standalone thing is nobody's end node")
             #expect(doc["fan_modes"] as? [String] == (0...10).map(String.init))
             #expect(doc["availability_topic"] as? String == availabilityTopic)
             #expect(doc["temperature_state_topic"] as? String == stateTopic)

@@ -6,6 +6,9 @@ import Foundation
 #endif
 import Testing
 import ThingIFHubServer
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A GET's status and headers (the dashboard's security headers).
 private func head(_ url: String) async throws -> (status: Int, headers: [String: String], body: String) {
@@ -136,5 +139,314 @@ struct DashboardTests {
             let bearer = try RawStream(port: e.port, path: "\(e.api)/installations/\(sse.id)/events", token: token)
             #expect(await offPool { bearer.waitFor(": connected") }, "stream: \(bearer.text)")
         }
+    }
+
+    /// A gateway and its end nodes as the dashboard gets them and shows
+    /// them: users/me/things names each end node's gateway and gives its
+    /// presence, and the page (in headless Chromium, through chromedriver's
+    /// WebDriver protocol) nests the end nodes under their gateway with
+    /// their status, and opens one like any thing, its state and commands.
+    @Test(
+        "A gateway's end nodes: named by gatewayThingID, nested under it in a real browser, with their status; one opens like a thing",
+        .enabled(if: WebDriver.available, "needs chromium and chromedriver (apt: chromium chromium-driver)"),
+        .timeLimit(.minutes(3)))
+    func endNodesNested() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user(loginName: "dash-gw")
+            // The gateway with its owner's form and its layout; its token reports its end nodes.
+            let g = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                json: [
+                    "vendorThingID": "GW-DASH-1", "thingPassword": "pw", "owner": "user:\(uid)",
+                    "layoutPosition": "GATEWAY", "thingType": "LampGateway"
+                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            try #require(g.status == 200, "\(g.status) \(g.text)")
+            let gw = try #require(g.string("thingID")), gwToken = try #require(g.string("accessToken"))
+            let (standalone, _) = try await e.onboard("AC-DASH-GW", owner: "user:\(uid)", token: token)
+            let lamp1 = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-DASH-1", uid: uid, token: token).id
+            let lamp2 = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-DASH-2", uid: uid, token: token).id
+            func connection(_ endNode: String, _ online: Bool) async throws {
+                let r = try await e.call(
+                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: gwToken,
+                    json: ["online": online])
+                try #require(r.status == 204, "\(r.status) \(r.text)")
+            }
+            try await connection(lamp1, true)
+            // The gateway uploads lamp1's state; the owner sends it a command.
+            let state = try await e.call(
+                "PUT", "\(e.target(lamp1))/states", token: gwToken, json: ["power": true, "brightness": 40])
+            try #require(state.status == 204, "\(state.status) \(state.text)")
+            let cid = try await e.postCommand(
+                lamp1, token: token, userID: uid, actions: [["turnPower": ["power": false]]])
+
+            // The API: each end node names its gateway; presence as the end-node list gives it.
+            let r = try await e.get("\(e.api)/users/me/things", token: token)
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            let things = try #require(r.json["things"] as? [[String: Any]])
+            func thing(_ id: String) -> [String: Any]? { things.first { $0["thingID"] as? String == id } }
+            #expect(things.count == 4)
+            #expect(thing(gw)?["layoutPosition"] as? String == "GATEWAY" && thing(gw)?["gatewayThingID"] == nil)
+            #expect(thing(standalone)?["gatewayThingID"] == nil)
+            for (id, online) in [(lamp1, true), (lamp2, false)] {
+                #expect(thing(id)?["layoutPosition"] as? String == "ENDNODE", "\(id)")
+                #expect(thing(id)?["gatewayThingID"] as? String == gw, "\(id)")
+                #expect(thing(id)?["online"] as? Bool == online, "\(id)")
+            }
+
+            // The page, signed in with the token.
+            let browser = try await offPool { Result { try WebDriver.start() } }.get()
+            do {
+                try await Self.checkPage(
+                    e, browser, token: token, gw: gw, standalone: standalone, lamps: (lamp1, lamp2), cid: cid,
+                    connection: connection)
+            } catch {
+                await offPool { browser.quit() }
+                throw error
+            }
+            await offPool { browser.quit() }
+        }
+    }
+
+    /// The page's part of endNodesNested.
+    static func checkPage(
+        _ e: HubAPIEnv, _ browser: WebDriver, token: String, gw: String, standalone: String,
+        lamps: (String, String), cid: String, connection: (String, Bool) async throws -> Void
+    ) async throws {
+        let (lamp1, lamp2) = lamps
+        do {
+            try await offPool {
+                Result {
+                    try browser.navigate(e.base + "/dashboard/")
+                    _ = try browser.script(
+                        "document.getElementById('token').value = arguments[0];"
+                            + "document.querySelector('#token-form button').click(); return true;", [token])
+                }
+            }.get()
+            /// The Things table's rows: [thingID, its gateway or "", end-node class, status, first cell's text].
+            let rowsScript = """
+                return [...document.querySelectorAll('#things tbody tr')].map(r => [r.dataset.thing,
+                  r.dataset.gateway || '', r.classList.contains('end-node') ? 'nested' : 'top',
+                  r.cells[1].textContent, r.cells[0].textContent]);
+                """
+            func rows() async -> [[String]] {
+                await offPool { (try? browser.script(rowsScript, [])) as? [[String]] ?? [] }
+            }
+            // Ordered by thingID, each end node right under its gateway.
+            var tops = [gw, standalone].sorted()
+            let gwAt = tops.firstIndex(of: gw)!
+            tops.insert(contentsOf: [lamp1, lamp2].sorted(), at: gwAt + 1)
+            let expectedOrder = tops
+            let ordered = await pollAsync { await rows().map { $0[0] } == expectedOrder }
+            let shown = await rows()
+            #expect(ordered, "\(shown)")
+            for row in shown where row.count == 5 {
+                switch row[0] {
+                case lamp1: #expect(row[1] == gw && row[2] == "nested" && row[3] == "online", "\(row)")
+                case lamp2: #expect(row[1] == gw && row[2] == "nested" && row[3] == "offline", "\(row)")
+                case gw:
+                    #expect(row[1] == "" && row[2] == "top", "\(row)")
+                    #expect(row[4].contains("gateway · 2 end nodes"), "\(row)")
+                default: #expect(row[1] == "" && row[2] == "top" && !row[4].contains("gateway"), "\(row)")
+                }
+            }
+
+            // The gateway says lamp2 is reachable: the page's next refresh shows it.
+            try await connection(lamp2, true)
+            let lamp2Online = await pollAsync { await rows().first { $0.first == lamp2 }?[3] == "online" }
+            let refreshed = await rows()
+            #expect(lamp2Online, "\(refreshed)")
+
+            // An end node opens like any thing: its title, state and commands.
+            _ = try await offPool {
+                Result {
+                    try browser.script(
+                        "document.querySelector(`tr[data-thing=\"${arguments[0]}\"]`).click(); return true;", [lamp1])
+                }
+            }.get()
+            let panelScript = """
+                return [document.getElementById('thing').classList.contains('hidden') ? 'hidden' : 'shown',
+                  document.getElementById('thing-title').textContent, document.getElementById('state').textContent,
+                  String(document.querySelectorAll(`#commands tr.command[data-command="${arguments[0]}"]`).length)];
+                """
+            func panel() async -> [String] {
+                await offPool { (try? browser.script(panelScript, [cid])) as? [String] ?? [] }
+            }
+            let opened = await pollAsync {
+                let p = await panel()
+                return p.count == 4 && p[0] == "shown" && p[1].hasPrefix("LAMP-DASH-1 — online")
+                    && p[1].contains("end node of GW-DASH-1") && p[2].contains("\"brightness\": 40") && p[3] == "1"
+            }
+            let shownPanel = await panel()
+            #expect(opened, "\(shownPanel)")
+        }
+    }
+}
+
+/// Polls an async condition every 100 ms until it holds or `timeoutMs` passes.
+private func pollAsync(timeoutMs: Int = 30_000, _ condition: () async -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
+    while Date() < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(nanoseconds: 100_000_000)
+    }
+    return await condition()
+}
+
+/// Headless Chromium through chromedriver's W3C WebDriver protocol (JSON
+/// over HTTP), as python/tests/test_dashboard.py drives it with selenium:
+/// one session, blocking calls (run them off the pool).
+final class WebDriver: @unchecked Sendable {
+    static let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+    static let driver = ["/usr/bin/chromedriver"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    static var available: Bool { chromium != nil && driver != nil }
+
+    let pid: pid_t
+    let base: String
+    let session: String
+    let root: String
+
+    private init(pid: pid_t, base: String, session: String, root: String) {
+        self.pid = pid
+        self.base = base
+        self.session = session
+        self.root = root
+    }
+
+    static func start() throws -> WebDriver {
+        guard let chromium, let driver, let port = Broker.freePort() else {
+            throw HarnessError("no chromium, chromedriver or free port")
+        }
+        let root = try makeTempDirectory(prefix: "thingif-webdriver")
+        let pid = try spawnChild(driver, ["--port=\(port)"], logPath: root + "/chromedriver.log")
+        let base = "http://127.0.0.1:\(port)"
+        var problem = "no answer"
+        let ready = poll(timeoutMs: 20_000) {
+            do {
+                return try request("GET", base + "/status", nil) != nil
+            } catch {
+                problem = "\(error)"
+                return false
+            }
+        }
+        guard ready else {
+            endChild(pid)
+            throw HarnessError("chromedriver did not start (\(problem)): \(readText(root + "/chromedriver.log"))")
+        }
+        let caps: [String: Any] = [
+            "capabilities": [
+                "alwaysMatch": [
+                    "goog:chromeOptions": [
+                        "binary": chromium,
+                        "args": [
+                            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--no-first-run", "--disable-extensions", "--window-size=1280,900",
+                            "--user-data-dir=\(root)/profile"
+                        ]
+                    ]
+                ]
+            ]
+        ]
+        do {
+            let answer = try request("POST", base + "/session", caps)
+            guard let id = (answer as? [String: Any])?["sessionId"] as? String else {
+                throw HarnessError("no session: \(String(describing: answer))")
+            }
+            return WebDriver(pid: pid, base: base, session: id, root: root)
+        } catch {
+            endChild(pid)
+            throw error
+        }
+    }
+
+    func navigate(_ url: String) throws { _ = try Self.request("POST", "\(base)/session/\(session)/url", ["url": url]) }
+
+    /// Runs a script in the page (WebDriver's own channel: the page's CSP does not apply to it); its value.
+    func script(_ source: String, _ args: [Any]) throws -> Any? {
+        try Self.request("POST", "\(base)/session/\(session)/execute/sync", ["script": source, "args": args])
+    }
+
+    func quit() {
+        _ = try? Self.request("DELETE", "\(base)/session/\(session)", nil)
+        endChild(pid)
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// One WebDriver call: its `value`, or an error with WebDriver's message.
+    /// Over a plain socket: chromedriver writes its headers without a space
+    /// after the colon ("Content-Length:250"), which FoundationNetworking's
+    /// URLSession refuses ("Failed writing header").
+    static func request(_ method: String, _ url: String, _ body: Any?) throws -> Any? {
+        guard let u = URLComponents(string: url), let port = u.port else { throw HarnessError("bad URL \(url)") }
+        let payload = try body.map { try JSONSerialization.data(withJSONObject: $0) } ?? Data()
+        var head = "\(method) \(u.percentEncodedPath) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        if body != nil { head += "Content-Type: application/json\r\n" }
+        head += "Content-Length: \(payload.count)\r\n\r\n"
+        let raw = try exchange(port: port, Data(head.utf8) + payload)
+        guard let split = raw.range(of: Data("\r\n\r\n".utf8)) else {
+            throw HarnessError("WebDriver \(method) \(url): no HTTP answer")
+        }
+        let statusLine = String(decoding: raw[..<split.lowerBound], as: UTF8.self).split(separator: "\r\n").first ?? ""
+        let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let json = try? JSONSerialization.jsonObject(with: raw[split.upperBound...], options: [.fragmentsAllowed])
+        let value = (json as? [String: Any])?["value"]
+        guard (200..<300).contains(status) else {
+            throw HarnessError("WebDriver \(method) \(url): \(status) \(String(describing: value))")
+        }
+        return value is NSNull ? nil : value
+    }
+
+    /// Sends a request on a new connection to 127.0.0.1:port and reads the answer to its end (60 s at most).
+    private static func exchange(port: Int, _ request: Data) throws -> Data {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
+        defer { close(fd) }
+        var tv = timeval(tv_sec: 60, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = UInt16(port).bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw HarnessError("connect to \(port): \(errno)") }
+        try request.withUnsafeBytes { (b: UnsafeRawBufferPointer) in
+            var sent = 0
+            while sent < b.count {
+                let n = send(fd, b.baseAddress! + sent, b.count - sent, Int32(MSG_NOSIGNAL))
+                guard n > 0 else { throw HarnessError("send: \(errno)") }
+                sent += n
+            }
+        }
+        // Read to the end of the body its Content-Length gives (chromedriver
+        // keeps the connection open whatever the request says), or to EOF.
+        var answer = Data()
+        var buf = [UInt8](repeating: 0, count: 65536)
+        while !complete(answer) {
+            let n = recv(fd, &buf, buf.count, 0)
+            if n == 0 { break }
+            guard n > 0 else { throw HarnessError("recv: \(errno)") }
+            answer.append(contentsOf: buf[0..<n])
+        }
+        return answer
+    }
+
+    /// True when `answer` holds its headers and the whole body they announce.
+    private static func complete(_ answer: Data) -> Bool {
+        guard let split = answer.range(of: Data("\r\n\r\n".utf8)) else { return false }
+        let head = String(decoding: answer[..<split.lowerBound], as: UTF8.self)
+        for line in head.split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "content-length",
+                let n = Int(parts[1].trimmingCharacters(in: .whitespaces))
+            {
+                return answer.count - split.upperBound >= n
+            }
+        }
+        return false
     }
 }

@@ -236,13 +236,16 @@ extension StoreConformanceTests {
             #expect(outcome(onboard(s, g.thingID, "EN-3", max: 2)) == "tooManyEndNodes")
             #expect(s.thing(vendorThingID: "EN-3") == nil)
             #expect(s.endNodeCount(gatewayThingID: g.thingID) == 2)
+            #expect(s.endNodeTotal() == 2, "the gateways themselves are not end nodes")
             // Idempotent at the cap; the cap is the gateway's own.
             #expect(try endNode(onboard(s, g.thingID, "EN-1", max: 2), created: false).thingID == first.thingID)
             _ = try endNode(onboard(s, other.thingID, "EN-3", max: 2), created: true)
             #expect(outcome(onboard(s, g.thingID, "EN-4", max: 0)) == "tooManyEndNodes")
             // A removed end node makes room.
+            #expect(s.endNodeTotal() == 3, "of every gateway")
             #expect(s.deleteThing(id: first.thingID))
             #expect(s.endNodeCount(gatewayThingID: g.thingID) == 1)
+            #expect(s.endNodeTotal() == 2)
             _ = try endNode(onboard(s, g.thingID, "EN-4", max: 2), created: true)
 
             // Eight onboardings at once under a cap of three: three pass.
@@ -256,6 +259,7 @@ extension StoreConformanceTests {
             #expect(all.filter { $0 == "onboarded" }.count == 3, "\(all)")
             #expect(all.filter { $0 == "tooManyEndNodes" }.count == 5, "\(all)")
             #expect(s.endNodeCount(gatewayThingID: racing.thingID) == 3)
+            #expect(s.endNodeTotal() == 6)
         }
     }
 
