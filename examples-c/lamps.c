@@ -143,10 +143,22 @@ static void say(const char *fmt, ...)
 
 static struct lamp *find_lamp(struct gateway *gw, const char *vendor_thing_id)
 {
+    size_t prefix;
+    char *end;
+    long n;
     int i;
 
     if (vendor_thing_id == NULL)
         return NULL;
+    /* A lamp the radio found (prefix + its number) usually sits in the slot
+     * of its number: no search per action, however many lamps there are. */
+    prefix = strlen(gw->lamp_prefix);
+    if (strncmp(vendor_thing_id, gw->lamp_prefix, prefix) == 0) {
+        n = strtol(vendor_thing_id + prefix, &end, 10);
+        if (end != vendor_thing_id + prefix && *end == '\0' && n >= 0 && n < gw->capacity &&
+            strcmp(gw->lamps[n].vendor_thing_id, vendor_thing_id) == 0)
+            return &gw->lamps[n];
+    }
     for (i = 0; i < gw->capacity; i++)
         if (strcmp(gw->lamps[i].vendor_thing_id, vendor_thing_id) == 0)
             return &gw->lamps[i];

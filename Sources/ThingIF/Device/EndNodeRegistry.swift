@@ -59,6 +59,11 @@ struct EndNodeRegistry {
 
     private(set) var entries: [Entry] = []
     var max = EndNodeRegistry.defaultMax
+    /// Where each vendorThingID and each thingID is in `entries`: a lookup
+    /// per command and per upload costs the same for 10 end nodes or 10,000
+    /// (bench/gateway, gateway-one-journal.md).
+    private var byVendorThingID: [ByteKey: Int] = [:]
+    private var byThingID: [ByteKey: Int] = [:]
 
     /// Loads storage_dir/end_nodes.json (a build without gateways reads
     /// nothing); `problem` says why it could not be read.
@@ -71,20 +76,46 @@ struct EndNodeRegistry {
         for e in list.elements {
             guard let v = e["vendorThingID"]?.stringValue, !v.isEmpty, index(vendorThingID: v) == nil else { continue }
             let t = e["thingID"]?.stringValue.flatMap { Topics.isSafeLevel($0) ? $0 : nil }
-            entries.append(Entry(vendorThingID: v, thingID: t, removing: e["removing"]?.boolValue ?? false))
+            append(Entry(vendorThingID: v, thingID: t, removing: e["removing"]?.boolValue ?? false))
         }
     }
 
     private(set) var problem: String?
 
-    func index(vendorThingID v: String) -> Int? { entries.firstIndex { $0.vendorThingID.equals(v) } }
-    func index(thingID t: String) -> Int? { entries.firstIndex { $0.thingID?.equals(t) ?? false } }
+    func index(vendorThingID v: String) -> Int? { byVendorThingID[ByteKey(v)] }
+    func index(thingID t: String) -> Int? { byThingID[ByteKey(t)] }
     func entry(vendorThingID v: String) -> Entry? { index(vendorThingID: v).map { entries[$0] } }
     func entry(thingID t: String) -> Entry? { index(thingID: t).map { entries[$0] } }
 
-    mutating func append(_ e: Entry) { entries.append(e) }
-    mutating func remove(at i: Int) { entries.remove(at: i) }
-    mutating func update(_ i: Int, _ body: (inout Entry) -> Void) { body(&entries[i]) }
+    mutating func append(_ e: Entry) {
+        entries.append(e)
+        indexEntry(entries.count - 1)
+    }
+
+    /// Removes an entry (a membership change, rare): the positions after it
+    /// move, so both maps are made again.
+    mutating func remove(at i: Int) {
+        entries.remove(at: i)
+        byVendorThingID.removeAll(keepingCapacity: true)
+        byThingID.removeAll(keepingCapacity: true)
+        for j in entries.indices { indexEntry(j) }
+    }
+
+    mutating func update(_ i: Int, _ body: (inout Entry) -> Void) {
+        let old = entries[i]
+        body(&entries[i])
+        let new = entries[i]
+        if !old.vendorThingID.equals(new.vendorThingID) { byVendorThingID[ByteKey(old.vendorThingID)] = nil }
+        if let t = old.thingID, !(new.thingID?.equals(t) ?? false) { byThingID[ByteKey(t)] = nil }
+        indexEntry(i)
+    }
+
+    /// Maps entry i's names to i. Two entries with one thingID (a file
+    /// written by hand) find the first, as a scan in order would.
+    private mutating func indexEntry(_ i: Int) {
+        byVendorThingID[ByteKey(entries[i].vendorThingID)] = i
+        if let t = entries[i].thingID, byThingID[ByteKey(t)] == nil { byThingID[ByteKey(t)] = i }
+    }
 
     /// Writes the registry (atomically, synced). False on an I/O error.
     func save(_ storage: Storage) -> Bool {
