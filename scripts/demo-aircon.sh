@@ -5,7 +5,7 @@
 # sourced by it once the broker, the hub and the CLI's user are up: the owner
 # registers AC-0001, aircon onboards itself, the CLI sends the seeds' three
 # commands and reads the commands and the state back. It uses run-demo.sh's
-# helpers (show, fail, start_device, check_command, send) and sets thing_id
+# helpers (show, fail, start_device, check_command, check_state, send) and sets thing_id
 # and watch_pid.
 
 show onboard AC-0001 demo-pass --thing-type AirConditioner --firmware-version 1.0.0 --interval 1_MINUTE \
@@ -48,21 +48,7 @@ echo "── 4. All of the thing's commands, and its state"
 show command list "$thing_id" || fail "thingif command list failed"
 [ "$(grep -c -E ' (DONE|INCOMPLETE) ' "$tmp/last.out")" -eq 3 ] || fail "command list does not show 3 finished commands"
 # The appliance uploads its state after each command; wait for the last one.
-expected_state='{"power": false, "presetTemperature": 25, "fanSpeed": 5}'
-state_ok=0
-deadline=$((SECONDS + 15))
-while [ "$SECONDS" -lt "$deadline" ]; do
-    if thingif state get "$thing_id" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin); want = json.loads(sys.argv[1])
-sys.exit(0 if all(s.get(k) == v for k, v in want.items()) else 1)' "$expected_state"; then
-        state_ok=1
-        break
-    fi
-    sleep 0.3
-done
-show state get "$thing_id" || fail "thingif state get failed"
-[ "$state_ok" -eq 1 ] || fail "the state is not $expected_state"
+check_state "$thing_id" '{"power": false, "presetTemperature": 25, "fanSpeed": 5}' AC-0001
 
 # thingif watch must have printed the three finished commands.
 deadline=$((SECONDS + 5))

@@ -8,7 +8,8 @@
 # thing of its own; the CLI lists them, sends each lamp commands and reads
 # their states, and sends one to an unplugged lamp, which the hub holds until the
 # lamp is back. It uses run-demo.sh's helpers (show, fail, start_device,
-# check_command, send) and types on the gateway's console through a FIFO.
+# check_command, check_state, send) and types on the gateway's console
+# through a FIFO.
 
 show onboard GW-0001 demo-pass --thing-type LampGateway --firmware-version 1.0.0 --layout GATEWAY \
     || { echo "run-demo: thingif onboard failed" >&2; exit 1; }
@@ -94,20 +95,7 @@ if [ "${#lamp[@]}" -eq 3 ]; then
             1) want='{"power": false, "brightness": 50}' ;;
             2) want='{"power": true, "brightness": 50}' ;;
         esac
-        state_ok=0
-        deadline=$((SECONDS + 15))
-        while [ "$SECONDS" -lt "$deadline" ]; do
-            if thingif state get "${lamp[n]}" --json 2>/dev/null | python3 -c '
-import json, sys
-s = json.load(sys.stdin); want = json.loads(sys.argv[1])
-sys.exit(0 if all(s.get(k) == v for k, v in want.items()) else 1)' "$want"; then
-                state_ok=1
-                break
-            fi
-            sleep 0.3
-        done
-        show state get "${lamp[n]}" || fail "thingif state get failed"
-        [ "$state_ok" -eq 1 ] || fail "LAMP-000$n's state is not $want"
+        check_state "${lamp[n]}" "$want" "LAMP-000$n"
     done
     echo
     echo "\$ (gateway console) list"

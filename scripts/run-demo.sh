@@ -237,6 +237,25 @@ sys.exit(0 if ok else "command %s: state %s, results %s; expected %s, %s" % (
     fi
 }
 
+# check_state THING JSON NAME: waits up to 15 s until THING's state holds
+# every field of JSON (the device uploads it after each change), shows it,
+# and fails (naming NAME) when it never does.
+check_state() {
+    local deadline=$((SECONDS + 15)) ok=0
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        if thingif state get "$1" --json 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin); want = json.loads(sys.argv[1])
+sys.exit(0 if all(s.get(k) == v for k, v in want.items()) else 1)' "$2"; then
+            ok=1
+            break
+        fi
+        sleep 0.3
+    done
+    show state get "$1" || fail "thingif state get failed"
+    [ "$ok" -eq 1 ] || fail "the state of $3 is not $2"
+}
+
 # send TITLE THING STATE OUTCOMES ARGS…: sends a command to THING with the
 # CLI (ARGS: its actions and options), waits for its results, checks them.
 send() {
