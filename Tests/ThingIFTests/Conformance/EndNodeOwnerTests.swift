@@ -47,6 +47,16 @@ struct EndNodeOwnerTests {
         return (try #require(r.string("endNodeThingID")), try #require(r.string("accessToken")))
     }
 
+    /// The gateway `gw` says over HTTP (Kii's `…/connection`, with its token)
+    /// whether its end node is reachable.
+    static func connection(_ e: HubAPIEnv, gateway gw: String, token: String, _ endNode: String, online: Bool)
+        async throws
+    {
+        let r = try await e.call(
+            "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: token, json: ["online": online])
+        try #require(r.status == 204, "\(r.status) \(r.text)")
+    }
+
     @Test("Kii's bodies: Android's, kii-gateway-agent's USER: owner, kii_go's string properties; again is idempotent")
     func kiiBodies() async throws {
         try await withHubAPI { e in

@@ -359,10 +359,7 @@ struct HubOpsTests {
             let a = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-1", uid: uid, token: token).id
             let b = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-MET-2", uid: uid, token: token).id
             func connection(_ endNode: String, _ online: Bool) async throws {
-                let r = try await e.call(
-                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: gwToken,
-                    json: ["online": online])
-                try #require(r.status == 204, "\(r.status) \(r.text)")
+                try await EndNodeOwnerTests.connection(e, gateway: gw, token: gwToken, endNode, online: online)
             }
             var m = try await metrics(e, token: nil)
             #expect(m.types["thingif_hub_end_nodes_online"] == "gauge", "\(m.types)")
@@ -442,10 +439,7 @@ struct HubOpsTests {
                 ha.messages(on: availabilityTopic).last.map { String(decoding: $0.payload, as: UTF8.self) }
             }
             func connection(_ online: Bool) async throws {
-                let r = try await e.call(
-                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(en)/connection", token: gwToken,
-                    json: ["online": online])
-                try #require(r.status == 204, "\(r.status) \(r.text)")
+                try await EndNodeOwnerTests.connection(e, gateway: gw, token: gwToken, en, online: online)
             }
 
             // The gateway says the end node is reachable: its device appears, through the gateway's.

@@ -166,10 +166,7 @@ struct DashboardTests {
             let lamp1 = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-DASH-1", uid: uid, token: token).id
             let lamp2 = try await EndNodeOwnerTests.endNode(e, gateway: gw, "LAMP-DASH-2", uid: uid, token: token).id
             func connection(_ endNode: String, _ online: Bool) async throws {
-                let r = try await e.call(
-                    "PUT", "\(e.thingIF)/things/\(gw)/end-nodes/\(endNode)/connection", token: gwToken,
-                    json: ["online": online])
-                try #require(r.status == 204, "\(r.status) \(r.text)")
+                try await EndNodeOwnerTests.connection(e, gateway: gw, token: gwToken, endNode, online: online)
             }
             try await connection(lamp1, true)
             // The gateway uploads lamp1's state; the owner sends it a command.
@@ -399,21 +396,10 @@ final class WebDriver: @unchecked Sendable {
 
     /// Sends a request on a new connection to 127.0.0.1:port and reads the answer to its end (60 s at most).
     private static func exchange(port: Int, _ request: Data) throws -> Data {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket: \(errno)") }
-        defer { close(fd) }
-        var tv = timeval(tv_sec: 60, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
+        guard let fd = connectLoopback(port: port, receiveTimeoutMs: 60_000) else {
+            throw HarnessError("connect to \(port): \(errno)")
         }
-        guard connected == 0 else { throw HarnessError("connect to \(port): \(errno)") }
+        defer { close(fd) }
         try request.withUnsafeBytes { (b: UnsafeRawBufferPointer) in
             var sent = 0
             while sent < b.count {

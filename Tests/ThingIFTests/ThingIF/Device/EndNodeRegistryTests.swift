@@ -37,10 +37,13 @@ struct EndNodeRegistryTests {
         }
         for n in 0..<40 {
             if !r.entries.contains(where: { $0.vendorThingID == "V\(n)" }) {
-                #expect(r.index(vendorThingID: "V\(n)") == nil, "step \(step): V\(n) is gone", sourceLocation: sourceLocation)
+                #expect(
+                    r.index(vendorThingID: "V\(n)") == nil, "step \(step): V\(n) is gone",
+                    sourceLocation: sourceLocation)
             }
             if !r.entries.contains(where: { $0.thingID == "th.\(n)" }) {
-                #expect(r.index(thingID: "th.\(n)") == nil, "step \(step): th.\(n) is gone", sourceLocation: sourceLocation)
+                #expect(
+                    r.index(thingID: "th.\(n)") == nil, "step \(step): th.\(n) is gone", sourceLocation: sourceLocation)
             }
         }
     }
@@ -57,7 +60,9 @@ struct EndNodeRegistryTests {
             switch rnd.next(6) {
             case 0, 1:  // thingif_end_node_add, or an owner's end node learned
                 if r.index(vendorThingID: v) == nil {
-                    r.append(.init(vendorThingID: v, thingID: rnd.next(2) == 0 ? nil : (r.index(thingID: t) == nil ? t : nil)))
+                    r.append(
+                        .init(
+                            vendorThingID: v, thingID: rnd.next(2) == 0 ? nil : (r.index(thingID: t) == nil ? t : nil)))
                 }
             case 2:  // an onboarding answered, or the hub's word moving a thingID
                 if let i = r.index(vendorThingID: v) {
@@ -65,11 +70,17 @@ struct EndNodeRegistryTests {
                     if let k = r.index(vendorThingID: v) { r.update(k) { $0.thingID = t } }
                 }
             case 3:  // a rename by the hub
-                if let j = r.index(thingID: t), r.index(vendorThingID: v) == nil { r.update(j) { $0.vendorThingID = v } }
+                if let j = r.index(thingID: t), r.index(vendorThingID: v) == nil {
+                    r.update(j) { $0.vendorThingID = v }
+                }
             case 4:  // a removal
                 if let i = r.index(vendorThingID: v) { r.remove(at: i) }
             default:  // status and removal marks change no name
-                if let i = r.index(vendorThingID: v) { r.update(i) { $0.online.toggle(); $0.removing.toggle() } }
+                if let i = r.index(vendorThingID: v) {
+                    r.update(i) {
+                        $0.online.toggle(); $0.removing.toggle()
+                    }
+                }
             }
             Self.expectConsistent(r, step: step)
         }
