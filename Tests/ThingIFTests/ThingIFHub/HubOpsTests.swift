@@ -60,6 +60,19 @@ struct Exposition {
 
 @Suite("Hub operations: Prometheus metrics and Home Assistant discovery", .serialized, .offPool)
 struct HubOpsTests {
+    /// Home Assistant discovery on, and a broker login for the test's own
+    /// Home Assistant client (its username and password).
+    static func homeAssistantOn(_ e: HubAPIEnv) async throws -> (user: String, password: String) {
+        let user = "ha-" + Platform.randomHex(bytes: 4)
+        let password = Platform.randomHex(bytes: 16)
+        let problem = await offPool {
+            e.hub.homeAssistant.provisionClient(username: user, password: password, prefix: "homeassistant")
+        }
+        try #require(problem == nil, "\(problem ?? "")")
+        await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
+        return (user, password)
+    }
+
     static let metricsToken = "metrics-" + Platform.randomHex(bytes: 8)
 
     func metrics(_ e: HubAPIEnv, token: String? = HubOpsTests.metricsToken) async throws -> Exposition {
@@ -214,13 +227,7 @@ struct HubOpsTests {
     )
     func deleteThing() async throws {
         try await withHubAPI { e in
-            let haUser = "ha-" + Platform.randomHex(bytes: 4)
-            let haPassword = Platform.randomHex(bytes: 16)
-            let problem = await offPool {
-                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
-            }
-            #expect(problem == nil, "\(problem ?? "")")
-            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
+            _ = try await Self.homeAssistantOn(e)
 
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-DEL-1", owner: "user:\(uid)", token: token)
@@ -398,13 +405,7 @@ struct HubOpsTests {
     )
     func homeAssistantEndNode() async throws {
         try await withHubAPI { e in
-            let haUser = "ha-" + Platform.randomHex(bytes: 4)
-            let haPassword = Platform.randomHex(bytes: 16)
-            let problem = await offPool {
-                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
-            }
-            #expect(problem == nil, "\(problem ?? "")")
-            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
+            let (haUser, haPassword) = try await Self.homeAssistantOn(e)
 
             let (uid, token) = try await e.user()
             // A gateway onboarded by its owner, then by itself (its MQTT identity).
@@ -510,13 +511,7 @@ struct HubOpsTests {
         try await withHubAPI { e in
             let events = Locked<[String]>([])
             e.hub.onEvent = { line in events.withLock { $0.append(line) } }
-            let haUser = "ha-" + Platform.randomHex(bytes: 4)
-            let haPassword = Platform.randomHex(bytes: 16)
-            let problem = await offPool {
-                e.hub.homeAssistant.provisionClient(username: haUser, password: haPassword, prefix: "homeassistant")
-            }
-            #expect(problem == nil, "\(problem ?? "")")
-            await offPool { e.hub.homeAssistant.enable(HomeAssistantOptions()) }
+            let (haUser, haPassword) = try await Self.homeAssistantOn(e)
             // Metrics are open when no token is set.
             #expect(try await e.get("/metrics", token: nil).status == 200)
 
