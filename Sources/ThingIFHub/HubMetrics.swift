@@ -11,7 +11,7 @@ import ThingIF
 /// commands_ended_total{state,reason} (EXPIRED or CANCELLED, CommandLifecycle),
 /// command_result_latency_seconds (created -> results recorded), things_online,
 /// end_nodes and end_nodes_online (the store's end nodes, and those online behind their
-/// gateway, both counted at each scrape),
+/// gateway, both counted at a scrape, at most once a second),
 /// mqtt_requests_total{kind,status}, notifications_total{channel,outcome},
 /// store_latency_seconds{op}, homeassistant_commands_total{outcome},
 /// bootstrap_dropped_total{reason} (MQTT bootstrap requests dropped: budget,
@@ -125,11 +125,30 @@ public final class HubMetrics: Sendable {
 
     func setOnline(_ count: Int) { thingsOnline.set(Double(count)) }
 
-    /// The end nodes online now (CommandDelivery.endNodesOnline), set before each exposition.
-    public func setEndNodesOnline(_ count: Int) { endNodesOnline.set(Double(count)) }
+    /// The end-node gauges are counted at most once in this many ms.
+    public static let endNodeCountIntervalMs: Int64 = 1000
+    /// When they were last counted (Platform.nowMs), and how many times.
+    private let endNodesCounted = Locked<(at: Int64?, times: Int)>((nil, 0))
+    /// How many times the end-node gauges were counted (the tests' bound).
+    public var endNodeCounts: Int { endNodesCounted.withLock { $0.times } }
 
-    /// The store's end nodes (HubStore.endNodeTotal), set before each exposition.
-    public func setEndNodes(_ count: Int) { endNodes.set(Double(count)) }
+    /// Sets end_nodes_online (`online`: CommandDelivery.endNodesOnline, a walk
+    /// over every end node's presence under the delivery's lock) and end_nodes
+    /// (`total`: HubStore.endNodeTotal, a query) before an exposition, at most
+    /// once a second: GET /metrics is open by default, so anyone may ask it
+    /// as often as they like, and this work must stay bounded and off the
+    /// commands' lock (the gauges are then up to a second old).
+    public func countEndNodes(online: () -> Int, total: () -> Int?) {
+        let now = Platform.nowMs()
+        let due = endNodesCounted.withLock { c -> Bool in
+            if let at = c.at, now - at < Self.endNodeCountIntervalMs { return false }
+            c = (now, c.times + 1)
+            return true
+        }
+        guard due else { return }
+        endNodesOnline.set(Double(online()))
+        if let t = total() { endNodes.set(Double(t)) }
+    }
 
     /// One request from a thing (over MQTT or HTTP), by route and answer.
     func request(kind: String, status: Int) {

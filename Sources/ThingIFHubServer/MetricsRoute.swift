@@ -22,9 +22,9 @@ enum MetricsRoute {
                 return r
             }
         }
-        // Counted now rather than kept: a gateway's Will or deletion moves many at once.
-        hub.metrics.setEndNodesOnline(hub.delivery.endNodesOnline())
-        if let total = hub.store.endNodeTotal() { hub.metrics.setEndNodes(total) }
+        // Counted rather than kept (a gateway's Will or deletion moves many at
+        // once), and at most once a second.
+        hub.metrics.countEndNodes(online: { hub.delivery.endNodesOnline() }, total: { hub.store.endNodeTotal() })
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(
