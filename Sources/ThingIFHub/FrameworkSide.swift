@@ -32,6 +32,11 @@ public final class FrameworkSide: @unchecked Sendable {
         public var appKey: String
         public var brokerHost: String
         public var brokerPort: Int
+        /// /metrics counts the end-node gauges at most once in this many ms:
+        /// it is open by default, and the count walks every end node's
+        /// presence under the delivery's lock (HubMetrics.countEndNodes).
+        /// Not a setting; the tests read the gauges at once with 0.
+        public var endNodeGaugeIntervalMs: Int64 = 1000
         /// Host and port given to things in mqttEndpoint (default: the broker's).
         public var advertisedHost: String?
         public var advertisedPort: Int?
@@ -226,7 +231,7 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The automation configs things run by themselves (Automation/AutomationConfigs.swift).
     public let automation: AutomationConfigs
     /// The Prometheus metrics (GET /metrics).
-    public let metrics = HubMetrics()
+    public let metrics: HubMetrics
     /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
     public let homeAssistant: HomeAssistant
     /// The periodic work (`jobs`), while started.
@@ -237,6 +242,7 @@ public final class FrameworkSide: @unchecked Sendable {
             return nil
         }
         self.options = options
+        metrics = HubMetrics(endNodeCountIntervalMs: options.endNodeGaugeIntervalMs)
         self.client = c
         self.store = store
         fastPaths = FastPaths(store)

@@ -44,7 +44,10 @@ public final class HubMetrics: Sendable {
         "command-report", "automation-report", "end-nodes", "other"
     ]
 
-    public init() {
+    /// `endNodeCountIntervalMs`: the end-node gauges are counted at most once
+    /// in this many ms (FrameworkSide.Options.endNodeGaugeIntervalMs).
+    public init(endNodeCountIntervalMs: Int64 = 1000) {
+        self.endNodeCountIntervalMs = endNodeCountIntervalMs
         func d(_ name: String, _ unit: String, _ help: String) -> MetricNameDescriptor {
             MetricNameDescriptor(
                 namespace: "thingif", subsystem: "hub", metricName: name, unitName: unit, helpText: help)
@@ -126,7 +129,7 @@ public final class HubMetrics: Sendable {
     func setOnline(_ count: Int) { thingsOnline.set(Double(count)) }
 
     /// The end-node gauges are counted at most once in this many ms.
-    public static let endNodeCountIntervalMs: Int64 = 1000
+    let endNodeCountIntervalMs: Int64
     /// When they were last counted (Platform.nowMs), and how many times.
     private let endNodesCounted = Locked<(at: Int64?, times: Int)>((nil, 0))
     /// How many times the end-node gauges were counted (the tests' bound).
@@ -141,7 +144,7 @@ public final class HubMetrics: Sendable {
     public func countEndNodes(online: () -> Int, total: () -> Int?) {
         let now = Platform.nowMs()
         let due = endNodesCounted.withLock { c -> Bool in
-            if let at = c.at, now - at < Self.endNodeCountIntervalMs { return false }
+            if let at = c.at, now - at < endNodeCountIntervalMs { return false }
             c = (now, c.times + 1)
             return true
         }

@@ -225,15 +225,14 @@ struct DashboardTests {
                   r.dataset.gateway || '', r.classList.contains('end-node') ? 'nested' : 'top',
                   r.cells[1].textContent, r.cells[0].textContent]);
                 """
-            func rows() async -> [[String]] {
-                await offPool { (try? browser.script(rowsScript, [])) as? [[String]] ?? [] }
-            }
+            func rowsNow() -> [[String]] { (try? browser.script(rowsScript, [])) as? [[String]] ?? [] }
+            func rows() async -> [[String]] { await offPool { rowsNow() } }
             // Ordered by thingID, each end node right under its gateway.
             var tops = [gw, standalone].sorted()
             let gwAt = tops.firstIndex(of: gw)!
             tops.insert(contentsOf: [lamp1, lamp2].sorted(), at: gwAt + 1)
             let expectedOrder = tops
-            let ordered = await pollAsync { await rows().map { $0[0] } == expectedOrder }
+            let ordered = await offPool { poll { rowsNow().map { $0[0] } == expectedOrder } }
             let shown = await rows()
             #expect(ordered, "\(shown)")
             for row in shown where row.count == 5 {
@@ -249,7 +248,7 @@ struct DashboardTests {
 
             // The gateway says lamp2 is reachable: the page's next refresh shows it.
             try await connection(lamp2, true)
-            let lamp2Online = await pollAsync { await rows().first { $0.first == lamp2 }?[3] == "online" }
+            let lamp2Online = await offPool { poll { rowsNow().first { $0.first == lamp2 }?[3] == "online" } }
             let refreshed = await rows()
             #expect(lamp2Online, "\(refreshed)")
 
@@ -265,28 +264,19 @@ struct DashboardTests {
                   document.getElementById('thing-title').textContent, document.getElementById('state').textContent,
                   String(document.querySelectorAll(`#commands tr.command[data-command="${arguments[0]}"]`).length)];
                 """
-            func panel() async -> [String] {
-                await offPool { (try? browser.script(panelScript, [cid])) as? [String] ?? [] }
-            }
-            let opened = await pollAsync {
-                let p = await panel()
-                return p.count == 4 && p[0] == "shown" && p[1].hasPrefix("LAMP-DASH-1 — online")
-                    && p[1].contains("end node of GW-DASH-1") && p[2].contains("\"brightness\": 40") && p[3] == "1"
+            func panelNow() -> [String] { (try? browser.script(panelScript, [cid])) as? [String] ?? [] }
+            func panel() async -> [String] { await offPool { panelNow() } }
+            let opened = await offPool {
+                poll {
+                    let p = panelNow()
+                    return p.count == 4 && p[0] == "shown" && p[1].hasPrefix("LAMP-DASH-1 — online")
+                        && p[1].contains("end node of GW-DASH-1") && p[2].contains("\"brightness\": 40") && p[3] == "1"
+                }
             }
             let shownPanel = await panel()
             #expect(opened, "\(shownPanel)")
         }
     }
-}
-
-/// Polls an async condition every 100 ms until it holds or `timeoutMs` passes.
-private func pollAsync(timeoutMs: Int = 30_000, _ condition: () async -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
-    while Date() < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(nanoseconds: 100_000_000)
-    }
-    return await condition()
 }
 
 /// Headless Chromium through chromedriver's W3C WebDriver protocol (JSON

@@ -76,7 +76,9 @@ struct GatewayDeviceSecurityTests {
             let bound = 4
             let (t, _) = try G.gateway(env) { t in
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_INBOX_MAX.rawValue), bound) == RC.ok)
-                #expect(ct_behave_sleep(t.ct, "turnPower", 15) == 0)
+                // The first command's handler waits until every command is out (a
+                // device busy meanwhile); then the rest stand in the socket at once.
+                #expect(ct_behave_hold(t.ct, "turnPower", 60_000) == 0)
             }
             let vendors = (1...10).map { "LAMP-\($0)" }
             let nodes = try Self.addAll(env, t, vendors)
@@ -90,6 +92,11 @@ struct GatewayDeviceSecurityTests {
                     ))
                 target[id] = (nodes[k], vendors[k])
             }
+            #expect(
+                poll { target.keys.allSatisfy { env.hub.store.command(id: $0)?.state == .delivered } },
+                "the hub did not publish every command; logs:\n\(t.logs)")
+            #expect(poll { ct_holding(t.ct) == 1 }, "the first handler is not held; logs:\n\(t.logs)")
+            t.release()
             #expect(
                 poll(timeoutMs: 30_000) { target.keys.allSatisfy { env.hub.results(of: $0) != nil } },
                 "not every command got results; logs:\n\(t.logs)")
