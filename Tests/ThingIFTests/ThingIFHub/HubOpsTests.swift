@@ -73,6 +73,19 @@ struct HubOpsTests {
         return (user, password)
     }
 
+    /// Home Assistant's MQTT client, with the login homeAssistantOn made; connected.
+    static func homeAssistantClient(_ e: HubAPIEnv, user: String, password: String) async throws -> MqttProbe {
+        let ha = try await offPool {
+            Result {
+                try MqttProbe(
+                    port: e.env.broker.port, clientID: "ha-probe-\(Platform.randomHex(bytes: 4))", username: user,
+                    password: password)
+            }
+        }.get()
+        try #require(ha.isConnected, "connack \(String(describing: ha.connackCode))")
+        return ha
+    }
+
     static let metricsToken = "metrics-" + Platform.randomHex(bytes: 8)
 
     func metrics(_ e: HubAPIEnv, token: String? = HubOpsTests.metricsToken) async throws -> Exposition {
@@ -449,15 +462,8 @@ struct HubOpsTests {
             let configTopic = "homeassistant/climate/\(en)/config"
             let availabilityTopic = "thingif/\(en)/availability"
 
-            let ha = try await offPool {
-                Result {
-                    try MqttProbe(
-                        port: e.env.broker.port, clientID: "ha-probe-\(Platform.randomHex(bytes: 4))", username: haUser,
-                        password: haPassword)
-                }
-            }.get()
+            let ha = try await Self.homeAssistantClient(e, user: haUser, password: haPassword)
             defer { ha.stop() }
-            try #require(ha.isConnected, "connack \(String(describing: ha.connackCode))")
             for topic in ["homeassistant/#", "thingif/+/availability"] {
                 let code = await offPool { ha.subscribe(topic) }
                 #expect(code.map { $0 < 0x80 } == true, "\(topic): \(String(describing: code))")
@@ -551,15 +557,8 @@ struct HubOpsTests {
             let availabilityTopic = "thingif/\(tid)/availability"
 
             // Home Assistant, with its own broker identity.
-            let ha = try await offPool {
-                Result {
-                    try MqttProbe(
-                        port: e.env.broker.port, clientID: "ha-probe-\(Platform.randomHex(bytes: 4))", username: haUser,
-                        password: haPassword)
-                }
-            }.get()
+            let ha = try await Self.homeAssistantClient(e, user: haUser, password: haPassword)
             defer { ha.stop() }
-            try #require(ha.isConnected, "connack \(String(describing: ha.connackCode))")
             // What it may read; a thing's topics it may not.
             for topic in ["homeassistant/#", "thingif/+/state", "thingif/+/availability"] {
                 let code = await offPool { ha.subscribe(topic) }
