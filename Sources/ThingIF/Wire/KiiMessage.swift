@@ -205,6 +205,15 @@ public enum Topics {
     /// (not shared: each hub keeps which end nodes are reachable).
     public static let endNodeStatusSubscription = "p/+/end-nodes/+/status"
 
+    /// Whether `topic` is one that `endNodeStatusSubscription` matches:
+    /// p/{any}/end-nodes/{any}/status, whatever its two free levels hold
+    /// (empty, over 256 bytes, any bytes). Every such message reaches the
+    /// hub, so it is the hub's to take or to clear (docs/GATEWAYS.md §7).
+    public static func isEndNodeStatusTopic(_ topic: String) -> Bool {
+        guard let parts = levels(topic, exactly: 5) else { return false }
+        return parts[0].equals("p") && parts[2].equals("end-nodes") && parts[4].equals("status")
+    }
+
     /// The gateway's client ID and the end node of a status topic
     /// p/{clientID}/end-nodes/{endNode}/status, both safe single levels;
     /// nil for anything else.

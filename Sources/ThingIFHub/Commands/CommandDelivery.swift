@@ -101,6 +101,12 @@ public final class CommandDelivery: @unchecked Sendable {
         }
     }
 
+    /// Whether the last status this hub took for the end node through the
+    /// installation `clientID` was "online" (the gateway's own status aside).
+    func endNodeSaidUp(_ endNode: String, through clientID: String) -> Bool {
+        known.withLock { $0.endNodeUp[endNode]?.contains(clientID) == true }
+    }
+
     /// A removed end node: its presence goes.
     func forgetEndNode(_ endNode: String) {
         known.withLock { d in

@@ -21,13 +21,6 @@ final class EndNodes: @unchecked Sendable {
     let events: HubEvents
     /// Home Assistant's availability of an end node follows its presence.
     let homeAssistant: HomeAssistant
-    /// When each refused status topic was last cleared (ms since the
-    /// epoch): at most one clearing per topic a second, for at most
-    /// `clearingMemory` topics at once (beyond it, refused statuses are
-    /// counted and not cleared until the memory empties).
-    private let cleared = Locked([String: Int64]())
-    static let clearingMemory = 4096
-
     init(
         store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents,
         homeAssistant: HomeAssistant
@@ -43,27 +36,59 @@ final class EndNodes: @unchecked Sendable {
     /// The payload that says online; anything else (`offline`, a cleared
     /// retained message, garbage) is offline.
     static let online: [UInt8] = Array("online".utf8)
+    static let offline: [UInt8] = Array("offline".utf8)
 
     /// A status on p/{clientID}/end-nodes/{endNode}/status. Taken only when
     /// `clientID` is an installation of a gateway and `endNode` is one of
     /// that gateway's end nodes; otherwise (a standalone thing's own topic, a
     /// claim certificate's CN, another gateway's end node, a guessed or
-    /// removed one) it is dropped, counted as refused_total{defence=
-    /// "end_node_status"} and its retained message cleared. An empty payload
-    /// (a cleared retained message, the hub's own clearing among them) is
-    /// offline for a taken topic and nothing at all for another.
+    /// removed one) it is refused as "end_node_status". A taken status is
+    /// `online` or offline; a payload that is neither `online` nor
+    /// `offline` is offline and cleared too, so that nothing but the two
+    /// words stays retained. An empty payload (a cleared retained message,
+    /// the hub's own clearing among them) is offline for a taken topic and
+    /// nothing at all for another.
     func statusReceived(clientID: String, endNode: String, payload: [UInt8]) {
         guard let (gateway, node) = owned(clientID: clientID, endNode: endNode) else {
-            guard !payload.isEmpty else { return }
-            metrics.refused("end_node_status")
-            clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
+            refused(
+                topic: Topics.endNodeStatus(clientID: clientID, endNode: endNode), payload: payload,
+                defence: "end_node_status")
             return
         }
         let up = payload == Self.online
+        if !up && !payload.isEmpty && payload != Self.offline {
+            clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
+        }
         delivery.endNodeStatusChanged(endNode: node, gateway: gateway, clientID: clientID, up: up)
         homeAssistant.availabilityChanged(thingID: node, online: delivery.isOnline(node))
         events.event("end node \(node) of \(gateway) is \(up ? "online" : "offline") through \(clientID)")
         if up { resend(node) }
+    }
+
+    /// A status beyond its gateway's budget: not read, and cleared unless
+    /// it is the `online` this hub already holds for that end node through
+    /// that installation (what Kii's …/connection, published by a hub,
+    /// says again when it comes back). Nothing else of it is kept, here or
+    /// retained for a hub that starts later: a status the hub cannot
+    /// afford to check may be made up. An `offline` cleared says what it
+    /// said (an empty status is offline).
+    func beyondBudget(clientID: String, endNode: String, payload: [UInt8]) {
+        guard !payload.isEmpty else { return }
+        metrics.refused("end_node_status_budget")
+        if payload == Self.online && delivery.endNodeSaidUp(endNode, through: clientID) { return }
+        clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
+    }
+
+    /// A message on the status subscription the hub does not take: counted
+    /// as refused_total{defence=`defence`} and, unless it is empty (a
+    /// clearing, which needs none), cleared at once. No store read and no
+    /// memory of topics: whatever its topic's shape, its sender or how
+    /// many came, nothing refused stays retained. One empty publish per
+    /// refused message, which the sender paid a publish for.
+    func refused(topic: String, payload: [UInt8], defence: String) {
+        guard !payload.isEmpty else { return }
+        metrics.refused(defence)
+        clear(topic)
     }
 
     /// The end node's open commands again, now that it is online.
@@ -83,7 +108,7 @@ final class EndNodes: @unchecked Sendable {
             delivery.endNodeStatusChanged(endNode: endNode.thingID, gateway: gateway.thingID, clientID: topic, up: up)
             _ = client.publishRetained(
                 topic: Topics.endNodeStatus(clientID: topic, endNode: endNode.thingID),
-                payload: up ? Self.online : Array("offline".utf8))
+                payload: up ? Self.online : Self.offline)
         }
         // Home Assistant's availability follows when the retained status comes back (statusReceived).
         events.event("end node \(endNode.thingID) is \(up ? "online" : "offline") (its gateway says)")
@@ -141,19 +166,9 @@ final class EndNodes: @unchecked Sendable {
         return (gateway.thingID, node.thingID)
     }
 
-    /// Publishes an empty retained message on `topic`, unless it was
-    /// cleared less than a second ago or the memory of clearings is full.
+    /// Publishes an empty retained message on `topic`: whatever was
+    /// retained there goes.
     private func clear(_ topic: String) {
-        let now = Platform.nowMs()
-        let due = cleared.withLock { c -> Bool in
-            if let last = c[topic], now - last < 1000 { return false }
-            if c.count >= Self.clearingMemory {
-                c = c.filter { now - $0.value < 1000 }
-                guard c.count < Self.clearingMemory else { return false }
-            }
-            c[topic] = now
-            return true
-        }
-        if due { _ = client.publishRetained(topic: topic, payload: []) }
+        _ = client.publishRetained(topic: topic, payload: [])
     }
 }

@@ -246,7 +246,16 @@ extension ThingRequests {
             }
             return
         }
-        if let status = Topics.parseEndNodeStatus(m.topic) {
+        if Topics.isEndNodeStatusTopic(m.topic) {
+            // Every message on the status subscription is taken or cleared,
+            // before any budget: a level no gateway or end node can have
+            // (empty, over 256 bytes, '+', '#', NUL) and a status beyond its
+            // sender's budget are cleared unread, at the cost of one empty
+            // publish and no store read (docs/GATEWAYS.md §7).
+            guard let status = Topics.parseEndNodeStatus(m.topic) else {
+                endNodes.refused(topic: m.topic, payload: m.payload, defence: "end_node_status")
+                return
+            }
             // One token of the gateway's own budget per status, as per
             // request. A cleared one costs nothing, nor does a retained one
             // the broker hands over at this hub's subscription (the flag is
@@ -254,7 +263,7 @@ extension ThingRequests {
             // nodes than its burst keeps them all across a hub's restart.
             guard m.payload.isEmpty || m.retain || rateLimiter.allow("mqtt:" + status.clientID, now: Platform.nowMs())
             else {
-                metrics.refused("end_node_status_budget")
+                endNodes.beyondBudget(clientID: status.clientID, endNode: status.endNode, payload: m.payload)
                 return
             }
             endNodes.statusReceived(clientID: status.clientID, endNode: status.endNode, payload: m.payload)

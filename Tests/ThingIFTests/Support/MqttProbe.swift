@@ -27,6 +27,23 @@ extension MqttProbe {
         return w
     }
 
+    /// What the broker holds retained under `filter` now: a new client of
+    /// the hub's identity subscribes to it and to a marker topic of its
+    /// own, then publishes on the marker; the broker hands over the
+    /// retained messages at the subscription, before the marker comes back
+    /// on the same connection. Empty ones (cleared) are not counted.
+    static func retained(_ broker: Broker, _ filter: String) throws -> [MqttClient.Message] {
+        let w = try watcher(broker, filter)
+        defer { w.stop() }
+        let marker = "watch/marker-" + randomHexString(4)
+        try #require(w.subscribe(marker) == 1)
+        try #require(w.publish(marker, Array("end".utf8)))
+        try #require(w.waitForMessage(on: marker) != nil)
+        let all = w.messages()
+        let end = all.firstIndex { $0.topic == marker } ?? all.count
+        return all[..<end].filter { $0.retain && !$0.payload.isEmpty }
+    }
+
     /// Whether an empty message came on `topic`: a retained one cleared
     /// (what the hub publishes to clear a status it refuses or forgets).
     func sawCleared(_ topic: String) -> Bool {

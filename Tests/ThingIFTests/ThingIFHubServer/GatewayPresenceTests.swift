@@ -122,7 +122,7 @@ struct GatewayPresenceTests {
     }
 
     @Test(
-        "Live statuses spend the gateway's budget; the retained ones a hub gets at its subscription do not, so a hub started later knows every end node"
+        "Live statuses spend the gateway's budget and beyond it are cleared; the retained ones a hub gets at its subscription spend none, so a hub started later knows every end node taken"
     )
     func statusBudget() async throws {
         let burst = 4
@@ -145,14 +145,26 @@ struct GatewayPresenceTests {
             let counted = #"thingif_hub_refused_total{defence="end_node_status_budget"} 4"#
             #expect(poll { String(decoding: e.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
             #expect(nodes.filter { e.hub.delivery.isOnline($0) } == Array(nodes.prefix(4)))
+            // What the hub could not afford to read stays nowhere: only the four it took are retained.
+            let taken = Set(nodes.prefix(4).map { Self.status(link, $0) })
+            var left: [String] = []
+            #expect(
+                poll {
+                    left = ((try? MqttProbe.retained(e.env.broker, Self.status(link, "+"))) ?? []).map(\.topic)
+                    return Set(left) == taken && left.count == 4
+                }, "\(left)")
 
+            // A hub with a burst of 2 started now takes all four at its subscription.
             var options = Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker)
             small(&options)
+            options.requestBurst = 2
             let hubB = try #require(FrameworkSide(options, store: e.hub.store))
             try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
             defer { hubB.stop() }
             #expect(
-                poll { nodes.allSatisfy { hubB.delivery.isOnline($0) } }, "\(nodes.map { hubB.delivery.isOnline($0) })")
+                poll { nodes.prefix(4).allSatisfy { hubB.delivery.isOnline($0) } },
+                "\(nodes.map { hubB.delivery.isOnline($0) })")
+            #expect(!nodes.suffix(4).contains { hubB.delivery.isOnline($0) })
         }
     }
 
@@ -217,6 +229,70 @@ struct GatewayPresenceTests {
             #expect(linkA.probe.publish(Self.status(linkA, own[0]), Array("online".utf8), retain: true))
             #expect(poll { e.hub.delivery.isOnline(own[0]) })
             #expect(!watcher.sawCleared(Self.status(linkA, own[0])))
+        }
+    }
+
+    @Test(
+        "A flood of retained statuses with made-up end nodes, of any length and beyond the gateway's budget, leaves nothing retained but the true statuses"
+    )
+    func retainedFloodCleared() async throws {
+        // A small budget that does not refill, so that most of the flood is beyond it.
+        try await withHubAPI(options: { o in
+            o.requestBurst = 40
+            o.requestRatePerSecond = 0.001
+        }) { e in
+            let (uid, token) = try await e.user()
+            let a = try await GatewayRequestsTests.gateway(e, "GW-FLOOD", uid: uid, token: token)
+            let link = try Link(e, a)
+            defer { link.stop() }
+            let own = try #require(link.onboardAll("LAMP-FLOOD", count: 1).first)
+            let filter = Topics.endNodeStatus(clientID: a.topic, endNode: "+")
+            // The gateway's one true status; garbage on its topic, within
+            // the budget, is read as offline and cleared.
+            let watcher0 = try GatewaySecurityTests.watcher(e)
+            defer { watcher0.stop() }
+            #expect(link.probe.publish(Self.status(link, own), Array("online".utf8), retain: true))
+            #expect(poll { e.hub.delivery.isOnline(own) })
+            #expect(link.probe.publish(Self.status(link, own), Array("on".utf8), retain: true))
+            #expect(poll { watcher0.sawCleared(Self.status(link, own)) })
+            #expect(!e.hub.delivery.isOnline(own))
+            #expect(link.probe.publish(Self.status(link, own), Array("online".utf8), retain: true))
+            #expect(poll { e.hub.delivery.isOnline(own) })
+
+            // Made-up end nodes: short IDs, IDs over the 256 bytes of a
+            // topic-safe level, IDs near MQTT's 65,535-byte topic limit,
+            // and 32 KB payloads; 600 in all, far beyond a burst of 40.
+            let big = [UInt8](repeating: 0x6F, count: 32 * 1024)
+            var topics: [String] = []
+            for i in 0..<500 { topics.append(Self.status(link, "th.madeup\(i)")) }
+            for i in 0..<80 { topics.append(Self.status(link, String(repeating: "x", count: 300) + "\(i)")) }
+            for i in 0..<20 {
+                topics.append(Self.status(link, String(repeating: "y", count: 65_000 - a.topic.utf8.count) + "\(i)"))
+            }
+            for (i, topic) in topics.enumerated() {
+                #expect(link.probe.publish(topic, i % 5 == 0 ? big : Array("online".utf8), retain: true))
+            }
+            // Beyond the budget, the true end node's "online" again, which
+            // the hub holds, is not cleared: a made-up status after it, on
+            // the same lane, is, and shows the hub has handled both.
+            let watcher = try GatewaySecurityTests.watcher(e)
+            defer { watcher.stop() }
+            #expect(link.probe.publish(Self.status(link, own), Array("online".utf8), retain: true))
+            let after = Self.status(link, "th.madeup-after")
+            #expect(link.probe.publish(after, Array("online".utf8), retain: true))
+            #expect(poll { watcher.sawCleared(after) })
+            #expect(!watcher.sawCleared(Self.status(link, own)))
+            #expect(e.hub.delivery.isOnline(own))
+
+            // Within moments the broker holds the true status alone.
+            var left: [MqttClient.Message] = []
+            let clean = poll {
+                left = (try? MqttProbe.retained(e.env.broker, filter)) ?? []
+                return left.map(\.topic) == [Self.status(link, own)]
+            }
+            #expect(clean, "\(left.count) retained, e.g. \(left.prefix(3).map { $0.topic.prefix(80) })")
+            #expect(left.first?.payload == Array("online".utf8))
+            #expect(!e.hub.delivery.isOnline("th.madeup0"))
         }
     }
 
