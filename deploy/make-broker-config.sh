@@ -38,7 +38,7 @@
 #                                 it from then on
 #   DIR/mosquitto.pid             with --cert-port: the broker's pid_file, for
 #                                 thingif-hub --broker-pid-file (SIGHUP: read
-#                                 the CRL again)
+#                                 the CRL and the acl file again)
 #   PKI/claims-ca.crt claims-ca.key
 #                                 with --claim-port, when missing: the CA of
 #                                 claim certificates (thingif-hub
@@ -200,12 +200,10 @@ if [ -n "$cert_port$claim_port" ] || $no_plugin; then
       echo "pattern write p/%u/status"
       echo "pattern write p/%u/thing-if/#"
       echo "pattern write p/%u/api/#"
-      echo "# A gateway's end nodes (docs/GATEWAYS.md §4.3): their commands from the hub, their"
-      echo "# statuses from the gateway, under its own name. A pattern knows no layout, so"
-      echo "# every thing certificate has them; the hub writes end-node commands for a"
-      echo "# gateway's own end nodes only."
-      echo "pattern read p/%u/end-nodes/+/commands"
-      echo "pattern write p/%u/end-nodes/+/status"
+      echo "# A gateway's end nodes (docs/GATEWAYS.md §4.3) are no pattern: a pattern knows no"
+      echo "# layout, and would let every thing certificate publish retained end-node statuses."
+      echo "# thingif-hub --broker-acl THIS-FILE gives each gateway with a certificate its two"
+      echo "# rules, as a user of its own, in a section it keeps at the end of this file."
       echo "# Claim certificates (CN = claim.APPID.BATCH, fleet provisioning, the claim"
       echo "# listener): one onboarding request and its answer, under the CN and the client's"
       echo "# own ID, so that devices sharing a claim certificate read no other's answer."

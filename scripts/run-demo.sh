@@ -173,7 +173,8 @@ THINGIF_HUB_BROKER_PASSWORD=$admin_password \
     --advertised-tls-port "$tls_port" --http-port 0 --memory \
     --thing-ca-cert "$tmp/broker/pki/things-ca.crt" --thing-ca-key "$tmp/broker/pki/things-ca.key" \
     --advertised-cert-port "$cert_port" \
-    --thing-crl "$tmp/broker/things-crl.pem" --broker-pid-file "$tmp/broker/mosquitto.pid" \
+    --thing-crl "$tmp/broker/things-crl.pem" --broker-acl "$tmp/broker/acl" \
+    --broker-pid-file "$tmp/broker/mosquitto.pid" \
     > >(tee "$tmp/hub.log" | label hub) 2>&1 &
 hub_pid=$!
 hub_url=""

@@ -67,6 +67,12 @@ public final class FrameworkSide: @unchecked Sendable {
         /// process SIGHUP (if it is a mosquitto), which makes it read its
         /// crlfile again.
         public var brokerPidFile: String?
+        /// The broker's acl_file, where the hub keeps the end-node rights
+        /// of gateways with certificates (GatewayRules; needs thingCA):
+        /// written at start and whenever they change, then SIGHUP as for
+        /// the CRL. Without it a gateway with a certificate can neither
+        /// read its end nodes' commands nor publish their statuses.
+        public var brokerACL: String?
         /// Whether the hub keeps things' broker clients in the
         /// dynamic-security plugin (with brokerUsername), or administers
         /// nothing there and hands out certificates only.
@@ -296,6 +302,10 @@ public final class FrameworkSide: @unchecked Sendable {
         // The CRL before anything else: a hub that cannot revoke does not run.
         if let path = options.thingCRL, let problem = authority.publishCRL(force: true) {
             startProblem = "cannot write the things' CRL \(path): \(problem)"
+            return false
+        }
+        if let path = options.brokerACL, let problem = authority.publishGatewayRules(force: true) {
+            startProblem = "cannot write the gateways' broker rights into \(path): \(problem)"
             return false
         }
         costly.open()

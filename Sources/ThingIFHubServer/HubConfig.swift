@@ -85,6 +85,7 @@ public struct HubConfig: Equatable, Sendable {
     /// broker's pid file, whose process gets SIGHUP after each write.
     public var thingCRL: String?
     public var brokerPidFile: String?
+    public var brokerACL: String?
     /// "dynsec" (a broker client per thing installation) or "none" (the
     /// hub administers nothing in the broker; certificates only).
     public var brokerAdmin = FrameworkSide.BrokerAdminMode.dynsec.rawValue
@@ -531,8 +532,12 @@ public struct HubConfig: Equatable, Sendable {
                         + " re-signed daily, valid 7 days (needs the CA)"),
                 text(
                     "brokerPidFile", ["--broker-pid-file"], "FILE", \.brokerPidFile,
-                    "mosquitto's pid_file: SIGHUP after each CRL write, so the broker reads it again (needs"
-                        + " --thing-crl)"),
+                    "mosquitto's pid_file: SIGHUP after each CRL or acl_file write, so the broker reads it again"
+                        + " (needs --thing-crl or --broker-acl)"),
+                text(
+                    "brokerACL", ["--broker-acl"], "FILE", \.brokerACL,
+                    "the broker's acl_file: the hub keeps the end-node rights of gateways with certificates in a"
+                        + " section at its end (needs the CA)"),
                 text(
                     "brokerAdmin", ["--broker-admin"], "MODE", \.brokerAdmin,
                     "dynsec (a broker client per thing in the dynamic-security plugin) or none (nothing in the broker;"
@@ -791,8 +796,14 @@ public struct HubConfig: Equatable, Sendable {
         if thingCRL != nil && thingCACert == nil {
             throw ConfigError(description: "thingCRL needs thingCACert and thingCAKey (the things' CA signs the CRL)")
         }
-        if brokerPidFile != nil && thingCRL == nil {
-            throw ConfigError(description: "brokerPidFile needs thingCRL (the hub signals the broker to read its CRL)")
+        if brokerPidFile != nil && thingCRL == nil && brokerACL == nil {
+            throw ConfigError(
+                description: "brokerPidFile needs thingCRL or brokerACL (the hub signals the broker to read them)")
+        }
+        if brokerACL != nil && thingCACert == nil {
+            throw ConfigError(
+                description:
+                    "brokerACL needs thingCACert and thingCAKey (it gives gateways with certificates their rights)")
         }
         if claimsOnly && thingCACert == nil {
             throw ConfigError(
@@ -858,6 +869,7 @@ public struct HubConfig: Equatable, Sendable {
         o.advertisedCertPort = advertisedCertPort
         o.thingCRL = thingCRL
         o.brokerPidFile = brokerPidFile
+        o.brokerACL = brokerACL
         o.brokerAdmin = FrameworkSide.BrokerAdminMode(rawValue: brokerAdmin) ?? .dynsec
         o.refusedClaims = Set(refusedClaims)
         o.claimsOnly = claimsOnly

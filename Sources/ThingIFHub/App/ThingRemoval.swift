@@ -71,6 +71,7 @@ final class ThingRemoval: @unchecked Sendable {
         let carried = t.layoutPosition == .gateway ? endNodeIDs(of: t.thingID) : []
         guard store.deleteThing(id: t.thingID) else { return .failure(.storage) }
         authority.publishCRL()
+        if t.layoutPosition == .gateway { authority.publishGatewayRules() }
         let online = delivery.forget(thingID: t.thingID, topics: topics)
         metrics.setOnline(online)
         for trigger in triggers { triggerEngine.reschedule(trigger.triggerID) }

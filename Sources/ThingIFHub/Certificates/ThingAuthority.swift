@@ -36,8 +36,13 @@ final class ThingAuthority: @unchecked Sendable {
         if options.thingCRL != nil && options.thingCA == nil {
             return "--thing-crl needs the things' CA (--thing-ca-cert and --thing-ca-key), which signs the CRL"
         }
-        if options.brokerPidFile != nil && options.thingCRL == nil {
-            return "--broker-pid-file needs --thing-crl (the hub signals the broker only to read its CRL again)"
+        if options.brokerPidFile != nil && options.thingCRL == nil && options.brokerACL == nil {
+            return
+                "--broker-pid-file needs --thing-crl or --broker-acl (the hub signals the broker only to read those again)"
+        }
+        if options.brokerACL != nil && options.thingCA == nil {
+            return
+                "--broker-acl needs the things' CA (--thing-ca-cert and --thing-ca-key): it gives gateways with certificates their rights"
         }
         guard let files = options.thingCA else {
             loaded.withLock { $0 = nil }
@@ -118,9 +123,54 @@ final class ThingAuthority: @unchecked Sendable {
     }
 
     /// The scheduler's CRL job: publishCRL once `ThingCRL.checkEveryMs`
-    /// has passed since the last look, or when a change waits (`pending`).
+    /// has passed since the last look, or when a change waits (`pending`);
+    /// and the gateways' rights as often (another hub's gateways).
     func tick(nowMs: Int64) {
+        if options.brokerACL != nil, rulesState.withLock({ nowMs >= $0.nextCheckMs }) { publishGatewayRules() }
         guard options.thingCRL != nil, crlState.withLock({ $0.pending || nowMs >= $0.nextCheckMs }) else { return }
         publishCRL()
+    }
+
+    /// The gateways' rights last written (GatewayRules).
+    let rulesState = Locked(GatewayRules.State())
+
+    /// Writes the end-node rights of every gateway installation with a
+    /// certificate into the broker's acl_file (options.brokerACL, its
+    /// section only, atomically) when the file does not hold them, or when
+    /// `force`; then asks the broker to read it (options.brokerPidFile).
+    /// Called at start (forced), when a gateway's installation gets a
+    /// certificate (before its answer goes out, so that its first status
+    /// finds the right), after a deletion or a retirement, and by the
+    /// scheduler's job every `ThingCRL.checkEveryMs` (other hubs'
+    /// gateways). Returns why it could not (also an event line); a store
+    /// that cannot be read writes nothing.
+    @discardableResult
+    func publishGatewayRules(force: Bool = false) -> String? {
+        guard let path = options.brokerACL else { return nil }
+        return rulesState.withLock { state -> String? in
+            state.nextCheckMs = Platform.nowMs() + ThingCRL.checkEveryMs
+            guard let topics = store.gatewayCertificateTopics() else {
+                events.event("the gateways' broker rights were not written: the store could not read them")
+                return "the store could not read the gateways' certificates"
+            }
+            guard let file = ThingCRL.readSmall(path, max: GatewayRules.maxFileBytes) else {
+                events.event("the gateways' broker rights were not written: cannot read \(path)")
+                return "cannot read \(path) (at most \(GatewayRules.maxFileBytes) bytes)"
+            }
+            // The file itself is compared, not a memory of it: a broker
+            // configuration made again gets its section back within a tick.
+            let text = GatewayRules.replacing(in: file, with: GatewayRules.section(topics))
+            guard force || text != file else { return nil }
+            if let problem = ThingCRL.writeAtomically(Array(text.utf8), to: path) {
+                events.event("the gateways' broker rights were not written: \(problem)")
+                return problem
+            }
+            events.event(
+                "wrote the broker rights of \(topics.count) gateway installation(s) with certificates to \(path)")
+            if let pidFile = options.brokerPidFile, let problem = ThingCRL.reloadBroker(pidFile: pidFile) {
+                events.event("the broker was not told to read \(path) again: \(problem)")
+            }
+            return nil
+        }
     }
 }

@@ -222,6 +222,19 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         }
     }
 
+    public func gatewayCertificateTopics() -> [String]? {
+        data.withLock { d in
+            var topics = Set<String>()
+            for c in d.certificates.values {
+                guard let t = d.things[c.thingID], t.layoutPosition == .gateway,
+                    let topic = t.installations[c.installationID]
+                else { continue }
+                topics.insert(topic)
+            }
+            return topics.sorted()
+        }
+    }
+
     public func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool {
         data.withLock { d in
             guard d.things[thingID] != nil, d.certificates[serial] == nil, d.revoked[serial] == nil else {

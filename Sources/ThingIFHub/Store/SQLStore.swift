@@ -449,6 +449,20 @@ extension SQLStore {
         }
     }
 
+    public func gatewayCertificateTopics() -> [String]? {
+        // Deduplicated and sorted here: one installation may hold several
+        // certificates, and PostgreSQL takes no ORDER BY … COLLATE on a DISTINCT.
+        (try? attempt { c in
+            try c.rows(
+                "SELECT i.mqtt_topic FROM thing_installations i"
+                    + " JOIN things t ON t.thing_id = i.thing_id"
+                    + " JOIN thing_certificates c ON c.thing_id = i.thing_id AND c.installation_id = i.installation_id"
+                    + " WHERE t.layout_position = ?",
+                [.text(LayoutPosition.gateway.rawValue)]
+            ) { $0.string(0) }
+        }.get()).map { Array(Set($0)).sorted() }
+    }
+
     public func revokedCertificates(now: Int64) -> [RevokedCertificate]? {
         switch attempt({ c in
             try c.transaction { () throws -> [RevokedCertificate] in

@@ -157,6 +157,10 @@ public protocol ThingStore: AnyObject, Sendable {
     /// lists keep only certificates a broker would still accept. nil when
     /// the store cannot read: the caller must not write an empty CRL then.
     func revokedCertificates(now: Int64) -> [RevokedCertificate]?
+    /// The MQTT topics of gateways' installations that hold a recorded
+    /// certificate, sorted: the certificate clients the broker's acl_file
+    /// must give end-node rights (GatewayRules). nil when the store cannot read.
+    func gatewayCertificateTopics() -> [String]?
 }
 
 extension ThingStore {

@@ -158,6 +158,8 @@ public final class ThingInstallations: @unchecked Sendable {
             case .failure(let p): return (nil, .refusal(500, "CERTIFICATE_NOT_ISSUED", p.message))
             case .success(let pem): certificate = pem
             }
+            // A gateway's end-node rights are in the broker before its answer goes out.
+            if t.layoutPosition == .gateway { authority.publishGatewayRules() }
         }
         guard let ep = endpoint(for: t, installationID: installationID, topic: topic, certificate: certificate) else {
             return (nil, Self.brokerRefused)
@@ -181,7 +183,10 @@ public final class ThingInstallations: @unchecked Sendable {
         let ordered = store.installationsOldestFirst(thingID: t.thingID)
         var excess = ordered.count - keep
         guard excess > 0 else { return true }
-        defer { authority.publishCRL() }
+        defer {
+            authority.publishCRL()
+            if t.layoutPosition == .gateway { authority.publishGatewayRules() }
+        }
         let live = delivery.liveTopic(of: t.thingID)
         for (iid, topic) in ordered where excess > 0 && topic != live {
             if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }

@@ -257,12 +257,15 @@ struct CertificateRevocationTests {
         #expect(fromEnv.thingCRL == "/crl.pem")
         for (bad, reason) in [
             (["--thing-crl", "/crl.pem"], "thingCRL needs thingCACert"),
-            (ca + ["--broker-pid-file", "/run/m.pid"], "brokerPidFile needs thingCRL")
+            (ca + ["--broker-pid-file", "/run/m.pid"], "brokerPidFile needs thingCRL"),
+            (["--broker-acl", "/etc/mosquitto/acl"], "brokerACL needs thingCACert")
         ] {
             let error = #expect(throws: HubConfig.ConfigError.self, "\(bad)") { try load(bad) }
             #expect(error.map { "\($0)".contains(reason) } == true, "\(String(describing: error))")
         }
-        #expect(HubConfig.usage.contains("--thing-crl") && HubConfig.usage.contains("--broker-pid-file"))
+        #expect(
+            HubConfig.usage.contains("--thing-crl") && HubConfig.usage.contains("--broker-pid-file")
+                && HubConfig.usage.contains("--broker-acl"))
 
         // The hub itself, as the tests and embedders start it.
         let pki = try TestPKI()
@@ -352,5 +355,37 @@ struct RevocationStoreTests {
         #expect(try #require(s.revokedCertificates(now: later + 1)) == [])
         #expect(s.deleteThing(id: b.thingID))
         #expect(s.revokedCertificates(now: Platform.epochMs()) == [])
+    }
+
+    @Test(
+        "Gateway installations with a certificate are listed for the broker's rights; a standalone thing's, one without a certificate, a retired one and a deleted gateway's are not",
+        arguments: StoreFactory.all)
+    func gatewayCertificateTopics(_ factory: StoreFactory) throws {
+        let (s, cleanup) = try factory.make(.fastForTests, StateRetention())
+        defer { cleanup() }
+        func thing(_ vendor: String, _ layout: LayoutPosition?) throws -> ThingRecord {
+            try s.registerThing(
+                vendorThingID: vendor, password: "pw", thingType: "Gateway", firmwareVersion: nil,
+                dataGroupingInterval: nil, layoutPosition: layout
+            ).get()
+        }
+        let later = Platform.epochMs() + 86_400_000
+        let g = try thing("GW-1", .gateway)
+        let h = try thing("GW-2", .gateway)
+        let a = try thing("AC-1", nil)
+        for (t, iid, topic) in [
+            (g, "g1", "tg1"), (g, "g2", "tg2"), (g, "g3", "tg3"), (h, "h1", "th1"), (a, "a1", "ta1")
+        ] {
+            #expect(s.addInstallation(thingID: t.thingID, installationID: iid, mqttTopic: topic))
+        }
+        // g3 has a password (no certificate); g1 two certificates.
+        for (t, iid, serial) in [(g, "g1", "01"), (g, "g1", "02"), (g, "g2", "03"), (h, "h1", "04"), (a, "a1", "05")] {
+            #expect(s.recordCertificate(thingID: t.thingID, installationID: iid, serial: serial, notAfter: later))
+        }
+        #expect(s.gatewayCertificateTopics() == ["tg1", "tg2", "th1"])
+        #expect(s.removeInstallation(thingID: g.thingID, installationID: "g2"))
+        #expect(s.gatewayCertificateTopics() == ["tg1", "th1"])
+        #expect(s.deleteThing(id: h.thingID))
+        #expect(s.gatewayCertificateTopics() == ["tg1"])
     }
 }

@@ -185,7 +185,7 @@ struct ClaimCertificateTests {
     }
 
     @Test(
-        "endNodeClaimIgnored: a claim certificate may write p/{its CN}/end-nodes/X/status (the things' patterns); the hub drops, counts and clears it"
+        "endNodeClaimIgnored: a claim certificate cannot write p/{its CN}/end-nodes/X/status (no pattern gives end-node rights); the hub would drop it anyway"
     )
     func endNodeClaimIgnored() throws {
         try withEnv { env in
@@ -195,14 +195,15 @@ struct ClaimCertificateTests {
             let claim = try Self.claimProbe(env, pair, clientID: "claim-en-" + randomHexString(6))
             defer { claim.stop() }
             let topic = Topics.endNodeStatus(clientID: Self.claimName, endNode: "th.any")
-            // The broker lets it through (its CN matches p/%u/…): only the hub can drop it.
-            let acked = claim.publishAcked(topic, Array("online".utf8))
-            #expect(acked.map { $0 < 0x80 } == true, "\(String(describing: acked))")
-            #expect(claim.publish(topic, Array("online".utf8), retain: true))
+            // Its CN matches the things' p/%u/… patterns, which carry no end-node rule.
+            #expect(claim.publishAcked(topic, Array("online".utf8)) == 0x87)
+            // What the hub makes of one that got there (a broker configured by
+            // hand with the old pattern): dropped, counted and cleared.
+            #expect(watcher.publish(topic, Array("online".utf8), retain: true))
             #expect(
                 poll { watcher.sawCleared(topic) },
                 "not cleared: \(watcher.messages(on: topic).map(\.payload))")
-            let counted = #"thingif_hub_refused_total{defence="end_node_status"} 2"#
+            let counted = #"thingif_hub_refused_total{defence="end_node_status"} 1"#
             #expect(poll { String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
             #expect(!env.hub.delivery.isOnline("th.any"))
         }

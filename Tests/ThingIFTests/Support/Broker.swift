@@ -74,6 +74,8 @@ final class Broker {
     /// from make-broker-config.sh; the hub's --thing-crl), and the pid file
     /// whose process the hub sends SIGHUP after writing it.
     var crlFile: String { directory + "/things-crl.pem" }
+    /// The acl_file (make-broker-config.sh's DIR/acl), where the hub keeps gateways' rights (--broker-acl).
+    var aclFile: String { directory + "/acl" }
     var pidFile: String { directory + "/mosquitto.pid" }
 
     /// Starts a broker on free ports, retrying with new ports when a chosen

@@ -239,6 +239,7 @@ final class Env {
         o.advertisedCertPort = broker.certPort
         o.thingCRL = broker.crlFile
         o.brokerPidFile = broker.pidFile
+        o.brokerACL = broker.aclFile
         // Tests drive the trigger schedules and the notification sweep
         // themselves, with clocks of their own (TriggerEngine.now).
         o.runsSchedules = false
@@ -252,6 +253,7 @@ final class Env {
         o.advertisedCertPort = nil
         o.thingCRL = nil
         o.brokerPidFile = nil
+        o.brokerACL = nil
     }
 
     func close() {
