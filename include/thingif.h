@@ -97,6 +97,9 @@ extern "C" {
 
 /**
  * @par Changes
+ *  - next: THINGIF_ERR_UNSUPPORTED. A call of a feature the build leaves out
+ *    (the gateway group with -DTHINGIF_GATEWAYS=OFF) answers it, where it
+ *    answered THINGIF_ERR_STATE, the code of "a loop runs".
  *  - 0.4.0: gateways (the "gateway" group): thingif_set_layout_position,
  *    thingif_end_node_*, thingif_action_end_node, thingif_action_thing_id,
  *    THINGIF_ERR_TOO_MANY, THINGIF_OPT_MAX_END_NODES. Additions only.
@@ -144,7 +147,8 @@ enum thingif_status {
     THINGIF_ERR_FULL = 15,         /**< the outbox is full of unanswered requests; the upload was refused */
     THINGIF_ERR_EXISTS = 16,       /**< an action set, timer trigger or end node of that name exists already */
     THINGIF_ERR_NOT_FOUND = 17,    /**< no action set, timer trigger or end node of that name */
-    THINGIF_ERR_TOO_MANY = 18      /**< the gateway holds THINGIF_OPT_MAX_END_NODES end nodes already (since 0.4.0) */
+    THINGIF_ERR_TOO_MANY = 18,     /**< the gateway holds THINGIF_OPT_MAX_END_NODES end nodes already (since 0.4.0) */
+    THINGIF_ERR_UNSUPPORTED = 19 /**< this build of the library leaves that feature out (e.g. -DTHINGIF_GATEWAYS=OFF) */
 };
 
 /** Log levels, most severe first. */
@@ -1234,9 +1238,9 @@ THINGIF_NODISCARD int thingif_set_clock(thingif_t *t, thingif_clock_cb cb, void 
  * On a handle that is not a gateway every call of this group but
  * thingif_set_layout_position() answers THINGIF_ERR_STATE (getters: NULL). A
  * library built with -DTHINGIF_GATEWAYS=OFF (a thing on its own, about 38 KB
- * smaller) answers so on every handle, and thingif_set_layout_position(t,
- * THINGIF_LAYOUT_GATEWAY) returns THINGIF_ERR_STATE: that is how firmware
- * tells such a build.
+ * smaller) answers THINGIF_ERR_UNSUPPORTED on every handle (getters: NULL),
+ * and so does thingif_set_layout_position(t, THINGIF_LAYOUT_GATEWAY): that
+ * is how firmware tells such a build.
  * @{
  */
 
@@ -1258,7 +1262,8 @@ enum thingif_layout {
  * @param t the handle.
  * @param layout a thingif_layout value.
  *
- * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (a loop runs).
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (a loop runs),
+ * THINGIF_ERR_UNSUPPORTED (GATEWAY in a build without gateways).
  * @par Thread
  * any, while no loop runs; not from inside a callback.
  */

@@ -4,7 +4,7 @@
  * gateways.c - what the build option THINGIF_GATEWAYS gives (CMake's
  * -DTHINGIF_GATEWAYS=ON, the default, or OFF): with it a handle becomes a
  * gateway and its end-node calls do their work; without it every gateway
- * call is still exported and answers THINGIF_ERR_STATE, which is how
+ * call is still exported and answers THINGIF_ERR_UNSUPPORTED, which is how
  * firmware tells such a build (include/thingif.h, group "Gateways and end
  * nodes"). No broker: a handle that is not onboarded.
  *
@@ -40,11 +40,11 @@ int main(int argc, char **argv)
         return 1;
     }
     expect(thingif_set_layout_position(t, THINGIF_LAYOUT_STANDALONE), THINGIF_OK, "layout STANDALONE");
-    expect(thingif_set_layout_position(t, THINGIF_LAYOUT_GATEWAY), built ? THINGIF_OK : THINGIF_ERR_STATE,
+    expect(thingif_set_layout_position(t, THINGIF_LAYOUT_GATEWAY), built ? THINGIF_OK : THINGIF_ERR_UNSUPPORTED,
            "layout GATEWAY");
     expect(thingif_end_node_add(t, "LAMP-1", "pw", NULL, NULL, NULL),
-           built ? THINGIF_ERR_NOT_ONBOARDED : THINGIF_ERR_STATE, "thingif_end_node_add");
-    expect(thingif_end_node_set_online(t, "LAMP-1", 1), built ? THINGIF_ERR_NOT_FOUND : THINGIF_ERR_STATE,
+           built ? THINGIF_ERR_NOT_ONBOARDED : THINGIF_ERR_UNSUPPORTED, "thingif_end_node_add");
+    expect(thingif_end_node_set_online(t, "LAMP-1", 1), built ? THINGIF_ERR_NOT_FOUND : THINGIF_ERR_UNSUPPORTED,
            "thingif_end_node_set_online");
     expect(thingif_end_node_thing_id(t, "LAMP-1") == NULL, 1, "thingif_end_node_thing_id is NULL");
     expect(thingif_end_node_add(t, NULL, "pw", NULL, NULL, NULL), THINGIF_ERR_INVALID, "thingif_end_node_add(NULL)");

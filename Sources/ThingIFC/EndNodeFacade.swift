@@ -5,15 +5,20 @@ import CThingIF
 // The @c functions of thingif.h's gateway group (docs/GATEWAYS.md §8):
 // conversions only; the work is Thing+EndNodes.swift's and the pipeline's.
 // In a build without gateways (Gateways.built false) each answers
-// THINGIF_ERR_STATE (or NULL) before anything else, and the code behind it
-// is dropped.
+// THINGIF_ERR_UNSUPPORTED (or NULL) before anything else, and the code
+// behind it is dropped.
 
-private let NO_GATEWAYS = THINGIF_ERR_STATE.code
+private let NO_GATEWAYS = THINGIF_ERR_UNSUPPORTED.code
 
 /// Whether the end-node calls apply to `th`: a gateway, in a build with
-/// gateways (else they answer NO_GATEWAYS).
+/// gateways (else they answer `notGateway(th)`).
 @inline(__always)
 private func isGateway(_ th: Thing) -> Bool { Gateways.built && th.pipeline.isGateway }
+
+/// What an end-node call answers on a handle that is not a gateway:
+/// THINGIF_ERR_UNSUPPORTED in a build without gateways, else THINGIF_ERR_STATE.
+@inline(__always)
+private var notGateway: Int32 { Gateways.built ? THINGIF_ERR_STATE.code : NO_GATEWAYS }
 
 @c @implementation
 public func thingif_set_layout_position(_ t: OpaquePointer?, _ layout: Int32) -> Int32 {
@@ -50,7 +55,7 @@ public func thingif_end_node_add(
     _ properties_json: UnsafePointer<CChar>?
 ) -> Int32 {
     guard let th = thing(t), let v = field(vendor_thing_id), let pw = field(password) else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
+    guard isGateway(th) else { return notGateway }
     let type = string(thing_type), firmware = string(firmware_version)
     if (thing_type != nil && type == nil) || (firmware_version != nil && firmware == nil) { return INVALID }
     guard case .success(let props) = objectText(properties_json) else { return THINGIF_ERR_JSON.code }
@@ -71,14 +76,14 @@ public func thingif_end_node_set_online(_ t: OpaquePointer?, _ vendor_thing_id: 
     -> Int32
 {
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id) else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
+    guard isGateway(th) else { return notGateway }
     return th.pipeline.setEndNodeOnline(v, online: online != 0)
 }
 
 @c @implementation
 public func thingif_end_node_remove(_ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?) -> Int32 {
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id) else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
+    guard isGateway(th) else { return notGateway }
     return th.pipeline.removeEndNode(v)
 }
 
@@ -87,7 +92,7 @@ private func endNodeState(
     _ t: OpaquePointer?, _ vendor_thing_id: UnsafePointer<CChar>?, _ state: UnsafePointer<json_t>?, partial: Bool
 ) -> Int32 {
     guard let th = thing(t), vendor_thing_id != nil else { return INVALID }
-    guard isGateway(th) else { return NO_GATEWAYS }
+    guard isGateway(th) else { return notGateway }
     return uploadState(t, state, partial: partial, endNode: vendor_thing_id)
 }
 
@@ -112,7 +117,7 @@ public func thingif_end_node_firmware_version_update(
     guard let th = thing(t), let v = nonEmpty(vendor_thing_id), let version = nonEmpty(version) else {
         return INVALID
     }
-    guard isGateway(th) else { return NO_GATEWAYS }
+    guard isGateway(th) else { return notGateway }
     switch th.endNodeTarget(v) {
     case .failure(let e): return e.code
     case .success(let id): return th.updateFirmwareVersion(version, thingID: id)

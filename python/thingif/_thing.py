@@ -40,6 +40,7 @@ class Status(enum.IntEnum):
     ERR_EXISTS = 16
     ERR_NOT_FOUND = 17
     ERR_TOO_MANY = 18
+    ERR_UNSUPPORTED = 19
 
 
 class LogLevel(enum.IntEnum):

@@ -5,7 +5,7 @@ import CThingIF
 /// Whether this build carries gateways (docs/GATEWAYS.md §8). CMake's
 /// -DTHINGIF_GATEWAYS=OFF compiles with THINGIF_NO_GATEWAYS: every path into
 /// the gateway code is then a constant false, so --gc-sections drops it, and
-/// the gateway calls answer THINGIF_ERR_STATE
+/// the gateway calls answer THINGIF_ERR_UNSUPPORTED
 /// ([gateway-c-api.md](../../../docs/decisions/gateway-c-api.md), Figures).
 enum Gateways {
     @inline(__always) static var built: Bool {

@@ -31,6 +31,7 @@ func statusText(_ status: Int32) -> StaticString {
     case THINGIF_ERR_EXISTS.rawValue: return "an action set, timer trigger or end node of that name exists already"
     case THINGIF_ERR_NOT_FOUND.rawValue: return "no action set, timer trigger or end node of that name"
     case THINGIF_ERR_TOO_MANY.rawValue: return "the gateway holds THINGIF_OPT_MAX_END_NODES end nodes already"
+    case THINGIF_ERR_UNSUPPORTED.rawValue: return "this build of the library leaves that feature out"
     default: return "unknown status"
     }
 }

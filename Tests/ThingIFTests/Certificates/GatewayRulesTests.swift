@@ -8,7 +8,9 @@ import Testing
 struct GatewayRulesTests {
     static let operatorFile = "pattern read %u\npattern write p/%u/status\n\nuser thingif-hub\ntopic readwrite #\n"
 
-    @Test("Each gateway installation is a user with its two end-node rules; a topic that could break the file is left out")
+    @Test(
+        "Each gateway installation is a user with its two end-node rules; a topic that could break the file is left out"
+    )
     func section() {
         let text = GatewayRules.section(["tAAA", "bad topic", "tBBB", "x/y", "line\nbreak", ""])
         let lines = text.split(separator: "\n").map(String.init)
