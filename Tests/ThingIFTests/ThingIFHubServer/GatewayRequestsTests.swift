@@ -456,7 +456,7 @@ struct GatewayRequestsTests {
     }
 
     @Test(
-        "The end-node media type from the bootstrap identity: refused on the costly pool without a gateway's token; beyond its own budget dropped and counted; the bootstrap budget untouched"
+        "The end-node media type from the bootstrap identity: refused on the end-node triage without a gateway's token; beyond the refusals' budget dropped and counted; the bootstrap budget untouched"
     )
     func endNodeMediaTypeWithoutGateway() async throws {
         try await withHubAPI(options: {
@@ -480,13 +480,13 @@ struct GatewayRequestsTests {
                 let all = boot.messages(on: replies)
                 return all.count >= n ? KiiResponse.decode(all[n - 1].payload)?.status : nil
             }
-            // The end-node budget's burst: max(bootstrap burst, end nodes per gateway) = 5.
+            // The refusals' budget's burst: max(bootstrap burst, end nodes per gateway) = 5.
             for i in 0..<4 { bogus("x\(i)") }
             #expect(poll { boot.messages(on: replies).count == 4 })
             let refusals = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
             #expect(refusals.allSatisfy { $0 == 401 || $0 == 403 }, "\(refusals)")
             // A head that names an end node (a header), a body of another
-            // type: 415 from the pool, never an onboarding by the thing.
+            // type: 415 from the triage, never an onboarding by the thing.
             boot.publish(
                 topic,
                 kiiRequest(
