@@ -26,6 +26,13 @@ FLOOD is one of:
                  connection for GET /health once a second, 3 s timeout (reports its answers and p50/p99)
   nonowner       8 pseudo users reading a thing they do not own, while its owner
                  reads it too (reports the owner's answers)
+  gateway        no flood; a gateway of the owner onboards end nodes over MQTT one at a time
+                 (100 ms apart), on libthingif's path (POST things/{gw}/end-nodes) and Kii's
+                 (POST onboardings, its token) in turn: their p50/p99 (the baseline of endnodes)
+  endnodes       the same while the bootstrap identity sends --flood-rate (1,000) token-less
+                 end-node onboardings a second, evenly spaced, a new client ID in every topic
+                 (issue 62): the gateway's onboardings answered, their p50/p99, and the flood's
+                 refusals dropped (/metrics)
 """
 import argparse
 import errno
@@ -166,6 +173,119 @@ def mqtt_connect(port, client_id, username, password):
     return sock, publish
 
 
+def mqtt_read_publishes(sock, on_message):
+    """Reads MQTT 3.1.1 packets from `sock` until it closes, calling
+    on_message(topic, payload) for each PUBLISH (the subscription is QoS 0,
+    so none needs an acknowledgement)."""
+    buf = b""
+
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise EOFError
+            buf += chunk
+
+    try:
+        while True:
+            need(2)
+            length, mult, i = 0, 1, 1
+            while True:
+                need(i + 1)
+                b = buf[i]
+                length += (b & 127) * mult
+                mult *= 128
+                i += 1
+                if not b & 128:
+                    break
+            need(i + length)
+            kind, body = buf[0], buf[i:i + length]
+            buf = buf[i + length:]
+            if kind >> 4 == 3:
+                n = struct.unpack("!H", body[:2])[0]
+                skip = 2 + n + (2 if kind & 6 else 0)
+                on_message(body[2:2 + n].decode(), body[skip:])
+    except (EOFError, OSError):
+        return
+
+
+def gateway_onboardings(args, stop, app, tag):
+    """A gateway of the owner (onboarded by the owner with layoutPosition
+    GATEWAY, then by itself over HTTP for its MQTT identity) onboarding end
+    nodes over MQTT one at a time while `stop` is not set, on libthingif's
+    path and Kii's in turn. Returns the thread and its report."""
+    owner = Hub(args.hub, args.token)
+    vendor = "GW-%s" % tag
+    s, g = owner.call("POST", "/thing-if/apps/%s/onboardings" % app,
+                      {"vendorThingID": vendor, "thingPassword": "gw-pw", "owner": "user:" + args.user,
+                       "thingType": "LampGateway", "layoutPosition": "GATEWAY"},
+                      "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+    if s != 200:
+        sys.exit("abuse: cannot onboard the gateway: HTTP %d" % s)
+    s, me = Hub(args.hub).call("POST", "/thing-if/apps/%s/onboardings" % app,
+                               {"vendorThingID": vendor, "thingPassword": "gw-pw"}, BY_THING)
+    if s != 200:
+        sys.exit("abuse: the gateway cannot onboard itself: HTTP %d" % s)
+    ep = me["mqttEndpoint"]
+    topic = ep["mqttTopic"]
+    sock, publish = mqtt_connect(args.mqtt_port, topic, ep["username"], ep["password"])
+    f = ("p/%s/resp" % topic).encode()
+    sub = struct.pack("!H", 1) + struct.pack("!H", len(f)) + f + b"\x00"
+    sock.sendall(bytes([0x82, len(sub)]) + sub)
+    answers = {}
+    cond = threading.Condition()
+
+    def on_message(t, payload):
+        head = payload.split(b"\r\n\r\n", 1)[0].decode(errors="replace").split("\r\n")
+        rid = next((h.split(":", 1)[1].strip() for h in head[1:] if h.lower().startswith("x-kii-requestid:")), None)
+        with cond:
+            answers[rid] = head[0].strip()
+            cond.notify_all()
+
+    reader = threading.Thread(target=mqtt_read_publishes, args=(sock, on_message), daemon=True)
+    reader.start()
+    st = {"own": [], "kii": [], "sent": 0, "unanswered": 0, "statuses": Counter()}
+    ctype = "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json"
+
+    def run():
+        time.sleep(0.5)  # the SUBACK
+        n = 0
+        while not stop.is_set():
+            n += 1
+            which = "own" if n % 2 else "kii"
+            path = "things/%s/end-nodes" % g["thingID"] if which == "own" else "onboardings"
+            rid = "gw-%d" % n
+            body = json.dumps({"gatewayThingID": g["thingID"], "endNodeVendorThingID": "EN-%s-%d" % (tag, n),
+                               "endNodePassword": "en-pw"})
+            msg = ("POST\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nX-Kii-RequestID: %s\r\n\r\n%s"
+                   % (me["accessToken"], ctype, rid, body)).encode()
+            t0 = time.monotonic()
+            sock.sendall(publish("p/%s/thing-if/apps/%s/%s" % (topic, app, path), msg))
+            st["sent"] += 1
+            with cond:
+                cond.wait_for(lambda: rid in answers, timeout=15)
+                got = answers.get(rid)
+            if got is None:
+                st["unanswered"] += 1
+                continue
+            st["statuses"].add(got)
+            if got == "200":
+                st[which].append((time.monotonic() - t0) * 1000)
+            stop.wait(0.1)
+        sock.close()
+
+    def report():
+        both = st["own"] + st["kii"]
+        r = {"gw_sent": st["sent"], "gw_unanswered": st["unanswered"],
+             "gw_p50_ms": "%.1f" % percentile(both, 50), "gw_p99_ms": "%.1f" % percentile(both, 99),
+             "gw_own_p99_ms": "%.1f" % percentile(st["own"], 99), "gw_kii_p99_ms": "%.1f" % percentile(st["kii"], 99)}
+        r.update({"gw_%s" % k: v for k, v in sorted(st["statuses"].by.items())})
+        return r
+
+    return threading.Thread(target=run, daemon=True), report
+
+
 def one_address_flood(args, stop):
     """--open half-sent requests from --source, each re-opened as soon as the
     hub closes it (one thread, non-blocking sockets); a probe from 127.0.0.1
@@ -299,6 +419,8 @@ def main():
                          "not the owner's 127.0.0.1")
     ap.add_argument("--open", type=int, default=1000,
                     help="oneaddress: half-sent requests the attacker keeps open")
+    ap.add_argument("--flood-rate", type=int, default=1000,
+                    help="endnodes: token-less end-node onboardings a second, evenly spaced")
     ap.add_argument("--csr", default="",
                     help="onboard/rollout: send this PEM CSR with every onboarding (a hub with a things CA "
                          "then signs a certificate for each new thing and makes no broker record)")
@@ -360,6 +482,34 @@ def main():
             "sent": sent[0],
             "answered": int(metric_sum(args.hub, "thingif_hub_mqtt_requests_total", 'kind="onboarding"') - base),
             "dropped": int(metric_sum(args.hub, "thingif_hub_bootstrap_dropped_total") - dropped0)}
+    elif args.flood in ("gateway", "endnodes"):
+        gw_thread, gw_report = gateway_onboardings(args, stop, app, tag)
+        threads = [gw_thread]
+        refused0 = metric_sum(args.hub, "thingif_hub_refused_total", "end_node_onboarding")
+        sent = [0]
+
+        def end_node_flood():
+            sock, publish = mqtt_connect(args.mqtt_port, "thingif-bootstrap-e" + tag, app, args.app_key)
+            body = json.dumps({"gatewayThingID": "th.nope", "endNodeVendorThingID": "X", "endNodePassword": "x"})
+            head = "POST\r\nContent-Type: application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json\r\n"
+            n, t0, batch = 0, time.monotonic(), max(1, args.flood_rate // 100)
+            while not stop.is_set():
+                out = []
+                for _ in range(batch):
+                    n += 1
+                    cid = "thingif-bootstrap-%s%08x" % (tag, n)
+                    msg = (head + "X-Kii-RequestID: f%d\r\n\r\n%s" % (n, body)).encode()
+                    out.append(publish("p/%s/thing-if/apps/%s/onboardings" % (cid, app), msg))
+                sock.sendall(b"".join(out))
+                sent[0] = n
+                # evenly spaced: the next batch at n / rate
+                time.sleep(max(0, t0 + n / float(args.flood_rate) - time.monotonic()))
+            sock.close()
+
+        if args.flood == "endnodes":
+            threads.append(threading.Thread(target=end_node_flood, daemon=True))
+        extra["finish"] = lambda: dict(gw_report(), flood_sent=sent[0], flood_refused=int(
+            metric_sum(args.hub, "thingif_hub_refused_total", "end_node_onboarding") - refused0))
     elif args.flood == "installations":
         s, u = Hub(args.hub).call("POST", "/api/apps/%s/users" % app, {})
         if s != 201:

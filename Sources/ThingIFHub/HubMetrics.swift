@@ -18,7 +18,7 @@ import ThingIF
 /// busy), refused_total{defence} (calls refused by a flood defence: costly_busy,
 /// address_budget, app_budget, creation_cap, installation_cap, enrollment,
 /// header_timeout, body_timeout, address_connections, end_node_onboarding_budget,
-/// end_node_status, end_node_status_budget).
+/// end_node_onboarding_busy, end_node_status, end_node_status_budget).
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 

@@ -49,11 +49,17 @@ extension CommandPipeline {
 
     /// thingif_end_node_add: registers `request`'s end node (synced) and
     /// puts its onboarding in the outbox. The end node is online from now.
+    /// Kii's body goes to POST things/{gw}/end-nodes, not …/onboardings:
+    /// only the gateway's own role may publish there, so the hub serves it
+    /// on the gateway's lane within its own budget, whatever others send on
+    /// …/onboardings (docs/GATEWAYS.md §4.1).
     func addEndNode(_ request: EndNodeOnboardingRequest) -> Int32 {
         let v = request.vendorThingID
+        var gw = ""
         let registered = state.withLock { s -> Int32 in
             guard s.gateway else { return THINGIF_ERR_STATE.code }
-            guard s.identity != nil else { return THINGIF_ERR_NOT_ONBOARDED.code }
+            guard let id = s.identity else { return THINGIF_ERR_NOT_ONBOARDED.code }
+            gw = id.thingID
             guard s.endNodes.index(vendorThingID: v) == nil else { return THINGIF_ERR_EXISTS.code }
             guard s.endNodes.entries.count < s.endNodes.max else { return THINGIF_ERR_TOO_MANY.code }
             s.endNodes.append(.init(vendorThingID: v, thingID: nil, online: true))
@@ -70,7 +76,8 @@ extension CommandPipeline {
             return registered
         }
         let rc = sendRequest(
-            method: "POST", path: "onboardings", contentType: request.mediaType, body: request.encode().dumpBytes(),
+            method: "POST", path: EndNodeOnboardingRequest.path(gateway: gw), contentType: request.mediaType,
+            body: request.encode().dumpBytes(),
             what: str("onboarding of end node \(v)"), kind: .endNodeOnboarding)
         if rc != OK {
             // Not in the outbox: not registered either.

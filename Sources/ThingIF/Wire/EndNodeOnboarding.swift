@@ -47,6 +47,12 @@ public struct EndNodeOnboardingRequest {
         self.thingProperties = thingProperties
     }
 
+    /// Where libthingif sends it over MQTT: POST things/{gw}/end-nodes
+    /// under the gateway's own client ID, which no other identity may
+    /// publish (Kii's gateways send it to …/onboardings, which the
+    /// bootstrap identity may publish too; the hub serves both).
+    public static func path(gateway: String) -> String { str("things/\(gateway)/end-nodes") }
+
     /// The media type of the request.
     public var mediaType: String {
         switch gateway {

@@ -40,22 +40,87 @@ extension ThingRequests {
         return false
     }
 
-    /// Kii's OnboardingEndNodeWith… by the gateway itself (§3.2): its own
-    /// token, over MQTT from one of its own client IDs, naming itself as
-    /// the gateway; `owner`, when named, one of its owners, else its owners
-    /// own the end node. Everything cheap is checked now (a token read, the
-    /// form), so that only a gateway's well-formed request reaches the
-    /// costly work: the onboarding itself, with the password's KDF, is
-    /// `.costly` (EndNodeRules.onboard).
+    /// The gateway's thingID of POST things/{gw}/end-nodes, libthingif's
+    /// end-node onboarding over MQTT (docs/GATEWAYS.md §4.1); nil for any
+    /// other path.
+    static func endNodesOnboardingPath(_ path: String) -> String? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "things", parts[2] == "end-nodes", !parts[1].isEmpty else { return nil }
+        return String(parts[1])
+    }
+
+    static let endNodeMediaTypes =
+        "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
+
+    /// POST things/{gw}/end-nodes on the gateway's own request lane: only
+    /// gw's role may publish under its client ID, which has spent its
+    /// budget already (`serve`). Its token is checked here as every
+    /// request of the gateway's is (gw's own, from one of its client IDs),
+    /// then the form; only the KDF goes to the costly pool.
+    func endNodeOnboardingOnLane(_ req: KiiRequest, gatewayThingID gw: String, clientID: String) -> Served {
+        guard Self.isEndNodeOnboarding(req) else {
+            return .now(error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes))
+        }
+        switch authorized(req, thingID: gw, clientID: clientID, endNodes: false) {
+        case .failure(let denied): return .now(denied)
+        case .success(let gateway): return endNodeOnboarding(req, by: gateway, clientID: clientID)
+        }
+    }
+
+    /// Kii's end-node onboarding on …/onboardings over MQTT, on the
+    /// end-node triage's thread (`accept`): the token is checked first. The
+    /// named gateway's own token from one of its client IDs is served as on
+    /// its lane, spending that client ID's budget (`serve`), its KDF on the
+    /// costly pool. Anything else (no token, another's, a client ID that is
+    /// not the token's, a body that is no end-node onboarding) spends the
+    /// refusals' budget of its own, never a gateway's: answered within it,
+    /// dropped and counted beyond it
+    /// (`refused_total{defence="end_node_onboarding_budget"}`).
+    func triageEndNodeOnboarding(_ m: MqttClient.Message) {
+        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID),
+            !t.clientID.hasPrefix(Topics.claimPrefix)
+        else { return }
+        var gateway: ThingRecord?
+        var refusal: KiiResponse?
+        if t.appID != options.appID {
+            refusal = error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+        } else if let req = KiiRequest.decode(m.payload) {
+            if !Self.isEndNodeOnboarding(req) {
+                refusal = error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes)
+            } else {
+                switch authenticate(req, overHTTP: false) {
+                case .failure(let r): refusal = r
+                case .success(let g) where !g.installations.values.contains(t.clientID):
+                    refusal = error(
+                        403, "FORBIDDEN", "client \(t.clientID) is not an MQTT installation of \(g.thingID)")
+                case .success(let g): gateway = g
+                }
+            }
+        }
+        // A request that does not decode: `serve` answers its 400, within the refusals' budget.
+        if gateway == nil {
+            guard endNodeRefusalLimiter.allow("end-node-onboarding", now: Platform.nowMs()) else {
+                metrics.refused("end_node_onboarding_budget")
+                return
+            }
+        }
+        serve(
+            m, clientID: t.clientID, api: t.api, path: t.path, logPath: t.path,
+            replyTopic: Topics.response(clientID: t.clientID), spendsBudget: gateway != nil
+        ) { req in
+            if let refusal { return .now(refusal) }
+            guard let gateway else { return .now(error(400, "INVALID_INPUT_DATA", "not an end-node onboarding")) }
+            return endNodeOnboarding(req, by: gateway, clientID: t.clientID)
+        }
+    }
+
+    /// Kii's OnboardingEndNodeWith… over HTTP (on the costly pool, the REST
+    /// layer's `costlyWork`), or over MQTT when its head was too long for
+    /// `accept` to see the media type (the bootstrap budget's pool): the
+    /// token, then `endNodeOnboarding`, whose KDF runs here.
     func onboardingByGateway(_ req: KiiRequest, clientID: String?) -> KiiResponse {
         // The whole request's media type (`accept` scanned only the head).
-        guard Self.isEndNodeOnboarding(req) else {
-            return
-                error(
-                    415, "UNSUPPORTED_MEDIA_TYPE",
-                    "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
-                )
-        }
+        guard Self.isEndNodeOnboarding(req) else { return error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes) }
         let gateway: ThingRecord
         switch authenticate(req, overHTTP: clientID == nil) {
         case .failure(let r): return r
@@ -65,14 +130,31 @@ extension ThingRequests {
             return
                 error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(gateway.thingID)")
         }
+        switch endNodeOnboarding(req, by: gateway, clientID: clientID) {
+        case .now(let r): return r
+        case .costly(let work): return work()
+        }
+    }
+
+    /// Kii's OnboardingEndNodeWith… by the gateway itself (§3.2), whose
+    /// token `gateway` is (from one of its own client IDs over MQTT):
+    /// naming itself as the gateway; `owner`, when named, one of its
+    /// owners, else its owners own the end node. Everything cheap is
+    /// checked now (the form), so that only a gateway's well-formed request
+    /// reaches the costly work: the onboarding itself, with the password's
+    /// KDF (EndNodeRules.onboard). The answer carries the end node's access
+    /// token over HTTP only, where it is the caller's own answer; over MQTT
+    /// it would cross p/{clientID}/resp, which the bootstrap identity may
+    /// read for a client ID it knows, and libthingif does not keep it.
+    func endNodeOnboarding(_ req: KiiRequest, by gateway: ThingRecord, clientID: String?) -> Served {
         guard case .success(let j) = JSON.parse(req.body) else {
-            return error(400, "INVALID_INPUT_DATA", "the body must be a JSON object")
+            return .now(error(400, "INVALID_INPUT_DATA", "the body must be a JSON object"))
         }
         let byVendorThingID = MediaType.names(
             req.header("Content-Type") ?? "", MediaType.onboardingEndNodeWithGatewayVendorThingID)
         let form: EndNodeOnboardingForm
         switch EndNodeOnboardingForm.parse(j, byGatewayVendorThingID: byVendorThingID) {
-        case .failure(let e): return error(e)
+        case .failure(let e): return .now(error(e))
         case .success(let f): form = f
         }
         let named: String
@@ -82,25 +164,27 @@ extension ThingRequests {
         case .vendorThingID(let v): (named, itself) = (v, v == gateway.vendorThingID)
         }
         guard itself else {
-            return
+            return .now(
                 error(
                     403, "FORBIDDEN",
-                    "the token is not gateway \(named)'s: a gateway onboards end nodes onto itself only")
+                    "the token is not gateway \(named)'s: a gateway onboards end nodes onto itself only"))
         }
-        guard gateway.layoutPosition == .gateway else { return error(.notAGateway(gateway.thingID)) }
+        guard gateway.layoutPosition == .gateway else { return .now(error(.notAGateway(gateway.thingID))) }
         // A gateway gives an end node to its own owners only: never to a stranger.
         if let owner = form.owner, !gateway.owners.contains(owner) {
-            return error(403, "FORBIDDEN", "\(owner) is not an owner of \(gateway.thingID)")
+            return .now(error(403, "FORBIDDEN", "\(owner) is not an owner of \(gateway.thingID)"))
         }
         let owners = form.owner.map { [$0] } ?? gateway.owners
-        switch endNodeRules.onboard(onto: gateway, owners: owners, form: form) {
-        case .failure(let e): return error(e)
-        case .success(let t):
-            events.event("\(gateway.thingID) onboarded its end node \(form.vendorThingID) as \(t.thingID)")
-            let o = JSON.object()
-            o.set("endNodeThingID", string: t.thingID)
-            o.set("accessToken", string: t.accessToken)
-            return ok(200, o)
+        return .costly { [self] in
+            switch endNodeRules.onboard(onto: gateway, owners: owners, form: form) {
+            case .failure(let e): return error(e)
+            case .success(let t):
+                events.event("\(gateway.thingID) onboarded its end node \(form.vendorThingID) as \(t.thingID)")
+                let o = JSON.object()
+                o.set("endNodeThingID", string: t.thingID)
+                if clientID == nil { o.set("accessToken", string: t.accessToken) }
+                return ok(200, o)
+            }
         }
     }
 

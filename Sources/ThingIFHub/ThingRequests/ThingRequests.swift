@@ -74,10 +74,21 @@ public final class ThingRequests: @unchecked Sendable {
     /// How much of an onboarding's payload `accept` scans for an end-node
     /// media type: the request line and headers Kii's clients send fit.
     static let headPeek = 2048
-    /// The global budget of gateways' end-node onboardings over MQTT, apart
-    /// from the bootstrap budget (`accept`): its rate, and a burst that holds
-    /// one gateway's whole set of end nodes (`maxEndNodesPerGateway`).
-    let endNodeOnboardingLimiter: RateLimiter
+    /// The global budget of refused end-node onboardings on Kii's
+    /// …/onboardings over MQTT (no token, or one that is not the named
+    /// gateway's from its own client ID): answers within it, the rest
+    /// dropped. A gateway whose token checked out never spends it: it
+    /// spends its client ID's budget (`triageEndNodeOnboarding`).
+    let endNodeRefusalLimiter: RateLimiter
+    /// Where Kii's end-node onboardings over MQTT have their token checked
+    /// (`accept`): one thread and a bounded queue of its own, so that this
+    /// work, which anyone with the app key can send, runs neither on the
+    /// request lanes that serve commands nor on the costly pool's threads,
+    /// which a gateway's KDF needs; beyond the queue it is dropped.
+    let endNodeTriage = CostlyWork(threads: 1, queueLimit: ThingRequests.endNodeTriageQueue)
+    /// How many of those wait at most: some seconds of a legitimate burst,
+    /// a fraction of a second of a flood.
+    static let endNodeTriageQueue = 1024
     /// The global budget of bootstrap requests over MQTT.
     let bootstrapLimiter: RateLimiter
     /// Things created by the thing itself, app-wide (nil: no cap).
@@ -107,7 +118,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.endNodes = endNodes
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
-        endNodeOnboardingLimiter = RateLimiter(
+        endNodeRefusalLimiter = RateLimiter(
             ratePerSecond: options.bootstrapRatePerSecond,
             burst: max(options.bootstrapBurst, options.limits.maxEndNodesPerGateway))
         creationLimiter =
@@ -121,11 +132,13 @@ public final class ThingRequests: @unchecked Sendable {
         let queue = RequestLanes(count: store.concurrentCalls, capacity: Self.queueMax, maxBytes: Self.queueMaxBytes)
         guard queue.start(batch: Self.laneBatchMax, { [unowned self] ms in self.handleLane(ms) }) else { return false }
         lanes.withLock { $0 = queue }
+        endNodeTriage.open()
         return true
     }
 
     /// Stops the lanes; what waits in them is dropped (the things send it again).
     func close() {
+        endNodeTriage.close()
         lanes.withLock { q in
             q?.close()
             q = nil
@@ -177,28 +190,25 @@ extension ThingRequests {
     /// work too: within the same budget, on the same pool, never on the
     /// request threads where things' commands and results are served.
     ///
-    /// A gateway's end-node onboarding (Kii's OnboardingEndNodeWith… media
-    /// type on …/onboardings) is costly work too, since it hashes the end
-    /// node's password, but it spends a global budget of its own
-    /// (`endNodeOnboardingLimiter`), not the bootstrap budget: a gateway
-    /// onboarding its end nodes in a burst leaves that budget to the things
-    /// that have no identity yet, and a flood of such requests from the
-    /// bootstrap identity leaves things' onboardings alone. It never goes
-    /// to the request threads: its token is checked on the pool, so work
-    /// anyone can send without a credential stays off the threads that serve
-    /// commands. The media type is found here by a scan of the payload's
-    /// head (`headNamesEndNode`, no allocation), and checked again in full
-    /// on the pool (415 when the head misled).
+    /// A gateway's end-node onboarding on Kii's …/onboardings (the
+    /// OnboardingEndNodeWith… media type, which the bootstrap identity may
+    /// publish under any client ID, so the broker proves nothing of who
+    /// sent it) goes to the end-node triage instead, where its token is
+    /// checked before any budget is spent: a gateway's then spends its
+    /// client ID's budget and only its KDF reaches the costly pool; a
+    /// token-less or refused one spends the refusals' budget of its own
+    /// (`triageEndNodeOnboarding`). So a flood of them starves no gateway,
+    /// and the things' onboardings keep the bootstrap budget. The media
+    /// type is found here by a scan of the payload's head
+    /// (`headNamesEndNode`, no allocation), and checked again in full on
+    /// the triage (415 when the head misled). libthingif sends its
+    /// end-node onboardings on POST things/{gw}/end-nodes instead, which
+    /// only the gateway's own role may publish: its request lane.
     func accept(_ m: MqttClient.Message) {
         let request = Topics.parseRequest(m.topic)
         if let t = request, t.api == .thingIF, t.path == "onboardings", Self.headNamesEndNode(m.payload) {
-            guard endNodeOnboardingLimiter.allow("end-node-onboarding", now: Platform.nowMs()) else {
-                metrics.refused("end_node_onboarding_budget")
-                return
-            }
-            guard costly.trySubmit({ [weak self] in self?.handle(m, endNodeOnboarding: true) }) else {
-                metrics.bootstrapBusy.increment()
-                return
+            if !endNodeTriage.trySubmit({ [weak self] in self?.triageEndNodeOnboarding(m) }) {
+                metrics.refused("end_node_onboarding_busy")
             }
             return
         }
@@ -219,9 +229,9 @@ extension ThingRequests {
         }
     }
 
-    /// `endNodeOnboarding`: `accept` took it as a gateway's end-node
-    /// onboarding, so it must be one.
-    func handle(_ m: MqttClient.Message, endNodeOnboarding: Bool = false) {
+    /// A message from the request lanes (a thing's request, status, an
+    /// end node's status, Home Assistant's) or the costly pool (bootstrap).
+    func handle(_ m: MqttClient.Message) {
         if homeAssistant.handle(m) { return }
         if let clientID = Topics.parseStatus(m.topic) {
             let up = m.payload == Array("online".utf8)
@@ -289,39 +299,71 @@ extension ThingRequests {
             replyTopic: Topics.response(clientID: t.clientID)
         ) { req in
             guard t.appID == options.appID else {
-                return error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here")
+                return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
             }
-            // What spent the end-node budget is an end-node onboarding or nothing.
-            if endNodeOnboarding && !Self.isEndNodeOnboarding(req) {
-                return error(
-                    415, "UNSUPPORTED_MEDIA_TYPE",
-                    "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
-                )
+            // A gateway's own end-node onboarding (libthingif's): checked
+            // here on its lane, its KDF on the costly pool.
+            if t.api == .thingIF, req.method == "POST", let gw = Self.endNodesOnboardingPath(t.path) {
+                return endNodeOnboardingOnLane(req, gatewayThingID: gw, clientID: t.clientID)
             }
-            return route(req, api: t.api, path: t.path, clientID: t.clientID)
+            return .now(route(req, api: t.api, path: t.path, clientID: t.clientID))
         }
+    }
+
+    /// What a request's checks decided: its answer now, or costly work (a
+    /// KDF) whose answer the costly pool gives.
+    enum Served {
+        case now(KiiResponse)
+        case costly(() -> KiiResponse)
     }
 
     /// One request over MQTT, framed as Kii frames it: decoded, its body
     /// size and its client's budget checked, `handle`d, logged and counted,
     /// and answered on `replyTopic` with its request ID and Correlation Data.
-    private func serve(
+    /// `spendsBudget` false: the caller decided the budget (the end-node
+    /// triage's refusals). A `.costly` answer is given from the costly
+    /// pool, or 503 SERVICE_BUSY at once when its queue is full.
+    func serve(
         _ m: MqttClient.Message, clientID: String, api: Topics.API, path: String, logPath: String,
-        replyTopic: String, _ handle: (KiiRequest) -> KiiResponse
+        replyTopic: String, spendsBudget: Bool = true, _ handle: (KiiRequest) -> Served
     ) {
-        let reply: KiiResponse
+        let served: Served
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             if req.body.count > maxBody(path: path) {
-                reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
-            } else if !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
-                reply = error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down")
+                served = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes"))
+            } else if spendsBudget && !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
+                served = .now(error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
             } else {
-                reply = handle(req)
+                served = handle(req)
             }
         } else {
-            reply = error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format")
+            served = .now(error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format"))
         }
+        switch served {
+        case .now(let reply):
+            answer(
+                m, request, reply, clientID: clientID, api: api, path: path, logPath: logPath, replyTopic: replyTopic)
+        case .costly(let work):
+            let queued = costly.trySubmit { [weak self] in
+                self?.answer(
+                    m, request, work(), clientID: clientID, api: api, path: path, logPath: logPath,
+                    replyTopic: replyTopic)
+            }
+            if !queued {
+                answer(
+                    m, request, error(503, "SERVICE_BUSY", "the hub is busy; try again later"), clientID: clientID,
+                    api: api, path: path, logPath: logPath, replyTopic: replyTopic)
+            }
+        }
+    }
+
+    /// `reply` to `m`, logged, counted and published on `replyTopic` with
+    /// its request ID and Correlation Data.
+    private func answer(
+        _ m: MqttClient.Message, _ request: KiiRequest?, _ reply: KiiResponse, clientID: String, api: Topics.API,
+        path: String, logPath: String, replyTopic: String
+    ) {
         var answer = reply
         if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
         let method = request?.method ?? "?"
@@ -348,10 +390,10 @@ extension ThingRequests {
             if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
                 events.event("claim onboarding refused: \(refusal)")
-                return error(403, "CLAIM_REFUSED", refusal)
+                return .now(error(403, "CLAIM_REFUSED", refusal))
             }
-            guard req.method == "POST" else { return error(404, "NOT_FOUND", "no \(req.method) onboardings") }
-            return onboardByThing(req, claim: name)
+            guard req.method == "POST" else { return .now(error(404, "NOT_FOUND", "no \(req.method) onboardings")) }
+            return .now(onboardByThing(req, claim: name))
         }
     }
 

@@ -111,10 +111,14 @@ struct GatewayRequestsTests {
                     method, path, token: token, body: body, contentType: contentType, responseTopic: responseTopic))
         }
 
-        /// Onboards an end node onto this gateway over MQTT: the reply.
-        func onboard(_ vendor: String, password: String = "pw", extra: String = "") -> KiiResponse? {
+        /// Onboards an end node onto this gateway over MQTT: the reply. On
+        /// Kii's …/onboardings unless `path` names libthingif's
+        /// things/{gw}/end-nodes (`ownPath`).
+        func onboard(
+            _ vendor: String, password: String = "pw", extra: String = "", path: String = "onboardings"
+        ) -> KiiResponse? {
             ask(
-                "POST", "onboardings",
+                "POST", path,
                 body:
                     #"{"gatewayThingID":"\#(gateway.id)","endNodeVendorThingID":"\#(vendor)","endNodePassword":"\#(password)"\#(extra)}"#,
                 contentType: GatewayRequestsTests.byThingID)
@@ -129,7 +133,66 @@ struct GatewayRequestsTests {
             }
         }
 
+        /// libthingif's path for its end-node onboardings: POST things/{gw}/end-nodes.
+        var ownPath: String { EndNodeOnboardingRequest.path(gateway: gateway.id) }
+
         func stop() { probe.stop() }
+    }
+
+    /// A flood of token-less end-node onboardings on Kii's …/onboardings,
+    /// as the bootstrap identity (or any thing, from its own connection)
+    /// can send them: `clients` bootstrap connections, a new client ID in
+    /// every topic, about `perSecond` messages a second evenly spaced
+    /// (paced, so that it is the issue's flood and not a burst), on a
+    /// thread of its own until `stop()`.
+    final class EndNodeFlood: @unchecked Sendable {
+        let probes: [MqttProbe]
+        private let lock = NSLock()
+        private var stopped = false
+        private var count = 0
+        private let done = DispatchSemaphore(value: 0)
+
+        init(port: Int, appID: String, clients: Int = 4, perSecond: Int = 1000) throws {
+            probes = try (0..<clients).map { _ in try MqttProbe.bootstrap(port: port) }
+            for p in probes { try #require(p.isConnected) }
+            let body = #"{"gatewayThingID":"th.nope","endNodeVendorThingID":"LAMP-FLOOD","endNodePassword":"pw"}"#
+            let thread = Thread { [self] in
+                let batch = 10
+                let start = Date()
+                var n = 0
+                while !lock.withLock({ stopped }) {
+                    for _ in 0..<batch {
+                        n += 1
+                        let topic = Topics.request(
+                            clientID: "thingif-bootstrap-" + randomHexString(8), appID: appID, path: "onboardings")
+                        probes[n % probes.count].publish(
+                            topic,
+                            kiiRequest(
+                                "POST", token: nil, contentType: GatewayRequestsTests.byThingID, requestID: "f\(n)",
+                                body: body))
+                    }
+                    lock.withLock { count = n }
+                    // Pacing, not waiting for an event: the next batch is due at n / perSecond.
+                    let due = start.addingTimeInterval(Double(n) / Double(perSecond))
+                    let ahead = due.timeIntervalSinceNow
+                    if ahead > 0 { usleep(UInt32(ahead * 1_000_000)) }
+                }
+                done.signal()
+            }
+            thread.start()
+        }
+
+        /// Messages published so far.
+        var sent: Int { lock.withLock { count } }
+
+        func stop() {
+            let first = lock.withLock { () -> Bool in
+                defer { stopped = true }
+                return !stopped
+            }
+            if first { done.wait() }
+            for p in probes { p.stop() }
+        }
     }
 
     static func json(_ r: KiiResponse?) -> [String: Any] {
@@ -393,7 +456,7 @@ struct GatewayRequestsTests {
     }
 
     @Test(
-        "The end-node media type from the bootstrap identity: refused on the costly pool without a gateway's token; beyond its own budget dropped and counted; the bootstrap budget untouched"
+        "The end-node media type from the bootstrap identity: refused on the end-node triage without a gateway's token; beyond the refusals' budget dropped and counted; the bootstrap budget untouched"
     )
     func endNodeMediaTypeWithoutGateway() async throws {
         try await withHubAPI(options: {
@@ -417,13 +480,13 @@ struct GatewayRequestsTests {
                 let all = boot.messages(on: replies)
                 return all.count >= n ? KiiResponse.decode(all[n - 1].payload)?.status : nil
             }
-            // The end-node budget's burst: max(bootstrap burst, end nodes per gateway) = 5.
+            // The refusals' budget's burst: max(bootstrap burst, end nodes per gateway) = 5.
             for i in 0..<4 { bogus("x\(i)") }
             #expect(poll { boot.messages(on: replies).count == 4 })
             let refusals = boot.messages(on: replies).compactMap { KiiResponse.decode($0.payload)?.status }
             #expect(refusals.allSatisfy { $0 == 401 || $0 == 403 }, "\(refusals)")
             // A head that names an end node (a header), a body of another
-            // type: 415 from the pool, never an onboarding by the thing.
+            // type: 415 from the triage, never an onboarding by the thing.
             boot.publish(
                 topic,
                 kiiRequest(
@@ -453,6 +516,64 @@ struct GatewayRequestsTests {
                 boot.messages(on: replies).suffix(3).compactMap { KiiResponse.decode($0.payload)?.status }
                     == [200, 200, 200])
             #expect(boot.messages(on: replies).count == 8, "a dropped request was answered")
+        }
+    }
+
+    @Test(
+        "endNodeOnboardingUnderFlood: token-less end-node onboardings from the bootstrap identity under many client IDs, about 1,000 a second: a gateway's onboardings on its own path and on Kii's are all answered 200"
+    )
+    func endNodeOnboardingUnderFlood() async throws {
+        try await withHubAPI(options: {
+            $0.bootstrapRatePerSecond = 1
+            $0.bootstrapBurst = 5
+            $0.limits.maxEndNodesPerGateway = 20
+        }) { e in
+            let (uid, token) = try await e.user()
+            let a = try await Self.gateway(e, "GW-FLOOD", uid: uid, token: token)
+            let link = try Link(e, a)
+            defer { link.stop() }
+            let flood = try EndNodeFlood(port: e.env.broker.port, appID: e.appID)
+            defer { flood.stop() }
+            // The flood has run for half a second and spent the refusals'
+            // budget (a burst of 20) many times over before the gateway asks.
+            func refused() -> Int {
+                let text = String(decoding: e.hub.metrics.exposition(), as: UTF8.self)
+                let key = #"thingif_hub_refused_total{defence="end_node_onboarding_budget"} "#
+                guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
+                return Int(Double(line.dropFirst(key.count)) ?? 0)
+            }
+            #expect(poll(timeoutMs: 30_000) { refused() >= 500 }, "the flood was not refused: \(refused())")
+            // libthingif's path (its lane) and Kii's (the triage, its token checked first), five each.
+            var rids: [String] = []
+            for i in 0..<5 {
+                for path in [link.ownPath, "onboardings"] {
+                    rids.append(
+                        link.send(
+                            "POST", path,
+                            body:
+                                #"{"gatewayThingID":"\#(a.id)","endNodeVendorThingID":"LAMP-FL-\#(path.count)-\#(i)","endNodePassword":"pw"}"#,
+                            contentType: Self.byThingID))
+                }
+            }
+            #expect(poll(timeoutMs: 20_000) { rids.allSatisfy { link.replies()[$0] != nil } })
+            let statuses = rids.map { link.replies()[$0]?.status ?? 0 }
+            #expect(statuses == Array(repeating: 200, count: rids.count), "\(statuses)")
+            #expect(e.hub.store.endNodeCount(gatewayThingID: a.id) == rids.count)
+            let sent = flood.sent
+            #expect(sent >= 500 + 20, "the flood sent \(sent)")
+            #expect(refused() > 500, "the flood stopped being refused")
+            // The things' bootstrap budget is whole: a thing still onboards over MQTT.
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            defer { boot.stop() }
+            let replies = Topics.response(clientID: boot.client.clientID)
+            #expect(boot.subscribe(replies) == 1)
+            boot.publish(
+                Topics.request(clientID: boot.client.clientID, appID: e.appID, path: "onboardings"),
+                kiiRequest(
+                    "POST", token: nil, contentType: MediaType.onboardingByThing, requestID: "t",
+                    body: #"{"vendorThingID":"AC-FLOOD","thingPassword":"pw"}"#), correlation: "t")
+            let thing = boot.waitForMessage(on: replies).flatMap { KiiResponse.decode($0.payload) }
+            #expect(thing?.status == 200, "\(Self.describe(thing))")
         }
     }
 
@@ -501,7 +622,8 @@ struct GatewayRequestsTests {
                 "LAMP-R-1", extra: #","endNodeThingType":"Lamp","endNodeThingProperties":{"room":"hall"}"#)
             #expect(r?.status == 200, "\(Self.describe(r))")
             let en = try #require(Self.json(r)["endNodeThingID"] as? String)
-            #expect(Self.json(r)["accessToken"] is String)
+            // Over MQTT the end node's token is not answered (its gateway acts for it with its own).
+            #expect(Self.json(r)["accessToken"] == nil, "\(Self.describe(r))")
             let stored = try #require(e.hub.store.thing(id: en))
             #expect(
                 stored.owners == ["user:\(uid)"] && stored.gatewayThingID == a.id && stored.layoutPosition == .endNode)

@@ -40,7 +40,9 @@ struct GatewaySecurityTests {
     }
 
     /// Two gateways of two owners, A with the end node E (onboarded by A
-    /// over its connection) and B with F; A's and B's connections.
+    /// over its connection; E's token from A's onboarding of it again over
+    /// HTTPS, the only answer that carries it) and B with F; A's and B's
+    /// connections.
     static func twoGateways(_ e: HubAPIEnv) async throws -> (
         a: Link, e: (id: String, token: String), b: Link, f: String
     ) {
@@ -48,10 +50,14 @@ struct GatewaySecurityTests {
         let (ub, tb) = try await e.user()
         let a = try Link(e, try await GatewayRequestsTests.gateway(e, "GW-BRK-A", uid: ua, token: ta))
         let b = try Link(e, try await GatewayRequestsTests.gateway(e, "GW-BRK-B", uid: ub, token: tb))
-        let r = a.onboard("LAMP-BRK-E")
+        let r = a.onboard("LAMP-BRK-E", path: a.ownPath)
         try #require(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
-        let j = GatewayRequestsTests.json(r)
-        let en = (try #require(j["endNodeThingID"] as? String), try #require(j["accessToken"] as? String))
+        let id = try #require(GatewayRequestsTests.json(r)["endNodeThingID"] as? String)
+        let again = try await EndNodeOwnerTests.onboard(
+            e, #"{"gatewayThingID":"\#(a.gateway.id)","endNodeVendorThingID":"LAMP-BRK-E","endNodePassword":"pw"}"#,
+            token: a.gateway.token)
+        try #require(again.status == 200 && again.string("endNodeThingID") == id, "\(again.status) \(again.text)")
+        let en = (id, try #require(again.string("accessToken")))
         let f = try #require(b.onboardAll("LAMP-BRK-F", count: 1).first)
         return (a, en, b, f)
     }
@@ -120,11 +126,12 @@ struct GatewaySecurityTests {
             #expect(Self.refused.contains(own), "a standalone thing subscribed to its end-node commands: \(own)")
             #expect(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
 
-            // A onboards a new end node (its token crosses p/A/resp) and the
-            // hub's identity writes on E's and F's command topics.
+            // A onboards a new end node (its answer crosses p/A/resp, without
+            // the end node's token: endNodeTokenOffReplyTopic) and the hub's
+            // identity writes on E's and F's command topics.
             let r = a.onboard("LAMP-BRK-NEW")
             #expect(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
-            let newToken = try #require(GatewayRequestsTests.json(r)["accessToken"] as? String)
+            let newID = try #require(GatewayRequestsTests.json(r)["endNodeThingID"] as? String)
             let hub = try Self.watcher(e)
             defer { hub.stop() }
             let toE = Topics.endNodeCommands(clientID: gA, endNode: en.id)
@@ -140,8 +147,44 @@ struct GatewaySecurityTests {
             let seen = (b.probe.messages() + thing.messages() + boot.messages())
             #expect(!seen.contains { $0.topic == toE }, "A's end-node command reached another client")
             #expect(
-                !seen.contains { String(decoding: $0.payload, as: UTF8.self).contains(newToken) },
+                !seen.contains { String(decoding: $0.payload, as: UTF8.self).contains(newID) },
                 "harvested: \(seen.map(\.topic))")
+        }
+    }
+
+    @Test(
+        "endNodeTokenOffReplyTopic: the bootstrap identity reading a gateway's reply topic sees its end-node onboardings' answers (both paths) with no access token; over HTTPS the caller still gets it"
+    )
+    func endNodeTokenOffReplyTopic() async throws {
+        try await withHubAPI { e in
+            let (uid, token) = try await e.user()
+            let a = try Link(e, try await GatewayRequestsTests.gateway(e, "GW-TOK", uid: uid, token: token))
+            defer { a.stop() }
+            let boot = try MqttProbe.bootstrap(port: e.env.broker.port)
+            defer { boot.stop() }
+            // SECURITY.md's residual risk: a reply topic it can name (here it knows G).
+            let replies = Topics.response(clientID: a.gateway.topic)
+            try #require(boot.subscribe(replies) == 1)
+            let kii = a.onboard("LAMP-TOK-1")
+            let own = a.onboard("LAMP-TOK-2", path: a.ownPath)
+            for r in [kii, own] {
+                #expect(r?.status == 200, "\(GatewayRequestsTests.describe(r))")
+                #expect(GatewayRequestsTests.json(r)["endNodeThingID"] is String)
+                #expect(GatewayRequestsTests.json(r)["accessToken"] == nil, "\(GatewayRequestsTests.describe(r))")
+            }
+            // The bootstrap identity got both answers, and no token in them.
+            #expect(poll { boot.messages(on: replies).count >= 2 })
+            let read = boot.messages(on: replies).map { String(decoding: $0.payload, as: UTF8.self) }
+            #expect(read.filter { $0.contains("endNodeThingID") }.count == 2, "\(read)")
+            #expect(!read.contains { $0.contains("accessToken") }, "harvested: \(read)")
+            // Over HTTPS the answer is the caller's own: the gateway's and the owner's keep the token.
+            let byGateway = try await EndNodeOwnerTests.onboard(
+                e, #"{"gatewayThingID":"\#(a.gateway.id)","endNodeVendorThingID":"LAMP-TOK-3","endNodePassword":"pw"}"#,
+                token: a.gateway.token)
+            #expect(byGateway.status == 200 && byGateway.string("accessToken") != nil, "\(byGateway.text)")
+            let (_, ownerToken) = try await EndNodeOwnerTests.endNode(
+                e, gateway: a.gateway.id, "LAMP-TOK-4", uid: uid, token: token)
+            #expect(!ownerToken.isEmpty)
         }
     }
 

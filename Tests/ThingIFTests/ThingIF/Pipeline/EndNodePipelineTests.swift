@@ -232,7 +232,7 @@ struct EndNodePipelineTests {
         let registry = try String(contentsOfFile: rig.storage.path(EndNodeRegistry.fileName), encoding: .utf8)
         #expect(registry.contains("LAMP-3") && !registry.contains("pw-"))
         rig.connect()
-        let sent = rig.requests.filter { $0.path == "onboardings" }
+        let sent = rig.requests.filter { $0.path == "things/th.1/end-nodes" }
         try #require(sent.count == 3)
         #expect(sent[0].body.contains(#""endNodeVendorThingID":"LAMP-1""#))
         #expect(sent[0].body.contains(#""gatewayThingID":"th.1""#))
@@ -251,7 +251,7 @@ struct EndNodePipelineTests {
             })
         rig.clock.now += 1000
         rig.pipeline.sendDue()
-        #expect(rig.requests.filter { $0.path == "onboardings" }.count == 4)
+        #expect(rig.requests.filter { $0.path == "things/th.1/end-nodes" }.count == 4)
         // Removing one still waiting withdraws its onboarding.
         #expect(rig.pipeline.removeEndNode("LAMP-3") == 0)
         #expect(rig.pipeline.state.withLock { $0.outbox.items.contains { $0.kind == .endNodeOnboarding } } == false)
