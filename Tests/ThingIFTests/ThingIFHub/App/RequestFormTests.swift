@@ -84,6 +84,24 @@ struct RequestFormTests {
         #expect(try EndNodeOnboardingForm.parse(bare, byGatewayVendorThingID: false).get().owner == nil)
     }
 
+    @Test("A missing or ill-typed string field is named in Kii's invalidFields, {field: why}")
+    func invalidFields() throws {
+        for (body, field) in [
+            (#"{"vendorThingID":"v","owner":"user:u"}"#, "thingPassword"),
+            (#"{"vendorThingID":"v","thingPassword":7,"owner":"user:u"}"#, "thingPassword"),
+            (#"{"thingPassword":"pw","owner":"user:u"}"#, "vendorThingID")
+        ] {
+            guard case .failure(let e) = OnboardingForm.parse(try json(body), byThingID: false) else {
+                Issue.record("accepted: \(body)")
+                continue
+            }
+            // Kii's shape (thing-if-JSSDK test/small/PushOpsTest.ts): "invalidFields":{"<field>":"<why>"}.
+            #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields == [field: e.message], "\(body): \(e)")
+            #expect(e.body["invalidFields"]?[field]?.stringValue == e.message, "\(body)")
+        }
+        #expect(HubError.invalid("no field").body["invalidFields"] == nil, "none when no one field is at fault")
+    }
+
     @Test("End-node onboarding: each bad field gets a 400 that names it")
     func endNodeOnboardingRefused() throws {
         let long = String(repeating: "x", count: 201)
