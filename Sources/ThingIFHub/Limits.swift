@@ -15,6 +15,9 @@ public enum AppLimits {
         "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
         "1_HOUR": 3_600_000, "12_HOURS": 43_200_000
     ]
+    /// The grouping interval of a thing onboarded without one: Kii's
+    /// one-minute groups (docs/decisions/kii-state-queries.md).
+    public static let defaultGroupingInterval = "1_MINUTE"
 }
 
 /// The hub's size limits, in one place for the REST API and the MQTT side.

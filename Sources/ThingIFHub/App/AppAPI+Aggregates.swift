@@ -4,16 +4,19 @@ import ThingIF
 
 /// Kii's grouped state queries: whole grouping intervals, and aggregations.
 extension AppAPI {
-    /// The thing's grouping interval in ms (nil: none, the range is one group).
-    static func interval(of thing: ThingRecord) -> Int64? {
+    /// The thing's grouping interval in ms: the one it was onboarded with,
+    /// else Kii's default (AppLimits.defaultGroupingInterval).
+    static func interval(of thing: ThingRecord) -> Int64 {
         thing.dataGroupingInterval.flatMap { AppLimits.groupingIntervals[$0] }
+            ?? AppLimits.groupingIntervals[AppLimits.defaultGroupingInterval]!
     }
 
     /// [from, to) grown to the whole grouping intervals it touches (Kii's
     /// live tests: a query of TimeRange(now, now) aggregates the samples of
-    /// now's interval, uploaded before now). Unchanged without an interval.
+    /// now's interval, uploaded before now).
     static func wholeIntervals(from: Int64, to: Int64, of thing: ThingRecord) -> (from: Int64, to: Int64) {
-        guard let i = interval(of: thing), from < to else { return (from, to) }
+        let i = interval(of: thing)
+        guard from < to else { return (from, to) }
         let last = to - 1
         let (end, overflow) = (last - last % i).addingReportingOverflow(i)
         return (from - from % i, overflow ? Int64.max : end)

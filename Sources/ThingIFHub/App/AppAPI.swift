@@ -254,8 +254,8 @@ public struct AppAPI {
     /// With `wholeIntervals` (Kii's grouped query) the range grows to the
     /// whole grouping intervals it touches, as the aggregations read them.
     /// The state history in [from, to), grouped by the thing's data grouping
-    /// interval (one group per interval that has samples; a thing without an
-    /// interval gets one group for the whole range).
+    /// interval (one group per interval that has samples; a thing onboarded
+    /// without an interval has Kii's default, one minute).
     /// One page: at most `limit` samples (default and cap `maxPage`);
     /// `next` is the paginationKey of the following page, nil at the end.
     public func stateHistory(
@@ -283,9 +283,7 @@ public struct AppAPI {
             limit: min(limit ?? maxPage, max(1, maxPage)))
         let samples = page.samples
         let next = page.next.map { String($0) }
-        guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
-            return .success((samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)], next))
-        }
+        let interval = Self.interval(of: thing)
         var groups: [StateGroup] = []
         for s in samples {
             let start = s.at - s.at % interval
