@@ -18,6 +18,10 @@ public enum AppLimits {
     /// The grouping interval of a thing onboarded without one: Kii's
     /// one-minute groups (docs/decisions/kii-state-queries.md).
     public static let defaultGroupingInterval = "1_MINUTE"
+    /// The most grouping intervals one grouped query's range may touch
+    /// (Kii's limit, thing-if-AndroidSDK ThingIFAPI.query: "over 60 data
+    /// grouping intervals" is a 400).
+    public static let maxGroupingIntervals: Int64 = 60
 }
 
 /// The hub's size limits, in one place for the REST API and the MQTT side.

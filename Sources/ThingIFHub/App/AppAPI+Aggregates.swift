@@ -22,6 +22,17 @@ extension AppAPI {
         return (from - from % i, overflow ? Int64.max : end)
     }
 
+    /// Kii's limit on a grouped query: its range, widened to whole
+    /// intervals, may touch at most AppLimits.maxGroupingIntervals of the
+    /// thing's grouping intervals (more is a 400, as Kii's SDKs document).
+    static func intervalLimit(from: Int64, to: Int64, of thing: ThingRecord) -> HubError? {
+        let i = interval(of: thing)
+        guard from < to, (to - from) / i > AppLimits.maxGroupingIntervals else { return nil }
+        return .invalid(
+            "a grouped query's time range spans more than \(AppLimits.maxGroupingIntervals) grouping intervals of \(i / 1000) s",
+            field: "clause")
+    }
+
     /// One aggregation over the thing's samples in [from, to) widened to
     /// whole grouping intervals, one bucket per interval with samples (the
     /// groups of the grouped query without aggregations).
@@ -41,6 +52,7 @@ extension AppAPI {
             do { try StateAggregation.checkName(alias, "alias") } catch { return .failure(error) }
         }
         let range = Self.wholeIntervals(from: from, to: to, of: thing)
+        if let e = Self.intervalLimit(from: range.from, to: range.to, of: thing) { return .failure(e) }
         guard
             let buckets = store.aggregateStates(
                 thingID: thingID, alias: alias, field: a.field, kind: a.kind, from: range.from, to: range.to,

@@ -271,7 +271,10 @@ public struct AppAPI {
         }
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
         var (from, to) = (from, to)
-        if wholeIntervals { (from, to) = Self.wholeIntervals(from: from, to: to, of: thing) }
+        if wholeIntervals {
+            (from, to) = Self.wholeIntervals(from: from, to: to, of: thing)
+            if let e = Self.intervalLimit(from: from, to: to, of: thing) { return .failure(e) }
+        }
         if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
         var after: Int64 = 0
         if let paginationKey {

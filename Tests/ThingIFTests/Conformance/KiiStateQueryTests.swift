@@ -120,4 +120,37 @@ struct KiiStateQueryTests {
             }
         }
     }
+
+    @Test(
+        "A grouped query or aggregation over more than 60 grouping intervals is a 400 naming the clause; 60 are answered; before any upload no range is refused",
+        arguments: stores)
+    func intervalLimit(_ factory: StoreFactory) async throws {
+        try await withKii(factory) { k in
+            // testSuccessEmptyResults: TimeRange(1 s, now) of a thing with no state: no results, no error.
+            let now = Platform.epochMs()
+            let empty = try await k.query(
+                #"{"query":{"clause":{"type":"and","clauses":[{"type":"all"},{"type":"withinTimeRange","lowerLimit":1000,"upperLimit":\#(now)}]},"grouped":true,"aggregations":[{"type":"COUNT","putAggregationInto":"count","field":"power","fieldType":"BOOLEAN"}]}}"#
+            )
+            #expect(empty.status == 200 && (empty.json["groupedResults"] as? [Any])?.isEmpty == true, "\(empty.text)")
+            let b = (now / 60_000 - 100) * 60_000
+            try k.upload(["power": true, "currentTemperature": 23], at: b + 1_000)
+            // 60 whole minutes: answered.
+            let sixty = #"{"type":"withinTimeRange","lowerLimit":\#(b),"upperLimit":\#(b + 60 * 60_000 - 1)}"#
+            let ok = try await k.query(#"{"query":{"clause":\#(sixty),"grouped":true}}"#)
+            #expect(ok.status == 200 && (ok.json["groupedResults"] as? [Any])?.count == 1, "\(ok.text)")
+            // 61: Kii's SDKs document a 400 ("over 60 data grouping intervals").
+            let over = #"{"type":"withinTimeRange","lowerLimit":\#(b),"upperLimit":\#(b + 60 * 60_000)}"#
+            for body in [
+                #"{"query":{"clause":\#(over),"grouped":true}}"#,
+                #"{"query":{"clause":\#(over),"grouped":true,"aggregations":[{"type":"COUNT","putAggregationInto":"n","field":"power","fieldType":"BOOLEAN"}]}}"#
+            ] {
+                let r = try await k.query(body)
+                #expect(r.status == 400 && r.errorCode == "INVALID_INPUT_DATA", "\(r.status) \(r.text)")
+                #expect((r.json["invalidFields"] as? [String: Any])?["clause"] is String, "\(r.text)")
+            }
+            // Ungrouped queries have no such limit.
+            let flat = try await k.query(#"{"query":{"clause":\#(over)}}"#)
+            #expect(flat.status == 200 && (flat.json["results"] as? [Any])?.count == 1, "\(flat.text)")
+        }
+    }
 }
