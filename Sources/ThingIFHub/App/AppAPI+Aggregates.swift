@@ -40,7 +40,8 @@ extension AppAPI {
     /// grouping interval with samples in [from, to) widened to whole
     /// intervals, oldest first; of `alias`'s state when given.
     public func aggregateStates(
-        user: UserRecord, thingID: String, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64
+        user: UserRecord, thingID: String, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64,
+        ranges: [StateRange] = []
     ) -> Result<[AggregateBucket], HubError> {
         let thing: ThingRecord
         switch ownedThing(user: user, thingID: thingID) {
@@ -56,7 +57,7 @@ extension AppAPI {
         guard
             let buckets = store.aggregateStates(
                 thingID: thingID, alias: alias, field: a.field, kind: a.kind, from: range.from, to: range.to,
-                bucketMs: Self.interval(of: thing))
+                bucketMs: Self.interval(of: thing), ranges: ranges)
         else { return .failure(.storage) }
         return .success(buckets)
     }
@@ -67,13 +68,14 @@ extension AppAPI {
     /// grouping intervals the range touches.
     public func groupedStateHistory(
         user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, alias: String? = nil,
+        ranges: [StateRange] = []
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
         stateHistory(
             user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
-            limit: limit, maxPage: maxPage, wholeIntervals: true)
+            limit: limit, maxPage: maxPage, wholeIntervals: true, alias: alias, ranges: ranges)
     }
 
 }

@@ -258,9 +258,12 @@ public struct AppAPI {
     /// without an interval has Kii's default, one minute).
     /// One page: at most `limit` samples (default and cap `maxPage`);
     /// `next` is the paginationKey of the following page, nil at the end.
+    /// `ranges` keep only the samples that pass them (of `alias`'s state
+    /// when given: a query on a trait alias).
     public func stateHistory(
         user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false,
+        alias: String? = nil, ranges: [StateRange] = []
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
@@ -283,7 +286,7 @@ public struct AppAPI {
         }
         let page = store.stateHistoryPage(
             thingID: thingID, from: from, to: to, after: after,
-            limit: min(limit ?? maxPage, max(1, maxPage)))
+            limit: min(limit ?? maxPage, max(1, maxPage)), alias: alias, ranges: ranges)
         let samples = page.samples
         let next = page.next.map { String($0) }
         let interval = Self.interval(of: thing)

@@ -131,7 +131,7 @@ extension API {
     }
 
     /// Kii's state query: POST …/states/query, and …/states/aliases/{alias}/query for a
-    /// trait alias. {"query":{"clause":<all, withinTimeRange or an and of them>,"grouped"?,
+    /// trait alias. {"query":{"clause":<all, withinTimeRange, range or an and of them>,"grouped"?,
     /// "aggregations"?},"bestEffortLimit"?,"paginationKey"?} (StateQueryForm): {"results":[…]}
     /// or, grouped, {"groupedResults":[…]} over whole grouping intervals; objects carry
     /// "_created". With an aggregation each group is {"range","aggregations":[…]}.
@@ -154,7 +154,8 @@ extension API {
         if let alias { _ = try Self.aliasState(state, alias) }
         if let a = q.aggregation {
             let buckets = try value(
-                hub.app.aggregateStates(user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to))
+                hub.app.aggregateStates(
+                    user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to, ranges: q.ranges))
             o.set("groupedResults", Self.aggregatedJSON(buckets, a, alias: alias))
             return Reply.json(200, o)
         }
@@ -162,10 +163,10 @@ extension API {
             q.grouped
                 ? hub.app.groupedStateHistory(
                     user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
-                    maxPage: security.limits.maxHistoryPage)
+                    maxPage: security.limits.maxHistoryPage, alias: alias, ranges: q.ranges)
                 : hub.app.stateHistory(
                     user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
-                    maxPage: security.limits.maxHistoryPage))
+                    maxPage: security.limits.maxHistoryPage, alias: alias, ranges: q.ranges))
         if q.grouped {
             o.set("groupedResults", Self.groupedJSON(groups, alias: alias))
         } else {

@@ -73,7 +73,7 @@ struct KiiStateQueryTests {
     static let airState2: [[String: Any]] = (17...20).map { ["power": true, "currentTemperature": $0] }
 
     @Test(
-        "testQueryGroupedHitoryStates: without a dataGroupingInterval, 70 s of states come in one-minute groups",
+        "testQueryGroupedHitoryStates: without a dataGroupingInterval, 70 s of states come in one-minute groups; a range clause keeps the warm ones",
         arguments: stores)
     func groupedQuery(_ factory: StoreFactory) async throws {
         try await withKii(factory) { k in
@@ -87,6 +87,23 @@ struct KiiStateQueryTests {
             let all = try Self.groupedStates(try await k.query(#"{"query":{"clause":\#(time),"grouped":true}}"#))
             #expect(all.groups >= 2, "Kii: XCTAssertGreaterThanOrEqual(states!.count, 2)")
             #expect(all.states == (Self.airState1 + Self.airState2).map { $0 as NSDictionary })
+            // The same with clause: RangeClauseInQuery.greaterThanOrEqualTo("currentTemperature", limit: 23),
+            // and-ed with the time range (AndClauseInQuery(clause, timeRangeClause)).
+            let range = #"{"type":"range","field":"currentTemperature","lowerLimit":23,"lowerIncluded":true}"#
+            let warm = try Self.groupedStates(
+                try await k.query(
+                    #"{"query":{"clause":{"type":"and","clauses":[\#(range),\#(time)]},"grouped":true}}"#))
+            #expect(warm.groups >= 1)
+            #expect(warm.states == Self.airState1.map { $0 as NSDictionary }, "\(warm.states)")
+            // aggregate(query, aggregation:) with the same clause: only the warm samples count.
+            let count = try await k.query(
+                #"{"query":{"clause":{"type":"and","clauses":[\#(range),\#(time)]},"grouped":true,"aggregations":[{"type":"COUNT","putAggregationInto":"n","field":"currentTemperature","fieldType":"INTEGER"}]}}"#
+            )
+            try #require(count.status == 200, "\(count.status) \(count.text)")
+            let counted = (count.json["groupedResults"] as? [[String: Any]] ?? []).map {
+                (($0["aggregations"] as? [[String: Any]])?.first?["value"] as? Int) ?? -1
+            }
+            #expect(counted == [4], "one group with the four warm states: \(count.text)")
         }
     }
 
@@ -122,6 +139,61 @@ struct KiiStateQueryTests {
     }
 
     @Test(
+        "testSuccessQueryThingUpdateStates: an ungrouped range clause, firmwareVersion beside it, bestEffortLimit",
+        arguments: stores)
+    func ungroupedQuery(_ factory: StoreFactory) async throws {
+        try await withKii(factory) { k in
+            let base = Platform.epochMs() - 60_000
+            let states: [[String: Any]] = (23...26).map { ["power": true, "currentTemperature": $0] }
+            for (i, s) in states.enumerated() { try k.upload(s, at: base + Int64(i) * 1_000) }
+            func results(_ r: HTTPReply) throws -> [NSDictionary] {
+                try #require(r.status == 200, "\(r.status) \(r.text)")
+                return try #require(r.json["results"] as? [[String: Any]], "\(r.text)").map {
+                    var s = $0
+                    s["_created"] = nil
+                    return s as NSDictionary
+                }
+            }
+            // query2: RangeClauseInQuery.greaterThan("currentTemperature", limit: 30), firmwareVersion "v1".
+            let none = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":30,"lowerIncluded":false}},"firmwareVersion":"v1"}"#
+            )
+            #expect(try results(none).isEmpty && none.json["nextPaginationKey"] == nil, "\(none.text)")
+            // The limits both ways (the SDK's lessThan, range): 24 < t <= 26, 24 excluded.
+            let some = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","upperLimit":26,"upperIncluded":true,"lowerLimit":24,"lowerIncluded":false}}}"#
+            )
+            #expect(try results(some) == Array(states[2...]).map { $0 as NSDictionary }, "\(some.text)")
+            let below = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","upperLimit":24.5,"upperIncluded":false}}}"#
+            )
+            #expect(try results(below) == Array(states[..<2]).map { $0 as NSDictionary }, "\(below.text)")
+            // query3: AllClause, firmwareVersion "v1", bestEffortLimit 3: three, and a key for the rest.
+            let page = try await k.query(
+                #"{"query":{"clause":{"type":"all"}},"firmwareVersion":"v1","bestEffortLimit":3}"#)
+            #expect(try results(page) == Array(states[..<3]).map { $0 as NSDictionary })
+            let key = try #require(page.string("nextPaginationKey"), "\(page.text)")
+            let rest = try await k.query(#"{"query":{"clause":{"type":"all"}},"paginationKey":"\#(key)"}"#)
+            #expect(try results(rest) == [states[3] as NSDictionary])
+            // A range clause pages too: two of the three at or above 24, then the last.
+            let ranged =
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":24,"lowerIncluded":true}},"bestEffortLimit":2}"#
+            let r1 = try await k.query(ranged)
+            #expect(try results(r1) == Array(states[1...2]).map { $0 as NSDictionary })
+            let k1 = try #require(r1.string("nextPaginationKey"))
+            let r2 = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":24,"lowerIncluded":true}},"paginationKey":"\#(k1)"}"#
+            )
+            #expect(try results(r2) == [states[3] as NSDictionary])
+
+            // Without an alias the range reads the top level (the same rule, no alias).
+            let top = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentHumidity","lowerLimit":40}}}"#, alias: false)
+            #expect(top.status == 200 && (top.json["results"] as? [Any])?.isEmpty == true, "\(top.text)")
+        }
+    }
+
+    @Test(
         "A grouped query or aggregation over more than 60 grouping intervals is a 400 naming the clause; 60 are answered; before any upload no range is refused",
         arguments: stores)
     func intervalLimit(_ factory: StoreFactory) async throws {
@@ -151,6 +223,58 @@ struct KiiStateQueryTests {
             // Ungrouped queries have no such limit.
             let flat = try await k.query(#"{"query":{"clause":\#(over)}}"#)
             #expect(flat.status == 200 && (flat.json["results"] as? [Any])?.count == 1, "\(flat.text)")
+        }
+    }
+
+    @Test("Bad range clauses are refused with 400, the field named in invalidFields")
+    func refused() async throws {
+        try await withKii(.memory) { k in
+            try k.upload(["power": true, "currentTemperature": 23], at: Platform.epochMs() - 1_000)
+            let cases: [(String, String, String?)] = [
+                (#"{"type":"range","field":"currentTemperature"}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","field":"currentTemperature","lowerLimit":"20"}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","field":"","lowerLimit":20}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","lowerLimit":20}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","field":"a\"b","lowerLimit":20}"#, "INVALID_INPUT_DATA", "field"),
+                (
+                    #"{"type":"range","field":"t","lowerLimit":20,"lowerIncluded":"yes"}"#, "INVALID_INPUT_DATA",
+                    "clause"
+                ),
+                (#"{"type":"range","field":"t","lowerLimit":20,"alias":"X"}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"and","clauses":[{"type":"range","field":"t"}]}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"or","clauses":[{"type":"all"}]}"#, "QUERY_NOT_SUPPORTED", nil),
+                (#"{"type":"and","clauses":[{"type":"eq","field":"t","value":1}]}"#, "QUERY_NOT_SUPPORTED", nil)
+            ]
+            for (clause, code, field) in cases {
+                let r = try await k.query(#"{"query":{"clause":\#(clause)}}"#)
+                #expect(r.status == 400 && r.errorCode == code, "\(clause): \(r.status) \(r.text)")
+                #expect(
+                    (r.json["invalidFields"] as? [String: Any]).map { Array($0.keys) } == field.map { [$0] },
+                    "\(clause): \(r.text)")
+            }
+        }
+    }
+
+    @Test(
+        "Kii answers 201 to a thing's first state upload and 204 after, to the owner's upload and the thing's over HTTP"
+    )
+    func firstUpload201() async throws {
+        try await withKii(.memory) { k in
+            // ThingIFAPI+LargeTestUtils.swift (updateTargetStates): PUT …/states, MultipleTraitState+json.
+            func put(_ token: String, _ thing: String) async throws -> Int {
+                try await k.e.call(
+                    "PUT", "\(k.e.target(thing))/states", token: token,
+                    body: Data(#"{"AirConditionerAlias":{"power":true,"currentTemperature":23}}"#.utf8),
+                    contentType: "application/vnd.kii.MultipleTraitState+json"
+                ).status
+            }
+            #expect(try await put(k.token, k.thingID) == 201)
+            #expect(try await put(k.token, k.thingID) == 204)
+            let uid = try #require(k.e.hub.store.user(accessToken: k.token)?.userID)
+            let (other, thingToken) = try await k.e.onboard("AC-201", owner: "user:\(uid)", token: k.token)
+            #expect(try await put(thingToken, other) == 201)
+            #expect(try await put(thingToken, other) == 204)
+            #expect(try await put(k.token, other) == 204)
         }
     }
 }

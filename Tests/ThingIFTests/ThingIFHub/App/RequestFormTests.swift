@@ -150,6 +150,41 @@ struct RequestFormTests {
         #expect(range == StateQueryForm(from: 10, to: 21, grouped: true, limit: 3, paginationKey: "7"))
     }
 
+    @Test("State query: range clauses, top-level or in nested ands, read by the triggers' rule")
+    func stateQueryRanges() throws {
+        let q = try StateQueryForm.parse(
+            try json(
+                #"{"query":{"grouped":true,"clause":{"type":"and","clauses":[{"type":"range","field":"t","lowerLimit":23,"lowerIncluded":false},{"type":"and","clauses":[{"type":"range","field":"h","upperLimit":40.5},{"type":"withinTimeRange","lowerLimit":10,"upperLimit":20}]}]}},"firmwareVersion":"v1"}"#
+            ), now: 5000
+        ).get()
+        #expect(q.from == 10 && q.to == 21 && q.grouped)
+        #expect(
+            q.ranges == [
+                StateRange(field: "t", lower: 23, lowerIncluded: false, upper: nil, upperIncluded: true),
+                StateRange(field: "h", lower: nil, lowerIncluded: true, upper: 40.5, upperIncluded: true)
+            ])
+        // The rule: a limit included unless its flag is false; numbers only; of the alias's state.
+        let state = #"{"A":{"t":23,"h":40.5},"t":24,"h":1}"#
+        #expect(!StateRange.admit(q.ranges, state: state, alias: "A"), "t = 23 is not > 23")
+        #expect(StateRange.admit(q.ranges, state: state, alias: nil))
+        #expect(!StateRange.admit(q.ranges, state: #"{"t":"24","h":1}"#, alias: nil), "a string is no number")
+        #expect(!StateRange.admit(q.ranges, state: #"{"h":1}"#, alias: nil), "a missing field matches nothing")
+        let top = try StateQueryForm.parse(
+            try json(#"{"query":{"clause":{"type":"range","field":"t","upperLimit":5}}}"#), now: 5000
+        ).get()
+        #expect(top.from == 0 && top.to == 5001 && top.ranges.count == 1 && !top.grouped)
+        // A refusal names its field in Kii's invalidFields.
+        guard
+            case .failure(let e) = StateQueryForm.parse(
+                try json(#"{"query":{"clause":{"type":"range","field":"t"}}}"#), now: 5000)
+        else {
+            Issue.record("a range without a limit was accepted")
+            return
+        }
+        #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields?.keys.sorted() == ["clause"])
+        #expect(e.body["invalidFields"]?["clause"]?.stringValue == e.message)
+    }
+
     @Test("State query: each bad body gets a 4xx, the largest upper limit included")
     func stateQueryRefused() throws {
         let cases: [(String, String)] = [
