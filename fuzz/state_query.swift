@@ -16,7 +16,8 @@
 //     without paging, as sent; its field and name are 1 to 255 bytes
 //     without `"` or `\`; only COUNT takes a field that is not a number.
 //  6. An accepted query has one range per "range" clause of its and-tree,
-//     each with a limit and a field the stores can path.
+//     each with a limit and a field the stores can path; its
+//     firmwareVersion is 1 to 255 bytes.
 //  7. A refusal's invalidFields, when present, names one field, with a
 //     reason, and only on a 400 INVALID_INPUT_DATA.
 import CThingIF
@@ -55,6 +56,9 @@ func fuzzCheck(_ input: [UInt8]) {
             if r.field.isEmpty || r.field.utf8.count > 255 || r.field.contains("\"") || r.field.contains("\\") {
                 fuzzFail("an accepted range field the stores cannot path", input)
             }
+        }
+        if let fw = q.firmwareVersion, fw.isEmpty || fw.utf8.count > 255 {
+            fuzzFail("an accepted firmwareVersion of \(fw.utf8.count) bytes", input)
         }
         if !timed && (q.from != 0 || q.to != now + 1) {
             fuzzFail("a query without a time range that is not 0..<now+1", input)

@@ -30,7 +30,12 @@ public struct StateQueryForm: Equatable, Sendable {
     public var aggregation: StateAggregation? = nil
     /// The range clauses every sample must pass (and-ed).
     public var ranges: [StateRange] = []
+    /// The firmware version the query names (Kii: whose trait definitions
+    /// it is read against; nil: the thing's own).
+    public var firmwareVersion: String? = nil
 
+    /// The longest firmwareVersion accepted, in UTF-8 bytes.
+    public static let maxFirmwareVersionBytes = 255
     /// How deep "and" clauses nest.
     public static let maxClauseDepth = 8
 
@@ -61,6 +66,13 @@ public struct StateQueryForm: Equatable, Sendable {
         }
         do throws(HubError) {
             form.paginationKey = try FormFields.optionalString(body, "paginationKey")
+            if let fw = try FormFields.optionalString(body, "firmwareVersion") {
+                guard !fw.isEmpty, fw.utf8.count <= maxFirmwareVersionBytes else {
+                    throw HubError.invalid(
+                        "firmwareVersion must be 1 to \(maxFirmwareVersionBytes) bytes", field: "firmwareVersion")
+                }
+                form.firmwareVersion = fw
+            }
             if let a = query["aggregations"], !a.isNull {
                 form.aggregation = try StateAggregation.parse(a)
                 guard form.grouped else {

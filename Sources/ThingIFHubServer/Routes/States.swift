@@ -151,7 +151,14 @@ extension API {
             o.set(q.grouped ? "groupedResults" : "results", JSON.array())
             return Reply.json(200, o)
         }
-        if let alias { _ = try Self.aliasState(state, alias) }
+        // The aliases the current state holds are the current firmware's
+        // (docs/PROTOCOL.md §12); a query naming another firmwareVersion
+        // reads that version's history without them (Kii reads it against
+        // that version's trait definitions: iOS ThingIFAPIQueryUngroupedTests,
+        // query5, firmwareVersion v1 after the thing moved to v3).
+        if let alias, q.firmwareVersion == nil || q.firmwareVersion == thing.firmwareVersion {
+            _ = try Self.aliasState(state, alias)
+        }
         if let a = q.aggregation {
             let buckets = try value(
                 hub.app.aggregateStates(

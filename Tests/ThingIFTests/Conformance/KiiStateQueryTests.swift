@@ -139,7 +139,7 @@ struct KiiStateQueryTests {
     }
 
     @Test(
-        "testSuccessQueryThingUpdateStates: an ungrouped range clause, firmwareVersion beside it, bestEffortLimit",
+        "testSuccessQueryThingUpdateStates: an ungrouped range clause, firmwareVersion beside it, bestEffortLimit; an older firmwareVersion reads its own history",
         arguments: stores)
     func ungroupedQuery(_ factory: StoreFactory) async throws {
         try await withKii(factory) { k in
@@ -186,6 +186,25 @@ struct KiiStateQueryTests {
             )
             #expect(try results(r2) == [states[3] as NSDictionary])
 
+            // query5: the thing moves to v3 (update(firmwareVersion: "v3")), whose state no
+            // longer holds ALIAS1; a query naming v1 still reads the four states, one
+            // naming none reads v3's aliases (404, as testFailedQueryWithNotDefinedAlias404Error).
+            let fw = try await k.e.call(
+                "PUT", "\(k.e.thingIF)/things/\(k.thingID)/firmware-version", token: k.token,
+                body: Data(#"{"firmwareVersion":"v3"}"#.utf8),
+                contentType: "application/vnd.kii.ThingFirmwareVersionUpdateRequest+json")
+            #expect(fw.status == 204, "\(fw.status) \(fw.text)")
+            #expect(
+                k.e.hub.store.applyState(
+                    thingID: k.thingID, method: "PUT", upload: #"{"HumidityAlias":{"currentHumidity":40}}"#,
+                    at: base + 10_000) != nil)
+            let old = try await k.query(#"{"query":{"clause":{"type":"all"}},"firmwareVersion":"v1"}"#)
+            #expect(try results(old) == states.map { $0 as NSDictionary }, "\(old.text)")
+            let current = try await k.query(#"{"query":{"clause":{"type":"all"}}}"#)
+            #expect(current.status == 404 && current.errorCode == "TRAIT_ALIAS_NOT_FOUND", "\(current.text)")
+            let named = try await k.query(#"{"query":{"clause":{"type":"all"}},"firmwareVersion":"v3"}"#)
+            #expect(named.status == 404 && named.errorCode == "TRAIT_ALIAS_NOT_FOUND", "\(named.text)")
+
             // Without an alias the range reads the top level (the same rule, no alias).
             let top = try await k.query(
                 #"{"query":{"clause":{"type":"range","field":"currentHumidity","lowerLimit":40}}}"#, alias: false)
@@ -226,7 +245,7 @@ struct KiiStateQueryTests {
         }
     }
 
-    @Test("Bad range clauses are refused with 400, the field named in invalidFields")
+    @Test("Bad range clauses and firmwareVersions are refused with 400, the field named in invalidFields")
     func refused() async throws {
         try await withKii(.memory) { k in
             try k.upload(["power": true, "currentTemperature": 23], at: Platform.epochMs() - 1_000)
@@ -251,6 +270,11 @@ struct KiiStateQueryTests {
                 #expect(
                     (r.json["invalidFields"] as? [String: Any]).map { Array($0.keys) } == field.map { [$0] },
                     "\(clause): \(r.text)")
+            }
+            for fw in ["1", #""""#, "[]"] {
+                let r = try await k.query(#"{"query":{"clause":{"type":"all"}},"firmwareVersion":\#(fw)}"#)
+                #expect(r.status == 400 && r.errorCode == "INVALID_INPUT_DATA", "\(fw): \(r.text)")
+                #expect((r.json["invalidFields"] as? [String: Any])?["firmwareVersion"] is String, "\(r.text)")
             }
         }
     }

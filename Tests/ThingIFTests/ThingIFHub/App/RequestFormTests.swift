@@ -150,14 +150,14 @@ struct RequestFormTests {
         #expect(range == StateQueryForm(from: 10, to: 21, grouped: true, limit: 3, paginationKey: "7"))
     }
 
-    @Test("State query: range clauses, top-level or in nested ands, read by the triggers' rule")
+    @Test("State query: range clauses, top-level or in nested ands, read by the triggers' rule; firmwareVersion kept")
     func stateQueryRanges() throws {
         let q = try StateQueryForm.parse(
             try json(
                 #"{"query":{"grouped":true,"clause":{"type":"and","clauses":[{"type":"range","field":"t","lowerLimit":23,"lowerIncluded":false},{"type":"and","clauses":[{"type":"range","field":"h","upperLimit":40.5},{"type":"withinTimeRange","lowerLimit":10,"upperLimit":20}]}]}},"firmwareVersion":"v1"}"#
             ), now: 5000
         ).get()
-        #expect(q.from == 10 && q.to == 21 && q.grouped)
+        #expect(q.from == 10 && q.to == 21 && q.grouped && q.firmwareVersion == "v1")
         #expect(
             q.ranges == [
                 StateRange(field: "t", lower: 23, lowerIncluded: false, upper: nil, upperIncluded: true),
