@@ -34,7 +34,7 @@ hub_files() {
             ;;
         state_query)
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \
-                Sources/ThingIFHub/App/StateQueryForm.swift
+                Sources/ThingIFHub/App/StateQueryForm.swift Sources/ThingIFRules/*.swift
             ;;
         trigger_form)
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/CommandForm.swift \

@@ -15,6 +15,11 @@
 //  5. An accepted aggregation is the one element of a grouped query
 //     without paging, as sent; its field and name are 1 to 255 bytes
 //     without `"` or `\`; only COUNT takes a field that is not a number.
+//  6. An accepted query has one range per "range" clause of its and-tree,
+//     each with a limit and a field the stores can path; its
+//     firmwareVersion is 1 to 255 bytes.
+//  7. A refusal's invalidFields, when present, names one field, with a
+//     reason, and only on a 400 INVALID_INPUT_DATA.
 import CThingIF
 @testable import ThingIF
 
@@ -28,12 +33,33 @@ func fuzzCheck(_ input: [UInt8]) {
             fuzzFail("a refusal that is not a 4xx with a code and a message: \(e.status) \(e.code)", input)
         }
         guard case .success = JSON.parse(e.body.dumpBytes()) else { fuzzFail("the error body is not JSON", input) }
+        if let fields = e.invalidFields {
+            if fields.count != 1 || fields.values.contains(where: \.isEmpty) || e.code != "INVALID_INPUT_DATA" {
+                fuzzFail("invalidFields \(fields) on \(e.status) \(e.code)", input)
+            }
+        }
     case .success(let q):
         if q.from < 0 || q.to <= q.from { fuzzFail("an accepted empty or negative range \(q.from)..<\(q.to)", input) }
-        let clause = body["query"]?["clause"]
-        let inner =
-            clause?["type"]?.stringValue == "and" ? (clause?["clauses"]?.elements ?? []) : [clause].compactMap { $0 }
+        // The clauses of the and-tree, nested ands opened.
+        func leaves(_ c: JSON?) -> [JSON] {
+            guard let c else { return [] }
+            guard c["type"]?.stringValue == "and" else { return [c] }
+            return (c["clauses"]?.elements ?? []).flatMap(leaves)
+        }
+        let inner = leaves(body["query"]?["clause"])
         let timed = inner.contains { $0["type"]?.stringValue == "withinTimeRange" }
+        if q.ranges.count != inner.filter({ $0["type"]?.stringValue == "range" }).count {
+            fuzzFail("a range clause lost or made up", input)
+        }
+        for r in q.ranges {
+            if r.lower == nil && r.upper == nil { fuzzFail("an accepted range without a limit", input) }
+            if r.field.isEmpty || r.field.utf8.count > 255 || r.field.contains("\"") || r.field.contains("\\") {
+                fuzzFail("an accepted range field the stores cannot path", input)
+            }
+        }
+        if let fw = q.firmwareVersion, fw.isEmpty || fw.utf8.count > 255 {
+            fuzzFail("an accepted firmwareVersion of \(fw.utf8.count) bytes", input)
+        }
         if !timed && (q.from != 0 || q.to != now + 1) {
             fuzzFail("a query without a time range that is not 0..<now+1", input)
         }

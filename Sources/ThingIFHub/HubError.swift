@@ -10,6 +10,9 @@ public struct HubError: Error, Sendable, Equatable {
     public var message: String
     /// A command's state beside the error (409 COMMAND_NOT_CANCELLABLE), nil for none.
     public var commandState: String?
+    /// Kii's `invalidFields` of a 400 INVALID_INPUT_DATA: the field at fault
+    /// and why (nil: no one field is).
+    public var invalidFields: [String: String]?
 
     public init(_ status: Int, _ code: String, _ message: String) {
         self.status = status
@@ -17,7 +20,14 @@ public struct HubError: Error, Sendable, Equatable {
         self.message = message
     }
 
-    public static func invalid(_ message: String) -> HubError { HubError(400, "INVALID_INPUT_DATA", message) }
+    /// A body the API refuses; with the field at fault, the body names it
+    /// in Kii's `invalidFields` ({"field":"why"}, as Kii's validation
+    /// errors carry it: thing-if-JSSDK test/small/PushOpsTest.ts).
+    public static func invalid(_ message: String, field: String? = nil) -> HubError {
+        var e = HubError(400, "INVALID_INPUT_DATA", message)
+        e.invalidFields = field.map { [$0: message] }
+        return e
+    }
     /// Kii's code for a command the API refuses.
     public static func wrongCommand(_ message: String) -> HubError { HubError(400, "WRONG_COMMAND", message) }
     /// Kii Cloud's code for a query it cannot run.
@@ -126,6 +136,11 @@ public struct HubError: Error, Sendable, Equatable {
         o.set("errorCode", string: code)
         o.set("message", string: message)
         if let commandState { o.set("commandState", string: commandState) }
+        if let invalidFields {
+            let fields = JSON.object()
+            for (k, v) in invalidFields.sorted(by: { $0.key < $1.key }) { fields.set(k, string: v) }
+            o.set("invalidFields", fields)
+        }
         return o
     }
 }

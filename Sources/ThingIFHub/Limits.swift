@@ -15,6 +15,13 @@ public enum AppLimits {
         "1_MINUTE": 60_000, "15_MINUTES": 900_000, "30_MINUTES": 1_800_000,
         "1_HOUR": 3_600_000, "12_HOURS": 43_200_000
     ]
+    /// The grouping interval of a thing onboarded without one: Kii's
+    /// one-minute groups (docs/decisions/kii-state-queries.md).
+    public static let defaultGroupingInterval = "1_MINUTE"
+    /// The most grouping intervals one grouped query's range may touch
+    /// (Kii's limit, thing-if-AndroidSDK ThingIFAPI.query: "over 60 data
+    /// grouping intervals" is a 400).
+    public static let maxGroupingIntervals: Int64 = 60
 }
 
 /// The hub's size limits, in one place for the REST API and the MQTT side.

@@ -254,13 +254,16 @@ public struct AppAPI {
     /// With `wholeIntervals` (Kii's grouped query) the range grows to the
     /// whole grouping intervals it touches, as the aggregations read them.
     /// The state history in [from, to), grouped by the thing's data grouping
-    /// interval (one group per interval that has samples; a thing without an
-    /// interval gets one group for the whole range).
+    /// interval (one group per interval that has samples; a thing onboarded
+    /// without an interval has Kii's default, one minute).
     /// One page: at most `limit` samples (default and cap `maxPage`);
     /// `next` is the paginationKey of the following page, nil at the end.
+    /// `ranges` keep only the samples that pass them (of `alias`'s state
+    /// when given: a query on a trait alias).
     public func stateHistory(
         user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
-        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false
+        limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false,
+        alias: String? = nil, ranges: [StateRange] = []
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
@@ -271,7 +274,10 @@ public struct AppAPI {
         }
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
         var (from, to) = (from, to)
-        if wholeIntervals { (from, to) = Self.wholeIntervals(from: from, to: to, of: thing) }
+        if wholeIntervals {
+            (from, to) = Self.wholeIntervals(from: from, to: to, of: thing)
+            if let e = Self.intervalLimit(from: from, to: to, of: thing) { return .failure(e) }
+        }
         if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
         var after: Int64 = 0
         if let paginationKey {
@@ -280,12 +286,10 @@ public struct AppAPI {
         }
         let page = store.stateHistoryPage(
             thingID: thingID, from: from, to: to, after: after,
-            limit: min(limit ?? maxPage, max(1, maxPage)))
+            limit: min(limit ?? maxPage, max(1, maxPage)), alias: alias, ranges: ranges)
         let samples = page.samples
         let next = page.next.map { String($0) }
-        guard let interval = thing.dataGroupingInterval.flatMap({ AppLimits.groupingIntervals[$0] }) else {
-            return .success((samples.isEmpty ? [] : [StateGroup(from: from, to: to, samples: samples)], next))
-        }
+        let interval = Self.interval(of: thing)
         var groups: [StateGroup] = []
         for s in samples {
             let start = s.at - s.at % interval

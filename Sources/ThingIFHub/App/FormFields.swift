@@ -9,13 +9,17 @@ public enum FormFields {
     /// The string at `key`, nil when absent or null; 400 for another type.
     public static func optionalString(_ o: JSON, _ key: String) throws(HubError) -> String? {
         guard let v = o[key], !v.isNull else { return nil }
-        guard let s = v.stringValue else { throw HubError.invalid("\"\(key)\" must be a string, not \(v.typeName)") }
+        guard let s = v.stringValue else {
+            throw HubError.invalid("\"\(key)\" must be a string, not \(v.typeName)", field: key)
+        }
         return s
     }
 
     /// The string at `key`; 400 when absent, null or not a string.
     public static func requiredString(_ o: JSON, _ key: String) throws(HubError) -> String {
-        guard let s = try optionalString(o, key) else { throw HubError.invalid("\"\(key)\" is required: a string") }
+        guard let s = try optionalString(o, key) else {
+            throw HubError.invalid("\"\(key)\" is required: a string", field: key)
+        }
         return s
     }
 
@@ -26,7 +30,8 @@ public enum FormFields {
     public static func installationType(_ o: JSON) throws(HubError) -> String {
         if let t = try optionalString(o, "deviceType") { return t }
         guard let t = try optionalString(o, "installationType") else {
-            throw HubError.invalid("\"deviceType\" (or \"installationType\") is required: a string")
+            throw HubError.invalid(
+                "\"deviceType\" (or \"installationType\") is required: a string", field: "deviceType")
         }
         return t
     }

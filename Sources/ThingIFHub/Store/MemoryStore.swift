@@ -442,13 +442,14 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         data.withLock { d in (d.history[thingID] ?? []).filter { $0.at >= from && $0.at < to } }
     }
 
-    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
-        -> (samples: [StateSample], next: Int64?)
-    {
+    public func stateHistoryPage(
+        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+    ) -> (samples: [StateSample], next: Int64?) {
         data.withLock { d in
             var out: [StateSample] = []
             var last: Int64 = 0
             for s in d.history[thingID] ?? [] where s.cursor > after && s.at >= from && s.at < to {
+                guard StateRange.admit(ranges, state: s.state, alias: alias) else { continue }
                 if out.count == max(0, limit) { return (out, last) }
                 out.append(s)
                 last = s.cursor

@@ -67,9 +67,9 @@ extension SQLDialect {
     /// `n` its value when it is a number (NULL otherwise). SQLite reads the
     /// field by a JSON path (json_type and json_extract, bound twice);
     /// PostgreSQL by jsonb keys, each bound as text.
-    func stateFieldRows(aliased: Bool) -> String {
+    func stateFieldRows(aliased: Bool, filter: String = "") -> String {
         let sample = "id, at, method, upload, state, at - (at - ?) % ? AS b"
-        let range = "FROM state_samples WHERE thing_id = ? AND at >= ? AND at < ?"
+        let range = "FROM state_samples WHERE thing_id = ? AND at >= ? AND at < ?" + filter
         switch self {
         case .sqlite:
             return """
@@ -96,6 +96,26 @@ extension SQLDialect {
         case .postgres: return (alias.map { [$0] } ?? []).map { .text($0) } + [.text(field)]
         }
     }
+
+    /// The field's value where it is a JSON number, else NULL (a CASE, so
+    /// that no other value is ever cast). Binds: `stateFieldNumberKeys`.
+    func stateFieldNumber(aliased: Bool) -> String {
+        switch self {
+        case .sqlite: return "CASE WHEN json_type(state, ?) IN ('integer', 'real') THEN json_extract(state, ?) END"
+        case .postgres:
+            let v = "state::jsonb " + (aliased ? "-> ?::text -> ?::text" : "-> ?::text")
+            return "CASE WHEN jsonb_typeof(\(v)) = 'number' THEN (\(v))::numeric END"
+        }
+    }
+
+    /// The bound keys of `stateFieldNumber`.
+    func stateFieldNumberKeys(alias: String?, field: String) -> [SQLValue] {
+        let keys = stateFieldKeys(alias: alias, field: field)
+        return self == .sqlite ? keys : keys + keys
+    }
+
+    /// A number bound as text (the limit of a range clause).
+    var boundNumber: String { self == .sqlite ? "CAST(? AS REAL)" : "?::numeric" }
 
     /// A SUM that cannot fail: SQLite's SUM stops the statement on an
     /// integer overflow, so it sums in doubles (TOTAL, NULL without
@@ -751,14 +771,17 @@ extension SQLStore {
         }
     }
 
-    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int) -> (
-        samples: [StateSample], next: Int64?
-    ) {
+    public func stateHistoryPage(
+        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+    ) -> (samples: [StateSample], next: Int64?) {
         use(([], nil)) { c in
             let n = max(0, limit)
+            let filter = StateRangeSQL.condition(Self.dialect, alias: alias, ranges)
             var rows = try c.rows(
-                StoreRows.sampleColumns + " WHERE thing_id = ? AND id > ? AND at >= ? AND at < ? ORDER BY id LIMIT ?",
-                [.text(thingID), .int(after), .int(from), .int(to), .int(Int64(n + 1))], StoreRows.sample)
+                StoreRows.sampleColumns + " WHERE thing_id = ? AND id > ? AND at >= ? AND at < ?" + filter.sql
+                    + " ORDER BY id LIMIT ?",
+                [.text(thingID), .int(after), .int(from), .int(to)] + filter.binds + [.int(Int64(n + 1))],
+                StoreRows.sample)
             guard rows.count > n else { return (rows, nil) }
             rows.removeLast()
             return (rows, rows.last?.cursor ?? after)

@@ -159,11 +159,12 @@ public enum StateAggregates {
 extension MemoryStore {
     public func aggregateStates(
         thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
-        bucketMs: Int64?
+        bucketMs: Int64?, ranges: [StateRange]
     ) -> [AggregateBucket]? {
         StateAggregates.compute(
-            stateHistory(thingID: thingID, from: from, to: to), alias: alias, field: field, kind: kind, from: from,
-            to: to, bucketMs: bucketMs)
+            stateHistory(thingID: thingID, from: from, to: to).filter {
+                StateRange.admit(ranges, state: $0.state, alias: alias)
+            }, alias: alias, field: field, kind: kind, from: from, to: to, bucketMs: bucketMs)
     }
 }
 
@@ -174,8 +175,10 @@ enum StateAggregateSQL {
     /// The statement of a query. Binds: `binds(…)`. Rows: the bucket's
     /// start, the value as text (NULL: none), and for MIN and MAX the
     /// sample holding it (at, method, upload, state, id).
-    static func statement(_ dialect: SQLDialect, aliased: Bool, _ kind: AggregationKind) -> String {
-        all["\(dialect) \(aliased) \(kind.rawValue)"]!
+    static func statement(_ dialect: SQLDialect, aliased: Bool, _ kind: AggregationKind, filter: String = "")
+        -> String
+    {
+        filter.isEmpty ? all["\(dialect) \(aliased) \(kind.rawValue)"]! : make(dialect, aliased: aliased, kind, filter)
     }
 
     private static let all: [String: String] = {
@@ -195,8 +198,10 @@ enum StateAggregateSQL {
     /// bucket's samples (numbers first, then by value, time and upload
     /// order) and keep the first, so the value and its sample come from
     /// the same row; a bucket whose first is no number has no value.
-    private static func make(_ d: SQLDialect, aliased: Bool, _ kind: AggregationKind) -> String {
-        let rows = d.stateFieldRows(aliased: aliased)
+    private static func make(_ d: SQLDialect, aliased: Bool, _ kind: AggregationKind, _ filter: String = "")
+        -> String
+    {
+        let rows = d.stateFieldRows(aliased: aliased, filter: filter)
         switch kind {
         case .count, .sum, .mean:
             let value: String
@@ -221,12 +226,13 @@ enum StateAggregateSQL {
     /// width, the field's keys (`SQLDialect.stateFieldKeys`), the thing,
     /// the range.
     static func binds(
-        _ d: SQLDialect, thingID: String, alias: String?, field: String, from: Int64, to: Int64, bucketMs: Int64?
+        _ d: SQLDialect, thingID: String, alias: String?, field: String, from: Int64, to: Int64, bucketMs: Int64?,
+        filter: [SQLValue] = []
     ) -> [SQLValue] {
         // Without an interval the range is one bucket: at - (at - from) % (to - from) = from.
         let (origin, width) = bucketMs.map { (Int64(0), $0) } ?? (from, to - from)
         return [.int(origin), .int(width)] + d.stateFieldKeys(alias: alias, field: field)
-            + [.text(thingID), .int(from), .int(to)]
+            + [.text(thingID), .int(from), .int(to)] + filter
     }
 
     /// A JSON path to the field for SQLite (`$."alias"."field"`), each key
@@ -245,12 +251,14 @@ enum StateAggregateSQL {
 extension SQLStore {
     public func aggregateStates(
         thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
-        bucketMs: Int64?
+        bucketMs: Int64?, ranges: [StateRange]
     ) -> [AggregateBucket]? {
         guard from < to, bucketMs.map({ $0 > 0 }) ?? true else { return [] }
-        let sql = StateAggregateSQL.statement(Self.dialect, aliased: alias != nil, kind)
+        let filter = StateRangeSQL.condition(Self.dialect, alias: alias, ranges)
+        let sql = StateAggregateSQL.statement(Self.dialect, aliased: alias != nil, kind, filter: filter.sql)
         let values = StateAggregateSQL.binds(
-            Self.dialect, thingID: thingID, alias: alias, field: field, from: from, to: to, bucketMs: bucketMs)
+            Self.dialect, thingID: thingID, alias: alias, field: field, from: from, to: to, bucketMs: bucketMs,
+            filter: filter.binds)
         return use(nil) { c in
             try c.rows(sql, values) { r -> AggregateBucket in
                 let start = r.int(0)

@@ -124,11 +124,14 @@ public protocol ThingStore: AnyObject, Sendable {
     func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
     /// Uploads with from <= at < to, oldest first.
     func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
-    /// At most `limit` uploads with from <= at < to, oldest first, starting
-    /// after the sample whose cursor is `after` (0: from the first). Returns
-    /// the cursor of the last sample when more may follow.
-    func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
-        -> (samples: [StateSample], next: Int64?)
+    /// At most `limit` uploads with from <= at < to that pass every range
+    /// of `ranges` (each on a field of `state[alias]`, of the state
+    /// without an alias: StateRange's rule), oldest first, starting after
+    /// the sample whose cursor is `after` (0: from the first). Returns the
+    /// cursor of the last sample when more may follow.
+    func stateHistoryPage(
+        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+    ) -> (samples: [StateSample], next: Int64?)
     /// One aggregation of a field of the uploads with from <= at < to:
     /// `state[alias][field]` (`state[field]` without an alias), per bucket
     /// of `bucketMs` counted from the epoch (nil: the range is one bucket),
@@ -137,9 +140,10 @@ public protocol ThingStore: AnyObject, Sendable {
     /// MIN and MAX also give the upload holding the value (the earliest on
     /// ties). One statement on the SQL stores (StateAggregates.swift). nil:
     /// the store failed.
+    /// Only the uploads that pass every range of `ranges` count.
     func aggregateStates(
         thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
-        bucketMs: Int64?
+        bucketMs: Int64?, ranges: [StateRange]
     ) -> [AggregateBucket]?
 
     // MARK: things' certificates (revocation)
@@ -340,5 +344,24 @@ public struct RevokedCertificate: Sendable, Equatable {
         self.serial = serial
         self.revokedAt = revokedAt
         self.notAfter = notAfter
+    }
+}
+
+extension ThingStore {
+    /// A page of every upload in the range (no range clauses).
+    public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
+        -> (samples: [StateSample], next: Int64?)
+    {
+        stateHistoryPage(thingID: thingID, from: from, to: to, after: after, limit: limit, alias: nil, ranges: [])
+    }
+
+    /// An aggregation of every upload in the range (no range clauses).
+    public func aggregateStates(
+        thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
+        bucketMs: Int64?
+    ) -> [AggregateBucket]? {
+        aggregateStates(
+            thingID: thingID, alias: alias, field: field, kind: kind, from: from, to: to, bucketMs: bucketMs,
+            ranges: [])
     }
 }

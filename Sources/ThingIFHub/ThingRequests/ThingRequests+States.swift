@@ -58,7 +58,7 @@ extension ThingRequests {
     }
 
     /// After a state upload's write: `thing` as it was before (its state is
-    /// the old state the triggers compare with).
+    /// the old state the triggers compare with, nil before its first upload).
     private func stateStored(thing: ThingRecord, _ written: StateWrite) -> KiiResponse {
         let tid = thing.thingID
         let old = thing.state
@@ -71,7 +71,10 @@ extension ThingRequests {
             self.homeAssistant.stateChanged(thing: thing, merged: merged)
             self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
         }
-        return ok(204)
+        // Kii answers 201 to a thing's first upload, 204 to the others
+        // (Kii's REST guide, "State Registration and Retrieval"). Two first
+        // uploads at once may both be answered 201.
+        return ok(old == nil ? 201 : 204)
     }
 
 }

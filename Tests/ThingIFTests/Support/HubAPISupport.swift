@@ -25,9 +25,15 @@ struct HTTPReply {
     var json: [String: Any] { ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any]) ?? [:] }
     func string(_ key: String) -> String? { json[key] as? String }
     var errorCode: String? { string("errorCode") }
-    /// A Thing-IF error body: exactly {"errorCode","message"}, both strings.
+    /// A Thing-IF error body: {"errorCode","message"}, both strings, and
+    /// nothing else but Kii's invalidFields (an object of strings) on a 400
+    /// INVALID_INPUT_DATA.
     var isErrorBody: Bool {
-        let j = json
+        var j = json
+        if let fields = j.removeValue(forKey: "invalidFields") {
+            guard j["errorCode"] as? String == "INVALID_INPUT_DATA", let f = fields as? [String: String], !f.isEmpty
+            else { return false }
+        }
         return j.count == 2 && j["errorCode"] is String && j["message"] is String
     }
 }

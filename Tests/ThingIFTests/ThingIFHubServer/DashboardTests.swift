@@ -172,7 +172,7 @@ struct DashboardTests {
             // The gateway uploads lamp1's state; the owner sends it a command.
             let state = try await e.call(
                 "PUT", "\(e.target(lamp1))/states", token: gwToken, json: ["power": true, "brightness": 40])
-            try #require(state.status == 204, "\(state.status) \(state.text)")
+            try #require(state.status == 201, "the lamp's first upload: \(state.status) \(state.text)")
             let cid = try await e.postCommand(
                 lamp1, token: token, userID: uid, actions: [["turnPower": ["power": false]]])
 

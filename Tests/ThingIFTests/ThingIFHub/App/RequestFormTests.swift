@@ -84,6 +84,24 @@ struct RequestFormTests {
         #expect(try EndNodeOnboardingForm.parse(bare, byGatewayVendorThingID: false).get().owner == nil)
     }
 
+    @Test("A missing or ill-typed string field is named in Kii's invalidFields, {field: why}")
+    func invalidFields() throws {
+        for (body, field) in [
+            (#"{"vendorThingID":"v","owner":"user:u"}"#, "thingPassword"),
+            (#"{"vendorThingID":"v","thingPassword":7,"owner":"user:u"}"#, "thingPassword"),
+            (#"{"thingPassword":"pw","owner":"user:u"}"#, "vendorThingID")
+        ] {
+            guard case .failure(let e) = OnboardingForm.parse(try json(body), byThingID: false) else {
+                Issue.record("accepted: \(body)")
+                continue
+            }
+            // Kii's shape (thing-if-JSSDK test/small/PushOpsTest.ts): "invalidFields":{"<field>":"<why>"}.
+            #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields == [field: e.message], "\(body): \(e)")
+            #expect(e.body["invalidFields"]?[field]?.stringValue == e.message, "\(body)")
+        }
+        #expect(HubError.invalid("no field").body["invalidFields"] == nil, "none when no one field is at fault")
+    }
+
     @Test("End-node onboarding: each bad field gets a 400 that names it")
     func endNodeOnboardingRefused() throws {
         let long = String(repeating: "x", count: 201)
@@ -130,6 +148,41 @@ struct RequestFormTests {
             ), now: 5000
         ).get()
         #expect(range == StateQueryForm(from: 10, to: 21, grouped: true, limit: 3, paginationKey: "7"))
+    }
+
+    @Test("State query: range clauses, top-level or in nested ands, read by the triggers' rule; firmwareVersion kept")
+    func stateQueryRanges() throws {
+        let q = try StateQueryForm.parse(
+            try json(
+                #"{"query":{"grouped":true,"clause":{"type":"and","clauses":[{"type":"range","field":"t","lowerLimit":23,"lowerIncluded":false},{"type":"and","clauses":[{"type":"range","field":"h","upperLimit":40.5},{"type":"withinTimeRange","lowerLimit":10,"upperLimit":20}]}]}},"firmwareVersion":"v1"}"#
+            ), now: 5000
+        ).get()
+        #expect(q.from == 10 && q.to == 21 && q.grouped && q.firmwareVersion == "v1")
+        #expect(
+            q.ranges == [
+                StateRange(field: "t", lower: 23, lowerIncluded: false, upper: nil, upperIncluded: true),
+                StateRange(field: "h", lower: nil, lowerIncluded: true, upper: 40.5, upperIncluded: true)
+            ])
+        // The rule: a limit included unless its flag is false; numbers only; of the alias's state.
+        let state = #"{"A":{"t":23,"h":40.5},"t":24,"h":1}"#
+        #expect(!StateRange.admit(q.ranges, state: state, alias: "A"), "t = 23 is not > 23")
+        #expect(StateRange.admit(q.ranges, state: state, alias: nil))
+        #expect(!StateRange.admit(q.ranges, state: #"{"t":"24","h":1}"#, alias: nil), "a string is no number")
+        #expect(!StateRange.admit(q.ranges, state: #"{"h":1}"#, alias: nil), "a missing field matches nothing")
+        let top = try StateQueryForm.parse(
+            try json(#"{"query":{"clause":{"type":"range","field":"t","upperLimit":5}}}"#), now: 5000
+        ).get()
+        #expect(top.from == 0 && top.to == 5001 && top.ranges.count == 1 && !top.grouped)
+        // A refusal names its field in Kii's invalidFields.
+        guard
+            case .failure(let e) = StateQueryForm.parse(
+                try json(#"{"query":{"clause":{"type":"range","field":"t"}}}"#), now: 5000)
+        else {
+            Issue.record("a range without a limit was accepted")
+            return
+        }
+        #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields?.keys.sorted() == ["clause"])
+        #expect(e.body["invalidFields"]?["clause"]?.stringValue == e.message)
     }
 
     @Test("State query: each bad body gets a 4xx, the largest upper limit included")

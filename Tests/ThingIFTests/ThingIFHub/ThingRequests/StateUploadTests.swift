@@ -32,7 +32,7 @@ struct StateUploadTests {
         func stored() -> String? { store.thing(id: t.thingID)?.state }
 
         // Stored, over MQTT and over HTTP, whole and partial.
-        #expect(upload(#"{"power":true}"#).0 == 204)
+        #expect(upload(#"{"power":true}"#).0 == 201, "Kii's answer to a thing's first upload")
         #expect(stored() == #"{"power":true}"#)
         #expect(upload(client: nil, #"{"power":false}"#).0 == 204)
         #expect(stored() == #"{"power":false}"#)
