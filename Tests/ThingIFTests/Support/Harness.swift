@@ -20,7 +20,7 @@ enum RC {
     static let noConn = Int32(THINGIF_ERR_NO_CONN.rawValue)
     static let rejected = Int32(THINGIF_ERR_REJECTED.rawValue)
     static let json = Int32(THINGIF_ERR_JSON.rawValue)
-    static let last = Int32(THINGIF_ERR_TOO_MANY.rawValue)
+    static let last = Int32(THINGIF_ERR_UNSUPPORTED.rawValue)
 }
 
 enum LogLevel {
