@@ -42,10 +42,15 @@ swift test
 # The hub and the CLI for ctest's demo tests and the Python tests.
 bin=$(swift build --show-bin-path)
 
-echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst and the two-hub process tests are left out for time)"
+echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst, the end-node onboarding flood and the two-hub process tests are left out for time)"
 # The burst (SecurityTests.stateBurst) measures that the hub keeps up with a
 # thing's uploads; under ThreadSanitizer beside the other suites it did not
 # finish in 60 s (1,947 of 2,000). It runs in the plain suite above.
+# GatewayRequestsTests.endNodeOnboardingUnderFlood measures that the end-node
+# triage keeps up with about 1,000 token-less onboardings a second (each a
+# token read on one thread of its own); under ThreadSanitizer it did not
+# (4 of the gateway's 5 Kii-path onboardings dropped with the triage's queue
+# full, a clean-clone CI run). It runs in the plain suite above.
 # TwoHubsOnPostgresTests runs thingif-hub processes (built here with
 # ThreadSanitizer, whose reports would go to their logs, unread) and the
 # CLI: nothing of it runs in the test process, so ThreadSanitizer checks
@@ -59,7 +64,7 @@ tsan_logs=$(mktemp -d)
 tsan_status=0
 TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$tsan_logs/report" \
     swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' \
-    --skip 'stateBurst|TwoHubsOnPostgresTests' || tsan_status=$?
+    --skip 'stateBurst|TwoHubsOnPostgresTests|endNodeOnboardingUnderFlood' || tsan_status=$?
 if compgen -G "$tsan_logs/report*" >/dev/null; then
     echo "== ThreadSanitizer's reports"
     cat "$tsan_logs"/report*
