@@ -40,15 +40,6 @@ extension ThingRequests {
         return false
     }
 
-    /// The gateway's thingID of POST things/{gw}/end-nodes, libthingif's
-    /// end-node onboarding over MQTT (docs/GATEWAYS.md §4.1); nil for any
-    /// other path.
-    static func endNodesOnboardingPath(_ path: String) -> String? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "things", parts[2] == "end-nodes", !parts[1].isEmpty else { return nil }
-        return String(parts[1])
-    }
-
     static let endNodeMediaTypes =
         "Content-Type must be \(MediaType.onboardingEndNodeWithGatewayThingID) or \(MediaType.onboardingEndNodeWithGatewayVendorThingID)"
 

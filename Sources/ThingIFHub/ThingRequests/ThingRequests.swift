@@ -301,12 +301,7 @@ extension ThingRequests {
             guard t.appID == options.appID else {
                 return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
             }
-            // A gateway's own end-node onboarding (libthingif's): checked
-            // here on its lane, its KDF on the costly pool.
-            if t.api == .thingIF, req.method == "POST", let gw = Self.endNodesOnboardingPath(t.path) {
-                return endNodeOnboardingOnLane(req, gatewayThingID: gw, clientID: t.clientID)
-            }
-            return .now(route(req, api: t.api, path: t.path, clientID: t.clientID))
+            return dispatch(req, api: t.api, path: t.path, clientID: t.clientID)
         }
     }
 
@@ -447,11 +442,32 @@ extension ThingRequests {
         path.hasSuffix("/states") ? options.limits.maxStateBody : options.limits.maxBody
     }
 
+    /// The router of a request over MQTT from `clientID`: the rows whose
+    /// answer is costly work (libthingif's end-node onboarding, POST
+    /// things/{gw}/end-nodes, checked on the gateway's lane, its KDF on the
+    /// costly pool; no route over HTTP), then `route`'s, which answer now.
+    func dispatch(_ req: KiiRequest, api: Topics.API, path: String, clientID: String) -> Served {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if api == .thingIF, req.method == "POST", parts.count == 3, parts[0] == "things", parts[2] == "end-nodes",
+            !parts[1].isEmpty
+        {
+            return endNodeOnboardingOnLane(req, gatewayThingID: parts[1], clientID: clientID)
+        }
+        return .now(route(req, api: api, parts: parts, path: path, clientID: clientID))
+    }
+
     /// One router for both transports. `clientID` is the MQTT client the
     /// request came from (it must be one of the thing's installations), nil
     /// over HTTP.
     func route(_ req: KiiRequest, api: Topics.API, path: String, clientID: String?) -> KiiResponse {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        route(
+            req, api: api, parts: path.split(separator: "/", omittingEmptySubsequences: false).map(String.init),
+            path: path, clientID: clientID)
+    }
+
+    private func route(_ req: KiiRequest, api: Topics.API, parts: [String], path: String, clientID: String?)
+        -> KiiResponse
+    {
         switch (api, req.method, parts.count) {
         case (.thingIF, "POST", 1) where parts[0] == "onboardings":
             // On the costly work's pool: `accept` sends it there over MQTT, the REST layer over HTTP.
