@@ -244,7 +244,16 @@ public final class FrameworkSide: @unchecked Sendable {
     let scheduler = Locked<Scheduler?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
-        guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
+        // The broker may send the hub any number of requests before their
+        // PUBACKs (MQTT's largest Receive Maximum): with libmosquitto's 20 it
+        // queued the rest for the hub whenever the hub's network thread
+        // waited for a core, and dropped what passed its 1,000 (a CI run:
+        // 33 of a thing's 2,000 uploads). The request lanes bound what is
+        // taken (ThingRequests.queueMax); docs/decisions/hub-request-lanes.md.
+        guard
+            let c = MqttClient(
+                clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true, receiveMaximum: 65_535)
+        else {
             return nil
         }
         self.options = options

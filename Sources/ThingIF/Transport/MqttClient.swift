@@ -43,12 +43,22 @@ public final class MqttClient {
 
     /// nil when libmosquitto cannot create a client (out of memory, or an
     /// empty client ID with a persistent session).
-    public init?(clientID: String, cleanStart: Bool) {
+    ///
+    /// `receiveMaximum` (1–65,535; libmosquitto's default 20) is the MQTT 5
+    /// Receive Maximum sent in CONNECT: how many QoS 1 messages the broker
+    /// may send before their PUBACKs come back. The broker queues the rest
+    /// for this client and drops what passes its `max_queued_messages`
+    /// (1,000 by default), so a client that must not lose a burst while its
+    /// network thread waits for a core asks for more.
+    public init?(clientID: String, cleanStart: Bool, receiveMaximum: Int32? = nil) {
         _ = mosquittoLibrary
         guard let m = mosquitto_new(clientID, cleanStart, nil) else { return nil }
         self.clientID = clientID
         self.mosq = m
         mosquitto_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, Int32(MQTT_PROTOCOL_V5))
+        if let receiveMaximum {
+            mosquitto_int_option(m, MOSQ_OPT_RECEIVE_MAXIMUM, min(max(receiveMaximum, 1), 65_535))
+        }
         // Commands and answers are small packets: send them at once rather
         // than let Nagle's algorithm hold them for the peer's delayed ACK.
         mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)

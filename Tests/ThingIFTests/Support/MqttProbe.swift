@@ -58,28 +58,52 @@ final class MqttProbe: @unchecked Sendable {
     private var granted: [Int32: [Int32]] = [:]
     private var received: [MqttClient.Message] = []
     private var acked: [Int32: Int32] = [:]
+    private let gate = NSCondition()
+    private var held = false
     private var disconnects = 0
 
     /// Connects (bounded wait) and returns the probe; `connackCode` tells
     /// whether the broker took it (0) or refused it (e.g. 0x87, 0x86).
     init(
         port: Int, clientID: String, username: String?, password: String?,
-        tls: (ca: String, cert: String?, key: String?)? = nil, will: (topic: String, payload: String)? = nil
+        tls: (ca: String, cert: String?, key: String?)? = nil, will: (topic: String, payload: String)? = nil,
+        receiveMaximum: Int32? = nil
     ) throws {
-        client = try #require(MqttClient(clientID: clientID, cleanStart: true))
+        client = try #require(MqttClient(clientID: clientID, cleanStart: true, receiveMaximum: receiveMaximum))
         if username != nil { _ = client.setCredentials(username: username, password: password) }
         if let will { _ = client.setWill(topic: will.topic, payload: Array(will.payload.utf8)) }
         if let tls { _ = client.setTLS(cafile: tls.ca, certfile: tls.cert, keyfile: tls.key) }
         client.onConnect = { [unowned self] rc in self.lock.withLock { self.connack = rc } }
         client.onDisconnect = { [unowned self] _ in self.lock.withLock { self.disconnects += 1 } }
         client.onSubscribeGranted = { [unowned self] mid, codes in self.lock.withLock { self.granted[mid] = codes } }
-        client.onMessage = { [unowned self] m in self.lock.withLock { self.received.append(m) } }
+        client.onMessage = { [unowned self] m in
+            self.gate.lock()
+            while self.held { self.gate.wait() }
+            self.gate.unlock()
+            self.lock.withLock { self.received.append(m) }
+        }
         client.onPublished = { [unowned self] mid, code in self.lock.withLock { self.acked[mid] = code } }
         let rc = client.connect(host: "127.0.0.1", port: port, keepalive: 30)
         if rc == 0 {
             _ = client.startThread()
             poll(timeoutMs: 30_000) { self.lock.withLock { self.connack != nil || self.disconnects > 0 } }
         }
+    }
+
+    /// Holds the probe's network thread in its next message callback until
+    /// `release()`: a client whose thread waits for a core, reading nothing
+    /// and acknowledging nothing meanwhile.
+    func hold() {
+        gate.lock()
+        held = true
+        gate.unlock()
+    }
+
+    func release() {
+        gate.lock()
+        held = false
+        gate.broadcast()
+        gate.unlock()
     }
 
     /// The CONNACK's reason code; nil when none came (TLS refused, socket closed).
@@ -134,6 +158,12 @@ final class MqttProbe: @unchecked Sendable {
             return m != nil
         }
         return m
+    }
+
+    /// Waits for a message on `topic` with `payload`; true when it came.
+    func waitForMessage(on topic: String, payload: String, timeoutMs: Int) -> Bool {
+        let bytes = Array(payload.utf8)
+        return poll(timeoutMs: timeoutMs) { self.messages(on: topic).contains { $0.payload == bytes } }
     }
 
     func stop() {
