@@ -252,7 +252,7 @@ struct HandOverCertificateTests {
 
     @Test("A hub without a CA ignores the CSR: the handed-over thing with TLS gets a password, as from Kii")
     func hubWithoutCAHandsOutPassword() async throws {
-        try await withHubAPI(options: Env.withoutThingCA) { e in
+        try await withHubAPI(options: { Env.withoutThingCA(&$0) }) { e in
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-HO-4", owner: "user:\(uid)", token: token)
             let t = try await e.appliance(

@@ -55,7 +55,7 @@ struct EbisuConformanceTests {
             let starts = 18
             for start in 0..<starts {
                 // kii_ti_onboard: the app token first (client_secret "dummy"), then onboarding with it.
-                let tok = try await offPool {
+                let tok = await offPool {
                     Khc.exchange(
                         port: port, "POST", "/api/apps/\(app)/oauth2/token",
                         headers: ["Content-Type: application/json"],
@@ -63,7 +63,7 @@ struct EbisuConformanceTests {
                 }
                 try #require(tok.status == 200 && tok.closedByServer, "token: \(tok)")
                 let appToken = try #require(tok.json["access_token"] as? String)
-                let ob = try await offPool {
+                let ob = await offPool {
                     Khc.exchange(
                         port: port, "POST", "/thing-if/apps/\(app)/onboardings",
                         headers: [
@@ -78,7 +78,7 @@ struct EbisuConformanceTests {
                 let auth = "Authorization: Bearer \(thingToken)"
 
                 // _mqtt_state_install_push: a new installation ("development" as a string).
-                let inst = try await offPool {
+                let inst = await offPool {
                     Khc.exchange(
                         port: port, "POST", "/api/apps/\(app)/installations",
                         headers: [
@@ -90,7 +90,7 @@ struct EbisuConformanceTests {
                 try #require(inst.status == 201 && inst.closedByServer, "installation: \(inst)")
                 let iid = try #require(inst.json["installationID"] as? String)
                 // _mqtt_state_get_endpoint: a GET, followed by the empty chunk khc always sends.
-                let ep = try await offPool {
+                let ep = await offPool {
                     Khc.exchange(
                         port: port, "GET", "/api/apps/\(app)/installations/\(iid)/mqtt-endpoint",
                         headers: ["X-Kii-Appid: \(app)", "X-Kii-Appkey: k", auth], body: nil)
@@ -142,7 +142,7 @@ struct EbisuConformanceTests {
                     let ac = try await e.postCommand(acID, token: ownerToken, userID: uid)
                     let acDone = try await e.waitForFinished(acID, ac, token: ownerToken)
                     #expect(acDone["commandState"] as? String == "DONE", "\(acDone)")
-                    let st = try await offPool {
+                    let st = await offPool {
                         Khc.exchange(
                             port: port, "PUT", "/thing-if/apps/\(app)/targets/thing:\(tid)/states",
                             headers: [

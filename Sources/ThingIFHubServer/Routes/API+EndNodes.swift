@@ -3,7 +3,7 @@
 // A gateway's end nodes, by an owner of the gateway: list, read, remove
 // (docs/GATEWAYS.md §3.3); with the gateway's own token, the same calls
 // and Kii's …/connection go to the thing-request router, as over MQTT.
-// Onboarding one shares POST …/onboardings with the other forms (Things.swift).
+// Onboarding one shares POST …/onboardings with the other forms (API+Things.swift).
 
 import Foundation
 import HTTPTypes

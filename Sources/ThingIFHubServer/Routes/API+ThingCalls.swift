@@ -16,7 +16,7 @@ extension API {
     /// same router as over MQTT: ThingRequests.overHTTP):
     /// results, its own commands, state, the automation report. Onboarding
     /// by the thing shares POST …/onboardings with the owner's forms, and
-    /// installations with the apps' (Things.swift, Installations.swift).
+    /// installations with the apps' (API+Things.swift, API+Installations.swift).
     var thingCallRoutes: RouteCollection<BasicRequestContext> {
         let r = RouteCollection(context: BasicRequestContext.self)
         let t = "/thing-if/apps/{appID}/targets/{target}"
