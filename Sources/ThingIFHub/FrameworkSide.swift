@@ -13,6 +13,8 @@ import ThingIF
 /// - `thingRequests` (ThingRequests/): what things ask over MQTT and HTTP,
 ///   with `installations`, their MQTT installations and endpoints;
 /// - `delivery` (Commands/): storing, publishing and ending commands;
+/// - `presence` (Presence/): who is online, through which installation,
+///   and the end nodes behind their gateways;
 /// - `notifications` (Notifications/): telling commands' issuers;
 /// - `app` (App/): the app's rules, which the REST API calls, with
 ///   `removal`, deleting a thing;
@@ -34,7 +36,7 @@ public final class FrameworkSide: @unchecked Sendable {
         public var brokerPort: Int
         /// /metrics counts the end-node gauges at most once in this many ms:
         /// it is open by default, and the count walks every end node's
-        /// presence under the delivery's lock (HubMetrics.countEndNodes).
+        /// presence under its lock (Presence, HubMetrics.countEndNodes).
         /// Not a setting; the tests read the gauges at once with 0.
         public var endNodeGaugeIntervalMs: Int64 = 1000
         /// Host and port given to things in mqttEndpoint (default: the broker's).
@@ -229,6 +231,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let notifications: Notifications
     /// Stores commands, publishes them and ends them; knows which things are online.
     public let delivery: CommandDelivery
+    /// Who is online (Presence/).
+    public let presence: Presence
     /// The app API's rules (App/AppAPI.swift).
     public var app: AppAPI { AppAPI(hub: self) }
     /// The server triggers: STATES ones run on state uploads; call `tick()`
@@ -263,9 +267,11 @@ public final class FrameworkSide: @unchecked Sendable {
         fastPaths = FastPaths(store)
         notifications = Notifications(
             store: store, metrics: metrics, client: c, events: events, webhooks: options.webhooks)
+        let presence = Presence()
+        self.presence = presence
         delivery = CommandDelivery(
             store: store, client: c, metrics: metrics, events: events, notifications: notifications,
-            lifetimes: options.lifetimes)
+            lifetimes: options.lifetimes, presence: presence)
         costly = CostlyWork(threads: options.costlyThreads, queueLimit: options.costlyQueue)
         if options.brokerUsername != nil && options.brokerAdmin == .dynsec {
             guard let a = BrokerAdmin(options: options) else { return nil }
@@ -278,14 +284,14 @@ public final class FrameworkSide: @unchecked Sendable {
         automation = AutomationConfigs(
             store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
         homeAssistant = HomeAssistant(
-            store: store, client: c, delivery: delivery, metrics: metrics, events: events,
+            store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
             sharedSubscription: options.sharedSubscription, admin: admin, brokerAdmin: options.brokerAdmin)
         authority = ThingAuthority(options: options, store: store, events: events)
         installations = ThingInstallations(
-            options: options, store: store, client: c, admin: admin, authority: authority, delivery: delivery,
+            options: options, store: store, client: c, admin: admin, authority: authority, presence: presence,
             events: events)
         let endNodes = EndNodes(
-            store: store, client: c, delivery: delivery, metrics: metrics, events: events,
+            store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
             homeAssistant: homeAssistant)
         self.endNodes = endNodes
         let removal = ThingRemoval(
@@ -294,7 +300,8 @@ public final class FrameworkSide: @unchecked Sendable {
         self.removal = removal
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
-            authority: authority, delivery: delivery, notifications: notifications, triggerEngine: engine,
+            authority: authority, delivery: delivery, presence: presence, notifications: notifications,
+            triggerEngine: engine,
             homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal,
             endNodes: endNodes)
     }

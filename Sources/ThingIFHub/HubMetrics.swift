@@ -136,7 +136,7 @@ public final class HubMetrics: Sendable {
     public var endNodeCounts: Int { endNodesCounted.withLock { $0.times } }
 
     /// Sets end_nodes_online (`online`: CommandDelivery.endNodesOnline, a walk
-    /// over every end node's presence under the delivery's lock) and end_nodes
+    /// over every end node's presence under Presence's lock) and end_nodes
     /// (`total`: HubStore.endNodeTotal, a query) before an exposition, at most
     /// once a second: GET /metrics is open by default, so anyone may ask it
     /// as often as they like, and this work must stay bounded and off the

@@ -153,7 +153,7 @@ extension API {
             o.set(LayoutPosition.field, string: t.layoutPosition.rawValue)
             // The dashboard nests an end node under its gateway by it.
             if t.layoutPosition == .endNode, let g = t.gatewayThingID { o.set("gatewayThingID", string: g) }
-            o.set("online", .bool(hub.delivery.isOnline(t.thingID)))
+            o.set("online", .bool(hub.presence.isOnline(t.thingID)))
             o.set("createdAt", .int(Int(t.createdAt)))
             list.append(o)
         }

@@ -24,7 +24,7 @@ enum MetricsRoute {
         }
         // Counted rather than kept (a gateway's Will or deletion moves many at
         // once), and at most once a second.
-        hub.metrics.countEndNodes(online: { hub.delivery.endNodesOnline() }, total: { hub.store.endNodeTotal() })
+        hub.metrics.countEndNodes(online: { hub.presence.endNodesOnline() }, total: { hub.store.endNodeTotal() })
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(

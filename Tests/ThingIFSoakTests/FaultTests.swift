@@ -173,7 +173,7 @@ final class FaultRig {
                     reported = true
                     print(
                         "fault \(name): no results for 3 s at command \(i) "
-                            + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.delivery.isOnline(thingID)))"
+                            + "(t=\(String(format: "%.1f", Date().timeIntervalSince(started))) s, online=\(hub.presence.isOnline(thingID)))"
                     )
                 }
                 usleep(2_000)

@@ -93,6 +93,6 @@ extension AppAPI {
     /// An end node as the list (`full` false) or the read (`full`) answers
     /// it (EndNodeRules.json).
     public func endNodeJSON(_ t: ThingRecord, full: Bool) -> JSON {
-        EndNodeRules.json(t, full: full, online: hub.delivery.isOnline(t.thingID))
+        EndNodeRules.json(t, full: full, online: hub.presence.isOnline(t.thingID))
     }
 }

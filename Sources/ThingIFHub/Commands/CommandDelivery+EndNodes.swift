@@ -16,7 +16,7 @@ extension CommandDelivery {
     /// Where the end node's commands go now: its command topic under each
     /// installation through which it is online; empty while it is offline.
     func endNodeTopics(_ endNode: String) -> [String] {
-        known.withLock { Self.endNodeLive($0, endNode) }.map {
+        presence.endNodeLive(endNode).map {
             Topics.endNodeCommands(clientID: $0, endNode: endNode)
         }
     }
@@ -58,7 +58,7 @@ extension CommandDelivery {
     /// end nodes online through it get their open commands again. How many.
     @discardableResult
     func resendToEndNodes(through clientID: String) -> Int {
-        let nodes = known.withLock { d in d.endNodeUp.filter { $0.value.contains(clientID) }.map(\.key) }
+        let nodes = presence.endNodes(saidUpThrough: clientID)
         return nodes.sorted().reduce(0) { $0 + resendToEndNode($1) }
     }
 
@@ -90,11 +90,11 @@ extension CommandDelivery {
     func cancelTopic(of thing: ThingRecord) -> String? {
         if thing.layoutPosition == .endNode {
             guard let g = thing.gatewayThingID, let gateway = store.thing(id: g), let topic = commandTopic(of: gateway),
-                announcesStatus(topic)
+                presence.announcesStatus(topic)
             else { return nil }
             return Topics.endNodeCommands(clientID: topic, endNode: thing.thingID)
         }
-        guard let topic = commandTopic(of: thing), announcesStatus(topic) else { return nil }
+        guard let topic = commandTopic(of: thing), presence.announcesStatus(topic) else { return nil }
         return topic
     }
 }

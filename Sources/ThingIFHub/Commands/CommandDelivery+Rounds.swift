@@ -52,7 +52,7 @@ extension CommandDelivery {
     /// The topics of a thing's installations that never sent a status.
     func silentTopics(of thingID: String) -> [String] {
         guard let topics = store.thing(id: thingID)?.installations.values else { return [] }
-        let announced = known.withLock { $0.statusTopics }
+        let announced = presence.announcing(topics)
         return topics.filter { !announced.contains($0) }.sorted()
     }
 
@@ -122,10 +122,11 @@ extension CommandDelivery {
 
     /// Counts one answer of a round; the worker thread finishes the round.
     func acknowledged(commandID: String, topic: String, reasonCode: Int32) {
+        let silent = reasonCode == 0 && !presence.announcesStatus(topic)
         known.withLock { d in
             guard var r = d.rounds[commandID] else { return }
             r.outstanding -= 1
-            if reasonCode == 0 && !d.statusTopics.contains(topic) {
+            if silent {
                 r.reached = true
                 r.reachedTopic = topic
             }
@@ -174,17 +175,16 @@ extension CommandDelivery {
             if r.endNode {
                 endNodeRoundFinished(cid, r, reachedLater: throughGateway.contains(cid))
             } else if r.reached {
-                known.withLock { d in
-                    d.reachable[r.thingID] = true
-                    d.reachedCommands.remove(cid)
-                }
+                presence.setReachable(r.thingID, true)
+                known.withLock { d in _ = d.reachedCommands.remove(cid) }
                 events.event("command \(cid) reached a subscription of \(r.thingID) on \(r.reachedTopic)")
             } else {
+                presence.setReachable(r.thingID, false)
+                // A thing online by its own status gets its commands
+                // again when it announces itself; no retries for it.
+                let announcedOnline = presence.announcedOnline(r.thingID)
                 known.withLock { d in
-                    d.reachable[r.thingID] = false
-                    // A thing online by its own status gets its commands
-                    // again when it announces itself; no retries for it.
-                    if d.retries[r.thingID] == nil && d.online[r.thingID] != true {
+                    if d.retries[r.thingID] == nil && !announcedOnline {
                         d.retries[r.thingID] = DeliveryRetry(
                             dueMs: now + Self.retryFirstMs, backoffMs: Self.retryFirstMs)
                     }

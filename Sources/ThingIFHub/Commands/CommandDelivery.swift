@@ -7,26 +7,20 @@ import ThingIF
 /// follows the broker's PUBACKs (CommandDelivery+Rounds.swift), publishes
 /// again what a thing has not answered when it comes online, and ends the
 /// commands that expire or are cancelled (CommandLifecycle.swift), telling
-/// their issuers through Notifications. It owns what it knows of the
-/// things' presence: which are online, on which topic, and which topics
-/// announce a status.
+/// their issuers through Notifications. It asks `Presence` where a command
+/// goes and whether it waits, and changes presence under a thing's command
+/// gate (`statusChanged`).
 ///
 /// Threads: every method may be called from any thread; the scheduler runs
 /// `deliveryTick` and `lifecycleTick`, libmosquitto's thread `published`.
 public final class CommandDelivery: @unchecked Sendable {
     /// What only this process knows of delivery.
     struct State {
-        var online: [String: Bool] = [:]  // thingID -> last status seen
-        var commandTopic: [String: String] = [:]  // thingID -> the installation whose "online" came last
-        var statusTopics: Set<String> = []  // client IDs that sent a status (thingif's library)
-        var reachable: [String: Bool] = [:]  // thingID -> a silent installation had a subscription at the last attempt
         var rounds: [String: DeliveryRound] = [:]  // commandID -> the attempt in flight
         var pendingMids: [Int32: (commandID: String, topic: String)] = [:]
         var finishedRounds: [(String, DeliveryRound)] = []
         var reachedCommands: Set<String> = []  // reached a subscription; not yet marked in the store
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
-        var endNodeUp: [String: Set<String>] = [:]  // end node -> installations whose last status was "online"
-        var gatewayOf: [String: String] = [:]  // end node in endNodeUp -> its gateway's thingID
     }
 
     let store: HubStore
@@ -35,6 +29,7 @@ public final class CommandDelivery: @unchecked Sendable {
     let events: HubEvents
     let notifications: Notifications
     let lifetimes: CommandLifetimes
+    let presence: Presence
     let known = Locked(State())
     /// Held while a tracked command is published and its mid recorded, and
     /// by the PUBACK callback before it looks the mid up. The value counts
@@ -51,7 +46,7 @@ public final class CommandDelivery: @unchecked Sendable {
 
     init(
         store: HubStore, client: MqttClient, metrics: HubMetrics, events: HubEvents, notifications: Notifications,
-        lifetimes: CommandLifetimes
+        lifetimes: CommandLifetimes, presence: Presence
     ) {
         self.store = store
         self.client = client
@@ -59,29 +54,24 @@ public final class CommandDelivery: @unchecked Sendable {
         self.events = events
         self.notifications = notifications
         self.lifetimes = lifetimes
+        self.presence = presence
     }
 
     func commandGate(_ thingID: String) -> Locked<Int> {
         commandGates[Int(FNV1a.hash(thingID) % UInt64(commandGates.count))]
     }
 
-    // MARK: presence
+    // MARK: presence, under the gates
 
     /// A status message (`online` or `offline`) of one of the thing's
-    /// installations. Changed under the thing's gate, which a command being
-    /// stored holds from its read of this flag to its insert (`stored`): it
-    /// read "offline" and is in the store before the resend that follows an
-    /// `online` reads what is unanswered, or it reads "online" and goes out
-    /// at once (OnlineRaceTests). Returns how many things are online.
+    /// installations, told to `presence` under the thing's gate, which a
+    /// command being stored holds from its read of the thing's presence to
+    /// its insert (`stored`): it read "offline" and is in the store before
+    /// the resend that follows an `online` reads what is unanswered, or it
+    /// reads "online" and goes out at once (OnlineRaceTests). Returns how
+    /// many things are online.
     func statusChanged(thingID: String, clientID: String, up: Bool) -> Int {
-        commandGate(thingID).withLock { _ in
-            known.withLock {
-                $0.online[thingID] = up
-                $0.statusTopics.insert(clientID)
-                if up { $0.commandTopic[thingID] = clientID }
-                return $0.online.values.filter { $0 }.count
-            }
-        }
+        commandGate(thingID).withLock { _ in presence.statusChanged(thingID: thingID, clientID: clientID, up: up) }
     }
 
     /// An end node's status under one of its gateway's installations
@@ -89,86 +79,14 @@ public final class CommandDelivery: @unchecked Sendable {
     /// the end node's gate as a thing's status is under its own.
     func endNodeStatusChanged(endNode: String, gateway: String, clientID: String, up: Bool) {
         commandGate(endNode).withLock { _ in
-            known.withLock { d in
-                if up {
-                    d.endNodeUp[endNode, default: []].insert(clientID)
-                    d.gatewayOf[endNode] = gateway
-                } else if d.endNodeUp[endNode]?.remove(clientID) != nil, d.endNodeUp[endNode]?.isEmpty == true {
-                    d.endNodeUp[endNode] = nil
-                    d.gatewayOf[endNode] = nil
-                }
-            }
+            presence.endNodeStatusChanged(endNode: endNode, gateway: gateway, clientID: clientID, up: up)
         }
     }
 
-    /// Whether the last status this hub took for the end node through the
-    /// installation `clientID` was "online" (the gateway's own status aside).
-    func endNodeSaidUp(_ endNode: String, through clientID: String) -> Bool {
-        known.withLock { $0.endNodeUp[endNode]?.contains(clientID) == true }
-    }
-
-    /// A removed end node: its presence goes.
-    func forgetEndNode(_ endNode: String) {
-        known.withLock { d in
-            d.endNodeUp[endNode] = nil
-            d.gatewayOf[endNode] = nil
-        }
-    }
-
-    /// An end node is online through an installation whose last status for
-    /// it was "online", while that installation is its gateway's live one
-    /// by the gateway's own status; an installation that announces no
-    /// status (Kii's gateway agent, which reports end nodes by
-    /// …/connection only) counts by the end node's word alone. So a
-    /// gateway's Will takes all its end nodes offline at once.
-    private static func endNodeOnline(_ d: State, _ endNode: String) -> Bool {
-        !endNodeLive(d, endNode).isEmpty
-    }
-
-    /// The installations through which the end node is online (see
-    /// `endNodeOnline`), sorted: where its commands go.
-    static func endNodeLive(_ d: State, _ endNode: String) -> [String] {
-        guard let ups = d.endNodeUp[endNode], let gateway = d.gatewayOf[endNode] else { return [] }
-        return ups.filter { clientID in
-            !d.statusTopics.contains(clientID) || (d.online[gateway] == true && d.commandTopic[gateway] == clientID)
-        }.sorted()
-    }
-
-    /// The topic the thing last announced itself online with, while it is online.
-    func liveTopic(of thingID: String) -> String? {
-        known.withLock { $0.online[thingID] == true ? $0.commandTopic[thingID] : nil }
-    }
-
-    /// Whether `topic` is an installation that announces its status (thingif's library).
-    func announcesStatus(_ topic: String) -> Bool { known.withLock { $0.statusTopics.contains(topic) } }
-
-    /// An installation removed: its status, and its end nodes' statuses
-    /// (a retired installation of a gateway), no longer count. Their
-    /// retained messages, met again at a hub's next start, are refused and
-    /// cleared (EndNodes), since no thing has that topic any more.
-    func forgetTopic(_ topic: String) {
-        known.withLock { d in
-            d.statusTopics.remove(topic)
-            for (endNode, ups) in d.endNodeUp where ups.contains(topic) {
-                d.endNodeUp[endNode]?.remove(topic)
-                if d.endNodeUp[endNode]?.isEmpty == true {
-                    d.endNodeUp[endNode] = nil
-                    d.gatewayOf[endNode] = nil
-                }
-            }
-        }
-    }
-
-    /// A deleted thing: everything known of it goes. Returns how many things are online.
+    /// A deleted thing: its retries and its presence go. Returns how many things are online.
     func forget(thingID: String, topics: [String]) -> Int {
-        known.withLock { d -> Int in
-            d.online[thingID] = nil
-            d.commandTopic[thingID] = nil
-            d.reachable[thingID] = nil
-            d.retries[thingID] = nil
-            d.statusTopics.subtract(topics)
-            return d.online.values.filter { $0 }.count
-        }
+        known.withLock { d in d.retries[thingID] = nil }
+        return presence.forget(thingID: thingID, topics: topics)
     }
 
     /// A status message of a client ID that no thing has: when this hub
@@ -176,42 +94,11 @@ public final class CommandDelivery: @unchecked Sendable {
     /// the store deleted that thing (and cleared its status topic), so this
     /// hub forgets it too and `things_online` stays right on every hub.
     func forgetDeleted(clientID: String) {
-        let candidates = known.withLock { d in d.commandTopic.filter { $0.value == clientID }.map(\.key) }
-        let gone = candidates.filter { store.thing(id: $0) == nil }
+        let gone = presence.things(cameOnlineThrough: clientID).filter { store.thing(id: $0) == nil }
         guard !gone.isEmpty else { return }
-        let online = known.withLock { d -> Int in
-            for tid in gone {
-                d.online[tid] = nil
-                d.commandTopic[tid] = nil
-            }
-            return d.online.values.filter { $0 }.count
-        }
-        metrics.setOnline(online)
+        metrics.setOnline(presence.forgetStatuses(of: gone))
         for tid in gone { events.event("\(tid) was deleted by another hub") }
     }
-
-    /// Every thing this hub has seen a status of.
-    var thingsSeen: Set<String> { known.withLock { Set($0.online.keys) } }
-
-    /// Online: the thing announced `online` (thingif's library), or, for a
-    /// thing whose installations send no status (Kii's SDKs), the broker
-    /// had a subscription on one of them at the last delivery attempt; an
-    /// end node, by its gateway's word (`endNodeOnline`).
-    public func isOnline(_ thingID: String) -> Bool {
-        known.withLock {
-            ($0.online[thingID] ?? false) || ($0.reachable[thingID] ?? false) || Self.endNodeOnline($0, thingID)
-        }
-    }
-
-    /// How many end nodes are online now (as `isOnline` counts them): the
-    /// end_nodes_online gauge, read at each scrape, so that a gateway's
-    /// Will, which takes all its end nodes offline at once, needs no count kept.
-    public func endNodesOnline() -> Int {
-        known.withLock { d in d.endNodeUp.keys.reduce(0) { $0 + (Self.endNodeOnline(d, $1) ? 1 : 0) } }
-    }
-
-    /// Online by its own status message only.
-    func announcedOnline(_ thingID: String) -> Bool { known.withLock { $0.online[thingID] ?? false } }
 
     /// Stores a command and publishes it to the thing; false when the thing
     /// is unknown or the command ID exists. A command stored but not
@@ -270,13 +157,8 @@ public final class CommandDelivery: @unchecked Sendable {
                 topics = endNodeTopics(thingID)
                 direct = !topics.isEmpty
             } else {
-                let (online, held) = known.withLock { d in
-                    let online = d.online[thingID] ?? false
-                    // Looked up under the lock: no copy of every status topic per command.
-                    return (
-                        online, online ? [] : Set(thing.installations.values.filter { d.statusTopics.contains($0) })
-                    )
-                }
+                let (online, announcing) = presence.announced(thingID, installations: thing.installations.values)
+                let held = online ? [] : announcing
                 topics = thing.installations.values.filter { !held.contains($0) }.sorted()
                 direct = online && !topics.isEmpty
             }
@@ -338,7 +220,7 @@ public final class CommandDelivery: @unchecked Sendable {
     /// As `commandTopic(of:)` for a thing the caller has just read.
     func commandTopic(of thing: ThingRecord) -> String? {
         let topics = thing.installations.values
-        let live = known.withLock { $0.commandTopic[thing.thingID] }
+        let live = presence.lastOnlineTopic(of: thing.thingID)
         return live.flatMap { topics.contains($0) ? $0 : nil } ?? topics.sorted().first
     }
 

@@ -17,17 +17,19 @@ final class EndNodes: @unchecked Sendable {
     let store: HubStore
     let client: MqttClient
     let delivery: CommandDelivery
+    let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
     /// Home Assistant's availability of an end node follows its presence.
     let homeAssistant: HomeAssistant
     init(
-        store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents,
-        homeAssistant: HomeAssistant
+        store: HubStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
+        events: HubEvents, homeAssistant: HomeAssistant
     ) {
         self.store = store
         self.client = client
         self.delivery = delivery
+        self.presence = presence
         self.metrics = metrics
         self.events = events
         self.homeAssistant = homeAssistant
@@ -60,7 +62,7 @@ final class EndNodes: @unchecked Sendable {
             clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
         }
         delivery.endNodeStatusChanged(endNode: node, gateway: gateway, clientID: clientID, up: up)
-        homeAssistant.availabilityChanged(thingID: node, online: delivery.isOnline(node))
+        homeAssistant.availabilityChanged(thingID: node, online: presence.isOnline(node))
         events.event("end node \(node) of \(gateway) is \(up ? "online" : "offline") through \(clientID)")
         if up { resend(node) }
     }
@@ -75,7 +77,7 @@ final class EndNodes: @unchecked Sendable {
     func beyondBudget(clientID: String, endNode: String, payload: [UInt8]) {
         guard !payload.isEmpty else { return }
         metrics.refused("end_node_status_budget")
-        if payload == Self.online && delivery.endNodeSaidUp(endNode, through: clientID) { return }
+        if payload == Self.online && presence.endNodeSaidUp(endNode, through: clientID) { return }
         clear(Topics.endNodeStatus(clientID: clientID, endNode: endNode))
     }
 
@@ -124,7 +126,7 @@ final class EndNodes: @unchecked Sendable {
         repeat {
             guard let page = store.endNodes(gatewayThingID: gateway.thingID, after: cursor, limit: 100) else { return }
             for e in page.endNodes {
-                homeAssistant.availabilityChanged(thingID: e.thingID, online: delivery.isOnline(e.thingID))
+                homeAssistant.availabilityChanged(thingID: e.thingID, online: presence.isOnline(e.thingID))
             }
             cursor = page.next
         } while cursor != nil
@@ -148,7 +150,7 @@ final class EndNodes: @unchecked Sendable {
     /// each removal. `gateway` is the record read before the deletion.
     func removed(_ endNodes: [String], of gateway: ThingRecord, tell: Bool) {
         for e in endNodes {
-            delivery.forgetEndNode(e)
+            presence.forgetEndNode(e)
             for topic in gateway.installations.values.sorted() {
                 _ = client.publishRetained(topic: Topics.endNodeStatus(clientID: topic, endNode: e), payload: [])
             }

@@ -17,6 +17,7 @@ public final class HomeAssistant: @unchecked Sendable {
     let store: HubStore
     let client: MqttClient
     let delivery: CommandDelivery
+    let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
     let sharedSubscription: Bool
@@ -28,12 +29,14 @@ public final class HomeAssistant: @unchecked Sendable {
     private let bridge = Locked<HomeAssistantBridge?>(nil)
 
     init(
-        store: HubStore, client: MqttClient, delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents,
+        store: HubStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
+        events: HubEvents,
         sharedSubscription: Bool, admin: BrokerAdmin?, brokerAdmin: FrameworkSide.BrokerAdminMode
     ) {
         self.store = store
         self.client = client
         self.delivery = delivery
+        self.presence = presence
         self.metrics = metrics
         self.events = events
         self.sharedSubscription = sharedSubscription
@@ -48,7 +51,8 @@ public final class HomeAssistant: @unchecked Sendable {
     /// Call after the hub's `start()`; once.
     public func enable(_ options: HomeAssistantOptions) {
         let b = HomeAssistantBridge(
-            options: options, store: store, client: client, delivery: delivery, metrics: metrics, events: events,
+            options: options, store: store, client: client, delivery: delivery, presence: presence, metrics: metrics,
+            events: events,
             sharedSubscription: sharedSubscription)
         bridge.withLock { $0 = b }
         b.subscribe()

@@ -10,6 +10,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     let store: HubStore
     let client: MqttClient
     let delivery: CommandDelivery
+    let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
     /// Whether the hub's subscriptions go through the shared group
@@ -27,12 +28,14 @@ final class HomeAssistantBridge: @unchecked Sendable {
 
     init(
         options: HomeAssistantOptions, store: HubStore, client: MqttClient, delivery: CommandDelivery,
+        presence: Presence,
         metrics: HubMetrics, events: HubEvents, sharedSubscription: Bool
     ) {
         self.options = options
         self.store = store
         self.client = client
         self.delivery = delivery
+        self.presence = presence
         self.metrics = metrics
         self.events = events
         self.sharedSubscription = sharedSubscription
@@ -130,7 +133,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
                 .dumpBytes())
         _ = client.publishRetained(
             topic: HATopics.availability(thingID),
-            payload: Array((delivery.isOnline(thingID) ? "online" : "offline").utf8))
+            payload: Array((presence.isOnline(thingID) ? "online" : "offline").utf8))
         if let s = t.state { _ = client.publishRetained(topic: HATopics.state(thingID), payload: Array(s.utf8)) }
         return true
     }
@@ -138,7 +141,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// Every thing the hub has seen a status of (statuses are retained, so
     /// every thing that ever came online) or published before.
     func publishAll() -> Int {
-        let ids = known.withLock { $0 }.union(delivery.thingsSeen)
+        let ids = known.withLock { $0 }.union(presence.thingsSeen)
         return ids.sorted().filter { publish(thingID: $0) }.count
     }
 

@@ -8,26 +8,26 @@ import ThingIF
 /// requests (onboarding, POST installations, GET mqtt-endpoint) and an
 /// owner's onboarding make them; a thing keeps at most `limit`. Given the
 /// options, store, broker administration, MQTT client, the things' CA and
-/// command delivery (which knows the installation a thing is online with).
+/// presence (which knows the installation a thing is online with).
 public final class ThingInstallations: @unchecked Sendable {
     let options: FrameworkSide.Options
     let store: HubStore
     let client: MqttClient
     let admin: BrokerAdmin?
     let authority: ThingAuthority
-    let delivery: CommandDelivery
+    let presence: Presence
     let events: HubEvents
 
     init(
         options: FrameworkSide.Options, store: HubStore, client: MqttClient, admin: BrokerAdmin?,
-        authority: ThingAuthority, delivery: CommandDelivery, events: HubEvents
+        authority: ThingAuthority, presence: Presence, events: HubEvents
     ) {
         self.options = options
         self.store = store
         self.client = client
         self.admin = admin
         self.authority = authority
-        self.delivery = delivery
+        self.presence = presence
         self.events = events
     }
 
@@ -187,11 +187,11 @@ public final class ThingInstallations: @unchecked Sendable {
             authority.publishCRL()
             if t.layoutPosition == .gateway { authority.publishGatewayRules() }
         }
-        let live = delivery.liveTopic(of: t.thingID)
+        let live = presence.liveTopic(of: t.thingID)
         for (iid, topic) in ordered where excess > 0 && topic != live {
             if let admin, !admin.remove(username: topic, role: BrokerAdmin.thingRole(topic: topic)) { return false }
             guard store.removeInstallation(thingID: t.thingID, installationID: iid) else { return false }
-            delivery.forgetTopic(topic)
+            presence.forgetTopic(topic)
             _ = client.publishRetained(topic: Topics.config(clientID: topic), payload: [])
             _ = client.publishRetained(topic: Topics.status(clientID: topic), payload: [])
             events.event("retired MQTT installation \(iid) of \(t.thingID) (topic \(topic))")

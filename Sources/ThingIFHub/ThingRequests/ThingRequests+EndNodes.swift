@@ -203,7 +203,7 @@ extension ThingRequests {
             }
         case 1:
             r = rules.endNode(gatewayThingID: gw, endNodeThingID: rest[0]).map {
-                ok(200, EndNodeRules.json($0, full: true, online: delivery.isOnline($0.thingID)))
+                ok(200, EndNodeRules.json($0, full: true, online: presence.isOnline($0.thingID)))
             }
         default:
             r = rules.endNode(gatewayThingID: gw, endNodeThingID: rest[0]).flatMap {
@@ -232,7 +232,7 @@ extension ThingRequests {
         ).map { page in
             let results = JSON.array()
             for t in page.endNodes {
-                results.append(EndNodeRules.json(t, full: false, online: delivery.isOnline(t.thingID)))
+                results.append(EndNodeRules.json(t, full: false, online: presence.isOnline(t.thingID)))
             }
             let o = JSON.object()
             o.set("results", results)

@@ -49,6 +49,7 @@ public final class ThingRequests: @unchecked Sendable {
     let installations: ThingInstallations
     let authority: ThingAuthority
     let delivery: CommandDelivery
+    let presence: Presence
     let notifications: Notifications
     let triggerEngine: TriggerEngine
     let homeAssistant: HomeAssistant
@@ -97,7 +98,7 @@ public final class ThingRequests: @unchecked Sendable {
     init(
         options: FrameworkSide.Options, store: HubStore, fastPaths: FastPaths, client: MqttClient,
         installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
-        notifications: Notifications, triggerEngine: TriggerEngine,
+        presence: Presence, notifications: Notifications, triggerEngine: TriggerEngine,
         homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
         costly: CostlyWork, removal: ThingRemoval, endNodes: EndNodes
     ) {
@@ -108,6 +109,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.installations = installations
         self.authority = authority
         self.delivery = delivery
+        self.presence = presence
         self.notifications = notifications
         self.triggerEngine = triggerEngine
         self.homeAssistant = homeAssistant

@@ -205,7 +205,7 @@ struct ClaimCertificateTests {
                 "not cleared: \(watcher.messages(on: topic).map(\.payload))")
             let counted = #"thingif_hub_refused_total{defence="end_node_status"} 1"#
             #expect(poll { String(decoding: env.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
-            #expect(!env.hub.delivery.isOnline("th.any"))
+            #expect(!env.hub.presence.isOnline("th.any"))
         }
     }
 

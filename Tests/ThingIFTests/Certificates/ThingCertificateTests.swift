@@ -259,7 +259,7 @@ struct ThingCertificateTests {
             kiiRequest("PUT", token: "x", requestID: "s1", body: #"{"power":true}"#))
         let reply = try #require(admin.waitForMessage(on: Topics.response(clientID: left)))
         #expect(KiiResponse.decode(reply.payload).map { (400..<500).contains($0.status) } == true)
-        #expect(!env.hub.delivery.isOnline(tid))
+        #expect(!env.hub.presence.isOnline(tid))
         #expect(env.hub.thing(tid) == nil && env.hub.store.thing(mqttTopic: left) == nil)
     }
 

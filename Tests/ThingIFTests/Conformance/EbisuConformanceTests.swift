@@ -134,7 +134,7 @@ struct EbisuConformanceTests {
                 try await answer(e, mqtt: mqtt, commandID: cid, thingToken: thingToken, tid: tid)
                 let done = try await e.waitForFinished(tid, cid, token: ownerToken)
                 #expect(done["commandState"] as? String == "DONE", "\(done)")
-                #expect(e.hub.delivery.isOnline(tid), "start \(start): connected and subscribed, but shown offline")
+                #expect(e.hub.presence.isOnline(tid), "start \(start): connected and subscribed, but shown offline")
 
                 // tio_updater: the state, as kii_ti_put_state sends it; and a command to the
                 // thingif thing beside it.

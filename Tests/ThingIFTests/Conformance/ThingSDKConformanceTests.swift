@@ -119,7 +119,7 @@ struct ThingSDKConformanceTests {
                 for c in got { received[c, default: 0] += 1 }
                 #expect(got.contains(cid), "start \(start): command \(cid) did not reach installation \(iid)")
                 try await answer(e, sdk, commandID: cid, thingToken: thingToken, tid: tid, ownerToken: ownerToken)
-                #expect(e.hub.delivery.isOnline(tid), "start \(start): connected and subscribed, but shown offline")
+                #expect(e.hub.presence.isOnline(tid), "start \(start): connected and subscribed, but shown offline")
 
                 // prv_update_status: the state file, every EX_STATE_UPDATE_PERIOD (60 s).
                 if start % 4 == 0 {

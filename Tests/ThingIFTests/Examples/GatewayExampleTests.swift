@@ -117,7 +117,7 @@ struct GatewayExampleTests {
             // until it is plugged back.
             lamps.type("unplug 2")
             lamps.waitFor("unplug LAMP-0002: success")
-            #expect(poll { !env.hub.delivery.isOnline(ids[2]) }, "\(lamps.log)")
+            #expect(poll { !env.hub.presence.isOnline(ids[2]) }, "\(lamps.log)")
             let held = try #require(
                 env.hub.sendCommand(
                     to: ids[2], schema: Self.schema, schemaVersion: 1, actions: #"[{"turnPower":{"power":true}}]"#))

@@ -44,7 +44,7 @@ extension FrameworkSide {
     }
 
     /// Things whose last status message said "online".
-    public var onlineThings: [String] { delivery.thingsSeen.filter { delivery.announcedOnline($0) }.sorted() }
+    public var onlineThings: [String] { presence.thingsSeen.filter { presence.announcedOnline($0) }.sorted() }
 
     /// Waits for any thing to come online and returns its thingID.
     public func waitForOnlineThing(timeoutMs: Int) -> String? {
@@ -59,7 +59,7 @@ extension FrameworkSide {
 
     public func waitForOnline(_ thingID: String, timeoutMs: Int) -> Bool {
         expectOffPool("FrameworkSide.waitForOnline")
-        return wait(timeoutMs: timeoutMs) { delivery.isOnline(thingID) }
+        return wait(timeoutMs: timeoutMs) { presence.isOnline(thingID) }
     }
 
     /// Builds and sends a schema command; returns its commandID.

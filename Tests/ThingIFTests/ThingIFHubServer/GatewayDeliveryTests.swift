@@ -102,7 +102,7 @@ struct GatewayDeliveryTests {
             let events = Locked<[String]>([])
             e.hub.onEvent = { line in events.withLock { $0.append(line) } }
             #expect(Self.status(link, nodes[0], true))
-            #expect(poll { e.hub.delivery.isOnline(nodes[0]) })
+            #expect(poll { e.hub.presence.isOnline(nodes[0]) })
             let cid = try await GatewayRequestsTests.command(e, nodes[0], uid: uid, token: token)
             #expect(
                 poll { events.withLock { $0.contains { $0.hasPrefix("command \(cid) for end node") } } },
@@ -139,13 +139,13 @@ struct GatewayDeliveryTests {
             let events = Locked<[String]>([])
             e.hub.onEvent = { line in events.withLock { $0.append(line) } }
             #expect(Self.status(link, node, true))
-            #expect(poll { e.hub.delivery.isOnline(node) })
+            #expect(poll { e.hub.presence.isOnline(node) })
             let first = try await GatewayRequestsTests.command(e, node, uid: uid, token: token)
             #expect(poll { Self.received(link, node).contains(first) })
 
             // The gateway's connection dies: the end node is offline, a new command held.
             link.probe.client.disconnectWithWill()
-            #expect(poll { !e.hub.delivery.isOnline(node) }, "a delivered command kept the end node online")
+            #expect(poll { !e.hub.presence.isOnline(node) }, "a delivered command kept the end node online")
             link.stop()
             let second = try await GatewayRequestsTests.command(e, node, uid: uid, token: token)
             #expect(Self.state(e, second) == .sending)
@@ -165,7 +165,7 @@ struct GatewayDeliveryTests {
             // The first answered; the end node's own offline and online: only the second again.
             #expect(Self.answer(back, node, first) == 204)
             #expect(Self.status(back, node, false))
-            #expect(poll { !e.hub.delivery.isOnline(node) })
+            #expect(poll { !e.hub.presence.isOnline(node) })
             #expect(Self.status(back, node, true))
             #expect(poll { Self.received(back, node).count == 3 }, "\(Self.received(back, node))")
             #expect(Self.received(back, node) == [first, second, second])
@@ -197,7 +197,7 @@ struct GatewayDeliveryTests {
                 e, "GW-D-U", uid: uid, token: token, count: 1, subscribed: false)
             defer { bare.stop() }
             #expect(Self.status(bare, bareNodes[0], true))
-            #expect(poll { e.hub.delivery.isOnline(bareNodes[0]) })
+            #expect(poll { e.hub.presence.isOnline(bareNodes[0]) })
             let lost = try await GatewayRequestsTests.command(e, bareNodes[0], uid: uid, token: token)
             #expect(poll(timeoutMs: 60_000) { Self.state(e, lost) == .expired })
             #expect(e.hub.store.command(id: lost)?.endReason == "undelivered")

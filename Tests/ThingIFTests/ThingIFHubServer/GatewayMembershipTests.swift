@@ -49,7 +49,7 @@ struct GatewayMembershipTests {
             // Its gateway says it is reachable.
             let status = Topics.endNodeStatus(clientID: a.topic, endNode: en)
             #expect(link.probe.publish(status, Array("online".utf8), retain: true))
-            #expect(poll { e.hub.delivery.isOnline(en) })
+            #expect(poll { e.hub.presence.isOnline(en) })
 
             // A new vendorThingID (Kii's "replace end node" without the LAN).
             let put = try await e.call(
@@ -68,13 +68,13 @@ struct GatewayMembershipTests {
             #expect(
                 poll { watcher.sawCleared(status) },
                 "\(watcher.messages(on: status).map(\.payload))")
-            #expect(!e.hub.delivery.isOnline(en))
+            #expect(!e.hub.presence.isOnline(en))
             // A hub's own clearing is not a refusal.
             #expect(GatewayPresenceTests.refusedCount(e.hub) == 0)
             // A status for it now is refused, counted and cleared.
             #expect(link.probe.publish(status, Array("online".utf8), retain: true))
             #expect(poll { GatewayPresenceTests.refusedCount(e.hub) == 1 })
-            #expect(!e.hub.delivery.isOnline(en))
+            #expect(!e.hub.presence.isOnline(en))
         }
     }
 
@@ -91,7 +91,7 @@ struct GatewayMembershipTests {
             defer { watcher.stop() }
             let statuses = nodes.map { Topics.endNodeStatus(clientID: a.topic, endNode: $0) }
             for s in statuses { #expect(link.probe.publish(s, Array("online".utf8), retain: true)) }
-            #expect(poll { nodes.allSatisfy { e.hub.delivery.isOnline($0) } })
+            #expect(poll { nodes.allSatisfy { e.hub.presence.isOnline($0) } })
             link.stop()
 
             let deleted = try await e.call("DELETE", "\(e.api)/targets/thing:\(a.id)", token: token)
@@ -101,7 +101,7 @@ struct GatewayMembershipTests {
                     poll { watcher.sawCleared(s) },
                     "\(s): \(watcher.messages(on: s).map(\.payload))")
             }
-            #expect(nodes.allSatisfy { !e.hub.delivery.isOnline($0) && e.hub.store.thing(id: $0) == nil })
+            #expect(nodes.allSatisfy { !e.hub.presence.isOnline($0) && e.hub.store.thing(id: $0) == nil })
             #expect(GatewayPresenceTests.refusedCount(e.hub) == 0)
         }
     }

@@ -36,7 +36,7 @@ struct GatewayPresenceTests {
             defer { link.stop() }
             let nodes = try link.onboardAll("LAMP-P", count: 3)
             let hub = e.hub
-            #expect(nodes.allSatisfy { !hub.delivery.isOnline($0) })
+            #expect(nodes.allSatisfy { !hub.presence.isOnline($0) })
 
             // A second hub on the same store and broker.
             let hubB = try #require(
@@ -51,8 +51,8 @@ struct GatewayPresenceTests {
                 #expect(link.probe.publish(Self.status(link, n), Array("online".utf8), retain: true))
             }
             for h in [hub, hubB] {
-                #expect(poll { h.delivery.isOnline(nodes[0]) && h.delivery.isOnline(nodes[1]) })
-                #expect(!h.delivery.isOnline(nodes[2]))
+                #expect(poll { h.presence.isOnline(nodes[0]) && h.presence.isOnline(nodes[1]) })
+                #expect(!h.presence.isOnline(nodes[2]))
             }
             // The owner's list says the same.
             let listed = try await e.get("\(e.thingIF)/things/\(a.id)/end-nodes", token: token)
@@ -62,14 +62,14 @@ struct GatewayPresenceTests {
             // One goes offline.
             #expect(link.probe.publish(Self.status(link, nodes[1]), Array("offline".utf8), retain: true))
             for h in [hub, hubB] {
-                #expect(poll { !h.delivery.isOnline(nodes[1]) })
-                #expect(h.delivery.isOnline(nodes[0]))
+                #expect(poll { !h.presence.isOnline(nodes[1]) })
+                #expect(h.presence.isOnline(nodes[0]))
             }
 
             // The gateway's connection dies: its Will ("offline") takes node 0 offline on both hubs.
             link.probe.client.disconnectWithWill()
             for h in [hub, hubB] {
-                #expect(poll { !h.delivery.isOnline(nodes[0]) }, "the Will took no end node offline")
+                #expect(poll { !h.presence.isOnline(nodes[0]) }, "the Will took no end node offline")
             }
 
             // The gateway back: node 0's retained status holds, so it is online again.
@@ -77,8 +77,8 @@ struct GatewayPresenceTests {
             defer { back.stop() }
             #expect(back.probe.publish(Topics.status(clientID: a.topic), Array("online".utf8), retain: true))
             for h in [hub, hubB] {
-                #expect(poll { h.delivery.isOnline(nodes[0]) })
-                #expect(!h.delivery.isOnline(nodes[1]) && !h.delivery.isOnline(nodes[2]))
+                #expect(poll { h.presence.isOnline(nodes[0]) })
+                #expect(!h.presence.isOnline(nodes[1]) && !h.presence.isOnline(nodes[2]))
             }
             #expect(Self.refusedCount(hub) == 0)
         }
@@ -116,8 +116,8 @@ struct GatewayPresenceTests {
                     Env.hubOptions(appID: Env.appID, appKey: Env.appKey, broker: e.env.broker), store: e.hub.store))
             try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
             defer { hubB.stop() }
-            #expect(poll { hubB.delivery.isOnline(nodes[0]) })
-            #expect(!hubB.delivery.isOnline(nodes[1]))
+            #expect(poll { hubB.presence.isOnline(nodes[0]) })
+            #expect(!hubB.presence.isOnline(nodes[1]))
         }
     }
 
@@ -144,7 +144,7 @@ struct GatewayPresenceTests {
             for n in nodes { #expect(link.probe.publish(Self.status(link, n), Array("online".utf8), retain: true)) }
             let counted = #"thingif_hub_refused_total{defence="end_node_status_budget"} 4"#
             #expect(poll { String(decoding: e.hub.metrics.exposition(), as: UTF8.self).contains(counted) })
-            #expect(nodes.filter { e.hub.delivery.isOnline($0) } == Array(nodes.prefix(4)))
+            #expect(nodes.filter { e.hub.presence.isOnline($0) } == Array(nodes.prefix(4)))
             // What the hub could not afford to read stays nowhere: only the four it took are retained.
             let taken = Set(nodes.prefix(4).map { Self.status(link, $0) })
             var left: [String] = []
@@ -162,9 +162,9 @@ struct GatewayPresenceTests {
             try #require(hubB.start(timeoutMs: 30_000), "\(hubB.startProblem ?? "?")")
             defer { hubB.stop() }
             #expect(
-                poll { nodes.prefix(4).allSatisfy { hubB.delivery.isOnline($0) } },
-                "\(nodes.map { hubB.delivery.isOnline($0) })")
-            #expect(!nodes.suffix(4).contains { hubB.delivery.isOnline($0) })
+                poll { nodes.prefix(4).allSatisfy { hubB.presence.isOnline($0) } },
+                "\(nodes.map { hubB.presence.isOnline($0) })")
+            #expect(!nodes.suffix(4).contains { hubB.presence.isOnline($0) })
         }
     }
 
@@ -178,7 +178,7 @@ struct GatewayPresenceTests {
             // Kii's agent: no status of its own, the end node online by …/connection.
             let up = link.ask("PUT", "things/\(a.id)/end-nodes/\(node)/connection", body: #"{"online":true}"#)
             #expect(up?.status == 204, "\(GatewayRequestsTests.describe(up))")
-            #expect(e.hub.delivery.isOnline(node))
+            #expect(e.hub.presence.isOnline(node))
             link.stop()
             // New installations past the bound retire the oldest, the one E was online through.
             for _ in 0..<ThingInstallations.limit {
@@ -186,7 +186,7 @@ struct GatewayPresenceTests {
                 #expect(r.status == 201, "\(r.status) \(r.text)")
             }
             #expect(!e.hub.store.installationsOldestFirst(thingID: a.id).map(\.mqttTopic).contains(a.topic))
-            #expect(!e.hub.delivery.isOnline(node))
+            #expect(!e.hub.presence.isOnline(node))
         }
     }
 
@@ -222,12 +222,12 @@ struct GatewayPresenceTests {
                     "\(id) was not cleared")
             }
             #expect(poll { Self.refusedCount(e.hub) == bad.count * 2 }, "\(Self.refusedCount(e.hub))")
-            #expect(!e.hub.delivery.isOnline(foreign) && !e.hub.delivery.isOnline(own[1]))
-            #expect(!e.hub.delivery.isOnline("th.guessed0000000"))
+            #expect(!e.hub.presence.isOnline(foreign) && !e.hub.presence.isOnline(own[1]))
+            #expect(!e.hub.presence.isOnline("th.guessed0000000"))
 
             // The gateway's own end node is taken, and never cleared.
             #expect(linkA.probe.publish(Self.status(linkA, own[0]), Array("online".utf8), retain: true))
-            #expect(poll { e.hub.delivery.isOnline(own[0]) })
+            #expect(poll { e.hub.presence.isOnline(own[0]) })
             #expect(!watcher.sawCleared(Self.status(linkA, own[0])))
         }
     }
@@ -252,12 +252,12 @@ struct GatewayPresenceTests {
             let watcher0 = try GatewaySecurityTests.watcher(e)
             defer { watcher0.stop() }
             #expect(link.probe.publish(Self.status(link, own), Array("online".utf8), retain: true))
-            #expect(poll { e.hub.delivery.isOnline(own) })
+            #expect(poll { e.hub.presence.isOnline(own) })
             #expect(link.probe.publish(Self.status(link, own), Array("on".utf8), retain: true))
             #expect(poll { watcher0.sawCleared(Self.status(link, own)) })
-            #expect(!e.hub.delivery.isOnline(own))
+            #expect(!e.hub.presence.isOnline(own))
             #expect(link.probe.publish(Self.status(link, own), Array("online".utf8), retain: true))
-            #expect(poll { e.hub.delivery.isOnline(own) })
+            #expect(poll { e.hub.presence.isOnline(own) })
 
             // Made-up end nodes: short IDs, IDs over the 256 bytes of a
             // topic-safe level, IDs near MQTT's 65,535-byte topic limit,
@@ -282,7 +282,7 @@ struct GatewayPresenceTests {
             #expect(link.probe.publish(after, Array("online".utf8), retain: true))
             #expect(poll { watcher.sawCleared(after) })
             #expect(!watcher.sawCleared(Self.status(link, own)))
-            #expect(e.hub.delivery.isOnline(own))
+            #expect(e.hub.presence.isOnline(own))
 
             // Within moments the broker holds the true status alone.
             var left: [MqttClient.Message] = []
@@ -292,7 +292,7 @@ struct GatewayPresenceTests {
             }
             #expect(clean, "\(left.count) retained, e.g. \(left.prefix(3).map { $0.topic.prefix(80) })")
             #expect(left.first?.payload == Array("online".utf8))
-            #expect(!e.hub.delivery.isOnline("th.madeup0"))
+            #expect(!e.hub.presence.isOnline("th.madeup0"))
         }
     }
 

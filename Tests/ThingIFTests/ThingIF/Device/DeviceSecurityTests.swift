@@ -342,7 +342,7 @@ struct DeviceSecurityTests {
                 }, "logs:\n\(u.logs)")
             // Must not happen: the thing online after the TLS failure; room for it to show.
             usleep(1_000_000)
-            #expect(!env.hub.delivery.isOnline(tid))
+            #expect(!env.hub.presence.isOnline(tid))
             // The broker's log (flushed when it exits): one bootstrap session,
             // the plain onboarding's; none of the thing.
             t.destroy()
@@ -522,7 +522,7 @@ struct DeviceSecurityTests {
             // Must not happen: a fallback connection; room for it to show.
             usleep(1_500_000)
             #expect(!again.isConnected)
-            #expect(!env.hub.delivery.isOnline(tid))
+            #expect(!env.hub.presence.isOnline(tid))
             again.destroy()
             t.destroy()
             env.broker.stop()  // flushes its log

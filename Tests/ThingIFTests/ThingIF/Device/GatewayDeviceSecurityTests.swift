@@ -197,7 +197,7 @@ struct GatewayDeviceSecurityTests {
                 contentsOfFile: env.storage("first") + "/" + EndNodeRegistry.fileName, encoding: .utf8)
             #expect(registry.contains("LAMP-1") && !registry.contains("pw-"))
             #expect(t1.destroy() == RC.ok)
-            #expect(poll { !env.hub.delivery.isOnline(nodes[0]) })
+            #expect(poll { !env.hub.presence.isOnline(nodes[0]) })
             // A command while the gateway is away waits for the new connection.
             let held = try #require(
                 env.hub.sendCommand(
@@ -223,7 +223,7 @@ struct GatewayDeviceSecurityTests {
             let (_, results) = try G.command(env, nodes[1], #"[{"turnPower":{"power":true}}]"#)
             #expect(results.map(\.succeeded) == [true])
             #expect(t2.records.last?.endNode == "LAMP-2" && t2.records.last?.targetThingID == nodes[1])
-            #expect(t2.isConnected && env.hub.delivery.isOnline(gw))
+            #expect(t2.isConnected && env.hub.presence.isOnline(gw))
         }
     }
 }

@@ -132,7 +132,7 @@ struct GatewayDeviceTests {
 
             // Offline: the hub holds its command until the gateway says online.
             #expect(ct_end_node_set_online(t.ct, "LAMP-1", 0) == RC.ok)
-            #expect(poll { !env.hub.delivery.isOnline(e1) })
+            #expect(poll { !env.hub.presence.isOnline(e1) })
             let held = try #require(
                 env.hub.sendCommand(
                     to: e1, schema: Self.schema, schemaVersion: 1, actions: #"[{"setBrightness":{"b":1}}]"#))
@@ -200,7 +200,7 @@ struct GatewayDeviceTests {
             let e1 = try Self.add(env, t, "LAMP-1")
             let e2 = try Self.add(env, t, "LAMP-2")
             #expect(t.destroy() == RC.ok)
-            #expect(poll { !env.hub.delivery.isOnline(gw) })
+            #expect(poll { !env.hub.presence.isOnline(gw) })
 
             let user = try Self.owner(env, of: gw, login: "owner-r")
             #expect((try? env.hub.app.removeEndNode(user: user, gatewayThingID: gw, endNodeThingID: e2).get()) != nil)
@@ -215,7 +215,7 @@ struct GatewayDeviceTests {
                     .init(vendorThingID: "LAMP-3", thingID: e3, online: false)
                 ])
             // Every end node is offline at a new handle: LAMP-1's commands wait.
-            #expect(poll { !env.hub.delivery.isOnline(e1) })
+            #expect(poll { !env.hub.presence.isOnline(e1) })
             #expect(ct_end_node_set_online(t.ct, "LAMP-1", 1) == RC.ok)
             let (_, results) = try Self.command(env, e1, #"[{"turnPower":{"power":true}}]"#)
             #expect(results.map(\.succeeded) == [true])

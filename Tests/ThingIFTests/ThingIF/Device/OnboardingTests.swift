@@ -222,7 +222,7 @@ struct ConnectionTests {
             poll { t.logContains("connection to the broker lost") || t.logContains("disconnected from the broker") })
         restarted = try env.broker.restarted()
         // Both the thing and the framework side come back on their own.
-        #expect(poll(timeoutMs: 30_000) { t.isConnected && env.hub.delivery.isOnline(tid) }, "\(t.logs)")
+        #expect(poll(timeoutMs: 30_000) { t.isConnected && env.hub.presence.isOnline(tid) }, "\(t.logs)")
         #expect(
             poll(timeoutMs: 30_000) {
                 guard

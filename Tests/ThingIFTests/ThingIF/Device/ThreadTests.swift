@@ -39,7 +39,7 @@ struct ThreadTests {
             #expect(!t.isConnected)
             #expect(
                 poll {
-                    ct_loop_for(t.ct, 50); return t.isConnected && env.hub.delivery.isOnline(tid)
+                    ct_loop_for(t.ct, 50); return t.isConnected && env.hub.presence.isOnline(tid)
                 })
             #expect(ct_loop_once(t.ct, 0) == RC.ok)
             let id = try #require(
@@ -99,7 +99,7 @@ struct ThreadTests {
             }
             #expect(
                 poll {
-                    ct_loop_for(t.ct, 50); return env.hub.delivery.isOnline(tid)
+                    ct_loop_for(t.ct, 50); return env.hub.presence.isOnline(tid)
                 })
             let id = try #require(
                 env.hub.sendCommand(to: tid, schema: Aircon.schema, schemaVersion: 1, actions: Aircon.allActions))
@@ -138,7 +138,7 @@ struct ThreadTests {
             let (t, tid) = try env.onlineAircon()
             try env.expectAlive(tid)
             #expect(t.destroy() == RC.ok)
-            #expect(env.hub.wait(timeoutMs: 30_000) { !env.hub.delivery.isOnline(tid) })
+            #expect(env.hub.wait(timeoutMs: 30_000) { !env.hub.presence.isOnline(tid) })
         }
     }
 }

@@ -357,7 +357,7 @@ struct ReliabilityTests {
         try withEnv { env in
             let (t1, tid) = try env.onlineAircon()
             #expect(t1.destroy() == RC.ok)
-            #expect(poll { !env.hub.delivery.isOnline(tid) })
+            #expect(poll { !env.hub.presence.isOnline(tid) })
             // Queued in the thing's session at the broker, which then restarts
             // without persistence: the session and the command are gone.
             let id = try #require(
@@ -465,10 +465,10 @@ struct ReliabilityTests {
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MIN_MS.rawValue), 1500) == RC.ok)
                 #expect(ct_set_option(t.ct, Int32(THINGIF_OPT_RECONNECT_MAX_MS.rawValue), 2000) == RC.ok)
             }
-            #expect(hub.delivery.isOnline(tid))
+            #expect(hub.presence.isOnline(tid))
             #expect(proxy.cutAll() >= 1)
-            #expect(poll(timeoutMs: 30_000) { !hub.delivery.isOnline(tid) }, "no offline from the Will")
-            #expect(poll(timeoutMs: 30_000) { hub.delivery.isOnline(tid) && t.isConnected }, "not online again")
+            #expect(poll(timeoutMs: 30_000) { !hub.presence.isOnline(tid) }, "no offline from the Will")
+            #expect(poll(timeoutMs: 30_000) { hub.presence.isOnline(tid) && t.isConnected }, "not online again")
         }
     }
 }

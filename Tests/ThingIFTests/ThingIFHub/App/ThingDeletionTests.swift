@@ -70,7 +70,7 @@ struct ThingDeletionTests {
             #expect(app.status == 404 && app.errorCode == "APP_NOT_FOUND", "\(app.text)")
             #expect(try await e.call("DELETE", "\(e.api)/targets/thing:th.nope", token: token).status == 404)
             #expect(try await e.get("\(e.target(tid))/commands", token: token).status == 200)
-            #expect(e.hub.delivery.isOnline(tid))
+            #expect(e.hub.presence.isOnline(tid))
             // A second hub on the same store and broker (as two hubs share
             // PostgreSQL) learns the thing's status from the broker too.
             let other = try #require(
@@ -117,14 +117,14 @@ struct ThingDeletionTests {
             defer { late.stop() }
             await offPool { Platform.sleepMs(1000) }
             #expect(late.messages.withLock { $0.isEmpty }, "still retained: \(late.messages.withLock { $0 })")
-            #expect(!e.hub.delivery.isOnline(tid))
+            #expect(!e.hub.presence.isOnline(tid))
             #expect(try await e.metrics(token: nil).value("thingif_hub_things_online") == 0)
             // The other hub forgets it when the cleared status reaches it.
             let forgotten = await offPool {
                 poll(timeoutMs: 30_000) { otherEvents.withLock { $0.contains("\(tid) was deleted by another hub") } }
             }
             #expect(forgotten, "\(otherEvents.withLock { $0 })")
-            #expect(!other.delivery.isOnline(tid))
+            #expect(!other.presence.isOnline(tid))
             let otherMetrics = try Exposition(String(decoding: other.metrics.exposition(), as: UTF8.self))
             #expect(otherMetrics.value("thingif_hub_things_online") == 0)
             // Home Assistant's birth message publishes no config for it again.

@@ -107,7 +107,7 @@ struct CommandCancelTests {
             let hub = e.hub
             _ = await offPool { () -> Bool in
                 thing.destroy()
-                return poll(timeoutMs: 30_000) { !hub.delivery.isOnline(tid) }
+                return poll(timeoutMs: 30_000) { !hub.presence.isOnline(tid) }
             }
             let back = try await e.appliance(thingID: tid, token: thingToken, storage: "cxl")
             let payload = try #require(hub.store.command(id: second)?.payload)

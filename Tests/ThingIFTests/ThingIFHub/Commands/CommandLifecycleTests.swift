@@ -42,7 +42,7 @@ struct CommandLifecycleTests {
         let hub = e.hub
         let gone = await offPool { () -> Bool in
             t.destroy()
-            return poll(timeoutMs: 30_000) { !hub.delivery.isOnline(tid) }
+            return poll(timeoutMs: 30_000) { !hub.presence.isOnline(tid) }
         }
         try #require(gone, "the hub did not see \(tid) go offline")
     }

@@ -175,7 +175,8 @@ struct HomeAssistantTests {
             }
             let keys = Set(doc.keys)
             #expect(
-                HomeAssistantTests.required.subtracting(keys).isEmpty, "missing: \(HomeAssistantTests.required.subtracting(keys))")
+                HomeAssistantTests.required.subtracting(keys).isEmpty,
+                "missing: \(HomeAssistantTests.required.subtracting(keys))")
             #expect(doc["unique_id"] as? String == "thingif_\(tid)")
             #expect(
                 (doc["device"] as? [String: Any])?["identifiers"] as? [String] == ["thingif_\(tid)"],
@@ -250,7 +251,7 @@ struct HomeAssistantTests {
             let m = try await e.metrics(token: nil)
             #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "issued"]) == 1)
             #expect(m.value("thingif_hub_homeassistant_commands_total", ["outcome": "refused"]) == 4)
-            #expect(e.hub.delivery.isOnline(tid), "the hub still serves the thing")
+            #expect(e.hub.presence.isOnline(tid), "the hub still serves the thing")
 
             // The appliance stops: availability flips to offline.
             await offPool { _ = t.destroy() }

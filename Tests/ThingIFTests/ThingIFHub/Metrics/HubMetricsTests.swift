@@ -189,10 +189,10 @@ struct HubMetricsTests {
             let link = try await offPool { Result { try GatewayRequestsTests.Link(e, gateway, will: true) } }.get()
             defer { link.stop() }
             #expect(link.probe.publish(Topics.status(clientID: gateway.topic), Array("online".utf8), retain: true))
-            #expect(await offPool { poll { e.hub.delivery.isOnline(gw) } })
+            #expect(await offPool { poll { e.hub.presence.isOnline(gw) } })
             #expect(try await gauges(online: 1))
             link.probe.client.disconnectWithWill()
-            #expect(await offPool { poll { !e.hub.delivery.isOnline(gw) } })
+            #expect(await offPool { poll { !e.hub.presence.isOnline(gw) } })
             #expect(try await gauges(online: 0))
         }
     }
