@@ -8,7 +8,7 @@ import ThingIF
 /// ask: an owner of the gateway (AppAPI+EndNodes) or the gateway itself
 /// (ThingRequests+EndNodes); both come here so that the two never differ.
 struct EndNodeRules {
-    let store: HubStore
+    let store: any EndNodeStore & ThingStore
     /// Wrong end-node passwords spend the vendorThingID's budget that
     /// onboarding by the thing spends (ThingRequests.onboardingLimiter), so
     /// that guessing an end node's password through any onboarding is no

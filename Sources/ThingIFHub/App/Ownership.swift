@@ -6,7 +6,7 @@
 /// and not the hub (AutomationConfigs) check it as the app's rules
 /// (AppAPI) do.
 struct Ownership {
-    let store: HubStore
+    let store: any ThingStore & UserStore
 
     /// The typed IDs a user acts as: "user:{id}" and "group:{id}" of its groups.
     func identities(of user: UserRecord) -> [String] {

@@ -8,7 +8,7 @@ import ThingIF
 /// what it clears, never the hub; the app's rules (AppAPI.deleteThing)
 /// check ownership first.
 final class ThingRemoval: @unchecked Sendable {
-    let store: HubStore
+    let store: any AutomationStore & EndNodeStore & ThingStore
     let client: MqttClient
     let admin: BrokerAdmin?
     let authority: ThingAuthority
@@ -20,7 +20,8 @@ final class ThingRemoval: @unchecked Sendable {
     let events: HubEvents
 
     init(
-        store: HubStore, client: MqttClient, admin: BrokerAdmin?, authority: ThingAuthority,
+        store: any AutomationStore & EndNodeStore & ThingStore, client: MqttClient, admin: BrokerAdmin?,
+        authority: ThingAuthority,
         delivery: CommandDelivery, triggerEngine: TriggerEngine, homeAssistant: HomeAssistant,
         endNodes: EndNodes, metrics: HubMetrics, events: HubEvents
     ) {

@@ -20,7 +20,7 @@ import ThingIF
 /// Threads: every method may be called from any thread; changes are
 /// serialized by `lock`.
 public final class AutomationConfigs: @unchecked Sendable {
-    let store: HubStore
+    let store: any AutomationStore & ThingStore
     let client: MqttClient
     let ownership: Ownership
     let now: @Sendable () -> Int64
@@ -28,7 +28,10 @@ public final class AutomationConfigs: @unchecked Sendable {
     /// changes, saves and publishes one.
     private let lock = Locked(())
 
-    init(store: HubStore, client: MqttClient, ownership: Ownership, now: @escaping @Sendable () -> Int64) {
+    init(
+        store: any AutomationStore & ThingStore, client: MqttClient, ownership: Ownership,
+        now: @escaping @Sendable () -> Int64
+    ) {
         self.store = store
         self.client = client
         self.ownership = ownership

@@ -16,7 +16,7 @@ import ThingIFRules
 /// sink; a trigger's command is checked by the CommandForm rule, as a
 /// command posted to the REST API is.
 public final class TriggerEngine: @unchecked Sendable {
-    let store: HubStore
+    let store: any AutomationStore & ThingStore
     let delivery: CommandDelivery
     let lifetimes: CommandLifetimes
     let events: HubEvents
@@ -26,7 +26,10 @@ public final class TriggerEngine: @unchecked Sendable {
     /// One tick at a time.
     private let ticking = Locked(())
 
-    init(store: HubStore, delivery: CommandDelivery, lifetimes: CommandLifetimes, events: HubEvents) {
+    init(
+        store: any AutomationStore & ThingStore, delivery: CommandDelivery, lifetimes: CommandLifetimes,
+        events: HubEvents
+    ) {
         self.store = store
         self.delivery = delivery
         self.lifetimes = lifetimes

@@ -10,14 +10,14 @@ import ThingIF
 /// CRL, and the scheduler ticks it.
 final class ThingAuthority: @unchecked Sendable {
     let options: FrameworkSide.Options
-    let store: HubStore
+    let store: any CertificateStore & ThingStore
     let events: HubEvents
     /// The things' CA, once `load()` has read options.thingCA.
     private let loaded = Locked<ThingCertificates?>(nil)
     /// The last CRL written; held while one is made.
     let crlState = Locked(ThingCRL.State())
 
-    init(options: FrameworkSide.Options, store: HubStore, events: HubEvents) {
+    init(options: FrameworkSide.Options, store: any CertificateStore & ThingStore, events: HubEvents) {
         self.options = options
         self.store = store
         self.events = events

@@ -7,7 +7,7 @@ import ThingIF
 #endif
 
 /// The things' certificate revocation list (docs/SECURITY.md): the certificates of
-/// deleted things and retired MQTT installations (ThingStore's revoked list),
+/// deleted things and retired MQTT installations (CertificateStore's revoked list),
 /// signed by the things' CA into a PEM file (`--thing-crl`) that the
 /// broker's certificate listener reads (`crlfile`), which the hub asks the
 /// broker to read again after each change (`--broker-pid-file`: SIGHUP).

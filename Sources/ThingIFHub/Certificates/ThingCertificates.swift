@@ -38,7 +38,7 @@ public struct ThingCertificates: Sendable {
     }
 
     /// A certificate `issue` made: its PEM, and what the store records to
-    /// revoke it (ThingStore.recordCertificate).
+    /// revoke it (CertificateStore.recordCertificate).
     public struct Issued: Sendable {
         public var pem: String
         /// Its serial number's DER bytes as lowercase hex.

@@ -23,7 +23,7 @@ public final class CommandDelivery: @unchecked Sendable {
         var retries: [String: DeliveryRetry] = [:]  // thingID -> next attempt
     }
 
-    let store: HubStore
+    let store: any CommandStore & ThingStore
     let client: MqttClient
     let metrics: HubMetrics
     let events: HubEvents
@@ -45,7 +45,8 @@ public final class CommandDelivery: @unchecked Sendable {
     let commandGates: [Locked<Int>] = (0..<64).map { _ in Locked(0) }
 
     init(
-        store: HubStore, client: MqttClient, metrics: HubMetrics, events: HubEvents, notifications: Notifications,
+        store: any CommandStore & ThingStore, client: MqttClient, metrics: HubMetrics, events: HubEvents,
+        notifications: Notifications,
         lifetimes: CommandLifetimes, presence: Presence
     ) {
         self.store = store

@@ -14,7 +14,7 @@ import ThingIF
 /// Threads: any. Statuses come on the request lanes, in their gateway's
 /// order with its requests.
 final class EndNodes: @unchecked Sendable {
-    let store: HubStore
+    let store: any EndNodeStore & ThingStore
     let client: MqttClient
     let delivery: CommandDelivery
     let presence: Presence
@@ -23,7 +23,8 @@ final class EndNodes: @unchecked Sendable {
     /// Home Assistant's availability of an end node follows its presence.
     let homeAssistant: HomeAssistant
     init(
-        store: HubStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
+        store: any EndNodeStore & ThingStore, client: MqttClient, delivery: CommandDelivery, presence: Presence,
+        metrics: HubMetrics,
         events: HubEvents, homeAssistant: HomeAssistant
     ) {
         self.store = store

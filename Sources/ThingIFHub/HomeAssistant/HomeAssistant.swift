@@ -14,7 +14,7 @@ import ThingIF
 ///
 /// Threads: every method may be called from any thread.
 public final class HomeAssistant: @unchecked Sendable {
-    let store: HubStore
+    let store: ThingStore
     let client: MqttClient
     let delivery: CommandDelivery
     let presence: Presence
@@ -29,7 +29,7 @@ public final class HomeAssistant: @unchecked Sendable {
     private let bridge = Locked<HomeAssistantBridge?>(nil)
 
     init(
-        store: HubStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
+        store: ThingStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
         events: HubEvents,
         sharedSubscription: Bool, admin: BrokerAdmin?, brokerAdmin: FrameworkSide.BrokerAdminMode
     ) {

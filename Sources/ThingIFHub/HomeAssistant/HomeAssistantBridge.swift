@@ -7,7 +7,7 @@ import ThingIF
 /// commands Home Assistant sends as Thing-IF commands.
 final class HomeAssistantBridge: @unchecked Sendable {
     let options: HomeAssistantOptions
-    let store: HubStore
+    let store: ThingStore
     let client: MqttClient
     let delivery: CommandDelivery
     let presence: Presence
@@ -27,7 +27,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     private let statusTopic: String
 
     init(
-        options: HomeAssistantOptions, store: HubStore, client: MqttClient, delivery: CommandDelivery,
+        options: HomeAssistantOptions, store: ThingStore, client: MqttClient, delivery: CommandDelivery,
         presence: Presence,
         metrics: HubMetrics, events: HubEvents, sharedSubscription: Bool
     ) {

@@ -19,7 +19,7 @@ public final class Notifications: @unchecked Sendable {
     /// At most this many notifications per sweep.
     static let sweepLimit = 200
 
-    let store: HubStore
+    let store: any CommandStore & UserStore
     let metrics: HubMetrics
     let client: MqttClient
     let events: HubEvents
@@ -30,7 +30,10 @@ public final class Notifications: @unchecked Sendable {
     let marks = Locked<[String]>([])
     private let listening = Locked(false)
 
-    init(store: HubStore, metrics: HubMetrics, client: MqttClient, events: HubEvents, webhooks: WebhookGuard) {
+    init(
+        store: any CommandStore & UserStore, metrics: HubMetrics, client: MqttClient, events: HubEvents,
+        webhooks: WebhookGuard
+    ) {
         self.store = store
         self.metrics = metrics
         self.client = client

@@ -7,8 +7,8 @@ import ThingIF
 /// SQLiteStore (the default of thingif-hub) for data that outlives the
 /// process, and PostgresStore for several hubs that share one database.
 ///
-/// It is the interfaces of the four aggregates (ThingStore, CommandStore,
-/// UserStore, AutomationStore) and what belongs to the store as a whole:
+/// It is the interfaces of the seven aggregates (ThingStore, EndNodeStore,
+/// StateStore, CertificateStore, CommandStore, UserStore, AutomationStore) and what belongs to the store as a whole:
 /// the secrets it applies to every password and token, how many calls it
 /// serves at once (its connections, whichever aggregate a call is on),
 /// and one transaction that calls on any of them share. The calls fused to
@@ -18,7 +18,9 @@ import ThingIF
 ///
 /// Times are milliseconds since the Unix epoch. JSON travels as compact
 /// text. Every method is safe to call from any thread.
-public protocol HubStore: ThingStore, CommandStore, UserStore, AutomationStore {
+public protocol HubStore:
+    ThingStore, EndNodeStore, StateStore, CertificateStore, CommandStore, UserStore, AutomationStore
+{
     /// The KDF cost and token lifetimes this store applies.
     var secrets: HubSecrets { get }
     /// How many calls the store serves side by side (the hub runs as many

@@ -2,9 +2,9 @@
 
 import ThingIF
 
-/// Things and what belongs to each: its MQTT installations and owners, its
-/// state and state history, and the certificates the things' CA signed for
-/// it. One part of HubStore (its conventions hold: times in milliseconds
+/// Things and what belongs to each: its MQTT installations and owners (its
+/// end nodes, state history and certificates are EndNodeStore, StateStore
+/// and CertificateStore). One part of HubStore (its conventions hold: times in milliseconds
 /// since the Unix epoch, JSON as compact text, every method safe to call
 /// from any thread).
 public protocol ThingStore: AnyObject, Sendable {
@@ -71,100 +71,6 @@ public protocol ThingStore: AnyObject, Sendable {
     /// without its gateway has no connection left to reach it. False,
     /// deleting nothing, when the thing is unknown or the store cannot write.
     func deleteThing(id: String) -> Bool
-
-    // MARK: gateways' end nodes
-
-    /// Onboards an end node onto the gateway `gatewayThingID`, in one
-    /// transaction that holds the gateway (onboardings onto one gateway, on
-    /// this hub or another, take turns, so none passes the cap). The first
-    /// time for `vendorThingID` it creates the thing: layout ENDNODE,
-    /// gatewayThingID the gateway, the password stored as its KDF hash,
-    /// unless the gateway has `maxEndNodes` end nodes already. Again, for
-    /// this gateway's end node with the same password, it is the same thing
-    /// (idempotent, not counted against the cap): a nil thingType matches
-    /// and is set when given, firmwareVersion is updated when given. Either
-    /// way `owners` ("user:…", "group:…") are added (ones it has stay), and
-    /// a NEW access token is issued, in the record's accessToken.
-    ///
-    /// Refusals, in the order they are checked, write nothing: the gateway
-    /// unknown (`.noGateway`) or not a GATEWAY (`.notAGateway`); the
-    /// vendorThingID known with another password (`.wrongPassword`, checked
-    /// before what the thing is, so its layout and gateway are told only to
-    /// who knows its password), as a thing that is no end node
-    /// (`.notAnEndNode`) or another gateway's end node (`.otherGateway`),
-    /// with another thingType (`.wrongType`); the cap (`.tooManyEndNodes`).
-    /// The caller checks who may onboard onto the gateway and that the
-    /// owners are the right ones.
-    func onboardEndNode(
-        gatewayThingID: String, vendorThingID: String, password: String, thingType: String?,
-        firmwareVersion: String?, owners: [String], maxEndNodes: Int
-    ) -> EndNodeOnboarding
-    /// The end nodes of the gateway `gatewayThingID`: at most `limit` (at
-    /// least one), after the one `after` names (nil: from the first), in
-    /// onboarding order (createdAt, then thingID on the same millisecond,
-    /// so that pages neither skip nor repeat one, however the list changes
-    /// between them). `next` names the last one returned when more follow,
-    /// nil at the end. Whole records (lookups: accessToken empty). None for
-    /// a thing that is no gateway, or an unknown one: the caller checks the
-    /// gateway. nil when the store failed, not an empty page: a gateway
-    /// syncing to the list would take that for all its end nodes removed.
-    func endNodes(gatewayThingID: String, after: EndNodeCursor?, limit: Int)
-        -> (endNodes: [ThingRecord], next: EndNodeCursor?)?
-    /// How many end nodes the gateway `gatewayThingID` has (0 for a thing
-    /// that is no gateway, or an unknown one); nil when the store failed.
-    func endNodeCount(gatewayThingID: String) -> Int?
-    /// How many end nodes the store holds, of every gateway (the
-    /// end_nodes gauge); nil when the store failed.
-    func endNodeTotal() -> Int?
-
-    // MARK: state
-
-    /// Stores an upload: PUT replaces the state, PATCH merges the object's
-    /// members into it. Returns the whole state after it, nil for an unknown thing.
-    func applyState(thingID: String, method: String, upload: String, at: Int64) -> String?
-    /// Uploads with from <= at < to, oldest first.
-    func stateHistory(thingID: String, from: Int64, to: Int64) -> [StateSample]
-    /// At most `limit` uploads with from <= at < to that pass every range
-    /// of `ranges` (each on a field of `state[alias]`, of the state
-    /// without an alias: StateRange's rule), oldest first, starting after
-    /// the sample whose cursor is `after` (0: from the first). Returns the
-    /// cursor of the last sample when more may follow.
-    func stateHistoryPage(
-        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
-    ) -> (samples: [StateSample], next: Int64?)
-    /// One aggregation of a field of the uploads with from <= at < to:
-    /// `state[alias][field]` (`state[field]` without an alias), per bucket
-    /// of `bucketMs` counted from the epoch (nil: the range is one bucket),
-    /// for the buckets that have uploads, oldest first. COUNT counts values
-    /// other than null; the others take the numbers and pass over the rest;
-    /// MIN and MAX also give the upload holding the value (the earliest on
-    /// ties). One statement on the SQL stores (StateAggregates.swift). nil:
-    /// the store failed.
-    /// Only the uploads that pass every range of `ranges` count.
-    func aggregateStates(
-        thingID: String, alias: String?, field: String, kind: AggregationKind, from: Int64, to: Int64,
-        bucketMs: Int64?, ranges: [StateRange]
-    ) -> [AggregateBucket]?
-
-    // MARK: things' certificates (revocation)
-
-    /// Records a certificate the things' CA signed for one of the thing's
-    /// MQTT installations (serial: its DER bytes as lowercase hex;
-    /// notAfter: epoch ms), so that deleting the thing or retiring the
-    /// installation revokes it. Every certificate is recorded: a thing that
-    /// onboards again (same topic, a new certificate) adds a serial. False
-    /// when the thing is unknown or the store cannot write: the caller then
-    /// hands the certificate out to nobody.
-    func recordCertificate(thingID: String, installationID: String, serial: String, notAfter: Int64) -> Bool
-    /// The revoked certificates that have not expired at `now`, by serial;
-    /// expired ones (revoked or still recorded) are deleted first, so both
-    /// lists keep only certificates a broker would still accept. nil when
-    /// the store cannot read: the caller must not write an empty CRL then.
-    func revokedCertificates(now: Int64) -> [RevokedCertificate]?
-    /// The MQTT topics of gateways' installations that hold a recorded
-    /// certificate, sorted: the certificate clients the broker's acl_file
-    /// must give end-node rights (GatewayRules). nil when the store cannot read.
-    func gatewayCertificateTopics() -> [String]?
 }
 
 extension ThingStore {
@@ -347,7 +253,7 @@ public struct RevokedCertificate: Sendable, Equatable {
     }
 }
 
-extension ThingStore {
+extension StateStore {
     /// A page of every upload in the range (no range clauses).
     public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
         -> (samples: [StateSample], next: Int64?)

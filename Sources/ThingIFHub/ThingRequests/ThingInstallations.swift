@@ -11,7 +11,7 @@ import ThingIF
 /// presence (which knows the installation a thing is online with).
 public final class ThingInstallations: @unchecked Sendable {
     let options: FrameworkSide.Options
-    let store: HubStore
+    let store: any CertificateStore & ThingStore
     let client: MqttClient
     let admin: BrokerAdmin?
     let authority: ThingAuthority
@@ -19,7 +19,8 @@ public final class ThingInstallations: @unchecked Sendable {
     let events: HubEvents
 
     init(
-        options: FrameworkSide.Options, store: HubStore, client: MqttClient, admin: BrokerAdmin?,
+        options: FrameworkSide.Options, store: any CertificateStore & ThingStore, client: MqttClient,
+        admin: BrokerAdmin?,
         authority: ThingAuthority, presence: Presence, events: HubEvents
     ) {
         self.options = options
