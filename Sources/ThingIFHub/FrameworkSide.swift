@@ -234,7 +234,7 @@ public final class FrameworkSide: @unchecked Sendable {
     /// Who is online (Presence/).
     public let presence: Presence
     /// The app API's rules (App/AppAPI.swift).
-    public var app: AppAPI { AppAPI(hub: self) }
+    public let app: AppAPI
     /// The server triggers: STATES ones run on state uploads; call `tick()`
     /// (thingif-hub does, every second) for the scheduled ones.
     public let triggerEngine: TriggerEngine
@@ -298,12 +298,22 @@ public final class FrameworkSide: @unchecked Sendable {
             store: store, client: c, admin: admin, authority: authority, delivery: delivery,
             triggerEngine: engine, homeAssistant: homeAssistant, endNodes: endNodes, metrics: metrics, events: events)
         self.removal = removal
+        // Wrong passwords per vendorThingID, shared by the things' and the
+        // end nodes' onboardings (EndNodeRules.guesses).
+        let endNodeRules = EndNodeRules(
+            store: store, guesses: RateLimiter(ratePerSecond: 0.1, burst: 10), limits: options.limits)
+        let stateUploads = StateUploads(
+            fastPaths: fastPaths, metrics: metrics, triggerEngine: engine, homeAssistant: homeAssistant, events: events)
         thingRequests = ThingRequests(
             options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
             authority: authority, delivery: delivery, presence: presence, notifications: notifications,
             triggerEngine: engine,
             homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal,
-            endNodes: endNodes)
+            endNodes: endNodes, endNodeRules: endNodeRules, stateUploads: stateUploads)
+        app = AppAPI(
+            store: store, options: options, fastPaths: fastPaths, delivery: delivery, presence: presence,
+            triggerEngine: engine, removal: removal, endNodes: endNodes, endNodeRules: endNodeRules,
+            stateUploads: stateUploads, metrics: metrics, admin: admin)
     }
 
     // MARK: lifecycle

@@ -29,14 +29,13 @@ extension AppAPI {
         return endNodeRules.onboard(onto: gateway, owners: [owner], form: form).map { t in
             // The gateway learns of it (GATEWAYS.md §4.2); onboarding the same
             // end node again tells it again, which it takes as the same.
-            hub.endNodes.announce(
+            endNodes.announce(
                 .added(thingID: t.thingID, vendorThingID: form.vendorThingID, thingType: t.thingType), to: gateway)
             return t
         }
     }
 
     /// The end-node rules with this hub's store, password budget and limits.
-    var endNodeRules: EndNodeRules { hub.thingRequests.endNodeRules }
 
     /// The gateway a form names, when `user` owns it; 404 THING_NOT_FOUND
     /// otherwise, by the name the form used.
@@ -86,13 +85,13 @@ extension AppAPI {
         Void, HubError
     > {
         endNode(user: user, gatewayThingID: gatewayThingID, endNodeThingID: endNodeThingID).flatMap {
-            hub.removal.remove($0)
+            removal.remove($0)
         }
     }
 
     /// An end node as the list (`full` false) or the read (`full`) answers
     /// it (EndNodeRules.json).
     public func endNodeJSON(_ t: ThingRecord, full: Bool) -> JSON {
-        EndNodeRules.json(t, full: full, online: hub.presence.isOnline(t.thingID))
+        EndNodeRules.json(t, full: full, online: presence.isOnline(t.thingID))
     }
 }

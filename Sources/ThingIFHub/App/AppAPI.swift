@@ -14,9 +14,23 @@ public struct StateGroup: Sendable {
 /// (ThingIFHubServer) and the CLI's calls may do. Authentication of the
 /// caller is the REST layer's job; these methods check ownership and the
 /// fields, and store nothing before every check passed.
+///
+/// It is given the parts it uses (FrameworkSide makes it once), never the
+/// hub, and reaches no thing request: an owner's state upload is stored
+/// as the thing's own is, by `StateUploads`.
 public struct AppAPI {
-    unowned let hub: FrameworkSide
-    var store: HubStore { hub.store }
+    let store: HubStore
+    let options: FrameworkSide.Options
+    let fastPaths: FastPaths
+    let delivery: CommandDelivery
+    let presence: Presence
+    let triggerEngine: TriggerEngine
+    let removal: ThingRemoval
+    let endNodes: EndNodes
+    let endNodeRules: EndNodeRules
+    let stateUploads: StateUploads
+    let metrics: HubMetrics
+    let admin: BrokerAdmin?
 
     // MARK: users and groups
 
@@ -173,7 +187,7 @@ public struct AppAPI {
         case .success(let c): command = c
         }
         let expiresAt: Int64?
-        switch hub.options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
+        switch options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
         case .failure(let e): return .failure(e)
         case .success(let e): expiresAt = e
         }
@@ -183,7 +197,7 @@ public struct AppAPI {
             }
         }
         guard
-            let record = hub.delivery.stored(
+            let record = delivery.stored(
                 command, to: thing, issuer: command.issuer,
                 installationID: installationID, expiresAt: expiresAt)
         else {
@@ -318,7 +332,7 @@ public struct AppAPI {
             guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
                 return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
             }
-            if case .refused(let why) = hub.options.webhooks.checkAtInstallation(url) {
+            if case .refused(let why) = options.webhooks.checkAtInstallation(url) {
                 return .failure(.invalid(why))
             }
             target = url
@@ -327,15 +341,15 @@ public struct AppAPI {
         }
         if kind == .mqtt {
             // Each is a broker client and role: bounded per user and per app.
-            let perUser = hub.options.mqttInstallationsPerUser
+            let perUser = options.mqttInstallationsPerUser
             if perUser > 0, store.appInstallations(userID: user.userID).filter({ $0.kind == .mqtt }).count >= perUser {
-                hub.metrics.refused("installation_cap")
+                metrics.refused("installation_cap")
                 return .failure(
                     HubError(409, "TOO_MANY_INSTALLATIONS", "the user has \(perUser) MQTT installations already"))
             }
-            let perApp = hub.options.mqttInstallationsPerApp
+            let perApp = options.mqttInstallationsPerApp
             if perApp > 0, store.countAppInstallations(kind: .mqtt) >= perApp {
-                hub.metrics.refused("installation_cap")
+                metrics.refused("installation_cap")
                 return .failure(
                     HubError(409, "TOO_MANY_INSTALLATIONS", "this app has \(perApp) MQTT installations already"))
             }
@@ -378,7 +392,7 @@ public struct AppAPI {
     public func user(token: String, owning thingID: String) -> (
         user: UserRecord, thing: Result<ThingRecord, HubError>
     )? {
-        hub.fastPaths.user(accessToken: token, thing: thingID).map {
+        fastPaths.user(accessToken: token, thing: thingID).map {
             ($0.user, owned($0.thing, user: $0.user, thingID: thingID))
         }
     }
@@ -422,7 +436,7 @@ public struct AppAPI {
         case .changed:
             // An end node's gateway learns its new name (GATEWAYS.md §3.4, §4.2).
             if thing.layoutPosition == .endNode, let gateway = thing.gatewayThingID.flatMap({ store.thing(id: $0) }) {
-                hub.endNodes.announce(.changed(thingID: thingID, vendorThingID: vendorThingID), to: gateway)
+                endNodes.announce(.changed(thingID: thingID, vendorThingID: vendorThingID), to: gateway)
             }
             return .success(())
         case .taken:
@@ -437,7 +451,7 @@ public struct AppAPI {
     /// for an unknown thing or another owner's, as for every thing call
     /// (ThingRemoval says what goes).
     public func deleteThing(user: UserRecord, thingID: String) -> Result<Void, HubError> {
-        ownedThing(user: user, thingID: thingID).flatMap { hub.removal.remove($0) }
+        ownedThing(user: user, thingID: thingID).flatMap { removal.remove($0) }
     }
 
     /// The things `user` owns directly or through its groups, by thingID.
@@ -453,7 +467,7 @@ public struct AppAPI {
     public func startCancel(user: UserRecord, thingID: String, commandID: String) -> CancelStep {
         switch getCommand(user: user, thingID: thingID, commandID: commandID) {
         case .failure(let e): return .answered(.failure(e))
-        case .success(let c): return hub.delivery.startCancel(c)
+        case .success(let c): return delivery.startCancel(c)
         }
     }
 
@@ -477,7 +491,7 @@ public struct AppAPI {
         guard case .success(let j) = JSON.parse(body), j.isObject else {
             return .refusal(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
-        return hub.thingRequests.state(method: method, upload: j.dump(), thing: thing)
+        return stateUploads.store(method: method, upload: j.dump(), thing: thing)
     }
 
     // MARK: enrollment (the operator's pre-registration)
@@ -522,7 +536,7 @@ public struct AppAPI {
     /// password each call. nil without a broker identity or when the broker
     /// refuses.
     public func pushCredentials(_ installation: AppInstallation) -> (username: String, password: String)? {
-        guard installation.kind == .mqtt, let topic = installation.target, let admin = hub.admin,
+        guard installation.kind == .mqtt, let topic = installation.target, let admin = admin,
             let pw = admin.pushCredentials(installationID: installation.installationID, topic: topic)
         else { return nil }
         return (installation.installationID, pw)
@@ -530,14 +544,14 @@ public struct AppAPI {
 
     /// Removes the broker client of an app's MQTT installation.
     public func removePushCredentials(installationID: String) {
-        hub.admin?.remove(username: installationID, role: BrokerAdmin.pushRole(installationID: installationID))
+        admin?.remove(username: installationID, role: BrokerAdmin.pushRole(installationID: installationID))
     }
 
     /// The broker as things and apps should reach it: host, plain port, TLS port (0: none).
     public var advertisedBroker: (host: String, port: Int, tlsPort: Int) {
         (
-            hub.options.advertisedHost ?? hub.options.brokerHost, hub.options.advertisedPort ?? hub.options.brokerPort,
-            hub.options.advertisedTLSPort ?? 0
+            options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
+            options.advertisedTLSPort ?? 0
         )
     }
 }

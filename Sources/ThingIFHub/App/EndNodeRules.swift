@@ -10,7 +10,7 @@ import ThingIF
 struct EndNodeRules {
     let store: any EndNodeStore & ThingStore
     /// Wrong end-node passwords spend the vendorThingID's budget that
-    /// onboarding by the thing spends (ThingRequests.onboardingLimiter), so
+    /// onboarding by the thing spends (ThingRequests.onboardingLimiter is this one), so
     /// that guessing an end node's password through any onboarding is no
     /// faster than through a thing's.
     let guesses: RateLimiter

@@ -170,7 +170,7 @@ extension AppAPI {
             triggerID: "trg-" + Platform.randomHex(bytes: 8), thingID: thingID,
             definition: def.dump(), enabled: true, createdAt: Platform.epochMs())
         guard store.insertTrigger(trig) else { return .failure(.storage) }
-        hub.triggerEngine.reschedule(trig.triggerID)
+        triggerEngine.reschedule(trig.triggerID)
         return .success(trig)
     }
 
@@ -199,7 +199,7 @@ extension AppAPI {
         else {
             return .failure(.storage)
         }
-        hub.triggerEngine.reschedule(triggerID)
+        triggerEngine.reschedule(triggerID)
         return .success(updated)
     }
 
@@ -214,10 +214,10 @@ extension AppAPI {
     private func triggerDefinition(user: UserRecord, body: JSON) -> Result<JSON, HubError> {
         let ids = identities(of: user)
         return TriggerForm.definition(
-            body, now: hub.triggerEngine.now(), issuerAllowed: ids.contains,
+            body, now: triggerEngine.now(), issuerAllowed: ids.contains,
             // A timeToLive counts from each firing; refused here when bad, not at the firing.
             checkCommand: { form in
-                if case .failure(let e) = hub.options.lifetimes.expiry(form: form, now: 0) { return e }
+                if case .failure(let e) = options.lifetimes.expiry(form: form, now: 0) { return e }
                 return nil
             })
     }
@@ -258,7 +258,7 @@ extension AppAPI {
     > {
         ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
             guard store.setTriggerEnabled(id: t.triggerID, enabled: enabled) else { return .failure(.storage) }
-            hub.triggerEngine.reschedule(t.triggerID)
+            triggerEngine.reschedule(t.triggerID)
             return .success(())
         }
     }
@@ -266,7 +266,7 @@ extension AppAPI {
     public func deleteTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<Void, HubError> {
         ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
             guard store.deleteTrigger(id: t.triggerID) else { return .failure(.storage) }
-            hub.triggerEngine.reschedule(t.triggerID)
+            triggerEngine.reschedule(t.triggerID)
             return .success(())
         }
     }

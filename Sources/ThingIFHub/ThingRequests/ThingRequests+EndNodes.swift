@@ -9,7 +9,6 @@ import ThingIF
 /// what then happens is EndNodeRules', which the owner's calls share.
 extension ThingRequests {
     /// The end-node rules with this hub's store, password budget and limits.
-    var endNodeRules: EndNodeRules { EndNodeRules(store: store, guesses: onboardingLimiter, limits: options.limits) }
 
     /// Whether a request is Kii's end-node onboarding (by its media type).
     static func isEndNodeOnboarding(_ req: KiiRequest) -> Bool {

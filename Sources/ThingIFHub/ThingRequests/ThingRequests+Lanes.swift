@@ -79,23 +79,5 @@ extension ThingRequests {
     }
 
     /// Runs `effect` now, or, on a lane in one transaction, after its commit.
-    func afterCommit(_ effect: @escaping () -> Void) {
-        if let pending = AfterCommit.slot.current {
-            pending.effects.append(effect)
-        } else {
-            effect()
-        }
-    }
-}
-
-/// What waits for a lane's commit, in the order it was asked for.
-final class AfterCommit {
-    static let slot = ThreadSlot<AfterCommit>()
-    var effects: [() -> Void] = []
-
-    func run() {
-        let now = effects
-        effects = []
-        for effect in now { effect() }
-    }
+    func afterCommit(_ effect: @escaping () -> Void) { AfterCommit.later(effect) }
 }

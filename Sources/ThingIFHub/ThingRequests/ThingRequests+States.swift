@@ -31,7 +31,7 @@ extension ThingRequests {
                     at: Platform.epochMs())
             }
             switch put {
-            case .found(let p): return stateStored(thing: p.thing, p.write)
+            case .found(let p): return stateUploads.stored(thing: p.thing, p.write)
             case .failed: return storageFailed
             case .notFound: break
             }
@@ -40,41 +40,9 @@ extension ThingRequests {
     }
 
     /// A state upload (`upload`: the body's object as dumped) by `thing`,
-    /// its record as authorisation read it: its state then is the old state
-    /// the triggers compare with.
+    /// its record as authorisation read it (StateUploads).
     func state(method: String, upload: String, thing: ThingRecord) -> KiiResponse {
-        guard
-            let written = metrics.timed(
-                "applyState",
-                {
-                    fastPaths.applyState(
-                        thingID: thing.thingID, method: method, upload: upload, at: Platform.epochMs(),
-                        after: thing.state)
-                })
-        else {
-            return storageFailed
-        }
-        return stateStored(thing: thing, written)
-    }
-
-    /// After a state upload's write: `thing` as it was before (its state is
-    /// the old state the triggers compare with, nil before its first upload).
-    private func stateStored(thing: ThingRecord, _ written: StateWrite) -> KiiResponse {
-        let tid = thing.thingID
-        let old = thing.state
-        let merged = written.state
-        // The triggers read in the upload's transaction; told and acted on
-        // once stored: after the lane's commit (AfterCommit).
-        let triggers = written.hasEnabledTrigger == false ? [] : triggerEngine.enabledTriggers(thingID: tid)
-        afterCommit {
-            self.events.event("state of \(tid): \(merged)")
-            self.homeAssistant.stateChanged(thing: thing, merged: merged)
-            self.triggerEngine.stateChanged(thingID: tid, old: old, new: merged, triggers: triggers)
-        }
-        // Kii answers 201 to a thing's first upload, 204 to the others
-        // (Kii's REST guide, "State Registration and Retrieval"). Two first
-        // uploads at once may both be answered 201.
-        return ok(old == nil ? 201 : 204)
+        stateUploads.store(method: method, upload: upload, thing: thing)
     }
 
 }

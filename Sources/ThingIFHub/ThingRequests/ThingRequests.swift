@@ -50,6 +50,8 @@ public final class ThingRequests: @unchecked Sendable {
     let authority: ThingAuthority
     let delivery: CommandDelivery
     let presence: Presence
+    let endNodeRules: EndNodeRules
+    let stateUploads: StateUploads
     let notifications: Notifications
     let triggerEngine: TriggerEngine
     let homeAssistant: HomeAssistant
@@ -71,7 +73,8 @@ public final class ThingRequests: @unchecked Sendable {
     /// per 10 s; past that every attempt gets 429 (password guessing over the
     /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
     /// every start.
-    let onboardingLimiter = RateLimiter(ratePerSecond: 0.1, burst: 10)
+    /// Wrong passwords per vendorThingID, things' and end nodes' alike (EndNodeRules.guesses).
+    var onboardingLimiter: RateLimiter { endNodeRules.guesses }
     /// How much of an onboarding's payload `accept` scans for an end-node
     /// media type: the request line and headers Kii's clients send fit.
     static let headPeek = 2048
@@ -100,7 +103,8 @@ public final class ThingRequests: @unchecked Sendable {
         installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
         presence: Presence, notifications: Notifications, triggerEngine: TriggerEngine,
         homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
-        costly: CostlyWork, removal: ThingRemoval, endNodes: EndNodes
+        costly: CostlyWork, removal: ThingRemoval, endNodes: EndNodes, endNodeRules: EndNodeRules,
+        stateUploads: StateUploads
     ) {
         self.options = options
         self.store = store
@@ -118,6 +122,8 @@ public final class ThingRequests: @unchecked Sendable {
         self.costly = costly
         self.removal = removal
         self.endNodes = endNodes
+        self.endNodeRules = endNodeRules
+        self.stateUploads = stateUploads
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
         endNodeRefusalLimiter = RateLimiter(
