@@ -46,7 +46,7 @@ echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command
 # The burst (SecurityTests.stateBurst) measures that the hub keeps up with a
 # thing's uploads; under ThreadSanitizer beside the other suites it did not
 # finish in 60 s (1,947 of 2,000: the broker's queue for a hub whose network
-# thread waited for a core, since closed by the hub's Receive Maximum,
+# thread waited for a core dropped the rest; the probe now sends those again,
 # docs/decisions/hub-request-lanes.md). It runs in the plain suite above.
 # GatewayRequestsTests.endNodeOnboardingUnderFlood measures that the end-node
 # triage keeps up with about 1,000 token-less onboardings a second (each a

@@ -248,16 +248,10 @@ public final class FrameworkSide: @unchecked Sendable {
     let scheduler = Locked<Scheduler?>(nil)
 
     public init?(_ options: Options, store: HubStore = MemoryStore()) {
-        // The broker may send the hub any number of requests before their
-        // PUBACKs (MQTT's largest Receive Maximum): with libmosquitto's 20 it
-        // queued the rest for the hub whenever the hub's network thread
-        // waited for a core, and dropped what passed its 1,000 (a CI run:
-        // 33 of a thing's 2,000 uploads). The request lanes bound what is
-        // taken (ThingRequests.queueMax); docs/decisions/hub-request-lanes.md.
-        guard
-            let c = MqttClient(
-                clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true, receiveMaximum: 65_535)
-        else {
+        // libmosquitto's Receive Maximum (20): a larger window let a
+        // bootstrap flood's messages stand in front of things' requests
+        // (docs/decisions/hub-request-lanes.md, "Rejected").
+        guard let c = MqttClient(clientID: "thingif-hub-\(Platform.randomHex(bytes: 6))", cleanStart: true) else {
             return nil
         }
         self.options = options

@@ -5,8 +5,8 @@ import Testing
 import ThingIF
 
 /// MqttClient's Receive Maximum against the production broker configuration:
-/// what a burst costs a subscriber whose network thread waits (the hub's,
-/// when its process waits for a core), in the broker's own queue.
+/// what a burst costs a subscriber whose network thread waits (as the hub's
+/// does when its process waits for a core), in the broker's own queue.
 @Suite("Transport: a subscriber's Receive Maximum and the broker's queue", .offPool)
 struct ReceiveMaximumTests {
     /// How many of `n` QoS 1 messages reach a subscriber with `receiveMaximum`
@@ -40,7 +40,7 @@ struct ReceiveMaximumTests {
     }
 
     @Test(
-        "With libmosquitto's Receive Maximum of 20, a waiting subscriber loses what passes the broker's 1,000 queued; with 65,535 (the hub's) nothing"
+        "With libmosquitto's Receive Maximum of 20, a waiting subscriber loses what passes the broker's 1,000 queued; with 65,535 nothing"
     )
     func burstWhileWaiting() throws {
         let broker = try Broker.start()
