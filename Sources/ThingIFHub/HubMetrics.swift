@@ -200,25 +200,6 @@ public final class HubMetrics: Sendable {
         return result
     }
 
-    /// The request kind of a route path (what follows …/apps/{appID}/).
-    static func kind(api: Topics.API, method: String, path: String) -> String {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        switch (api, parts.count) {
-        case (.thingIF, 1) where parts[0] == "onboardings": return "onboarding"
-        case (.kii, 1) where parts[0] == "installations": return "installation"
-        case (.kii, 3) where parts[2] == "mqtt-endpoint": return "mqtt-endpoint"
-        case (.thingIF, 5) where parts[4] == "action-results": return "action-results"
-        case (.thingIF, 4) where parts[2] == "commands": return "command-report"
-        case (.thingIF, 3) where parts[2] == "states": return "state"
-        case (.thingIF, 3) where parts[2] == "firmware-version": return "firmware-version"
-        case (.thingIF, 3) where parts[2] == "automation-report": return "automation-report"
-        // A gateway's calls for its end nodes: the list (its query string
-        // in the last level), the read, the removal, …/connection.
-        case (.thingIF, 3...5) where parts[0] == "things" && parts[2].hasPrefix("end-nodes"): return "end-nodes"
-        default: return "other"
-        }
-    }
-
     /// The text exposition format.
     public func exposition() -> [UInt8] { registry.emitToBuffer() }
 }

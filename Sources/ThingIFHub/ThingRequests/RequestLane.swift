@@ -3,7 +3,7 @@
 import CThingIF
 import ThingIF
 
-/// The hub's inbound MQTT messages, between libmosquitto's network thread
+/// The hub's inbound MQTT messages (classified: `Inbound`), between libmosquitto's network thread
 /// and the one worker thread that handles them in arrival order.
 ///
 /// The network thread only appends, so the hub takes messages off the broker
@@ -15,7 +15,7 @@ import ThingIF
 /// (its outbox); the reliability contract does not move.
 final class RequestLane: @unchecked Sendable {
     private let monitor = Monitor()
-    private var items: [MqttClient.Message] = []
+    private var items: [Inbound] = []
     private var head = 0
     private var closed = false
     private var worker: pthread_t?
@@ -37,14 +37,14 @@ final class RequestLane: @unchecked Sendable {
 
     /// Appends a message; waits while the queue is full. False once closed.
     @discardableResult
-    func push(_ m: MqttClient.Message) -> Bool {
+    func push(_ m: Inbound) -> Bool {
         locked {
             while !closed && head < items.count && (items.count - head >= capacity || bytes >= maxBytes) {
                 monitor.wait()
             }
             guard !closed else { return false }
             items.append(m)
-            bytes += m.payload.count
+            bytes += m.message.payload.count
             highWater = max(highWater, items.count - head)
             monitor.broadcast()
             return true
@@ -53,14 +53,14 @@ final class RequestLane: @unchecked Sendable {
 
     /// The oldest messages, as many as wait and at most `max` (at least
     /// one); waits while none is there. Empty once closed and empty.
-    func pop(upTo max: Int) -> [MqttClient.Message] {
+    func pop(upTo max: Int) -> [Inbound] {
         locked {
             while !closed && head == items.count { monitor.wait() }
             let n = Swift.min(Swift.max(1, max), items.count - head)
             guard n > 0 else { return [] }
             let out = Array(items[head..<head + n])
             head += n
-            for m in out { bytes -= m.payload.count }
+            for m in out { bytes -= m.message.payload.count }
             // Reclaim the consumed prefix now and then, not on every pop.
             if head >= 1024 && head * 2 >= items.count {
                 items.removeFirst(head)
@@ -76,7 +76,7 @@ final class RequestLane: @unchecked Sendable {
 
     /// Starts the worker thread, which calls `handle` with what waits (at
     /// most `batch` messages at a time), in order.
-    func start(batch: Int, _ handle: @escaping ([MqttClient.Message]) -> Void) -> Bool {
+    func start(batch: Int, _ handle: @escaping ([Inbound]) -> Void) -> Bool {
         guard
             let tid = startThread({
                 while case let ms = self.pop(upTo: batch), !ms.isEmpty { handle(ms) }

@@ -21,7 +21,7 @@ final class RequestLanes: @unchecked Sendable {
     /// Starts every lane's thread, which calls `handle` with what waits in
     /// its lane (at most `batch` messages at a time); false (and none left
     /// running) when one cannot start.
-    func start(batch: Int, _ handle: @escaping ([MqttClient.Message]) -> Void) -> Bool {
+    func start(batch: Int, _ handle: @escaping ([Inbound]) -> Void) -> Bool {
         for (i, lane) in lanes.enumerated() where !lane.start(batch: batch, handle) {
             for started in lanes[..<i] { started.close() }
             return false
@@ -31,7 +31,7 @@ final class RequestLanes: @unchecked Sendable {
 
     /// Appends a message to its client's lane; waits while that lane is full.
     @discardableResult
-    func push(_ m: MqttClient.Message) -> Bool { lanes[Self.lane(of: m.topic, count: lanes.count)].push(m) }
+    func push(_ m: Inbound) -> Bool { lanes[Self.lane(of: m.message.topic, count: lanes.count)].push(m) }
 
     /// Stops every lane after what waits in it is handled.
     func close() { for lane in lanes { lane.close() } }

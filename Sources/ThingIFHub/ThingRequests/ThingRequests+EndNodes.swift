@@ -51,7 +51,7 @@ extension ThingRequests {
         guard Self.isEndNodeOnboarding(req) else {
             return .now(error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes))
         }
-        switch authorized(req, thingID: gw, clientID: clientID, endNodes: false) {
+        switch authorization.authorized(req, thingID: gw, clientID: clientID, endNodes: false) {
         case .failure(let denied): return .now(denied)
         case .success(let gateway): return endNodeOnboarding(req, by: gateway, clientID: clientID)
         }
@@ -66,10 +66,9 @@ extension ThingRequests {
     /// refusals' budget of its own, never a gateway's: answered within it,
     /// dropped and counted beyond it
     /// (`refused_total{defence="end_node_onboarding_budget"}`).
-    func triageEndNodeOnboarding(_ m: MqttClient.Message) {
-        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID),
-            !t.clientID.hasPrefix(Topics.claimPrefix)
-        else { return }
+    func triageEndNodeOnboarding(_ inbound: Inbound, _ t: Topics.ParsedRequest) {
+        let m = inbound.message
+        guard Topics.isSafeLevel(t.clientID), !t.clientID.hasPrefix(Topics.claimPrefix) else { return }
         var gateway: ThingRecord?
         var refusal: KiiResponse?
         if t.appID != options.appID {
@@ -78,7 +77,7 @@ extension ThingRequests {
             if !Self.isEndNodeOnboarding(req) {
                 refusal = error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes)
             } else {
-                switch authenticate(req, overHTTP: false) {
+                switch authorization.authenticate(req, overHTTP: false) {
                 case .failure(let r): refusal = r
                 case .success(let g) where !g.installations.values.contains(t.clientID):
                     refusal = error(
@@ -95,7 +94,7 @@ extension ThingRequests {
             }
         }
         serve(
-            m, clientID: t.clientID, api: t.api, path: t.path, logPath: t.path,
+            m, clientID: t.clientID, api: t.api, route: .onboarding, logPath: t.path,
             replyTopic: Topics.response(clientID: t.clientID), spendsBudget: gateway != nil
         ) { req in
             if let refusal { return .now(refusal) }
@@ -112,7 +111,7 @@ extension ThingRequests {
         // The whole request's media type (`accept` scanned only the head).
         guard Self.isEndNodeOnboarding(req) else { return error(415, "UNSUPPORTED_MEDIA_TYPE", Self.endNodeMediaTypes) }
         let gateway: ThingRecord
-        switch authenticate(req, overHTTP: clientID == nil) {
+        switch authorization.authenticate(req, overHTTP: clientID == nil) {
         case .failure(let r): return r
         case .success(let t): gateway = t
         }
@@ -187,7 +186,7 @@ extension ThingRequests {
     func endNodeCall(
         _ req: KiiRequest, gatewayThingID gw: String, rest: [String], query: String?, clientID: String?
     ) -> KiiResponse {
-        if case .failure(let denied) = authorized(req, thingID: gw, clientID: clientID, endNodes: false) {
+        if case .failure(let denied) = authorization.authorized(req, thingID: gw, clientID: clientID, endNodes: false) {
             return denied
         }
         let rules = endNodeRules

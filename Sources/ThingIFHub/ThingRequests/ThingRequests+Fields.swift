@@ -19,7 +19,7 @@ extension ThingRequests {
     /// GET or PUT things/{id}/firmware-version or …/thing-type by the thing.
     func thingField(_ req: KiiRequest, _ field: ThingField, from clientID: String?, thingID tid: String) -> KiiResponse
     {
-        if let denied = authorize(req, thingID: tid, clientID: clientID) { return denied }
+        if let denied = authorization.authorize(req, thingID: tid, clientID: clientID) { return denied }
         let r: Result<JSON?, HubError> =
             req.method == "GET"
             ? thingField(field, thingID: tid).map { $0 }

@@ -26,11 +26,11 @@ extension ThingRequests {
     static let laneBatchMax = 32
 
     /// What a request lane took from its queue, in arrival order.
-    func handleLane(_ ms: [MqttClient.Message]) {
+    func handleLane(_ ms: [Inbound]) {
         var i = ms.startIndex
         while i < ms.endIndex {
             var run: [(thing: String, index: Int)] = []
-            while i + run.count < ms.endIndex, let thing = Self.sharedCommitTarget(topic: ms[i + run.count].topic) {
+            while i + run.count < ms.endIndex, let thing = Self.sharedCommitTarget(ms[i + run.count]) {
                 run.append((thing, i + run.count))
             }
             if run.count >= 2 {
@@ -45,22 +45,13 @@ extension ThingRequests {
     }
 
     /// The target ("thing:{thingID}") of a message that may share its
-    /// lane's transaction, nil for any other: a thing's results or state
-    /// upload, which touch nothing but the store before their commit
-    /// (their other effects go through `afterCommit`).
-    static func sharedCommitTarget(topic: String) -> String? {
-        guard let t = Topics.parseRequest(topic), t.api == .thingIF, t.path.hasPrefix("targets/") else { return nil }
-        // At '/' bytes, as Topics splits (not between Characters).
-        let parts = t.path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        switch parts.count {
-        case 3 where parts[2].elementsEqual("states".utf8): break
-        case 5 where parts[2].elementsEqual("commands".utf8) && parts[4].elementsEqual("action-results".utf8): break
-        default: return nil
-        }
-        return String(decoding: parts[1], as: UTF8.self)
+    /// lane's transaction (`RequestRoute.sharedCommitTarget`), nil for any other.
+    static func sharedCommitTarget(_ m: Inbound) -> String? {
+        guard case .request(let t, let route) = m.kind, t.api == .thingIF else { return nil }
+        return route.sharedCommitTarget
     }
 
-    private func handleInOneCommit(_ run: [MqttClient.Message]) {
+    private func handleInOneCommit(_ run: [Inbound]) {
         let pending = AfterCommit()
         let outcome = store.inOneTransaction { AfterCommit.slot.with(pending) { for m in run { handle(m) } } }
         switch outcome {

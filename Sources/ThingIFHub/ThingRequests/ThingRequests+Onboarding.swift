@@ -107,8 +107,8 @@ extension ThingRequests {
     /// The thing whose token the request carries, when it may have an MQTT
     /// installation of its own: an end node may not, as its traffic goes
     /// through its gateway's connection only (409 END_NODE_UNSUPPORTED).
-    private func connectable(_ req: KiiRequest, overHTTP: Bool) -> Auth {
-        let auth = authenticate(req, overHTTP: overHTTP)
+    private func connectable(_ req: KiiRequest, overHTTP: Bool) -> RequestAuthorization.Auth {
+        let auth = authorization.authenticate(req, overHTTP: overHTTP)
         guard case .success(let t) = auth, t.layoutPosition == .endNode else { return auth }
         return .failure(error(.endNodeUnsupported(t.thingID, "MQTT installation")))
     }

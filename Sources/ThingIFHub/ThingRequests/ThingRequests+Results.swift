@@ -5,6 +5,28 @@ import ThingIF
 /// A command's action results from the thing, and the commands it ran by
 /// itself.
 extension ThingRequests {
+    /// PUT targets/{target}/commands/{commandID}/action-results: the thing,
+    /// the command and whom to tell in one read (one round trip).
+    func actionResults(_ req: KiiRequest, target: String, commandID: String, clientID: String?) -> KiiResponse {
+        var read: ThingAndCommand?
+        let lookup: RequestAuthorization.ThingLookup = { token in
+            self.fastPaths.thing(accessToken: token, command: commandID).map {
+                read = $0
+                return $0.thing
+            }
+        }
+        return authorization.forTarget(req, target, clientID: clientID, lookup: lookup) { t in
+            // A gateway's token read its own command of that ID, if any:
+            // for one of its end nodes, the end node's is read here.
+            guard read?.thing.thingID != t.thingID else {
+                return actionResults(
+                    req, thingID: t.thingID, commandID: commandID, command: read?.command, targets: read?.targets)
+            }
+            let command = store.command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }
+            return actionResults(req, thingID: t.thingID, commandID: commandID, command: command)
+        }
+    }
+
     /// The results of `commandID`: `command` is that command as read with
     /// the thing that authorisation read (`FastPaths.thing(accessToken:command:)`),
     /// nil when the thing has none of that ID; `targets`, its notification

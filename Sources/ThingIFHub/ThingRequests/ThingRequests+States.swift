@@ -16,13 +16,13 @@ extension ThingRequests {
         // Parsed once, for either path; a body that is no object is
         // answered after authorisation, as every refusal of the body is.
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
-            return forTarget(req, target, clientID: clientID) { _ in
+            return authorization.forTarget(req, target, clientID: clientID) { _ in
                 error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
             }
         }
         let upload = j.dump()
         if req.method == "PUT", clientID != nil, let stateWrites = fastPaths.stateWrites,
-            let tid = thingID(fromTarget: target), let token = req.bearerToken
+            let tid = authorization.thingID(fromTarget: target), let token = req.bearerToken
         {
             let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)
             let put = metrics.timed("applyState") {
@@ -36,7 +36,7 @@ extension ThingRequests {
             case .notFound: break
             }
         }
-        return forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
+        return authorization.forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
     }
 
     /// A state upload (`upload`: the body's object as dumped) by `thing`,

@@ -63,6 +63,8 @@ public final class ThingRequests: @unchecked Sendable {
     /// Gateways' end-node statuses and Kii's …/connection (Gateways/).
     let endNodes: EndNodes
     let seen = Locked(Seen())
+    /// Who each request acts for (its token, its client ID).
+    let authorization: RequestAuthorization
     /// Inbound messages waiting for the request threads, while open.
     let lanes = Locked<RequestLanes?>(nil)
 
@@ -124,6 +126,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.endNodes = endNodes
         self.endNodeRules = endNodeRules
         self.stateUploads = stateUploads
+        authorization = RequestAuthorization(store: store)
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
         endNodeRefusalLimiter = RateLimiter(
@@ -178,22 +181,12 @@ public final class ThingRequests: @unchecked Sendable {
 extension ThingRequests {
     // MARK: request handling (the request thread, RequestLane)
 
-    /// Whether a request path is bootstrap work: onboarding, a new MQTT
-    /// installation or its endpoint (each hashes a password or hands out
-    /// broker credentials). These never run on the request thread.
-    public static func isBootstrap(api: Topics.API, path: String) -> Bool {
-        switch api {
-        case .thingIF: return path == "onboardings"
-        case .kii:
-            return path == "installations" || (path.hasPrefix("installations/") && path.hasSuffix("/mqtt-endpoint"))
-        }
-    }
-
-    /// libmosquitto's network thread: bootstrap requests go to the costly
-    /// work's pool within one global budget (beyond it, or when the pool's
-    /// queue is full, they are dropped and counted, so a flood with a new
-    /// client ID in every topic buys nothing); the rest (things' own
-    /// requests, status, Home Assistant) to the request thread, in order.
+    /// libmosquitto's network thread: the message is classified once
+    /// (`Inbound`), then bootstrap requests go to the costly work's pool
+    /// within one global budget (beyond it, or when the pool's queue is
+    /// full, they are dropped and counted, so a flood with a new client ID
+    /// in every topic buys nothing); the rest (things' own requests,
+    /// status, Home Assistant) to the request lanes, each client's in order.
     /// Claim onboardings (c/{CN}/{clientID}/onboardings) are bootstrap
     /// work too: within the same budget, on the same pool, never on the
     /// request threads where things' commands and results are served.
@@ -212,17 +205,21 @@ extension ThingRequests {
     /// the triage (415 when the head misled). libthingif sends its
     /// end-node onboardings on POST things/{gw}/end-nodes instead, which
     /// only the gateway's own role may publish: its request lane.
-    func accept(_ m: MqttClient.Message) {
-        let request = Topics.parseRequest(m.topic)
-        if let t = request, t.api == .thingIF, t.path == "onboardings", Self.headNamesEndNode(m.payload) {
-            if !endNodeTriage.trySubmit({ [weak self] in self?.triageEndNodeOnboarding(m) }) {
-                metrics.refused("end_node_onboarding_busy")
+    func accept(_ message: MqttClient.Message) {
+        let m = Inbound(message)
+        let bootstrap: Bool
+        switch m.kind {
+        case .request(let t, let route):
+            if route == .onboarding, t.api == .thingIF, Self.headNamesEndNode(message.payload) {
+                if !endNodeTriage.trySubmit({ [weak self] in self?.triageEndNodeOnboarding(m, t) }) {
+                    metrics.refused("end_node_onboarding_busy")
+                }
+                return
             }
-            return
+            bootstrap = route.isBootstrap
+        case .claim: bootstrap = true
+        default: bootstrap = false
         }
-        let bootstrap =
-            request.map { Self.isBootstrap(api: $0.api, path: $0.path) }
-            ?? (Topics.parseClaimRequest(m.topic) != nil)
         guard bootstrap else {
             lanes.withLock { $0 }?.push(m)
             return
@@ -239,77 +236,80 @@ extension ThingRequests {
 
     /// A message from the request lanes (a thing's request, status, an
     /// end node's status, Home Assistant's) or the costly pool (bootstrap).
-    func handle(_ m: MqttClient.Message) {
-        if homeAssistant.handle(m) { return }
-        if let clientID = Topics.parseStatus(m.topic) {
-            let up = m.payload == Array("online".utf8)
-            guard let thing = store.thing(mqttTopic: clientID) else {
-                delivery.forgetDeleted(clientID: clientID)
-                return
-            }
-            let tid = thing.thingID
-            let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
-            metrics.setOnline(online)
-            homeAssistant.availabilityChanged(thingID: tid, online: up)
-            if thing.layoutPosition == .gateway { endNodes.gatewayStatusChanged(thing) }
-            events.event("\(tid) is \(up ? "online" : "offline")")
-            if up {
-                let n = delivery.resendUnanswered(to: tid)
-                if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
-                // A gateway's end nodes online through this installation.
-                if thing.layoutPosition == .gateway {
-                    let m = delivery.resendToEndNodes(through: clientID)
-                    if m > 0 { events.event("sent \(m) unanswered end-node command(s) through \(clientID) again") }
+    func handle(_ inbound: Inbound) {
+        let m = inbound.message
+        switch inbound.kind {
+        case .request(let t, let route):
+            // A client ID that is a claim certificate's CN is a claim
+            // identity using the thing patterns its CN also matches
+            // (p/%u/…): its answer would go to p/{CN}/resp, which every
+            // holder of that certificate may read. Dropped without a reply;
+            // claims go through c/….
+            guard Topics.isSafeLevel(t.clientID), !t.clientID.hasPrefix(Topics.claimPrefix) else { return }
+            // Always on the reply topic of the client ID the request came
+            // from (the broker lets a client publish only under its own
+            // ID), never on a Response Topic the request names: that would
+            // let any client make the hub publish anywhere.
+            serve(
+                m, clientID: t.clientID, api: t.api, route: route, logPath: t.path,
+                replyTopic: Topics.response(clientID: t.clientID)
+            ) { req in
+                guard t.appID == options.appID else {
+                    return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
                 }
+                return dispatch(req, route: route, path: t.path, clientID: t.clientID)
             }
-            return
-        }
-        if Topics.isEndNodeStatusTopic(m.topic) {
-            // Every message on the status subscription is taken or cleared,
-            // before any budget: a level no gateway or end node can have
-            // (empty, over 256 bytes, '+', '#', NUL) and a status beyond its
-            // sender's budget are cleared unread, at the cost of one empty
-            // publish and no store read (docs/GATEWAYS.md §7).
-            guard let status = Topics.parseEndNodeStatus(m.topic) else {
-                endNodes.refused(topic: m.topic, payload: m.payload, defence: "end_node_status")
-                return
-            }
+        case .claim(let name, let clientID):
+            if homeAssistant.handle(m) { return }
+            handleClaim(m, name: name, clientID: clientID)
+        case .status(let clientID):
+            if homeAssistant.handle(m) { return }
+            statusChanged(clientID: clientID, up: m.payload == Array("online".utf8))
+        case .endNodeStatus(let clientID, let endNode):
+            if homeAssistant.handle(m) { return }
             // One token of the gateway's own budget per status, as per
             // request. A cleared one costs nothing, nor does a retained one
             // the broker hands over at this hub's subscription (the flag is
             // set only then): one per topic, so a gateway with more end
             // nodes than its burst keeps them all across a hub's restart.
-            guard m.payload.isEmpty || m.retain || rateLimiter.allow("mqtt:" + status.clientID, now: Platform.nowMs())
+            guard m.payload.isEmpty || m.retain || rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs())
             else {
-                endNodes.beyondBudget(clientID: status.clientID, endNode: status.endNode, payload: m.payload)
+                endNodes.beyondBudget(clientID: clientID, endNode: endNode, payload: m.payload)
                 return
             }
-            endNodes.statusReceived(clientID: status.clientID, endNode: status.endNode, payload: m.payload)
+            endNodes.statusReceived(clientID: clientID, endNode: endNode, payload: m.payload)
+        case .badEndNodeStatus:
+            if homeAssistant.handle(m) { return }
+            // Every message on the status subscription is taken or cleared,
+            // before any budget: a level no gateway or end node can have
+            // (empty, over 256 bytes, '+', '#', NUL) and a status beyond its
+            // sender's budget are cleared unread, at the cost of one empty
+            // publish and no store read (docs/GATEWAYS.md §7).
+            endNodes.refused(topic: m.topic, payload: m.payload, defence: "end_node_status")
+        case .other:
+            _ = homeAssistant.handle(m)
+        }
+    }
+
+    /// A thing's status ("online" or anything else) on p/{clientID}/status.
+    private func statusChanged(clientID: String, up: Bool) {
+        guard let thing = store.thing(mqttTopic: clientID) else {
+            delivery.forgetDeleted(clientID: clientID)
             return
         }
-        if let claim = Topics.parseClaimRequest(m.topic) {
-            handleClaim(m, name: claim.name, clientID: claim.clientID)
-            return
-        }
-        // A client ID that is a claim certificate's CN is a claim identity
-        // using the thing patterns its CN also matches (p/%u/…): its answer
-        // would go to p/{CN}/resp, which every holder of that certificate
-        // may read. Dropped without a reply; claims go through c/….
-        guard let t = Topics.parseRequest(m.topic), Topics.isSafeLevel(t.clientID),
-            !t.clientID.hasPrefix(Topics.claimPrefix)
-        else { return }
-        // Always on the reply topic of the client ID the request came from
-        // (the broker lets a client publish only under its own ID), never on
-        // a Response Topic the request names: that would let any client make
-        // the hub publish anywhere.
-        serve(
-            m, clientID: t.clientID, api: t.api, path: t.path, logPath: t.path,
-            replyTopic: Topics.response(clientID: t.clientID)
-        ) { req in
-            guard t.appID == options.appID else {
-                return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
-            }
-            return dispatch(req, api: t.api, path: t.path, clientID: t.clientID)
+        let tid = thing.thingID
+        let online = delivery.statusChanged(thingID: tid, clientID: clientID, up: up)
+        metrics.setOnline(online)
+        homeAssistant.availabilityChanged(thingID: tid, online: up)
+        if thing.layoutPosition == .gateway { endNodes.gatewayStatusChanged(thing) }
+        events.event("\(tid) is \(up ? "online" : "offline")")
+        guard up else { return }
+        let n = delivery.resendUnanswered(to: tid)
+        if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
+        // A gateway's end nodes online through this installation.
+        if thing.layoutPosition == .gateway {
+            let m = delivery.resendToEndNodes(through: clientID)
+            if m > 0 { events.event("sent \(m) unanswered end-node command(s) through \(clientID) again") }
         }
     }
 
@@ -327,14 +327,14 @@ extension ThingRequests {
     /// triage's refusals). A `.costly` answer is given from the costly
     /// pool, or 503 SERVICE_BUSY at once when its queue is full.
     func serve(
-        _ m: MqttClient.Message, clientID: String, api: Topics.API, path: String, logPath: String,
+        _ m: MqttClient.Message, clientID: String, api: Topics.API, route: RequestRoute, logPath: String,
         replyTopic: String, spendsBudget: Bool = true, _ handle: (KiiRequest) -> Served
     ) {
         let served: Served
         let request = KiiRequest.decode(m.payload)
         if let req = request {
-            if req.body.count > maxBody(path: path) {
-                served = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes"))
+            if req.body.count > maxBody(route) {
+                served = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes"))
             } else if spendsBudget && !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
                 served = .now(error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
             } else {
@@ -345,18 +345,16 @@ extension ThingRequests {
         }
         switch served {
         case .now(let reply):
-            answer(
-                m, request, reply, clientID: clientID, api: api, path: path, logPath: logPath, replyTopic: replyTopic)
+            answer(m, request, reply, clientID: clientID, route: route, logPath: logPath, replyTopic: replyTopic)
         case .costly(let work):
             let queued = costly.trySubmit { [weak self] in
                 self?.answer(
-                    m, request, work(), clientID: clientID, api: api, path: path, logPath: logPath,
-                    replyTopic: replyTopic)
+                    m, request, work(), clientID: clientID, route: route, logPath: logPath, replyTopic: replyTopic)
             }
             if !queued {
                 answer(
                     m, request, error(503, "SERVICE_BUSY", "the hub is busy; try again later"), clientID: clientID,
-                    api: api, path: path, logPath: logPath, replyTopic: replyTopic)
+                    route: route, logPath: logPath, replyTopic: replyTopic)
             }
         }
     }
@@ -364,14 +362,14 @@ extension ThingRequests {
     /// `reply` to `m`, logged, counted and published on `replyTopic` with
     /// its request ID and Correlation Data.
     private func answer(
-        _ m: MqttClient.Message, _ request: KiiRequest?, _ reply: KiiResponse, clientID: String, api: Topics.API,
-        path: String, logPath: String, replyTopic: String
+        _ m: MqttClient.Message, _ request: KiiRequest?, _ reply: KiiResponse, clientID: String,
+        route: RequestRoute, logPath: String, replyTopic: String
     ) {
         var answer = reply
         if let rid = request?.requestID { answer.headers.append((KiiFraming.requestIDHeader, rid)) }
         let method = request?.method ?? "?"
         logRequest(clientID: clientID, method: method, path: logPath, body: request?.body ?? [], status: reply.status)
-        metrics.request(kind: HubMetrics.kind(api: api, method: method, path: path), status: reply.status)
+        metrics.request(kind: route.metricKind, status: reply.status)
         // An answer says "stored": not before the lane's commit (AfterCommit).
         afterCommit {
             _ = self.client.publish(
@@ -387,7 +385,7 @@ extension ThingRequests {
     /// answer goes to c/{CN}/{clientID}/resp, which only that client reads.
     func handleClaim(_ m: MqttClient.Message, name: String, clientID: String) {
         serve(
-            m, clientID: clientID, api: .thingIF, path: "onboardings", logPath: "claim " + name,
+            m, clientID: clientID, api: .thingIF, route: .onboarding, logPath: "claim " + name,
             replyTopic: Topics.claimResponse(name: name, clientID: clientID)
         ) { req in
             if let refusal = claimRefusal(name) {
@@ -416,23 +414,23 @@ extension ThingRequests {
     /// A thing's request over HTTP (Kii's thing SDKs make these calls over
     /// REST): the same routes and checks as over MQTT, with the thing's
     /// token as the only credential, since HTTP has no client ID. `path` is
-    /// what follows /thing-if/apps/{appID}/ or /api/apps/{appID}/; the
-    /// caller has checked the appID and read at most `maxBody(path:)` bytes.
+    /// what follows /thing-if/apps/{appID}/ or /api/apps/{appID}/, `route`
+    /// what the REST layer read of it; the caller has checked the appID and
+    /// read at most `maxBody(route)` bytes.
     /// Budgets: per token; a tokenless onboarding by the thing spends the
     /// address's and the app's budgets at the REST layer (spendAnonymous,
     /// which the operator sets), not one key shared by every device of the
     /// app, which capped an app's onboardings over HTTP at
     /// requestRatePerSecond whatever the operator had set.
-    public func overHTTP(_ req: KiiRequest, api: Topics.API, path: String) -> KiiResponse {
+    public func overHTTP(_ req: KiiRequest, route: RequestRoute, path: String) -> KiiResponse {
         let reply: KiiResponse
-        let budgetKey =
-            req.bearerToken.map { "http:" + $0 } ?? (api == .thingIF && path == "onboardings" ? nil : "http:")
-        if req.body.count > maxBody(path: path) {
-            reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(path: path)) bytes")
+        let budgetKey = req.bearerToken.map { "http:" + $0 } ?? (route == .onboarding ? nil : "http:")
+        if req.body.count > maxBody(route) {
+            reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes")
         } else if let budgetKey, !rateLimiter.allow(budgetKey, now: Platform.nowMs()) {
             reply = error(429, "TOO_MANY_REQUESTS", "too many requests with this token; slow down")
         } else {
-            reply = route(req, api: api, path: path, clientID: nil)
+            reply = self.route(req, route, path: path, clientID: nil)
         }
         logRequest(clientID: "(http)", method: req.method, path: path, body: req.body, status: reply.status)
         return reply
@@ -445,93 +443,61 @@ extension ThingRequests {
         seen.withLock { _ = $0.requests.append(logged) }
     }
 
-    /// The body limit of a request path: state uploads have their own.
-    public func maxBody(path: String) -> Int {
-        path.hasSuffix("/states") ? options.limits.maxStateBody : options.limits.maxBody
+    /// The body limit of a request: state uploads have their own.
+    public func maxBody(_ route: RequestRoute) -> Int {
+        route.isStateUpload ? options.limits.maxStateBody : options.limits.maxBody
     }
 
     /// The router of a request over MQTT from `clientID`: the rows whose
     /// answer is costly work (libthingif's end-node onboarding, POST
     /// things/{gw}/end-nodes, checked on the gateway's lane, its KDF on the
     /// costly pool; no route over HTTP), then `route`'s, which answer now.
-    func dispatch(_ req: KiiRequest, api: Topics.API, path: String, clientID: String) -> Served {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        if api == .thingIF, req.method == "POST", parts.count == 3, parts[0] == "things", parts[2] == "end-nodes",
-            !parts[1].isEmpty
-        {
-            return endNodeOnboardingOnLane(req, gatewayThingID: parts[1], clientID: clientID)
+    func dispatch(_ req: KiiRequest, route r: RequestRoute, path: String, clientID: String) -> Served {
+        if case .endNodes(let gw, let rest, nil) = r, rest.isEmpty, req.method == "POST", !gw.isEmpty {
+            return endNodeOnboardingOnLane(req, gatewayThingID: gw, clientID: clientID)
         }
-        return .now(route(req, api: api, parts: parts, path: path, clientID: clientID))
+        return .now(route(req, r, path: path, clientID: clientID))
     }
 
-    /// One router for both transports. `clientID` is the MQTT client the
-    /// request came from (it must be one of the thing's installations), nil
-    /// over HTTP.
+    /// `route` of a path not read yet (the tests' way in).
     func route(_ req: KiiRequest, api: Topics.API, path: String, clientID: String?) -> KiiResponse {
-        route(
-            req, api: api, parts: path.split(separator: "/", omittingEmptySubsequences: false).map(String.init),
-            path: path, clientID: clientID)
+        route(req, RequestRoute(api: api, path: path), path: path, clientID: clientID)
     }
 
-    private func route(_ req: KiiRequest, api: Topics.API, parts: [String], path: String, clientID: String?)
-        -> KiiResponse
-    {
-        switch (api, req.method, parts.count) {
-        case (.thingIF, "POST", 1) where parts[0] == "onboardings":
+    /// One router for both transports: one row per request kind and
+    /// method, each handed to its handler. `clientID` is the MQTT client
+    /// the request came from (it must be one of the thing's
+    /// installations), nil over HTTP.
+    func route(_ req: KiiRequest, _ r: RequestRoute, path: String, clientID: String?) -> KiiResponse {
+        switch (r, req.method) {
+        case (.onboarding, "POST"):
             // On the costly work's pool: `accept` sends it there over MQTT, the REST layer over HTTP.
             if Self.isEndNodeOnboarding(req) { return onboardingByGateway(req, clientID: clientID) }
             return onboardByThing(req)
-        case (.kii, "POST", 1) where parts[0] == "installations":
+        case (.installation, "POST"):
             return createInstallation(req, overHTTP: clientID == nil)
-        case (.kii, "GET", 3) where parts[0] == "installations" && parts[2] == "mqtt-endpoint":
-            return endpoint(req, installationID: parts[1], overHTTP: clientID == nil)
-        case (.thingIF, "PUT", 4) where parts[0] == "targets" && parts[2] == "commands":
-            return forTarget(req, parts[1], clientID: clientID) {
-                commandReport(req, thingID: $0.thingID, commandID: parts[3])
+        case (.mqttEndpoint(let installationID), "GET"):
+            return endpoint(req, installationID: installationID, overHTTP: clientID == nil)
+        case (.commandReport(let target, let commandID), "PUT"):
+            return authorization.forTarget(req, target, clientID: clientID) {
+                commandReport(req, thingID: $0.thingID, commandID: commandID)
             }
-        case (.thingIF, "PUT", 5) where parts[0] == "targets" && parts[2] == "commands" && parts[4] == "action-results":
-            // The thing, the command and whom to tell in one read (one round trip).
-            var read: ThingAndCommand?
-            let lookup: ThingLookup = { token in
-                self.fastPaths.thing(accessToken: token, command: parts[3]).map {
-                    read = $0
-                    return $0.thing
-                }
-            }
-            return forTarget(req, parts[1], clientID: clientID, lookup: lookup) { t in
-                // A gateway's token read its own command of that ID, if any:
-                // for one of its end nodes, the end node's is read here.
-                guard read?.thing.thingID != t.thingID else {
-                    return actionResults(
-                        req, thingID: t.thingID, commandID: parts[3], command: read?.command, targets: read?.targets)
-                }
-                let command = store.command(id: parts[3]).flatMap { $0.thingID == t.thingID ? $0 : nil }
-                return actionResults(req, thingID: t.thingID, commandID: parts[3], command: command)
-            }
-        case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "states",
-            (.thingIF, "PATCH", 3) where parts[0] == "targets" && parts[2] == "states":
-            return stateUpload(req, target: parts[1], clientID: clientID)
-        case (.thingIF, "GET", 3) where parts[0] == "things" && parts[2].hasPrefix("end-nodes?"),
-            (.thingIF, "GET", 3) where parts[0] == "things" && parts[2] == "end-nodes",
-            (.thingIF, "GET", 4) where parts[0] == "things" && parts[2] == "end-nodes",
-            (.thingIF, "DELETE", 4) where parts[0] == "things" && parts[2] == "end-nodes",
-            (.thingIF, "PUT", 5) where parts[0] == "things" && parts[2] == "end-nodes" && parts[4] == "connection":
-            // Only the list takes a query string (the gateway's sync at connect).
-            let list = parts[2].split(separator: "?", maxSplits: 1).map(String.init)
-            return endNodeCall(
-                req, gatewayThingID: parts[1], rest: Array(parts.dropFirst(3)), query: list.count > 1 ? list[1] : nil,
-                clientID: clientID)
-        case (.thingIF, "PUT", 3) where parts[0] == "things",
-            (.thingIF, "GET", 3) where parts[0] == "things":
-            guard let field = ThingField(rawValue: parts[2]) else { break }
-            return thingField(req, field, from: clientID, thingID: parts[1])
-        case (.thingIF, "PUT", 3) where parts[0] == "targets" && parts[2] == "automation-report":
-            return forTarget(req, parts[1], clientID: clientID, endNodes: false) {
+        case (.actionResults(let target, let commandID), "PUT"):
+            return actionResults(req, target: target, commandID: commandID, clientID: clientID)
+        case (.states(let target), "PUT"), (.states(let target), "PATCH"):
+            return stateUpload(req, target: target, clientID: clientID)
+        case (.endNodes(let gw, let rest, let query), "GET") where rest.count <= 1,
+            (.endNodes(let gw, let rest, let query), "DELETE") where rest.count == 1,
+            (.endNodes(let gw, let rest, let query), "PUT") where rest.count == 2 && rest[1] == "connection":
+            return endNodeCall(req, gatewayThingID: gw, rest: rest, query: query, clientID: clientID)
+        case (.thingField(let thingID, let field), "PUT"), (.thingField(let thingID, let field), "GET"):
+            return thingField(req, field, from: clientID, thingID: thingID)
+        case (.automationReport(let target), "PUT"):
+            return authorization.forTarget(req, target, clientID: clientID, endNodes: false) {
                 automationReport(req, thingID: $0.thingID)
             }
         default:
-            break
+            return error(404, "NOT_FOUND", "no \(req.method) \(path)")
         }
-        return error(404, "NOT_FOUND", "no \(req.method) \(path)")
     }
 }

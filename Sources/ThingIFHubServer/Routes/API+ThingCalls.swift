@@ -47,18 +47,19 @@ extension API {
         }
         let query = withQuery ? request.uri.query.flatMap { $0.isEmpty ? nil : "?" + $0 } ?? "" : ""
         let path = String(full.dropFirst(prefix.count)) + query
-        let bootstrap = costlyWork || ThingRequests.isBootstrap(api: kind, path: path)
+        let route = RequestRoute(api: kind, path: path)
+        let bootstrap = costlyWork || route.isBootstrap
         // Onboarding by the thing has no identity yet: the address's and
         // the app's budgets, spent before the body is read.
         if bootstrap && !costlyWork && kind == .thingIF { try spendAnonymous(request) }
-        let body = try await Body.bytes(request, limit: hub.thingRequests.maxBody(path: path))
+        let body = try await Body.bytes(request, limit: hub.thingRequests.maxBody(route))
         var headers: [(name: String, value: String)] = []
         if let a = request.headers[.authorization] { headers.append(("Authorization", a)) }
         if let c = request.headers[.contentType] { headers.append(("Content-Type", c)) }
         let req = KiiRequest(method: request.method.rawValue, headers: headers, body: body)
-        guard bootstrap else { return Reply.kii(hub.thingRequests.overHTTP(req, api: kind, path: path)) }
+        guard bootstrap else { return Reply.kii(hub.thingRequests.overHTTP(req, route: route, path: path)) }
         // Every bootstrap call hashes or hands out broker credentials: on the costly pool.
-        return Reply.kii(try await costly { [hub] in hub.thingRequests.overHTTP(req, api: kind, path: path) })
+        return Reply.kii(try await costly { [hub] in hub.thingRequests.overHTTP(req, route: route, path: path) })
     }
 
     /// PUT or PATCH …/states: the thing's own upload with its token; with

@@ -83,7 +83,9 @@ struct OnlineRaceTests {
     /// A status message as the broker hands it to the hub (its request thread).
     static func deliver(_ hub: FrameworkSide, _ topic: String, up: Bool) {
         hub.thingRequests.handle(
-            MqttClient.Message(topic: topic, payload: Array((up ? "online" : "offline").utf8), qos: 1, retain: true))
+            Inbound(
+                MqttClient.Message(
+                    topic: topic, payload: Array((up ? "online" : "offline").utf8), qos: 1, retain: true)))
     }
 
     /// 100 rounds: `flip(false)`, then four commands stored for `thingID`

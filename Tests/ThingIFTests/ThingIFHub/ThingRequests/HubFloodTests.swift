@@ -381,7 +381,7 @@ struct HubFloodTests {
             let r = hub.thingRequests.overHTTP(
                 KiiRequest(
                     method: "POST", headers: [("Content-Type", MediaType.onboardingByThing)], body: Array(body.utf8)),
-                api: .thingIF, path: "onboardings")
+                route: .onboarding, path: "onboardings")
             #expect(r.status == 200, "onboarding \(n): \(r.status) \(r.bodyText)")
             if n == 0, let j = parseObject(r.bodyText) {
                 token = j["accessToken"] as? String ?? ""
@@ -397,7 +397,7 @@ struct HubFloodTests {
                     method: "PUT",
                     headers: [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")],
                     body: Array(#"{"power":true}"#.utf8)),
-                api: .thingIF, path: "targets/thing:\(thingID)/states")
+                route: .states(target: "thing:\(thingID)"), path: "targets/thing:\(thingID)/states")
             statuses.append(r.status)
         }
         #expect(statuses.filter { $0 == 429 }.count == 3, "\(statuses)")

@@ -176,7 +176,7 @@ struct OneCommitTests {
             let now = ("state", rig.committedResults(), rig.committedState())
             seen.withLock { $0.append(now) }
         }
-        rig.hub.thingRequests.handleLane((0..<4).map(rig.results) + [rig.state(true)])
+        rig.hub.thingRequests.handleLane(((0..<4).map(rig.results) + [rig.state(true)]).map(Inbound.init))
 
         let told = seen.withLock { $0 }
         #expect(told.map(\.what) == rig.commands + ["state"])
@@ -218,7 +218,7 @@ struct OneCommitTests {
                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION doom();
                 """)
         }
-        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)].map(Inbound.init))
         #expect(rig.committedResults().isEmpty)
         #expect(rig.committedState() == nil)
         #expect(told.withLock { $0 }.isEmpty)
@@ -233,7 +233,7 @@ struct OneCommitTests {
         case .postgres: try rig.watchExec("DROP TRIGGER doom_on_results ON commands; DROP FUNCTION doom()")
         }
         // The things send the same requests again.
-        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)].map(Inbound.init))
         #expect(Set(rig.committedResults()) == Set(rig.commands))
         #expect(rig.committedState()?.contains("\"power\":true") == true)
         #expect(told.withLock { $0 } == rig.commands)
@@ -261,7 +261,7 @@ struct OneCommitTests {
             $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
             CREATE TRIGGER refuse_state BEFORE UPDATE OF state ON things FOR EACH ROW EXECUTE FUNCTION refuse();
             """)
-        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)])
+        rig.hub.thingRequests.handleLane([rig.results(0), rig.state(true), rig.results(1)].map(Inbound.init))
         #expect(events.withLock { $0 }.contains { $0.contains("each handled again alone") })
         // Alone, the results are stored, told once and answered; the state upload is a 500.
         #expect(Set(rig.committedResults()) == Set(rig.commands))
@@ -301,10 +301,10 @@ struct OneCommitTests {
             """)
         let a = (rig.thing, rig.topic)
         let first = Thread {
-            rig.hub.thingRequests.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")])
+            rig.hub.thingRequests.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")].map(Inbound.init))
         }
         first.start()
-        hub2.thingRequests.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")])
+        hub2.thingRequests.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")].map(Inbound.init))
         #expect(poll(timeoutMs: 30_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
         // Each thing's first upload is Kii's 201, the other 204: which of
         // the two hubs' commits comes first is theirs to decide.

@@ -47,7 +47,10 @@ struct RequestLanesTests {
         // The run that shares a commit is per target: an end node's uploads are one target each.
         #expect(
             ThingRequests.sharedCommitTarget(
-                topic: Topics.request(clientID: gateway, appID: "app", path: "targets/thing:th.en1/states"))
+                Inbound(
+                    MqttClient.Message(
+                        topic: Topics.request(clientID: gateway, appID: "app", path: "targets/thing:th.en1/states"),
+                        payload: [], qos: 1, retain: false)))
                 == "thing:th.en1")
     }
 
@@ -60,14 +63,14 @@ struct RequestLanesTests {
             lanes.start(batch: 8) { ms in
                 largest.withLock { $0 = max($0, ms.count) }
                 for m in ms {
-                    let n = Int(String(decoding: m.payload, as: UTF8.self)) ?? -1
-                    seen.withLock { $0[m.topic, default: []].append(n) }
+                    let n = Int(String(decoding: m.message.payload, as: UTF8.self)) ?? -1
+                    seen.withLock { $0[m.message.topic, default: []].append(n) }
                 }
             })
         let clients = (0..<12).map { Topics.status(clientID: "c\($0)") }
         for i in 0..<300 {
             for t in clients {
-                lanes.push(MqttClient.Message(topic: t, payload: Array(String(i).utf8), qos: 1, retain: false))
+                lanes.push(Inbound(MqttClient.Message(topic: t, payload: Array(String(i).utf8), qos: 1, retain: false)))
             }
         }
         lanes.close()

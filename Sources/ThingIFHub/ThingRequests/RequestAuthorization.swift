@@ -3,8 +3,11 @@
 import ThingIF
 
 /// Who a thing's request acts for: the thing whose token it carries and,
-/// over MQTT, one of that thing's own client IDs.
-extension ThingRequests {
+/// over MQTT, one of that thing's own client IDs. One rule for every
+/// handler of the thing requests, given the things' store alone.
+struct RequestAuthorization: Sendable {
+    let store: ThingStore
+
     enum Auth {
         case success(ThingRecord)
         case failure(KiiResponse)
@@ -20,18 +23,18 @@ extension ThingRequests {
     /// unless a route reads more with it in one go (action results).
     func authenticate(_ req: KiiRequest, overHTTP: Bool, lookup: ThingLookup? = nil) -> Auth {
         guard let token = req.bearerToken else {
-            return .failure(error(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
+            return .failure(.refusal(401, "UNAUTHORIZED", "an Authorization: Bearer token is required"))
         }
         // A failure of the store is a 500, which the thing sends again; a
         // 401 it would drop for good.
         let found = lookup?(token) ?? store.thingRead(accessToken: token)
-        if case .failed = found { return .failure(storageFailed) }
+        if case .failed = found { return .failure(.storageFailed) }
         guard case .found(var t) = found else {
             return .failure(
                 overHTTP
-                    ? error(
+                    ? KiiResponse.refusal(
                         403, "WRONG_TOKEN", "the access token is not valid: unknown, expired, revoked or not a thing's")
-                    : error(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
+                    : .refusal(401, "INVALID_ACCESS_TOKEN", "the access token is not valid"))
         }
         // A looked-up record has no raw token; the caller's is the one it knows.
         t.accessToken = token
@@ -66,15 +69,15 @@ extension ThingRequests {
             var target = t
             if t.thingID != thingID {
                 switch endNodes ? endNode(thingID, of: t) : .notFound {
-                case .failed: return .failure(storageFailed)
+                case .failed: return .failure(.storageFailed)
                 case .notFound:
-                    return .failure(error(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
+                    return .failure(.refusal(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
                 case .found(let e): target = e
                 }
             }
             if let clientID, !t.installations.values.contains(clientID) {
                 return .failure(
-                    error(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(t.thingID)"))
+                    .refusal(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(t.thingID)"))
             }
             return .success(target)
         }
@@ -122,7 +125,7 @@ extension ThingRequests {
         _ req: KiiRequest, _ target: String, clientID: String?, lookup: ThingLookup? = nil, endNodes: Bool = true
     ) -> Target {
         guard let tid = thingID(fromTarget: target) else {
-            return .refused(error(404, "TARGET_NOT_FOUND", "no target \(target)"))
+            return .refused(.refusal(404, "TARGET_NOT_FOUND", "no target \(target)"))
         }
         switch authorized(req, thingID: tid, clientID: clientID, lookup: lookup, endNodes: endNodes) {
         case .failure(let denied): return .refused(denied)
