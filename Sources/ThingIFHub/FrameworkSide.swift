@@ -298,16 +298,30 @@ public final class FrameworkSide: @unchecked Sendable {
             store: store, guesses: RateLimiter(ratePerSecond: 0.1, burst: 10), limits: options.limits)
         let stateUploads = StateUploads(
             fastPaths: fastPaths, metrics: metrics, triggerEngine: engine, homeAssistant: homeAssistant, events: events)
+        // The thing requests: one handler per request kind, each given what it uses.
+        let authorization = RequestAuthorization(store: store)
+        let fields = ThingFields(store: store, events: events, authorization: authorization)
+        let handlers = ThingRequests.Handlers(
+            onboarding: OnboardingRequests(
+                options: options, store: store, installations: installations, delivery: delivery, metrics: metrics,
+                events: events, authorization: authorization, guesses: endNodeRules.guesses),
+            results: ResultRequests(
+                store: store, fastPaths: fastPaths, notifications: notifications, metrics: metrics, events: events,
+                authorization: authorization),
+            states: StateRequests(
+                fastPaths: fastPaths, metrics: metrics, stateUploads: stateUploads, authorization: authorization),
+            endNodes: EndNodeRequests(
+                store: store, endNodeRules: endNodeRules, removal: removal, presence: presence, endNodes: endNodes,
+                events: events, authorization: authorization, maxPage: options.limits.maxHistoryPage),
+            fields: fields)
         thingRequests = ThingRequests(
-            options: options, store: store, fastPaths: fastPaths, client: c, installations: installations,
-            authority: authority, delivery: delivery, presence: presence, notifications: notifications,
-            triggerEngine: engine,
-            homeAssistant: homeAssistant, metrics: metrics, events: events, costly: costly, removal: removal,
-            endNodes: endNodes, endNodeRules: endNodeRules, stateUploads: stateUploads)
+            options: options, store: store, client: c, handlers: handlers, authorization: authorization,
+            authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,
+            metrics: metrics, events: events, costly: costly)
         app = AppAPI(
             store: store, options: options, fastPaths: fastPaths, delivery: delivery, presence: presence,
             triggerEngine: engine, removal: removal, endNodes: endNodes, endNodeRules: endNodeRules,
-            stateUploads: stateUploads, metrics: metrics, admin: admin)
+            stateUploads: stateUploads, fields: fields, metrics: metrics, admin: admin)
     }
 
     // MARK: lifecycle

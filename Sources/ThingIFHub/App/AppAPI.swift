@@ -29,6 +29,8 @@ public struct AppAPI {
     let endNodes: EndNodes
     let endNodeRules: EndNodeRules
     let stateUploads: StateUploads
+    /// A thing's firmware version and thing type, as the thing's own calls read and set them.
+    let fields: ThingFields
     let metrics: HubMetrics
     let admin: BrokerAdmin?
 
@@ -553,5 +555,21 @@ public struct AppAPI {
             options.advertisedHost ?? options.brokerHost, options.advertisedPort ?? options.brokerPort,
             options.advertisedTLSPort ?? 0
         )
+    }
+}
+
+extension AppAPI {
+    // MARK: a thing's fields
+
+    /// An owner's read of a thing's firmware version or thing type
+    /// (ThingFields, as the thing's own call reads it). The caller has
+    /// checked that the user owns the thing.
+    public func thingField(_ field: ThingField, thingID: String) -> Result<JSON, HubError> {
+        fields.read(field, thingID: thingID)
+    }
+
+    /// An owner's change of a thing's firmware version or thing type.
+    public func setThingField(_ field: ThingField, thingID: String, body: [UInt8]) -> Result<Void, HubError> {
+        fields.set(field, thingID: thingID, body: body)
     }
 }

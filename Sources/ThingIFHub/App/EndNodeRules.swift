@@ -6,11 +6,11 @@ import ThingIF
 /// (docs/GATEWAYS.md §3.2, §3.3): onboarding one onto a gateway, a page of
 /// the list, one end node, and their JSON. The caller has decided who may
 /// ask: an owner of the gateway (AppAPI+EndNodes) or the gateway itself
-/// (ThingRequests+EndNodes); both come here so that the two never differ.
+/// (EndNodeRequests); both come here so that the two never differ.
 struct EndNodeRules {
     let store: any EndNodeStore & ThingStore
     /// Wrong end-node passwords spend the vendorThingID's budget that
-    /// onboarding by the thing spends (ThingRequests.onboardingLimiter is this one), so
+    /// onboarding by the thing spends (OnboardingRequests.guesses is this one), so
     /// that guessing an end node's password through any onboarding is no
     /// faster than through a thing's.
     let guesses: RateLimiter

@@ -3,7 +3,7 @@
 import ThingIF
 
 /// A state upload stored, whoever sent it: the thing itself (over MQTT or
-/// HTTP, ThingRequests+States.swift) or an owner (AppAPI.uploadState).
+/// HTTP, StateRequests) or an owner (AppAPI.uploadState).
 /// Written in one call (the state, its history sample and whether the
 /// thing has an enabled trigger); Home Assistant's state and the triggers'
 /// evaluation wait for the write's commit (AfterCommit).

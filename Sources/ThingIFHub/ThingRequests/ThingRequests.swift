@@ -29,54 +29,48 @@ public final class ThingRequests: @unchecked Sendable {
     /// What this process saw of the things' requests (bounded).
     struct Seen {
         var requests = RecentLog<Record>(capacity: ThingRequests.logSize)
-        var resultPosts: [String: Int] = [:]  // commandID -> how many times results arrived
-        var resultPostOrder = RecentLog<String>(capacity: ThingRequests.resultCountLimit)  // the same keys
     }
 
     /// Requests kept for tests and logs: the newest ones only.
     public static let logSize = 512
-    /// How many commands' result deliveries are counted (the newest).
-    public static let resultCountLimit = 20_000
     /// At most this many inbound messages, or this many payload bytes, wait
     /// for the request threads; then the broker holds what follows.
     public static let queueMax = 50_000
     public static let queueMaxBytes = 64 << 20
 
+    /// The handler of each request kind (`route`'s rows), each given the few
+    /// parts it uses; FrameworkSide makes them once.
+    struct Handlers {
+        let onboarding: OnboardingRequests
+        let results: ResultRequests
+        let states: StateRequests
+        let endNodes: EndNodeRequests
+        let fields: ThingFields
+    }
+
     let options: FrameworkSide.Options
     let store: HubStore
-    let fastPaths: FastPaths
     let client: MqttClient
-    let installations: ThingInstallations
+    let handlers: Handlers
+    /// Who each request acts for (its token, its client ID).
+    let authorization: RequestAuthorization
+    /// A claim needs the things' CA (`claimRefusal`).
     let authority: ThingAuthority
+    /// Things' statuses: where commands go, and the resends on "online".
     let delivery: CommandDelivery
-    let presence: Presence
-    let endNodeRules: EndNodeRules
-    let stateUploads: StateUploads
-    let notifications: Notifications
-    let triggerEngine: TriggerEngine
     let homeAssistant: HomeAssistant
+    /// Gateways' end-node statuses (Gateways/).
+    let endNodes: EndNodes
     let metrics: HubMetrics
     let events: HubEvents
     let costly: CostlyWork
-    /// A gateway removing one of its end nodes deletes it as an owner does.
-    let removal: ThingRemoval
-    /// Gateways' end-node statuses and Kii's …/connection (Gateways/).
-    let endNodes: EndNodes
     let seen = Locked(Seen())
-    /// Who each request acts for (its token, its client ID).
-    let authorization: RequestAuthorization
     /// Inbound messages waiting for the request threads, while open.
     let lanes = Locked<RequestLanes?>(nil)
 
     /// Requests per MQTT client ID (or token over HTTP): a thing's burst of
     /// state uploads passes, a flood gets 429.
     let rateLimiter: RateLimiter
-    /// Wrong onboarding passwords per vendorThingID: a burst of 10, then one
-    /// per 10 s; past that every attempt gets 429 (password guessing over the
-    /// bootstrap identity). Right ones spend nothing: Kii's SDKs onboard at
-    /// every start.
-    /// Wrong passwords per vendorThingID, things' and end nodes' alike (EndNodeRules.guesses).
-    var onboardingLimiter: RateLimiter { endNodeRules.guesses }
     /// How much of an onboarding's payload `accept` scans for an end-node
     /// media type: the request line and headers Kii's clients send fit.
     static let headPeek = 2048
@@ -97,45 +91,29 @@ public final class ThingRequests: @unchecked Sendable {
     static let endNodeTriageQueue = 1024
     /// The global budget of bootstrap requests over MQTT.
     let bootstrapLimiter: RateLimiter
-    /// Things created by the thing itself, app-wide (nil: no cap).
-    let creationLimiter: RateLimiter?
 
     init(
-        options: FrameworkSide.Options, store: HubStore, fastPaths: FastPaths, client: MqttClient,
-        installations: ThingInstallations, authority: ThingAuthority, delivery: CommandDelivery,
-        presence: Presence, notifications: Notifications, triggerEngine: TriggerEngine,
-        homeAssistant: HomeAssistant, metrics: HubMetrics, events: HubEvents,
-        costly: CostlyWork, removal: ThingRemoval, endNodes: EndNodes, endNodeRules: EndNodeRules,
-        stateUploads: StateUploads
+        options: FrameworkSide.Options, store: HubStore, client: MqttClient, handlers: Handlers,
+        authorization: RequestAuthorization, authority: ThingAuthority, delivery: CommandDelivery,
+        homeAssistant: HomeAssistant, endNodes: EndNodes, metrics: HubMetrics, events: HubEvents, costly: CostlyWork
     ) {
         self.options = options
         self.store = store
-        self.fastPaths = fastPaths
         self.client = client
-        self.installations = installations
+        self.handlers = handlers
+        self.authorization = authorization
         self.authority = authority
         self.delivery = delivery
-        self.presence = presence
-        self.notifications = notifications
-        self.triggerEngine = triggerEngine
         self.homeAssistant = homeAssistant
+        self.endNodes = endNodes
         self.metrics = metrics
         self.events = events
         self.costly = costly
-        self.removal = removal
-        self.endNodes = endNodes
-        self.endNodeRules = endNodeRules
-        self.stateUploads = stateUploads
-        authorization = RequestAuthorization(store: store)
         rateLimiter = RateLimiter(ratePerSecond: options.requestRatePerSecond, burst: options.requestBurst)
         bootstrapLimiter = RateLimiter(ratePerSecond: options.bootstrapRatePerSecond, burst: options.bootstrapBurst)
         endNodeRefusalLimiter = RateLimiter(
             ratePerSecond: options.bootstrapRatePerSecond,
             burst: max(options.bootstrapBurst, options.limits.maxEndNodesPerGateway))
-        creationLimiter =
-            options.thingsCreatedPerHour > 0
-            ? RateLimiter(
-                ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
     }
 
     /// Starts the request lanes: as many as the store serves calls at once.
@@ -159,8 +137,8 @@ public final class ThingRequests: @unchecked Sendable {
     /// The requests seen, oldest first (the newest `logSize`).
     public var log: [Record] { seen.withLock { $0.requests.all } }
 
-    /// How many times results arrived for a command (of the newest `resultCountLimit`).
-    public func resultPosts(of commandID: String) -> Int { seen.withLock { $0.resultPosts[commandID] ?? 0 } }
+    /// How many times results arrived for a command (of the newest `ResultRequests.countLimit`).
+    public func resultPosts(of commandID: String) -> Int { handlers.results.posts(of: commandID) }
 
     func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse { .refusal(status, code, message) }
     func error(_ e: HubError) -> KiiResponse { .refusal(e) }
@@ -394,7 +372,7 @@ extension ThingRequests {
                 return .now(error(403, "CLAIM_REFUSED", refusal))
             }
             guard req.method == "POST" else { return .now(error(404, "NOT_FOUND", "no \(req.method) onboardings")) }
-            return .now(onboardByThing(req, claim: name))
+            return .now(handlers.onboarding.byThing(req, claim: name))
         }
     }
 
@@ -454,7 +432,7 @@ extension ThingRequests {
     /// costly pool; no route over HTTP), then `route`'s, which answer now.
     func dispatch(_ req: KiiRequest, route r: RequestRoute, path: String, clientID: String) -> Served {
         if case .endNodes(let gw, let rest, nil) = r, rest.isEmpty, req.method == "POST", !gw.isEmpty {
-            return endNodeOnboardingOnLane(req, gatewayThingID: gw, clientID: clientID)
+            return handlers.endNodes.onLane(req, gatewayThingID: gw, clientID: clientID)
         }
         return .now(route(req, r, path: path, clientID: clientID))
     }
@@ -472,29 +450,29 @@ extension ThingRequests {
         switch (r, req.method) {
         case (.onboarding, "POST"):
             // On the costly work's pool: `accept` sends it there over MQTT, the REST layer over HTTP.
-            if Self.isEndNodeOnboarding(req) { return onboardingByGateway(req, clientID: clientID) }
-            return onboardByThing(req)
+            if EndNodeRequests.isEndNodeOnboarding(req) { return handlers.endNodes.byGateway(req, clientID: clientID) }
+            return handlers.onboarding.byThing(req)
         case (.installation, "POST"):
-            return createInstallation(req, overHTTP: clientID == nil)
+            return handlers.onboarding.installation(req, overHTTP: clientID == nil)
         case (.mqttEndpoint(let installationID), "GET"):
-            return endpoint(req, installationID: installationID, overHTTP: clientID == nil)
+            return handlers.onboarding.endpoint(req, installationID: installationID, overHTTP: clientID == nil)
         case (.commandReport(let target, let commandID), "PUT"):
             return authorization.forTarget(req, target, clientID: clientID) {
-                commandReport(req, thingID: $0.thingID, commandID: commandID)
+                handlers.results.commandReport(req, thingID: $0.thingID, commandID: commandID)
             }
         case (.actionResults(let target, let commandID), "PUT"):
-            return actionResults(req, target: target, commandID: commandID, clientID: clientID)
+            return handlers.results.request(req, target: target, commandID: commandID, clientID: clientID)
         case (.states(let target), "PUT"), (.states(let target), "PATCH"):
-            return stateUpload(req, target: target, clientID: clientID)
+            return handlers.states.request(req, target: target, clientID: clientID)
         case (.endNodes(let gw, let rest, let query), "GET") where rest.count <= 1,
             (.endNodes(let gw, let rest, let query), "DELETE") where rest.count == 1,
             (.endNodes(let gw, let rest, let query), "PUT") where rest.count == 2 && rest[1] == "connection":
-            return endNodeCall(req, gatewayThingID: gw, rest: rest, query: query, clientID: clientID)
+            return handlers.endNodes.call(req, gatewayThingID: gw, rest: rest, query: query, clientID: clientID)
         case (.thingField(let thingID, let field), "PUT"), (.thingField(let thingID, let field), "GET"):
-            return thingField(req, field, from: clientID, thingID: thingID)
+            return handlers.fields.request(req, field, from: clientID, thingID: thingID)
         case (.automationReport(let target), "PUT"):
             return authorization.forTarget(req, target, clientID: clientID, endNodes: false) {
-                automationReport(req, thingID: $0.thingID)
+                handlers.fields.automationReport(req, thingID: $0.thingID)
             }
         default:
             return error(404, "NOT_FOUND", "no \(req.method) \(path)")

@@ -68,10 +68,10 @@ extension API {
         let tid = try param(context, "thingID")
         _ = try spendOwnedByID(user, tid)
         if request.method == .get {
-            return Reply.json(200, try value(hub.thingRequests.thingField(field, thingID: tid)))
+            return Reply.json(200, try value(hub.app.thingField(field, thingID: tid)))
         }
         let body = try await Body.bytes(request, limit: security.limits.maxBody)
-        try value(hub.thingRequests.setThingField(field, thingID: tid, body: body))
+        try value(hub.app.setThingField(field, thingID: tid, body: body))
         return Reply.noContent()
     }
 

@@ -67,7 +67,7 @@ final class Offline {
             Issue.record("the thing is gone")
             return
         }
-        let r = hub.thingRequests.state(method: "PATCH", upload: state, thing: thing)
+        let r = hub.thingRequests.handlers.states.state(method: "PATCH", upload: state, thing: thing)
         // Kii's 201 for the thing's first upload, 204 after.
         #expect(r.status == (thing.state == nil ? 201 : 204), "the upload \(state) got \(r.status)")
     }

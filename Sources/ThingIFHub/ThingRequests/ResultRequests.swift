@@ -2,12 +2,47 @@
 
 import ThingIF
 
-/// A command's action results from the thing, and the commands it ran by
-/// itself.
-extension ThingRequests {
+/// A command's action results from the thing (or its gateway), and the
+/// commands it ran by itself: stored once, counted, and told to the
+/// command's issuer after the lane's commit. Given the commands' store,
+/// the joined reads, the notifications, the metrics, the event sink and
+/// the requests' authorization.
+final class ResultRequests: @unchecked Sendable {
+    let store: CommandStore
+    let fastPaths: FastPaths
+    let notifications: Notifications
+    let metrics: HubMetrics
+    let events: HubEvents
+    let authorization: RequestAuthorization
+    /// How many times results arrived per command (the newest `countLimit` commands).
+    let posts = Locked(Posts())
+
+    struct Posts {
+        var count: [String: Int] = [:]  // commandID -> how many times results arrived
+        var order = RecentLog<String>(capacity: ResultRequests.countLimit)  // the same keys
+    }
+
+    /// How many commands' result deliveries are counted (the newest).
+    static let countLimit = 20_000
+
+    init(
+        store: CommandStore, fastPaths: FastPaths, notifications: Notifications, metrics: HubMetrics,
+        events: HubEvents, authorization: RequestAuthorization
+    ) {
+        self.store = store
+        self.fastPaths = fastPaths
+        self.notifications = notifications
+        self.metrics = metrics
+        self.events = events
+        self.authorization = authorization
+    }
+
+    /// How many times results arrived for a command (of the newest `countLimit`).
+    func posts(of commandID: String) -> Int { posts.withLock { $0.count[commandID] ?? 0 } }
+
     /// PUT targets/{target}/commands/{commandID}/action-results: the thing,
     /// the command and whom to tell in one read (one round trip).
-    func actionResults(_ req: KiiRequest, target: String, commandID: String, clientID: String?) -> KiiResponse {
+    func request(_ req: KiiRequest, target: String, commandID: String, clientID: String?) -> KiiResponse {
         var read: ThingAndCommand?
         let lookup: RequestAuthorization.ThingLookup = { token in
             self.fastPaths.thing(accessToken: token, command: commandID).map {
@@ -36,18 +71,16 @@ extension ThingRequests {
         targets read: [AppInstallation]? = nil
     ) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), let parsed = ActionResults.decode(j) else {
-            return error(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
+            return .refusal(400, "INVALID_INPUT_DATA", "the body must be {\"actionResults\":[…]}")
         }
         // Results only for a command this thing was given (by the hub, or
         // one it reported running by itself): never for another thing's.
         guard let command, command.commandID == commandID, command.thingID == tid else {
-            return error(.commandNotFound(commandID))
+            return .refusal(.commandNotFound(commandID))
         }
-        seen.withLock { d in
-            if d.resultPosts[commandID] == nil, let oldest = d.resultPostOrder.append(commandID) {
-                d.resultPosts[oldest] = nil
-            }
-            d.resultPosts[commandID, default: 0] += 1
+        posts.withLock { d in
+            if d.count[commandID] == nil, let oldest = d.order.append(commandID) { d.count[oldest] = nil }
+            d.count[commandID, default: 0] += 1
         }
         var text = j.dump()
         var all = parsed.all
@@ -58,7 +91,7 @@ extension ThingRequests {
             guard let reason = j["errorMessage"]?.stringValue, case .success(let payload) = JSON.parse(command.payload),
                 case .success(let sent) = Command.decode(payload)
             else {
-                return error(400, "INVALID_INPUT_DATA", "no action results and no errorMessage")
+                return .refusal(400, "INVALID_INPUT_DATA", "no action results and no errorMessage")
             }
             let failed = ActionResults.allFailed(sent, message: reason)
             text = failed.encode().dump()
@@ -78,7 +111,7 @@ extension ThingRequests {
         let now = Platform.epochMs()
         // Results count once: a repeat (the thing sends again until it has an
         // answer) is accepted and changes nothing.
-        guard command.results == nil else { return ok(204) }
+        guard command.results == nil else { return .answer(204) }
         // Every action refused for a cancel (CommandCancel): the thing
         // confirms it never ran it, so the command is CANCELLED (§9.1).
         let state: CommandState =
@@ -98,7 +131,7 @@ extension ThingRequests {
             record.state = state
             record.modifiedAt = now
             // Counted and told after the lane's commit (AfterCommit).
-            afterCommit {
+            AfterCommit.later {
                 self.metrics.commandFinished(done: state == .done, createdAt: command.createdAt, now: now)
                 self.events.event("results of \(commandID) from \(tid): \(text)")
                 self.notifications.finished(record, targets: targets)
@@ -107,27 +140,27 @@ extension ThingRequests {
             // Nothing written and no results there: not a repeat (another
             // hub's first results) but a failure of the store. A 204 would
             // lose them; the thing sends them again after a 500.
-            return storageFailed
+            return .storageFailed
         }
-        return ok(204)
+        return .answer(204)
     }
 
     /// A command the thing ran by itself (an action set, or a timer trigger
     /// on the device): stored once by commandID, so that apps see it.
     func commandReport(_ req: KiiRequest, thingID tid: String, commandID: String) -> KiiResponse {
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
-            return error(400, "INVALID_INPUT_DATA", "the body must be a command object")
+            return .refusal(400, "INVALID_INPUT_DATA", "the body must be a command object")
         }
         if let id = j["commandID"], id.stringValue != commandID {
-            return error(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
+            return .refusal(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
         }
         guard case .success(let command) = Command.decode(j) else {
-            return error(400, "INVALID_INPUT_DATA", "the body is not a valid command")
+            return .refusal(400, "INVALID_INPUT_DATA", "the body is not a valid command")
         }
         if let issuer = command.issuer, issuer != "thing:\(tid)" {
-            return error(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
+            return .refusal(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
         }
-        guard store.command(id: commandID) == nil else { return ok(204) }  // a repeat
+        guard store.command(id: commandID) == nil else { return .answer(204) }  // a repeat
         let now = Platform.epochMs()
         if store.insertCommand(
             CommandRecord(
@@ -137,7 +170,7 @@ extension ThingRequests {
         {
             events.event("\(tid) reported command \(commandID) it ran by itself")
         }
-        return ok(204)
+        return .answer(204)
     }
 
 }

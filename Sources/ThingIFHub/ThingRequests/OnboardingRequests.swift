@@ -3,12 +3,50 @@
 import ThingIF
 
 /// Onboarding by the thing (with the app's credentials or a claim
-/// certificate), its MQTT installations and their endpoints.
-extension ThingRequests {
+/// certificate), its MQTT installations and their endpoints: bootstrap
+/// work, on the costly pool. Given the options, the things' store, the
+/// installations, delivery (a thing that connects next is tried), the
+/// metrics, the event sink, the budgets of wrong passwords and of new
+/// things, and the requests' authorization.
+final class OnboardingRequests: @unchecked Sendable {
+    let options: FrameworkSide.Options
+    let store: ThingStore
+    let installations: ThingInstallations
+    let delivery: CommandDelivery
+    let metrics: HubMetrics
+    let events: HubEvents
+    let authorization: RequestAuthorization
+    /// Wrong passwords per vendorThingID, things' and end nodes' alike
+    /// (EndNodeRules.guesses): a burst of 10, then one per 10 s; past that
+    /// every attempt gets 429 (password guessing over the bootstrap
+    /// identity). Right ones spend nothing: Kii's SDKs onboard at every start.
+    let guesses: RateLimiter
+    /// Things created by the thing itself, app-wide (nil: no cap).
+    let creationLimiter: RateLimiter?
+
+    init(
+        options: FrameworkSide.Options, store: ThingStore, installations: ThingInstallations,
+        delivery: CommandDelivery, metrics: HubMetrics, events: HubEvents, authorization: RequestAuthorization,
+        guesses: RateLimiter
+    ) {
+        self.options = options
+        self.store = store
+        self.installations = installations
+        self.delivery = delivery
+        self.metrics = metrics
+        self.events = events
+        self.authorization = authorization
+        self.guesses = guesses
+        creationLimiter =
+            options.thingsCreatedPerHour > 0
+            ? RateLimiter(
+                ratePerSecond: Double(options.thingsCreatedPerHour) / 3600, burst: options.thingsCreatedPerHour) : nil
+    }
+
     /// A claim onboarding (`claim`: the certificate's CN) needs a CSR: it is
     /// for things that connect with a certificate only.
     var claimNeedsCSR: KiiResponse {
-        error(
+        .refusal(
             400, "CERTIFICATE_SIGNING_REQUEST_REQUIRED",
             "an onboarding with a claim certificate gives a client certificate only: send a certificateSigningRequest")
     }
@@ -16,23 +54,23 @@ extension ThingRequests {
     /// Onboarding by the thing: with the app's credentials (the bootstrap
     /// identity), or with a claim certificate whose CN is `claim`, checked
     /// by the caller (handleClaim).
-    func onboardByThing(_ req: KiiRequest, claim: String? = nil) -> KiiResponse {
+    func byThing(_ req: KiiRequest, claim: String? = nil) -> KiiResponse {
         guard let type = req.header("Content-Type"), MediaType.isOnboardingByThing(type) else {
-            return error(
+            return .refusal(
                 415, "UNSUPPORTED_MEDIA_TYPE",
                 "Content-Type must be \(MediaType.onboardingByThing) or \(MediaType.onboardingWithThingIDByThing)")
         }
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
-            return error(400, "INVALID_INPUT_DATA", "the body must be a JSON object")
+            return .refusal(400, "INVALID_INPUT_DATA", "the body must be a JSON object")
         }
         if MediaType.isOnboardingWithThingIDByThing(type) {
             // By thingID (Kii's onboard_with_thing_id): the thing was registered
             // before (by an owner, or by itself); the rest is the same onboarding.
             guard let tid = j["thingID"]?.stringValue, !tid.isEmpty, j["vendorThingID"] == nil else {
-                return error(400, "INVALID_INPUT_DATA", "thingID and thingPassword are required strings")
+                return .refusal(400, "INVALID_INPUT_DATA", "thingID and thingPassword are required strings")
             }
             guard let vendorThingID = store.thing(id: tid)?.vendorThingID else {
-                return error(.thingIDNotFound(tid))
+                return .refusal(.thingIDNotFound(tid))
             }
             j.set("vendorThingID", string: vendorThingID)
         }
@@ -40,16 +78,16 @@ extension ThingRequests {
         let (signing, refusal) = installations.certificateOrder(in: j)
         if let refusal { return refusal }
         // The layout's own refusal first: decode refuses it without saying why.
-        if case .failure(let r) = LayoutPosition.named(in: j) { return error(400, "INVALID_INPUT_DATA", r.message) }
+        if case .failure(let r) = LayoutPosition.named(in: j) { return .refusal(400, "INVALID_INPUT_DATA", r.message) }
         guard let o = OnboardingRequest.decode(j) else {
-            return error(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
+            return .refusal(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
         if claim != nil && signing == nil { return claimNeedsCSR }
         // Only wrong passwords spend the budget: Kii's SDKs onboard at every
         // start, and a device that restarts often is no password guesser.
         let guessKey = "onboard:" + o.vendorThingID
-        guard onboardingLimiter.hasToken(guessKey, now: Platform.nowMs()) else {
-            return error(
+        guard guesses.hasToken(guessKey, now: Platform.nowMs()) else {
+            return .refusal(
                 429, "TOO_MANY_REQUESTS", "too many onboarding attempts for \(o.vendorThingID); try again later")
         }
         if store.thing(vendorThingID: o.vendorThingID) == nil {
@@ -57,12 +95,12 @@ extension ThingRequests {
             // (`thingif things import`); else within the app-wide cap.
             if options.enrollmentOnly {
                 metrics.refused("enrollment")
-                return error(
+                return .refusal(
                     403, "THING_NOT_ENROLLED", "\(o.vendorThingID) was not enrolled by the operator of this app")
             }
             if let cap = creationLimiter, !cap.allow("app", now: Platform.nowMs()) {
                 metrics.refused("creation_cap")
-                return error(
+                return .refusal(
                     429, "TOO_MANY_REQUESTS",
                     "this app's things have created \(options.thingsCreatedPerHour) things in the last hour; try again later"
                 )
@@ -73,14 +111,14 @@ extension ThingRequests {
             firmwareVersion: o.firmwareVersion, dataGroupingInterval: nil, layoutPosition: o.layoutPosition)
         {
         case .failure(.wrongPassword):
-            _ = onboardingLimiter.allow(guessKey, now: Platform.nowMs())
-            return error(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
+            _ = guesses.allow(guessKey, now: Platform.nowMs())
+            return .refusal(403, "WRONG_PASSWORD", "the password of \(o.vendorThingID) does not match")
         case .failure(.wrongType):
-            return error(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
+            return .refusal(409, "THING_TYPE_MISMATCH", "\(o.vendorThingID) is registered with another thingType")
         case .failure(.wrongLayout):
-            return error(.layoutMismatch(o.vendorThingID))
+            return .refusal(.layoutMismatch(o.vendorThingID))
         case .failure(.storage):
-            return storageFailed
+            return .storageFailed
         case .success(let t):
             // A thing that onboards again keeps its MQTT installation (with
             // a new broker password, or a new certificate for its topic).
@@ -90,7 +128,7 @@ extension ThingRequests {
             } else if let fresh = installations.newInstallation(for: t) {
                 installation = fresh
             } else {
-                return storageFailed
+                return .storageFailed
             }
             let (handed, failure) = installations.endpoint(
                 for: t, installationID: installation.installationID, topic: installation.topic, order: signing)
@@ -99,7 +137,7 @@ extension ThingRequests {
                 "onboarded \(o.vendorThingID) as \(t.thingID), commands on \(ep.mqttTopic)"
                     + (ep.clientCertificate != nil ? " (client certificate)" : "")
                     + (claim.map { ", claimed by \($0)" } ?? ""))
-            return ok(
+            return .answer(
                 200, OnboardingResponse(thingID: t.thingID, accessToken: t.accessToken, mqttEndpoint: ep).encode())
         }
     }
@@ -110,17 +148,17 @@ extension ThingRequests {
     private func connectable(_ req: KiiRequest, overHTTP: Bool) -> RequestAuthorization.Auth {
         let auth = authorization.authenticate(req, overHTTP: overHTTP)
         guard case .success(let t) = auth, t.layoutPosition == .endNode else { return auth }
-        return .failure(error(.endNodeUnsupported(t.thingID, "MQTT installation")))
+        return .failure(.refusal(.endNodeUnsupported(t.thingID, "MQTT installation")))
     }
 
-    func createInstallation(_ req: KiiRequest, overHTTP: Bool) -> KiiResponse {
+    func installation(_ req: KiiRequest, overHTTP: Bool) -> KiiResponse {
         let t: ThingRecord
         switch connectable(req, overHTTP: overHTTP) {
         case .failure(let r): return r
         case .success(let x): t = x
         }
         guard case .success(let j) = JSON.parse(req.body), (try? FormFields.installationType(j)) == "MQTT" else {
-            return error(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
+            return .refusal(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
         }
         // thingif's own field, as in onboarding by the thing: a hub with a CA
         // answers a CSR with the endpoint and its certificate, so the thing
@@ -137,7 +175,7 @@ extension ThingRequests {
             return ThingInstallations.brokerRefused
         }
         guard let (iid, topic) = installations.newInstallation(for: t) else {
-            return storageFailed
+            return .storageFailed
         }
         let body = JSON.object()
         body.set("installationID", string: iid)
@@ -153,7 +191,7 @@ extension ThingRequests {
         }
         events.event(
             "created MQTT installation \(iid) for \(t.thingID)" + (order != nil ? " (client certificate)" : ""))
-        return ok(201, body)
+        return .answer(201, body)
     }
 
     func endpoint(_ req: KiiRequest, installationID: String, overHTTP: Bool) -> KiiResponse {
@@ -163,7 +201,7 @@ extension ThingRequests {
         case .success(let x): t = x
         }
         guard let topic = t.installations[installationID] else {
-            return error(.installationNotFound(installationID))
+            return .refusal(.installationNotFound(installationID))
         }
         guard options.brokerAdmin == .dynsec else { return ThingInstallations.certificateRequired }
         guard let ep = installations.endpoint(for: t, installationID: installationID, topic: topic) else {
@@ -171,7 +209,7 @@ extension ThingRequests {
         }
         // The thing connects and subscribes next: try what it has not received.
         delivery.scheduleDelivery(thingID: t.thingID)
-        return ok(200, ep.encode())
+        return .answer(200, ep.encode())
     }
 
 }

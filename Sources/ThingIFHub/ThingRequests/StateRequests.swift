@@ -2,9 +2,23 @@
 
 import ThingIF
 
-/// The thing's state uploads: stored, kept in the history, then told to
-/// Home Assistant and the triggers after the lane's commit.
-extension ThingRequests {
+/// The thing's state uploads: authorised, then stored, kept in the
+/// history and told to Home Assistant and the triggers after the lane's
+/// commit (StateUploads). Given the joined writes, the metrics, the
+/// uploads' component and the requests' authorization.
+final class StateRequests: @unchecked Sendable {
+    let fastPaths: FastPaths
+    let metrics: HubMetrics
+    let stateUploads: StateUploads
+    let authorization: RequestAuthorization
+
+    init(fastPaths: FastPaths, metrics: HubMetrics, stateUploads: StateUploads, authorization: RequestAuthorization) {
+        self.fastPaths = fastPaths
+        self.metrics = metrics
+        self.stateUploads = stateUploads
+        self.authorization = authorization
+    }
+
     /// A state upload to `target`. A whole state (PUT) over MQTT goes first
     /// to the store's `putState` (StateWriteFastPaths), which authorises
     /// and writes in one statement (one round trip on PostgreSQL); whatever
@@ -12,12 +26,12 @@ extension ThingRequests {
     /// and written as usual, which also answers the refusals. Not over
     /// HTTP, where anyone may send a token: a refused one would cost that
     /// statement and then the usual read.
-    func stateUpload(_ req: KiiRequest, target: String, clientID: String?) -> KiiResponse {
+    func request(_ req: KiiRequest, target: String, clientID: String?) -> KiiResponse {
         // Parsed once, for either path; a body that is no object is
         // answered after authorisation, as every refusal of the body is.
         guard case .success(let j) = JSON.parse(req.body), j.isObject else {
             return authorization.forTarget(req, target, clientID: clientID) { _ in
-                error(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
+                .refusal(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
             }
         }
         let upload = j.dump()
@@ -32,7 +46,7 @@ extension ThingRequests {
             }
             switch put {
             case .found(let p): return stateUploads.stored(thing: p.thing, p.write)
-            case .failed: return storageFailed
+            case .failed: return .storageFailed
             case .notFound: break
             }
         }
