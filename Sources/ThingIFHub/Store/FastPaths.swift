@@ -24,15 +24,21 @@ struct FastPaths: Sendable {
         stateWrites = store as? StateWriteFastPaths
     }
 
-    /// `StoreFastPaths.thing(accessToken:command:)`, else two reads: the
-    /// thing of the token, then the command if it is that thing's; the
-    /// targets are left to the caller (nil).
+    /// `StoreFastPaths.thing(accessToken:command:)`, else two reads (three
+    /// for an end node's command): the thing of the token, then the command
+    /// if it is that thing's or, for a gateway, one of its end nodes' now;
+    /// the targets are left to the caller (nil).
     func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand> {
         if let reads { return reads.thing(accessToken: accessToken, command: commandID) }
         return store.thingRead(accessToken: accessToken).map { t in
-            ThingAndCommand(
-                thing: t, command: store.command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil },
-                targets: nil)
+            let command = store.command(id: commandID).flatMap { c -> CommandRecord? in
+                if c.thingID == t.thingID { return c }
+                guard t.layoutPosition == .gateway, let e = store.thing(id: c.thingID), e.layoutPosition == .endNode,
+                    e.gatewayThingID == t.thingID
+                else { return nil }
+                return c
+            }
+            return ThingAndCommand(thing: t, command: command, targets: nil)
         }
     }
 

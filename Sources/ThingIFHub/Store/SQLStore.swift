@@ -262,7 +262,8 @@ struct HotStatements: Sendable {
     let userAndThing: String
     /// A thing by its token.
     let thingByToken: String
-    /// A thing by its token, a command, and the command's targets (`thing(accessToken:command:)`).
+    /// A thing by its token, a command (its own or, for a gateway, one of
+    /// its end nodes' now), and the command's targets (`thing(accessToken:command:)`).
     let thingAndCommand: String
     /// A command, numbered in the statement; nothing for a commandID stored already.
     let insertCommand: String
@@ -276,7 +277,10 @@ struct HotStatements: Sendable {
         thingAndCommand =
             "SELECT t.*, c.*, " + StoreRows.installationFields + " FROM (" + thing
             + " WHERE " + Store.isLiveTokenSubject("thing_id") + " LIMIT 1) t LEFT JOIN (" + StoreRows.commandColumns
-            + " WHERE command_id = ?) c ON c.thing_id = t.thing_id LEFT JOIN app_installations i"
+            + " WHERE command_id = ?) c ON (c.thing_id = t.thing_id OR (t.layout_position = '"
+            + LayoutPosition.gateway.rawValue + "' AND EXISTS (SELECT 1 FROM things e WHERE e.thing_id = c.thing_id"
+            + " AND e.gateway_thing_id = t.thing_id AND e.layout_position = '" + LayoutPosition.endNode.rawValue
+            + "'))) LEFT JOIN app_installations i"
             + " ON substr(c.issuer, 1, 5) = 'user:' AND "
             + Store.toldInstallations(user: "substr(c.issuer, 6)", issuing: "c.issuing_installation_id")
             + " ORDER BY i.created_at, i." + Store.dialect.insertionOrder

@@ -10,10 +10,12 @@ import ThingIF
 /// (`FastPaths`, the one place of the fallbacks). Each answers what the
 /// two calls would.
 public protocol StoreFastPaths: AnyObject, Sendable {
-    /// As `thing(accessToken:)`, with that thing's command `commandID` (nil
-    /// when the thing has no command of that ID, or another thing has it)
-    /// and the notification targets of a user's command read with it: what
-    /// a thing's action results need, in one statement on an SQL store. A
+    /// As `thing(accessToken:)`, with that thing's command `commandID` or,
+    /// when the thing is a gateway, one of its end nodes' now (nil when no
+    /// command has that ID, or another thing has it) and the notification
+    /// targets of a user's command read with it: what action results need,
+    /// a thing's or an end node's through its gateway, in one statement on
+    /// an SQL store. A
     /// failure of the store is `.failed`, not `.notFound`: results must
     /// never be refused (and dropped by the thing) for it.
     func thing(accessToken: String, command commandID: String) -> StoreRead<ThingAndCommand>
@@ -27,7 +29,8 @@ public protocol StoreFastPaths: AnyObject, Sendable {
 /// What `StoreFastPaths.thing(accessToken:command:)` reads.
 public struct ThingAndCommand {
     public var thing: ThingRecord
-    /// Nil when the thing has no command of that ID.
+    /// Nil when neither the thing nor (for a gateway) its end nodes have a
+    /// command of that ID. Whose it is: its `thingID`.
     public var command: CommandRecord?
     /// For a command that a user issued, the app installations to tell of
     /// its results (`Notifications.targets`); nil when not read with

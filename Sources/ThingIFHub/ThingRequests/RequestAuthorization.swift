@@ -70,17 +70,55 @@ struct RequestAuthorization: Sendable {
             if t.thingID != thingID {
                 switch endNodes ? endNode(thingID, of: t) : .notFound {
                 case .failed: return .failure(.storageFailed)
-                case .notFound:
-                    return .failure(.refusal(403, "FORBIDDEN", "the token does not belong to \(thingID)"))
+                case .notFound: return .failure(Self.notTheToken(thingID))
                 case .found(let e): target = e
                 }
             }
-            if let clientID, !t.installations.values.contains(clientID) {
-                return .failure(
-                    .refusal(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(t.thingID)"))
-            }
+            if let denied = Self.notAnInstallation(clientID, of: t) { return .failure(denied) }
             return .success(target)
         }
+    }
+
+    /// Whom a request acts for, by `authorized`'s rule, for a route that
+    /// needs its thingID only (action results): `knownEndNode` true when
+    /// the token's read said, in the same round trip, that `thingID` is an
+    /// end node of the token's gateway now (`FastPaths.thing(accessToken:
+    /// command:)`), so an end node's results cost no read more than a
+    /// thing's. Otherwise the end node is read as `authorized` reads it.
+    func actsFor(
+        _ req: KiiRequest, thingID: String, clientID: String?, lookup: @escaping ThingLookup,
+        knownEndNode: () -> Bool
+    ) -> Result<String, Refusal> {
+        switch authenticate(req, overHTTP: clientID == nil, lookup: lookup) {
+        case .failure(let r): return .failure(Refusal(r))
+        case .success(let t):
+            if t.thingID != thingID && !(t.layoutPosition == .gateway && knownEndNode()) {
+                switch endNode(thingID, of: t) {
+                case .failed: return .failure(Refusal(.storageFailed))
+                case .notFound: return .failure(Refusal(Self.notTheToken(thingID)))
+                case .found: break
+                }
+            }
+            if let denied = Self.notAnInstallation(clientID, of: t) { return .failure(Refusal(denied)) }
+            return .success(thingID)
+        }
+    }
+
+    /// A refusal's answer, as a Result's failure.
+    struct Refusal: Error {
+        let answer: KiiResponse
+        init(_ answer: KiiResponse) { self.answer = answer }
+    }
+
+    /// The same words whether the thing exists or not.
+    static func notTheToken(_ thingID: String) -> KiiResponse {
+        .refusal(403, "FORBIDDEN", "the token does not belong to \(thingID)")
+    }
+
+    /// Over MQTT (`clientID`), the request must come from one of `t`'s installations.
+    static func notAnInstallation(_ clientID: String?, of t: ThingRecord) -> KiiResponse? {
+        guard let clientID, !t.installations.values.contains(clientID) else { return nil }
+        return .refusal(403, "FORBIDDEN", "client \(clientID) is not an MQTT installation of \(t.thingID)")
     }
 
     /// The end node `thingID` when `gateway` is its gateway now;

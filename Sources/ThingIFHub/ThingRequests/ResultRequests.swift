@@ -40,9 +40,15 @@ final class ResultRequests: @unchecked Sendable {
     /// How many times results arrived for a command (of the newest `countLimit`).
     func posts(of commandID: String) -> Int { posts.withLock { $0.count[commandID] ?? 0 } }
 
-    /// PUT targets/{target}/commands/{commandID}/action-results: the thing,
-    /// the command and whom to tell in one read (one round trip).
+    /// PUT targets/{target}/commands/{commandID}/action-results: the thing
+    /// of the token, the command and whom to tell in one read (one round
+    /// trip), for a thing's own results and for an end node's through its
+    /// gateway alike: the read finds the command among the gateway's end
+    /// nodes' too, which authorisation then need not read again.
     func request(_ req: KiiRequest, target: String, commandID: String, clientID: String?) -> KiiResponse {
+        guard let tid = authorization.thingID(fromTarget: target) else {
+            return .refusal(404, "TARGET_NOT_FOUND", "no target \(target)")
+        }
         var read: ThingAndCommand?
         let lookup: RequestAuthorization.ThingLookup = { token in
             self.fastPaths.thing(accessToken: token, command: commandID).map {
@@ -50,15 +56,12 @@ final class ResultRequests: @unchecked Sendable {
                 return $0.thing
             }
         }
-        return authorization.forTarget(req, target, clientID: clientID, lookup: lookup) { t in
-            // A gateway's token read its own command of that ID, if any:
-            // for one of its end nodes, the end node's is read here.
-            guard read?.thing.thingID != t.thingID else {
-                return actionResults(
-                    req, thingID: t.thingID, commandID: commandID, command: read?.command, targets: read?.targets)
-            }
-            let command = store.command(id: commandID).flatMap { $0.thingID == t.thingID ? $0 : nil }
-            return actionResults(req, thingID: t.thingID, commandID: commandID, command: command)
+        switch authorization.actsFor(
+            req, thingID: tid, clientID: clientID, lookup: lookup, knownEndNode: { read?.command?.thingID == tid })
+        {
+        case .failure(let refusal): return refusal.answer
+        case .success:
+            return actionResults(req, thingID: tid, commandID: commandID, command: read?.command, targets: read?.targets)
         }
     }
 

@@ -392,4 +392,42 @@ private func endNodeCommand(_ id: String, thing: String) -> CommandRecord {
     CommandRecord(
         commandID: id, thingID: thing, issuer: "user:u1", issuingInstallationID: nil,
         payload: #"{"commandID":"\#(id)"}"#, createdAt: 1000, modifiedAt: 1000)
+
+}
+
+extension StoreConformanceTests {
+    @Test(
+        "A gateway's token reads one of its end nodes' commands with it, in one statement on SQL; never another's",
+        arguments: StoreFactory.all)
+    func gatewayReadsEndNodeCommand(_ factory: StoreFactory) throws {
+        try withEachStore(factory) { s in
+            let fast = FastPaths(s)  // as the hub calls it
+            let g = try gateway(s, "GW-JOIN-1")
+            let other = try gateway(s, "GW-JOIN-2")
+            let plain = try thing(registered(s, "AC-JOIN-3", layout: nil))
+            let e = try endNode(onboard(s, g.thingID, "LAMP-J1"), created: true)
+            let f = try endNode(onboard(s, other.thingID, "LAMP-J2"), created: true)
+            _ = try #require(s.insertCommand(endNodeCommand("cj-e", thing: e.thingID)))
+            _ = try #require(s.insertCommand(endNodeCommand("cj-f", thing: f.thingID)))
+            _ = try #require(s.insertCommand(endNodeCommand("cj-g", thing: g.thingID)))
+            _ = try #require(s.insertCommand(endNodeCommand("cj-p", thing: plain.thingID)))
+            // The gateway's own command, and its end node's: each with its thingID.
+            let own = try #require(fast.thing(accessToken: g.accessToken, command: "cj-g").value)
+            #expect(own.thing.thingID == g.thingID && own.command?.thingID == g.thingID)
+            let its = try #require(fast.thing(accessToken: g.accessToken, command: "cj-e").value)
+            #expect(its.thing.thingID == g.thingID && its.command?.thingID == e.thingID)
+            #expect(its.command?.commandID == "cj-e")
+            // Another gateway's end node's, or a standalone thing's: none.
+            #expect(try #require(fast.thing(accessToken: g.accessToken, command: "cj-f").value).command == nil)
+            #expect(try #require(fast.thing(accessToken: g.accessToken, command: "cj-p").value).command == nil)
+            // An end node's own token reads its own only; a standalone thing's token no end node's.
+            let selfRead = try #require(fast.thing(accessToken: e.accessToken, command: "cj-e").value)
+            #expect(selfRead.command?.thingID == e.thingID)
+            #expect(try #require(fast.thing(accessToken: e.accessToken, command: "cj-g").value).command == nil)
+            #expect(try #require(fast.thing(accessToken: plain.accessToken, command: "cj-e").value).command == nil)
+            // Once the end node is gone, its gateway reads none of its commands.
+            #expect(s.deleteThing(id: e.thingID))
+            #expect(try #require(fast.thing(accessToken: g.accessToken, command: "cj-e").value).command == nil)
+        }
+    }
 }
