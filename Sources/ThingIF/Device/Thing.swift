@@ -106,7 +106,7 @@ final class Thing: @unchecked Sendable {
         pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
         pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
         pipeline.wallClock = { [unowned(unsafe) self] in self.epochNow() }
-        if Gateways.built { pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) } }
+        hearEndNodes()
     }
 
     deinit {
