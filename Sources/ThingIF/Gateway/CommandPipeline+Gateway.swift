@@ -11,6 +11,43 @@ import CThingIF
 /// the transport. The firmware hears of each change through `onEndNode`, on
 /// the loop thread, with no lock held.
 extension CommandPipeline {
+    // MARK: whom each message of a batch is for
+
+    /// runBatch's targets: a gateway's membership events are taken first
+    /// (GATEWAYS.md §4.2), so that a command behind an endNodeAdded in the
+    /// same batch finds its end node; then each command's and cancel's
+    /// target (nil: neither, or held for the list read). A thing on its own
+    /// gets its one shared target for each.
+    func resolveTargets(_ batch: [TransportMessage], _ inbound: [Inbound], identity: Identity) -> [CommandTarget?] {
+        for (m, kind) in zip(batch, inbound) where Gateways.built {
+            switch kind {
+            case .membership(let event): endNodeEvent(event)
+            case .droppedEvent: logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
+            default: continue
+            }
+        }
+        // Whom each command or cancel is for, resolved after the events. An
+        // end node unknown while the list read runs waits for its end
+        // (GatewayTargets.holdForList).
+        var targets: [CommandTarget?] = []
+        targets.reserveCapacity(batch.count)
+        state.withLock { s in
+            for (m, kind) in zip(batch, inbound) {
+                guard let to = kind.addressee else {
+                    targets.append(nil)
+                    continue
+                }
+                let target = s.targets.target(for: to, identity: identity)
+                if Gateways.built, case .endNode = to, s.targets.holdForList(m, target: target, bound: s.limits.inboxMax) {
+                    targets.append(nil)
+                } else {
+                    targets.append(target)
+                }
+            }
+        }
+        return targets
+    }
+
     // MARK: the owner's calls
 
     /// thingif_set_layout_position: whether end-node topics are this handle's.

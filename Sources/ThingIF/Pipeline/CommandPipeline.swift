@@ -111,8 +111,8 @@ enum Pipeline {
 /// | inbox: bounded, oversized dropped (a nameable command reported dropped) | `received(_:)`, `reportDropped` |
 /// | taking a batch (commands wait while results fill the outbox; commands that waited for the end-node list first) | `processInbox(canRead:)`, `GatewayTargets.takeAwaiting` |
 /// | classifying each message once: command, cancel, membership event, reply, configuration | `classify` |
-/// | membership events (a gateway's): the registry, the firmware told | `endNodeEvent` (Gateway/) |
-/// | whom each command is for: the thing's own target, an end node's, a refusal, or held for the list read | `GatewayTargets.target(for:)`, `holdForList` |
+/// | membership events (a gateway's): the registry, the firmware told | `resolveTargets` → `endNodeEvent` (Gateway/) |
+/// | whom each command is for: the thing's own target, an end node's, a refusal, or held for the list read | `resolveTargets` → `GatewayTargets.target(for:)`, `holdForList` |
 /// | cancels: recorded in the ledger before the batch's commands | `cancel` |
 /// | admission: decode, dedupe against running and the ledger, record "started" | `admit` |
 /// | group commit of the starts (one sync) | `runBatch` |
@@ -407,34 +407,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     ) {
         // What each message is, read once (`classify`).
         let inbound = batch.map { Self.classify($0, identity: identity, gateway: gateway) }
-        // A gateway's membership events come first (GATEWAYS.md §4.2): a
-        // command behind an endNodeAdded in the same batch finds its end node.
-        for (m, kind) in zip(batch, inbound) {
-            switch kind {
-            case .membership(let event): endNodeEvent(event)
-            case .droppedEvent: logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
-            default: continue
-            }
-        }
-        // Whom each command or cancel is for, resolved after the events. An
-        // end node unknown while the list read runs waits for its end
-        // (GatewayTargets.holdForList).
-        var targets: [CommandTarget?] = []
-        targets.reserveCapacity(batch.count)
-        state.withLock { s in
-            for (m, kind) in zip(batch, inbound) {
-                guard let to = kind.addressee else {
-                    targets.append(nil)
-                    continue
-                }
-                let target = s.targets.target(for: to, identity: identity)
-                if case .endNode = to, s.targets.holdForList(m, target: target, bound: s.limits.inboxMax) {
-                    targets.append(nil)
-                } else {
-                    targets.append(target)
-                }
-            }
-        }
+        // Membership events first, then whom each command is for (the resolver).
+        let targets = resolveTargets(batch, inbound, identity: identity)
         // Cancels next: one behind its command in the same batch still
         // reaches it before it runs.
         var cancelsRecorded = false
