@@ -13,32 +13,40 @@ import CThingIF
 extension CommandPipeline {
     // MARK: whom each message of a batch is for
 
-    /// runBatch's targets: a gateway's membership events are taken first
-    /// (GATEWAYS.md §4.2), so that a command behind an endNodeAdded in the
-    /// same batch finds its end node; then each command's and cancel's
-    /// target (nil: neither, or held for the list read). A thing on its own
-    /// gets its one shared target for each.
-    func resolveTargets(_ batch: [TransportMessage], _ inbound: [Inbound], identity: Identity) -> [CommandTarget?] {
-        for (m, kind) in zip(batch, inbound) where Gateways.built {
-            switch kind {
-            case .membership(let event): endNodeEvent(event)
-            case .droppedEvent: logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
-            default: continue
-            }
+    /// A membership event on end node `endNode`'s topic (GATEWAYS.md §4.2):
+    /// taken now, while the batch is classified, so that a command behind an
+    /// endNodeAdded in the same batch finds its end node; one malformed or
+    /// about another end node is dropped. False: a command or a cancel.
+    func takeMembership(_ m: TransportMessage, endNode: String) -> Bool {
+        guard Gateways.built else { return false }
+        if let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
+            endNodeEvent(event)
+            return true
         }
+        guard EndNodeEvent.isEvent(m.payload) else { return false }
+        logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
+        return true
+    }
+
+    /// runBatch's targets, after the batch's membership events: each
+    /// command's and cancel's (nil: neither, or held for the list read). A
+    /// thing on its own gets its one shared target for each.
+    func resolveTargets(_ batch: [TransportMessage], _ inbound: [Inbound], identity: Identity) -> [CommandTarget?] {
         // Whom each command or cancel is for, resolved after the events. An
         // end node unknown while the list read runs waits for its end
         // (GatewayTargets.holdForList).
         var targets: [CommandTarget?] = []
         targets.reserveCapacity(batch.count)
         state.withLock { s in
-            for (m, kind) in zip(batch, inbound) {
-                guard let to = kind.addressee else {
+            for i in inbound.indices {
+                guard let to = inbound[i].addressee else {
                     targets.append(nil)
                     continue
                 }
                 let target = s.targets.target(for: to, identity: identity)
-                if Gateways.built, case .endNode = to, s.targets.holdForList(m, target: target, bound: s.limits.inboxMax) {
+                if Gateways.built, case .endNode = to,
+                    s.targets.holdForList(batch[i], target: target, bound: s.limits.inboxMax)
+                {
                     targets.append(nil)
                 } else {
                     targets.append(target)
@@ -52,7 +60,7 @@ extension CommandPipeline {
 
     /// thingif_set_layout_position: whether end-node topics are this handle's.
     func setGateway(_ gateway: Bool) { state.withLock { $0.targets.isGateway = gateway } }
-    var isGateway: Bool { state.withLock { $0.targets.gateway } }
+    var isGateway: Bool { Gateways.built && state.withLock { $0.targets.isGateway } }
     func setMaxEndNodes(_ n: Int) { state.withLock { $0.targets.registry.max = n } }
 
     /// thingif_end_node_add: registers `request`'s end node (synced) and

@@ -11,8 +11,9 @@ enum Addressee {
 /// The target resolver in front of the command pipeline (docs/GATEWAYS.md
 /// §2, §4, §5): whom a command is for, the end nodes a gateway carries
 /// (the registry), the list read after each connect and the hub's
-/// membership events. The pipeline asks it once per message (`addressee`,
-/// `membership`), and once per command for its target (`target(for:)`);
+/// membership events. The pipeline asks it once per message (`addressee`;
+/// on an end node's topic, `takeMembership`), and once per command for its
+/// target (`target(for:)`);
 /// what it learns the pipeline tells the firmware and the broker.
 ///
 /// A value in the pipeline's state, behind the pipeline's one lock: no lock
@@ -62,17 +63,6 @@ struct GatewayTargets {
         return .endNode(endNode)
     }
 
-    /// What a payload on end node `endNode`'s topic is when it is a
-    /// membership event (GATEWAYS.md §4.2): the event, or `.droppedEvent`
-    /// for one malformed or about another end node (never run as a
-    /// command); nil for a command or a cancel.
-    static func membership(_ payload: [UInt8], endNode: String) -> Inbound? {
-        guard Gateways.built else { return nil }
-        if let event = EndNodeEvent.decode(payload, endNode: endNode) { return .membership(event) }
-        if EndNodeEvent.isEvent(payload) { return .droppedEvent }
-        return nil
-    }
-
     /// The target of the thing's own commands: made once per thingID, so
     /// that a command for the thing itself allocates none.
     mutating func own(_ thingID: String) -> CommandTarget {
@@ -86,17 +76,12 @@ struct GatewayTargets {
     /// hold (or is removing) gets a target with a refusal: its commands are
     /// answered, never run (GATEWAYS.md §7).
     mutating func target(for to: Addressee, identity: Identity) -> CommandTarget {
-        switch to {
-        case .own:
-            return own(identity.thingID)
-        case .endNode(let endNode):
-            guard let e = registry.entry(thingID: endNode) else {
-                return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: nil, refusal: .notRegistered)
-            }
-            return CommandTarget(
-                thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID,
-                refusal: e.removing ? .removed : nil)
+        guard Gateways.built, case .endNode(let endNode) = to else { return own(identity.thingID) }
+        guard let e = registry.entry(thingID: endNode) else {
+            return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: nil, refusal: .notRegistered)
         }
+        return CommandTarget(
+            thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: e.removing ? .removed : nil)
     }
 
     /// A command for an end node the registry does not hold, while the list

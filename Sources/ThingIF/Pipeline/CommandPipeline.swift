@@ -60,10 +60,10 @@ enum CommandAdmission {
 enum Inbound {
     case command(Addressee)
     case cancel(String, Addressee)
-    /// A gateway's membership event from the hub (GatewayTargets).
-    case membership(EndNodeEvent)
-    /// One meant as an event but malformed or about another end node.
-    case droppedEvent
+    /// A gateway's membership event from the hub, taken as it was told
+    /// (`takeMembership`), or one malformed or about another end node,
+    /// dropped: never run as a command.
+    case membership
     case reply
     case config
     case other
@@ -111,7 +111,7 @@ enum Pipeline {
 /// | inbox: bounded, oversized dropped (a nameable command reported dropped) | `received(_:)`, `reportDropped` |
 /// | taking a batch (commands wait while results fill the outbox; commands that waited for the end-node list first) | `processInbox(canRead:)`, `GatewayTargets.takeAwaiting` |
 /// | classifying each message once: command, cancel, membership event, reply, configuration | `classify` |
-/// | membership events (a gateway's): the registry, the firmware told | `resolveTargets` → `endNodeEvent` (Gateway/) |
+/// | membership events (a gateway's): the registry, the firmware told | `classify` → `takeMembership`, `endNodeEvent` (Gateway/) |
 /// | whom each command is for: the thing's own target, an end node's, a refusal, or held for the list read | `resolveTargets` → `GatewayTargets.target(for:)`, `holdForList` |
 /// | cancels: recorded in the ledger before the batch's commands | `cancel` |
 /// | admission: decode, dedupe against running and the ledger, record "started" | `admit` |
@@ -405,15 +405,18 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     func runBatch(
         _ batch: [TransportMessage], identity: Identity, maxPayload: Int, gateway: Bool, publishing previous: [Held]
     ) {
-        // What each message is, read once (`classify`).
-        let inbound = batch.map { Self.classify($0, identity: identity, gateway: gateway) }
-        // Membership events first, then whom each command is for (the resolver).
+        // What each message is, read once (`classify`); a gateway's
+        // membership events are taken there, before any target is resolved.
+        let inbound = batch.map { classify($0, identity: identity, gateway: gateway) }
+        // Whom each command and cancel is for (the resolver).
         let targets = resolveTargets(batch, inbound, identity: identity)
         // Cancels next: one behind its command in the same batch still
         // reaches it before it runs.
         var cancelsRecorded = false
-        for (kind, target) in zip(inbound, targets) {
-            if case .cancel(let id, _) = kind, let target, cancel(id, target: target) { cancelsRecorded = true }
+        for i in inbound.indices {
+            if case .cancel(let id, _) = inbound[i], let target = targets[i], cancel(id, target: target) {
+                cancelsRecorded = true
+            }
         }
         var admitted: [(CommandAdmission, CommandTarget)?] = []
         admitted.reserveCapacity(batch.count)
@@ -444,23 +447,23 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             case .reply: handleReply(m)
             case .config: onConfig(m.payload)
             case .other: logger.debug("ignored a message on \(m.topic)")
-            case .command, .cancel, .membership, .droppedEvent: continue  // taken above
+            case .command, .cancel, .membership: continue  // taken above
             }
         }
     }
 
     /// What one received message is, told once by its topic and, on a
     /// command topic, by its payload: a membership event (an end node's
-    /// topic only, GatewayTargets.membership), a cancel (CommandCancel),
-    /// else a command.
-    static func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Inbound {
+    /// topic only, taken at once: `takeMembership`), a cancel
+    /// (CommandCancel), else a command.
+    func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Inbound {
         guard let to = GatewayTargets.addressee(of: m.topic, identity: identity, gateway: gateway) else {
             let own = identity.endpoint.mqttTopic
             if m.topic.equals(Topics.response(clientID: own)) { return .reply }
             if m.topic.equals(Topics.config(clientID: own)) { return .config }
             return .other
         }
-        if case .endNode(let e) = to, let event = GatewayTargets.membership(m.payload, endNode: e) { return event }
+        if case .endNode(let e) = to, takeMembership(m, endNode: e) { return .membership }
         if let id = CommandCancel.commandID(of: m.payload) { return .cancel(id, to) }
         return .command(to)
     }
