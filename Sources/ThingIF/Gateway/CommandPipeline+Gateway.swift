@@ -8,8 +8,8 @@ import CThingIF
 /// reads, and the end nodes' statuses. Whom a command is for and the
 /// registry's changes are the target resolver's (GatewayTargets, in the
 /// pipeline's state behind its lock); this is the glue to the outbox and
-/// the transport. The firmware hears of each change through `onEndNode`, on
-/// the loop thread, with no lock held.
+/// the transport. The firmware hears of each change through the owner's
+/// `notify` (PipelineOwner), on the loop thread, with no lock held.
 extension CommandPipeline {
     // MARK: whom each message of a batch is for
 
@@ -245,7 +245,7 @@ extension CommandPipeline {
         }
         for n in notices { logger.info("end node \(n.vendorThingID) is thing \(id) (\(why))") }
         if let (transport, online) = status { publishStatus(id, online: online, on: transport) }
-        for n in notices { onEndNode(n) }
+        for n in notices { owner.notify(n) }
     }
 
     /// End node `id` is gone at the hub.
@@ -254,7 +254,7 @@ extension CommandPipeline {
             return
         }
         logger.info("end node \(e.vendorThingID) (thing \(id)) \(why)")
-        onEndNode(.init(event: .removed, vendorThingID: e.vendorThingID, thingID: id))
+        owner.notify(.init(event: .removed, vendorThingID: e.vendorThingID, thingID: id))
     }
 
     /// The hub's answer to an onboarding, a removal or a list read (after
@@ -274,7 +274,7 @@ extension CommandPipeline {
                 reply.isSuccess ? "a malformed answer: \(reply.bodyText)" : str("\(reply.status) \(reply.bodyText)")
             guard state.withLock({ $0.targets.refused(v, storage: storage) }) else { return }
             logger.error("the framework refused end node \(v): \(detail)")
-            onEndNode(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
+            owner.notify(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
         case .endNodeRemoval:
             // 204, or 404: gone either way. A 403 says it is not this
             // gateway's any more: forgotten too.

@@ -8,14 +8,6 @@ import CThingIF
 /// (GatewayTargets, Gateway/CommandPipeline+Gateway.swift); this is the C
 /// facade's way in.
 extension Thing {
-    /// At creation: the pipeline's end-node notices reach the firmware's
-    /// callback (`notify`). A build without gateways has none to hear.
-    func hearEndNodes() {
-        guard Gateways.built else { return }
-        // unowned(unsafe): the thing owns the pipeline (see Thing.init).
-        pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) }
-    }
-
     /// thingif_set_layout_position: the layout sent at onboarding, and
     /// whether end-node topics are this handle's. Not while a loop runs.
     func setLayout(_ layout: LayoutPosition) -> Int32 {

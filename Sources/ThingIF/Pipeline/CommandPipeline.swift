@@ -12,9 +12,34 @@ struct SystemClock: PipelineClock {
     @inline(__always) func nowMs() -> Int64 { Platform.nowMs() }
 }
 
+/// What the pipeline asks of its owner (the Thing; a test's rig), given
+/// once, at creation. A generic parameter, not closures set afterwards: the
+/// calls are direct, and no message can meet a pipeline not wired yet.
+protocol PipelineOwner: AnyObject {
+    /// Runs one action's handler (the handler lookup and the C call); nil
+    /// when the handler deferred its result (it comes later through
+    /// `complete`).
+    func runAction(_ call: ActionCall) -> ActionResult?
+    /// The remote configuration (p/{mqttTopic}/config).
+    func applyRemoteConfig(_ payload: [UInt8])
+    /// The thing's wall clock (epoch ms), which judges an arriving
+    /// command's expiry: thingif_set_clock's, else the system's.
+    func epochNow() -> Int64
+    /// A gateway's end node joined, was refused, left or was renamed: the
+    /// firmware is told (loop thread, no lock held).
+    func notify(_ notice: EndNodeNotice)
+    /// Test hook: told every step passed, with the commandID when one is
+    /// known (the Thing's does nothing, and is compiled away).
+    func passed(_ step: PipelineStep, _ commandID: String?)
+}
+
+extension PipelineOwner {
+    @inline(__always) func passed(_ step: PipelineStep, _ commandID: String?) {}
+}
+
 /// The points between two steps of a command's way through the pipeline:
-/// where a crash can cut it. `CommandPipeline.checkpoint` (a test hook)
-/// is told each one as it is passed.
+/// where a crash can cut it. `PipelineOwner.passed` (a test hook) is told
+/// each one as it is passed.
 enum PipelineStep {
     /// A message entered the inbox.
     case received
@@ -78,7 +103,7 @@ enum Inbound {
 }
 
 /// One action for the pipeline's owner to run (the handler lookup and the C
-/// call are the owner's: `CommandPipeline.runAction`).
+/// call are the owner's: `PipelineOwner.runAction`).
 struct ActionCall {
     let command: Command
     let strings: CommandStrings
@@ -123,7 +148,7 @@ enum Pipeline {
 /// | publish: outbox, request IDs, resend after reconnect or timeout | `sendRequest`, `sendDue` |
 /// | acknowledgement: outbox and ledger | `handleReply` |
 /// | the gateway's own requests answered (onboarding, removal, list read) | `endNodeReplied` (Gateway/) |
-/// | the remote configuration | `onConfig` (the owner's) |
+/// | the remote configuration | `PipelineOwner.applyRemoteConfig` |
 ///
 /// Its state is behind one lock of its own (`state`); no user code runs
 /// with it held. The owner (Thing) keeps identity, configuration, the
@@ -131,7 +156,7 @@ enum Pipeline {
 /// it is connected (`attach`/`detach`). Generic over the transport and the
 /// clock so that the fast tests run it with fakes (no broker), and the
 /// Embedded build specialises it for `MqttClient`.
-final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable {
+final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @unchecked Sendable {
     typealias Held = (commandID: String, thingID: String, body: [UInt8])
 
     /// The limits the owner's configuration sets (THINGIF_OPT_*).
@@ -184,20 +209,16 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// Per-handle prefix of request IDs, so replies of an older run are not
     /// taken for this one's.
     let requestPrefix: String
-    /// Runs one action's handler; nil when the handler deferred its result
-    /// (it comes later through `complete`). Set once by the owner, before
-    /// the first message.
-    var runAction: (ActionCall) -> ActionResult? = { .failure($0.name, "no action runner") }
-    /// The thing's wall clock (epoch ms) that judges an arriving command's
-    /// expiry: the owner's (thingif_set_clock), else the system's.
-    var wallClock: () -> Int64 = { Platform.epochMs() }
-    /// Test hook: told every step passed, with the commandID when one is known.
-    var checkpoint: ((PipelineStep, String?) -> Void)?
+    /// The handlers, the remote configuration, the wall clock and the
+    /// end-node callback (PipelineOwner). unowned(unsafe): the owner owns
+    /// the pipeline and outlives it.
+    unowned(unsafe) let owner: O
 
     init(
-        storage: Storage, appID: String, clock: C, logger: Logger, requestPrefix: String,
+        owner: O, storage: Storage, appID: String, clock: C, logger: Logger, requestPrefix: String,
         outboxCapacity: Int = Pipeline.defaultOutboxCapacity, ledgerCapacity: Int = Pipeline.defaultLedgerCapacity
     ) {
+        self.owner = owner
         self.storage = storage
         self.appID = appID
         self.clock = clock
@@ -224,7 +245,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     }
 
     @inline(__always) private func passed(_ step: PipelineStep, _ id: String? = nil) {
-        if let checkpoint { checkpoint(step, id) }
+        owner.passed(step, id)
     }
 
     // MARK: the owner's settings
@@ -445,7 +466,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             }
             switch inbound[i] {
             case .reply: handleReply(m)
-            case .config: onConfig(m.payload)
+            case .config: owner.applyRemoteConfig(m.payload)
             case .other: logger.debug("ignored a message on \(m.topic)")
             case .command, .cancel, .membership: continue  // taken above
             }
@@ -467,12 +488,6 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         if let id = CommandCancel.commandID(of: m.payload) { return .cancel(id, to) }
         return .command(to)
     }
-
-    /// The remote configuration (p/{mqttTopic}/config): the owner's.
-    var onConfig: ([UInt8]) -> Void = { _ in }
-    /// A gateway's end node joined, was refused, left or was renamed: the
-    /// owner tells the firmware (loop thread, no lock held).
-    var onEndNode: (EndNodeNotice) -> Void = { _ in }
 
     // MARK: admission
 
@@ -554,7 +569,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 return
             }
             if command.expiresAt != nil {
-                let now = wallClock()
+                let now = owner.epochNow()
                 let skew = state.withLock { $0.limits.expirySkewMs }
                 if CommandExpiry.isExpired(expiresAt: command.expiresAt, now: now, skewToleranceMs: skew) {
                     logger.warning(
@@ -667,7 +682,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     let call = ActionCall(
                         command: command, strings: strings, target: target, alias: g.alias, name: name,
                         params: params, index: index)
-                    if let result = runAction(call) {
+                    if let result = owner.runAction(call) {
                         complete(command.id, index: index, result: result)
                     }
                 }
