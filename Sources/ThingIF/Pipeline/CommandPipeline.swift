@@ -153,9 +153,11 @@ enum Pipeline {
 /// Its state is behind one lock of its own (`state`); no user code runs
 /// with it held. The owner (Thing) keeps identity, configuration, the
 /// connection and the handlers, and hands the pipeline the transport while
-/// it is connected (`attach`/`detach`). Generic over the transport and the
-/// clock so that the fast tests run it with fakes (no broker), and the
-/// Embedded build specialises it for `MqttClient`.
+/// it is connected (`attach`/`detach`); it is given once, at creation, as
+/// the pipeline's `PipelineOwner`. Whom each command is for is the target
+/// resolver's (`GatewayTargets`, Gateway/). Generic over the transport, the
+/// clock and the owner so that the fast tests run it with fakes (no
+/// broker), and the Embedded build specialises it for `MqttClient`.
 final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @unchecked Sendable {
     typealias Held = (commandID: String, thingID: String, body: [UInt8])
 
