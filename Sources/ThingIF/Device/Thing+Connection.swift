@@ -178,7 +178,7 @@ extension Thing {
                         topic: Topics.status(clientID: client.clientID), payload: Array("online".utf8),
                         qos: 1, retain: true)
                     // A gateway's end nodes: this run's word on each.
-                    if Gateways.built { self.pipeline.publishEndNodeStatuses() }
+                    self.pipeline.publishEndNodeStatuses()
                 }
             }
             client.onMessage = { [unowned(unsafe) self] m in self.received(m) }
@@ -258,7 +258,7 @@ extension Thing {
         let topic = client.clientID
         _ = client.subscribe(topic, qos: 1)
         _ = client.subscribe(Topics.config(clientID: topic), qos: 1)
-        if Gateways.built && pipeline.isGateway {
+        if pipeline.isGateway {
             _ = client.subscribe(Topics.endNodeCommands(clientID: topic, endNode: "+"), qos: 1)
         }
         let (_, mid) = client.subscribe(Topics.response(clientID: topic), qos: 1)
@@ -269,7 +269,7 @@ extension Thing {
         }
         pipeline.attach(client)
         logger.info("connected; commands arrive on \(topic)")
-        if Gateways.built { pipeline.syncEndNodes() }
+        pipeline.syncEndNodes()
         sendDue()
     }
 }

@@ -3,7 +3,7 @@
 import CThingIF
 
 /// The pipeline of the library: libmosquitto and the system clock.
-typealias DevicePipeline = CommandPipeline<MqttClient, SystemClock>
+typealias DevicePipeline = CommandPipeline<MqttClient, SystemClock, Thing>
 
 /// The engine behind one `thingif_t`: identity, configuration, the
 /// connection, handlers, automation and threads. Commands and requests to
@@ -83,7 +83,9 @@ final class Thing: @unchecked Sendable {
     let shared: Locked<Shared>
     /// The way of commands and results: inbox, admission, ledger, running,
     /// group commit, outbox and publish (Pipeline/CommandPipeline.swift).
-    let pipeline: DevicePipeline
+    /// Set once, at the end of init (it is given the thing itself); never
+    /// nil after.
+    private(set) var pipeline: DevicePipeline!
     /// C copy of the thingID for thingif_thing_id().
     let thingIDCString = Locked<UnsafeMutablePointer<CChar>?>(nil)
     /// C copies of end nodes' thingIDs for thingif_end_node_thing_id(), by thingID.
@@ -97,16 +99,12 @@ final class Thing: @unchecked Sendable {
         let log = Logger()
         logger = log
         shared = Locked(Shared(automation: Automation(storage: s)))
+        // The thing is the pipeline's owner (PipelineOwner): made once self
+        // is whole, before any other call can reach it.
         pipeline = DevicePipeline(
-            storage: s, appID: appID, clock: SystemClock(), logger: log,
+            owner: self, storage: s, appID: appID, clock: SystemClock(), logger: log,
             requestPrefix: Platform.randomHex(bytes: 4))
         if let problem = shared.withLock({ $0.automation.loadProblem }) { logger.error(Text(problem)) }
-        // unowned(unsafe): the thing owns the pipeline, which calls these only
-        // from the thing's own calls into it.
-        pipeline.runAction = { [unowned(unsafe) self] call in self.runAction(call) }
-        pipeline.onConfig = { [unowned(unsafe) self] payload in self.applyRemoteConfig(payload) }
-        pipeline.wallClock = { [unowned(unsafe) self] in self.epochNow() }
-        if Gateways.built { pipeline.onEndNode = { [unowned(unsafe) self] notice in self.notify(notice) } }
     }
 
     deinit {
@@ -151,3 +149,8 @@ final class Thing: @unchecked Sendable {
     }
 
 }
+
+/// The pipeline's calls into the thing: action handlers
+/// (RunningCommand.swift), the remote configuration and the wall clock
+/// (AutomationEngine.swift), end-node notices (Gateway/Thing+EndNodes.swift).
+extension Thing: PipelineOwner {}

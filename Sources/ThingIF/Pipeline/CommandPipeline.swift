@@ -12,9 +12,34 @@ struct SystemClock: PipelineClock {
     @inline(__always) func nowMs() -> Int64 { Platform.nowMs() }
 }
 
+/// What the pipeline asks of its owner (the Thing; a test's rig), given
+/// once, at creation. A generic parameter, not closures set afterwards: the
+/// calls are direct, and no message can meet a pipeline not wired yet.
+protocol PipelineOwner: AnyObject {
+    /// Runs one action's handler (the handler lookup and the C call); nil
+    /// when the handler deferred its result (it comes later through
+    /// `complete`).
+    func runAction(_ call: ActionCall) -> ActionResult?
+    /// The remote configuration (p/{mqttTopic}/config).
+    func applyRemoteConfig(_ payload: [UInt8])
+    /// The thing's wall clock (epoch ms), which judges an arriving
+    /// command's expiry: thingif_set_clock's, else the system's.
+    func epochNow() -> Int64
+    /// A gateway's end node joined, was refused, left or was renamed: the
+    /// firmware is told (loop thread, no lock held).
+    func notify(_ notice: EndNodeNotice)
+    /// Test hook: told every step passed, with the commandID when one is
+    /// known (the Thing's does nothing, and is compiled away).
+    func passed(_ step: PipelineStep, _ commandID: String?)
+}
+
+extension PipelineOwner {
+    @inline(__always) func passed(_ step: PipelineStep, _ commandID: String?) {}
+}
+
 /// The points between two steps of a command's way through the pipeline:
-/// where a crash can cut it. `CommandPipeline.checkpoint` (a test hook)
-/// is told each one as it is passed.
+/// where a crash can cut it. `PipelineOwner.passed` (a test hook) is told
+/// each one as it is passed.
 enum PipelineStep {
     /// A message entered the inbox.
     case received
@@ -30,51 +55,6 @@ enum PipelineStep {
     case published
     /// The framework's answer removed a request from the outbox.
     case acknowledged
-}
-
-/// Whom a command is for: the thing itself, or (on a gateway) one of its
-/// end nodes, named by the topic it came on (docs/GATEWAYS.md §5). A class:
-/// the pipeline hands it along every step, and a reference costs one retain
-/// where a struct of strings is copied field by field (the library's size).
-final class CommandTarget {
-    /// Why a gateway does not run a command for an end node.
-    enum Refusal {
-        /// The gateway does not carry it (NOT_REGISTERED).
-        case notRegistered
-        /// Its removal waits for the framework (REMOVED).
-        case removed
-    }
-
-    /// Where its results go.
-    let thingID: String
-    /// The end node's thingID (the ledger's "e"); nil: the thing's own.
-    let endNode: String?
-    /// The end node's vendorThingID, for the handler; nil for the thing's
-    /// own, and for an end node the gateway does not carry.
-    let vendorThingID: String?
-    let refusal: Refusal?
-
-    init(thingID: String, endNode: String?, vendorThingID: String?, refusal: Refusal?) {
-        self.thingID = thingID
-        self.endNode = endNode
-        self.vendorThingID = vendorThingID
-        self.refusal = refusal
-    }
-
-    static func own(_ thingID: String) -> CommandTarget {
-        CommandTarget(thingID: thingID, endNode: nil, vendorThingID: nil, refusal: nil)
-    }
-
-    /// The refusal's reason (data.reason) and message.
-    var refusalText: (reason: String, message: String)? {
-        switch refusal {
-        case nil: return nil
-        case .notRegistered?:
-            return ("NOT_REGISTERED", str("end node \(thingID) is not registered on this gateway"))
-        case .removed?:
-            return ("REMOVED", str("end node \(thingID) (\(vendorThingID ?? "")) is being removed from this gateway"))
-        }
-    }
 }
 
 /// What the pipeline made of a received command before running anything.
@@ -100,8 +80,30 @@ enum CommandAdmission {
     }
 }
 
+/// What a received message is (CommandPipeline.classify): told once, then
+/// each step of `runBatch` takes the kind it handles.
+enum Inbound {
+    case command(Addressee)
+    case cancel(String, Addressee)
+    /// A gateway's membership event from the hub, taken as it was told
+    /// (`takeMembership`), or one malformed or about another end node,
+    /// dropped: never run as a command.
+    case membership
+    case reply
+    case config
+    case other
+
+    /// Whom a command or a cancel is addressed to.
+    var addressee: Addressee? {
+        switch self {
+        case .command(let to), .cancel(_, let to): return to
+        default: return nil
+        }
+    }
+}
+
 /// One action for the pipeline's owner to run (the handler lookup and the C
-/// call are the owner's: `CommandPipeline.runAction`).
+/// call are the owner's: `PipelineOwner.runAction`).
 struct ActionCall {
     let command: Command
     let strings: CommandStrings
@@ -131,23 +133,32 @@ enum Pipeline {
 ///
 /// | step | owner (method) |
 /// |---|---|
-/// | inbox: bounded, oversized dropped | `received(_:)` |
-/// | taking a batch (commands wait while results fill the outbox) | `processInbox(canRead:)` |
+/// | inbox: bounded, oversized dropped (a nameable command reported dropped) | `received(_:)`, `reportDropped` |
+/// | taking a batch (commands wait while results fill the outbox; commands that waited for the end-node list first) | `processInbox(canRead:)`, `GatewayTargets.takeAwaiting` |
+/// | classifying each message once: command, cancel, membership event, reply, configuration | `classify` |
+/// | membership events (a gateway's): the registry, the firmware told | `classify` → `takeMembership`, `endNodeEvent` (Gateway/) |
+/// | whom each command is for: the thing's own target, an end node's, a refusal, or held for the list read | `resolveTargets` → `GatewayTargets.target(for:)`, `holdForList` |
+/// | cancels: recorded in the ledger before the batch's commands | `cancel` |
 /// | admission: decode, dedupe against running and the ledger, record "started" | `admit` |
 /// | group commit of the starts (one sync) | `runBatch` |
+/// | refusals (an end node not carried or being removed), expiry | `execute` |
 /// | running: actions in order, results by index | `run`, `complete` |
 /// | held results: "done" recorded, waiting for the batch's sync | `complete` → `heldResults` |
 /// | group commit of the results, then publish | `publishDurably` |
 /// | publish: outbox, request IDs, resend after reconnect or timeout | `sendRequest`, `sendDue` |
 /// | acknowledgement: outbox and ledger | `handleReply` |
+/// | the gateway's own requests answered (onboarding, removal, list read) | `endNodeReplied` (Gateway/) |
+/// | the remote configuration | `PipelineOwner.applyRemoteConfig` |
 ///
 /// Its state is behind one lock of its own (`state`); no user code runs
 /// with it held. The owner (Thing) keeps identity, configuration, the
 /// connection and the handlers, and hands the pipeline the transport while
-/// it is connected (`attach`/`detach`). Generic over the transport and the
-/// clock so that the fast tests run it with fakes (no broker), and the
-/// Embedded build specialises it for `MqttClient`.
-final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable {
+/// it is connected (`attach`/`detach`); it is given once, at creation, as
+/// the pipeline's `PipelineOwner`. Whom each command is for is the target
+/// resolver's (`GatewayTargets`, Gateway/). Generic over the transport, the
+/// clock and the owner so that the fast tests run it with fakes (no
+/// broker), and the Embedded build specialises it for `MqttClient`.
+final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @unchecked Sendable {
     typealias Held = (commandID: String, thingID: String, body: [UInt8])
 
     /// The limits the owner's configuration sets (THINGIF_OPT_*).
@@ -187,36 +198,9 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         /// When each outbox item was last sent on this connection.
         var sentAt: [ByteKey: Int64] = [:]
         var requestCounter = 0
-        /// The handle is a gateway (thingif_set_layout_position): end-node
-        /// topics are its commands.
-        var gateway = false
-        /// The end nodes it carries (persisted; CommandPipeline+EndNodes.swift).
-        var endNodes: EndNodeRegistry
-        /// The thing's own target, shared by its commands (see `own`).
-        var ownTarget: CommandTarget?
-
-        /// The target of the thing's own commands: made once per thingID, so
-        /// that a command for the thing itself allocates none.
-        mutating func own(_ thingID: String) -> CommandTarget {
-            if let t = ownTarget, t.thingID.equals(thingID) { return t }
-            let t = CommandTarget.own(thingID)
-            ownTarget = t
-            return t
-        }
-
-        /// The end nodes' thingIDs the list read since the last connect has
-        /// named so far, or that the hub's events and answers named
-        /// meanwhile; nil while no read runs.
-        var syncSeen: Set<ByteKey>?
-        /// The end nodes forgotten while the read runs: a page answered
-        /// before their removal must not bring them back.
-        var syncForgotten: Set<ByteKey> = []
-        /// Commands for end nodes the registry does not hold, received while
-        /// the read runs (a new handle does not know them yet, and the hub
-        /// may deliver on the retained status of the one before): taken by
-        /// the first pass after the read, refused only then. At most
-        /// limits.inboxMax; beyond, refused at once.
-        var awaitingList: [TransportMessage] = []
+        /// Whom each command is for: the thing's own target and, on a
+        /// gateway, its end nodes (the target resolver, Gateway/).
+        var targets: GatewayTargets
     }
 
     let state: Locked<State>
@@ -227,20 +211,16 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// Per-handle prefix of request IDs, so replies of an older run are not
     /// taken for this one's.
     let requestPrefix: String
-    /// Runs one action's handler; nil when the handler deferred its result
-    /// (it comes later through `complete`). Set once by the owner, before
-    /// the first message.
-    var runAction: (ActionCall) -> ActionResult? = { .failure($0.name, "no action runner") }
-    /// The thing's wall clock (epoch ms) that judges an arriving command's
-    /// expiry: the owner's (thingif_set_clock), else the system's.
-    var wallClock: () -> Int64 = { Platform.epochMs() }
-    /// Test hook: told every step passed, with the commandID when one is known.
-    var checkpoint: ((PipelineStep, String?) -> Void)?
+    /// The handlers, the remote configuration, the wall clock and the
+    /// end-node callback (PipelineOwner). unowned(unsafe): the owner owns
+    /// the pipeline and outlives it.
+    unowned(unsafe) let owner: O
 
     init(
-        storage: Storage, appID: String, clock: C, logger: Logger, requestPrefix: String,
+        owner: O, storage: Storage, appID: String, clock: C, logger: Logger, requestPrefix: String,
         outboxCapacity: Int = Pipeline.defaultOutboxCapacity, ledgerCapacity: Int = Pipeline.defaultLedgerCapacity
     ) {
+        self.owner = owner
         self.storage = storage
         self.appID = appID
         self.clock = clock
@@ -250,8 +230,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             State(
                 ledger: CommandLedger(storage: storage, capacity: ledgerCapacity),
                 outbox: Outbox(storage: storage, capacity: outboxCapacity),
-                endNodes: EndNodeRegistry(storage: storage)))
-        if let problem = state.withLock({ $0.endNodes.problem }) { logger.error(Text(problem)) }
+                targets: GatewayTargets(storage: storage)))
+        if let problem = state.withLock({ $0.targets.registry.problem }) { logger.error(Text(problem)) }
         // Results the framework had not acknowledged before the restart go
         // out again from the outbox (the ledger kept them).
         state.withLock { s in
@@ -267,7 +247,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     }
 
     @inline(__always) private func passed(_ step: PipelineStep, _ id: String? = nil) {
-        if let checkpoint { checkpoint(step, id) }
+        owner.passed(step, id)
     }
 
     // MARK: the owner's settings
@@ -323,7 +303,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             if m.payload.count > s.limits.maxPayload {
                 // A command whose commandID its first bytes give is reported
                 // as dropped, so that it gets an outcome.
-                if let id = s.identity, let target = Self.target(of: m.topic, identity: id, &s),
+                if let id = s.identity,
+                    let to = GatewayTargets.addressee(of: m.topic, identity: id, gateway: s.targets.gateway),
                     s.droppedCommands.count < s.limits.inboxMax,
                     let commandID = Command.recoverID(m.payload)
                 {
@@ -333,7 +314,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                             str(
                                 "dropped a command of \(m.payload.count) bytes: over the limit of \(s.limits.maxPayload) bytes (THINGIF_OPT_MAX_PAYLOAD)"
                             ),
-                            target
+                            s.targets.target(for: to, identity: id)
                         ))
                 }
                 return (s.limits.maxPayload, false)
@@ -366,7 +347,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         for d in drops { reportDropped(d.id, reason: d.reason, target: d.target) }
         var owed: [Held] = []
         while true {
-            let taken = state.withLock { s -> ([TransportMessage], Identity, Int)? in
+            let taken = state.withLock { s -> ([TransportMessage], Identity, Int, Bool)? in
                 guard let id = s.identity else { return nil }
                 // Results are never dropped: while they fill the outbox, new
                 // commands wait here until the framework answers. The replies
@@ -378,14 +359,11 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 // commands that bring the inbox below its bound are taken.
                 var commandsTaken =
                     s.outbox.resultCount >= s.outbox.capacity ? max(0, s.inbox.count - s.limits.inboxMax + 1) : Int.max
-                var batch: [TransportMessage] = []
-                if s.syncSeen == nil && !s.awaitingList.isEmpty {
-                    batch = s.awaitingList
-                    s.awaitingList.removeAll()
-                }
+                var batch = s.targets.takeAwaiting()
                 var waiting: [TransportMessage] = []
+                let gateway = s.targets.gateway
                 for m in s.inbox {
-                    if !Self.isCommandTopic(m.topic, identity: id, gateway: s.gateway) {
+                    if GatewayTargets.addressee(of: m.topic, identity: id, gateway: gateway) == nil {
                         batch.append(m)
                     } else if commandsTaken > 0 {
                         batch.append(m)
@@ -397,10 +375,10 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 guard !batch.isEmpty else { return nil }
                 s.inbox = waiting
                 s.batching = true
-                return (batch, id, s.limits.maxPayload)
+                return (batch, id, s.limits.maxPayload, gateway)
             }
-            guard let (batch, identity, maxPayload) = taken else { break }
-            runBatch(batch, identity: identity, maxPayload: maxPayload, publishing: owed)
+            guard let (batch, identity, maxPayload, gateway) = taken else { break }
+            runBatch(batch, identity: identity, maxPayload: maxPayload, gateway: gateway, publishing: owed)
             owed = state.withLock { s in
                 defer { s.heldResults.removeAll() }
                 return s.heldResults
@@ -447,54 +425,26 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
     /// command, the floor of at-most-once with nothing lost). A crash
     /// within a pass reports its commands that had not run as interrupted
     /// (docs/FAILURE_MODEL.md).
-    func runBatch(_ batch: [TransportMessage], identity: Identity, maxPayload: Int, publishing previous: [Held]) {
-        let topic = identity.endpoint.mqttTopic
-        // Whom each message is for (nil: not a command topic). A gateway's
-        // membership events come first (GATEWAYS.md §4.2): a command
-        // behind an endNodeAdded in the same batch finds its end node.
-        var targets = state.withLock { s in batch.map { Self.target(of: $0.topic, identity: identity, &s) } }
-        for (i, m) in batch.enumerated() where Gateways.built {
-            if let endNode = targets[i]?.endNode, let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
-                endNodeEvent(event)
-                targets[i] = nil
-            } else if targets[i]?.endNode != nil, EndNodeEvent.isEvent(m.payload) {
-                logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
-                targets[i] = nil
-            }
-        }
-        // Resolved after the events: an end node they added or removed. One
-        // unknown while the list read runs waits for its end (`awaitingList`).
-        // A batch with no end node's message (a thing on its own) skips it.
-        if Gateways.built, targets.contains(where: { $0?.endNode != nil }) {
-            state.withLock { s in
-                for i in targets.indices where targets[i]?.endNode != nil {
-                    targets[i] = Self.target(of: batch[i].topic, identity: identity, &s)
-                    if targets[i]?.refusal == .notRegistered, s.syncSeen != nil,
-                        s.awaitingList.count < s.limits.inboxMax
-                    {
-                        s.awaitingList.append(batch[i])
-                        targets[i] = nil
-                    }
-                }
-            }
-        }
+    func runBatch(
+        _ batch: [TransportMessage], identity: Identity, maxPayload: Int, gateway: Bool, publishing previous: [Held]
+    ) {
+        // What each message is, read once (`classify`); a gateway's
+        // membership events are taken there, before any target is resolved.
+        let inbound = batch.map { classify($0, identity: identity, gateway: gateway) }
+        // Whom each command and cancel is for (the resolver).
+        let targets = resolveTargets(batch, inbound, identity: identity)
         // Cancels next: one behind its command in the same batch still
         // reaches it before it runs.
-        var cancels: [Bool] = []
-        cancels.reserveCapacity(batch.count)
         var cancelsRecorded = false
-        for (m, target) in zip(batch, targets) {
-            if let target, let id = CommandCancel.commandID(of: m.payload) {
-                cancels.append(true)
-                if cancel(id, target: target) { cancelsRecorded = true }
-            } else {
-                cancels.append(false)
+        for i in inbound.indices {
+            if case .cancel(let id, _) = inbound[i], let target = targets[i], cancel(id, target: target) {
+                cancelsRecorded = true
             }
         }
         var admitted: [(CommandAdmission, CommandTarget)?] = []
         admitted.reserveCapacity(batch.count)
         for (i, m) in batch.enumerated() {
-            guard let target = targets[i], !cancels[i] else {
+            guard let target = targets[i], case .command = inbound[i] else {
                 admitted.append(nil)
                 continue
             }
@@ -514,25 +464,32 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
         for (i, (m, a)) in zip(batch, admitted).enumerated() {
             if let (a, target) = a {
                 execute(a, target: target)
-            } else if cancels[i] {
                 continue
-            } else if m.topic.equals(Topics.response(clientID: topic)) {
-                handleReply(m)
-            } else if m.topic.equals(Topics.config(clientID: topic)) {
-                onConfig(m.payload)
-            } else if Gateways.built, Topics.parseEndNodeCommands(m.topic) != nil {
-                continue  // an end node's event, taken above
-            } else {
-                logger.debug("ignored a message on \(m.topic)")
+            }
+            switch inbound[i] {
+            case .reply: handleReply(m)
+            case .config: owner.applyRemoteConfig(m.payload)
+            case .other: logger.debug("ignored a message on \(m.topic)")
+            case .command, .cancel, .membership: continue  // taken above
             }
         }
     }
 
-    /// The remote configuration (p/{mqttTopic}/config): the owner's.
-    var onConfig: ([UInt8]) -> Void = { _ in }
-    /// A gateway's end node joined, was refused, left or was renamed: the
-    /// owner tells the firmware (loop thread, no lock held).
-    var onEndNode: (EndNodeNotice) -> Void = { _ in }
+    /// What one received message is, told once by its topic and, on a
+    /// command topic, by its payload: a membership event (an end node's
+    /// topic only, taken at once: `takeMembership`), a cancel
+    /// (CommandCancel), else a command.
+    func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Inbound {
+        guard let to = GatewayTargets.addressee(of: m.topic, identity: identity, gateway: gateway) else {
+            let own = identity.endpoint.mqttTopic
+            if m.topic.equals(Topics.response(clientID: own)) { return .reply }
+            if m.topic.equals(Topics.config(clientID: own)) { return .config }
+            return .other
+        }
+        if case .endNode(let e) = to, takeMembership(m, endNode: e) { return .membership }
+        if let id = CommandCancel.commandID(of: m.payload) { return .cancel(id, to) }
+        return .command(to)
+    }
 
     // MARK: admission
 
@@ -614,7 +571,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                 return
             }
             if command.expiresAt != nil {
-                let now = wallClock()
+                let now = owner.epochNow()
                 let skew = state.withLock { $0.limits.expirySkewMs }
                 if CommandExpiry.isExpired(expiresAt: command.expiresAt, now: now, skewToleranceMs: skew) {
                     logger.warning(
@@ -727,7 +684,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
                     let call = ActionCall(
                         command: command, strings: strings, target: target, alias: g.alias, name: name,
                         params: params, index: index)
-                    if let result = runAction(call) {
+                    if let result = owner.runAction(call) {
                         complete(command.id, index: index, result: result)
                     }
                 }
@@ -915,8 +872,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock>: @unchecked Sendable
             logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
         }
         switch item.kind {
-        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync:
-            if Gateways.built { endNodeReplied(item, reply, retry: retry) }
+        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync: endNodeReplied(item, reply, retry: retry)
         case .results, .state, .other: break
         }
     }

@@ -46,7 +46,7 @@ final class FakeClock: PipelineClock {
     func nowMs() -> Int64 { now }
 }
 
-typealias TestPipeline = CommandPipeline<FakeTransport, FakeClock>
+typealias TestPipeline = CommandPipeline<FakeTransport, FakeClock, PipelineRig>
 
 /// Results as the fake framework saw them published.
 struct PublishedResults {
@@ -56,8 +56,9 @@ struct PublishedResults {
 }
 
 /// One pipeline on one storage directory, with a fake transport and clock,
-/// and a handler that records every action it runs ("c1#0").
-final class PipelineRig {
+/// and a handler that records every action it runs ("c1#0"). The rig is the
+/// pipeline's owner (PipelineOwner).
+final class PipelineRig: PipelineOwner {
     static let topic = "th-topic"
     static let identity = Identity(
         appID: "app", vendorThingID: nil, thingID: "th.1", accessToken: "token",
@@ -69,29 +70,40 @@ final class PipelineRig {
     let storage: Storage
     let clock = FakeClock()
     let transport = FakeTransport(clientID: PipelineRig.topic)
-    let pipeline: TestPipeline
+    private(set) var pipeline: TestPipeline!
     var runs: [String] = []
     var steps: [(step: PipelineStep, id: String?)] = []
     /// The handler's answer; nil defers the result.
     var answer: (ActionCall) -> ActionResult? = { ActionResult(name: $0.name, succeeded: true) }
     var onRun: (ActionCall) -> Void = { _ in }
     var onStep: (PipelineStep, String?) -> Void = { _, _ in }
+    /// Where end-node notices go (EndNodePipelineTests' `gateway()`).
+    var endNodeNotices: GatewayNotices?
 
     init(dir: String? = nil) throws {
         self.dir = try dir ?? makeTempDirectory(prefix: "thingif-pipeline")
         storage = try #require(Storage(directory: self.dir))
-        pipeline = TestPipeline(storage: storage, appID: "app", clock: clock, logger: Logger(), requestPrefix: "rq")
+        pipeline = TestPipeline(
+            owner: self, storage: storage, appID: "app", clock: clock, logger: Logger(), requestPrefix: "rq")
         pipeline.adopt(Self.identity)
-        pipeline.runAction = { [unowned self] call in
-            runs.append("\(call.command.id)#\(call.index)")
-            onRun(call)
-            return answer(call)
-        }
-        pipeline.checkpoint = { [unowned self] step, id in
-            steps.append((step, id))
-            onStep(step, id)
-        }
         transport.deliver = { [unowned self] m in pipeline.received(m) }
+    }
+
+    // MARK: PipelineOwner
+
+    func runAction(_ call: ActionCall) -> ActionResult? {
+        runs.append("\(call.command.id)#\(call.index)")
+        onRun(call)
+        return answer(call)
+    }
+
+    func applyRemoteConfig(_ payload: [UInt8]) {}
+    func epochNow() -> Int64 { Platform.epochMs() }
+    func notify(_ notice: EndNodeNotice) { endNodeNotices?.list.append(notice) }
+
+    func passed(_ step: PipelineStep, _ commandID: String?) {
+        steps.append((step, commandID))
+        onStep(step, commandID)
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: dir) }

@@ -16,7 +16,7 @@ extension PipelineRig {
     func gateway() -> GatewayNotices {
         let notices = GatewayNotices()
         pipeline.setGateway(true)
-        pipeline.onEndNode = { notices.list.append($0) }
+        endNodeNotices = notices
         return notices
     }
 

@@ -2,21 +2,6 @@
 
 import CThingIF
 
-/// Whether this build carries gateways (docs/GATEWAYS.md §8). CMake's
-/// -DTHINGIF_GATEWAYS=OFF compiles with THINGIF_NO_GATEWAYS: every path into
-/// the gateway code is then a constant false, so --gc-sections drops it, and
-/// the gateway calls answer THINGIF_ERR_UNSUPPORTED
-/// ([gateway-c-api.md](../../../docs/decisions/gateway-c-api.md), Figures).
-enum Gateways {
-    @inline(__always) static var built: Bool {
-        #if THINGIF_NO_GATEWAYS
-            return false
-        #else
-            return true
-        #endif
-    }
-}
-
 /// What a gateway's firmware is told of an end node's membership
 /// (thingif_end_node_cb; the values are enum thingif_end_node_event's).
 struct EndNodeNotice {
@@ -41,7 +26,8 @@ struct EndNodeNotice {
 /// every change of membership; no password, no token; `online` is not kept:
 /// every end node is offline when a handle is created).
 ///
-/// Not thread-safe: the pipeline keeps it behind its lock.
+/// Not thread-safe: the target resolver (GatewayTargets) holds it, in the
+/// pipeline's state, behind the pipeline's lock.
 struct EndNodeRegistry {
     struct Entry {
         var vendorThingID: String

@@ -2,50 +2,66 @@
 
 import CThingIF
 
-/// A gateway's end nodes on the pipeline (docs/GATEWAYS.md §2, §4, §5):
-/// whom a command topic names, the hub's membership events, the answers to
-/// the gateway's onboardings, removals and list reads, and the end nodes'
-/// statuses. The registry (Device/EndNodeRegistry.swift) lives in the
-/// pipeline's state, behind its lock; the firmware hears of each change
-/// through `onEndNode`, on the loop thread, with no lock held.
+/// A gateway's requests and answers on the pipeline (docs/GATEWAYS.md §2,
+/// §4, §5): the firmware's calls about its end nodes, the hub's membership
+/// events, the answers to the gateway's onboardings, removals and list
+/// reads, and the end nodes' statuses. Whom a command is for and the
+/// registry's changes are the target resolver's (GatewayTargets, in the
+/// pipeline's state behind its lock); this is the glue to the outbox and
+/// the transport. The firmware hears of each change through the owner's
+/// `notify` (PipelineOwner), on the loop thread, with no lock held.
 extension CommandPipeline {
-    // MARK: whom a topic names
+    // MARK: whom each message of a batch is for
 
-    /// The thing's own command topic, or (on a gateway) one of its end
-    /// nodes' command topics.
-    static func isCommandTopic(_ topic: String, identity: Identity, gateway: Bool) -> Bool {
-        if topic.equals(identity.endpoint.mqttTopic) { return true }
-        guard Gateways.built, gateway, let (clientID, _) = Topics.parseEndNodeCommands(topic) else { return false }
-        return clientID.equals(identity.endpoint.mqttTopic)
+    /// A membership event on end node `endNode`'s topic (GATEWAYS.md §4.2):
+    /// taken now, while the batch is classified, so that a command behind an
+    /// endNodeAdded in the same batch finds its end node; one malformed or
+    /// about another end node is dropped. False: a command or a cancel.
+    func takeMembership(_ m: TransportMessage, endNode: String) -> Bool {
+        guard Gateways.built else { return false }
+        if let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
+            endNodeEvent(event)
+            return true
+        }
+        guard EndNodeEvent.isEvent(m.payload) else { return false }
+        logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
+        return true
     }
 
-    /// Whom a command on `topic` is for; nil when `topic` is not a command
-    /// topic of this thing. An end node the registry does not hold (or is
-    /// removing) gets a target with a refusal: its commands are answered,
-    /// never run (GATEWAYS.md §7).
-    static func target(of topic: String, identity: Identity, _ s: inout State) -> CommandTarget? {
-        let own = identity.endpoint.mqttTopic
-        if topic.equals(own) { return s.own(identity.thingID) }
-        guard Gateways.built, s.gateway, let (clientID, endNode) = Topics.parseEndNodeCommands(topic),
-            clientID.equals(own)
-        else {
-            return nil
+    /// runBatch's targets, after the batch's membership events: each
+    /// command's and cancel's (nil: neither, or held for the list read). A
+    /// thing on its own gets its one shared target for each.
+    func resolveTargets(_ batch: [TransportMessage], _ inbound: [Inbound], identity: Identity) -> [CommandTarget?] {
+        // Whom each command or cancel is for, resolved after the events. An
+        // end node unknown while the list read runs waits for its end
+        // (GatewayTargets.holdForList).
+        var targets: [CommandTarget?] = []
+        targets.reserveCapacity(batch.count)
+        state.withLock { s in
+            for i in inbound.indices {
+                guard let to = inbound[i].addressee else {
+                    targets.append(nil)
+                    continue
+                }
+                let target = s.targets.target(for: to, identity: identity)
+                if Gateways.built, case .endNode = to,
+                    s.targets.holdForList(batch[i], target: target, bound: s.limits.inboxMax)
+                {
+                    targets.append(nil)
+                } else {
+                    targets.append(target)
+                }
+            }
         }
-        guard let e = s.endNodes.entry(thingID: endNode) else {
-            return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: nil, refusal: .notRegistered)
-        }
-        if e.removing {
-            return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: .removed)
-        }
-        return CommandTarget(thingID: endNode, endNode: endNode, vendorThingID: e.vendorThingID, refusal: nil)
+        return targets
     }
 
     // MARK: the owner's calls
 
     /// thingif_set_layout_position: whether end-node topics are this handle's.
-    func setGateway(_ gateway: Bool) { state.withLock { $0.gateway = gateway } }
-    var isGateway: Bool { state.withLock { $0.gateway } }
-    func setMaxEndNodes(_ n: Int) { state.withLock { $0.endNodes.max = n } }
+    func setGateway(_ gateway: Bool) { state.withLock { $0.targets.isGateway = gateway } }
+    var isGateway: Bool { Gateways.built && state.withLock { $0.targets.isGateway } }
+    func setMaxEndNodes(_ n: Int) { state.withLock { $0.targets.registry.max = n } }
 
     /// thingif_end_node_add: registers `request`'s end node (synced) and
     /// puts its onboarding in the outbox. The end node is online from now.
@@ -57,17 +73,10 @@ extension CommandPipeline {
         let v = request.vendorThingID
         var gw = ""
         let registered = state.withLock { s -> Int32 in
-            guard s.gateway else { return THINGIF_ERR_STATE.code }
+            guard s.targets.gateway else { return THINGIF_ERR_STATE.code }
             guard let id = s.identity else { return THINGIF_ERR_NOT_ONBOARDED.code }
             gw = id.thingID
-            guard s.endNodes.index(vendorThingID: v) == nil else { return THINGIF_ERR_EXISTS.code }
-            guard s.endNodes.entries.count < s.endNodes.max else { return THINGIF_ERR_TOO_MANY.code }
-            s.endNodes.append(.init(vendorThingID: v, thingID: nil, online: true))
-            guard s.endNodes.save(storage) else {
-                s.endNodes.remove(at: s.endNodes.entries.count - 1)
-                return THINGIF_ERR_STORAGE.code
-            }
-            return OK
+            return s.targets.register(v, storage: storage)
         }
         guard registered == OK else {
             if registered == THINGIF_ERR_STORAGE.code {
@@ -81,10 +90,7 @@ extension CommandPipeline {
             what: str("onboarding of end node \(v)"), kind: .endNodeOnboarding)
         if rc != OK {
             // Not in the outbox: not registered either.
-            state.withLock { s in
-                if let i = s.endNodes.index(vendorThingID: v) { s.endNodes.remove(at: i) }
-                _ = s.endNodes.save(storage)
-            }
+            state.withLock { $0.targets.unregister(v, storage: storage) }
         }
         return rc
     }
@@ -96,26 +102,13 @@ extension CommandPipeline {
     func removeEndNode(_ v: String) -> Int32 {
         let step = state.withLock { s -> EndNodeRemovalStep in
             guard let id = s.identity else { return .failed(THINGIF_ERR_NOT_ONBOARDED.code) }
-            guard let i = s.endNodes.index(vendorThingID: v) else { return .failed(THINGIF_ERR_NOT_FOUND.code) }
-            let e = s.endNodes.entries[i]
-            guard let thingID = e.thingID else {
-                s.endNodes.remove(at: i)
-                guard s.endNodes.save(storage) else {
-                    s.endNodes.append(e)
-                    return .failed(THINGIF_ERR_STORAGE.code)
-                }
+            let step = s.targets.removal(v, gateway: id.thingID, storage: storage)
+            if case .forgotten = step {
                 for old in s.outbox.withdraw(where: { Self.onboards($0, vendorThingID: v) }) {
                     s.sentAt[ByteKey(old.id)] = nil
                 }
-                return .forgotten
             }
-            if e.removing { return .failed(OK) }
-            s.endNodes.update(i) { $0.removing = true }
-            guard s.endNodes.save(storage) else {
-                s.endNodes.update(i) { $0.removing = false }
-                return .failed(THINGIF_ERR_STORAGE.code)
-            }
-            return .delete(path: str("things/\(id.thingID)/end-nodes/\(thingID)"))
+            return step
         }
         switch step {
         case .failed(let rc):
@@ -131,10 +124,7 @@ extension CommandPipeline {
                 method: "DELETE", path: path, contentType: nil, body: [], what: str("removal of end node \(v)"),
                 kind: .endNodeRemoval)
             if rc != OK {
-                state.withLock { s in
-                    if let i = s.endNodes.index(vendorThingID: v) { s.endNodes.update(i) { $0.removing = false } }
-                    _ = s.endNodes.save(storage)
-                }
+                state.withLock { $0.targets.removalFailed(v, storage: storage) }
             }
             return rc
         }
@@ -145,9 +135,9 @@ extension CommandPipeline {
     /// next connect's birth message).
     func setEndNodeOnline(_ v: String, online: Bool) -> Int32 {
         let publish = state.withLock { s -> (Int32, (T, String)?) in
-            guard let i = s.endNodes.index(vendorThingID: v) else { return (THINGIF_ERR_NOT_FOUND.code, nil) }
-            s.endNodes.update(i) { $0.online = online }
-            guard let t = s.transport, let e = s.endNodes.entries[i].thingID else { return (OK, nil) }
+            guard let i = s.targets.registry.index(vendorThingID: v) else { return (THINGIF_ERR_NOT_FOUND.code, nil) }
+            s.targets.registry.update(i) { $0.online = online }
+            guard let t = s.transport, let e = s.targets.registry.entries[i].thingID else { return (OK, nil) }
             return (OK, (t, e))
         }
         if let (transport, endNode) = publish.1 { publishStatus(endNode, online: online, on: transport) }
@@ -157,7 +147,7 @@ extension CommandPipeline {
     /// The thingID of the end node `v` (nil: unknown, or not added yet).
     func endNodeThingID(_ v: String) -> Result<String?, StatusError> {
         state.withLock { s in
-            guard let e = s.endNodes.entry(vendorThingID: v) else {
+            guard let e = s.targets.registry.entry(vendorThingID: v) else {
                 return .failure(StatusError(THINGIF_ERR_NOT_FOUND.code))
             }
             return .success(e.thingID)
@@ -165,7 +155,7 @@ extension CommandPipeline {
     }
 
     /// The registry as it is now (a copy).
-    var endNodeEntries: [EndNodeRegistry.Entry] { state.withLock { $0.endNodes.entries } }
+    var endNodeEntries: [EndNodeRegistry.Entry] { state.withLock { $0.targets.registry.entries } }
 
     // MARK: statuses
 
@@ -180,9 +170,10 @@ extension CommandPipeline {
     /// After the thing's birth message: every end node's status, so that
     /// what the broker retains is this run's (all offline at creation).
     func publishEndNodeStatuses() {
+        guard Gateways.built else { return }
         let work = state.withLock { s -> (T, [(String, Bool)])? in
-            guard s.gateway, let t = s.transport else { return nil }
-            return (t, s.endNodes.entries.compactMap { e in e.thingID.map { ($0, e.online) } })
+            guard s.targets.gateway, let t = s.transport else { return nil }
+            return (t, s.targets.registry.entries.compactMap { e in e.thingID.map { ($0, e.online) } })
         }
         guard let (transport, list) = work else { return }
         for (endNode, online) in list { publishStatus(endNode, online: online, on: transport) }
@@ -194,11 +185,11 @@ extension CommandPipeline {
     /// (page by page); the hub's list is the truth (GATEWAYS.md §2). A read
     /// still waiting from the last connection is replaced.
     func syncEndNodes() {
+        guard Gateways.built else { return }
         let ready = state.withLock { s -> Bool in
-            guard s.gateway, s.identity != nil else { return false }
+            guard s.targets.gateway, s.identity != nil else { return false }
             for old in s.outbox.withdraw(where: { $0.kind == .endNodeSync }) { s.sentAt[ByteKey(old.id)] = nil }
-            s.syncSeen = []
-            s.syncForgotten = []
+            s.targets.syncStarted()
             return true
         }
         if ready { requestEndNodePage(after: nil) }
@@ -244,81 +235,32 @@ extension CommandPipeline {
         }
     }
 
-    /// The hub says end node `id` is `v`: a new one, one whose onboarding
-    /// answered, one renamed, or one whose vendorThingID now names another
-    /// thing (the hub's word wins). Notices as GATEWAYS.md §7 says.
+    /// The hub says end node `id` is `v` (GatewayTargets.learn); the
+    /// firmware and the broker are told after the lock.
     private func learned(thingID id: String, vendorThingID v: String, why: String) {
-        var notices: [EndNodeNotice] = []
-        // The status goes out when `id` is new here (a rename changes no topic).
-        var newTopic = true
-        let status = state.withLock { s -> (T, Bool)? in
-            s.syncSeen?.insert(ByteKey(id))
-            let byVendor = s.endNodes.index(vendorThingID: v)
-            let byThing = s.endNodes.index(thingID: id)
-            switch (byVendor, byThing) {
-            case (let i?, let j?) where i == j:
-                return nil  // known as it is
-            case (let i?, nil) where s.endNodes.entries[i].thingID == nil:
-                s.endNodes.update(i) { $0.thingID = id }
-                notices.append(.init(event: .added, vendorThingID: v, thingID: id))
-            case (let i?, let j):
-                // v named another thing here: the hub's word wins.
-                if let j {
-                    let old = s.endNodes.entries[j]
-                    notices.append(.init(event: .removed, vendorThingID: old.vendorThingID, thingID: id))
-                    s.endNodes.remove(at: j)
-                }
-                let k = j.map { $0 < i ? i - 1 : i } ?? i
-                s.endNodes.update(k) { $0.thingID = id }
-                notices.append(.init(event: .changed, vendorThingID: v, thingID: id))
-            case (nil, let j?):
-                newTopic = false
-                s.endNodes.update(j) { $0.vendorThingID = v }
-                notices.append(.init(event: .changed, vendorThingID: v, thingID: id))
-            case (nil, nil):
-                guard s.endNodes.entries.count < EndNodeRegistry.hardMax else {
-                    logger.error(
-                        "end node \(id) (\(v)) not kept: this gateway holds \(EndNodeRegistry.hardMax) already")
-                    return nil
-                }
-                s.endNodes.append(.init(vendorThingID: v, thingID: id))
-                notices.append(.init(event: .added, vendorThingID: v, thingID: id))
-            }
-            if !s.endNodes.save(storage) {
-                logger.error(
-                    "cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(v) kept in memory only")
-            }
-            guard newTopic, let t = s.transport, let e = s.endNodes.entry(thingID: id) else { return nil }
-            return (t, e.online)
+        let (notices, status) = state.withLock { s -> ([EndNodeNotice], (T, Bool)?) in
+            let learned = s.targets.learn(thingID: id, vendorThingID: v, storage: storage, logger: logger)
+            guard let online = learned.status, let t = s.transport else { return (learned.notices, nil) }
+            return (learned.notices, (t, online))
         }
         for n in notices { logger.info("end node \(n.vendorThingID) is thing \(id) (\(why))") }
         if let (transport, online) = status { publishStatus(id, online: online, on: transport) }
-        for n in notices { onEndNode(n) }
+        for n in notices { owner.notify(n) }
     }
 
     /// End node `id` is gone at the hub.
     private func forget(thingID id: String, why: String) {
-        let gone = state.withLock { s -> EndNodeRegistry.Entry? in
-            guard let i = s.endNodes.index(thingID: id) else { return nil }
-            let e = s.endNodes.entries[i]
-            s.endNodes.remove(at: i)
-            if s.syncSeen != nil { s.syncForgotten.insert(ByteKey(id)) }
-            if !s.endNodes.save(storage) {
-                logger.error(
-                    "cannot write \(storage.path(EndNodeRegistry.fileName)); end node \(id)'s removal kept in memory only"
-                )
-            }
-            return e
+        guard let e = state.withLock({ $0.targets.forget(thingID: id, storage: storage, logger: logger) }) else {
+            return
         }
-        guard let e = gone else { return }
         logger.info("end node \(e.vendorThingID) (thing \(id)) \(why)")
-        onEndNode(.init(event: .removed, vendorThingID: e.vendorThingID, thingID: id))
+        owner.notify(.init(event: .removed, vendorThingID: e.vendorThingID, thingID: id))
     }
 
     /// The hub's answer to an onboarding, a removal or a list read (after
     /// the outbox took it out, or kept it for a retry).
     func endNodeReplied(_ item: Outbox.Item, _ reply: KiiResponse, retry: Bool) {
-        guard !retry else { return }
+        guard Gateways.built, !retry else { return }
         switch item.kind {
         case .endNodeOnboarding:
             guard case .success(let j) = JSON.parse(item.body),
@@ -330,17 +272,9 @@ extension CommandPipeline {
             }
             let detail =
                 reply.isSuccess ? "a malformed answer: \(reply.bodyText)" : str("\(reply.status) \(reply.bodyText)")
-            let known = state.withLock { s -> Bool in
-                guard let i = s.endNodes.index(vendorThingID: v), s.endNodes.entries[i].thingID == nil else {
-                    return false
-                }
-                s.endNodes.remove(at: i)
-                _ = s.endNodes.save(storage)
-                return true
-            }
-            guard known else { return }
+            guard state.withLock({ $0.targets.refused(v, storage: storage) }) else { return }
             logger.error("the framework refused end node \(v): \(detail)")
-            onEndNode(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
+            owner.notify(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
         case .endNodeRemoval:
             // 204, or 404: gone either way. A 403 says it is not this
             // gateway's any more: forgotten too.
@@ -350,11 +284,11 @@ extension CommandPipeline {
         case .endNodeSync:
             guard reply.isSuccess, let page = EndNodeListPage.decode(reply.body) else {
                 logger.warning("cannot read the framework's list of end nodes: \(reply.status) \(reply.bodyText)")
-                state.withLock { $0.syncSeen = nil }
+                state.withLock { $0.targets.syncSeen = nil }
                 return
             }
             // A page may predate a removal the hub told meanwhile.
-            let forgotten = state.withLock { $0.syncForgotten }
+            let forgotten = state.withLock { $0.targets.syncForgotten }
             for e in page.entries where !forgotten.contains(ByteKey(e.thingID)) {
                 learned(thingID: e.thingID, vendorThingID: e.vendorThingID, why: "in the framework's list")
             }
@@ -364,23 +298,10 @@ extension CommandPipeline {
             }
             // The whole list is read: an end node with a thingID that it
             // does not name is gone (an onboarding still waiting has none).
-            let gone = state.withLock { s -> [String] in
-                guard let seen = s.syncSeen else { return [] }
-                s.syncSeen = nil
-                s.syncForgotten = []
-                return s.endNodes.entries.compactMap { e in e.thingID.flatMap { seen.contains(ByteKey($0)) ? nil : $0 }
-                }
-            }
+            let gone = state.withLock { $0.targets.syncEnded() }
             for id in gone { forget(thingID: id, why: "not in the framework's list") }
         default:
             return
         }
     }
-}
-
-/// What thingif_end_node_remove() does next (CommandPipeline.removeEndNode).
-enum EndNodeRemovalStep {
-    case failed(Int32)
-    case forgotten
-    case delete(path: String)
 }

@@ -5,7 +5,8 @@ import CThingIF
 /// A gateway's end nodes as the firmware sees them (docs/GATEWAYS.md §8):
 /// the layout, registration, online status, uploads per end node and the
 /// end-node callback. The registry and the requests live in the pipeline
-/// (Pipeline/CommandPipeline+EndNodes.swift); this is the C facade's way in.
+/// (GatewayTargets, Gateway/CommandPipeline+Gateway.swift); this is the C
+/// facade's way in.
 extension Thing {
     /// thingif_set_layout_position: the layout sent at onboarding, and
     /// whether end-node topics are this handle's. Not while a loop runs.
