@@ -31,7 +31,7 @@ extension CommandPipeline {
     /// runBatch's targets, after the batch's membership events: each
     /// command's and cancel's (nil: neither, or held for the list read). A
     /// thing on its own gets its one shared target for each.
-    func resolveTargets(_ batch: [TransportMessage], _ inbound: [Inbound], identity: Identity) -> [CommandTarget?] {
+    func resolveTargets(_ batch: [TransportMessage], _ inbound: [MessageKind], identity: Identity) -> [CommandTarget?] {
         // Whom each command or cancel is for, resolved after the events. An
         // end node unknown while the list read runs waits for its end
         // (GatewayTargets.holdForList).

@@ -82,7 +82,7 @@ enum CommandAdmission {
 
 /// What a received message is (CommandPipeline.classify): told once, then
 /// each step of `runBatch` takes the kind it handles.
-enum Inbound {
+enum MessageKind {
     case command(Addressee)
     case cancel(String, Addressee)
     /// A gateway's membership event from the hub, taken as it was told
@@ -479,7 +479,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
     /// command topic, by its payload: a membership event (an end node's
     /// topic only, taken at once: `takeMembership`), a cancel
     /// (CommandCancel), else a command.
-    func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Inbound {
+    func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> MessageKind {
         guard let to = GatewayTargets.addressee(of: m.topic, identity: identity, gateway: gateway) else {
             let own = identity.endpoint.mqttTopic
             if m.topic.equals(Topics.response(clientID: own)) { return .reply }
