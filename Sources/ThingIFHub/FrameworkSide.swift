@@ -275,15 +275,17 @@ public final class FrameworkSide: @unchecked Sendable {
         }
         let engine = TriggerEngine(store: store, delivery: delivery, lifetimes: options.lifetimes, events: events)
         triggerEngine = engine
-        automation = AutomationConfigs(
+        let automation = AutomationConfigs(
             store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
+        self.automation = automation
         homeAssistant = HomeAssistant(
             store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
             sharedSubscription: options.sharedSubscription, admin: admin, brokerAdmin: options.brokerAdmin)
         authority = ThingAuthority(options: options, store: store, events: events)
-        installations = ThingInstallations(
+        let installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, presence: presence,
             events: events)
+        self.installations = installations
         let endNodes = EndNodes(
             store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
             homeAssistant: homeAssistant)
@@ -321,7 +323,8 @@ public final class FrameworkSide: @unchecked Sendable {
         app = AppAPI(
             store: store, options: options, fastPaths: fastPaths, delivery: delivery, presence: presence,
             triggerEngine: engine, removal: removal, endNodes: endNodes, endNodeRules: endNodeRules,
-            stateUploads: stateUploads, fields: fields, metrics: metrics, admin: admin)
+            stateUploads: stateUploads, fields: fields, metrics: metrics, admin: admin, automation: automation,
+            installations: installations)
     }
 
     // MARK: lifecycle

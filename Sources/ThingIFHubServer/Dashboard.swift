@@ -165,9 +165,7 @@ extension API {
     /// The caller's own SSE installation named in the path (404 for another's).
     func sseInstallation(_ user: UserRecord, _ context: BasicRequestContext) throws -> AppInstallation {
         let id = try param(context, "installationID")
-        guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
-            throw HubError.installationNotFound(id)
-        }
+        let i = try value(hub.app.appInstallation(user: user, id: id))
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
         return i
     }
@@ -195,7 +193,7 @@ extension API {
         guard t.installationID == (try param(context, "installationID")) else {
             throw HubError.forbidden("the ticket is for another installation")
         }
-        guard let u = hub.store.user(id: t.userID) else { throw HubError.invalidToken }
+        guard let u = hub.app.user(id: t.userID) else { throw HubError.invalidToken }
         try spend("user:" + u.userID)
         return u
     }

@@ -33,6 +33,11 @@ public struct AppAPI {
     let fields: ThingFields
     let metrics: HubMetrics
     let admin: BrokerAdmin?
+    /// The automation configs things run by themselves (action sets, timer
+    /// triggers): their owners' calls, behind this door too.
+    public let automation: AutomationConfigs
+    /// The things' MQTT installations, for the endpoint an owner's onboarding hands over.
+    let installations: ThingInstallations
 
     // MARK: users and groups
 

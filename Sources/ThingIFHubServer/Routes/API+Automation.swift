@@ -41,51 +41,51 @@ extension API {
     func putActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, name) = try caller(request, context, "name")
         let body = try await object(request)
-        try value(hub.automation.putActionSet(user: user, thingID: tid, name: name, body: body))
+        try value(hub.app.automation.putActionSet(user: user, thingID: tid, name: name, body: body))
         return Reply.noContent()
     }
 
     func listActionSets(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
         return Reply.json(
-            200, Self.list("actionSets", try value(hub.automation.listActionSets(user: user, thingID: tid))))
+            200, Self.list("actionSets", try value(hub.app.automation.listActionSets(user: user, thingID: tid))))
     }
 
     func deleteActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.automation.deleteActionSet(user: user, thingID: tid, name: name))
+        try value(hub.app.automation.deleteActionSet(user: user, thingID: tid, name: name))
         return Reply.noContent()
     }
 
     func putTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, name) = try caller(request, context, "name")
         let body = try await object(request)
-        try value(hub.automation.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
+        try value(hub.app.automation.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
         return Reply.noContent()
     }
 
     func automationStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
-        return Reply.json(200, try value(hub.automation.status(user: user, thingID: tid)))
+        return Reply.json(200, try value(hub.app.automation.status(user: user, thingID: tid)))
     }
 
     func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid) = try caller(request, context)
         return Reply.json(
-            200, Self.list("timerTriggers", try value(hub.automation.listTimerTriggers(user: user, thingID: tid))))
+            200, Self.list("timerTriggers", try value(hub.app.automation.listTimerTriggers(user: user, thingID: tid))))
     }
 
     func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws
         -> Response
     {
         let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.automation.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
+        try value(hub.app.automation.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
         return Reply.noContent()
     }
 
     func deleteTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.automation.deleteTimerTrigger(user: user, thingID: tid, name: name))
+        try value(hub.app.automation.deleteTimerTrigger(user: user, thingID: tid, name: name))
         return Reply.noContent()
     }
 }

@@ -84,9 +84,7 @@ extension API {
     func events(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let user = try eventsUser(request, context)
         let id = try param(context, "installationID")
-        guard let i = hub.store.appInstallation(id: id), i.userID == user.userID else {
-            throw HubError.installationNotFound(id)
-        }
+        let i = try value(hub.app.appInstallation(user: user, id: id))
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
         let streams = hub.notifications.streams
         let (streamID, stream) = streams.open(id, keepaliveSeconds: HTTPLimits.sseKeepaliveSeconds)

@@ -74,8 +74,7 @@ extension API {
 
     /// True when the request carries a thing's token (not a user's).
     func isThingToken(_ request: Request) -> Bool {
-        let token = bearer(request)
-        return !token.isEmpty && hub.store.thing(accessToken: token) != nil
+        hub.app.isThingToken(bearer(request))
     }
 
 }

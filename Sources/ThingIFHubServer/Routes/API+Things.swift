@@ -134,17 +134,14 @@ extension API {
         switch form.thing {
         case .vendorThingID(let v): vendorThingID = v
         case .thingID(let tid):
-            guard let known = hub.store.thing(id: tid)?.vendorThingID else {
-                throw HubError.thingIDNotFound(tid)
-            }
-            vendorThingID = known
+            vendorThingID = try value(hub.app.vendorThingID(ofThing: tid))
         }
         let outcome = try await costly { [hub] () -> Result<(ThingRecord, MQTTEndpoint?), HubError> in
             hub.app.onboardByOwner(
                 user: user, vendorThingID: vendorThingID, password: form.password, owner: form.owner,
                 thingType: form.thingType, firmwareVersion: form.firmwareVersion,
                 dataGroupingInterval: form.dataGroupingInterval, layoutPosition: form.layoutPosition
-            ).map { ($0, hub.installations.handover(for: $0)) }
+            ).map { ($0, hub.app.handover(for: $0)) }
         }
         let (t, endpoint) = try value(outcome)
         let o = Reply.object([("thingID", t.thingID), ("accessToken", t.accessToken)])

@@ -75,7 +75,7 @@ extension API {
         try spend("login:" + name)
         let u = try value(try await costly { [hub] in hub.app.login(loginName: name, password: password) })
         let o = Reply.object([("access_token", u.accessToken), ("token_type", "Bearer"), ("id", u.userID)])
-        let lifetime = hub.store.secrets.userTokenLifetime
+        let lifetime = hub.app.userTokenLifetime
         if lifetime > 0 { o.set("expires_in", .int(Int(lifetime))) }
         return Reply.json(200, o)
     }
