@@ -302,7 +302,7 @@ public final class FrameworkSide: @unchecked Sendable {
             fastPaths: fastPaths, metrics: metrics, triggerEngine: engine, homeAssistant: homeAssistant, events: events)
         // The thing requests: one handler per request kind, each given what it uses.
         let authorization = RequestAuthorization(store: store)
-        let fields = ThingFields(store: store, events: events, authorization: authorization)
+        let fields = ThingFields(store: store, events: events)
         let handlers = ThingRequests.Handlers(
             onboarding: OnboardingRequests(
                 options: options, store: store, installations: installations, delivery: delivery, metrics: metrics,
@@ -315,7 +315,7 @@ public final class FrameworkSide: @unchecked Sendable {
             endNodes: EndNodeRequests(
                 store: store, endNodeRules: endNodeRules, removal: removal, presence: presence, endNodes: endNodes,
                 events: events, authorization: authorization, maxPage: options.limits.maxHistoryPage),
-            fields: fields)
+            fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization))
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,

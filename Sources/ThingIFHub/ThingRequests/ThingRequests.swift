@@ -45,7 +45,7 @@ public final class ThingRequests: @unchecked Sendable {
         let results: ResultRequests
         let states: StateRequests
         let endNodes: EndNodeRequests
-        let fields: ThingFields
+        let fields: FieldRequests
     }
 
     let options: FrameworkSide.Options
