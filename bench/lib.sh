@@ -118,8 +118,11 @@ cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f
 cpu_sum() {
     local s=0 p c
     for p in "$@"; do
-        c=$(cpu_ns "$p" 2>/dev/null || echo 0)
-        s=$((s + ${c:-0}))
+        # A process that ends while it is read gives a partial figure and a
+        # failed pipeline: the figure, never the figure and a 0 beside it.
+        c=$(cpu_ns "$p" 2>/dev/null) || true
+        [[ "$c" =~ ^[0-9]+$ ]] || c=0
+        s=$((s + c))
     done
     echo "$s"
 }

@@ -115,8 +115,18 @@ struct ThingDeletionTests {
             let late = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: retained) } }
                 .get()
             defer { late.stop() }
-            await offPool { Platform.sleepMs(1000) }
-            #expect(late.messages.withLock { $0.isEmpty }, "still retained: \(late.messages.withLock { $0 })")
+            // A marker published after the subscription arrives after any
+            // retained message, which the broker sends at the subscription:
+            // whatever came before it was retained.
+            let marker = "marker-\(Platform.randomHex(bytes: 4))"
+            _ = late.client.publish(topic: retained[0], payload: Array(marker.utf8), qos: 1)
+            let marked = await offPool {
+                poll(timeoutMs: 30_000) { late.messages.withLock { $0.contains { $0.payload == marker } } }
+            }
+            #expect(marked, "the marker did not come back")
+            let stale = late.messages.withLock { $0.filter { $0.payload != marker } }
+            #expect(stale.isEmpty, "still retained: \(stale)")
+            late.messages.withLock { $0.removeAll() }
             #expect(!e.hub.presence.isOnline(tid))
             #expect(try await e.metrics(token: nil).value("thingif_hub_things_online") == 0)
             // The other hub forgets it when the cleared status reaches it.
