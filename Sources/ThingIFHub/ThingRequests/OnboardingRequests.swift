@@ -80,7 +80,8 @@ final class OnboardingRequests: @unchecked Sendable {
         // The layout's own refusal first: decode refuses it without saying why.
         if case .failure(let r) = LayoutPosition.named(in: j) { return .refusal(400, "INVALID_INPUT_DATA", r.message) }
         guard let o = OnboardingRequest.decode(j) else {
-            return .refusal(400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
+            return .refusal(
+                400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
         }
         if claim != nil && signing == nil { return claimNeedsCSR }
         // Only wrong passwords spend the budget: Kii's SDKs onboard at every

@@ -55,7 +55,8 @@ public enum RequestRoute: Equatable, Sendable {
             self = .states(target: parts[1])
         case (.thingIF, 3) where parts[0] == "targets" && parts[2] == "automation-report":
             self = .automationReport(target: parts[1])
-        case (.thingIF, 3...5) where parts[0] == "things" && (parts[2] == "end-nodes" || parts[2].hasPrefix("end-nodes?")):
+        case (.thingIF, 3...5)
+        where parts[0] == "things" && (parts[2] == "end-nodes" || parts[2].hasPrefix("end-nodes?")):
             let list = parts[2].split(separator: "?", maxSplits: 1).map(String.init)
             // Only the list takes a query string (the gateway's sync at connect).
             guard parts.count == 3 || list.count == 1 else {

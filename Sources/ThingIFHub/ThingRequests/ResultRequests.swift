@@ -61,7 +61,8 @@ final class ResultRequests: @unchecked Sendable {
         {
         case .failure(let refusal): return refusal.answer
         case .success:
-            return actionResults(req, thingID: tid, commandID: commandID, command: read?.command, targets: read?.targets)
+            return actionResults(
+                req, thingID: tid, commandID: commandID, command: read?.command, targets: read?.targets)
         }
     }
 

@@ -50,7 +50,9 @@ final class StateRequests: @unchecked Sendable {
             case .notFound: break
             }
         }
-        return authorization.forTarget(req, target, clientID: clientID) { state(method: req.method, upload: upload, thing: $0) }
+        return authorization.forTarget(req, target, clientID: clientID) {
+            state(method: req.method, upload: upload, thing: $0)
+        }
     }
 
     /// A state upload (`upload`: the body's object as dumped) by `thing`,

@@ -58,9 +58,13 @@ extension API {
             let deadline = Platform.nowMs() + hub.options.cancelWaitMs
             while Platform.nowMs() < deadline {
                 try await Task.sleep(nanoseconds: 25_000_000)
-                if let r = hub.app.cancelAnswer(commandID: cid) { return Reply.json(200, hub.app.commandJSON(try value(r))) }
+                if let r = hub.app.cancelAnswer(commandID: cid) {
+                    return Reply.json(200, hub.app.commandJSON(try value(r)))
+                }
             }
-            if let r = hub.app.cancelAnswer(commandID: cid) { return Reply.json(200, hub.app.commandJSON(try value(r))) }
+            if let r = hub.app.cancelAnswer(commandID: cid) {
+                return Reply.json(200, hub.app.commandJSON(try value(r)))
+            }
             let o = hub.app.commandJSON(try value(hub.app.pendingCancel(commandID: cid)))
             o.set("cancelPending", .bool(true))
             return Reply.json(202, o)

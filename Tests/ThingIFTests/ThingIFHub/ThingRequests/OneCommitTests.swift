@@ -301,10 +301,12 @@ struct OneCommitTests {
             """)
         let a = (rig.thing, rig.topic)
         let first = Thread {
-            rig.hub.thingRequests.handleLane([rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")].map(Inbound.init))
+            rig.hub.thingRequests.handleLane(
+                [rig.state(true, of: a, id: "a1"), rig.state(true, of: other, id: "b1")].map(Inbound.init))
         }
         first.start()
-        hub2.thingRequests.handleLane([rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")].map(Inbound.init))
+        hub2.thingRequests.handleLane(
+            [rig.state(false, of: other, id: "b2"), rig.state(false, of: a, id: "a2")].map(Inbound.init))
         #expect(poll(timeoutMs: 30_000) { rig.replies().count == 2 && rig.replies(on: other.1).count == 2 })
         // Each thing's first upload is Kii's 201, the other 204: which of
         // the two hubs' commits comes first is theirs to decide.

@@ -47,7 +47,7 @@ struct RequestRouteTests {
             "", "p", "p/", "p//status", "px/c1/status", "homeassistant/status", "thingif/th.1/set/mode",
             "p/a/\u{351}b/status", "p/c1/thing-if/apps/app/", "p/c1/nope/apps/app/onboardings",
             "p/c1/thing-if/app/x/onboardings", "c/claim.app.b1/dev-1/resp", "c//dev-1/onboardings",
-            "p/c1/end-nodes/e1/commands",
+            "p/c1/end-nodes/e1/commands"
         ] {
             guard case .other = Self.kind(topic) else {
                 Issue.record("\(topic) should be nothing the hub serves")
@@ -95,7 +95,7 @@ struct RequestRouteTests {
             (.thingIF, "installations", .unknown(bootstrap: false)),
             (.thingIF, "targets/thing:t/states/x", .unknown(bootstrap: false)),
             // Still the bootstrap identity's: never on a request lane.
-            (.kii, "installations/a/b/mqtt-endpoint", .unknown(bootstrap: true)),
+            (.kii, "installations/a/b/mqtt-endpoint", .unknown(bootstrap: true))
         ]
         for (api, path, expected) in rows {
             #expect(RequestRoute(api: api, path: path) == expected, "\(api) \(path)")
@@ -121,7 +121,7 @@ struct RequestRouteTests {
         for (method, path) in [
             ("GET", "onboardings"), ("DELETE", "targets/thing:t/states"), ("POST", "things/t/firmware-version"),
             ("POST", "targets/thing:t/commands/c1/action-results"), ("PUT", "things/gw/end-nodes/e1"),
-            ("DELETE", "things/gw/end-nodes"),
+            ("DELETE", "things/gw/end-nodes")
         ] as [(String, String)] {
             let r = hub.thingRequests.route(
                 KiiRequest(method: method, headers: [], body: []), api: .thingIF, path: path, clientID: "c1")
