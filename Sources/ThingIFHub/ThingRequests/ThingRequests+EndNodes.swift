@@ -68,7 +68,7 @@ extension ThingRequests {
             }
         }
         serve(
-            m, clientID: t.clientID, api: t.api, route: .onboarding, logPath: t.path,
+            m, clientID: t.clientID, route: .onboarding, logPath: t.path,
             replyTopic: Topics.response(clientID: t.clientID), spendsBudget: gateway != nil
         ) { req in
             if let refusal { return .now(refusal) }

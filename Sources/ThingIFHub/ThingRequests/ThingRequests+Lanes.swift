@@ -47,7 +47,7 @@ extension ThingRequests {
     /// The target ("thing:{thingID}") of a message that may share its
     /// lane's transaction (`RequestRoute.sharedCommitTarget`), nil for any other.
     static func sharedCommitTarget(_ m: Inbound) -> String? {
-        guard case .request(let t, let route) = m.kind, t.api == .thingIF else { return nil }
+        guard case .request(_, let route) = m.kind else { return nil }
         return route.sharedCommitTarget
     }
 

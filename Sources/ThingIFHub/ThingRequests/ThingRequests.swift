@@ -4,18 +4,18 @@ import CThingIF
 import ThingIF
 
 /// What things ask of the framework (Kii's thing API), over MQTT and over
-/// HTTP: onboarding, MQTT installations and endpoints, action results,
-/// commands a thing ran by itself, state uploads, its fields and its
-/// automation report, each checked against the thing's token and client ID.
+/// HTTP: the router in front of the request handlers.
 ///
-/// Over MQTT each request on p/{clientID}/thing-if/… or …/api/… is framed,
-/// size- and rate-limited, routed and answered on p/{clientID}/resp only.
-/// libmosquitto's thread only queues (`accept`): bootstrap requests go to
-/// the costly work's pool, the rest to the request lanes, each client's in
-/// order (`open`), where a run of results and states shares one commit
-/// (ThingRequests+Lanes). Given the store, MQTT client and the components it
-/// tells (installations, the things' CA, delivery, notifications, the
-/// triggers, Home Assistant, a thing's removal), never the hub.
+/// Over MQTT each request on p/{clientID}/thing-if/… or …/api/… is
+/// classified once (`Inbound`, `RequestRoute`), framed, size- and
+/// rate-limited, handed to the handler of its kind (`Handlers`) and
+/// answered on p/{clientID}/resp only. libmosquitto's thread only queues
+/// (`accept`): bootstrap requests go to the costly work's pool, the rest to
+/// the request lanes, each client's in order (`open`), where a run of
+/// results and states shares one commit (ThingRequests+Lanes). Statuses,
+/// end nodes' statuses and claims are handled here too. Given the store,
+/// the MQTT client, the handlers and the components it tells of statuses,
+/// never the hub.
 public final class ThingRequests: @unchecked Sendable {
     /// A request as received, for tests and logs.
     public struct Record: Sendable {
@@ -140,11 +140,6 @@ public final class ThingRequests: @unchecked Sendable {
     /// How many times results arrived for a command (of the newest `ResultRequests.countLimit`).
     public func resultPosts(of commandID: String) -> Int { handlers.results.posts(of: commandID) }
 
-    func error(_ status: Int, _ code: String, _ message: String) -> KiiResponse { .refusal(status, code, message) }
-    func error(_ e: HubError) -> KiiResponse { .refusal(e) }
-    func ok(_ status: Int, _ body: JSON? = nil) -> KiiResponse { .answer(status, body) }
-    var storageFailed: KiiResponse { .storageFailed }
-
     /// A request body as the request log keeps it: a thing's password is
     /// not kept.
     static func redacted(_ body: [UInt8], path: String) -> String {
@@ -188,7 +183,7 @@ extension ThingRequests {
         let bootstrap: Bool
         switch m.kind {
         case .request(let t, let route):
-            if route == .onboarding, t.api == .thingIF, Self.headNamesEndNode(message.payload) {
+            if route == .onboarding, Self.headNamesEndNode(message.payload) {
                 if !endNodeTriage.trySubmit({ [weak self] in self?.triageEndNodeOnboarding(m, t) }) {
                     metrics.refused("end_node_onboarding_busy")
                 }
@@ -229,11 +224,11 @@ extension ThingRequests {
             // ID), never on a Response Topic the request names: that would
             // let any client make the hub publish anywhere.
             serve(
-                m, clientID: t.clientID, api: t.api, route: route, logPath: t.path,
+                m, clientID: t.clientID, route: route, logPath: t.path,
                 replyTopic: Topics.response(clientID: t.clientID)
             ) { req in
                 guard t.appID == options.appID else {
-                    return .now(error(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
+                    return .now(.refusal(404, "APP_NOT_FOUND", "app \(t.appID) is not served here"))
                 }
                 return dispatch(req, route: route, path: t.path, clientID: t.clientID)
             }
@@ -305,21 +300,21 @@ extension ThingRequests {
     /// triage's refusals). A `.costly` answer is given from the costly
     /// pool, or 503 SERVICE_BUSY at once when its queue is full.
     func serve(
-        _ m: MqttClient.Message, clientID: String, api: Topics.API, route: RequestRoute, logPath: String,
+        _ m: MqttClient.Message, clientID: String, route: RequestRoute, logPath: String,
         replyTopic: String, spendsBudget: Bool = true, _ handle: (KiiRequest) -> Served
     ) {
         let served: Served
         let request = KiiRequest.decode(m.payload)
         if let req = request {
             if req.body.count > maxBody(route) {
-                served = .now(error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes"))
+                served = .now(.refusal(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes"))
             } else if spendsBudget && !rateLimiter.allow("mqtt:" + clientID, now: Platform.nowMs()) {
-                served = .now(error(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
+                served = .now(.refusal(429, "TOO_MANY_REQUESTS", "too many requests from \(clientID); slow down"))
             } else {
                 served = handle(req)
             }
         } else {
-            served = .now(error(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format"))
+            served = .now(.refusal(400, "INVALID_INPUT_DATA", "the request is not in Kii's MQTT request format"))
         }
         switch served {
         case .now(let reply):
@@ -331,7 +326,8 @@ extension ThingRequests {
             }
             if !queued {
                 answer(
-                    m, request, error(503, "SERVICE_BUSY", "the hub is busy; try again later"), clientID: clientID,
+                    m, request, KiiResponse.refusal(503, "SERVICE_BUSY", "the hub is busy; try again later"),
+                    clientID: clientID,
                     route: route, logPath: logPath, replyTopic: replyTopic)
             }
         }
@@ -363,15 +359,15 @@ extension ThingRequests {
     /// answer goes to c/{CN}/{clientID}/resp, which only that client reads.
     func handleClaim(_ m: MqttClient.Message, name: String, clientID: String) {
         serve(
-            m, clientID: clientID, api: .thingIF, route: .onboarding, logPath: "claim " + name,
+            m, clientID: clientID, route: .onboarding, logPath: "claim " + name,
             replyTopic: Topics.claimResponse(name: name, clientID: clientID)
         ) { req in
             if let refusal = claimRefusal(name) {
                 metrics.refused("claim")
                 events.event("claim onboarding refused: \(refusal)")
-                return .now(error(403, "CLAIM_REFUSED", refusal))
+                return .now(.refusal(403, "CLAIM_REFUSED", refusal))
             }
-            guard req.method == "POST" else { return .now(error(404, "NOT_FOUND", "no \(req.method) onboardings")) }
+            guard req.method == "POST" else { return .now(.refusal(404, "NOT_FOUND", "no \(req.method) onboardings")) }
             return .now(handlers.onboarding.byThing(req, claim: name))
         }
     }
@@ -404,9 +400,9 @@ extension ThingRequests {
         let reply: KiiResponse
         let budgetKey = req.bearerToken.map { "http:" + $0 } ?? (route == .onboarding ? nil : "http:")
         if req.body.count > maxBody(route) {
-            reply = error(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes")
+            reply = KiiResponse.refusal(413, "REQUEST_TOO_LARGE", "the body is larger than \(maxBody(route)) bytes")
         } else if let budgetKey, !rateLimiter.allow(budgetKey, now: Platform.nowMs()) {
-            reply = error(429, "TOO_MANY_REQUESTS", "too many requests with this token; slow down")
+            reply = KiiResponse.refusal(429, "TOO_MANY_REQUESTS", "too many requests with this token; slow down")
         } else {
             reply = self.route(req, route, path: path, clientID: nil)
         }
@@ -475,7 +471,7 @@ extension ThingRequests {
                 handlers.fields.automationReport(req, thingID: $0.thingID)
             }
         default:
-            return error(404, "NOT_FOUND", "no \(req.method) \(path)")
+            return .refusal(404, "NOT_FOUND", "no \(req.method) \(path)")
         }
     }
 }
