@@ -276,7 +276,7 @@ public final class FrameworkSide: @unchecked Sendable {
         let engine = TriggerEngine(store: store, delivery: delivery, lifetimes: options.lifetimes, events: events)
         triggerEngine = engine
         let automation = AutomationConfigs(
-            store: store, client: c, ownership: Ownership(store: store), now: { engine.now() })
+            store: store, client: c, now: { engine.now() })
         self.automation = automation
         homeAssistant = HomeAssistant(
             store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,

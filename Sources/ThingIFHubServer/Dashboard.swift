@@ -130,7 +130,7 @@ extension API {
     // MARK: the dashboard's calls
 
     /// GET …/users/me: who the token belongs to.
-    func me(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func me(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let o = Reply.object([("userID", user.userID)])
         if let l = user.loginName { o.set("loginName", string: l) }
@@ -141,7 +141,7 @@ extension API {
     /// through a group), with what the hub knows of them now: an end
     /// node's `online` is its presence behind its gateway, and it names
     /// its gateway.
-    func myThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func myThings(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let list = JSON.array()
         for t in hub.app.ownedThings(user: user) {
@@ -163,7 +163,7 @@ extension API {
     }
 
     /// The caller's own SSE installation named in the path (404 for another's).
-    func sseInstallation(_ user: UserRecord, _ context: BasicRequestContext) throws -> AppInstallation {
+    func sseInstallation(_ user: UserRecord, _ context: APIContext) throws -> AppInstallation {
         let id = try param(context, "installationID")
         let i = try value(hub.app.appInstallation(user: user, id: id))
         guard i.kind == .sse else { throw HubError.invalid("installation \(id) is \(i.kind.rawValue), not SSE") }
@@ -172,7 +172,7 @@ extension API {
 
     /// POST …/installations/{installationID}/events/tickets (bearer): a
     /// single-use ticket for …/events?ticket=…, valid for a few seconds.
-    func eventTicket(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func eventTicket(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let i = try sseInstallation(user, context)
         let ticket = tickets.issue(userID: user.userID, installationID: i.installationID)
@@ -184,7 +184,7 @@ extension API {
     /// The user of an events request: its bearer token or, for a browser's
     /// EventSource, a ticket for exactly this installation (401 for an
     /// unknown, spent or expired one; 403 for one of another installation).
-    func eventsUser(_ request: Request, _ context: BasicRequestContext) throws -> UserRecord {
+    func eventsUser(_ request: Request, _ context: APIContext) throws -> UserRecord {
         guard let ticket = request.uri.queryParameters.get("ticket") else { return try user(request, context) }
         try checkApp(context)
         guard let t = tickets.redeem(String(ticket)) else {

@@ -155,9 +155,9 @@ public final class HubServer: Service, @unchecked Sendable {
 
     // MARK: routes
 
-    func makeRouter() -> Router<BasicRequestContext> {
-        let router = Router()
-        router.middlewares.add(ErrorBodyMiddleware<BasicRequestContext>(log: log))
+    func makeRouter() -> Router<APIContext> {
+        let router = Router(context: APIContext.self)
+        router.middlewares.add(ErrorBodyMiddleware<APIContext>(log: log))
         let api = API(hub: hub, security: security, tickets: tickets)
 
         router.get("/health") { _, _ in Reply.json(200, Reply.object([("status", "ok")])) }

@@ -40,14 +40,10 @@ extension AppAPI {
     /// grouping interval with samples in [from, to) widened to whole
     /// intervals, oldest first; of `alias`'s state when given.
     public func aggregateStates(
-        user: UserRecord, thingID: String, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64,
+        on owned: OwnedThing, alias: String?, aggregation a: StateAggregation, from: Int64, to: Int64,
         ranges: [StateRange] = []
     ) -> Result<[AggregateBucket], HubError> {
-        let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
-        case .failure(let e): return .failure(e)
-        case .success(let t): thing = t
-        }
+        let (thing, thingID) = (owned.thing, owned.thingID)
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
         if let alias {
             do { try StateAggregation.checkName(alias, "alias") } catch { return .failure(error) }
@@ -67,14 +63,14 @@ extension AppAPI {
     /// Kii's grouped state query: as `stateHistory`, over the whole
     /// grouping intervals the range touches.
     public func groupedStateHistory(
-        user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+        on owned: OwnedThing, from: Int64, to: Int64, paginationKey: String? = nil,
         limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, alias: String? = nil,
         ranges: [StateRange] = []
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
         stateHistory(
-            user: user, thingID: thingID, from: from, to: to, paginationKey: paginationKey,
+            on: owned, from: from, to: to, paginationKey: paginationKey,
             limit: limit, maxPage: maxPage, wholeIntervals: true, alias: alias, ranges: ranges)
     }
 

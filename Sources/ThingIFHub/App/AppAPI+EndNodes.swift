@@ -21,7 +21,7 @@ extension AppAPI {
         let gateway: ThingRecord
         switch ownedGateway(user: user, form.gateway) {
         case .failure(let e): return .failure(e)
-        case .success(let g): gateway = g
+        case .success(let g): gateway = g.thing
         }
         guard identities(of: user).contains(owner) else {
             return .failure(.forbidden("the caller is not \(owner) and not a member of it"))
@@ -38,8 +38,9 @@ extension AppAPI {
     /// The end-node rules with this hub's store, password budget and limits.
 
     /// The gateway a form names, when `user` owns it; 404 THING_NOT_FOUND
-    /// otherwise, by the name the form used.
-    func ownedGateway(user: UserRecord, _ named: EndNodeOnboardingForm.Gateway) -> Result<ThingRecord, HubError> {
+    /// otherwise, by the name the form used. (The one ownership check an
+    /// app call makes itself: the body names the thing, not the path.)
+    func ownedGateway(user: UserRecord, _ named: EndNodeOnboardingForm.Gateway) -> Result<OwnedThing, HubError> {
         switch named {
         case .thingID(let id):
             return ownedThing(user: user, thingID: id).mapError { _ in .thingIDNotFound(id) }
@@ -49,42 +50,30 @@ extension AppAPI {
         }
     }
 
-    /// One page of the end nodes of the gateway `gatewayThingID`, which
-    /// `user` must own (404 THING_NOT_FOUND): at most `limit` (default and
+    /// One page of the end nodes of the owned gateway: at most `limit` (default and
     /// cap `maxPage`), in onboarding order, after the end node the
     /// `paginationKey` of the previous page names. `next` is the key of
     /// the following page, nil after the last. A thing that is no gateway
     /// carries none: an empty page, as the store answers.
     public func endNodes(
-        user: UserRecord, gatewayThingID: String, paginationKey: String?, limit: Int?,
+        of gateway: OwnedThing, paginationKey: String?, limit: Int?,
         maxPage: Int = HubLimits.defaultMaxHistoryPage
     ) -> Result<(endNodes: [ThingRecord], next: String?), HubError> {
-        if case .failure = ownedThing(user: user, thingID: gatewayThingID) {
-            return .failure(.thingIDNotFound(gatewayThingID))
-        }
-        return endNodeRules.page(
-            gatewayThingID: gatewayThingID, paginationKey: paginationKey, limit: limit, maxPage: maxPage)
+        endNodeRules.page(
+            gatewayThingID: gateway.thingID, paginationKey: paginationKey, limit: limit, maxPage: maxPage)
     }
 
-    /// The end node `endNodeThingID` of the gateway `gatewayThingID`, which
-    /// `user` must own (404 THING_NOT_FOUND); 404 END_NODE_NOT_FOUND when
-    /// it is not an end node of that gateway (unknown, removed, a thing of
-    /// another layout, or another gateway's).
-    public func endNode(user: UserRecord, gatewayThingID: String, endNodeThingID: String) -> Result<
-        ThingRecord, HubError
-    > {
-        if case .failure = ownedThing(user: user, thingID: gatewayThingID) {
-            return .failure(.thingIDNotFound(gatewayThingID))
-        }
-        return endNodeRules.endNode(gatewayThingID: gatewayThingID, endNodeThingID: endNodeThingID)
+    /// The end node `endNodeThingID` of the owned gateway; 404
+    /// END_NODE_NOT_FOUND when it is not an end node of that gateway
+    /// (unknown, removed, a thing of another layout, or another gateway's).
+    public func endNode(of gateway: OwnedThing, endNodeThingID: String) -> Result<ThingRecord, HubError> {
+        endNodeRules.endNode(gatewayThingID: gateway.thingID, endNodeThingID: endNodeThingID)
     }
 
-    /// Removes an end node of a gateway `user` owns, as a thing is deleted
+    /// Removes an end node of an owned gateway, as a thing is deleted
     /// (ThingRemoval: the hub's deletion order); the refusals of `endNode`.
-    public func removeEndNode(user: UserRecord, gatewayThingID: String, endNodeThingID: String) -> Result<
-        Void, HubError
-    > {
-        endNode(user: user, gatewayThingID: gatewayThingID, endNodeThingID: endNodeThingID).flatMap {
+    public func removeEndNode(of gateway: OwnedThing, endNodeThingID: String) -> Result<Void, HubError> {
+        endNode(of: gateway, endNodeThingID: endNodeThingID).flatMap {
             removal.remove($0)
         }
     }

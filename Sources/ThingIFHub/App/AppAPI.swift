@@ -157,13 +157,14 @@ public struct AppAPI {
     }
 
     /// The thing when `user` owns it directly or through a group; otherwise
-    /// 404 (an unknown thing and another owner's thing look the same).
-    public func ownedThing(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+    /// 404 (an unknown thing and another owner's thing look the same). The
+    /// one check of ownership: every call on one thing takes its answer.
+    public func ownedThing(user: UserRecord, thingID: String) -> Result<OwnedThing, HubError> {
         ownership.ownedThing(user: user, thingID: thingID)
     }
 
     /// `ownedThing` for the thing `thingID` as the caller read it (nil: unknown).
-    func owned(_ thing: ThingRecord?, user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
+    func owned(_ thing: ThingRecord?, user: UserRecord, thingID: String) -> Result<OwnedThing, HubError> {
         ownership.owned(thing, user: user, thingID: thingID)
     }
 
@@ -172,20 +173,10 @@ public struct AppAPI {
     /// postNewCommand: validates the CommandForm (schema, schemaVersion,
     /// actions, issuer, title, description, metadata), stores the command and
     /// publishes it to the thing.
-    public func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<
+    public func postCommand(on owned: OwnedThing, form: JSON, installationID: String?) -> Result<
         CommandRecord, HubError
     > {
-        ownedThing(user: user, thingID: thingID).flatMap {
-            postCommand(user: user, owned: $0, form: form, installationID: installationID)
-        }
-    }
-
-    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave.
-    /// As `postCommand(user:thingID:…)` for a thing `ownedThing` gave
-    /// (the REST route has checked ownership already: read once).
-    public func postCommand(user: UserRecord, owned thing: ThingRecord, form: JSON, installationID: String?) -> Result<
-        CommandRecord, HubError
-    > {
+        let (user, thing) = (owned.user, owned.thing)
         let command: Command
         // The caller itself needs no lookup; a group issuer reads the groups.
         let me = "user:\(user.userID)"
@@ -218,9 +209,8 @@ public struct AppAPI {
         CommandForm.command(form, issuerAllowed: issuerAllowed)
     }
 
-    public func getCommand(user: UserRecord, thingID: String, commandID: String) -> Result<CommandRecord, HubError> {
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
-        guard let c = store.command(id: commandID), c.thingID == thingID else {
+    public func getCommand(on owned: OwnedThing, commandID: String) -> Result<CommandRecord, HubError> {
+        guard let c = store.command(id: commandID), c.thingID == owned.thingID else {
             return .failure(.commandNotFound(commandID))
         }
         return .success(c)
@@ -229,10 +219,9 @@ public struct AppAPI {
     /// listCommands: ascending; `paginationKey` is the opaque key of the
     /// previous page; `next` is nil after the last page.
     public func listCommands(
-        user: UserRecord, thingID: String, paginationKey: String?,
+        on owned: OwnedThing, paginationKey: String?,
         bestEffortLimit: Int?
     ) -> Result<(commands: [CommandRecord], next: String?), HubError> {
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
         let limit = bestEffortLimit ?? AppLimits.defaultPageSize
         guard limit >= 1 else { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
         let pageSize = min(limit, AppLimits.maxPageSize)
@@ -243,7 +232,7 @@ public struct AppAPI {
             }
             after = seq
         }
-        let page = store.commands(thingID: thingID, afterSeq: after, limit: pageSize + 1)
+        let page = store.commands(thingID: owned.thingID, afterSeq: after, limit: pageSize + 1)
         let shown = Array(page.prefix(pageSize))
         let next = page.count > pageSize ? shown.last.map { String($0.seq) } : nil
         return .success((shown, next))
@@ -282,17 +271,13 @@ public struct AppAPI {
     /// `ranges` keep only the samples that pass them (of `alias`'s state
     /// when given: a query on a trait alias).
     public func stateHistory(
-        user: UserRecord, thingID: String, from: Int64, to: Int64, paginationKey: String? = nil,
+        on owned: OwnedThing, from: Int64, to: Int64, paginationKey: String? = nil,
         limit: Int? = nil, maxPage: Int = HubLimits.defaultMaxHistoryPage, wholeIntervals: Bool = false,
         alias: String? = nil, ranges: [StateRange] = []
     )
         -> Result<(groups: [StateGroup], next: String?), HubError>
     {
-        let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
-        case .failure(let e): return .failure(e)
-        case .success(let t): thing = t
-        }
+        let (thing, thingID) = (owned.thing, owned.thingID)
         guard from >= 0, from < to else { return .failure(.invalid("from must be less than to (milliseconds)")) }
         var (from, to) = (from, to)
         if wholeIntervals {
@@ -397,7 +382,7 @@ public struct AppAPI {
     /// whether it may act on thing `thingID`: as `ownedThing`, from one read
     /// of both (`FastPaths.user(accessToken:thing:)`).
     public func user(token: String, owning thingID: String) -> (
-        user: UserRecord, thing: Result<ThingRecord, HubError>
+        user: UserRecord, thing: Result<OwnedThing, HubError>
     )? {
         fastPaths.user(accessToken: token, thing: thingID).map {
             ($0.user, owned($0.thing, user: $0.user, thingID: thingID))
@@ -407,15 +392,13 @@ public struct AppAPI {
     /// Kii's GET …/things/{thingID}/vendor-thing-id: {"_vendorThingID"} of
     /// a thing the user owns (404 THING_NOT_FOUND for one named by thingID
     /// alone, which has none).
-    public func vendorThingID(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        ownedThing(user: user, thingID: thingID).flatMap { t in
-            guard let v = t.vendorThingID else {
-                return .failure(.thingIDNotFound(thingID))
-            }
-            let o = JSON.object()
-            o.set("_vendorThingID", string: v)
-            return .success(o)
+    public func vendorThingID(of owned: OwnedThing) -> Result<JSON, HubError> {
+        guard let v = owned.thing.vendorThingID else {
+            return .failure(.thingIDNotFound(owned.thingID))
         }
+        let o = JSON.object()
+        o.set("_vendorThingID", string: v)
+        return .success(o)
     }
 
     /// Kii's VendorThingIDUpdateRequest, by an owner:
@@ -423,7 +406,7 @@ public struct AppAPI {
     /// onboarding; the thing then onboards with them. Its tokens and
     /// installations stay. 409 THING_ALREADY_EXISTS when another thing has
     /// that vendorThingID. Runs the password KDF: call it as costly work.
-    public func setVendorThingID(user: UserRecord, thingID: String, body: JSON) -> Result<Void, HubError> {
+    public func setVendorThingID(of owned: OwnedThing, body: JSON) -> Result<Void, HubError> {
         let vendorThingID: String
         let password: String
         do {
@@ -433,11 +416,7 @@ public struct AppAPI {
             return .failure(error)
         }
         if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password) { return .failure(e) }
-        let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
-        case .failure(let e): return .failure(e)
-        case .success(let t): thing = t
-        }
+        let (thing, thingID) = (owned.thing, owned.thingID)
         let hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
         switch store.setVendorThingID(thingID: thingID, vendorThingID: vendorThingID, passwordHash: hash) {
         case .changed:
@@ -457,8 +436,8 @@ public struct AppAPI {
     /// Deletes a thing that `user` owns (directly or through a group): 404
     /// for an unknown thing or another owner's, as for every thing call
     /// (ThingRemoval says what goes).
-    public func deleteThing(user: UserRecord, thingID: String) -> Result<Void, HubError> {
-        ownedThing(user: user, thingID: thingID).flatMap { removal.remove($0) }
+    public func deleteThing(_ owned: OwnedThing) -> Result<Void, HubError> {
+        removal.remove(owned.thing)
     }
 
     /// The things `user` owns directly or through its groups, by thingID.
@@ -471,8 +450,8 @@ public struct AppAPI {
     /// Cancels a command for `user`, who must be allowed to read it (an
     /// owner of its thing; anyone else gets the 404 a read gets); the rest
     /// is CommandDelivery.startCancel's (docs/PROTOCOL.md §9.1).
-    public func startCancel(user: UserRecord, thingID: String, commandID: String) -> CancelStep {
-        switch getCommand(user: user, thingID: thingID, commandID: commandID) {
+    public func startCancel(on owned: OwnedThing, commandID: String) -> CancelStep {
+        switch getCommand(on: owned, commandID: commandID) {
         case .failure(let e): return .answered(.failure(e))
         case .success(let c): return delivery.startCancel(c)
         }
@@ -489,12 +468,8 @@ public struct AppAPI {
     /// of the thing or thing owner"). Stored, kept in the history and
     /// probed by the triggers as the thing's own upload is; the caller has
     /// checked the size limit.
-    public func uploadState(user: UserRecord, thingID: String, method: String, body: [UInt8]) -> KiiResponse {
-        let thing: ThingRecord
-        switch ownedThing(user: user, thingID: thingID) {
-        case .failure(let e): return .refusal(e)
-        case .success(let t): thing = t
-        }
+    public func uploadState(on owned: OwnedThing, method: String, body: [UInt8]) -> KiiResponse {
+        let thing = owned.thing
         guard case .success(let j) = JSON.parse(body), j.isObject else {
             return .refusal(400, "INVALID_INPUT_DATA", "the state must be a JSON object")
         }
@@ -567,14 +542,13 @@ extension AppAPI {
     // MARK: a thing's fields
 
     /// An owner's read of a thing's firmware version or thing type
-    /// (ThingFields, as the thing's own call reads it). The caller has
-    /// checked that the user owns the thing.
-    public func thingField(_ field: ThingField, thingID: String) -> Result<JSON, HubError> {
-        fields.read(field, thingID: thingID)
+    /// (ThingFields, as the thing's own call reads it).
+    public func thingField(_ field: ThingField, of owned: OwnedThing) -> Result<JSON, HubError> {
+        fields.read(field, thingID: owned.thingID)
     }
 
     /// An owner's change of a thing's firmware version or thing type.
-    public func setThingField(_ field: ThingField, thingID: String, body: [UInt8]) -> Result<Void, HubError> {
-        fields.set(field, thingID: thingID, body: body)
+    public func setThingField(_ field: ThingField, of owned: OwnedThing, body: [UInt8]) -> Result<Void, HubError> {
+        fields.set(field, thingID: owned.thingID, body: body)
     }
 }

@@ -13,40 +13,37 @@ import ThingIF
 /// the thing will check the configuration it produces, so the hub never
 /// publishes one that the thing would refuse.
 ///
-/// It is given the store, the MQTT client it publishes with, the ownership
-/// rule the app's API checks (Ownership) and the clock a timer trigger's
-/// fireDate is checked against (the trigger engine's, which tests drive).
+/// It is given the store, the MQTT client it publishes with and the clock a
+/// timer trigger's fireDate is checked against (the trigger engine's, which
+/// tests drive). Its calls on one thing take the `OwnedThing` the app's
+/// door resolved: it checks no ownership itself.
 ///
 /// Threads: every method may be called from any thread; changes are
 /// serialized by `lock`.
 public final class AutomationConfigs: @unchecked Sendable {
     let store: any AutomationStore & ThingStore
     let client: MqttClient
-    let ownership: Ownership
     let now: @Sendable () -> Int64
     /// Serializes changes of the things' automation configs: each reads,
     /// changes, saves and publishes one.
     private let lock = Locked(())
 
     init(
-        store: any AutomationStore & ThingStore, client: MqttClient, ownership: Ownership,
-        now: @escaping @Sendable () -> Int64
+        store: any AutomationStore & ThingStore, client: MqttClient, now: @escaping @Sendable () -> Int64
     ) {
         self.store = store
         self.client = client
-        self.ownership = ownership
         self.now = now
     }
 
     // MARK: reading
 
-    /// The thing, owned by `user`, that can have a configuration: none of
-    /// an end node, which has no p/{mqttTopic}/config of its own
+    /// The owned thing's ID when it can have a configuration: not an end
+    /// node's, which has no p/{mqttTopic}/config of its own
     /// (docs/GATEWAYS.md §3.4): 409 END_NODE_UNSUPPORTED.
-    private func configurable(user: UserRecord, thingID: String) -> Result<ThingRecord, HubError> {
-        ownership.ownedThing(user: user, thingID: thingID).flatMap {
-            $0.layoutPosition == .endNode ? .failure(.endNodeUnsupported($0.thingID, "automation")) : .success($0)
-        }
+    private func configurable(_ owned: OwnedThing) -> Result<String, HubError> {
+        owned.thing.layoutPosition == .endNode
+            ? .failure(.endNodeUnsupported(owned.thingID, "automation")) : .success(owned.thingID)
     }
 
     private func config(of thingID: String) -> (actionSets: [JSON], timerTriggers: [JSON], version: Int64) {
@@ -56,19 +53,19 @@ public final class AutomationConfigs: @unchecked Sendable {
         return (j["actionSets"]?.elements ?? [], j["timerTriggers"]?.elements ?? [], a.version)
     }
 
-    public func listActionSets(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        configurable(user: user, thingID: thingID).map { _ in config(of: thingID).actionSets }
+    public func listActionSets(on owned: OwnedThing) -> Result<[JSON], HubError> {
+        configurable(owned).map { config(of: $0).actionSets }
     }
 
-    public func listTimerTriggers(user: UserRecord, thingID: String) -> Result<[JSON], HubError> {
-        configurable(user: user, thingID: thingID).map { _ in config(of: thingID).timerTriggers }
+    public func listTimerTriggers(on owned: OwnedThing) -> Result<[JSON], HubError> {
+        configurable(owned).map { config(of: $0).timerTriggers }
     }
 
     /// GET …/automation: the version last published (0 before the first
     /// change) and what the thing last said of it ("thingReport", null when
     /// it has said nothing since): whether it applied it, or why it refused it.
-    public func status(user: UserRecord, thingID: String) -> Result<JSON, HubError> {
-        configurable(user: user, thingID: thingID).map { _ in
+    public func status(on owned: OwnedThing) -> Result<JSON, HubError> {
+        configurable(owned).map { thingID in
             let a = store.automation(thingID: thingID)
             let o = JSON.object()
             o.set("version", .int(Int(a?.version ?? 0)))
@@ -99,10 +96,14 @@ public final class AutomationConfigs: @unchecked Sendable {
     /// Reads, changes (the closure throws a HubError to refuse), saves and
     /// publishes the config, under one lock.
     private func changeConfig(
-        user: UserRecord, thingID: String,
+        of owned: OwnedThing,
         _ change: (inout [JSON], inout [JSON]) -> HubError?
     ) -> Result<Void, HubError> {
-        if case .failure(let e) = configurable(user: user, thingID: thingID) { return .failure(e) }
+        let thingID: String
+        switch configurable(owned) {
+        case .failure(let e): return .failure(e)
+        case .success(let id): thingID = id
+        }
         return lock.withLock { _ in
             var (sets, timers, _) = config(of: thingID)
             if let e = change(&sets, &timers) { return .failure(e) }
@@ -162,7 +163,7 @@ public final class AutomationConfigs: @unchecked Sendable {
     }
 
     /// PUT …/action-sets/{name}: {"actions":[{"schema","schemaVersion","action","params"?}…]}.
-    public func putActionSet(user: UserRecord, thingID: String, name: String, body: JSON) -> Result<Void, HubError> {
+    public func putActionSet(on owned: OwnedThing, name: String, body: JSON) -> Result<Void, HubError> {
         if let e = Self.validName(name) { return .failure(e) }
         guard body.isObject, let actions = body["actions"], actions.isArray,
             (1...AutomationLimits.maxActionsPerSet).contains(actions.count)
@@ -181,31 +182,33 @@ public final class AutomationConfigs: @unchecked Sendable {
         case .failure(let m): return .failure(.invalid(m.description))
         case .success(let s): set = AutomationCodec.encode(s)
         }
-        return changeConfig(user: user, thingID: thingID) { sets, _ in
+        return changeConfig(of: owned) { sets, _ in
             Self.upsert(set, named: name, in: &sets, cap: AutomationLimits.maxActionSets, what: "action sets")
         }
     }
 
-    public func deleteActionSet(user: UserRecord, thingID: String, name: String) -> Result<Void, HubError> {
-        changeConfig(user: user, thingID: thingID) { sets, timers in
-            guard let i = Self.named(sets, name) else {
-                return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
+    public func deleteActionSet(on owned: OwnedThing, name: String) -> Result<Void, HubError> {
+        let thingID = owned.thingID
+        return
+            changeConfig(of: owned) { sets, timers in
+                guard let i = Self.named(sets, name) else {
+                    return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
+                }
+                if let user = timers.first(where: { t in
+                    t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false
+                }) {
+                    return HubError(
+                        409, "ACTION_SET_IN_USE",
+                        "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
+                }
+                sets.remove(at: i)
+                return nil
             }
-            if let user = timers.first(where: { t in
-                t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false
-            }) {
-                return HubError(
-                    409, "ACTION_SET_IN_USE",
-                    "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
-            }
-            sets.remove(at: i)
-            return nil
-        }
     }
 
     /// PUT …/timer-triggers/{name}: {"fireDate","recurrence"?,"timeZone","actionSets"}.
     /// A new or replaced trigger is disabled.
-    public func putTimerTrigger(user: UserRecord, thingID: String, name: String, body: JSON) -> Result<Void, HubError> {
+    public func putTimerTrigger(on owned: OwnedThing, name: String, body: JSON) -> Result<Void, HubError> {
         if let e = Self.validName(name) { return .failure(e) }
         guard body.isObject else { return .failure(.invalid("the body must be a JSON object")) }
         guard let fire = body["fireDate"]?.intValue else {
@@ -229,7 +232,7 @@ public final class AutomationConfigs: @unchecked Sendable {
         if let p = AutomationCodec.check(trigger, knownSets: { _ in true }) { return .failure(.invalid(p)) }
         let setNames = trigger.actionSets
         let t = AutomationCodec.encode(trigger)
-        return changeConfig(user: user, thingID: thingID) { sets, timers in
+        return changeConfig(of: owned) { sets, timers in
             for n in setNames where Self.named(sets, n) == nil {
                 return .invalid("unknown action set \(n)")
             }
@@ -238,25 +241,27 @@ public final class AutomationConfigs: @unchecked Sendable {
         }
     }
 
-    public func setTimerTriggerEnabled(user: UserRecord, thingID: String, name: String, enabled: Bool) -> Result<
-        Void, HubError
-    > {
-        changeConfig(user: user, thingID: thingID) { _, timers in
-            guard let i = Self.named(timers, name) else {
-                return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
+    public func setTimerTriggerEnabled(on owned: OwnedThing, name: String, enabled: Bool) -> Result<Void, HubError> {
+        let thingID = owned.thingID
+        return
+            changeConfig(of: owned) { _, timers in
+                guard let i = Self.named(timers, name) else {
+                    return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
+                }
+                timers[i].set("enabled", .bool(enabled))
+                return nil
             }
-            timers[i].set("enabled", .bool(enabled))
-            return nil
-        }
     }
 
-    public func deleteTimerTrigger(user: UserRecord, thingID: String, name: String) -> Result<Void, HubError> {
-        changeConfig(user: user, thingID: thingID) { _, timers in
-            guard let i = Self.named(timers, name) else {
-                return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
+    public func deleteTimerTrigger(on owned: OwnedThing, name: String) -> Result<Void, HubError> {
+        let thingID = owned.thingID
+        return
+            changeConfig(of: owned) { _, timers in
+                guard let i = Self.named(timers, name) else {
+                    return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
+                }
+                timers.remove(at: i)
+                return nil
             }
-            timers.remove(at: i)
-            return nil
-        }
     }
 }

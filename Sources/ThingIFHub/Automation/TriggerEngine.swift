@@ -158,16 +158,15 @@ extension AppAPI {
     /// Checks {"predicate","command","title"?,"description"?} and stores an
     /// enabled trigger.
     /// POST …/triggers: a new, enabled server trigger.
-    public func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
+    public func createTrigger(on owned: OwnedThing, body: JSON) -> Result<ServerTriggerRecord, HubError> {
         // Kii's code for every refused trigger, whatever part was wrong.
         let def: JSON
-        switch triggerDefinition(user: user, body: body).mapError({ Self.asWrongTrigger($0) }) {
+        switch triggerDefinition(user: owned.user, body: body).mapError({ Self.asWrongTrigger($0) }) {
         case .failure(let e): return .failure(e)
         case .success(let d): def = d
         }
         let trig = ServerTriggerRecord(
-            triggerID: "trg-" + Platform.randomHex(bytes: 8), thingID: thingID,
+            triggerID: "trg-" + Platform.randomHex(bytes: 8), thingID: owned.thingID,
             definition: def.dump(), enabled: true, createdAt: Platform.epochMs())
         guard store.insertTrigger(trig) else { return .failure(.storage) }
         triggerEngine.reschedule(trig.triggerID)
@@ -177,11 +176,11 @@ extension AppAPI {
     /// PATCH …/triggers/{id}: the members given (predicate, command, title,
     /// description, metadata) replace the stored ones; the result is checked
     /// as a new trigger is.
-    public func patchTrigger(user: UserRecord, thingID: String, triggerID: String, body: JSON) -> Result<
+    public func patchTrigger(on owned: OwnedThing, triggerID: String, body: JSON) -> Result<
         ServerTriggerRecord, HubError
     > {
         let old: ServerTriggerRecord
-        switch ownedTrigger(user: user, thingID: thingID, triggerID: triggerID) {
+        switch trigger(of: owned, triggerID: triggerID) {
         case .failure(let e): return .failure(e)
         case .success(let t): old = t
         }
@@ -191,7 +190,7 @@ extension AppAPI {
         guard case .success(let merged) = JSON.parse(old.definition), merged.isObject else { return .failure(.storage) }
         for (k, v) in body.members { merged.set(k, v) }
         let def: JSON
-        switch triggerDefinition(user: user, body: merged).mapError({ Self.asWrongTrigger($0) }) {
+        switch triggerDefinition(user: owned.user, body: merged).mapError({ Self.asWrongTrigger($0) }) {
         case .failure(let e): return .failure(e)
         case .success(let d): def = d
         }
@@ -222,9 +221,8 @@ extension AppAPI {
             })
     }
 
-    func ownedTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
-        if case .failure(let e) = ownedThing(user: user, thingID: thingID) { return .failure(e) }
-        guard let t = store.trigger(id: triggerID), t.thingID == thingID else {
+    func trigger(of owned: OwnedThing, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
+        guard let t = store.trigger(id: triggerID), t.thingID == owned.thingID else {
             return .failure(.triggerNotFound(triggerID))
         }
         return .success(t)
@@ -243,28 +241,24 @@ extension AppAPI {
 }
 
 extension AppAPI {
-    public func listTriggers(user: UserRecord, thingID: String) -> Result<[ServerTriggerRecord], HubError> {
-        ownedThing(user: user, thingID: thingID).map { _ in store.triggers(thingID: thingID) }
+    public func listTriggers(on owned: OwnedThing) -> [ServerTriggerRecord] {
+        store.triggers(thingID: owned.thingID)
     }
 
-    public func getTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<
-        ServerTriggerRecord, HubError
-    > {
-        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID)
+    public func getTrigger(on owned: OwnedThing, triggerID: String) -> Result<ServerTriggerRecord, HubError> {
+        trigger(of: owned, triggerID: triggerID)
     }
 
-    public func setTriggerEnabled(user: UserRecord, thingID: String, triggerID: String, enabled: Bool) -> Result<
-        Void, HubError
-    > {
-        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
+    public func setTriggerEnabled(on owned: OwnedThing, triggerID: String, enabled: Bool) -> Result<Void, HubError> {
+        trigger(of: owned, triggerID: triggerID).flatMap { t in
             guard store.setTriggerEnabled(id: t.triggerID, enabled: enabled) else { return .failure(.storage) }
             triggerEngine.reschedule(t.triggerID)
             return .success(())
         }
     }
 
-    public func deleteTrigger(user: UserRecord, thingID: String, triggerID: String) -> Result<Void, HubError> {
-        ownedTrigger(user: user, thingID: thingID, triggerID: triggerID).flatMap { t in
+    public func deleteTrigger(on owned: OwnedThing, triggerID: String) -> Result<Void, HubError> {
+        trigger(of: owned, triggerID: triggerID).flatMap { t in
             guard store.deleteTrigger(id: t.triggerID) else { return .failure(.storage) }
             triggerEngine.reschedule(t.triggerID)
             return .success(())

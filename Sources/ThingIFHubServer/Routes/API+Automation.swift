@@ -13,8 +13,9 @@ import ThingIFHub
 
 extension API {
     /// A thing's action sets, timer triggers and automation status.
-    var automationRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var automationRoutes: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let r = routes.owned(self, .target)
         let t = "/thing-if/apps/{appID}/targets/{target}"
         r.put(RouterPath("\(t)/action-sets/{name}")) { try await putActionSet($0, $1) }
         r.get(RouterPath("\(t)/action-sets")) { try await listActionSets($0, $1) }
@@ -25,7 +26,7 @@ extension API {
         r.put(RouterPath("\(t)/timer-triggers/{name}/disable")) { try await enableTimerTrigger($0, $1, false) }
         r.delete(RouterPath("\(t)/timer-triggers/{name}")) { try await deleteTimerTrigger($0, $1) }
         r.get(RouterPath("\(t)/automation")) { try await automationStatus($0, $1) }
-        return r
+        return routes
     }
 
     // MARK: thing automation
@@ -38,54 +39,54 @@ extension API {
         return o
     }
 
-    func putActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, name) = try caller(request, context, "name")
+    func putActionSet(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, name) = (try context.owner(), try param(context, "name"))
         let body = try await object(request)
-        try value(hub.app.automation.putActionSet(user: user, thingID: tid, name: name, body: body))
+        try value(hub.app.automation.putActionSet(on: owned, name: name, body: body))
         return Reply.noContent()
     }
 
-    func listActionSets(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func listActionSets(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         return Reply.json(
-            200, Self.list("actionSets", try value(hub.app.automation.listActionSets(user: user, thingID: tid))))
+            200, Self.list("actionSets", try value(hub.app.automation.listActionSets(on: owned))))
     }
 
-    func deleteActionSet(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.app.automation.deleteActionSet(user: user, thingID: tid, name: name))
+    func deleteActionSet(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, name) = (try context.owner(), try param(context, "name"))
+        try value(hub.app.automation.deleteActionSet(on: owned, name: name))
         return Reply.noContent()
     }
 
-    func putTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, name) = try caller(request, context, "name")
+    func putTimerTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, name) = (try context.owner(), try param(context, "name"))
         let body = try await object(request)
-        try value(hub.app.automation.putTimerTrigger(user: user, thingID: tid, name: name, body: body))
+        try value(hub.app.automation.putTimerTrigger(on: owned, name: name, body: body))
         return Reply.noContent()
     }
 
-    func automationStatus(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
-        return Reply.json(200, try value(hub.app.automation.status(user: user, thingID: tid)))
+    func automationStatus(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
+        return Reply.json(200, try value(hub.app.automation.status(on: owned)))
     }
 
-    func listTimerTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func listTimerTriggers(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         return Reply.json(
-            200, Self.list("timerTriggers", try value(hub.app.automation.listTimerTriggers(user: user, thingID: tid))))
+            200, Self.list("timerTriggers", try value(hub.app.automation.listTimerTriggers(on: owned))))
     }
 
-    func enableTimerTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws
+    func enableTimerTrigger(_ request: Request, _ context: APIContext, _ enabled: Bool) async throws
         -> Response
     {
-        let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.app.automation.setTimerTriggerEnabled(user: user, thingID: tid, name: name, enabled: enabled))
+        let (owned, name) = (try context.owner(), try param(context, "name"))
+        try value(hub.app.automation.setTimerTriggerEnabled(on: owned, name: name, enabled: enabled))
         return Reply.noContent()
     }
 
-    func deleteTimerTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, name) = try caller(request, context, "name")
-        try value(hub.app.automation.deleteTimerTrigger(user: user, thingID: tid, name: name))
+    func deleteTimerTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, name) = (try context.owner(), try param(context, "name"))
+        try value(hub.app.automation.deleteTimerTrigger(on: owned, name: name))
         return Reply.noContent()
     }
 }

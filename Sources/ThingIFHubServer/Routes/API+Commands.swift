@@ -13,30 +13,29 @@ import ThingIFHub
 
 extension API {
     /// An owner's POST/GET …/commands, GET …/commands/{id}, POST …/cancel.
-    var commandRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var commandRoutes: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let r = routes.owned(self, .target)
         let c = "/thing-if/apps/{appID}/targets/{target}/commands"
         r.post(RouterPath(c)) { try await postCommand($0, $1) }
         r.get(RouterPath(c)) { try await listCommands($0, $1) }
         r.get(RouterPath("\(c)/{commandID}")) { try await getCommand($0, $1) }
         r.post(RouterPath("\(c)/{commandID}/cancel")) { try await cancelCommand($0, $1) }
-        return r
+        return routes
     }
 
     // MARK: commands
 
-    func postCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, thing) = try owner(request, context)
+    func postCommand(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         let body = try await object(request)
         let installation = request.headers[API.installationHeader].map { $0.trimmingSpaces() }
-        let c = try value(hub.app.postCommand(user: user, owned: thing, form: body, installationID: installation))
+        let c = try value(hub.app.postCommand(on: owned, form: body, installationID: installation))
         return Reply.json(201, Reply.object([("commandID", c.commandID)]))
     }
 
-    /// The caller, the owned thing and the path's commandID of a call on one command.
-    func getCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, cid) = try caller(request, context, "commandID")
-        let c = try value(hub.app.getCommand(user: user, thingID: tid, commandID: cid))
+    func getCommand(_ request: Request, _ context: APIContext) async throws -> Response {
+        let c = try value(hub.app.getCommand(on: try context.owner(), commandID: try param(context, "commandID")))
         return Reply.json(200, hub.app.commandJSON(c))
     }
 
@@ -49,9 +48,9 @@ extension API {
     /// `cancelWaitMs`; then 202 with the command as it is and
     /// `"cancelPending":true`: the thing refuses it if the cancel reaches it
     /// before it runs (the state then becomes CANCELLED), else it runs.
-    func cancelCommand(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, cid) = try caller(request, context, "commandID")
-        switch hub.app.startCancel(user: user, thingID: tid, commandID: cid) {
+    func cancelCommand(_ request: Request, _ context: APIContext) async throws -> Response {
+        let cid = try param(context, "commandID")
+        switch hub.app.startCancel(on: try context.owner(), commandID: cid) {
         case .answered(let r):
             return Reply.json(200, hub.app.commandJSON(try value(r)))
         case .waiting:
@@ -71,15 +70,15 @@ extension API {
         }
     }
 
-    func listCommands(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func listCommands(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         var limit: Int?
         if let s = request.uri.queryParameters.get("bestEffortLimit") {
             guard let n = Int(s) else { throw HubError.invalid("bestEffortLimit must be a positive integer, not \(s)") }
             limit = n
         }
         let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
-        let page = try value(hub.app.listCommands(user: user, thingID: tid, paginationKey: key, bestEffortLimit: limit))
+        let page = try value(hub.app.listCommands(on: owned, paginationKey: key, bestEffortLimit: limit))
         let list = JSON.array()
         for c in page.commands { list.append(hub.app.commandJSON(c)) }
         let o = JSON.object()

@@ -15,12 +15,14 @@ import ThingIF
 import ThingIFHub
 
 extension API {
-    var endNodeRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var endNodeRoutes: RouteCollection<APIContext> {
+        let r = RouteCollection(context: APIContext.self)
         let gw = "/thing-if/apps/{appID}/things/{thingID}/end-nodes"
-        r.get(RouterPath(gw)) { try await listEndNodes($0, $1) }
-        r.get(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
-        r.delete(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
+        // The gateway's own calls (its token), or its owner's.
+        let owned = r.owned(self, .thingID(kiiNotFound: true), thingTokens: true)
+        owned.get(RouterPath(gw)) { try await listEndNodes($0, $1) }
+        owned.get(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
+        owned.delete(RouterPath("\(gw)/{endNodeID}")) { try await endNode($0, $1) }
         r.put(RouterPath("\(gw)/{endNodeID}/connection")) { try await connection($0, $1) }
         return r
     }
@@ -28,7 +30,7 @@ extension API {
     /// Kii's PUT …/end-nodes/{E}/connection {"online":…}: the gateway's
     /// own call (its token); an owner's token is 403 FORBIDDEN, as whether
     /// an end node is reachable is the gateway's knowledge, not the owner's.
-    func connection(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func connection(_ request: Request, _ context: APIContext) async throws -> Response {
         if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
         _ = try user(request, context)
         throw HubError.forbidden("only the gateway reports whether its end node is online: use the gateway's token")
@@ -38,11 +40,9 @@ extension API {
     /// {"results":[{"thingID","vendorThingID","thingType"?,"online"}],
     /// "nextPaginationKey"?}, at most bestEffortLimit a page (default and
     /// cap: maxHistoryPage).
-    func listEndNodes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        if isThingToken(request) { return try await thingRequest(request, context, .thingIF, withQuery: true) }
-        let user = try user(request, context)
-        let gw = try param(context, "thingID")
-        _ = try spendOwnedByID(user, gw)
+    func listEndNodes(_ request: Request, _ context: APIContext) async throws -> Response {
+        if context.thingCall { return try await thingRequest(request, context, .thingIF, withQuery: true) }
+        let gateway = try context.owner()
         var limit: Int?
         if let s = request.uri.queryParameters.get("bestEffortLimit") {
             guard let n = Int(s), n > 0 else {
@@ -53,7 +53,7 @@ extension API {
         let key = request.uri.queryParameters.get("paginationKey").map { String($0) }
         let (endNodes, next) = try value(
             hub.app.endNodes(
-                user: user, gatewayThingID: gw, paginationKey: key, limit: limit,
+                of: gateway, paginationKey: key, limit: limit,
                 maxPage: security.limits.maxHistoryPage))
         let results = JSON.array()
         for t in endNodes { results.append(hub.app.endNodeJSON(t, full: false)) }
@@ -66,17 +66,15 @@ extension API {
     /// GET …/things/{gw}/end-nodes/{E}: {"thingID","vendorThingID",
     /// "thingType"?,"firmwareVersion"?,"online","gatewayThingID","createdAt"};
     /// DELETE: the end node removed as a thing is deleted, 204.
-    func endNode(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
-        let user = try user(request, context)
-        let gw = try param(context, "thingID")
-        _ = try spendOwnedByID(user, gw)
+    func endNode(_ request: Request, _ context: APIContext) async throws -> Response {
+        if context.thingCall { return try await thingRequest(request, context, .thingIF) }
+        let gateway = try context.owner()
         let e = try param(context, "endNodeID")
         if request.method == .delete {
-            try value(hub.app.removeEndNode(user: user, gatewayThingID: gw, endNodeThingID: e))
+            try value(hub.app.removeEndNode(of: gateway, endNodeThingID: e))
             return Reply.noContent()
         }
-        let t = try value(hub.app.endNode(user: user, gatewayThingID: gw, endNodeThingID: e))
+        let t = try value(hub.app.endNode(of: gateway, endNodeThingID: e))
         return Reply.json(200, hub.app.endNodeJSON(t, full: true))
     }
 }

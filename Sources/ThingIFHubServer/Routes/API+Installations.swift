@@ -14,8 +14,8 @@ import ThingIFHub
 extension API {
     /// POST/DELETE …/installations, their event streams and tickets, and a
     /// thing's GET …/installations/{id}/mqtt-endpoint (its own call).
-    var installationRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var installationRoutes: RouteCollection<APIContext> {
+        let r = RouteCollection(context: APIContext.self)
         let i = "/api/apps/{appID}/installations"
         r.post(RouterPath(i)) { try await createInstallation($0, $1) }
         r.delete(RouterPath("\(i)/{installationID}")) { try await deleteInstallation($0, $1) }
@@ -27,7 +27,7 @@ extension API {
 
     // MARK: installations and events
 
-    func createInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func createInstallation(_ request: Request, _ context: APIContext) async throws -> Response {
         // A thing's MQTT installation (Kii's thing SDKs), with its token.
         if isThingToken(request) { return try await thingRequest(request, context, .kii) }
         let user = try user(request, context)
@@ -69,7 +69,7 @@ extension API {
         return Reply.json(201, o)
     }
 
-    func deleteInstallation(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func deleteInstallation(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let id = try param(context, "installationID")
         guard hub.app.removeAppInstallation(user: user, installationID: id) else {
@@ -81,7 +81,7 @@ extension API {
     }
 
     /// The event stream: bearer token, or `?ticket=` from POST …/events/tickets.
-    func events(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func events(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try eventsUser(request, context)
         let id = try param(context, "installationID")
         let i = try value(hub.app.appInstallation(user: user, id: id))

@@ -14,8 +14,9 @@ import ThingIFHub
 extension API {
     /// An owner's reads of a thing's state, history and queries; a thing's
     /// firmware version and type (the thing's calls and the owner's).
-    var stateRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var stateRoutes: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let r = routes.owned(self, .target)
         let s = "/thing-if/apps/{appID}/targets/{target}/states"
         r.get(RouterPath(s)) { try await latestState($0, $1) }
         r.get(RouterPath("\(s)/aliases/{alias}")) { try await latestState($0, $1) }
@@ -23,12 +24,13 @@ extension API {
         r.post(RouterPath("\(s)/query")) { try await queryStates($0, $1) }
         r.post(RouterPath("\(s)/aliases/{alias}/query")) { try await queryStates($0, $1) }
         // One rule for the thing's token and a user's (ThingRequests.thingField).
+        let things = routes.owned(self, .thingID(kiiNotFound: true), thingTokens: true)
         for field in [ThingField.firmwareVersion, .thingType] {
             let path = RouterPath("/thing-if/apps/{appID}/things/{thingID}/\(field.rawValue)")
-            r.get(path) { try await thingField($0, $1, field) }
-            r.put(path) { try await thingField($0, $1, field) }
+            things.get(path) { try await thingField($0, $1, field) }
+            things.put(path) { try await thingField($0, $1, field) }
         }
-        return r
+        return routes
     }
 
     // MARK: state
@@ -39,9 +41,9 @@ extension API {
     /// and an alias's is 404 STATE_NOT_FOUND; an alias the state does not
     /// hold is 404 TRAIT_ALIAS_NOT_FOUND (the aliases a thing has are those
     /// of its reported state: docs/PROTOCOL.md §12).
-    func latestState(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func latestState(_ request: Request, _ context: APIContext) async throws -> Response {
         // The thing as the owner check read it: its state comes with it.
-        let state = try owner(request, context).thing.state
+        let state = try context.owner().thing.state
         guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state ?? "{}") }
         let alias = try param(context, "alias")
         guard let state else { throw HubError.stateNotFound }
@@ -60,23 +62,21 @@ extension API {
     /// GET or PUT …/things/{thingID}/firmware-version or …/thing-type: with
     /// the thing's token, the thing's own call (the same router as over MQTT);
     /// with a user's, the owner's.
-    func thingField(_ request: Request, _ context: BasicRequestContext, _ field: ThingField) async throws
+    func thingField(_ request: Request, _ context: APIContext, _ field: ThingField) async throws
         -> Response
     {
-        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
-        let user = try user(request, context)
-        let tid = try param(context, "thingID")
-        _ = try spendOwnedByID(user, tid)
+        if context.thingCall { return try await thingRequest(request, context, .thingIF) }
+        let owned = try context.owner()
         if request.method == .get {
-            return Reply.json(200, try value(hub.app.thingField(field, thingID: tid)))
+            return Reply.json(200, try value(hub.app.thingField(field, of: owned)))
         }
         let body = try await Body.bytes(request, limit: security.limits.maxBody)
-        try value(hub.app.setThingField(field, thingID: tid, body: body))
+        try value(hub.app.setThingField(field, of: owned, body: body))
         return Reply.noContent()
     }
 
-    func stateHistory(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func stateHistory(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         let from = try int64Query(request, "from") ?? 0
         let to = try int64Query(request, "to") ?? (Platform.epochMs() + 1)
         var limit: Int?
@@ -89,7 +89,7 @@ extension API {
         let key: String? = request.uri.queryParameters.get("paginationKey").map { String($0) }
         let (groups, next) = try value(
             hub.app.stateHistory(
-                user: user, thingID: tid, from: from, to: to, paginationKey: key,
+                on: owned, from: from, to: to, paginationKey: key,
                 limit: limit, maxPage: security.limits.maxHistoryPage))
         let o = JSON.object()
         o.set("groupedResults", Self.groupedJSON(groups, alias: nil))
@@ -135,9 +135,9 @@ extension API {
     /// "aggregations"?},"bestEffortLimit"?,"paginationKey"?} (StateQueryForm): {"results":[…]}
     /// or, grouped, {"groupedResults":[…]} over whole grouping intervals; objects carry
     /// "_created". With an aggregation each group is {"range","aggregations":[…]}.
-    func queryStates(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, thing) = try owner(request, context)
-        let tid = thing.thingID
+    func queryStates(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
+        let thing = owned.thing
         let alias = context.parameters.get("alias").map { String($0) }
         let q = try value(StateQueryForm.parse(try await object(request), now: Platform.epochMs()))
         // An alias the thing's state does not hold: Kii's 404. Before the
@@ -162,17 +162,17 @@ extension API {
         if let a = q.aggregation {
             let buckets = try value(
                 hub.app.aggregateStates(
-                    user: user, thingID: tid, alias: alias, aggregation: a, from: q.from, to: q.to, ranges: q.ranges))
+                    on: owned, alias: alias, aggregation: a, from: q.from, to: q.to, ranges: q.ranges))
             o.set("groupedResults", Self.aggregatedJSON(buckets, a, alias: alias))
             return Reply.json(200, o)
         }
         let (groups, next) = try value(
             q.grouped
                 ? hub.app.groupedStateHistory(
-                    user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
+                    on: owned, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
                     maxPage: security.limits.maxHistoryPage, alias: alias, ranges: q.ranges)
                 : hub.app.stateHistory(
-                    user: user, thingID: tid, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
+                    on: owned, from: q.from, to: q.to, paginationKey: q.paginationKey, limit: q.limit,
                     maxPage: security.limits.maxHistoryPage, alias: alias, ranges: q.ranges))
         if q.grouped {
             o.set("groupedResults", Self.groupedJSON(groups, alias: alias))

@@ -17,14 +17,16 @@ extension API {
     /// results, its own commands, state, the automation report. Onboarding
     /// by the thing shares POST …/onboardings with the owner's forms, and
     /// installations with the apps' (API+Things.swift, API+Installations.swift).
-    var thingCallRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var thingCallRoutes: RouteCollection<APIContext> {
+        let r = RouteCollection(context: APIContext.self)
         let t = "/thing-if/apps/{appID}/targets/{target}"
         r.put(RouterPath("\(t)/automation-report")) { try await thingRequest($0, $1, .thingIF) }
         r.put(RouterPath("\(t)/commands/{commandID}")) { try await thingRequest($0, $1, .thingIF) }
         r.put(RouterPath("\(t)/commands/{commandID}/action-results")) { try await thingRequest($0, $1, .thingIF) }
-        r.put(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
-        r.patch(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
+        // The thing's upload, or its owner's.
+        let states = r.owned(self, .target, thingTokens: true)
+        states.put(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
+        states.patch(RouterPath("\(t)/states")) { try await stateUpload($0, $1) }
         return r
     }
 
@@ -37,7 +39,7 @@ extension API {
     /// a call with a thing's token that runs a KDF (a gateway's end-node
     /// onboarding), which spends that token's budget and not the anonymous one.
     func thingRequest(
-        _ request: Request, _ context: BasicRequestContext, _ kind: Topics.API, withQuery: Bool = false,
+        _ request: Request, _ context: APIContext, _ kind: Topics.API, withQuery: Bool = false,
         costlyWork: Bool = false
     ) async throws -> Response {
         try checkApp(context)
@@ -64,12 +66,11 @@ extension API {
 
     /// PUT or PATCH …/states: the thing's own upload with its token; with
     /// a user's, an owner's upload (AppAPI.uploadState).
-    func stateUpload(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        if isThingToken(request) { return try await thingRequest(request, context, .thingIF) }
-        let (user, tid) = try caller(request, context)
+    func stateUpload(_ request: Request, _ context: APIContext) async throws -> Response {
+        if context.thingCall { return try await thingRequest(request, context, .thingIF) }
+        let owned = try context.owner()
         let body = try await Body.bytes(request, limit: security.limits.maxStateBody)
-        return Reply.kii(
-            hub.app.uploadState(user: user, thingID: tid, method: request.method.rawValue, body: body))
+        return Reply.kii(hub.app.uploadState(on: owned, method: request.method.rawValue, body: body))
     }
 
     /// True when the request carries a thing's token (not a user's).

@@ -14,14 +14,17 @@ import ThingIFHub
 extension API {
     /// Onboarding (the owner's forms, an end node's and the thing's own), enrollment
     /// import, deletion (Thing-IF's target path and Kii's thing resource).
-    var thingRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var thingRoutes: RouteCollection<APIContext> {
+        let r = RouteCollection(context: APIContext.self)
         r.post("/thing-if/apps/{appID}/onboardings") { try await onboard($0, $1) }
         r.post("/api/apps/{appID}/things/import") { try await importThings($0, $1) }
-        r.delete("/api/apps/{appID}/targets/{target}") { try await deleteThing($0, $1) }
-        r.delete("/api/apps/{appID}/things/{thingID}") { try await deleteThing($0, $1) }
-        r.get("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
-        r.put("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
+        r.owned(self, .target).delete("/api/apps/{appID}/targets/{target}") { try await deleteThing($0, $1) }
+        r.owned(self, .thingID(kiiNotFound: false)).delete("/api/apps/{appID}/things/{thingID}") {
+            try await deleteThing($0, $1)
+        }
+        let kii = r.owned(self, .thingID(kiiNotFound: true))
+        kii.get("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
+        kii.put("/api/apps/{appID}/things/{thingID}/vendor-thing-id") { try await vendorThingID($0, $1) }
         return r
     }
 
@@ -29,13 +32,11 @@ extension API {
 
     /// Kii's GET and PUT …/things/{thingID}/vendor-thing-id, by an owner
     /// (VendorThingIDUpdateRequest: {"_vendorThingID","_password"}, 204).
-    func vendorThingID(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid = try param(context, "thingID")
-        _ = try spendOwnedByID(user, tid)
-        if request.method == .get { return Reply.json(200, try value(hub.app.vendorThingID(user: user, thingID: tid))) }
+    func vendorThingID(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
+        if request.method == .get { return Reply.json(200, try value(hub.app.vendorThingID(of: owned))) }
         let body = try await object(request)
-        try value(try await costly { [hub] in hub.app.setVendorThingID(user: user, thingID: tid, body: body) })
+        try value(try await costly { [hub] in hub.app.setVendorThingID(of: owned, body: body) })
         return Reply.noContent()
     }
 
@@ -43,7 +44,7 @@ extension API {
     /// `Authorization: Bearer <adminToken>` and {"things":[{"vendorThingID",
     /// "thingPassword","thingType"?,"firmwareVersion"?}…]} (at most 100):
     /// {"imported":n,"existing":n,"failed":[{"vendorThingID","errorCode","message"}]}.
-    func importThings(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func importThings(_ request: Request, _ context: APIContext) async throws -> Response {
         try checkApp(context)
         guard let admin = security.adminToken else {
             throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
@@ -102,7 +103,7 @@ extension API {
         var firmware: String?
     }
 
-    func onboard(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func onboard(_ request: Request, _ context: APIContext) async throws -> Response {
         // Onboarding by the thing itself (vendorThingID and password, no
         // user token): Kii's thing SDKs call this path with that media type.
         if request.headers[.contentType].map(MediaType.isOnboardingByThing) == true {
@@ -166,16 +167,8 @@ extension API {
 
     /// DELETE …/targets/thing:{thingID} or Kii's …/things/{thingID}: the
     /// owner deletes the thing and what belongs to it (ThingRemoval.remove); 204.
-    func deleteThing(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let user = try user(request, context)
-        let tid: String
-        if context.parameters.get("thingID") != nil {
-            tid = try param(context, "thingID")
-            _ = try spendOwned(user, tid)
-        } else {
-            tid = try thingID(context, user)
-        }
-        try value(hub.app.deleteThing(user: user, thingID: tid))
+    func deleteThing(_ request: Request, _ context: APIContext) async throws -> Response {
+        try value(hub.app.deleteThing(try context.owner()))
         return Reply.noContent()
     }
 

@@ -13,8 +13,9 @@ import ThingIFHub
 
 extension API {
     /// Server triggers of a thing.
-    var triggerRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var triggerRoutes: RouteCollection<APIContext> {
+        let routes = RouteCollection(context: APIContext.self)
+        let r = routes.owned(self, .target)
         let t = "/thing-if/apps/{appID}/targets/{target}/triggers"
         r.post(RouterPath(t)) { try await createTrigger($0, $1) }
         r.get(RouterPath(t)) { try await listTriggers($0, $1) }
@@ -23,20 +24,20 @@ extension API {
         r.put(RouterPath("\(t)/{triggerID}/enable")) { try await enableTrigger($0, $1, true) }
         r.put(RouterPath("\(t)/{triggerID}/disable")) { try await enableTrigger($0, $1, false) }
         r.delete(RouterPath("\(t)/{triggerID}")) { try await deleteTrigger($0, $1) }
-        return r
+        return routes
     }
 
     // MARK: server triggers
 
-    func createTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func createTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         let body = try await object(request)
-        let t = try value(hub.app.createTrigger(user: user, thingID: tid, body: body))
+        let t = try value(hub.app.createTrigger(on: owned, body: body))
         return Reply.json(201, Reply.object([("triggerID", t.triggerID)]))
     }
 
-    func listTriggers(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid) = try caller(request, context)
+    func listTriggers(_ request: Request, _ context: APIContext) async throws -> Response {
+        let owned = try context.owner()
         // Kii's paging: bestEffortLimit (at most 100 here) and the opaque
         // paginationKey of the previous page (an offset).
         var limit = 100
@@ -51,7 +52,7 @@ extension API {
             guard let n = Int(s), n >= 0 else { throw HubError.invalid("paginationKey \(s) is not one this hub gave") }
             offset = n
         }
-        let all = try value(hub.app.listTriggers(user: user, thingID: tid))
+        let all = hub.app.listTriggers(on: owned)
         let page = all.dropFirst(offset).prefix(limit)
         let list = JSON.array()
         for t in page { list.append(hub.app.triggerJSON(t)) }
@@ -61,29 +62,29 @@ extension API {
         return Reply.json(200, o)
     }
 
-    func patchTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, id) = try caller(request, context, "triggerID")
+    func patchTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, id) = (try context.owner(), try param(context, "triggerID"))
         let body = try await object(request)
         return Reply.json(
             200,
-            hub.app.triggerJSON(try value(hub.app.patchTrigger(user: user, thingID: tid, triggerID: id, body: body))))
+            hub.app.triggerJSON(try value(hub.app.patchTrigger(on: owned, triggerID: id, body: body))))
     }
 
-    func getTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, id) = try caller(request, context, "triggerID")
+    func getTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, id) = (try context.owner(), try param(context, "triggerID"))
         return Reply.json(
-            200, hub.app.triggerJSON(try value(hub.app.getTrigger(user: user, thingID: tid, triggerID: id))))
+            200, hub.app.triggerJSON(try value(hub.app.getTrigger(on: owned, triggerID: id))))
     }
 
-    func enableTrigger(_ request: Request, _ context: BasicRequestContext, _ enabled: Bool) async throws -> Response {
-        let (user, tid, id) = try caller(request, context, "triggerID")
-        try value(hub.app.setTriggerEnabled(user: user, thingID: tid, triggerID: id, enabled: enabled))
+    func enableTrigger(_ request: Request, _ context: APIContext, _ enabled: Bool) async throws -> Response {
+        let (owned, id) = (try context.owner(), try param(context, "triggerID"))
+        try value(hub.app.setTriggerEnabled(on: owned, triggerID: id, enabled: enabled))
         return Reply.noContent()
     }
 
-    func deleteTrigger(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (user, tid, id) = try caller(request, context, "triggerID")
-        try value(hub.app.deleteTrigger(user: user, thingID: tid, triggerID: id))
+    func deleteTrigger(_ request: Request, _ context: APIContext) async throws -> Response {
+        let (owned, id) = (try context.owner(), try param(context, "triggerID"))
+        try value(hub.app.deleteTrigger(on: owned, triggerID: id))
         return Reply.noContent()
     }
 

@@ -14,8 +14,8 @@ import ThingIFHub
 extension API {
     /// POST …/users, oauth2/token, oauth2/revoke, groups; GET users/me and
     /// users/me/things (the dashboard's).
-    var userRoutes: RouteCollection<BasicRequestContext> {
-        let r = RouteCollection(context: BasicRequestContext.self)
+    var userRoutes: RouteCollection<APIContext> {
+        let r = RouteCollection(context: APIContext.self)
         r.post("/api/apps/{appID}/users") { try await createUser($0, $1) }
         r.get("/api/apps/{appID}/users/me") { try await me($0, $1) }
         r.delete("/api/apps/{appID}/users/{userID}") { try await deleteUser($0, $1) }
@@ -30,7 +30,7 @@ extension API {
 
     // MARK: users and groups
 
-    func createUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func createUser(_ request: Request, _ context: APIContext) async throws -> Response {
         try checkApp(context)
         try spendAnonymous(request)
         let body = try await object(request)
@@ -47,7 +47,7 @@ extension API {
     /// the user's own token, 204. Any other userID is 404 USER_NOT_FOUND,
     /// whether or not it is another user's (one user cannot tell another
     /// exists). What goes and what stays: docs/PROTOCOL.md §12.
-    func deleteUser(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func deleteUser(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let id = context.parameters.get("userID").map { String($0) } ?? "me"
         guard id == "me" || id == user.userID else { throw HubError.userNotFound(id) }
@@ -58,7 +58,7 @@ extension API {
     /// POST …/oauth2/token: a user's login, or Kii's app token. Kii Cloud's
     /// own path, POST /api/oauth2/token, names the app in `X-Kii-AppID`
     /// instead (`appInHeader`; thing-if-ThingSDK's script/owner.sh logs in so).
-    func token(_ request: Request, _ context: BasicRequestContext, appInHeader: Bool = false) async throws
+    func token(_ request: Request, _ context: APIContext, appInHeader: Bool = false) async throws
         -> Response
     {
         if appInHeader {
@@ -103,7 +103,7 @@ extension API {
     /// Revokes a token of the caller's own (RFC 7009 style): {"token": …};
     /// without "token", the one the request carries. 204 either way for a
     /// token of the caller's; 400 for another's or an unknown one.
-    func revoke(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func revoke(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let body = try await object(request)
         let token = try FormFields.optionalString(body, "token") ?? bearer(request)
@@ -113,7 +113,7 @@ extension API {
         return Reply.noContent()
     }
 
-    func createGroup(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func createGroup(_ request: Request, _ context: APIContext) async throws -> Response {
         let user = try user(request, context)
         let body = try await object(request)
         let name = try FormFields.requiredString(body, "name")

@@ -12,8 +12,10 @@ import ThingIF
 import ThingIFHub
 
 /// The handlers. Each checks, in order: the app, the bearer token, the
-/// body (media type, size, JSON), then calls the app API, which checks
-/// ownership and the fields; nothing is stored before every check passed.
+/// caller and, on a route of one thing, the thing it owns (OwnerMiddleware,
+/// before the handler: APIContext), then the body (media type, size, JSON),
+/// then calls the app API, which checks the fields; nothing is stored
+/// before every check passed.
 struct API: Sendable {
     let hub: FrameworkSide
     let security: HubServer.Security
@@ -25,20 +27,20 @@ struct API: Sendable {
 
     // MARK: checks
 
-    func checkApp(_ context: BasicRequestContext) throws {
+    func checkApp(_ context: APIContext) throws {
         guard context.parameters.get("appID") == hub.options.appID else { throw HubError.appNotFound }
     }
 
     /// The user whose token the request carries: 401 for none, an unknown
     /// token or a thing's token.
-    func user(_ request: Request, _ context: BasicRequestContext) throws -> UserRecord {
+    func user(_ request: Request, _ context: APIContext) throws -> UserRecord {
         guard let u = hub.app.user(token: try token(request, context)) else { throw HubError.invalidToken }
         try spend("user:" + u.userID)
         return u
     }
 
     /// The request's bearer token, after the app: 401 for none.
-    private func token(_ request: Request, _ context: BasicRequestContext) throws -> String {
+    private func token(_ request: Request, _ context: APIContext) throws -> String {
         try checkApp(context)
         guard let value = request.headers[.authorization], let token = BearerToken.parse(value) else {
             throw HubError.unauthorized()
@@ -46,22 +48,43 @@ struct API: Sendable {
         return token
     }
 
-    /// `user`, then `ownedThing` (the path's target), with the same checks,
-    /// answers and budgets in the same order, from one read of both
-    /// (`AppAPI.user(token:owning:)`: one statement on an SQL store, not
-    /// one per check on every call on a thing).
-    func owner(_ request: Request, _ context: BasicRequestContext) throws -> (user: UserRecord, thing: ThingRecord) {
+    /// The caller and the thing `path` names, which it must own, with
+    /// Kii's checks, answers and budgets in their order (the caller's 401
+    /// and budget, the thing's 404, the thing's budget), from one read of
+    /// both (`AppAPI.user(token:owning:)`: one statement on an SQL store).
+    /// OwnerMiddleware calls it once per request: handlers take its answer
+    /// from the request context.
+    func owner(_ request: Request, _ context: APIContext, _ path: OwnedPath) throws -> OwnedThing {
         let token = try token(request, context)
-        guard let tid = try? targetThingID(context) else {
-            // A target that is no thing's: the caller is checked first, as always.
-            let u = try user(request, context)
-            return (u, try ownedThing(context, u))
+        let tid: String
+        do {
+            tid = try pathThingID(context, path)
+        } catch {
+            // A path that names no thing: the caller is checked first, as always.
+            _ = try user(request, context)
+            throw error
         }
         guard let read = hub.app.user(token: token, owning: tid) else { throw HubError.invalidToken }
         try spend("user:" + read.user.userID)
-        let thing = try value(read.thing)
+        let owned: OwnedThing
+        switch read.thing {
+        case .success(let o): owned = o
+        case .failure(let e):
+            if case .thingID(kiiNotFound: true) = path, e.code == HubError.thingNotFound(tid).code {
+                throw HubError.thingIDNotFound(tid)
+            }
+            throw e
+        }
         try spend("thing:" + tid)
-        return (read.user, thing)
+        return owned
+    }
+
+    /// The thingID the path names.
+    private func pathThingID(_ context: APIContext, _ path: OwnedPath) throws -> String {
+        switch path {
+        case .target: return try targetThingID(context)
+        case .thingID: return try param(context, "thingID")
+        }
     }
 
     /// The raw bearer token of the request (after `user` accepted it).
@@ -82,68 +105,20 @@ struct API: Sendable {
         try await Body.object(request, limit: security.limits.maxBody)
     }
 
-    func param(_ context: BasicRequestContext, _ name: String) throws -> String {
+    func param(_ context: APIContext, _ name: String) throws -> String {
         guard let raw = context.parameters.get(name), let v = raw.percentDecoded(), !v.isEmpty else {
             throw HubError.invalid("bad \(name) in the path")
         }
         return v
     }
 
-    /// The prologue of a route on one thing's resources: the caller, then
-    /// the thing it targets (`thingID`'s checks and budgets).
-    func caller(_ request: Request, _ context: BasicRequestContext) throws -> (user: UserRecord, thingID: String) {
-        let (user, thing) = try owner(request, context)
-        return (user, thing.thingID)
-    }
-
-    /// As `caller`, then the path parameter `name` (a command's, a
-    /// trigger's, an action set's …) in that order.
-    func caller(_ request: Request, _ context: BasicRequestContext, _ name: String) throws -> (
-        user: UserRecord, thingID: String, id: String
-    ) {
-        let (user, tid) = try caller(request, context)
-        return (user, tid, try param(context, name))
-    }
-
-    /// The thingID of a `thing:{thingID}` target that `user` may act on.
-    /// The thing's budget is spent only after that check: a refused call
-    /// (404 for a thing the caller does not own) spends the caller's budget
-    /// (`user`), never its target's.
-    func thingID(_ context: BasicRequestContext, _ user: UserRecord) throws -> String {
-        try ownedThing(context, user).thingID
-    }
-
-    /// As `thingID`, with the thing's record.
-    func ownedThing(_ context: BasicRequestContext, _ user: UserRecord) throws -> ThingRecord {
-        try spendOwned(user, try targetThingID(context))
-    }
-
     /// The thingID of the path's `thing:{thingID}` target: 404 for another kind.
-    func targetThingID(_ context: BasicRequestContext) throws -> String {
+    func targetThingID(_ context: APIContext) throws -> String {
         let target = try param(context, "target")
         guard target.hasPrefix("thing:"), target.count > 6 else {
             throw HubError.notFound("TARGET_NOT_FOUND", "the target must be thing:{thingID}, not \(target)")
         }
         return String(target.dropFirst(6))
-    }
-
-    /// Checks that `user` owns (or is in a group that owns) thing `id`,
-    /// then spends the thing's budget; returns the thing.
-    /// As `spendOwned`, for a path that names the thing by thingID
-    /// (`…/things/{thingID}/…`): Kii's 404 THING_NOT_FOUND there.
-    @discardableResult
-    func spendOwnedByID(_ user: UserRecord, _ id: String) throws -> ThingRecord {
-        do {
-            return try spendOwned(user, id)
-        } catch let e as HubError where e.code == HubError.thingNotFound(id).code {
-            throw HubError.thingIDNotFound(id)
-        }
-    }
-
-    func spendOwned(_ user: UserRecord, _ id: String) throws -> ThingRecord {
-        let t = try value(hub.app.ownedThing(user: user, thingID: id))
-        try spend("thing:" + id)
-        return t
     }
 
     /// Spends the budgets of a call made before any identity: the source
