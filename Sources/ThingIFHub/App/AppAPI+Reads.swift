@@ -39,10 +39,14 @@ extension AppAPI {
     public var userTokenLifetime: Int64 { store.secrets.userTokenLifetime }
 
     /// A cancel sent to the thing (`startCancel` answered `.waiting`): its
-    /// outcome once the thing answered (CommandLifecycle.cancelAnswer), nil
-    /// while it has not; `pendingCancel` is the command as it is then.
-    public func cancelAnswer(commandID: String) -> Result<CommandRecord, HubError>? {
-        delivery.cancelAnswer(commandID)
+    /// outcome once the thing answered (CommandLifecycle.cancelAnswer),
+    /// waiting for it at most `timeoutMs` (woken by the command's end,
+    /// here or on another hub of the same store: CommandEnds); nil when the
+    /// thing has not answered by then; `pendingCancel` is the command as it is then.
+    public func cancelAnswer(commandID: String, waitingMs timeoutMs: Int64) async -> Result<CommandRecord, HubError>? {
+        let ends = delivery.notifications.ends
+        await ends.wait(for: commandID, timeoutMs: timeoutMs) { delivery.cancelAnswer(commandID) != nil }
+        return delivery.cancelAnswer(commandID)
     }
 
     /// The command whose cancel still waits for the thing, as it is now.

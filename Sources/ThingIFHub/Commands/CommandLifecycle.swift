@@ -135,7 +135,7 @@ extension CommandDelivery {
     ///   publish overlaps it; never published again.
     /// - DELIVERED to thingif's library (its topic announces a status): the
     ///   cancel goes to the thing (CommandCancel) and `.waiting` comes back;
-    ///   the caller polls `cancelOutcome` up to `options.cancelWaitMs`. The
+    ///   the caller waits for the answer up to `options.cancelWaitMs`. The
     ///   thing refuses a command it has not started (results with reason
     ///   CANCELLED: stored as CANCELLED) or, if it ran it, sends its results.
     ///   An end node's goes on its command topic under its gateway's
@@ -195,7 +195,7 @@ extension CommandDelivery {
 public enum CancelStep {
     /// The answer is known.
     case answered(Result<CommandRecord, HubError>)
-    /// The cancel went to the thing: poll `cancelAnswer` until it is not nil
+    /// The cancel went to the thing: wait for `cancelAnswer` (AppAPI) until it is not nil
     /// or the wait (`Options.cancelWaitMs`) is over (then 202: pending).
     case waiting
 }

@@ -26,6 +26,8 @@ public final class Notifications: @unchecked Sendable {
     let webhooks: Webhooks
     /// The open event streams (GET …/installations/{id}/events).
     public let streams = EventStreams()
+    /// The callers in this process waiting for a command's end (a cancel's answer).
+    public let ends = CommandEnds()
     /// Commands whose notification was sent, to be marked in the store.
     let marks = Locked<[String]>([])
     private let listening = Locked(false)
@@ -92,6 +94,7 @@ public final class Notifications: @unchecked Sendable {
     /// sweep sends them again; an end with no target a sweep sends to was
     /// stored never due, and needs no mark.
     func finished(_ command: CommandRecord, targets: [AppInstallation]) {
+        ends.ended(command.commandID)
         deliver(command, to: .all, targets: targets)
         if targets.anySwept { markSoon(command.commandID) }
     }
@@ -117,6 +120,7 @@ public final class Notifications: @unchecked Sendable {
     /// hub notified MQTT and webhooks; the event streams open here are this
     /// hub's to notify.
     func finishedElsewhere(_ commandID: String) {
+        ends.ended(commandID)
         guard let command = store.command(id: commandID) else { return }
         deliver(command, to: .sseOnly)
     }

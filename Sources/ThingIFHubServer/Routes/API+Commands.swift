@@ -54,14 +54,7 @@ extension API {
         case .answered(let r):
             return Reply.json(200, hub.app.commandJSON(try value(r)))
         case .waiting:
-            let deadline = Platform.nowMs() + hub.options.cancelWaitMs
-            while Platform.nowMs() < deadline {
-                try await Task.sleep(nanoseconds: 25_000_000)
-                if let r = hub.app.cancelAnswer(commandID: cid) {
-                    return Reply.json(200, hub.app.commandJSON(try value(r)))
-                }
-            }
-            if let r = hub.app.cancelAnswer(commandID: cid) {
+            if let r = await hub.app.cancelAnswer(commandID: cid, waitingMs: hub.options.cancelWaitMs) {
                 return Reply.json(200, hub.app.commandJSON(try value(r)))
             }
             let o = hub.app.commandJSON(try value(hub.app.pendingCancel(commandID: cid)))
