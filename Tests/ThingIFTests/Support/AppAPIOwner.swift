@@ -11,7 +11,9 @@ extension AppAPI {
     func postCommand(user: UserRecord, thingID: String, form: JSON, installationID: String?) -> Result<
         CommandRecord, HubError
     > {
-        ownedThing(user: user, thingID: thingID).flatMap { postCommand(on: $0, form: form, installationID: installationID) }
+        ownedThing(user: user, thingID: thingID).flatMap {
+            postCommand(on: $0, form: form, installationID: installationID)
+        }
     }
 
     func listCommands(user: UserRecord, thingID: String, paginationKey: String?, bestEffortLimit: Int?) -> Result<
@@ -33,7 +35,9 @@ extension AppAPI {
     }
 
     func removeEndNode(user: UserRecord, gatewayThingID: String, endNodeThingID: String) -> Result<Void, HubError> {
-        ownedThing(user: user, thingID: gatewayThingID).flatMap { removeEndNode(of: $0, endNodeThingID: endNodeThingID) }
+        ownedThing(user: user, thingID: gatewayThingID).flatMap {
+            removeEndNode(of: $0, endNodeThingID: endNodeThingID)
+        }
     }
 
     func createTrigger(user: UserRecord, thingID: String, body: JSON) -> Result<ServerTriggerRecord, HubError> {
