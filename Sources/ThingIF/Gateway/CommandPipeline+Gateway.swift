@@ -13,18 +13,21 @@ import CThingIF
 extension CommandPipeline {
     // MARK: whom each message of a batch is for
 
-    /// A membership event on end node `endNode`'s topic (GATEWAYS.md §4.2):
-    /// taken now, while the batch is classified, so that a command behind an
-    /// endNodeAdded in the same batch finds its end node; one malformed or
-    /// about another end node is dropped. False: a command or a cancel.
-    func takeMembership(_ m: TransportMessage, endNode: String) -> Bool {
-        guard Gateways.built else { return false }
+    /// A message on the events topic of a gateway's end node (GATEWAYS.md
+    /// §4.2): taken now, while the batch is classified, so that a command
+    /// behind an endNodeAdded in the same batch finds its end node. True
+    /// for every message of that topic (one malformed or about another end
+    /// node is dropped with a warning); false for any other topic, where
+    /// nothing is ever taken for an event.
+    func takeMembership(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Bool {
+        guard Gateways.built,
+            let endNode = GatewayTargets.eventsEndNode(of: m.topic, identity: identity, gateway: gateway)
+        else { return false }
         if let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
             endNodeEvent(event)
-            return true
+        } else {
+            logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
         }
-        guard EndNodeEvent.isEvent(m.payload) else { return false }
-        logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
         return true
     }
 

@@ -85,9 +85,9 @@ enum CommandAdmission {
 enum MessageKind {
     case command(Addressee)
     case cancel(String, Addressee)
-    /// A gateway's membership event from the hub, taken as it was told
-    /// (`takeMembership`), or one malformed or about another end node,
-    /// dropped: never run as a command.
+    /// A message on a gateway's end-node events topic: the hub's membership
+    /// event, taken as it was told (`takeMembership`), or one malformed or
+    /// about another end node, dropped.
     case membership
     case reply
     case config
@@ -476,17 +476,18 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
     }
 
     /// What one received message is, told once by its topic and, on a
-    /// command topic, by its payload: a membership event (an end node's
-    /// topic only, taken at once: `takeMembership`), a cancel
-    /// (CommandCancel), else a command.
+    /// command topic, by its payload: a reply, the configuration, a
+    /// membership event (a gateway's end-node events topic only, taken at
+    /// once: `takeMembership`); on a command topic a cancel (CommandCancel),
+    /// else a command (one that does not decode is bad input, as always).
     func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> MessageKind {
         guard let to = GatewayTargets.addressee(of: m.topic, identity: identity, gateway: gateway) else {
             let own = identity.endpoint.mqttTopic
             if m.topic.equals(Topics.response(clientID: own)) { return .reply }
             if m.topic.equals(Topics.config(clientID: own)) { return .config }
+            if takeMembership(m, identity: identity, gateway: gateway) { return .membership }
             return .other
         }
-        if case .endNode(let e) = to, takeMembership(m, endNode: e) { return .membership }
         if let id = CommandCancel.commandID(of: m.payload) { return .cancel(id, to) }
         return .command(to)
     }
