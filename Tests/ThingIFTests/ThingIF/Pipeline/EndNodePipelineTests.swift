@@ -290,7 +290,7 @@ struct EndNodePipelineTests {
         #expect(rig.requests.filter { $0.path == "things/th.1/end-nodes" }.count == 4)
         // Removing one still waiting withdraws its onboarding.
         #expect(rig.pipeline.removeEndNode("LAMP-3") == 0)
-        #expect(rig.pipeline.state.withLock { $0.outbox.items.contains { $0.kind == .endNodeOnboarding } } == false)
+        #expect(rig.pipeline.state.withLock { $0.outbox.items.contains { EndNodeRequest($0) == .onboarding } } == false)
         rig.pipeline.setMaxEndNodes(1)
         #expect(add("LAMP-4") == Int32(THINGIF_ERR_TOO_MANY.rawValue))
     }
@@ -507,6 +507,41 @@ struct EndNodePipelineTests {
         rig.deliver([PipelineRig.command("c3", endNode: "th.e8")])
         #expect(rig.results.last?.commandID == "c3")
         #expect(rig.runs == ["c1#0", "c2#0"])
+    }
+
+    @Test(
+        "An outbox journal written before the outbox was generic (k endNodeOnboarding, endNodeRemoval) loads, is sent again, and its answers reach the gateway as before"
+    )
+    func outboxFromBeforeTags() throws {
+        let first = try PipelineRig()
+        defer { first.remove() }
+        _ = first.gateway()
+        first.deliver([PipelineRig.added("th.e2", "LAMP-2")])
+        #expect(
+            first.pipeline.addEndNode(
+                EndNodeOnboardingRequest(gateway: .thingID("th.1"), vendorThingID: "LAMP-1", password: "p")) == 0)
+        #expect(first.pipeline.removeEndNode("LAMP-2") == 0)
+        // The names in the journal are the ones the older outbox wrote.
+        let written = try String(contentsOfFile: first.storage.path(Outbox.fileName), encoding: .utf8)
+        #expect(written.contains(#""k":"endNodeOnboarding""#) && written.contains(#""k":"endNodeRemoval""#))
+        // The older outbox's lines, as it wrote them (its Kind named them).
+        let lines = [
+            #"{"op":"add","id":"old-1","m":"POST","p":"things/th.1/end-nodes","ct":"application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json","b":"{\"gatewayThingID\":\"th.1\",\"endNodeVendorThingID\":\"LAMP-1\",\"endNodePassword\":\"p\"}","w":"onboarding of end node LAMP-1","k":"endNodeOnboarding"}"#,
+            #"{"op":"add","id":"old-2","m":"DELETE","p":"things/th.1/end-nodes/th.e2","b":"","w":"removal of end node LAMP-2","k":"endNodeRemoval"}"#
+        ]
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: first.storage.path(Outbox.fileName), atomically: true, encoding: .utf8)
+        let second = try PipelineRig(dir: first.dir)
+        let notices = second.gateway()
+        second.connect()
+        #expect(Set(second.requests.map(\.requestID)) == ["old-1", "old-2"], "\(second.requests.map(\.path))")
+        second.deliver([
+            PipelineRig.reply(200, to: "old-1", body: #"{"endNodeThingID":"th.e1"}"#),
+            PipelineRig.reply(204, to: "old-2", body: "")
+        ])
+        #expect(notices.lines == ["added LAMP-1 th.e1", "removed LAMP-2 th.e2"])
+        #expect(second.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-1"])
+        #expect(second.pipeline.state.withLock { $0.outbox.items.isEmpty })
     }
 
     @Test("An onboarding withdrawn by a removal stays withdrawn after a crash")
