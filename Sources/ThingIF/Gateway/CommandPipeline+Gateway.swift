@@ -335,8 +335,6 @@ extension CommandPipeline {
             // does not name is gone (an onboarding still waiting has none).
             let gone = state.withLock { $0.targets.syncEnded() }
             for id in gone { forget(thingID: id, why: "not in the framework's list") }
-        default:
-            return
         }
     }
 }
