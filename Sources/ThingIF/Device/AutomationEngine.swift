@@ -223,7 +223,7 @@ extension Thing {
                 ?? str("command \(id) of action set \(set.name)")
             _ = sendRequest(
                 method: "PUT", path: str("targets/thing:\(thingID)/commands/\(id)"), contentType: MediaType.json,
-                body: command.encode().dumpBytes(), what: what, kind: .results)
+                body: command.encode().dumpBytes(), what: what, kind: .results, journaled: false)
             logger.debug("running \(what)")
             pipeline.runLocal(command, thingID: thingID)
         }

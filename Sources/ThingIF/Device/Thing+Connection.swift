@@ -260,6 +260,7 @@ extension Thing {
         _ = client.subscribe(Topics.config(clientID: topic), qos: 1)
         if pipeline.isGateway {
             _ = client.subscribe(Topics.endNodeCommands(clientID: topic, endNode: "+"), qos: 1)
+            _ = client.subscribe(Topics.endNodeEvents(clientID: topic, endNode: "+"), qos: 1)
         }
         let (_, mid) = client.subscribe(Topics.response(clientID: topic), qos: 1)
         shared.withLock { s in

@@ -12,11 +12,11 @@ extension Thing {
     /// again until answered.
     func sendRequest(
         method: String, path: String, contentType: String?, body: [UInt8], what: String,
-        kind: Outbox.Kind, commandID: String? = nil
+        kind: Outbox.Kind, journaled: Bool = true, commandID: String? = nil
     ) -> Int32 {
         pipeline.sendRequest(
             method: method, path: path, contentType: contentType, body: body, what: what, kind: kind,
-            commandID: commandID)
+            journaled: journaled, commandID: commandID)
     }
 
     /// Sends what is due from the outbox (CommandPipeline.sendDue).

@@ -2,6 +2,26 @@
 
 import CThingIF
 
+/// The gateway's requests in the outbox, by the tag it gives them
+/// (Outbox.Item.tag): an onboarding and a removal, whose answers change the
+/// registry, journaled; and the list read after each connect, in memory
+/// only (made again at each connect). The outbox reads none of this. The
+/// names are what journals hold ("k"), from before tags too: never renamed.
+enum EndNodeRequest: String, CaseIterable {
+    case onboarding = "endNodeOnboarding"
+    case removal = "endNodeRemoval"
+    case sync = "endNodeSync"
+
+    /// The request `item` is, nil for anything not the gateway's.
+    init?(_ item: Outbox.Item) {
+        guard let tag = item.tag else { return nil }
+        self.init(named: tag)
+    }
+
+    /// Whether it is written to the outbox's journal.
+    var journaled: Bool { self != .sync }
+}
+
 /// A gateway's requests and answers on the pipeline (docs/GATEWAYS.md §2,
 /// §4, §5): the firmware's calls about its end nodes, the hub's membership
 /// events, the answers to the gateway's onboardings, removals and list
@@ -13,18 +33,21 @@ import CThingIF
 extension CommandPipeline {
     // MARK: whom each message of a batch is for
 
-    /// A membership event on end node `endNode`'s topic (GATEWAYS.md §4.2):
-    /// taken now, while the batch is classified, so that a command behind an
-    /// endNodeAdded in the same batch finds its end node; one malformed or
-    /// about another end node is dropped. False: a command or a cancel.
-    func takeMembership(_ m: TransportMessage, endNode: String) -> Bool {
-        guard Gateways.built else { return false }
+    /// A message on the events topic of a gateway's end node (GATEWAYS.md
+    /// §4.2): taken now, while the batch is classified, so that a command
+    /// behind an endNodeAdded in the same batch finds its end node. True
+    /// for every message of that topic (one malformed or about another end
+    /// node is dropped with a warning); false for any other topic, where
+    /// nothing is ever taken for an event.
+    func takeMembership(_ m: TransportMessage, identity: Identity, gateway: Bool) -> Bool {
+        guard Gateways.built,
+            let endNode = GatewayTargets.eventsEndNode(of: m.topic, identity: identity, gateway: gateway)
+        else { return false }
         if let event = EndNodeEvent.decode(m.payload, endNode: endNode) {
             endNodeEvent(event)
-            return true
+        } else {
+            logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
         }
-        guard EndNodeEvent.isEvent(m.payload) else { return false }
-        logger.warning("dropped a malformed or foreign end-node event on \(m.topic)")
         return true
     }
 
@@ -58,6 +81,16 @@ extension CommandPipeline {
 
     // MARK: the owner's calls
 
+    /// One of the gateway's requests through the outbox, tagged as `request`
+    /// (kind other; journaled unless it is the list read).
+    func sendRequest(
+        method: String, path: String, contentType: String?, body: [UInt8], what: String, request: EndNodeRequest
+    ) -> Int32 {
+        sendRequest(
+            method: method, path: path, contentType: contentType, body: body, what: what, kind: .other,
+            tag: request.rawValue, journaled: request.journaled)
+    }
+
     /// thingif_set_layout_position: whether end-node topics are this handle's.
     func setGateway(_ gateway: Bool) { state.withLock { $0.targets.isGateway = gateway } }
     var isGateway: Bool { Gateways.built && state.withLock { $0.targets.isGateway } }
@@ -87,7 +120,7 @@ extension CommandPipeline {
         let rc = sendRequest(
             method: "POST", path: EndNodeOnboardingRequest.path(gateway: gw), contentType: request.mediaType,
             body: request.encode().dumpBytes(),
-            what: str("onboarding of end node \(v)"), kind: .endNodeOnboarding)
+            what: str("onboarding of end node \(v)"), request: .onboarding)
         if rc != OK {
             // Not in the outbox: not registered either.
             state.withLock { $0.targets.unregister(v, storage: storage) }
@@ -122,7 +155,7 @@ extension CommandPipeline {
         case .delete(let path):
             let rc = sendRequest(
                 method: "DELETE", path: path, contentType: nil, body: [], what: str("removal of end node \(v)"),
-                kind: .endNodeRemoval)
+                request: .removal)
             if rc != OK {
                 state.withLock { $0.targets.removalFailed(v, storage: storage) }
             }
@@ -188,7 +221,7 @@ extension CommandPipeline {
         guard Gateways.built else { return }
         let ready = state.withLock { s -> Bool in
             guard s.targets.gateway, s.identity != nil else { return false }
-            for old in s.outbox.withdraw(where: { $0.kind == .endNodeSync }) { s.sentAt[ByteKey(old.id)] = nil }
+            for old in s.outbox.withdraw(where: { EndNodeRequest($0) == .sync }) { s.sentAt[ByteKey(old.id)] = nil }
             s.targets.syncStarted()
             return true
         }
@@ -202,7 +235,7 @@ extension CommandPipeline {
         var path = str("things/\(gw)/end-nodes?bestEffortLimit=\(Self.listPageSize)")
         if let key { path += "&paginationKey=" + Self.percentEncoded(key) }
         let rc = sendRequest(
-            method: "GET", path: path, contentType: nil, body: [], what: "the list of end nodes", kind: .endNodeSync)
+            method: "GET", path: path, contentType: nil, body: [], what: "the list of end nodes", request: .sync)
         if rc != OK { logger.warning("cannot read the framework's list of end nodes now (status \(rc))") }
     }
 
@@ -222,7 +255,7 @@ extension CommandPipeline {
     // MARK: events and answers
 
     static func onboards(_ item: Outbox.Item, vendorThingID v: String) -> Bool {
-        guard item.kind == .endNodeOnboarding, case .success(let j) = JSON.parse(item.body) else { return false }
+        guard EndNodeRequest(item) == .onboarding, case .success(let j) = JSON.parse(item.body) else { return false }
         return j[EndNodeOnboardingRequest.vendorThingIDField]?.stringValue.equals(v) ?? false
     }
 
@@ -258,11 +291,13 @@ extension CommandPipeline {
     }
 
     /// The hub's answer to an onboarding, a removal or a list read (after
-    /// the outbox took it out, or kept it for a retry).
+    /// the outbox took it out, or kept it for a retry): every tagged item's
+    /// answer comes here (CommandPipeline.handleReply); a tag that is none
+    /// of the gateway's (EndNodeRequest) is left alone.
     func endNodeReplied(_ item: Outbox.Item, _ reply: KiiResponse, retry: Bool) {
-        guard Gateways.built, !retry else { return }
-        switch item.kind {
-        case .endNodeOnboarding:
+        guard Gateways.built, !retry, let request = EndNodeRequest(item) else { return }
+        switch request {
+        case .onboarding:
             guard case .success(let j) = JSON.parse(item.body),
                 let v = j[EndNodeOnboardingRequest.vendorThingIDField]?.stringValue
             else { return }
@@ -275,13 +310,13 @@ extension CommandPipeline {
             guard state.withLock({ $0.targets.refused(v, storage: storage) }) else { return }
             logger.error("the framework refused end node \(v): \(detail)")
             owner.notify(.init(event: .refused, vendorThingID: v, thingID: nil, detail: detail))
-        case .endNodeRemoval:
+        case .removal:
             // 204, or 404: gone either way. A 403 says it is not this
             // gateway's any more: forgotten too.
             let id = Topics.levels(item.path).last ?? ""
             if !reply.isSuccess { logger.info("removal of end node \(id): \(reply.status) \(reply.bodyText)") }
             forget(thingID: id, why: "removed by this gateway")
-        case .endNodeSync:
+        case .sync:
             guard reply.isSuccess, let page = EndNodeListPage.decode(reply.body) else {
                 logger.warning("cannot read the framework's list of end nodes: \(reply.status) \(reply.bodyText)")
                 state.withLock { $0.targets.syncSeen = nil }
@@ -300,8 +335,6 @@ extension CommandPipeline {
             // does not name is gone (an onboarding still waiting has none).
             let gone = state.withLock { $0.targets.syncEnded() }
             for id in gone { forget(thingID: id, why: "not in the framework's list") }
-        default:
-            return
         }
     }
 }

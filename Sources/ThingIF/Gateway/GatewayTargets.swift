@@ -12,8 +12,8 @@ enum Addressee {
 /// §2, §4, §5): whom a command is for, the end nodes a gateway carries
 /// (the registry), the list read after each connect and the hub's
 /// membership events. The pipeline asks it once per message (`addressee`;
-/// on an end node's topic, `takeMembership`), and once per command for its
-/// target (`target(for:)`);
+/// on an end node's events topic, `eventsEndNode` and `takeMembership`),
+/// and once per command for its target (`target(for:)`);
 /// what it learns the pipeline tells the firmware and the broker.
 ///
 /// A value in the pipeline's state, behind the pipeline's one lock: no lock
@@ -61,6 +61,17 @@ struct GatewayTargets {
             clientID.equals(own)
         else { return nil }
         return .endNode(endNode)
+    }
+
+    /// The end node a message on `topic` is a membership event about: the E
+    /// of p/{own}/end-nodes/{E}/events (Topics.endNodeEvents); nil for any
+    /// other topic, and always on a thing on its own. What a message is
+    /// follows from its topic, never from its payload (GATEWAYS.md §4.2).
+    static func eventsEndNode(of topic: String, identity: Identity, gateway: Bool) -> String? {
+        guard Gateways.built, gateway, let (clientID, endNode) = Topics.parseEndNodeEvents(topic),
+            clientID.equals(identity.endpoint.mqttTopic)
+        else { return nil }
+        return endNode
     }
 
     /// The target of the thing's own commands: made once per thingID, so

@@ -85,9 +85,9 @@ enum CommandAdmission {
 enum MessageKind {
     case command(Addressee)
     case cancel(String, Addressee)
-    /// A gateway's membership event from the hub, taken as it was told
-    /// (`takeMembership`), or one malformed or about another end node,
-    /// dropped: never run as a command.
+    /// A message on a gateway's end-node events topic: the hub's membership
+    /// event, taken as it was told (`takeMembership`), or one malformed or
+    /// about another end node, dropped.
     case membership
     case reply
     case config
@@ -241,7 +241,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
                         id: newRequestID(&s), method: "PUT",
                         path: Pipeline.resultsPath(thingID: owed.thingID, commandID: owed.commandID),
                         contentType: MediaType.json, body: owed.body,
-                        what: str("results of command \(owed.commandID)"), kind: .results, commandID: owed.commandID))
+                        what: str("results of command \(owed.commandID)"), kind: .results, commandID: owed.commandID,
+                        journaled: false))
             }
         }
     }
@@ -476,17 +477,18 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
     }
 
     /// What one received message is, told once by its topic and, on a
-    /// command topic, by its payload: a membership event (an end node's
-    /// topic only, taken at once: `takeMembership`), a cancel
-    /// (CommandCancel), else a command.
+    /// command topic, by its payload: a reply, the configuration, a
+    /// membership event (a gateway's end-node events topic only, taken at
+    /// once: `takeMembership`); on a command topic a cancel (CommandCancel),
+    /// else a command (one that does not decode is bad input, as always).
     func classify(_ m: TransportMessage, identity: Identity, gateway: Bool) -> MessageKind {
         guard let to = GatewayTargets.addressee(of: m.topic, identity: identity, gateway: gateway) else {
             let own = identity.endpoint.mqttTopic
             if m.topic.equals(Topics.response(clientID: own)) { return .reply }
             if m.topic.equals(Topics.config(clientID: own)) { return .config }
+            if takeMembership(m, identity: identity, gateway: gateway) { return .membership }
             return .other
         }
-        if case .endNode(let e) = to, takeMembership(m, endNode: e) { return .membership }
         if let id = CommandCancel.commandID(of: m.payload) { return .cancel(id, to) }
         return .command(to)
     }
@@ -743,7 +745,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
         sendRequest(
             method: "PUT", path: Pipeline.resultsPath(thingID: thingID, commandID: commandID),
             contentType: MediaType.json, body: body, what: str("results of command \(commandID)"),
-            kind: .results, commandID: commandID)
+            kind: .results, journaled: false, commandID: commandID)
     }
 
     /// Persists a request in the outbox and sends it at once when connected;
@@ -752,7 +754,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
     /// until the framework answers it.
     func sendRequest(
         method: String, path: String, contentType: String?, body: [UInt8], what: String,
-        kind: Outbox.Kind, commandID: String? = nil
+        kind: Outbox.Kind, tag: String? = nil, journaled: Bool = true, commandID: String? = nil
     ) -> Int32 {
         var notes: [String] = []
         let now = clock.nowMs()
@@ -760,7 +762,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
             guard let id = s.identity else { return .failure(StatusError(THINGIF_ERR_NOT_ONBOARDED.code)) }
             let item = Outbox.Item(
                 id: newRequestID(&s), method: method, path: path, contentType: contentType,
-                body: body, what: what, kind: kind, commandID: commandID)
+                body: body, what: what, kind: kind, tag: tag, commandID: commandID, journaled: journaled)
             switch s.outbox.add(item) {
             case nil:
                 notes.append(str("cannot write the outbox in \(storage.directory); \(what) not sent"))
@@ -871,9 +873,8 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
         } else {
             logger.error("framework rejected \(item.what): \(reply.status) \(reply.bodyText)")
         }
-        switch item.kind {
-        case .endNodeOnboarding, .endNodeRemoval, .endNodeSync: endNodeReplied(item, reply, retry: retry)
-        case .results, .state, .other: break
-        }
+        // A tagged item is a part's own request (today only the gateway's,
+        // Gateway/): its answer is that part's to read, whatever the tag.
+        if item.tag != nil { endNodeReplied(item, reply, retry: retry) }
     }
 }

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// Requests to the framework (action results, state, firmware version) kept
-/// until the framework answers them, so that a lost connection or a restart
-/// loses none: after every (re)connect the thing sends all of them again.
-/// State and firmware-version uploads are persisted in the outbox's journal
-/// (synced when added; an acknowledgement is not synced, since a request
-/// sent twice is harmless). Results are persisted by the command ledger,
-/// which holds them until acknowledged (CommandLedger.owedResults), so the
-/// outbox keeps them in memory only.
+/// Requests to the framework (action results, state, firmware version, and
+/// whatever else a part of the thing asks, e.g. a gateway's requests about
+/// its end nodes) kept until the framework answers them, so that a lost
+/// connection or a restart loses none: after every (re)connect the thing
+/// sends all of them again. The one that adds an item says whether it is
+/// persisted in the outbox's journal (`Item.journaled`: synced when added;
+/// an acknowledgement is not synced, since a request sent twice is
+/// harmless). Results are persisted by the command ledger, which holds them
+/// until acknowledged (CommandLedger.owedResults), so they come in memory
+/// only, as does a request made again at each connect.
 ///
 /// A full state upload (PUT) supersedes every state upload still waiting
 /// for the same thing (PUT or PATCH; a gateway's end nodes are other
@@ -16,22 +18,22 @@
 ///
 /// Bounded by `capacity` items. When it is full, the oldest state upload is
 /// dropped to make room; when no state upload is left to drop, a new state
-/// or firmware-version upload is refused (`.full`). Results are never
-/// dropped and always admitted (they may take the outbox past `capacity`):
-/// the engine stops taking new commands while `resultCount >= capacity`.
+/// or other upload is refused (`.full`). Results are never dropped and
+/// always admitted (they may take the outbox past `capacity`): the engine
+/// stops taking new commands while `resultCount >= capacity`.
+///
+/// The outbox knows three kinds, by what it does with them, and no part of
+/// the thing by name: a part tags its items (`Item.tag`, persisted, never
+/// read here), and the pipeline hands the answer to a tagged item to that
+/// part (CommandPipeline.handleReply).
 ///
 /// Not thread-safe: the engine guards it with its lock.
 final class Outbox {
+    /// What the outbox does with an item: results are never dropped and
+    /// are counted, state uploads supersede and are dropped first, other
+    /// requests wait their turn.
     enum Kind: String, CaseIterable {
         case results, state, other
-        /// A gateway's requests about its end nodes (docs/GATEWAYS.md §2):
-        /// an onboarding and a removal, whose answers change the registry,
-        /// and the list read after each connect (kept in memory only).
-        case endNodeOnboarding, endNodeRemoval, endNodeSync
-
-        /// Kept in memory only: results (the ledger has them) and the list
-        /// read (made again at each connect).
-        var inMemory: Bool { self == .results || self == .endNodeSync }
     }
 
     struct Item {
@@ -42,10 +44,20 @@ final class Outbox {
         var body: [UInt8]
         var what: String
         var kind: Kind
+        /// The name the part that added an item gave it (a gateway's
+        /// "endNodeOnboarding", Gateway/EndNodeRequest): journaled as "k"
+        /// in place of the kind, and never interpreted here. A tagged item
+        /// is of kind other; its answer goes to the part that tagged it. A
+        /// journal line whose "k" is none of the kinds loads as such an
+        /// item: so journals from before tags (k "endNodeOnboarding", …)
+        /// load as they were written. A tag is never a kind's name. nil: an
+        /// untagged item (no allocation).
+        var tag: String? = nil
         /// The command of a results request (acknowledged in the ledger).
         var commandID: String? = nil
-        /// Written to the outbox's journal: everything but results (and
-        /// results loaded from an earlier version's journal).
+        /// Written to the outbox's journal, as the one that adds it says:
+        /// false for results (the ledger has them) and for a request made
+        /// again at each connect. Items loaded from the journal are.
         var journaled = true
     }
 
@@ -71,11 +83,14 @@ final class Outbox {
                 guard let method = r["m"]?.stringValue, let path = r["p"]?.stringValue,
                     let body = r["b"]?.stringValue
                 else { continue }
+                // A "k" that names no kind is a part's tag (Item.tag).
+                let k = r["k"]?.stringValue ?? ""
+                let kind = Kind(named: k)
                 items.append(
                     Item(
                         id: id, method: method, path: path, contentType: r["ct"]?.stringValue,
-                        body: Array(body.utf8), what: r["w"]?.stringValue ?? path,
-                        kind: Kind(named: r["k"]?.stringValue ?? "") ?? .other))
+                        body: Array(body.utf8), what: r["w"]?.stringValue ?? path, kind: kind ?? .other,
+                        tag: kind == nil && !k.isEmpty ? k : nil))
             } else if op.equals("ack") || op.equals("drop") {
                 items.removeAll { $0.id.equals(id) }
             }
@@ -95,7 +110,7 @@ final class Outbox {
         if let ct = item.contentType { r.set("ct", string: ct) }
         r.set("b", string: String(decoding: item.body, as: UTF8.self))
         r.set("w", string: item.what)
-        r.set("k", string: item.kind.rawValue)
+        r.set("k", string: item.tag ?? item.kind.rawValue)
         return r
     }
 
@@ -112,11 +127,12 @@ final class Outbox {
         set { journal.durable = newValue }
     }
 
-    /// Persists a new item (results: in memory; the ledger has them).
-    /// Returns nil when the journal could not be written.
+    /// Keeps a new item, and persists it when it is `journaled` (results
+    /// are not: the ledger has them). Returns nil when the journal could
+    /// not be written.
     func add(_ item: Item) -> AddOutcome? {
-        var item = item
-        item.journaled = !item.kind.inMemory
+        assert(item.kind != .results || !item.journaled, "results are the ledger's to persist")
+        assert(item.tag == nil || item.kind == .other, "a tagged item is of kind other")
         let supersedes = item.kind == .state && item.method.equals("PUT")
         var drop = supersedes ? items.filter { $0.kind == .state && $0.path.equals(item.path) } : []
         if items.count - drop.count >= capacity && item.kind != .results {

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-/// A membership event from the hub on a gateway's end-node command topic
-/// p/{G}/end-nodes/{E}/commands (docs/GATEWAYS.md §4.2): an end node added
-/// (an owner onboarded it), removed, or given another vendorThingID. The
-/// hub publishes them; the gateway's library takes them before commands
-/// are decoded, as it takes cancels: a small message with "event" and no
-/// "actions", whose thingID is the topic's end node.
+/// A membership event from the hub on a gateway's end-node events topic
+/// p/{G}/end-nodes/{E}/events (Topics.endNodeEvents, docs/GATEWAYS.md
+/// §4.2): an end node added (an owner onboarded it), removed, or given
+/// another vendorThingID. The hub publishes them; the gateway's library
+/// takes every message of that topic for one, by its topic alone, before
+/// the batch's commands: a small object whose thingID is the topic's end
+/// node. Nothing on the command topic is ever taken for an event.
 public enum EndNodeEvent: Equatable, Sendable {
     case added(thingID: String, vendorThingID: String, thingType: String?)
     case removed(thingID: String)
@@ -42,8 +43,8 @@ public enum EndNodeEvent: Equatable, Sendable {
     }
 
     /// The event `payload` holds for the end node `endNode` (the topic's);
-    /// nil when it is not an event (a command, which has "actions", a
-    /// cancel, anything over `maxSize`), names an unknown event, lacks a
+    /// nil when it is not an event (anything over `maxSize`, not an object,
+    /// one with a command's "actions"), names an unknown event, lacks a
     /// field, or names another end node than the topic's.
     public static func decode(_ payload: [UInt8], endNode: String) -> EndNodeEvent? {
         // Bytes, not String ==: the core carries no Unicode tables (Text/Bytes.swift).
@@ -58,16 +59,6 @@ public enum EndNodeEvent: Equatable, Sendable {
         let type = j["thingType"]
         guard type == nil || type?.stringValue != nil else { return nil }
         return .added(thingID: id, vendorThingID: vendor, thingType: type?.stringValue)
-    }
-
-    /// Whether `payload` is meant as an event (an object with "event" and
-    /// no "actions"), whether or not `decode` takes it: one it refuses is
-    /// dropped, never run as a command.
-    public static func isEvent(_ payload: [UInt8]) -> Bool {
-        guard payload.count <= maxSize, payload.containsSubsequence(Array(#""event""#.utf8)),
-            case .success(let j) = JSON.parse(payload), j.isObject
-        else { return false }
-        return j["event"] != nil && j["actions"] == nil
     }
 
     /// The same event about the same end node, field by field, as bytes.

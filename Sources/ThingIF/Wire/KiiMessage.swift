@@ -188,11 +188,21 @@ public enum Topics {
 
     // MARK: a gateway's end nodes (docs/GATEWAYS.md §4.1)
 
-    /// Where the hub sends the gateway `clientID` the commands, cancels and
-    /// membership events of its end node `endNode`: p/{clientID}/end-nodes/{endNode}/commands.
+    /// Where the hub sends the gateway `clientID` the commands and cancels
+    /// of its end node `endNode`: p/{clientID}/end-nodes/{endNode}/commands.
     /// `endNode` "+" names every end node, as in a subscription or a broker rule.
     public static func endNodeCommands(clientID: String, endNode: String) -> String {
         str("p/\(clientID)/end-nodes/\(endNode)/commands")
+    }
+
+    /// Where the hub tells the gateway `clientID` of membership events about
+    /// its end node `endNode` (added, changed, removed: EndNodeEvent):
+    /// p/{clientID}/end-nodes/{endNode}/events. A topic of their own, so
+    /// that the topic says what a message is and a payload on the command
+    /// topic is never taken for an event (docs/GATEWAYS.md §4.2). `endNode`
+    /// "+" names every end node, as in a subscription or a broker rule.
+    public static func endNodeEvents(clientID: String, endNode: String) -> String {
+        str("p/\(clientID)/end-nodes/\(endNode)/events")
     }
 
     /// Where the gateway `clientID` says, retained, whether its end node
@@ -226,6 +236,13 @@ public enum Topics {
     /// nil for anything else.
     public static func parseEndNodeCommands(_ topic: String) -> (clientID: String, endNode: String)? {
         parseEndNode(topic, leaf: "commands")
+    }
+
+    /// The gateway's client ID and the end node of an events topic
+    /// p/{clientID}/end-nodes/{endNode}/events, both safe single levels;
+    /// nil for anything else.
+    public static func parseEndNodeEvents(_ topic: String) -> (clientID: String, endNode: String)? {
+        parseEndNode(topic, leaf: "events")
     }
 
     private static func parseEndNode(_ topic: String, leaf: String) -> (clientID: String, endNode: String)? {

@@ -219,9 +219,10 @@ public final class BrokerAdmin: @unchecked Sendable {
     }
 
     /// The rules of a thing installation whose client ID is `topic`; a
-    /// gateway's (`gateway`) also reads its end nodes' command topics and
-    /// writes their status topics, under its own client ID only
-    /// (docs/GATEWAYS.md §4.3). No end node has a role of its own.
+    /// gateway's (`gateway`) also reads its end nodes' command and events
+    /// topics and writes their status topics, under its own client ID only
+    /// (docs/GATEWAYS.md §4.3); it writes neither of the first two (only the
+    /// hub does). No end node has a role of its own.
     public static func thingACLs(topic: String, appID: String, gateway: Bool = false) -> [JSON] {
         var rules = [
             acl("subscribeLiteral", topic, allow: true),
@@ -236,6 +237,7 @@ public final class BrokerAdmin: @unchecked Sendable {
         if gateway {
             rules += [
                 acl("subscribeLiteral", Topics.endNodeCommands(clientID: topic, endNode: "+"), allow: true),
+                acl("subscribeLiteral", Topics.endNodeEvents(clientID: topic, endNode: "+"), allow: true),
                 acl("publishClientSend", Topics.endNodeStatus(clientID: topic, endNode: "+"), allow: true)
             ]
         }

@@ -5,8 +5,9 @@ import ThingIF
 /// The end-node rights of gateways with certificates, in the broker's
 /// acl_file (docs/GATEWAYS.md §4.3). The file's patterns apply to every
 /// certificate, so they carry no end-node rule; each gateway installation
-/// that holds a certificate gets its two as a user of its own (CN =
-/// topic): read p/{G}/end-nodes/+/commands, write p/{G}/end-nodes/+/status.
+/// that holds a certificate gets its three as a user of its own (CN =
+/// topic): read p/{G}/end-nodes/+/commands and p/{G}/end-nodes/+/events,
+/// write p/{G}/end-nodes/+/status.
 /// The hub keeps them in one section at the end of the file, between two
 /// marker lines, and leaves the rest as the operator wrote it. Pure: the
 /// text in, the text out (ThingAuthority writes it and signals the broker).
@@ -25,6 +26,7 @@ enum GatewayRules {
         for topic in topics where Self.fits(topic) {
             lines.append("user \(topic)")
             lines.append("topic read \(Topics.endNodeCommands(clientID: topic, endNode: "+"))")
+            lines.append("topic read \(Topics.endNodeEvents(clientID: topic, endNode: "+"))")
             lines.append("topic write \(Topics.endNodeStatus(clientID: topic, endNode: "+"))")
         }
         lines.append(end)

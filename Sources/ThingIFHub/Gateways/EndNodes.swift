@@ -134,13 +134,14 @@ final class EndNodes: @unchecked Sendable {
     }
 
     /// Tells the gateway of a membership change (GATEWAYS.md §4.2): the
-    /// event on E's command topic of each of its installations, QoS 1, so a
-    /// gateway offline now finds it in its persistent session.
+    /// event on E's events topic (p/{G}/end-nodes/{E}/events, not its
+    /// command topic) of each of its installations, QoS 1, so a gateway
+    /// offline now finds it in its persistent session.
     func announce(_ event: EndNodeEvent, to gateway: ThingRecord) {
         let payload = event.encode()
         for topic in gateway.installations.values.sorted() {
             _ = client.publish(
-                topic: Topics.endNodeCommands(clientID: topic, endNode: event.thingID), payload: payload, qos: 1)
+                topic: Topics.endNodeEvents(clientID: topic, endNode: event.thingID), payload: payload, qos: 1)
         }
         events.event("told \(gateway.thingID): \(String(decoding: payload, as: UTF8.self))")
     }

@@ -228,7 +228,7 @@ struct CertificateModeTests {
     }
 
     @Test(
-        "endNodeCertificatePatterns: a gateway's certificate reads its own end-node commands and writes its own end-node statuses; a standalone thing's certificate neither, nor anything of another's"
+        "endNodeCertificatePatterns: a gateway's certificate reads its own end-node commands and events and writes its own end-node statuses; a standalone thing's certificate neither, nor anything of another's"
     )
     func endNodeCertificatePatterns() throws {
         try withEnv { env in
@@ -259,12 +259,16 @@ struct CertificateModeTests {
             let statusA = Topics.endNodeStatus(clientID: topicA, endNode: "E1")
             let commandsB = Topics.endNodeCommands(clientID: topicB, endNode: "F1")
             let statusB = Topics.endNodeStatus(clientID: topicB, endNode: "F1")
+            let eventsA = Topics.endNodeEvents(clientID: topicA, endNode: "E1")
+            let eventsB = Topics.endNodeEvents(clientID: topicB, endNode: "F1")
             // The acl_file grants any subscription and checks reading per
             // message: what counts is what arrives.
             _ = a.subscribe(Topics.endNodeCommands(clientID: topicA, endNode: "+"))
+            _ = a.subscribe(Topics.endNodeEvents(clientID: topicA, endNode: "+"))
             for filter in [
                 "#", "p/+/end-nodes/#", "p/\(topicA)/end-nodes/#",
-                Topics.endNodeCommands(clientID: topicB, endNode: "+")
+                Topics.endNodeCommands(clientID: topicB, endNode: "+"),
+                Topics.endNodeEvents(clientID: topicB, endNode: "+")
             ] {
                 _ = b.subscribe(filter)
             }
@@ -276,15 +280,20 @@ struct CertificateModeTests {
             #expect(b.publishAcked(commandsA, Array(command.utf8)) == 0x87)
             #expect(b.publishAcked(statusB, Array("online".utf8)) == 0x87)
             #expect(a.publishAcked(commandsA, Array(command.utf8)) == 0x87)
+            // Nor an events topic: only the hub writes them.
+            let removal = #"{"event":"endNodeRemoved","thingID":"E1"}"#
+            #expect(b.publishAcked(eventsA, Array(removal.utf8)) == 0x87)
+            #expect(a.publishAcked(eventsA, Array(removal.utf8)) == 0x87)
             // The gateway writes its own end node's status.
             let mine = a.publishAcked(statusA, Array("online".utf8))
             #expect(mine.map { $0 < 0x80 } == true, "\(String(describing: mine))")
-            // The hub writes both command topics: the gateway reads its own, B nothing.
-            for topic in [commandsB, commandsA] {
+            // The hub writes both command and events topics: the gateway reads its own, B nothing.
+            for topic in [commandsB, eventsB, commandsA, eventsA] {
                 #expect(hub.publishAcked(topic, Array(#"{"event":"probe"}"#.utf8)).map { $0 < 0x80 } == true)
             }
             #expect(a.waitForMessage(on: commandsA) != nil, "A did not read its end node's commands")
-            // B's end-node command was routed before A's arrived: what B read is all it will.
+            #expect(a.waitForMessage(on: eventsA) != nil, "A did not read its end node's events")
+            // B's end-node messages were routed before A's arrived: what B read is all it will.
             #expect(!b.messages().contains { $0.topic.contains("/end-nodes/") }, "\(b.messages().map(\.topic))")
             #expect(hub.waitForMessage(on: statusA) != nil)
             let statuses = hub.messages().map(\.topic).filter { $0.hasSuffix("/status") }

@@ -9,7 +9,7 @@ struct GatewayRulesTests {
     static let operatorFile = "pattern read %u\npattern write p/%u/status\n\nuser thingif-hub\ntopic readwrite #\n"
 
     @Test(
-        "Each gateway installation is a user with its two end-node rules; a topic that could break the file is left out"
+        "Each gateway installation is a user with its three end-node rules; a topic that could break the file is left out"
     )
     func section() {
         let text = GatewayRules.section(["tAAA", "bad topic", "tBBB", "x/y", "line\nbreak", ""])
@@ -17,8 +17,10 @@ struct GatewayRulesTests {
         #expect(
             lines == [
                 GatewayRules.begin,
-                "user tAAA", "topic read p/tAAA/end-nodes/+/commands", "topic write p/tAAA/end-nodes/+/status",
-                "user tBBB", "topic read p/tBBB/end-nodes/+/commands", "topic write p/tBBB/end-nodes/+/status",
+                "user tAAA", "topic read p/tAAA/end-nodes/+/commands", "topic read p/tAAA/end-nodes/+/events",
+                "topic write p/tAAA/end-nodes/+/status",
+                "user tBBB", "topic read p/tBBB/end-nodes/+/commands", "topic read p/tBBB/end-nodes/+/events",
+                "topic write p/tBBB/end-nodes/+/status",
                 GatewayRules.end
             ], "\(lines)")
         #expect(GatewayRules.section([]) == GatewayRules.begin + "\n" + GatewayRules.end + "\n")

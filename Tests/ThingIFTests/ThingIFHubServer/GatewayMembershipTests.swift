@@ -7,25 +7,33 @@ import ThingIFHub
 
 /// What the gateway is told of its end nodes, and what a removal leaves on
 /// the broker (docs/GATEWAYS.md §3.3, §4.2): the membership events on
-/// p/{G}/end-nodes/{E}/commands and the clearing of E's retained statuses.
+/// p/{G}/end-nodes/{E}/events (never on its command topic) and the clearing
+/// of E's retained statuses.
 /// Real broker and hub; the gateway is an MQTT connection with its own
 /// identity, subscribed as the library will be.
 @Suite("Gateway membership", .offPool)
 struct GatewayMembershipTests {
     typealias Link = GatewayRequestsTests.Link
 
-    /// The gateway's connection, subscribed to its end nodes' command topics.
+    /// The gateway's connection, subscribed to its end nodes' command and
+    /// events topics, as the library is.
     static func subscribed(_ e: HubAPIEnv, _ a: GatewayRequestsTests.Gateway) throws -> Link {
         let link = try Link(e, a)
         try #require(link.probe.subscribe(Topics.endNodeCommands(clientID: a.topic, endNode: "+")) == 1)
+        try #require(link.probe.subscribe(Topics.endNodeEvents(clientID: a.topic, endNode: "+")) == 1)
         return link
     }
 
     /// The events the gateway received for `endNode`, in order.
     static func events(_ link: Link, _ endNode: String) -> [EndNodeEvent] {
-        link.probe.messages(on: Topics.endNodeCommands(clientID: link.gateway.topic, endNode: endNode)).compactMap {
+        link.probe.messages(on: Topics.endNodeEvents(clientID: link.gateway.topic, endNode: endNode)).compactMap {
             EndNodeEvent.decode($0.payload, endNode: endNode)
         }
+    }
+
+    /// What reached the gateway on `endNode`'s command topic.
+    static func onCommandTopic(_ link: Link, _ endNode: String) -> Int {
+        link.probe.messages(on: Topics.endNodeCommands(clientID: link.gateway.topic, endNode: endNode)).count
     }
 
     @Test(
@@ -65,6 +73,9 @@ struct GatewayMembershipTests {
             let removed = try await e.call("DELETE", "\(e.thingIF)/things/\(a.id)/end-nodes/\(en)", token: token)
             #expect(removed.status == 204, "\(removed.status) \(removed.text)")
             #expect(poll { Self.events(link, en).last == .removed(thingID: en) }, "\(Self.events(link, en))")
+            // None of the three went on its command topic (both topics are
+            // subscribed on one connection, and the removal came last).
+            #expect(Self.onCommandTopic(link, en) == 0)
             #expect(
                 poll { watcher.sawCleared(status) },
                 "\(watcher.messages(on: status).map(\.payload))")

@@ -108,8 +108,10 @@ struct GatewaySecurityTests {
             let foreign = [
                 Topics.endNodeCommands(clientID: gA, endNode: "+"),
                 Topics.endNodeCommands(clientID: gA, endNode: en.id),
+                Topics.endNodeEvents(clientID: gA, endNode: "+"), Topics.endNodeEvents(clientID: gA, endNode: en.id),
                 Topics.endNodeStatus(clientID: gA, endNode: en.id), "p/\(gA)/end-nodes/#", "p/+/end-nodes/#",
-                "p/+/end-nodes/+/commands", "p/+/end-nodes/+/status", Topics.response(clientID: gA)
+                "p/+/end-nodes/+/commands", "p/+/end-nodes/+/events", "p/+/end-nodes/+/status",
+                Topics.response(clientID: gA)
             ]
             for (name, probe) in [("gateway B", b.probe), ("a standalone thing", thing), ("bootstrap", boot)] {
                 // The bootstrap identity may read a reply topic it names
@@ -120,11 +122,16 @@ struct GatewaySecurityTests {
                     #expect(Self.refused.contains(code), "\(name) subscribed to \(filter): \(code)")
                 }
             }
-            // The rules are a gateway's: B reads its own end nodes' commands, a standalone thing has none.
+            // The rules are a gateway's: B reads its own end nodes' commands and events, a standalone thing has none.
             #expect(b.probe.subscribe(Topics.endNodeCommands(clientID: b.gateway.topic, endNode: "+")) == 1)
+            #expect(b.probe.subscribe(Topics.endNodeEvents(clientID: b.gateway.topic, endNode: "+")) == 1)
             let own = try #require(thing.subscribe(Topics.endNodeCommands(clientID: sTopic, endNode: "+")))
             #expect(Self.refused.contains(own), "a standalone thing subscribed to its end-node commands: \(own)")
+            let ownEvents = try #require(thing.subscribe(Topics.endNodeEvents(clientID: sTopic, endNode: "+")))
+            #expect(
+                Self.refused.contains(ownEvents), "a standalone thing subscribed to its end-node events: \(ownEvents)")
             #expect(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
+            #expect(a.probe.subscribe(Topics.endNodeEvents(clientID: gA, endNode: "+")) == 1)
 
             // A onboards a new end node (its answer crosses p/A/resp, without
             // the end node's token: endNodeTokenOffReplyTopic) and the hub's
@@ -140,12 +147,23 @@ struct GatewaySecurityTests {
                 hub.publishAcked(toE, Array(#"{"event":"probe-e"}"#.utf8)).map { !Self.refused.contains($0) } == true)
             #expect(
                 hub.publishAcked(toF, Array(#"{"event":"probe-f"}"#.utf8)).map { !Self.refused.contains($0) } == true)
+            let eventsE = Topics.endNodeEvents(clientID: gA, endNode: en.id)
+            let eventsF = Topics.endNodeEvents(clientID: b.gateway.topic, endNode: f)
+            #expect(
+                hub.publishAcked(eventsE, Array(#"{"event":"probe-e"}"#.utf8)).map { !Self.refused.contains($0) }
+                    == true)
+            #expect(
+                hub.publishAcked(eventsF, Array(#"{"event":"probe-f"}"#.utf8)).map { !Self.refused.contains($0) }
+                    == true)
             #expect(a.probe.waitForMessage(on: toE) != nil, "A did not get its end node's command topic")
-            // B got its own end node's message after A's was routed: the broker has decided about B by then.
+            #expect(a.probe.waitForMessage(on: eventsE) != nil, "A did not get its end node's events topic")
+            // B got its own end node's messages after A's were routed: the broker has decided about B by then.
             #expect(b.probe.waitForMessage(on: toF) != nil)
-            #expect(a.probe.messages(on: toF).isEmpty)
+            #expect(b.probe.waitForMessage(on: eventsF) != nil)
+            #expect(a.probe.messages(on: toF).isEmpty && a.probe.messages(on: eventsF).isEmpty)
             let seen = (b.probe.messages() + thing.messages() + boot.messages())
             #expect(!seen.contains { $0.topic == toE }, "A's end-node command reached another client")
+            #expect(!seen.contains { $0.topic == eventsE }, "A's end-node event reached another client")
             #expect(
                 !seen.contains { String(decoding: $0.payload, as: UTF8.self).contains(newID) },
                 "harvested: \(seen.map(\.topic))")
@@ -189,7 +207,7 @@ struct GatewaySecurityTests {
     }
 
     @Test(
-        "endNodeInjection: B, a standalone thing, the bootstrap identity and A itself cannot write A's end-node commands; only A writes its statuses"
+        "endNodeInjection: B, a standalone thing, the bootstrap identity and A itself cannot write A's end-node commands or events; only A writes its statuses"
     )
     func endNodeInjection() async throws {
         try await withHubAPI { e in
@@ -200,20 +218,25 @@ struct GatewaySecurityTests {
             let hub = try Self.watcher(e)
             defer { thing.stop(); boot.stop(); hub.stop() }
             try #require(a.probe.subscribe(Topics.endNodeCommands(clientID: gA, endNode: "+")) == 1)
+            try #require(a.probe.subscribe(Topics.endNodeEvents(clientID: gA, endNode: "+")) == 1)
             let commands = Topics.endNodeCommands(clientID: gA, endNode: en.id)
+            let events = Topics.endNodeEvents(clientID: gA, endNode: en.id)
             let status = Topics.endNodeStatus(clientID: gA, endNode: en.id)
             let command =
                 #"{"commandID":"evil","schema":"Lamp","schemaVersion":1,"issuer":"user:x","actions":[{"turnPower":{"power":false}}]}"#
             let removal = #"{"event":"endNodeRemoved","thingID":"\#(en.id)"}"#
             for (name, probe) in [("gateway B", b.probe), ("a standalone thing", thing), ("bootstrap", boot)] {
-                for (topic, payload) in [(commands, command), (commands, removal), (status, "online")] {
+                for (topic, payload) in [
+                    (commands, command), (commands, removal), (events, removal), (events, command), (status, "online")
+                ] {
                     #expect(
                         probe.publishAcked(topic, Array(payload.utf8)) == Self.notAuthorized,
                         "\(name) wrote \(topic)")
                 }
             }
-            // Only the hub writes a command topic, the gateway's own included.
+            // Only the hub writes a command or events topic, the gateway's own included.
             #expect(a.probe.publishAcked(commands, Array(command.utf8)) == Self.notAuthorized)
+            #expect(a.probe.publishAcked(events, Array(removal.utf8)) == Self.notAuthorized)
             // A standalone thing has no end-node statuses; A has.
             #expect(
                 thing.publishAcked(Topics.endNodeStatus(clientID: sTopic, endNode: en.id), Array("online".utf8))
@@ -223,18 +246,19 @@ struct GatewaySecurityTests {
             // What passed the broker: A's status only.
             #expect(hub.waitForMessage(on: status) != nil)
             #expect(hub.messages().map(\.topic) == [status], "\(hub.messages().map(\.topic))")
-            #expect(a.probe.messages(on: commands).isEmpty)
+            #expect(a.probe.messages(on: commands).isEmpty && a.probe.messages(on: events).isEmpty)
         }
     }
 
     @Test(
-        "endNodeRulesGivenAgain: a gateway's role made without its end-node rules gets them at its next onboarding"
+        "endNodeRulesGivenAgain: a gateway's role made without its end-node rules (before broker rights for end nodes, or before the events topic) gets them at its next onboarding"
     )
     func endNodeRulesGivenAgain() async throws {
         try await withHubAPI { e in
             let (uid, token) = try await e.user()
             let gw = try await GatewayRequestsTests.gateway(e, "GW-BRK-OLD", uid: uid, token: token)
-            // The role as a hub before broker rights for end nodes made it: without the two rules.
+            // The role as a hub before broker rights for end nodes made it: without the three rules
+            // (a hub before the events topic made it without the events rule alone).
             let admin = try Self.watcher(e)
             defer { admin.stop() }
             let control = "$CONTROL/dynamic-security/v1"
@@ -242,7 +266,7 @@ struct GatewaySecurityTests {
             let role = BrokerAdmin.thingRole(topic: gw.topic)
             let tag = "strip-" + randomHexString(4)
             let strip =
-                #"{"commands":[{"command":"removeRoleACL","rolename":"\#(role)","acltype":"subscribeLiteral","topic":"\#(Topics.endNodeCommands(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"},{"command":"removeRoleACL","rolename":"\#(role)","acltype":"publishClientSend","topic":"\#(Topics.endNodeStatus(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"}]}"#
+                #"{"commands":[{"command":"removeRoleACL","rolename":"\#(role)","acltype":"subscribeLiteral","topic":"\#(Topics.endNodeCommands(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"},{"command":"removeRoleACL","rolename":"\#(role)","acltype":"subscribeLiteral","topic":"\#(Topics.endNodeEvents(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"},{"command":"removeRoleACL","rolename":"\#(role)","acltype":"publishClientSend","topic":"\#(Topics.endNodeStatus(clientID: gw.topic, endNode: "+"))","correlationData":"\#(tag)"}]}"#
             #expect(admin.publishAcked(control, Array(strip.utf8)).map { !Self.refused.contains($0) } == true)
             var answer = ""
             poll(timeoutMs: 30_000) {
@@ -256,6 +280,9 @@ struct GatewaySecurityTests {
             let stripped = try #require(
                 before.probe.subscribe(Topics.endNodeCommands(clientID: gw.topic, endNode: "+")))
             #expect(Self.refused.contains(stripped), "the rule was not taken away: \(stripped)")
+            let strippedEvents = try #require(
+                before.probe.subscribe(Topics.endNodeEvents(clientID: gw.topic, endNode: "+")))
+            #expect(Self.refused.contains(strippedEvents), "the events rule was not taken away: \(strippedEvents)")
             before.stop()
             // The gateway onboards again: same installation, same role, new password, the rules back.
             let again = try await GatewayRequestsTests.onboardedByItself(e, gw.vendor, id: gw.id)
@@ -263,6 +290,7 @@ struct GatewaySecurityTests {
             let after = try Link(e, again)
             defer { after.stop() }
             #expect(after.probe.subscribe(Topics.endNodeCommands(clientID: gw.topic, endNode: "+")) == 1)
+            #expect(after.probe.subscribe(Topics.endNodeEvents(clientID: gw.topic, endNode: "+")) == 1)
             let code = after.probe.publishAcked(
                 Topics.endNodeStatus(clientID: gw.topic, endNode: "x"), Array("offline".utf8))
             #expect(code.map { !Self.refused.contains($0) } == true, "\(String(describing: code))")

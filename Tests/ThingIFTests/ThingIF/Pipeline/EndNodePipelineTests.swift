@@ -21,16 +21,17 @@ extension PipelineRig {
     }
 
     static func endNodeTopic(_ e: String) -> String { Topics.endNodeCommands(clientID: topic, endNode: e) }
+    static func eventsTopic(_ e: String) -> String { Topics.endNodeEvents(clientID: topic, endNode: e) }
 
     static func on(_ topic: String, _ text: String) -> TransportMessage {
         TransportMessage(
             topic: topic, payload: Array(text.utf8), qos: 1, retain: false, responseTopic: nil, correlationData: nil)
     }
 
-    /// The hub's endNodeAdded for `e` (vendorThingID `v`) on e's topic.
+    /// The hub's endNodeAdded for `e` (vendorThingID `v`) on e's events topic.
     static func added(_ e: String, _ v: String) -> TransportMessage {
         on(
-            endNodeTopic(e),
+            eventsTopic(e),
             String(decoding: EndNodeEvent.added(thingID: e, vendorThingID: v, thingType: nil).encode(), as: UTF8.self))
     }
 
@@ -190,11 +191,11 @@ struct EndNodePipelineTests {
         rig.deliver([
             PipelineRig.added("th.e1", "LAMP-1"),
             PipelineRig.on(
-                PipelineRig.endNodeTopic("th.e1"),
+                PipelineRig.eventsTopic("th.e1"),
                 #"{"event":"endNodeChanged","thingID":"th.e1","vendorThingID":"LAMP-9"}"#),
-            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e2"}"#),
-            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeExploded","thingID":"th.e1"}"#),
-            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeAdded","thingID":"th.e1"}"#)
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e2"}"#),
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeExploded","thingID":"th.e1"}"#),
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeAdded","thingID":"th.e1"}"#)
         ])
         #expect(notices.lines == ["added LAMP-1 th.e1", "changed LAMP-9 th.e1"])
         #expect(rig.runs.isEmpty && rig.results.isEmpty)
@@ -203,7 +204,7 @@ struct EndNodePipelineTests {
         #expect(statuses.map { String(decoding: $0.payload, as: UTF8.self) } == ["offline"])
         #expect(statuses.allSatisfy { $0.retain })
         rig.deliver([
-            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)
         ])
         #expect(notices.lines.last == "removed LAMP-9 th.e1")
         #expect(rig.pipeline.endNodeEntries.isEmpty)
@@ -211,6 +212,41 @@ struct EndNodePipelineTests {
         rig.pipeline.setGateway(false)
         rig.deliver([PipelineRig.added("th.e3", "LAMP-3"), PipelineRig.command("c1", endNode: "th.e3")])
         #expect(rig.pipeline.endNodeEntries.isEmpty && rig.runs.isEmpty && rig.results.isEmpty)
+    }
+
+    @Test(
+        "What a message is follows from its topic: a membership payload on an end node's command topic changes no registry (a malformed command), a command on its events topic runs nothing, another gateway's events topic is not read"
+    )
+    func eventsByTopicOnly() throws {
+        let rig = try PipelineRig()
+        defer { rig.remove() }
+        let notices = rig.gateway()
+        rig.connect()
+        rig.deliver([PipelineRig.added("th.e1", "LAMP-1")])
+        #expect(notices.lines == ["added LAMP-1 th.e1"])
+        notices.list.removeAll()
+        let e1 = PipelineRig.endNodeTopic("th.e1")
+        let addE2 = EndNodeEvent.added(thingID: "th.e2", vendorThingID: "LAMP-2", thingType: nil).encode()
+        rig.deliver([
+            PipelineRig.on(e1, #"{"event":"endNodeRemoved","thingID":"th.e1"}"#),
+            PipelineRig.on(e1, #"{"event":"endNodeChanged","thingID":"th.e1","vendorThingID":"LAMP-9"}"#),
+            PipelineRig.on(PipelineRig.endNodeTopic("th.e2"), String(decoding: addE2, as: UTF8.self)),
+            PipelineRig.on(
+                PipelineRig.eventsTopic("th.e1"),
+                #"{"commandID":"x1","schema":"S","schemaVersion":1,"actions":[{"a0":{}}]}"#),
+            PipelineRig.on("p/other-gw/end-nodes/th.e1/events", #"{"event":"endNodeRemoved","thingID":"th.e1"}"#),
+            PipelineRig.on(
+                "p/\(PipelineRig.topic)/end-nodes/th.e1/x/events", #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)
+        ])
+        #expect(notices.list.isEmpty)
+        #expect(rig.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-1"])
+        #expect(rig.runs.isEmpty && rig.results.isEmpty)
+        // The same removal on the events topic is taken.
+        rig.deliver([
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#)
+        ])
+        #expect(notices.lines == ["removed LAMP-1 th.e1"])
+        #expect(rig.pipeline.endNodeEntries.isEmpty)
     }
 
     @Test(
@@ -254,7 +290,7 @@ struct EndNodePipelineTests {
         #expect(rig.requests.filter { $0.path == "things/th.1/end-nodes" }.count == 4)
         // Removing one still waiting withdraws its onboarding.
         #expect(rig.pipeline.removeEndNode("LAMP-3") == 0)
-        #expect(rig.pipeline.state.withLock { $0.outbox.items.contains { $0.kind == .endNodeOnboarding } } == false)
+        #expect(rig.pipeline.state.withLock { $0.outbox.items.contains { EndNodeRequest($0) == .onboarding } } == false)
         rig.pipeline.setMaxEndNodes(1)
         #expect(add("LAMP-4") == Int32(THINGIF_ERR_TOO_MANY.rawValue))
     }
@@ -434,7 +470,7 @@ struct EndNodePipelineTests {
         // The hub answered the read, then removed LAMP-1 and an owner added
         // LAMP-4; the events overtake the answer.
         rig.deliver([
-            PipelineRig.on(PipelineRig.endNodeTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#),
+            PipelineRig.on(PipelineRig.eventsTopic("th.e1"), #"{"event":"endNodeRemoved","thingID":"th.e1"}"#),
             PipelineRig.added("th.e4", "LAMP-4"),
             PipelineRig.reply(
                 200, to: read.requestID, body: #"{"results":[{"thingID":"th.e1","vendorThingID":"LAMP-1"}]}"#)
@@ -471,6 +507,41 @@ struct EndNodePipelineTests {
         rig.deliver([PipelineRig.command("c3", endNode: "th.e8")])
         #expect(rig.results.last?.commandID == "c3")
         #expect(rig.runs == ["c1#0", "c2#0"])
+    }
+
+    @Test(
+        "An outbox journal written before the outbox was generic (k endNodeOnboarding, endNodeRemoval) loads, is sent again, and its answers reach the gateway as before"
+    )
+    func outboxFromBeforeTags() throws {
+        let first = try PipelineRig()
+        defer { first.remove() }
+        _ = first.gateway()
+        first.deliver([PipelineRig.added("th.e2", "LAMP-2")])
+        #expect(
+            first.pipeline.addEndNode(
+                EndNodeOnboardingRequest(gateway: .thingID("th.1"), vendorThingID: "LAMP-1", password: "p")) == 0)
+        #expect(first.pipeline.removeEndNode("LAMP-2") == 0)
+        // The names in the journal are the ones the older outbox wrote.
+        let written = try String(contentsOfFile: first.storage.path(Outbox.fileName), encoding: .utf8)
+        #expect(written.contains(#""k":"endNodeOnboarding""#) && written.contains(#""k":"endNodeRemoval""#))
+        // The older outbox's lines, as it wrote them (its Kind named them).
+        let lines = [
+            #"{"op":"add","id":"old-1","m":"POST","p":"things/th.1/end-nodes","ct":"application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json","b":"{\"gatewayThingID\":\"th.1\",\"endNodeVendorThingID\":\"LAMP-1\",\"endNodePassword\":\"p\"}","w":"onboarding of end node LAMP-1","k":"endNodeOnboarding"}"#,
+            #"{"op":"add","id":"old-2","m":"DELETE","p":"things/th.1/end-nodes/th.e2","b":"","w":"removal of end node LAMP-2","k":"endNodeRemoval"}"#
+        ]
+        try (lines.joined(separator: "\n") + "\n").write(
+            toFile: first.storage.path(Outbox.fileName), atomically: true, encoding: .utf8)
+        let second = try PipelineRig(dir: first.dir)
+        let notices = second.gateway()
+        second.connect()
+        #expect(Set(second.requests.map(\.requestID)) == ["old-1", "old-2"], "\(second.requests.map(\.path))")
+        second.deliver([
+            PipelineRig.reply(200, to: "old-1", body: #"{"endNodeThingID":"th.e1"}"#),
+            PipelineRig.reply(204, to: "old-2", body: "")
+        ])
+        #expect(notices.lines == ["added LAMP-1 th.e1", "removed LAMP-2 th.e2"])
+        #expect(second.pipeline.endNodeEntries.map(\.vendorThingID) == ["LAMP-1"])
+        #expect(second.pipeline.state.withLock { $0.outbox.items.isEmpty })
     }
 
     @Test("An onboarding withdrawn by a removal stays withdrawn after a crash")

@@ -44,10 +44,67 @@ struct FastReliabilityTests {
         }
     }
 
+    /// Results come in memory only, as the pipeline adds them (the ledger has them).
     private static func item(_ id: String, _ kind: Outbox.Kind, method: String = "PUT") -> Outbox.Item {
         Outbox.Item(
             id: id, method: method, path: "targets/thing:t/\(kind.rawValue)", contentType: "application/json",
-            body: Array(#"{"id":"\#(id)"}"#.utf8), what: id, kind: kind)
+            body: Array(#"{"id":"\#(id)"}"#.utf8), what: id, kind: kind, journaled: kind != .results)
+    }
+
+    @Test(
+        "Outbox: a part's tag is kept as k and read back, never interpreted; whether an item is journaled is the adder's"
+    )
+    func outboxTags() throws {
+        try withStorage { storage, dir in
+            let o = Outbox(storage: storage, capacity: 10)
+            var tagged = Self.item("g1", .other, method: "POST")
+            tagged.tag = "someonesRequest"
+            #expect(o.add(tagged) != nil)
+            var transient = Self.item("g2", .other, method: "GET")
+            transient.tag = "someonesRead"
+            transient.journaled = false
+            #expect(o.add(transient) != nil)
+            #expect(o.add(Self.item("s1", .state)) != nil)
+            let text = try String(contentsOfFile: dir + "/" + Outbox.fileName, encoding: .utf8)
+            #expect(text.contains(#""k":"someonesRequest""#) && text.contains(#""k":"state""#), "\(text)")
+            #expect(!text.contains("g2"), "an item added in memory only was journaled: \(text)")
+            let reloaded = Outbox(storage: storage, capacity: 10)
+            #expect(reloaded.items.map(\.id) == ["g1", "s1"])
+            #expect(reloaded.items.map(\.tag) == ["someonesRequest", nil])
+            #expect(reloaded.items.map(\.kind) == [.other, .state])
+        }
+    }
+
+    @Test(
+        "Outbox: a journal written before tags (k endNodeOnboarding, endNodeRemoval) loads its gateway requests as tagged items, written back the same"
+    )
+    func outboxLoadsJournalsFromBeforeTags() throws {
+        try withStorage { storage, dir in
+            // Lines as the outbox wrote them when its Kind named the gateway's requests.
+            let lines = [
+                #"{"op":"add","id":"r-1","m":"POST","p":"things/th.1/end-nodes","ct":"application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json","b":"{\"gatewayThingID\":\"th.1\",\"endNodeVendorThingID\":\"LAMP-1\",\"endNodePassword\":\"pw\"}","w":"onboarding of end node LAMP-1","k":"endNodeOnboarding"}"#,
+                #"{"op":"add","id":"r-2","m":"DELETE","p":"things/th.1/end-nodes/th.e2","b":"","w":"removal of end node LAMP-2","k":"endNodeRemoval"}"#,
+                #"{"op":"add","id":"r-3","m":"PUT","p":"targets/thing:th.1/states","ct":"application/json","b":"{}","w":"state","k":"state"}"#,
+                #"{"op":"add","id":"r-4","m":"PUT","p":"things/th.1/firmware-version","b":"{}","w":"firmware version 2","k":"other"}"#,
+                #"{"op":"add","id":"r-5","m":"PUT","p":"x","b":"{}","w":"no kind"}"#
+            ]
+            try (lines.joined(separator: "\n") + "\n").write(
+                toFile: dir + "/" + Outbox.fileName, atomically: true, encoding: .utf8)
+            let o = Outbox(storage: storage, capacity: 10)
+            #expect(o.items.map(\.id) == ["r-1", "r-2", "r-3", "r-4", "r-5"])
+            #expect(o.items.map(\.kind) == [.other, .other, .state, .other, .other])
+            #expect(o.items.map(\.tag) == ["endNodeOnboarding", "endNodeRemoval", nil, nil, nil])
+            #expect(o.items.map { EndNodeRequest($0) } == [.onboarding, .removal, nil, nil, nil])
+            #expect(o.items.allSatisfy { $0.journaled })
+            // Compacted, the lines keep their names.
+            for i in 0..<200 {
+                #expect(o.add(Self.item("x\(i)", .other)) != nil)
+                #expect(o.ack("x\(i)") != nil)
+            }
+            o.writeOut()
+            let again = Outbox(storage: storage, capacity: 10)
+            #expect(again.items.map(\.tag) == ["endNodeOnboarding", "endNodeRemoval", nil, nil, nil])
+        }
     }
 
     @Test("Outbox: items survive a reload until acknowledged; a full state upload supersedes older ones")

@@ -342,6 +342,22 @@ struct CodecTests {
         ] {
             #expect(Topics.parseEndNodeStatus(bad) == nil, "\(bad)")
         }
+        // An end node's commands and membership events: one rule for the three leaves.
+        #expect(Topics.endNodeCommands(clientID: "tG", endNode: "th.e1") == "p/tG/end-nodes/th.e1/commands")
+        #expect(Topics.endNodeEvents(clientID: "tG", endNode: "th.e1") == "p/tG/end-nodes/th.e1/events")
+        #expect(Topics.endNodeEvents(clientID: "tG", endNode: "+") == "p/tG/end-nodes/+/events")
+        #expect(Topics.parseEndNodeCommands("p/tG/end-nodes/th.e1/commands")! == ("tG", "th.e1"))
+        #expect(Topics.parseEndNodeEvents("p/tG/end-nodes/th.e1/events")! == ("tG", "th.e1"))
+        for bad in [
+            "p/tG/end-nodes/th.e1/commands", "p/tG/end-nodes/th.e1/status", "p/tG/end-nodes//events",
+            "p//end-nodes/e/events", "p/tG/end-nodes/th.e1/events/x", "p/tG/end-nodes/+/events",
+            "p/tG/end-nodes/#/events", "q/tG/end-nodes/e/events"
+        ] {
+            #expect(Topics.parseEndNodeEvents(bad) == nil, "\(bad)")
+        }
+        #expect(Topics.parseEndNodeCommands("p/tG/end-nodes/th.e1/events") == nil)
+        // No hub subscription takes them: they are the hub's to write only.
+        #expect(!Topics.hubSubscriptions(shared: true).contains { $0.hasSuffix("/events") })
         #expect(!Topics.hubSubscriptions(shared: false).contains { $0.hasPrefix("$share/") })
         #expect(Topics.isSafeLevel("cmd-1"))
         for bad in ["", "a/b", "a+b", "a#", "a\u{0}b", String(repeating: "x", count: 257)] {

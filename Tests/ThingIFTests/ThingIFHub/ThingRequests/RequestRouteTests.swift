@@ -47,7 +47,7 @@ struct RequestRouteTests {
             "", "p", "p/", "p//status", "px/c1/status", "homeassistant/status", "thingif/th.1/set/mode",
             "p/a/\u{351}b/status", "p/c1/thing-if/apps/app/", "p/c1/nope/apps/app/onboardings",
             "p/c1/thing-if/app/x/onboardings", "c/claim.app.b1/dev-1/resp", "c//dev-1/onboardings",
-            "p/c1/end-nodes/e1/commands"
+            "p/c1/end-nodes/e1/commands", "p/c1/end-nodes/e1/events"
         ] {
             guard case .other = Self.kind(topic) else {
                 Issue.record("\(topic) should be nothing the hub serves")
