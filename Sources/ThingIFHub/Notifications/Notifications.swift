@@ -96,7 +96,9 @@ public final class Notifications: @unchecked Sendable {
     func finished(_ command: CommandRecord, targets: [AppInstallation]) {
         ends.ended(command.commandID)
         deliver(command, to: .all, targets: targets)
-        if targets.anySwept { markSoon(command.commandID) }
+        let marks = targets.anySwept
+        if marks { markSoon(command.commandID) }
+        events.event("notified of the end of \(command.commandID)\(marks ? ", to be marked sent" : "")")
     }
 
     /// Sends the MQTT and webhook notifications of commands whose results a
@@ -140,6 +142,7 @@ public final class Notifications: @unchecked Sendable {
         }
         guard !ids.isEmpty else { return }
         _ = metrics.timed("markNotified") { store.markNotified(commandIDs: ids) }
+        events.event("marked notified: \(ids.joined(separator: " "))")
     }
 
     /// Which of a command's notification targets a delivery reaches.
@@ -185,7 +188,11 @@ public final class Notifications: @unchecked Sendable {
                 let (commandID, installationID) = (command.commandID, target.installationID)
                 webhooks.post(payload, to: url) { ok, why in
                     metrics.notification(channel: "webhook", ok: ok)
-                    if let why { events.log("webhook of \(installationID) for \(commandID): \(why)") }
+                    if let why {
+                        events.log("webhook of \(installationID) for \(commandID): \(why)")
+                    } else {
+                        events.event("webhook of \(installationID) for \(commandID) delivered")
+                    }
                 }
             case .ios, .android, .jpush:
                 continue  // kept for Kii clients; the hub reaches no push service

@@ -346,6 +346,8 @@ struct KiiCompatTests {
     @Test("A trigger condition naming a trait alias fires on that alias's state, uploaded by a real thing")
     func aliasCondition() async throws {
         try await withHubAPI { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-KII-ALIAS", owner: "user:\(uid)", token: token)
             let t = try await e.appliance(thingID: tid, token: thingToken) { t in
@@ -361,6 +363,7 @@ struct KiiCompatTests {
                 "POST", "\(e.target(tid))/triggers", token: token,
                 body: Data(#"{"predicate":\#(predicate),"command":\#(command)}"#.utf8))
             try #require(created.status == 201, "\(created.status) \(created.text)")
+            let triggerID = try #require(created.string("triggerID"), "\(created.text)")
             let commands = "\(e.target(tid))/commands"
             func fired() async throws -> [[String: Any]] {
                 (try await e.get(commands, token: token).json["commands"] as? [[String: Any]] ?? [])
@@ -370,19 +373,28 @@ struct KiiCompatTests {
             #expect(
                 ct_update_state(t.ct, #"{"currentTemperature":35,"AirConditionerAlias":{"currentTemperature":20}}"#)
                     == RC.ok)
-            // Must not happen: a firing; room for a wrong one to show.
-            try await Task.sleep(nanoseconds: 500_000_000)
-            #expect(try await fired().isEmpty)
             // The alias's own field passes 30: one firing, a trait command run by the thing.
             #expect(ct_update_state(t.ct, #"{"AirConditionerAlias":{"currentTemperature":31}}"#) == RC.ok)
-            var list: [[String: Any]] = []
-            for _ in 0..<100 {
-                list = try await fired()
-                if !list.isEmpty { break }
-                try await Task.sleep(nanoseconds: 50_000_000)
+            // The thing's uploads go in order on its lane, each one's triggers
+            // evaluated before the next is stored and reported ("state of"):
+            // a firing on the first (which must not happen) shows before the
+            // second's report, the right one after it.
+            let stateOf = "state of \(tid): "
+            let second: @Sendable (String) -> Bool = { line in
+                guard line.hasPrefix(stateOf) else { return false }
+                let state = parseObject(String(line.dropFirst(stateOf.count)))
+                return (state?["AirConditionerAlias"] as? [String: Any])?["currentTemperature"] as? Int == 31
             }
+            let issued = "trigger \(triggerID) of \(tid) issued "
+            #expect(
+                await offPool { events.wait(second) && events.wait { $0.hasPrefix(issued) } }, "\(events.all)")
+            let lines = events.all
+            let reported = try #require(lines.firstIndex(where: second))
+            #expect(!lines[..<reported].contains { $0.hasPrefix(issued) }, "fired on the top-level field: \(lines)")
+            let list = try await fired()
             try #require(list.count == 1, "\(list)")
             let cid = try #require(list[0]["commandID"] as? String)
+            #expect(lines.filter { $0.hasPrefix(issued) } == [issued + cid], "\(lines)")
             let done = try await e.waitForFinished(tid, cid, token: token)
             #expect(done["commandState"] as? String == "DONE")
         }

@@ -69,6 +69,8 @@ struct HubAPITests {
     @Test("REST end to end: pseudo user, onboard by owner, handed-over identity, command to DONE, state and history")
     func restEndToEnd() async throws {
         try await withHubAPI { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             let (uid, token) = try await e.user()
             let (tid, thingToken) = try await e.onboard("AC-REST-1", owner: "user:\(uid)", token: token)
             #expect(e.hub.thing(tid)?.owners == ["user:\(uid)"])
@@ -100,16 +102,12 @@ struct HubAPITests {
             let modified = try #require(c["modifiedAt"] as? Int)
             #expect(created >= Int(before) && modified >= created)
 
-            // State: the appliance PUTs its state after setFanSpeed.
-            var state: [String: Any] = [:]
-            let deadline = Date().addingTimeInterval(10)
-            while Date() < deadline {
-                // Before the thing's first upload: Kii's empty state, 200 {}.
-                let r = try await e.get("\(e.target(tid))/states", token: token)
-                try #require(r.status == 200, "\(r.status) \(r.text)")
-                if !r.json.isEmpty { state = r.json; break }
-                try await Task.sleep(nanoseconds: 50_000_000)
-            }
+            // State: the appliance PUTs its state after setFanSpeed; the hub
+            // reports it once it is stored (before: Kii's empty state, 200 {}).
+            #expect(await offPool { events.wait { $0.hasPrefix("state of \(tid): ") } }, "\(events.all)")
+            let r = try await e.get("\(e.target(tid))/states", token: token)
+            try #require(r.status == 200, "\(r.status) \(r.text)")
+            let state = r.json
             #expect(state["power"] as? Bool == true)
             #expect(state["presetTemperature"] as? Int == 25)
             #expect(state["fanSpeed"] as? Int == 5)
@@ -245,6 +243,8 @@ struct HubAPITests {
     @Test("A pseudo user is told only on the issuing installation; a normal user on all of its installations")
     func pseudoUserRule() async throws {
         try await withHubAPI { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             let (pid, ptoken) = try await e.user()
             let (nid, ntoken) = try await e.user(loginName: "bob")
             let (tid, thingToken) = try await e.onboard("AC-NOTE-2", owner: "user:\(pid)", token: ptoken)
@@ -266,9 +266,17 @@ struct HubAPITests {
             _ = try await e.waitForFinished(tid, ncid, token: ntoken)
             let all = [pa.topic!, na.topic!, nb.topic!]
             #expect(await offPool { poll(timeoutMs: 30_000) { all.allSatisfy { !listener.payloads(on: $0).isEmpty } } })
-            // Give a stray notification on pb time to arrive before checking none did.
-            try await Task.sleep(nanoseconds: 500_000_000)
-            #expect(listener.payloads(on: pb.topic!).isEmpty)
+            // No stray notification on pb: both commands' notifications were
+            // published before the hub reports them told, and a marker the hub
+            // publishes on pb after that arrives after any of them.
+            #expect(
+                await offPool {
+                    [pcid, ncid].allSatisfy { cid in events.wait { $0.hasPrefix("notified of the end of \(cid)") } }
+                }, "\(events.all)")
+            let marker = "marker-\(Platform.randomHex(bytes: 4))"
+            #expect(e.hub.publishRaw(topic: pb.topic!, payload: Array(marker.utf8)))
+            #expect(await offPool { poll(timeoutMs: 30_000) { listener.payloads(on: pb.topic!).contains(marker) } })
+            #expect(listener.payloads(on: pb.topic!) == [marker])
             #expect(listener.payloads(on: pa.topic!).count == 1)
             #expect(listener.payloads(on: pa.topic!).first?.contains(pcid) == true)
             #expect(listener.payloads(on: na.topic!).map { $0.contains(ncid) } == [true])

@@ -170,6 +170,14 @@ struct HubSecurityTests {
         // Both loopback receivers by address are allowed; the one by name is not.
         let allow = ["127.0.0.1:\(target.port)", "127.0.0.1:\(bouncer.port)"]
         try await withHubAPI(options: { $0.webhooks = WebhookGuard(allow: allow) }) { e in
+            // Each webhook's outcome: an event when delivered, a log line when not.
+            let outcomes = HubLines()
+            e.hub.onEvent = outcomes.sink
+            let log = e.hub.onLog
+            e.hub.onLog = { line in
+                log?(line)
+                outcomes.append(line)
+            }
             let (uid, token) = try await e.user(loginName: "alice")
             let (tid, thingToken) = try await e.onboard("AC-HOOKS", owner: "user:\(uid)", token: token)
             _ = try await e.appliance(thingID: tid, token: thingToken)
@@ -185,9 +193,16 @@ struct HubSecurityTests {
                     poll(timeoutMs: 30_000) { e.logs.withLock { $0.contains { $0.contains("refused") } } }
                 },
                 "\(e.logs.withLock { $0 })")
-            // Time for a followed redirect or a delivery by name to show up.
-            try await Task.sleep(nanoseconds: 1_500_000_000)
-            #expect(target.bodies.withLock { $0.isEmpty }, "the redirect was followed")
+            // Both webhooks are done: the one by name refused before any
+            // request, the bounced one answered (a followed redirect would
+            // have reached the target first). A marker posted to the target
+            // after that arrives after anything the hub sent it.
+            #expect(
+                await offPool { outcomes.wait(count: 2) { $0.hasPrefix("webhook of") } }, "\(outcomes.all)")
+            let marker = "marker-\(Platform.randomHex(bytes: 4))"
+            #expect(try await postBody(marker, to: target.url) == 204)
+            #expect(await offPool { poll(timeoutMs: 30_000) { target.bodies.withLock { $0.contains(marker) } } })
+            #expect(target.bodies.withLock { $0 } == [marker], "the redirect was followed")
             #expect(byName.bodies.withLock { $0.isEmpty }, "a webhook reached a loopback address by name")
 
             // The thing's token revoked: its next request over MQTT gets 401.
@@ -355,4 +370,17 @@ private func run(_ exe: String, _ args: [String]) throws -> (status: Int32, outp
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
     return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// POSTs `body` to `url` (a webhook receiver) and returns the status.
+private func postBody(_ body: String, to url: String) async throws -> Int {
+    var request = URLRequest(url: URL(string: url)!, timeoutInterval: 60)
+    request.httpMethod = "POST"
+    request.httpBody = Data(body.utf8)
+    return try await withCheckedThrowingContinuation { c in
+        URLSession.shared.dataTask(with: request) { _, response, error in
+            if let error { return c.resume(throwing: error) }
+            c.resume(returning: (response as? HTTPURLResponse)?.statusCode ?? 0)
+        }.resume()
+    }
 }

@@ -15,6 +15,8 @@ struct ThingDeletionTests {
     )
     func deleteThing() async throws {
         try await withHubAPI { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             _ = try await HomeAssistantTests.homeAssistantOn(e)
 
             let (uid, token) = try await e.user()
@@ -138,9 +140,20 @@ struct ThingDeletionTests {
             let otherMetrics = try Exposition(String(decoding: other.metrics.exposition(), as: UTF8.self))
             #expect(otherMetrics.value("thingif_hub_things_online") == 0)
             // Home Assistant's birth message publishes no config for it again.
+            // Its first: a round of every config, which the hub reports once
+            // it handed them to its connection. A marker the hub publishes on
+            // that connection after it reaches `late` after any of them.
             _ = watcher.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), qos: 1)
-            await offPool { Platform.sleepMs(500) }
-            #expect(late.messages.withLock { $0.isEmpty }, "published again: \(late.messages.withLock { $0 })")
+            let round = await offPool { events.first(containing: "homeassistant: Home Assistant is online") }
+            #expect(round?.contains("published") == true, "\(round ?? "not reported")")
+            let after = "marker-\(Platform.randomHex(bytes: 4))"
+            #expect(e.hub.publishRaw(topic: retained[0], payload: Array(after.utf8)))
+            let arrived = await offPool {
+                poll(timeoutMs: 30_000) { late.messages.withLock { $0.contains { $0.payload == after } } }
+            }
+            #expect(arrived, "the marker did not come back")
+            let republished = late.messages.withLock { $0.filter { $0.payload != after } }
+            #expect(republished.isEmpty, "published again: \(republished)")
 
             // A second delete finds nothing.
             let again = try await e.call("DELETE", path, token: token)

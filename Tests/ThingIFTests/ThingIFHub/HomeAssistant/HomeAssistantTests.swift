@@ -138,8 +138,8 @@ struct HomeAssistantTests {
     )
     func homeAssistant() async throws {
         try await withHubAPI { e in
-            let events = Locked<[String]>([])
-            e.hub.onEvent = { line in events.withLock { $0.append(line) } }
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             let (haUser, haPassword) = try await Self.homeAssistantOn(e)
             // Metrics are open when no token is set.
             #expect(try await e.get("/metrics", token: nil).status == 200)
@@ -202,17 +202,16 @@ struct HomeAssistantTests {
             #expect(await offPool { poll { ha.messages(on: configTopic).count > seen } }, "configs not published again")
 
             // A temperature command: a Thing-IF command by the hub, run to DONE.
+            // The hub reports the command once it stored it: then it is listed.
             ha.publish(temperatureTopic, Array("22.0".utf8))
-            var haCommand: [String: Any]?
-            let deadline = Date().addingTimeInterval(10)
-            while haCommand == nil && Date() < deadline {
-                let r = try await e.get("\(e.target(tid))/commands", token: token)
-                haCommand = (r.json["commands"] as? [[String: Any]])?.first {
-                    $0["issuer"] as? String == HATopics.issuer
-                }
-                if haCommand == nil { try await Task.sleep(nanoseconds: 50_000_000) }
+            let issued = await offPool { events.first(containing: "homeassistant: setPresetTemperature ") }
+            let reported = try #require(issued?.components(separatedBy: " as ").last, "\(events.all)")
+            let r = try await e.get("\(e.target(tid))/commands", token: token)
+            let haCommand = (r.json["commands"] as? [[String: Any]])?.first {
+                $0["issuer"] as? String == HATopics.issuer
             }
             let cid = try #require(haCommand?["commandID"] as? String, "no command issued by \(HATopics.issuer)")
+            #expect(cid == reported, "\(issued ?? "")")
             let done = try await e.waitForFinished(tid, cid, token: token)
             #expect(done["commandState"] as? String == "DONE", "\(done)")
             #expect(done["issuer"] as? String == "hub:homeassistant")
@@ -239,10 +238,10 @@ struct HomeAssistantTests {
             ha.publish("thingif/no-such-thing/set/temperature", Array("22".utf8))
             ha.publish("thingif/\(tid)/set/fan_mode", Array("99".utf8))
             let logged = await offPool {
-                poll { events.withLock { $0.filter { $0.hasPrefix("homeassistant: command refused") }.count } >= 4 }
+                events.wait(count: 4) { $0.hasPrefix("homeassistant: command refused") }
             }
-            #expect(logged, "\(events.withLock { $0.filter { $0.hasPrefix("homeassistant") } })")
-            let lines = events.withLock { $0.filter { $0.hasPrefix("homeassistant: command refused") } }
+            #expect(logged, "\(events.all.filter { $0.hasPrefix("homeassistant") })")
+            let lines = events.all.filter { $0.hasPrefix("homeassistant: command refused") }
             #expect(lines.contains { $0.contains("temperature must be a number") })
             #expect(lines.contains { $0.contains("4096 bytes") })
             #expect(lines.contains { $0.contains("unknown thing") })

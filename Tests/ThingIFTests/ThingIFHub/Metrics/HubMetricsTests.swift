@@ -13,6 +13,8 @@ struct HubMetricsTests {
     @Test("GET /metrics: a command run to DONE by the C appliance moves the counters and the latency histogram by one")
     func metricsMove() async throws {
         try await withHubAPI(security: HubServer.Security(metricsToken: HubAPIEnv.metricsToken)) { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
             // A configured token is required: none, a wrong one and another scheme get 401.
             for headers in [
                 [:], ["Authorization": "Bearer wrong"], ["Authorization": "Basic \(HubAPIEnv.metricsToken)"]
@@ -33,8 +35,15 @@ struct HubMetricsTests {
             let cid = try await e.postCommand(tid, token: token, userID: uid)
             let c = try await e.waitForFinished(tid, cid, token: token)
             #expect(c["commandState"] as? String == "DONE")
-            // Past the delivery tick that would mark its notification sent.
-            try await Task.sleep(nanoseconds: 600_000_000)
+            // Its notification is told (and, were it marked, its mark queued)
+            // after its results are stored. Then a marker's mark: the flush
+            // that carries it carries every mark queued before, so once it is
+            // done, any mark of the command was flushed too.
+            let told = await offPool { events.first(containing: "notified of the end of \(cid)") }
+            #expect(told == "notified of the end of \(cid)", "\(told ?? "not told")")
+            let marker = "marker-" + Platform.randomHex(bytes: 4)
+            e.hub.notifications.markSoon(marker)
+            #expect(await offPool { events.wait { $0.hasPrefix("marked notified:") && $0.contains(marker) } })
             let after = try await e.metrics()
 
             func delta(_ name: String, _ labels: [String: String] = [:]) -> Double {
@@ -53,8 +62,11 @@ struct HubMetricsTests {
             #expect(delta("thingif_hub_mqtt_requests_total", ["kind": "action-results", "status": "204"]) == 1)
             #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "recordResults"]) == 1)
             #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "insertCommand"]) == 1)
-            // Never due for a sweep, so never marked (a statement a command spared).
-            #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "markNotified"]) == 0)
+            // Never due for a sweep, so never marked (a statement a command
+            // spared): the marker's is the one statement.
+            #expect(delta("thingif_hub_store_latency_seconds_count", ["op": "markNotified"]) == 1)
+            let marked = events.all.filter { $0.hasPrefix("marked notified:") }
+            #expect(!marked.contains { $0.contains(cid) }, "\(marked)")
             #expect(e.hub.store.claimUnnotified(now: Platform.epochMs() + 60_000, leaseMs: 1, limit: 10).isEmpty)
             #expect(after.value("thingif_hub_things_online") == 1)
         }
@@ -73,6 +85,15 @@ struct HubMetricsTests {
         let security = HubServer.Security(metricsToken: HubAPIEnv.metricsToken)
         let allow = WebhookGuard(allow: ["127.0.0.1:\(hook.port)", "127.0.0.1:\(deadPort)"])
         try await withHubAPI(security: security, options: { $0.webhooks = allow }) { e in
+            let events = HubLines()
+            e.hub.onEvent = events.sink
+            // The operator's log lines too, still kept in e.logs.
+            let logLines = HubLines()
+            let log = e.hub.onLog
+            e.hub.onLog = { line in
+                log?(line)
+                logLines.append(line)
+            }
             // A normal user: every installation of the issuer is told.
             let (uid, token) = try await e.user(loginName: "metrics-notes")
             let (tid, thingToken) = try await e.onboard("AC-METRICS-2", owner: "user:\(uid)", token: token)
@@ -106,16 +127,17 @@ struct HubMetricsTests {
             func count(_ m: Exposition, _ channel: String, _ outcome: String) -> Double {
                 m.value(name, ["channel": channel, "outcome": outcome])
             }
-            // Webhooks are posted off the request thread: wait until both of each are counted.
-            var after = try await e.metrics()
-            let deadline = Date().addingTimeInterval(15)
-            while Date() < deadline
-                && (count(after, "webhook", "ok") - count(before, "webhook", "ok") < 2
-                    || count(after, "webhook", "failed") - count(before, "webhook", "failed") < 2)
-            {
-                try await Task.sleep(nanoseconds: 100_000_000)
-                after = try await e.metrics()
+            // Each command's notifications are counted once it is told (SSE
+            // and MQTT then; webhooks are posted off the request thread and
+            // counted before their outcome is reported): wait for all of them.
+            let counted = await offPool {
+                [done, failed].allSatisfy { cid in events.wait { $0.hasPrefix("notified of the end of \(cid)") } }
+                    && events.wait(count: 2) { $0.hasPrefix("webhook of") && $0.hasSuffix(" delivered") }
+                    && logLines.wait(count: 2) { $0.hasPrefix("webhook of") }
             }
+            #expect(counted, "events: \(events.all); logs: \(logLines.all)")
+            let logs = e.logs
+            let after = try await e.metrics()
             #expect(after.types[name] == "counter")
             for (channel, outcome, n) in [
                 ("sse", "ok", 2.0), ("sse", "failed", 2), ("webhook", "ok", 2), ("webhook", "failed", 2),
@@ -125,13 +147,8 @@ struct HubMetricsTests {
                 #expect(delta == n, "\(name){channel=\(channel),outcome=\(outcome)} moved by \(delta), not \(n)")
             }
             // Counted, not logged: an SSE installation without a stream is an
-            // app that is not open. A webhook that fails is logged.
-            let logs = e.logs
-            #expect(
-                await offPool {
-                    poll(timeoutMs: 30_000) { logs.withLock { $0.contains { $0.contains("webhook of") } } }
-                },
-                "\(logs.withLock { $0 })")
+            // app that is not open. A webhook that fails is logged (waited for above).
+            #expect(logs.withLock { $0.contains { $0.contains("webhook of") } }, "\(logs.withLock { $0 })")
             #expect(!logs.withLock { $0.contains { $0.contains("no open event stream") } }, "\(logs.withLock { $0 })")
             func delta(_ metric: String) -> Double { after.value(metric) - before.value(metric) }
             #expect(delta("thingif_hub_commands_failed_total") == 1)
@@ -139,13 +156,10 @@ struct HubMetricsTests {
             #expect(delta("thingif_hub_command_result_latency_seconds_count") == 2)
 
             // The appliance stops (its will: offline): the gauge goes down.
+            // The hub reports it offline after it set the gauge.
             await offPool { _ = t.destroy() }
-            var online = after.value("thingif_hub_things_online")
-            let offDeadline = Date().addingTimeInterval(10)
-            while online != 0 && Date() < offDeadline {
-                try await Task.sleep(nanoseconds: 100_000_000)
-                online = try await e.metrics().value("thingif_hub_things_online")
-            }
+            #expect(await offPool { events.wait { $0 == "\(tid) is offline" } }, "\(events.all)")
+            let online = try await e.metrics().value("thingif_hub_things_online")
             #expect(online == 0, "things_online \(online) after the thing went offline")
         }
     }
