@@ -189,21 +189,20 @@ public final class AutomationConfigs: @unchecked Sendable {
 
     public func deleteActionSet(on owned: OwnedThing, name: String) -> Result<Void, HubError> {
         let thingID = owned.thingID
-        return
-            changeConfig(of: owned) { sets, timers in
-                guard let i = Self.named(sets, name) else {
-                    return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
-                }
-                if let user = timers.first(where: { t in
-                    t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false
-                }) {
-                    return HubError(
-                        409, "ACTION_SET_IN_USE",
-                        "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
-                }
-                sets.remove(at: i)
-                return nil
+        return changeConfig(of: owned) { sets, timers in
+            guard let i = Self.named(sets, name) else {
+                return .notFound("ACTION_SET_NOT_FOUND", "no action set \(name) on \(thingID)")
             }
+            if let user = timers.first(where: { t in
+                t["actionSets"]?.elements.contains { $0.stringValue == name } ?? false
+            }) {
+                return HubError(
+                    409, "ACTION_SET_IN_USE",
+                    "timer trigger \(user["name"]?.stringValue ?? "") uses action set \(name)")
+            }
+            sets.remove(at: i)
+            return nil
+        }
     }
 
     /// PUT …/timer-triggers/{name}: {"fireDate","recurrence"?,"timeZone","actionSets"}.
@@ -242,26 +241,24 @@ public final class AutomationConfigs: @unchecked Sendable {
     }
 
     public func setTimerTriggerEnabled(on owned: OwnedThing, name: String, enabled: Bool) -> Result<Void, HubError> {
-        let thingID = owned.thingID
-        return
-            changeConfig(of: owned) { _, timers in
-                guard let i = Self.named(timers, name) else {
-                    return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
-                }
-                timers[i].set("enabled", .bool(enabled))
-                return nil
-            }
+        changeTimer(of: owned, name) { timers, i in timers[i].set("enabled", .bool(enabled)) }
     }
 
     public func deleteTimerTrigger(on owned: OwnedThing, name: String) -> Result<Void, HubError> {
-        let thingID = owned.thingID
-        return
-            changeConfig(of: owned) { _, timers in
-                guard let i = Self.named(timers, name) else {
-                    return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(thingID)")
-                }
-                timers.remove(at: i)
-                return nil
+        changeTimer(of: owned, name) { timers, i in timers.remove(at: i) }
+    }
+
+    /// Changes the owned thing's timer trigger `name` (404
+    /// TIMER_TRIGGER_NOT_FOUND when it has none), as `changeConfig`.
+    private func changeTimer(
+        of owned: OwnedThing, _ name: String, _ change: (inout [JSON], Int) -> Void
+    ) -> Result<Void, HubError> {
+        changeConfig(of: owned) { _, timers in
+            guard let i = Self.named(timers, name) else {
+                return .notFound("TIMER_TRIGGER_NOT_FOUND", "no timer trigger \(name) on \(owned.thingID)")
             }
+            change(&timers, i)
+            return nil
+        }
     }
 }
