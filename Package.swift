@@ -133,7 +133,12 @@ let package = Package(
         ),
         .testTarget(
             name: "ThingIFTests",
-            dependencies: ["ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "lamps", "thingif-cli"],
+            dependencies: [
+                "ThingIF", "ThingIFRules", "ThingIFHub", "ThingIFHubServer", "CThingIFTestSupport", "aircon_test", "lamps",
+                "thingif-cli",
+                // Signs test manifests as a release's offline signer would (Tests/…/Update).
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swift5
         ),
         // The long fault streams (1,000+ commands through broker restarts,

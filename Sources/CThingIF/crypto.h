@@ -172,4 +172,72 @@ static inline char *thingif_crypto_cert_cn(const char *path, const char *prefix)
     return out;
 }
 
+/* Firmware updates (docs/UPDATES.md): the manifest's signatures and the
+ * image's hashes. No key here is secret: a trust file holds public keys. */
+
+/* SHA-256 of len bytes at data into out (32 bytes): 1, or 0 on failure. */
+static inline int thingif_crypto_sha256(const void *data, size_t len, unsigned char *out)
+{
+    unsigned int n = 0;
+    int ok = EVP_Digest(data ? data : "", len, out, &n, EVP_sha256(), NULL) == 1 && n == 32;
+    ERR_clear_error();
+    return ok;
+}
+
+/* Whether sig (sig_len bytes, an ECDSA signature in DER, as OpenSSL and
+ * `openssl dgst -sign` write it) is one of msg (msg_len bytes) with SHA-256 by the
+ * public key in pem (pem_len bytes, a PEM "PUBLIC KEY"): 1 yes; 0 no; -1
+ * pem holds no EC P-256 public key. */
+static inline int thingif_crypto_verify_es256(const void *pem, size_t pem_len, const void *msg, size_t msg_len,
+                                              const void *sig, size_t sig_len)
+{
+    int rc = -1;
+    BIO *bio = pem && pem_len <= INT_MAX ? BIO_new_mem_buf(pem, (int)pem_len) : NULL;
+    EVP_PKEY *key = bio ? PEM_read_bio_PUBKEY(bio, NULL, thingif_crypto_no_passphrase, NULL) : NULL;
+    EVP_MD_CTX *ctx = key && thingif_crypto_key_is_p256(key) ? EVP_MD_CTX_new() : NULL;
+    if (ctx) {
+        rc = EVP_DigestVerifyInit(ctx, NULL, EVP_sha256(), NULL, key) == 1 &&
+             EVP_DigestVerify(ctx, sig, sig_len, msg ? msg : "", msg_len) == 1;
+    }
+    EVP_MD_CTX_free(ctx);
+    EVP_PKEY_free(key);
+    BIO_free(bio);
+    ERR_clear_error();
+    return rc;
+}
+
+/* Decodes len bytes of standard base64 (RFC 4648 §4, padded, no line
+ * breaks) into out, which holds at least len / 4 * 3 bytes: the decoded
+ * length, or -1 when the text is not such base64. */
+static inline int thingif_crypto_base64_decode(const void *text, size_t len, unsigned char *out)
+{
+    const unsigned char *t = text;
+    if (len % 4 != 0 || len > INT_MAX)
+        return -1;
+    if (len == 0)
+        return 0;
+    int n = EVP_DecodeBlock(out, t, (int)len);
+    ERR_clear_error();
+    if (n < 0)
+        return -1;
+    /* EVP_DecodeBlock counts the padding as zero bytes; it also takes
+     * padding anywhere and leading or trailing blanks: refuse those. */
+    size_t pad = t[len - 1] == '=' ? (t[len - 2] == '=' ? 2 : 1) : 0;
+    for (size_t i = 0; i < len - pad; i++) {
+        unsigned char c = t[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/'))
+            return -1;
+    }
+    return n - (int)pad;
+}
+
+/* Encodes len bytes as standard padded base64 into out, which holds at
+ * least (len + 2) / 3 * 4 + 1 bytes (the text and a NUL): the text's length. */
+static inline int thingif_crypto_base64_encode(const void *data, size_t len, unsigned char *out)
+{
+    if (len > INT_MAX / 4 * 3 - 3)
+        return -1;
+    return EVP_EncodeBlock(out, data ? data : (const void *)"", (int)len);
+}
+
 #endif
