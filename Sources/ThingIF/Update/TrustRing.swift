@@ -118,7 +118,9 @@ public struct TrustRing {
             }
             failed = s.kid
         }
-        if let failed { return .failure(UpdateRefusal(.untrusted, str("the signature of key \(failed) does not verify"))) }
+        if let failed {
+            return .failure(UpdateRefusal(.untrusted, str("the signature of key \(failed) does not verify")))
+        }
         if let revokedSigner {
             return .failure(UpdateRefusal(.untrusted, str("signed by key \(revokedSigner), which is revoked")))
         }
@@ -131,7 +133,8 @@ public struct TrustRing {
     public func check(_ manifest: UpdateManifest, thingType: String) -> Result<Void, UpdateRefusal> {
         guard manifest.compatible.equals(thingType) else {
             return .failure(
-                UpdateRefusal(.wrongThingType, str("for thing type \(manifest.compatible), this thing is \(thingType)")))
+                UpdateRefusal(.wrongThingType, str("for thing type \(manifest.compatible), this thing is \(thingType)"))
+            )
         }
         guard manifest.securityVersion >= securityVersion else {
             return .failure(

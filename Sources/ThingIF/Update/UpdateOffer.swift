@@ -55,7 +55,8 @@ public struct UpdateOffer {
         var signatures: [ManifestSignature] = []
         for s in list.elements {
             guard s.isObject, let kid = s["kid"]?.stringValue, UpdateCoding.isName(kid) else {
-                return .failure(.malformed("signatures", "each needs a kid of 1 to 64 letters, digits, '.', '_' or '-'"))
+                return .failure(
+                    .malformed("signatures", "each needs a kid of 1 to 64 letters, digits, '.', '_' or '-'"))
             }
             guard let alg = s["alg"]?.stringValue, alg.equals(ManifestSignature.algorithm) else {
                 return .failure(.malformed("signatures", str("signature \(kid): alg must be ES256")))
@@ -73,7 +74,8 @@ public struct UpdateOffer {
             trial = v
         }
         return .success(
-            UpdateOffer(jobID: jobID, attempt: attempt, manifest: manifest, signatures: signatures, trialSeconds: trial))
+            UpdateOffer(jobID: jobID, attempt: attempt, manifest: manifest, signatures: signatures, trialSeconds: trial)
+        )
     }
 
     /// The parameters as the hub sends them, for `manifest` (its exact bytes).

@@ -145,7 +145,7 @@ struct UpdateManifestTests {
         for (field, value) in [
             ("updateID", #""a/b""#), ("version", #""1 2""#), ("compatible", #""""#), ("securityVersion", "-1"),
             ("securityVersion", "4294967296"), ("size", "0"), ("size", #""5000""#), ("blockSize", "1000"),
-            ("blockSize", "65536"), ("blocks", "4"), ("sha256", #""abc""#), ("blockHashes", "7"),
+            ("blockSize", "65536"), ("blocks", "4"), ("sha256", #""abc""#), ("blockHashes", "7")
         ] {
             let text = goodText.replacingOccurrences(
                 of: #"(\"\#(field)\":)(\"[^\"]*\"|-?[0-9]+)"#, with: "$1\(value)", options: .regularExpression)
@@ -179,7 +179,9 @@ struct UpdateManifestTests {
         // Trust files.
         #expect(TrustRing.parse(Array("{".utf8)).failureCode == .badTrustFile)
         #expect(TrustRing.parse(Array(#"{"keys":{}}"#.utf8)).failureCode == .badTrustFile)
-        #expect(TrustRing.parse(Array(#"{"keys":[\#(signer.keyJSON),\#(signer.keyJSON)]}"#.utf8)).failureCode == .badTrustFile)
+        #expect(
+            TrustRing.parse(Array(#"{"keys":[\#(signer.keyJSON),\#(signer.keyJSON)]}"#.utf8)).failureCode
+                == .badTrustFile)
         #expect(TrustRing.parse(Array(repeating: 0x20, count: 32769)).failureCode == .badTrustFile)
         #expect((try? TrustRing.parse(Array(#"{"keys":[\#(signer.keyJSON)]}"#.utf8)).get())?.keys.count == 1)
         // base64 and hex edge cases.
@@ -187,7 +189,8 @@ struct UpdateManifestTests {
         #expect(UpdateCoding.base64Decode("QQ==")! == [0x41] && UpdateCoding.base64Decode("QUI=")! == [0x41, 0x42])
         #expect(UpdateCoding.base64Decode("Q=Q=") == nil && UpdateCoding.base64Decode("QQ=") == nil)
         #expect(UpdateCoding.base64Encode([1, 2, 3, 4]) == "AQIDBA==")
-        #expect(UpdateCoding.hexDecode("0aFf", count: 2)! == [0x0A, 0xFF] && UpdateCoding.hexDecode("0g", count: 1) == nil)
+        #expect(
+            UpdateCoding.hexDecode("0aFf", count: 2)! == [0x0A, 0xFF] && UpdateCoding.hexDecode("0g", count: 1) == nil)
     }
 }
 
