@@ -11,7 +11,8 @@
 # Swift runtime (THINGIF_EMBEDDED=OFF), and a third with the Swift runtime
 # linked in (THINGIF_STATIC_STDLIB=ON) and its static and packaging tests;
 # the cross builds for aarch64 and armv7 boards with their C tests under
-# qemu-user (scripts/test-cross.sh);
+# qemu-user (scripts/test-cross.sh); the stripped size of each against its
+# budget (scripts/size.sh --check);
 # the Swift harness
 # again under ThreadSanitizer; the Python
 # package's pytest suite; and the API reference (Doxygen, warnings are
@@ -97,6 +98,10 @@ ctest --test-dir build-static --output-on-failure \
 
 echo "== cross builds for boards (aarch64, armv7): the C tests under qemu-user (scripts/test-cross.sh)"
 bash scripts/test-cross.sh --hub-bin-dir "$bin"
+
+echo "== size: the stripped Release library per architecture against scripts/size-budget (scripts/size.sh --check)"
+bash scripts/size.sh --check --components x86_64
+bash scripts/size.sh --check aarch64 armv7
 
 echo "== API reference (doxygen, warnings are errors)"
 bash scripts/api-docs.sh
