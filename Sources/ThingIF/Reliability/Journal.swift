@@ -39,6 +39,9 @@ public final class Journal {
     /// Every well-formed record, in order.
     public func load() -> [JSON] {
         guard let bytes = storage.read(name, limit: 64 << 20) else { return [] }
+        // A torn last line (no newline after it): the next append starts a
+        // line of its own, else it would join the torn one and be lost with it.
+        if let last = bytes.last, last != 10, pending.isEmpty { pending = [10] }
         var out: [JSON] = []
         var start = 0
         for i in 0..<bytes.count where bytes[i] == 10 {

@@ -36,6 +36,11 @@ struct FastReliabilityTests {
             let loaded = again.load()
             #expect(loaded.compactMap { $0["n"]?.intValue } == [0, 1, 2, 3, 4])
             #expect(again.lineCount == 5)
+            // A record appended after the torn line is a line of its own, read back.
+            #expect(again.append(json(#"{"n":5}"#)))
+            #expect(
+                Journal(storage: storage, name: "j.jsonl").load().compactMap { $0["n"]?.intValue } == [0, 1, 2, 3, 4, 5]
+            )
             #expect(again.rewrite([json(#"{"n":7}"#)]))
             #expect(again.append(json(#"{"n":8}"#)))
             #expect(Journal(storage: storage, name: "j.jsonl").load().compactMap { $0["n"]?.intValue } == [7, 8])
