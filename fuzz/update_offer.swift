@@ -13,9 +13,38 @@
 //     signatures.
 //  3. A trust file parses back from its own encoding with the same keys,
 //     revocations and security version, and trusts no key it revoked.
-//  4. jansson's memory returns to its baseline after each input.
+//  4. The input as a job's journal (UpdateJournal, update.jsonl) reads
+//     back a job within its manifest, and compacted it reads back the same
+//     job: status, durable blocks, install starts, trial boots, and a
+//     record count (report sequence numbers) that does not go down.
+//  5. jansson's memory returns to its baseline after each input.
 import CThingIF
 @testable import ThingIF
+
+let journalStorage: Storage = {
+    var template = Array("/tmp/thingif-fuzz-update.XXXXXX".utf8CString)
+    let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    return Storage(directory: dir)!
+}()
+
+func checkJournal(_ input: [UInt8]) {
+    guard journalStorage.write(UpdateJournal.fileName, input) else {
+        fuzzFail("the journal file cannot be written", input)
+    }
+    let journal = UpdateJournal(storage: journalStorage)
+    guard let job = journal.job else { return }
+    if job.durable.count != job.manifest.blocks || job.durable.held > job.durable.count {
+        fuzzFail("a job holds \(job.durable.held) of \(job.durable.count) blocks for \(job.manifest.blocks)", input)
+    }
+    guard journal.compact() else { fuzzFail("the journal cannot be compacted", input) }
+    guard let back = UpdateJournal(storage: journalStorage).job else { fuzzFail("a compacted job is lost", input) }
+    if back.status != job.status || back.durable != job.durable || back.installStarts != job.installStarts
+        || (job.status == .trial && back.trialBoots != job.trialBoots) || back.records < job.records
+        || !back.jobID.equals(job.jobID)
+    {
+        fuzzFail("a compacted job reads back as another", input)
+    }
+}
 
 func checkManifest(_ m: UpdateManifest, _ input: [UInt8]) {
     if m.bytes.count > UpdateLimits.maxManifestBytes { fuzzFail("an oversized manifest taken", input) }
@@ -30,6 +59,7 @@ func checkManifest(_ m: UpdateManifest, _ input: [UInt8]) {
 }
 
 func fuzzCheck(_ input: [UInt8]) {
+    checkJournal(input)
     if case .success(let m) = UpdateManifest.parse(input) { checkManifest(m, input) }
     if case .success(let params) = JSON.parse(input), case .success(let o) = UpdateOffer.parse(params) {
         checkManifest(o.manifest, input)
