@@ -34,7 +34,9 @@ enum TriggerPredicate {
                     .invalid("\"triggersWhen\" must be CONDITION_TRUE, CONDITION_FALSE_TO_TRUE or CONDITION_CHANGED"))
             }
             guard let c = p["condition"] else { return .failure(.invalid("a STATES predicate needs \"condition\"")) }
-            return StateCondition.parse(c).map { .states($0, when) }.mapError { .invalid($0.message) }
+            return StateCondition.parse(c).map { .states($0, when) }.mapError {
+                .invalid($0.message, field: $0.field ?? "condition")
+            }
         case "SCHEDULE":
             guard let s = p["schedule"]?.stringValue else {
                 return .failure(.invalid("a SCHEDULE predicate needs \"schedule\": a cron string"))

@@ -173,16 +173,81 @@ struct RequestFormTests {
             try json(#"{"query":{"clause":{"type":"range","field":"t","upperLimit":5}}}"#), now: 5000
         ).get()
         #expect(top.from == 0 && top.to == 5001 && top.ranges.count == 1 && !top.grouped)
-        // A refusal names its field in Kii's invalidFields.
-        guard
-            case .failure(let e) = StateQueryForm.parse(
-                try json(#"{"query":{"clause":{"type":"range","field":"t"}}}"#), now: 5000)
-        else {
-            Issue.record("a range without a limit was accepted")
+        // Equal limits, both included: one number passes, so it is a range.
+        let one = try StateQueryForm.parse(
+            try json(#"{"query":{"clause":{"type":"range","field":"t","lowerLimit":5,"upperLimit":5}}}"#), now: 5000
+        ).get()
+        #expect(one.ranges == [StateRange(field: "t", lower: 5, lowerIncluded: true, upper: 5, upperIncluded: true)])
+        #expect(StateRange.admit(one.ranges, state: #"{"t":5}"#, alias: nil))
+    }
+
+    @Test(
+        "State query: a range clause no number can pass, or with no number limit, is a 400 that names the clause's field"
+    )
+    func stateQueryEmptyRanges() throws {
+        let cases: [(String, String)] = [
+            (#"{"type":"range","field":"temp","lowerLimit":30,"upperLimit":20}"#, "above upperLimit"),
+            (#"{"type":"range","field":"temp","lowerLimit":20.5,"upperLimit":20.25}"#, "above upperLimit"),
+            (#"{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20,"upperIncluded":false}"#, "both 20"),
+            (#"{"type":"range","field":"temp","lowerLimit":20,"lowerIncluded":false,"upperLimit":20}"#, "both 20"),
+            (
+                #"{"type":"range","field":"temp","lowerLimit":-1.5,"lowerIncluded":false,"upperLimit":-1.5,"upperIncluded":false}"#,
+                "both -1.5"
+            ),
+            (#"{"type":"range","field":"temp"}"#, "upperLimit, lowerLimit or both"),
+            (#"{"type":"range","field":"temp","lowerLimit":null}"#, "upperLimit, lowerLimit or both"),
+            (#"{"type":"range","field":"temp","lowerLimit":"20"}"#, "\"lowerLimit\" must be a number"),
+            (#"{"type":"range","field":"temp","upperLimit":true}"#, "\"upperLimit\" must be a number"),
+            (#"{"type":"range","field":"temp","upperLimit":[1]}"#, "\"upperLimit\" must be a number"),
+            (
+                #"{"type":"and","clauses":[{"type":"range","field":"h","upperLimit":1},{"type":"and","clauses":[{"type":"range","field":"temp","lowerLimit":2,"upperLimit":1}]}]}"#,
+                "above upperLimit"
+            )
+        ]
+        for (clause, words) in cases {
+            guard case .failure(let e) = StateQueryForm.parse(try json(#"{"query":{"clause":\#(clause)}}"#), now: 5000)
+            else {
+                Issue.record("accepted: \(clause)")
+                continue
+            }
+            #expect(e.status == 400 && e.code == "INVALID_INPUT_DATA", "\(clause): \(e)")
+            #expect(e.message.contains("range on temp") && e.message.contains(words), "\(clause): \(e.message)")
+            // Kii's shape (thing-if-JSSDK test/small/PushOpsTest.ts): "invalidFields":{"<field>":"<why>"}.
+            #expect(e.invalidFields == ["temp": e.message], "\(clause): \(e)")
+            #expect(e.body["invalidFields"]?["temp"]?.stringValue == e.message, "\(clause)")
+        }
+    }
+
+    @Test("Server triggers read ranges by the same rule: one no number can pass is refused, naming its field")
+    func triggerEmptyRanges() throws {
+        let command =
+            #""command":{"schema":"AC","schemaVersion":1,"issuer":"user:u1","actions":[{"turnPower":{"power":true}}]}"#
+        func definition(_ condition: String) -> Result<JSON, HubError> {
+            let body =
+                #"{"predicate":{"eventSource":"STATES","triggersWhen":"CONDITION_TRUE","condition":\#(condition)},\#(command)}"#
+            guard let j = try? json(body) else { return .failure(.invalid("the test's JSON")) }
+            return TriggerForm.definition(j, now: 0, issuerAllowed: { _ in true }, checkCommand: { _ in nil })
+        }
+        for condition in [
+            #"{"type":"range","field":"temp","alias":"AC","lowerLimit":30,"upperLimit":20}"#,
+            #"{"type":"not","clause":{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20,"lowerIncluded":false}}"#,
+            #"{"type":"or","clauses":[{"type":"eq","field":"p","value":1},{"type":"range","field":"temp","upperLimit":"9"}]}"#
+        ] {
+            guard case .failure(let e) = definition(condition) else {
+                Issue.record("accepted: \(condition)")
+                continue
+            }
+            #expect(e.code == "INVALID_INPUT_DATA" && e.message.contains("temp"), "\(condition): \(e)")
+            #expect(e.invalidFields == ["temp": e.message], "\(condition): \(e)")
+        }
+        // A malformed condition that has no field names the predicate's condition.
+        guard case .failure(let e) = definition(#"{"type":"like"}"#) else {
+            Issue.record("accepted: like")
             return
         }
-        #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields?.keys.sorted() == ["clause"])
-        #expect(e.body["invalidFields"]?["clause"]?.stringValue == e.message)
+        #expect(e.invalidFields == ["condition": e.message], "\(e)")
+        let both = #"{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20}"#
+        #expect((try? definition(both).get()) != nil, "equal limits, both included, are one number")
     }
 
     @Test("State query: each bad body gets a 4xx, the largest upper limit included")
