@@ -102,6 +102,94 @@ struct RequestFormTests {
         #expect(HubError.invalid("no field").body["invalidFields"] == nil, "none when no one field is at fault")
     }
 
+    /// The refusal of `body`, which must be a 400 INVALID_INPUT_DATA whose
+    /// invalidFields is {field: message} (nil: none, no one field at fault).
+    private func expectNamed<T>(_ r: Result<T, HubError>, _ field: String?, _ body: String) {
+        guard case .failure(let e) = r else {
+            Issue.record("accepted: \(body)")
+            return
+        }
+        #expect(e.status == 400 && e.code == "INVALID_INPUT_DATA", "\(body): \(e)")
+        #expect(e.invalidFields == field.map { [$0: e.message] }, "\(body): \(e)")
+        #expect(e.body["invalidFields"]?.count == (field == nil ? nil : 1), "\(body)")
+    }
+
+    @Test("Onboarding forms: every refusal of one field names it in invalidFields, the hub's message kept")
+    func onboardingInvalidFields() throws {
+        let long = String(repeating: "x", count: 201)
+        let owner: [(String, Bool, String?)] = [
+            (#"[1]"#, false, nil),
+            (#"{"vendorThingID":"","thingPassword":"pw","owner":"user:u"}"#, false, "vendorThingID"),
+            (#"{"vendorThingID":"v","thingPassword":"\#(long)","owner":"user:u"}"#, false, "thingPassword"),
+            (#"{"vendorThingID":"v","thingPassword":"pw","owner":"u"}"#, false, "owner"),
+            (#"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","thingType":"\#(long)"}"#, false, "thingType"),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","firmwareVersion":"\#(long)"}"#, false,
+                "firmwareVersion"
+            ),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","dataGroupingInterval":"2_DAYS"}"#, false,
+                "dataGroupingInterval"
+            ),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","layoutPosition":"ENDNODE"}"#, false,
+                "layoutPosition"
+            ),
+            (#"{"thingID":"","thingPassword":"p","owner":"user:u"}"#, true, "thingID")
+        ]
+        for (body, byThingID, field) in owner {
+            expectNamed(OnboardingForm.parse(try json(body), byThingID: byThingID), field, body)
+        }
+        let base = #""endNodeVendorThingID":"v","endNodePassword":"p""#
+        let endNode: [(String, Bool, String?)] = [
+            (#"[1]"#, false, nil),
+            (#"{\#(base)}"#, false, "gatewayThingID"),
+            (#"{"gatewayThingID":"",\#(base)}"#, false, "gatewayThingID"),
+            (#"{"gatewayVendorThingID":"\#(long)",\#(base)}"#, true, "gatewayVendorThingID"),
+            (
+                #"{"gatewayThingID":"g","endNodeVendorThingID":"\#(long)","endNodePassword":"p"}"#, false,
+                "endNodeVendorThingID"
+            ),
+            (#"{"gatewayThingID":"g","endNodeVendorThingID":"v","endNodePassword":""}"#, false, "endNodePassword"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"thing:x"}"#, false, "owner"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingType":"\#(long)"}"#, false, "endNodeThingType"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeFirmwareVersion":"\#(long)"}"#, false, "endNodeFirmwareVersion"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingProperties":"[1]"}"#, false, "endNodeThingProperties")
+        ]
+        for (body, byVendor, field) in endNode {
+            expectNamed(EndNodeOnboardingForm.parse(try json(body), byGatewayVendorThingID: byVendor), field, body)
+        }
+    }
+
+    @Test("Trigger forms: every refusal of one field names it in invalidFields")
+    func triggerInvalidFields() throws {
+        let command = #"{"schema":"AC","schemaVersion":1,"issuer":"user:u1","actions":[{"turnPower":{"power":true}}]}"#
+        let states = #""eventSource":"STATES","triggersWhen":"CONDITION_TRUE""#
+        let eq = #"{"type":"eq","field":"power","value":true}"#
+        let cases: [(String, String?)] = [
+            (#"[]"#, nil),
+            (#"{"command":\#(command)}"#, "predicate"),
+            (#"{"predicate":{"eventSource":7},"command":\#(command)}"#, "eventSource"),
+            (#"{"predicate":{"eventSource":"WEATHER"},"command":\#(command)}"#, "eventSource"),
+            (#"{"predicate":{"eventSource":"STATES","condition":\#(eq)},"command":\#(command)}"#, "triggersWhen"),
+            (#"{"predicate":{\#(states)},"command":\#(command)}"#, "condition"),
+            (#"{"predicate":{\#(states),"condition":{"type":"eq","field":"p"}},"command":\#(command)}"#, "condition"),
+            (#"{"predicate":{"eventSource":"SCHEDULE"},"command":\#(command)}"#, "schedule"),
+            (#"{"predicate":{"eventSource":"SCHEDULE_ONCE","scheduleAt":"soon"},"command":\#(command)}"#, "scheduleAt"),
+            (#"{"predicate":{"eventSource":"SCHEDULE_ONCE","scheduleAt":5},"command":\#(command)}"#, "scheduleAt"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"serverCode":{"endpoint":"f"}}"#, "serverCode"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)}}"#, "command"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"title":7}"#, "title"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"description":[]}"#, "description"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"metadata":1}"#, "metadata")
+        ]
+        for (body, field) in cases {
+            let r = TriggerForm.definition(
+                try json(body), now: 1000, issuerAllowed: { _ in true }, checkCommand: { _ in nil })
+            expectNamed(r, field, body)
+        }
+    }
+
     @Test("End-node onboarding: each bad field gets a 400 that names it")
     func endNodeOnboardingRefused() throws {
         let long = String(repeating: "x", count: 201)
