@@ -16,8 +16,8 @@
 //     without paging, as sent; its field and name are 1 to 255 bytes
 //     without `"` or `\`; only COUNT takes a field that is not a number.
 //  6. An accepted query has one range per "range" clause of its and-tree,
-//     each with a limit and a field the stores can path; its
-//     firmwareVersion is 1 to 255 bytes.
+//     each with a limit, some number it passes, and a field the stores can
+//     path; its firmwareVersion is 1 to 255 bytes.
 //  7. A refusal's invalidFields, when present, names one field, with a
 //     reason, and only on a 400 INVALID_INPUT_DATA.
 import CThingIF
@@ -53,6 +53,9 @@ func fuzzCheck(_ input: [UInt8]) {
         }
         for r in q.ranges {
             if r.lower == nil && r.upper == nil { fuzzFail("an accepted range without a limit", input) }
+            if let lo = r.lower, let hi = r.upper, lo > hi || (lo == hi && !(r.lowerIncluded && r.upperIncluded)) {
+                fuzzFail("an accepted range no number can pass", input)
+            }
             if r.field.isEmpty || r.field.utf8.count > 255 || r.field.contains("\"") || r.field.contains("\\") {
                 fuzzFail("an accepted range field the stores cannot path", input)
             }

@@ -28,6 +28,11 @@ public struct HubError: Error, Sendable, Equatable {
         e.invalidFields = field.map { [$0: message] }
         return e
     }
+    /// The refusal of the thing's automation codec, naming the field it
+    /// says (a body the thing would refuse is refused as it would be).
+    public static func invalid(_ refusal: StatusMessage) -> HubError {
+        invalid(refusal.description, field: refusal.field)
+    }
     /// Kii's code for a command the API refuses.
     public static func wrongCommand(_ message: String) -> HubError { HubError(400, "WRONG_COMMAND", message) }
     /// Kii Cloud's code for a query it cannot run.

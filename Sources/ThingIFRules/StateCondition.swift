@@ -9,11 +9,17 @@ import ThingIF
 // CLI checks what it sends with these, so it refuses exactly what the hub
 // would refuse, before a request is made.
 
-/// Why a condition or a schedule is refused: one sentence for a person.
+/// Why a condition or a schedule is refused: one sentence for a person,
+/// and the state field of the range condition at fault when one is (the
+/// hub names it in Kii's `invalidFields`).
 public struct RuleError: Error, Sendable, Equatable {
     public let message: String
-    public init(_ message: String) { self.message = message }
-    static func invalid(_ message: String) -> RuleError { RuleError(message) }
+    public let field: String?
+    public init(_ message: String, field: String? = nil) {
+        self.message = message
+        self.field = field
+    }
+    static func invalid(_ message: String, field: String? = nil) -> RuleError { RuleError(message, field: field) }
 }
 
 /// A field of the thing's state: a top-level key, or with a trait alias
@@ -87,23 +93,31 @@ public indirect enum StateCondition {
             guard let c = j["clause"] else { return .failure(.invalid("a not condition needs \"clause\"")) }
             return parse(c, depth: depth + 1).map { .not($0) }
         case "range":
+            // Every refusal of a range names its field, once that is read:
+            // an and of ranges has several, and the field says which one.
+            let f: StateField
+            switch field() {
+            case .failure(let e): return .failure(e)
+            case .success(let x): f = x
+            }
+            let name = f.alias.map { "\($0).\(f.name)" } ?? f.name
+            func refused(_ why: String) -> RuleError { .invalid("the range on \(name): \(why)", field: f.name) }
             func limit(_ key: String) -> Result<Double?, RuleError> {
                 guard let v = j[key], !v.isNull else { return .success(nil) }
                 guard let d = number(v) else {
-                    return .failure(.invalid("\"\(key)\" must be a number, not \(v.typeName)"))
+                    return .failure(refused("\"\(key)\" must be a number, not \(v.typeName)"))
                 }
                 return .success(d)
             }
             func flag(_ key: String) -> Result<Bool, RuleError> {
                 guard let v = j[key], !v.isNull else { return .success(true) }
                 guard let b = v.boolValue else {
-                    return .failure(.invalid("\"\(key)\" must be a boolean, not \(v.typeName)"))
+                    return .failure(refused("\"\(key)\" must be a boolean, not \(v.typeName)"))
                 }
                 return .success(b)
             }
-            let f: StateField, upper: Double?, lower: Double?, ui: Bool, li: Bool
+            let upper: Double?, lower: Double?, ui: Bool, li: Bool
             do {
-                f = try field().get()
                 upper = try limit("upperLimit").get()
                 lower = try limit("lowerLimit").get()
                 ui = try flag("upperIncluded").get()
@@ -112,7 +126,20 @@ public indirect enum StateCondition {
                 return .failure(error)  // typed: every get() above throws RuleError
             }
             guard upper != nil || lower != nil else {
-                return .failure(.invalid("a range condition needs upperLimit, lowerLimit or both"))
+                return .failure(refused("it needs upperLimit, lowerLimit or both"))
+            }
+            // A range no number can pass would match nothing, silently.
+            if let lower, let upper {
+                if lower > upper {
+                    return .failure(
+                        refused("no number matches it: lowerLimit \(text(lower)) is above upperLimit \(text(upper))"))
+                }
+                if lower == upper && !(li && ui) {
+                    return .failure(
+                        refused(
+                            "no number matches it: lowerLimit and upperLimit are both \(text(lower)), not both included"
+                        ))
+                }
             }
             return .success(.range(field: f, upper: upper, upperIncluded: ui, lower: lower, lowerIncluded: li))
         case "and":
@@ -122,6 +149,11 @@ public indirect enum StateCondition {
         default:
             return .failure(.invalid("unknown condition type \(type): eq, not, range, and or or"))
         }
+    }
+
+    /// A limit as a person wrote it: 20, not 20.0.
+    static func text(_ d: Double) -> String {
+        d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(describing: d)
     }
 
     public static func number(_ v: JSON) -> Double? {

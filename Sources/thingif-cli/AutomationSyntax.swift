@@ -388,7 +388,9 @@ enum Automation {
         switch AutomationCodec.decodeTrigger(j) {
         case .failure(let m): throw AutomationParseError(message: m.description)
         case .success(let t):
-            if let p = AutomationCodec.check(t, knownSets: { _ in true }) { throw AutomationParseError(message: p) }
+            if let p = AutomationCodec.check(t, knownSets: { _ in true }) {
+                throw AutomationParseError(message: p.description)
+            }
         }
     }
 

@@ -91,7 +91,7 @@ extension Thing {
         var problem: String?
         let rc = mutate { a in
             if let p = AutomationCodec.check(trigger, knownSets: { a.set(named: $0) != nil }) {
-                problem = p
+                problem = p.description
                 return THINGIF_ERR_INVALID.code
             }
             guard trigger.fireDate > now else {

@@ -111,11 +111,19 @@ public struct TimerTrigger {
     }
 }
 
-/// A reason, as an Error.
+/// A reason, as an Error, and the field of the entry it is about when it
+/// is about one (the hub names it in Kii's `invalidFields`).
 public struct StatusMessage: Error, ExpressibleByStringLiteral, CustomStringConvertible {
     public let description: String
-    public init(_ s: String) { description = s }
-    public init(stringLiteral s: String) { description = s }
+    public let field: String?
+    public init(_ s: String, field: String? = nil) {
+        description = s
+        self.field = field
+    }
+    public init(stringLiteral s: String) {
+        description = s
+        field = nil
+    }
 }
 
 extension JSON {
@@ -150,26 +158,28 @@ public enum AutomationCodec {
 
     /// Why a trigger cannot be stored, or nil. `knownSets` says whether an
     /// action set name exists.
-    public static func check(_ t: TimerTrigger, knownSets: (String) -> Bool) -> String? {
-        if let p = checkName(t.name, "a timer trigger") { return p }
+    public static func check(_ t: TimerTrigger, knownSets: (String) -> Bool) -> StatusMessage? {
+        if let p = checkName(t.name, "a timer trigger") { return StatusMessage(p) }
         if let r = t.recurrence {
             let ms = r.count >= 1 && r.count <= L.maxRecurrenceCount ? r.periodMs : 0
             if ms < L.minRecurrenceMs || ms > L.maxRecurrenceMs {
-                return
+                return StatusMessage(
                     str(
                         "timer trigger \(t.name): a recurrence of \(r.count) \(r.unit.rawValue)(s) is outside 5 minutes .. 5 weeks (AutomationLimits.minRecurrenceMs, maxRecurrenceMs)"
-                    )
+                    ), field: "recurrence")
             }
         }
-        if let p = checkTimeZone(t.timeZone) { return str("timer trigger \(t.name): \(p)") }
+        if let p = checkTimeZone(t.timeZone) {
+            return StatusMessage(str("timer trigger \(t.name): \(p)"), field: "timeZone")
+        }
         if t.actionSets.isEmpty || t.actionSets.count > L.maxActionSetsPerTrigger {
-            return
+            return StatusMessage(
                 str(
                     "timer trigger \(t.name): it needs 1 to \(L.maxActionSetsPerTrigger) action sets (AutomationLimits.maxActionSetsPerTrigger), it has \(t.actionSets.count)"
-                )
+                ), field: "actionSets")
         }
         for s in t.actionSets where !knownSets(s) {
-            return str("timer trigger \(t.name): no action set named \"\(s)\"")
+            return StatusMessage(str("timer trigger \(t.name): no action set named \"\(s)\""), field: "actionSets")
         }
         return nil
     }
@@ -216,34 +226,39 @@ public enum AutomationCodec {
         }
         if let p = checkName(name, "an action set") { return .failure(StatusMessage(p)) }
         guard let list = j["actions"], list.isArray else {
-            return .failure(StatusMessage(str("action set \(name): \"actions\" must be an array")))
+            return .failure(StatusMessage(str("action set \(name): \"actions\" must be an array"), field: "actions"))
         }
         guard list.elements.count <= L.maxActionsPerSet else {
             return .failure(
                 StatusMessage(
                     str(
                         "action set \(name): \(list.elements.count) actions, over AutomationLimits.maxActionsPerSet (\(L.maxActionsPerSet))"
-                    )
+                    ), field: "actions"
                 ))
         }
         var actions: [AutomationAction] = []
         for (i, a) in list.elements.enumerated() {
-            guard a.isObject, let schema = a["schema"]?.stringValue, (1...L.maxIdentifier).contains(schema.utf8.count),
-                let action = a["action"]?.stringValue, (1...L.maxIdentifier).contains(action.utf8.count)
+            let schema = a["schema"]?.stringValue, action = a["action"]?.stringValue
+            let schemaFits = schema.map { (1...L.maxIdentifier).contains($0.utf8.count) } ?? false
+            guard a.isObject, schemaFits, let schema, let action, (1...L.maxIdentifier).contains(action.utf8.count)
             else {
                 return .failure(
                     StatusMessage(
                         str(
                             "action set \(name): action \(i) needs string \"schema\" and \"action\" of 1 to \(L.maxIdentifier) bytes"
-                        )
+                        ), field: !a.isObject ? "actions" : schemaFits ? "action" : "schema"
                     ))
             }
             let version = a["schemaVersion"]?.intValue ?? 0
             guard version >= 0, version <= Int(Int32.max) else {
-                return .failure(StatusMessage(str("action set \(name): action \(i): bad \"schemaVersion\"")))
+                return .failure(
+                    StatusMessage(str("action set \(name): action \(i): bad \"schemaVersion\""), field: "schemaVersion")
+                )
             }
             if let p = a["params"], !p.isNull, !p.isObject {
-                return .failure(StatusMessage(str("action set \(name): action \(i): \"params\" must be an object")))
+                return .failure(
+                    StatusMessage(str("action set \(name): action \(i): \"params\" must be an object"), field: "params")
+                )
             }
             let params = a["params"].flatMap { $0.isNull ? nil : $0.deepCopy() } ?? JSON.object()
             actions.append(AutomationAction(schema: schema, schemaVersion: version, action: action, params: params))
@@ -256,7 +271,9 @@ public enum AutomationCodec {
             return .failure("a timer trigger needs a string \"name\"")
         }
         guard let fire = j["fireDate"]?.epochMsValue else {
-            return .failure(StatusMessage(str("timer trigger \(name): \"fireDate\" must be an integer (epoch ms)")))
+            return .failure(
+                StatusMessage(
+                    str("timer trigger \(name): \"fireDate\" must be an integer (epoch ms)"), field: "fireDate"))
         }
         var recurrence: Recurrence?
         if let r = j["recurrence"], !r.isNull {
@@ -267,21 +284,25 @@ public enum AutomationCodec {
                     StatusMessage(
                         str(
                             "timer trigger \(name): \"recurrence\" must be {\"unit\":\"minute|hour|day|week\",\"count\":N}"
-                        ))
+                        ), field: "recurrence")
                 )
             }
             recurrence = Recurrence(unit: unit, count: c)
         }
         guard let tz = j["timeZone"]?.stringValue else {
-            return .failure(StatusMessage(str("timer trigger \(name): \"timeZone\" must be a string")))
+            return .failure(
+                StatusMessage(str("timer trigger \(name): \"timeZone\" must be a string"), field: "timeZone"))
         }
         guard let list = j["actionSets"], list.isArray else {
-            return .failure(StatusMessage(str("timer trigger \(name): \"actionSets\" must be an array of names")))
+            return .failure(
+                StatusMessage(
+                    str("timer trigger \(name): \"actionSets\" must be an array of names"), field: "actionSets"))
         }
         var names: [String] = []
         for n in list.elements {
             guard let s = n.stringValue else {
-                return .failure(StatusMessage(str("timer trigger \(name): \"actionSets\" holds a non-string")))
+                return .failure(
+                    StatusMessage(str("timer trigger \(name): \"actionSets\" holds a non-string"), field: "actionSets"))
             }
             names.append(s)
         }
@@ -339,7 +360,7 @@ public enum AutomationCodec {
                 if let p = check(
                     t, knownSets: { n in sets.contains { $0.name.equals(n) } || localSets.containsBytes(n) })
                 {
-                    return .failure(StatusMessage(p))
+                    return .failure(p)
                 }
                 triggers.append(t)
             }

@@ -17,7 +17,9 @@ extension AppAPI {
     /// THING_NOT_FOUND, a stranger cannot tell the two apart); the owner
     /// is the user's (403); then the rules whoever asks (EndNodeRules.onboard).
     public func onboardEndNode(user: UserRecord, form: EndNodeOnboardingForm) -> Result<ThingRecord, HubError> {
-        guard let owner = form.owner else { return .failure(.invalid("\"owner\" is required: a string")) }
+        guard let owner = form.owner else {
+            return .failure(.invalid("\"owner\" is required: a string", field: "owner"))
+        }
         let gateway: ThingRecord
         switch ownedGateway(user: user, form.gateway) {
         case .failure(let e): return .failure(e)

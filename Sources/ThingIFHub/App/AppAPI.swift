@@ -46,17 +46,17 @@ public struct AppAPI {
         var hash: String?
         if let loginName {
             guard AppAPI.isValidLoginName(loginName) else {
-                return .failure(.invalid("loginName must be 3 to 64 letters, digits or . _ @ -"))
+                return .failure(.invalid("loginName must be 3 to 64 letters, digits or . _ @ -", field: "loginName"))
             }
             guard let password, (4...128).contains(password.count) else {
-                return .failure(.invalid("password must be 4 to 128 characters"))
+                return .failure(.invalid("password must be 4 to 128 characters", field: "password"))
             }
             hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
             if store.user(loginName: loginName) != nil {
                 return .failure(HubError(409, "USER_ALREADY_EXISTS", "loginName \(loginName) is taken"))
             }
         } else if password != nil {
-            return .failure(.invalid("a password needs a loginName"))
+            return .failure(.invalid("a password needs a loginName", field: "loginName"))
         }
         guard let u = store.createUser(loginName: loginName, passwordHash: hash) else {
             return .failure(loginName != nil ? HubError(409, "USER_ALREADY_EXISTS", "loginName is taken") : .storage)
@@ -96,10 +96,12 @@ public struct AppAPI {
     }
 
     public func createGroup(name: String, owner: UserRecord, members: [String]) -> Result<GroupRecord, HubError> {
-        guard (1...64).contains(name.count) else { return .failure(.invalid("name must be 1 to 64 characters")) }
-        guard members.count <= 100 else { return .failure(.invalid("at most 100 members")) }
+        guard (1...64).contains(name.count) else {
+            return .failure(.invalid("name must be 1 to 64 characters", field: "name"))
+        }
+        guard members.count <= 100 else { return .failure(.invalid("at most 100 members", field: "members")) }
         for m in members where store.user(id: m) == nil {
-            return .failure(.invalid("no user \(m)"))
+            return .failure(.invalid("no user \(m)", field: "members"))
         }
         guard let g = store.createGroup(name: name, ownerUserID: owner.userID, members: members) else {
             return .failure(.storage)
@@ -322,14 +324,16 @@ public struct AppAPI {
             target = webhookURL
         } else if kind == .webhook {
             guard let url = webhookURL, url.count <= 2048, url.hasPrefix("http://") || url.hasPrefix("https://") else {
-                return .failure(.invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL"))
+                return .failure(
+                    .invalid("a WEBHOOK installation needs webhookURL, an http:// or https:// URL", field: "webhookURL")
+                )
             }
             if case .refused(let why) = options.webhooks.checkAtInstallation(url) {
-                return .failure(.invalid(why))
+                return .failure(.invalid(why, field: "webhookURL"))
             }
             target = url
         } else if webhookURL != nil {
-            return .failure(.invalid("webhookURL is only for WEBHOOK installations"))
+            return .failure(.invalid("webhookURL is only for WEBHOOK installations", field: "webhookURL"))
         }
         if kind == .mqtt {
             // Each is a broker client and role: bounded per user and per app.
@@ -415,7 +419,11 @@ public struct AppAPI {
         } catch {
             return .failure(error)
         }
-        if let e = OnboardingForm.check(vendorThingID: vendorThingID, password: password) { return .failure(e) }
+        if let e = OnboardingForm.check(
+            vendorThingID: vendorThingID, password: password, fields: ("_vendorThingID", "_password"))
+        {
+            return .failure(e)
+        }
         let (thing, thingID) = (owned.thing, owned.thingID)
         let hash = PasswordHash.make(password, iterations: store.secrets.passwordIterations)
         switch store.setVendorThingID(thingID: thingID, vendorThingID: vendorThingID, passwordHash: hash) {
@@ -487,7 +495,10 @@ public struct AppAPI {
         -> Result<Bool, HubError>
     {
         guard (1...200).contains(vendorThingID.count), (1...200).contains(password.count) else {
-            return .failure(.invalid("vendorThingID and thingPassword must be 1 to 200 characters"))
+            return .failure(
+                .invalid(
+                    "vendorThingID and thingPassword must be 1 to 200 characters",
+                    field: (1...200).contains(vendorThingID.count) ? "thingPassword" : "vendorThingID"))
         }
         let known = store.thing(vendorThingID: vendorThingID) != nil
         switch store.registerThing(

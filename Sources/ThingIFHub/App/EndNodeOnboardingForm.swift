@@ -54,19 +54,21 @@ public struct EndNodeOnboardingForm: Equatable, Sendable {
             (gatewayKey, gatewayID), ("endNodeVendorThingID", vendorThingID), ("endNodePassword", password)
         ]
         where v.isEmpty || v.count > maxField {
-            throw HubError.invalid("\(key) must be 1 to \(maxField) characters")
+            throw HubError.invalid("\(key) must be 1 to \(maxField) characters", field: key)
         }
         var owner: String?
         if let named = try FormFields.optionalString(body, "owner") {
             guard let typed = typedID(named) else {
-                throw HubError.invalid("owner must be a typed ID: user:{userID} or group:{groupID}")
+                throw HubError.invalid("owner must be a typed ID: user:{userID} or group:{groupID}", field: "owner")
             }
             owner = typed
         }
         let thingType = try FormFields.optionalString(body, "endNodeThingType")
         let firmwareVersion = try FormFields.optionalString(body, "endNodeFirmwareVersion")
         for (key, v) in [("endNodeThingType", thingType), ("endNodeFirmwareVersion", firmwareVersion)] {
-            if let v, v.utf8.count > maxField { throw HubError.invalid("\(key) is longer than \(maxField) bytes") }
+            if let v, v.utf8.count > maxField {
+                throw HubError.invalid("\(key) is longer than \(maxField) bytes", field: key)
+            }
         }
         return EndNodeOnboardingForm(
             gateway: byGatewayVendorThingID ? .vendorThingID(gatewayID) : .thingID(gatewayID),
@@ -95,7 +97,7 @@ public struct EndNodeOnboardingForm: Equatable, Sendable {
         if let text = v.stringValue, case .success(let inner) = JSON.parse(text), inner.isObject {
             return inner.dump()
         }
-        throw HubError.invalid("\(key) must be a JSON object (or a string holding one), not \(v.typeName)")
+        throw HubError.invalid("\(key) must be a JSON object (or a string holding one), not \(v.typeName)", field: key)
     }
 
     /// The body again, with the gateway named as the form names it (the

@@ -52,7 +52,7 @@ public struct OnboardingForm: Equatable, Sendable {
         let layout: LayoutPosition?
         switch LayoutPosition.named(in: body) {
         case .success(let named): layout = named
-        case .failure(let r): throw HubError.invalid(r.message)
+        case .failure(let r): throw HubError.invalid(r.message, field: LayoutPosition.field)
         }
         let form = OnboardingForm(
             thing: named,
@@ -63,10 +63,12 @@ public struct OnboardingForm: Equatable, Sendable {
             dataGroupingInterval: try FormFields.optionalString(body, "dataGroupingInterval"),
             layoutPosition: layout)
         if case .thingID(let id) = named, id.isEmpty || id.count > maxField {
-            throw HubError.invalid("thingID must be 1 to \(maxField) characters")
+            throw HubError.invalid("thingID must be 1 to \(maxField) characters", field: "thingID")
         }
         for (key, v) in [("thingType", form.thingType), ("firmwareVersion", form.firmwareVersion)] {
-            if let v, v.utf8.count > maxField { throw HubError.invalid("\(key) is longer than \(maxField) bytes") }
+            if let v, v.utf8.count > maxField {
+                throw HubError.invalid("\(key) is longer than \(maxField) bytes", field: key)
+            }
         }
         let vendorThingID: String? = if case .vendorThingID(let v) = named { v } else { nil }
         if let e = check(vendorThingID: vendorThingID, password: form.password)
@@ -78,11 +80,17 @@ public struct OnboardingForm: Equatable, Sendable {
     }
 
     /// The rule for the credentials the thing will log in with (a nil
-    /// vendorThingID: the thing is named by its thingID).
-    static func check(vendorThingID: String?, password: String) -> HubError? {
+    /// vendorThingID: the thing is named by its thingID); `fields` are the
+    /// body's names of the two, for invalidFields.
+    static func check(
+        vendorThingID: String?, password: String, fields: (String, String) = ("vendorThingID", "thingPassword")
+    ) -> HubError? {
         let fits = { (s: String) in !s.isEmpty && s.count <= maxField }
-        guard vendorThingID.map(fits) ?? true, fits(password) else {
-            return .invalid("vendorThingID and thingPassword must be 1 to \(maxField) characters")
+        let vendorFits = vendorThingID.map(fits) ?? true
+        guard vendorFits, fits(password) else {
+            return .invalid(
+                "vendorThingID and thingPassword must be 1 to \(maxField) characters",
+                field: vendorFits ? fields.1 : fields.0)
         }
         return nil
     }
@@ -90,12 +98,12 @@ public struct OnboardingForm: Equatable, Sendable {
     /// The rule for the owner (a typed ID) and the grouping interval.
     static func check(owner: String, dataGroupingInterval: String?) -> HubError? {
         guard owner.hasPrefix("user:") || owner.hasPrefix("group:") else {
-            return .invalid("owner must be a typed ID: user:{userID} or group:{groupID}")
+            return .invalid("owner must be a typed ID: user:{userID} or group:{groupID}", field: "owner")
         }
         if let i = dataGroupingInterval, AppLimits.groupingIntervals[i] == nil {
             return .invalid(
-                "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))"
-            )
+                "dataGroupingInterval must be one of \(AppLimits.groupingIntervals.keys.sorted().joined(separator: ", "))",
+                field: "dataGroupingInterval")
         }
         return nil
     }

@@ -151,8 +151,9 @@ public struct StateQueryForm: Equatable, Sendable {
 /// "upperLimit"?,"upperIncluded"?}. Read and matched by the server
 /// triggers' rule (ThingIFRules' StateCondition): numbers only, each limit
 /// included unless its flag says false, a field that is missing or no
-/// number matches nothing. The SQL stores say the same in SQL
-/// (StateRangeSQL).
+/// number matches nothing; a clause no number can pass (no limit, lower
+/// above upper, equal limits not both included) is refused, naming its
+/// field. The SQL stores say the same in SQL (StateRangeSQL).
 public struct StateRange: Equatable, Sendable {
     /// A top-level field of the (alias's) state.
     public var field: String
@@ -176,11 +177,14 @@ public struct StateRange: Equatable, Sendable {
     /// field is read in the path's alias, so a clause naming one is refused.
     static func parse(_ clause: JSON) -> Result<StateRange, HubError> {
         switch StateCondition.parse(clause) {
-        case .failure(let e): return .failure(.invalid(e.message, field: "clause"))
+        // The rule names the clause's field once it has read one (a
+        // query's ands hold up to 16 ranges: "clause" would not say which).
+        case .failure(let e): return .failure(.invalid(e.message, field: e.field ?? "clause"))
         case .success(.range(let f, let upper, let ui, let lower, let li)):
             guard f.alias == nil else {
                 return .failure(
-                    .invalid("a query's range clause takes no \"alias\": the query's path names it", field: "clause"))
+                    .invalid(
+                        "the range on \(f.name) takes no \"alias\": the query's path names it", field: f.name))
             }
             do { try StateAggregation.checkName(f.name, "field") } catch { return .failure(error) }
             return .success(StateRange(field: f.name, lower: lower, lowerIncluded: li, upper: upper, upperIncluded: ui))

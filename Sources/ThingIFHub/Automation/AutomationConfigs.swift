@@ -113,7 +113,7 @@ public final class AutomationConfigs: @unchecked Sendable {
             for x in timers { t.append(x) }
             c.set("actionSets", a)
             c.set("timerTriggers", t)
-            if case .failure(let m) = AutomationCodec.decodeConfig(c) { return .failure(.invalid(m.description)) }
+            if case .failure(let m) = AutomationCodec.decodeConfig(c) { return .failure(.invalid(m)) }
             // The thing refuses a configuration over maxConfigBytes; the
             // published one adds "version":N (at most 30 bytes).
             let size = c.dump().utf8.count + 30
@@ -169,17 +169,19 @@ public final class AutomationConfigs: @unchecked Sendable {
             (1...AutomationLimits.maxActionsPerSet).contains(actions.count)
         else {
             return .failure(
-                .invalid("\"actions\" is required: an array of 1 to \(AutomationLimits.maxActionsPerSet) actions"))
+                .invalid(
+                    "\"actions\" is required: an array of 1 to \(AutomationLimits.maxActionsPerSet) actions",
+                    field: "actions"))
         }
         for (i, a) in actions.elements.enumerated() where a.dump().utf8.count > AppLimits.maxActionBytes {
-            return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes"))
+            return .failure(.invalid("action \(i) is larger than \(AppLimits.maxActionBytes) bytes", field: "actions"))
         }
         let given = JSON.object()
         given.set("name", string: name)
         given.set("actions", actions)
         let set: JSON
         switch AutomationCodec.decodeSet(given) {
-        case .failure(let m): return .failure(.invalid(m.description))
+        case .failure(let m): return .failure(.invalid(m))
         case .success(let s): set = AutomationCodec.encode(s)
         }
         return changeConfig(of: owned) { sets, _ in
@@ -211,20 +213,23 @@ public final class AutomationConfigs: @unchecked Sendable {
         if let e = Self.validName(name) { return .failure(e) }
         guard body.isObject else { return .failure(.invalid("the body must be a JSON object")) }
         guard let fire = body["fireDate"]?.intValue else {
-            return .failure(.invalid("\"fireDate\" is required: milliseconds since the epoch"))
+            return .failure(.invalid("\"fireDate\" is required: milliseconds since the epoch", field: "fireDate"))
         }
-        guard Int64(fire) > now() else { return .failure(.invalid("\"fireDate\" must be in the future")) }
+        guard Int64(fire) > now() else {
+            return .failure(.invalid("\"fireDate\" must be in the future", field: "fireDate"))
+        }
         let given = JSON.object()
         for key in ["recurrence", "timeZone", "actionSets"] { if let v = body[key] { given.set(key, v) } }
         given.set("name", string: name)
         given.set("fireDate", .int(fire))
         given.set("enabled", .bool(false))
         guard given["timeZone"]?.stringValue != nil else {
-            return .failure(.invalid("\"timeZone\" is required: an IANA time zone such as Europe/Paris"))
+            return .failure(
+                .invalid("\"timeZone\" is required: an IANA time zone such as Europe/Paris", field: "timeZone"))
         }
         let trigger: TimerTrigger
         switch AutomationCodec.decodeTrigger(given) {
-        case .failure(let m): return .failure(.invalid(m.description))
+        case .failure(let m): return .failure(.invalid(m))
         case .success(let d): trigger = d
         }
         // The set names are checked against the thing's sets below, inside the lock.
@@ -233,7 +238,7 @@ public final class AutomationConfigs: @unchecked Sendable {
         let t = AutomationCodec.encode(trigger)
         return changeConfig(of: owned) { sets, timers in
             for n in setNames where Self.named(sets, n) == nil {
-                return .invalid("unknown action set \(n)")
+                return .invalid("unknown action set \(n)", field: "actionSets")
             }
             return Self.upsert(
                 t, named: name, in: &timers, cap: AutomationLimits.maxTimerTriggers, what: "timer triggers")

@@ -200,8 +200,12 @@ final class EndNodeRequests: @unchecked Sendable {
     private func connection(_ req: KiiRequest, _ endNode: ThingRecord, clientID: String?) -> Result<
         KiiResponse, HubError
     > {
-        guard case .success(let j) = JSON.parse(req.body), j.isObject, let online = j["online"]?.boolValue else {
-            return .failure(.invalid("the body must be {\"online\":true} or {\"online\":false}"))
+        let j = JSON.parse(req.body)
+        guard case .success(let body) = j, body.isObject, let online = body["online"]?.boolValue else {
+            // An object without a boolean "online" has that one field at fault.
+            let object = (try? j.get())?.isObject ?? false
+            return .failure(
+                .invalid("the body must be {\"online\":true} or {\"online\":false}", field: object ? "online" : nil))
         }
         guard let gateway = endNode.gatewayThingID.flatMap({ store.thing(id: $0) }) else {
             return .failure(.endNodeNotFound(endNode.thingID))

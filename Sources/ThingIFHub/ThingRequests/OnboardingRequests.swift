@@ -67,7 +67,10 @@ final class OnboardingRequests: @unchecked Sendable {
             // By thingID (Kii's onboard_with_thing_id): the thing was registered
             // before (by an owner, or by itself); the rest is the same onboarding.
             guard let tid = j["thingID"]?.stringValue, !tid.isEmpty, j["vendorThingID"] == nil else {
-                return .refusal(400, "INVALID_INPUT_DATA", "thingID and thingPassword are required strings")
+                return .refusal(
+                    .invalid(
+                        "thingID and thingPassword are required strings",
+                        field: j["vendorThingID"] != nil ? "vendorThingID" : "thingID"))
             }
             guard let vendorThingID = store.thing(id: tid)?.vendorThingID else {
                 return .refusal(.thingIDNotFound(tid))
@@ -78,10 +81,16 @@ final class OnboardingRequests: @unchecked Sendable {
         let (signing, refusal) = installations.certificateOrder(in: j)
         if let refusal { return refusal }
         // The layout's own refusal first: decode refuses it without saying why.
-        if case .failure(let r) = LayoutPosition.named(in: j) { return .refusal(400, "INVALID_INPUT_DATA", r.message) }
+        if case .failure(let r) = LayoutPosition.named(in: j) {
+            return .refusal(.invalid(r.message, field: LayoutPosition.field))
+        }
         guard let o = OnboardingRequest.decode(j) else {
+            // The credential at fault (decode also refuses thingProperties that are no object).
+            let missing = ["vendorThingID", "thingPassword"].first {
+                !(j[$0]?.stringValue.map { !$0.isEmpty } ?? false)
+            }
             return .refusal(
-                400, "INVALID_INPUT_DATA", "vendorThingID (or thingID) and thingPassword are required strings")
+                .invalid("vendorThingID (or thingID) and thingPassword are required strings", field: missing))
         }
         if claim != nil && signing == nil { return claimNeedsCSR }
         // Only wrong passwords spend the budget: Kii's SDKs onboard at every
@@ -158,8 +167,13 @@ final class OnboardingRequests: @unchecked Sendable {
         case .failure(let r): return r
         case .success(let x): t = x
         }
-        guard case .success(let j) = JSON.parse(req.body), (try? FormFields.installationType(j)) == "MQTT" else {
-            return .refusal(400, "INVALID_INPUT_DATA", "deviceType must be \"MQTT\"")
+        let parsed = try? JSON.parse(req.body).get()
+        guard let j = parsed, (try? FormFields.installationType(j)) == "MQTT" else {
+            // An object's deviceType (or installationType, its other name) is at fault.
+            let key = parsed.flatMap {
+                $0.isObject ? ($0["deviceType"] != nil ? "deviceType" : "installationType") : nil
+            }
+            return .refusal(.invalid("deviceType must be \"MQTT\"", field: key))
         }
         // thingif's own field, as in onboarding by the thing: a hub with a CA
         // answers a CSR with the endpoint and its certificate, so the thing

@@ -156,13 +156,14 @@ final class ResultRequests: @unchecked Sendable {
             return .refusal(400, "INVALID_INPUT_DATA", "the body must be a command object")
         }
         if let id = j["commandID"], id.stringValue != commandID {
-            return .refusal(400, "INVALID_INPUT_DATA", "commandID in the body is not \(commandID) of the path")
+            return .refusal(.invalid("commandID in the body is not \(commandID) of the path", field: "commandID"))
         }
         guard case .success(let command) = Command.decode(j) else {
             return .refusal(400, "INVALID_INPUT_DATA", "the body is not a valid command")
         }
         if let issuer = command.issuer, issuer != "thing:\(tid)" {
-            return .refusal(400, "INVALID_INPUT_DATA", "the issuer of a command the thing reports must be thing:\(tid)")
+            return .refusal(
+                .invalid("the issuer of a command the thing reports must be thing:\(tid)", field: "issuer"))
         }
         guard store.command(id: commandID) == nil else { return .answer(204) }  // a repeat
         let now = Platform.epochMs()

@@ -45,7 +45,9 @@ public final class ThingFields: @unchecked Sendable {
         guard case .success(let j) = JSON.parse(body), let v = j[field.key]?.stringValue,
             (1...200).contains(v.utf8.count)
         else {
-            return .failure(.invalid("\(field.key) must be a string of 1 to 200 bytes"))
+            let object = (try? JSON.parse(body).get())?.isObject ?? false
+            return .failure(
+                .invalid("\(field.key) must be a string of 1 to 200 bytes", field: object ? field.key : nil))
         }
         let done =
             field == .firmwareVersion

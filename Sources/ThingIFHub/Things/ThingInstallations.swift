@@ -129,14 +129,14 @@ public final class ThingInstallations: @unchecked Sendable {
             return (
                 nil,
                 .refusal(
-                    400, "INVALID_INPUT_DATA",
-                    "certificateSigningRequest must be a PEM PKCS#10 request of at most \(OnboardingRequest.maxCSRBytes) bytes"
-                )
+                    .invalid(
+                        "certificateSigningRequest must be a PEM PKCS#10 request of at most \(OnboardingRequest.maxCSRBytes) bytes",
+                        field: OnboardingRequest.csrField))
             )
         }
         if let ca = authority.ca, let pem = field.csr {
             switch ThingCertificates.request(pem) {
-            case .failure(let p): return (nil, .refusal(400, "INVALID_INPUT_DATA", p.message))
+            case .failure(let p): return (nil, .refusal(.invalid(p.message, field: OnboardingRequest.csrField)))
             case .success(let checked): return ((ca, checked), nil)
             }
         }

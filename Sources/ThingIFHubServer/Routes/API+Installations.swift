@@ -34,14 +34,18 @@ extension API {
         let body = try await object(request)
         let type = try FormFields.installationType(body)
         guard let kind = AppInstallation.Kind(rawValue: type) else {
-            throw HubError.invalid("deviceType must be MQTT, SSE, WEBHOOK, IOS, ANDROID or JPUSH, not \(type)")
+            throw HubError.invalid(
+                "deviceType must be MQTT, SSE, WEBHOOK, IOS, ANDROID or JPUSH, not \(type)",
+                field: body["deviceType"] != nil ? "deviceType" : "installationType")
         }
         var url = try FormFields.optionalString(body, "webhookURL")
         if !kind.isDelivered {
             // Kii's installPush: the push service's token, 1 to 4096 bytes.
             let token = try FormFields.requiredString(body, "installationRegistrationID")
             guard (1...4096).contains(token.utf8.count), url == nil else {
-                throw HubError.invalid("installationRegistrationID must be 1 to 4096 bytes, and no webhookURL")
+                throw HubError.invalid(
+                    "installationRegistrationID must be 1 to 4096 bytes, and no webhookURL",
+                    field: url == nil ? "installationRegistrationID" : "webhookURL")
             }
             url = token
         }

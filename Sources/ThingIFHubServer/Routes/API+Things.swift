@@ -55,11 +55,11 @@ extension API {
         }
         let body = try await object(request)
         guard let list = body["things"], list.isArray, (1...100).contains(list.elements.count) else {
-            throw HubError.invalid("\"things\" must be an array of 1 to 100 objects")
+            throw HubError.invalid("\"things\" must be an array of 1 to 100 objects", field: "things")
         }
         var rows: [(String, String, String?, String?)] = []
         for e in list.elements {
-            guard e.isObject else { throw HubError.invalid("each of \"things\" must be an object") }
+            guard e.isObject else { throw HubError.invalid("each of \"things\" must be an object", field: "things") }
             rows.append(
                 (
                     try FormFields.requiredString(e, "vendorThingID"),

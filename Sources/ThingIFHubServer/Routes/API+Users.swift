@@ -108,7 +108,8 @@ extension API {
         let body = try await object(request)
         let token = try FormFields.optionalString(body, "token") ?? bearer(request)
         guard hub.app.revoke(token: token, by: user) else {
-            throw HubError.invalid("the token is not a valid token of the caller")
+            throw HubError.invalid(
+                "the token is not a valid token of the caller", field: body["token"] != nil ? "token" : nil)
         }
         return Reply.noContent()
     }
@@ -120,10 +121,12 @@ extension API {
         var members: [String] = []
         if let m = body["members"], !m.isNull {
             guard m.isArray else {
-                throw HubError.invalid("\"members\" must be an array of userIDs, not \(m.typeName)")
+                throw HubError.invalid("\"members\" must be an array of userIDs, not \(m.typeName)", field: "members")
             }
             for e in m.elements {
-                guard let s = e.stringValue else { throw HubError.invalid("\"members\" must hold userID strings") }
+                guard let s = e.stringValue else {
+                    throw HubError.invalid("\"members\" must hold userID strings", field: "members")
+                }
                 members.append(s)
             }
         }

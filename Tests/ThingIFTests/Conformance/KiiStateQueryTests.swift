@@ -245,32 +245,60 @@ struct KiiStateQueryTests {
         }
     }
 
-    @Test("Bad range clauses and firmwareVersions are refused with 400, the field named in invalidFields")
-    func refused() async throws {
-        try await withKii(.memory) { k in
+    @Test(
+        "Bad range clauses (one no number can pass among them) and firmwareVersions are refused with 400, the clause's field named in the message and invalidFields",
+        arguments: stores)
+    func refused(_ factory: StoreFactory) async throws {
+        try await withKii(factory) { k in
             try k.upload(["power": true, "currentTemperature": 23], at: Platform.epochMs() - 1_000)
             let cases: [(String, String, String?)] = [
-                (#"{"type":"range","field":"currentTemperature"}"#, "INVALID_INPUT_DATA", "clause"),
-                (#"{"type":"range","field":"currentTemperature","lowerLimit":"20"}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","field":"currentTemperature"}"#, "INVALID_INPUT_DATA", "currentTemperature"),
+                (
+                    #"{"type":"range","field":"currentTemperature","lowerLimit":"20"}"#, "INVALID_INPUT_DATA",
+                    "currentTemperature"
+                ),
+                (#"{"type":"range","field":"t","upperLimit":null,"lowerLimit":null}"#, "INVALID_INPUT_DATA", "t"),
+                // Ranges no number can pass: an answer of nothing would say "no such state", wrongly.
+                (
+                    #"{"type":"range","field":"currentTemperature","lowerLimit":30,"upperLimit":20}"#,
+                    "INVALID_INPUT_DATA", "currentTemperature"
+                ),
+                (
+                    #"{"type":"range","field":"currentTemperature","lowerLimit":23,"upperLimit":23,"upperIncluded":false}"#,
+                    "INVALID_INPUT_DATA", "currentTemperature"
+                ),
+                (
+                    #"{"type":"range","field":"t","lowerLimit":23.5,"lowerIncluded":false,"upperLimit":23.5}"#,
+                    "INVALID_INPUT_DATA", "t"
+                ),
+                (
+                    #"{"type":"and","clauses":[{"type":"range","field":"h","lowerLimit":1},{"type":"range","field":"t","lowerLimit":2,"upperLimit":1}]}"#,
+                    "INVALID_INPUT_DATA", "t"
+                ),
                 (#"{"type":"range","field":"","lowerLimit":20}"#, "INVALID_INPUT_DATA", "clause"),
                 (#"{"type":"range","lowerLimit":20}"#, "INVALID_INPUT_DATA", "clause"),
                 (#"{"type":"range","field":"a\"b","lowerLimit":20}"#, "INVALID_INPUT_DATA", "field"),
-                (
-                    #"{"type":"range","field":"t","lowerLimit":20,"lowerIncluded":"yes"}"#, "INVALID_INPUT_DATA",
-                    "clause"
-                ),
-                (#"{"type":"range","field":"t","lowerLimit":20,"alias":"X"}"#, "INVALID_INPUT_DATA", "clause"),
-                (#"{"type":"and","clauses":[{"type":"range","field":"t"}]}"#, "INVALID_INPUT_DATA", "clause"),
+                (#"{"type":"range","field":"t","lowerLimit":20,"lowerIncluded":"yes"}"#, "INVALID_INPUT_DATA", "t"),
+                (#"{"type":"range","field":"t","lowerLimit":20,"alias":"X"}"#, "INVALID_INPUT_DATA", "t"),
+                (#"{"type":"and","clauses":[{"type":"range","field":"t"}]}"#, "INVALID_INPUT_DATA", "t"),
                 (#"{"type":"or","clauses":[{"type":"all"}]}"#, "QUERY_NOT_SUPPORTED", nil),
                 (#"{"type":"and","clauses":[{"type":"eq","field":"t","value":1}]}"#, "QUERY_NOT_SUPPORTED", nil)
             ]
             for (clause, code, field) in cases {
-                let r = try await k.query(#"{"query":{"clause":\#(clause)}}"#)
-                #expect(r.status == 400 && r.errorCode == code, "\(clause): \(r.status) \(r.text)")
-                #expect(
-                    (r.json["invalidFields"] as? [String: Any]).map { Array($0.keys) } == field.map { [$0] },
-                    "\(clause): \(r.text)")
+                for alias in [true, false] {
+                    let r = try await k.query(#"{"query":{"clause":\#(clause)}}"#, alias: alias)
+                    #expect(r.status == 400 && r.errorCode == code, "\(clause): \(r.status) \(r.text)")
+                    let fields = r.json["invalidFields"] as? [String: String]
+                    #expect(fields.map { Array($0.keys) } == field.map { [$0] }, "\(clause): \(r.text)")
+                    if let field, field != "clause", let message = r.string("message") {
+                        #expect(message.contains(field) && fields?[field] == message, "\(clause): \(r.text)")
+                    }
+                }
             }
+            // Equal limits both included are one number: answered, not refused.
+            let one = try await k.query(
+                #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":23,"upperLimit":23}}}"#)
+            #expect(one.status == 200 && (one.json["results"] as? [Any])?.count == 1, "\(one.text)")
             for fw in ["1", #""""#, "[]"] {
                 let r = try await k.query(#"{"query":{"clause":{"type":"all"}},"firmwareVersion":\#(fw)}"#)
                 #expect(r.status == 400 && r.errorCode == "INVALID_INPUT_DATA", "\(fw): \(r.text)")

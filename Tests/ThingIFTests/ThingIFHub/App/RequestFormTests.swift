@@ -102,6 +102,94 @@ struct RequestFormTests {
         #expect(HubError.invalid("no field").body["invalidFields"] == nil, "none when no one field is at fault")
     }
 
+    /// The refusal of `body`, which must be a 400 INVALID_INPUT_DATA whose
+    /// invalidFields is {field: message} (nil: none, no one field at fault).
+    private func expectNamed<T>(_ r: Result<T, HubError>, _ field: String?, _ body: String) {
+        guard case .failure(let e) = r else {
+            Issue.record("accepted: \(body)")
+            return
+        }
+        #expect(e.status == 400 && e.code == "INVALID_INPUT_DATA", "\(body): \(e)")
+        #expect(e.invalidFields == field.map { [$0: e.message] }, "\(body): \(e)")
+        #expect(e.body["invalidFields"]?.count == (field == nil ? nil : 1), "\(body)")
+    }
+
+    @Test("Onboarding forms: every refusal of one field names it in invalidFields, the hub's message kept")
+    func onboardingInvalidFields() throws {
+        let long = String(repeating: "x", count: 201)
+        let owner: [(String, Bool, String?)] = [
+            (#"[1]"#, false, nil),
+            (#"{"vendorThingID":"","thingPassword":"pw","owner":"user:u"}"#, false, "vendorThingID"),
+            (#"{"vendorThingID":"v","thingPassword":"\#(long)","owner":"user:u"}"#, false, "thingPassword"),
+            (#"{"vendorThingID":"v","thingPassword":"pw","owner":"u"}"#, false, "owner"),
+            (#"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","thingType":"\#(long)"}"#, false, "thingType"),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","firmwareVersion":"\#(long)"}"#, false,
+                "firmwareVersion"
+            ),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","dataGroupingInterval":"2_DAYS"}"#, false,
+                "dataGroupingInterval"
+            ),
+            (
+                #"{"vendorThingID":"v","thingPassword":"p","owner":"user:u","layoutPosition":"ENDNODE"}"#, false,
+                "layoutPosition"
+            ),
+            (#"{"thingID":"","thingPassword":"p","owner":"user:u"}"#, true, "thingID")
+        ]
+        for (body, byThingID, field) in owner {
+            expectNamed(OnboardingForm.parse(try json(body), byThingID: byThingID), field, body)
+        }
+        let base = #""endNodeVendorThingID":"v","endNodePassword":"p""#
+        let endNode: [(String, Bool, String?)] = [
+            (#"[1]"#, false, nil),
+            (#"{\#(base)}"#, false, "gatewayThingID"),
+            (#"{"gatewayThingID":"",\#(base)}"#, false, "gatewayThingID"),
+            (#"{"gatewayVendorThingID":"\#(long)",\#(base)}"#, true, "gatewayVendorThingID"),
+            (
+                #"{"gatewayThingID":"g","endNodeVendorThingID":"\#(long)","endNodePassword":"p"}"#, false,
+                "endNodeVendorThingID"
+            ),
+            (#"{"gatewayThingID":"g","endNodeVendorThingID":"v","endNodePassword":""}"#, false, "endNodePassword"),
+            (#"{"gatewayThingID":"g",\#(base),"owner":"thing:x"}"#, false, "owner"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingType":"\#(long)"}"#, false, "endNodeThingType"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeFirmwareVersion":"\#(long)"}"#, false, "endNodeFirmwareVersion"),
+            (#"{"gatewayThingID":"g",\#(base),"endNodeThingProperties":"[1]"}"#, false, "endNodeThingProperties")
+        ]
+        for (body, byVendor, field) in endNode {
+            expectNamed(EndNodeOnboardingForm.parse(try json(body), byGatewayVendorThingID: byVendor), field, body)
+        }
+    }
+
+    @Test("Trigger forms: every refusal of one field names it in invalidFields")
+    func triggerInvalidFields() throws {
+        let command = #"{"schema":"AC","schemaVersion":1,"issuer":"user:u1","actions":[{"turnPower":{"power":true}}]}"#
+        let states = #""eventSource":"STATES","triggersWhen":"CONDITION_TRUE""#
+        let eq = #"{"type":"eq","field":"power","value":true}"#
+        let cases: [(String, String?)] = [
+            (#"[]"#, nil),
+            (#"{"command":\#(command)}"#, "predicate"),
+            (#"{"predicate":{"eventSource":7},"command":\#(command)}"#, "eventSource"),
+            (#"{"predicate":{"eventSource":"WEATHER"},"command":\#(command)}"#, "eventSource"),
+            (#"{"predicate":{"eventSource":"STATES","condition":\#(eq)},"command":\#(command)}"#, "triggersWhen"),
+            (#"{"predicate":{\#(states)},"command":\#(command)}"#, "condition"),
+            (#"{"predicate":{\#(states),"condition":{"type":"eq","field":"p"}},"command":\#(command)}"#, "condition"),
+            (#"{"predicate":{"eventSource":"SCHEDULE"},"command":\#(command)}"#, "schedule"),
+            (#"{"predicate":{"eventSource":"SCHEDULE_ONCE","scheduleAt":"soon"},"command":\#(command)}"#, "scheduleAt"),
+            (#"{"predicate":{"eventSource":"SCHEDULE_ONCE","scheduleAt":5},"command":\#(command)}"#, "scheduleAt"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"serverCode":{"endpoint":"f"}}"#, "serverCode"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)}}"#, "command"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"title":7}"#, "title"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"description":[]}"#, "description"),
+            (#"{"predicate":{\#(states),"condition":\#(eq)},"command":\#(command),"metadata":1}"#, "metadata")
+        ]
+        for (body, field) in cases {
+            let r = TriggerForm.definition(
+                try json(body), now: 1000, issuerAllowed: { _ in true }, checkCommand: { _ in nil })
+            expectNamed(r, field, body)
+        }
+    }
+
     @Test("End-node onboarding: each bad field gets a 400 that names it")
     func endNodeOnboardingRefused() throws {
         let long = String(repeating: "x", count: 201)
@@ -173,16 +261,81 @@ struct RequestFormTests {
             try json(#"{"query":{"clause":{"type":"range","field":"t","upperLimit":5}}}"#), now: 5000
         ).get()
         #expect(top.from == 0 && top.to == 5001 && top.ranges.count == 1 && !top.grouped)
-        // A refusal names its field in Kii's invalidFields.
-        guard
-            case .failure(let e) = StateQueryForm.parse(
-                try json(#"{"query":{"clause":{"type":"range","field":"t"}}}"#), now: 5000)
-        else {
-            Issue.record("a range without a limit was accepted")
+        // Equal limits, both included: one number passes, so it is a range.
+        let one = try StateQueryForm.parse(
+            try json(#"{"query":{"clause":{"type":"range","field":"t","lowerLimit":5,"upperLimit":5}}}"#), now: 5000
+        ).get()
+        #expect(one.ranges == [StateRange(field: "t", lower: 5, lowerIncluded: true, upper: 5, upperIncluded: true)])
+        #expect(StateRange.admit(one.ranges, state: #"{"t":5}"#, alias: nil))
+    }
+
+    @Test(
+        "State query: a range clause no number can pass, or with no number limit, is a 400 that names the clause's field"
+    )
+    func stateQueryEmptyRanges() throws {
+        let cases: [(String, String)] = [
+            (#"{"type":"range","field":"temp","lowerLimit":30,"upperLimit":20}"#, "above upperLimit"),
+            (#"{"type":"range","field":"temp","lowerLimit":20.5,"upperLimit":20.25}"#, "above upperLimit"),
+            (#"{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20,"upperIncluded":false}"#, "both 20"),
+            (#"{"type":"range","field":"temp","lowerLimit":20,"lowerIncluded":false,"upperLimit":20}"#, "both 20"),
+            (
+                #"{"type":"range","field":"temp","lowerLimit":-1.5,"lowerIncluded":false,"upperLimit":-1.5,"upperIncluded":false}"#,
+                "both -1.5"
+            ),
+            (#"{"type":"range","field":"temp"}"#, "upperLimit, lowerLimit or both"),
+            (#"{"type":"range","field":"temp","lowerLimit":null}"#, "upperLimit, lowerLimit or both"),
+            (#"{"type":"range","field":"temp","lowerLimit":"20"}"#, "\"lowerLimit\" must be a number"),
+            (#"{"type":"range","field":"temp","upperLimit":true}"#, "\"upperLimit\" must be a number"),
+            (#"{"type":"range","field":"temp","upperLimit":[1]}"#, "\"upperLimit\" must be a number"),
+            (
+                #"{"type":"and","clauses":[{"type":"range","field":"h","upperLimit":1},{"type":"and","clauses":[{"type":"range","field":"temp","lowerLimit":2,"upperLimit":1}]}]}"#,
+                "above upperLimit"
+            )
+        ]
+        for (clause, words) in cases {
+            guard case .failure(let e) = StateQueryForm.parse(try json(#"{"query":{"clause":\#(clause)}}"#), now: 5000)
+            else {
+                Issue.record("accepted: \(clause)")
+                continue
+            }
+            #expect(e.status == 400 && e.code == "INVALID_INPUT_DATA", "\(clause): \(e)")
+            #expect(e.message.contains("range on temp") && e.message.contains(words), "\(clause): \(e.message)")
+            // Kii's shape (thing-if-JSSDK test/small/PushOpsTest.ts): "invalidFields":{"<field>":"<why>"}.
+            #expect(e.invalidFields == ["temp": e.message], "\(clause): \(e)")
+            #expect(e.body["invalidFields"]?["temp"]?.stringValue == e.message, "\(clause)")
+        }
+    }
+
+    @Test("Server triggers read ranges by the same rule: one no number can pass is refused, naming its field")
+    func triggerEmptyRanges() throws {
+        let command =
+            #""command":{"schema":"AC","schemaVersion":1,"issuer":"user:u1","actions":[{"turnPower":{"power":true}}]}"#
+        func definition(_ condition: String) -> Result<JSON, HubError> {
+            let body =
+                #"{"predicate":{"eventSource":"STATES","triggersWhen":"CONDITION_TRUE","condition":\#(condition)},\#(command)}"#
+            guard let j = try? json(body) else { return .failure(.invalid("the test's JSON")) }
+            return TriggerForm.definition(j, now: 0, issuerAllowed: { _ in true }, checkCommand: { _ in nil })
+        }
+        for condition in [
+            #"{"type":"range","field":"temp","alias":"AC","lowerLimit":30,"upperLimit":20}"#,
+            #"{"type":"not","clause":{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20,"lowerIncluded":false}}"#,
+            #"{"type":"or","clauses":[{"type":"eq","field":"p","value":1},{"type":"range","field":"temp","upperLimit":"9"}]}"#
+        ] {
+            guard case .failure(let e) = definition(condition) else {
+                Issue.record("accepted: \(condition)")
+                continue
+            }
+            #expect(e.code == "INVALID_INPUT_DATA" && e.message.contains("temp"), "\(condition): \(e)")
+            #expect(e.invalidFields == ["temp": e.message], "\(condition): \(e)")
+        }
+        // A malformed condition that has no field names the predicate's condition.
+        guard case .failure(let e) = definition(#"{"type":"like"}"#) else {
+            Issue.record("accepted: like")
             return
         }
-        #expect(e.code == "INVALID_INPUT_DATA" && e.invalidFields?.keys.sorted() == ["clause"])
-        #expect(e.body["invalidFields"]?["clause"]?.stringValue == e.message)
+        #expect(e.invalidFields == ["condition": e.message], "\(e)")
+        let both = #"{"type":"range","field":"temp","lowerLimit":20,"upperLimit":20}"#
+        #expect((try? definition(both).get()) != nil, "equal limits, both included, are one number")
     }
 
     @Test("State query: each bad body gets a 4xx, the largest upper limit included")

@@ -108,6 +108,10 @@ struct HubTriggerTests {
         ),
         ("{\"type\":\"range\",\"field\":\"t\",\"lowerLimit\":20}", [("{\"t\":1000}", true), ("{\"t\":-1}", false)]),
         (
+            "{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":20,\"lowerLimit\":20}",
+            [("{\"t\":20}", true), ("{\"t\":20.5}", false), ("{\"t\":20.0}", true)]
+        ),
+        (
             "{\"type\":\"and\",\"clauses\":[{\"type\":\"eq\",\"field\":\"power\",\"value\":true},{\"type\":\"range\",\"field\":\"t\",\"upperLimit\":25}]}",
             [("{\"power\":true,\"t\":30}", false), ("{\"t\":20}", true), ("{\"power\":false}", false)]
         ),
@@ -323,6 +327,15 @@ struct HubTriggerTests {
             ),
             (
                 "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\"},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            // Ranges no number can pass.
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\",\"lowerLimit\":30,\"upperLimit\":20},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
+                400
+            ),
+            (
+                "{\"predicate\":{\"eventSource\":\"STATES\",\"condition\":{\"type\":\"range\",\"field\":\"a\",\"lowerLimit\":20,\"upperLimit\":20,\"upperIncluded\":false},\"triggersWhen\":\"CONDITION_TRUE\"},\"command\":\(cmd)}",
                 400
             ),
             (
