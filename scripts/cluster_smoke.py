@@ -431,6 +431,46 @@ def main():
     for c in (tl, hk, hl, h1):
         c.stop()
 
+    # 9. Revocation without a CRL: t2's CN in acl.yml's revoked list, then
+    # reload_config on every node; its certificate still logs in, but every
+    # SUBSCRIBE and PUBLISH is refused on every node; t1's are not.
+    acl = os.path.join(DIR, "acl.yml")
+    with open(acl) as f:
+        before = f.read()
+    marker = 'revoked:\n    user: ["-"'
+    if marker not in before:
+        check("acl.yml has the revoked list", False, acl)
+        return
+    with open(acl + ".tmp", "w") as f:
+        f.write(before.replace(marker, marker + f', "{t2}"'))
+    os.replace(acl + ".tmp", acl)
+    try:
+        t0 = time.monotonic()
+        outs = [cluster("ctl", str(k), "reload_config") for k in range(1, NODES + 1)]
+        dt = time.monotonic() - t0
+        check("reload_config on every node", all(rc == 0 for rc, _ in outs), f"{dt:.2f} s for {NODES} nodes")
+        refused = []
+        for k in range(1, NODES + 1):
+            c = thing(t2, node_port(k, True))
+            a = c.connack()
+            g = c.subscribe(t2) if c.connected() else None
+            rc, _ = c.publish(f"p/{t2}/status", b"online") if c.connected() else (None, 0)
+            refused.append((k, rc_str(a and a[0]), rc_str(g), rc_str(rc)))
+            c.stop()
+        ok = all(g.startswith("0x8") and p.startswith("0x9") for _, _, g, p in refused)
+        check("a revoked CN subscribes to and publishes nothing on any node", ok,
+              "; ".join(f"node {k}: CONNACK {a}, SUBACK {g}, PUBACK {p}" for k, a, g, p in refused))
+        c = thing(t1, node_port(1, True))
+        g = c.subscribe(t1) if c.connected() else None
+        check("another thing's certificate is still served", g is not None and not g.is_failure, f"SUBACK {rc_str(g)}")
+        c.stop()
+    finally:
+        with open(acl + ".tmp", "w") as f:
+            f.write(before)
+        os.replace(acl + ".tmp", acl)
+        for k in range(1, NODES + 1):
+            cluster("ctl", str(k), "reload_config")
+
 
 if __name__ == "__main__":
     t = time.monotonic()
