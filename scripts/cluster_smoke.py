@@ -118,6 +118,12 @@ class Conn:
         return self
 
     def _on_connect(self, c, u, flags, rc, props):
+        # No Nagle delay on the client's side either (paho sets none; the
+        # nodes set nodelay): the latencies are the cluster's.
+        try:
+            c.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
         with self.cv:
             self.connacks.append((rc, props, flags.session_present, time.monotonic()))
             self.cv.notify_all()
