@@ -335,10 +335,28 @@ start)
   ;;
 stop)
   [ -s "$env_file" ] && load_env || true
+  t0=$(now)
   stop_pid haproxy
-  for f in "$pids"/ej*.pid; do [ -e "$f" ] && stop_pid "$(basename "$f" .pid)"; done
+  # SIGTERM to every node at once: each stops its applications (init:stop)
+  # and exits; one still there after 10 s gets SIGKILL.
+  running=()
+  for f in "$pids"/ej*.pid; do
+    [ -e "$f" ] || continue
+    n=$(basename "$f" .pid)
+    if alive "$n"; then kill -TERM "$(cat "$f")" 2>/dev/null || true; running+=("$n"); else rm -f "$f"; fi
+  done
+  deadline=$((SECONDS + 10)) killed=()
+  for n in "${running[@]}"; do
+    pid=$(cat "$pids/$n.pid")
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ "$SECONDS" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; killed+=("$n"); break; fi
+      sleep 0.05
+    done
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    rm -f "$pids/$n.pid"
+  done
   stop_pid epmd
-  say "stopped"
+  say "stopped in $(since "$t0") s${killed[*]:+ (SIGKILL after 10 s: ${killed[*]})}"
   ;;
 status)
   load_env
