@@ -69,6 +69,7 @@ install_missing() {
   [ ${#need[@]} -gt 0 ] || return 0
   [ "$(id -u)" -eq 0 ] || die "missing ${need[*]}: run as root, or apt-get install ${need[*]}"
   say "installing ${need[*]}"
+  local t_install; t_install=$(now)
   # Debian's ejabberd package starts its service (5222, 5269, 5280 and
   # mosquitto's 1883) unless policy-rc.d says no: keep it from starting.
   local policy=""
@@ -87,10 +88,24 @@ install_missing() {
   fi
   [ -z "$policy" ] || rm -f "$policy"
   [ "$rc" -eq 0 ] || { tail -20 "$dir/apt.log" >&2; die "apt-get install ${need[*]} failed ($dir/apt.log)"; }
-  # Nor at the next boot.
-  if [ -d /run/systemd/system ]; then
-    for u in "${need[@]}"; do systemctl disable --now "$u" >/dev/null 2>&1 || true; done
-  fi
+  # Nor at the next boot; and one that started all the same (a
+  # policy-rc.d that allowed it) is stopped: it is this install's.
+  local u
+  for u in "${need[@]}"; do
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now "$u" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$u" ]; then
+      update-rc.d "$u" disable >/dev/null 2>&1 || true
+      # By its pid file: "/etc/init.d/ejabberd status" would start an epmd
+      # on 0.0.0.0:4369 as a side effect.
+      local pf=/run/$u.pid
+      [ "$u" = ejabberd ] && pf=/run/ejabberd/ejabberd.pid
+      if [ -s "$pf" ] && kill -0 "$(cat "$pf")" 2>/dev/null; then
+        "/etc/init.d/$u" stop >/dev/null 2>&1 || true
+      fi
+    fi
+  done
+  say "installed ${need[*]} in $(since "$t_install") s; their services are not running"
 }
 
 # ---- configuration ---------------------------------------------------------
