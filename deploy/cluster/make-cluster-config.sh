@@ -42,7 +42,7 @@
 #
 # usage: make-cluster-config.sh DIR [--nodes N] [--hosts H1,H2,...]
 #          [--mqtt-ports P,...] [--tls-ports P,...] [--dist-ports P,...]
-#          [--lb-host H] [--lb-port P] [--lb-tls-port P] [--epmd-port P]
+#          [--lb-host H] [--lb-plain-host H] [--lb-port P] [--lb-tls-port P] [--epmd-port P]
 #          [--domain D] [--pki DIR] [--install-dir DIR]
 #          [--hub-user U] [--hub-password PW]
 #          [--bootstrap-user APPID --bootstrap-password APPKEY]
@@ -53,6 +53,10 @@
 # Ports: a list with one per node, or one port that every node uses (on
 #   separate hosts). Defaults: one host: 18831+K, 18881+K, 47400+K; hosts:
 #   1883, 8883, 4370.
+# --lb-host: where haproxy's TLS front listens (one host: 127.0.0.1; hosts:
+#   0.0.0.0). --lb-plain-host: where its plain front listens, 127.0.0.1 unless
+#   given: passwords cross it in clear, so by default only a hub on the
+#   balancer's machine uses it (as mosquitto's plain listener is loopback only).
 # --epmd-port: the port of the Erlang port mapper every node and ejabberdctl
 #   use (one host: a private one, default 47369; hosts: 4369).
 # --install-dir: where DIR will be on the nodes (the paths the files name);
@@ -62,7 +66,7 @@
 set -euo pipefail
 
 dir=""; nodes=3; hosts=""; mqtt_ports=""; tls_ports=""; dist_ports=""
-lb_host=""; lb_port=1883; lb_tls_port=8883; epmd_port=""; domain="localhost"; pki=""; install_dir=""
+lb_host=""; lb_plain_host=127.0.0.1; lb_port=1883; lb_tls_port=8883; epmd_port=""; domain="localhost"; pki=""; install_dir=""
 hub_user="thingif-hub"; hub_password=""; bootstrap_user=""; bootstrap_password=""
 ha_user=""; ha_password=""; ha_prefix="homeassistant"; claims=false; log_dir=""
 while [ $# -gt 0 ]; do
@@ -73,6 +77,7 @@ while [ $# -gt 0 ]; do
     --tls-ports) tls_ports=$2; shift 2 ;;
     --dist-ports) dist_ports=$2; shift 2 ;;
     --lb-host) lb_host=$2; shift 2 ;;
+    --lb-plain-host) lb_plain_host=$2; shift 2 ;;
     --lb-port) lb_port=$2; shift 2 ;;
     --lb-tls-port) lb_tls_port=$2; shift 2 ;;
     --epmd-port) epmd_port=$2; shift 2 ;;
@@ -419,7 +424,7 @@ done
   echo "    retries 2"
   echo "    option redispatch"
   echo "frontend mqtt"
-  echo "    bind $lb_host:$lb_port"
+  echo "    bind $lb_plain_host:$lb_port"
   echo "    default_backend ejabberd_mqtt"
   echo "frontend mqtts"
   echo "    bind $lb_host:$lb_tls_port"
