@@ -85,10 +85,16 @@ public enum UpdateCoding {
     }
 
     /// A key ID, an updateID or a jobID: 1 to UpdateLimits.maxName bytes of
-    /// letters, digits, '.', '_' and '-' (a safe file and topic name).
+    /// letters, digits, '.', '_' and '-', the first a letter or a digit (a
+    /// safe file, path and topic name: never "." or "..").
     public static func isName(_ s: String) -> Bool {
         let u = s.utf8
-        guard !u.isEmpty, u.count <= UpdateLimits.maxName else { return false }
+        guard let first = u.first, u.count <= UpdateLimits.maxName else { return false }
+        let alnum = { (c: UInt8) in
+            (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z"))
+                || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9"))
+        }
+        guard alnum(first) else { return false }
         return u.allSatisfy { c in
             (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z"))
                 || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: ".")

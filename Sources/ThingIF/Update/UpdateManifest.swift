@@ -15,7 +15,10 @@ public struct TrustedKey: Sendable {
     /// in a manifest's addKeys.
     static func parse(_ v: JSON, field: String) -> Result<TrustedKey, UpdateRefusal> {
         guard v.isObject, let kid = v["kid"]?.stringValue, UpdateCoding.isName(kid) else {
-            return .failure(.malformed(field, "each key needs a kid of 1 to 64 letters, digits, '.', '_' or '-'"))
+            return .failure(
+                .malformed(
+                    field,
+                    "each key needs a kid of 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit"))
         }
         guard let pem = v["publicKey"]?.stringValue, pem.utf8.count <= UpdateLimits.maxKeyPEM,
             UpdateCoding.isP256PublicKey(Array(pem.utf8))
@@ -99,7 +102,8 @@ public struct UpdateManifest {
         }
         guard doc.isObject else { return .failure(.malformed("manifest", "not an object")) }
         guard let updateID = doc["updateID"]?.stringValue, UpdateCoding.isName(updateID) else {
-            return .failure(.malformed("updateID", "1 to 64 letters, digits, '.', '_' or '-'"))
+            return .failure(
+                .malformed("updateID", "1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit"))
         }
         guard let version = doc["version"]?.stringValue, UpdateCoding.isVersion(version) else {
             return .failure(.malformed("version", "1 to 64 printable ASCII characters, no space"))
@@ -151,7 +155,10 @@ public struct UpdateManifest {
             }
             for k in kids.elements {
                 guard let kid = k.stringValue, UpdateCoding.isName(kid) else {
-                    return .failure(.malformed("revokeKeys", "each a kid of 1 to 64 letters, digits, '.', '_' or '-'"))
+                    return .failure(
+                        .malformed(
+                            "revokeKeys",
+                            "each a kid of 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit"))
                 }
                 if added.contains(where: { $0.kid.equals(kid) }) {
                     return .failure(.malformed("revokeKeys", str("kid \(kid) is also added")))

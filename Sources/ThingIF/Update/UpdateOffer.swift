@@ -36,7 +36,8 @@ public struct UpdateOffer {
     public static func parse(_ params: JSON) -> Result<UpdateOffer, UpdateRefusal> {
         guard params.isObject else { return .failure(.malformed("update", "the parameters are not an object")) }
         guard let jobID = params["jobID"]?.stringValue, UpdateCoding.isName(jobID) else {
-            return .failure(.malformed("jobID", "1 to 64 letters, digits, '.', '_' or '-'"))
+            return .failure(
+                .malformed("jobID", "1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit"))
         }
         guard let attempt = params["attempt"]?.intValue, attempt >= 1, attempt <= maxAttempt else {
             return .failure(.malformed("attempt", "an integer from 1 to 1000"))
@@ -56,7 +57,9 @@ public struct UpdateOffer {
         for s in list.elements {
             guard s.isObject, let kid = s["kid"]?.stringValue, UpdateCoding.isName(kid) else {
                 return .failure(
-                    .malformed("signatures", "each needs a kid of 1 to 64 letters, digits, '.', '_' or '-'"))
+                    .malformed(
+                        "signatures",
+                        "each needs a kid of 1 to 64 letters, digits, '.', '_' or '-', the first a letter or digit"))
             }
             guard let alg = s["alg"]?.stringValue, alg.equals(ManifestSignature.algorithm) else {
                 return .failure(.malformed("signatures", str("signature \(kid): alg must be ES256")))
