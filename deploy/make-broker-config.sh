@@ -60,6 +60,7 @@
 # The demo, the tests and docs/SECURITY.md use this one script; a production
 # broker uses deploy/mosquitto.conf, which has the same directives.
 set -euo pipefail
+. "$(dirname "$0")/pki.sh"
 
 dir=""; port=""; tls_port=""; mtls_port=""; cert_port=""; claim_port=""; bind="127.0.0.1"; pki=""
 admin_user="thingif-hub"; admin_password=""; persistence=false; server_name="localhost"
@@ -109,24 +110,12 @@ if [ -n "$tls_port$mtls_port$cert_port$claim_port" ]; then
     if [ ! -s "$pki/client.crt" ]; then
       cd "$pki"
       umask 077
-      openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout ca.key -out ca.crt \
-        -days 3650 -subj "/CN=thingif test CA" -addext "basicConstraints=critical,CA:TRUE" \
-        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-      openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout server.key -out server.csr \
-        -subj "/CN=$server_name" 2>/dev/null
-      printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:%s\nextendedKeyUsage=serverAuth\n' "$server_name" > server.ext
-      openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
-        -extfile server.ext 2>/dev/null
-      openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout client.key -out client.csr \
-        -subj "/CN=thingif test device" 2>/dev/null
-      printf 'extendedKeyUsage=clientAuth\n' > client.ext
-      openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt.tmp -days 3650 \
-        -extfile client.ext 2>/dev/null
-      rm -f server.csr client.csr server.ext client.ext
+      pki_ca ca "thingif test CA"
+      pki_leaf server "$server_name" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:$server_name\nextendedKeyUsage=serverAuth"
       # The broker may run as another user: it must read its own key.
-      chmod 0644 ca.crt server.crt client.crt.tmp
       chmod 0640 server.key
-      mv client.crt.tmp client.crt
+      # Last: client.crt says the set is complete.
+      pki_leaf client "thingif test device" "extendedKeyUsage=clientAuth"
     fi
   ) 9>"$pki/.lock"
 fi
@@ -139,13 +128,7 @@ if [ -n "$cert_port$claim_port" ]; then
     cd "$pki"
     umask 077
     for ca in ${cert_port:+things} ${claim_port:+claims}; do
-      if [ ! -s "$ca-ca.crt" ]; then
-        openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$ca-ca.key" \
-          -out "$ca-ca.crt.tmp" -days 3650 -subj "/CN=thingif $ca CA" \
-          -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-        chmod 0644 "$ca-ca.crt.tmp"
-        mv "$ca-ca.crt.tmp" "$ca-ca.crt"
-      fi
+      [ -s "$ca-ca.crt" ] || pki_ca "$ca-ca" "thingif $ca CA"
     done
   ) 9>"$pki/.lock"
   # The first CRL: empty, valid 10 years (the hub's, valid 7 days and

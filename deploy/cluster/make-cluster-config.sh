@@ -64,6 +64,7 @@
 # --hub-password defaults to a random one, printed on stdout as the only
 # output ("hub-password=..."), as make-broker-config.sh prints admin-password.
 set -euo pipefail
+. "$(dirname "$0")/../pki.sh"
 
 dir=""; nodes=3; hosts=""; mqtt_ports=""; tls_ports=""; dist_ports=""
 lb_host=""; lb_plain_host=127.0.0.1; lb_port=1883; lb_tls_port=8883; epmd_port=""; domain="localhost"; pki=""; install_dir=""
@@ -149,30 +150,13 @@ fi
   flock 9
   cd "$pki"
   umask 077
-  if [ ! -s ca.crt ]; then
-    openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout ca.key -out ca.crt \
-      -days 3650 -subj "/CN=thingif test CA" -addext "basicConstraints=critical,CA:TRUE" \
-      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-    chmod 0644 ca.crt
-  fi
+  [ -s ca.crt ] || pki_ca ca "thingif test CA"
   if [ ! -s server.crt ]; then
-    openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout server.key -out server.csr \
-      -subj "/CN=localhost" 2>/dev/null
-    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$san" > server.ext
-    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
-      -extfile server.ext 2>/dev/null
-    rm -f server.csr server.ext
-    chmod 0644 server.crt
+    pki_leaf server localhost "subjectAltName=$san\nextendedKeyUsage=serverAuth"
     chmod 0640 server.key
   fi
   for ca in things $($claims && echo claims); do
-    if [ ! -s "$ca-ca.crt" ]; then
-      openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$ca-ca.key" \
-        -out "$ca-ca.crt.tmp" -days 3650 -subj "/CN=thingif $ca CA" \
-        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-      chmod 0644 "$ca-ca.crt.tmp"
-      mv "$ca-ca.crt.tmp" "$ca-ca.crt"
-    fi
+    [ -s "$ca-ca.crt" ] || pki_ca "$ca-ca" "thingif $ca CA"
   done
 ) 9>"$pki/.lock"
 # One client-CA bundle: ejabberd 23.01 takes the client CA from the global
