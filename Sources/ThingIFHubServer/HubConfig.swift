@@ -374,7 +374,7 @@ public struct HubConfig: Equatable, Sendable {
                 number("maxBody", ["--max-body"], "N", \.maxBody, "largest request body in bytes", min: 1024),
                 number(
                     "maxImageBytes", ["--max-image-bytes"], "N", \.maxImageBytes,
-                    "largest firmware image an upload may store, in bytes (default 256 MiB)", min: 1),
+                    "largest firmware image an upload may store, in bytes (256 MiB)", min: 1),
                 number(
                     "maxStateBody", ["--max-state-body"], "N", \.maxStateBody, "largest state upload in bytes",
                     min: 1024),
