@@ -63,6 +63,12 @@ public protocol ImageStore: AnyObject, Sendable {
     /// Chunks staged by uploads not yet committed or discarded (for tests
     /// and the docs' figures: what an upload keeps while it runs).
     func stagedImageChunks() -> Int
+    /// The block hash list kept for the image and block size, nil when none
+    /// is (or the store cannot read).
+    func keptBlockHashList(sha256: String, blockSize: Int) -> [UInt8]?
+    /// Keeps a block hash list computed from the image's chunks (dropped
+    /// with the image). False when the store cannot write.
+    func keepBlockHashList(sha256: String, blockSize: Int, list: [UInt8]) -> Bool
 }
 
 extension ImageStore {
@@ -78,11 +84,26 @@ extension ImageStore {
     }
 
     /// The image's block hash list for `blockSize` (32 bytes a block, in
-    /// order: what a manifest's `blockHashes` is the SHA-256 of), computed
-    /// from the stored bytes one chunk at a time. nil when a chunk is
-    /// missing, the store cannot read or the block size is not one a
-    /// manifest may name.
+    /// order: what a manifest's `blockHashes` is the SHA-256 of): the one
+    /// kept, or computed from the stored bytes one chunk at a time and then
+    /// kept. nil when a chunk is missing, the store cannot read or the
+    /// block size is not one a manifest may name.
     public func blockHashList(_ image: ImageRecord, blockSize: Int) -> [UInt8]? {
+        guard blockSize >= UpdateLimits.minBlockSize, blockSize <= UpdateLimits.maxBlockSize,
+            blockSize & (blockSize - 1) == 0
+        else { return nil }
+        let blocks = Int((image.size + Int64(blockSize) - 1) / Int64(blockSize))
+        if let kept = keptBlockHashList(sha256: image.sha256, blockSize: blockSize), kept.count == blocks * 32 {
+            return kept
+        }
+        guard let list = computeBlockHashList(image, blockSize: blockSize) else { return nil }
+        // Kept when the store can write; a list not kept is computed again next time.
+        _ = keepBlockHashList(sha256: image.sha256, blockSize: blockSize, list: list)
+        return list
+    }
+
+    /// The list from the stored chunks, one at a time (never kept).
+    public func computeBlockHashList(_ image: ImageRecord, blockSize: Int) -> [UInt8]? {
         guard blockSize >= UpdateLimits.minBlockSize, blockSize <= UpdateLimits.maxBlockSize,
             blockSize & (blockSize - 1) == 0
         else { return nil }

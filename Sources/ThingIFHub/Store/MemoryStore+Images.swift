@@ -40,6 +40,7 @@ extension MemoryStore {
         data.withLock { d in
             guard d.images.removeValue(forKey: sha256) != nil else { return false }
             d.imageChunks[sha256] = nil
+            d.blockHashLists[sha256] = nil
             return true
         }
     }
@@ -56,6 +57,18 @@ extension MemoryStore {
     public func stagedImageChunks() -> Int {
         data.withLock { d in
             d.imageChunks.filter { $0.key.hasPrefix("upload:") }.reduce(0) { $0 + $1.value.count }
+        }
+    }
+
+    public func keptBlockHashList(sha256: String, blockSize: Int) -> [UInt8]? {
+        data.withLock { d in d.blockHashLists[sha256]?[blockSize] }
+    }
+
+    public func keepBlockHashList(sha256: String, blockSize: Int, list: [UInt8]) -> Bool {
+        data.withLock { d in
+            guard d.images[sha256] != nil else { return false }
+            d.blockHashLists[sha256, default: [:]][blockSize] = list
+            return true
         }
     }
 }

@@ -39,6 +39,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var images: [String: ImageRecord] = [:]
         /// sha256 or an upload's key -> its chunks in order.
         var imageChunks: [String: [[UInt8]]] = [:]
+        /// sha256 -> block size -> its block hash list.
+        var blockHashLists: [String: [Int: [UInt8]]] = [:]
     }
 
     struct IssuedCertificate {

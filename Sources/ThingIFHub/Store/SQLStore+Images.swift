@@ -63,6 +63,7 @@ extension SQLStore {
         try? attempt { c in
             try c.transaction { () throws -> Bool in
                 try c.run("DELETE FROM image_chunks WHERE image = ?", [.text(sha256)])
+                try c.run("DELETE FROM image_block_hashes WHERE image = ?", [.text(sha256)])
                 return try c.run("DELETE FROM images WHERE sha256 = ?", [.text(sha256)]) == 1
             }
         }.get()
@@ -82,5 +83,25 @@ extension SQLStore {
             (try? attempt { c in
                 try c.first("SELECT COUNT(*) FROM image_chunks WHERE image LIKE 'upload:%'", []) { $0.int(0) }
             }.get() ?? nil) ?? 0)
+    }
+
+    public func keptBlockHashList(sha256: String, blockSize: Int) -> [UInt8]? {
+        try? attempt { c in
+            try c.first(
+                "SELECT hashes FROM image_block_hashes WHERE image = ? AND block_size = ?",
+                [.text(sha256), .int(Int64(blockSize))]
+            ) { $0.bytes(0) }
+        }.get() ?? nil
+    }
+
+    /// ON CONFLICT DO NOTHING: two hubs computing the same list keep one.
+    public func keepBlockHashList(sha256: String, blockSize: Int, list: [UInt8]) -> Bool {
+        use(false) { c in
+            try c.run(
+                "INSERT INTO image_block_hashes (image, block_size, hashes) VALUES (?, ?, ?)"
+                    + " ON CONFLICT (image, block_size) DO NOTHING",
+                [.text(sha256), .int(Int64(blockSize)), .bytes(list)])
+            return true
+        }
     }
 }

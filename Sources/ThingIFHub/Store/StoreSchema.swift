@@ -286,6 +286,16 @@ enum StoreSchema {
                 Column("image", .text, "NOT NULL"),
                 Column("n", .integer, "NOT NULL"),
                 Column("bytes", .bytes, "NOT NULL")
+            ]),
+        // An image's block hash list for one block size (32 bytes a block),
+        // computed once from its chunks and kept: a rollout's things each
+        // fetch it.
+        Table(
+            "image_block_hashes", primaryKey: "image, block_size",
+            [
+                Column("image", .text, "NOT NULL REFERENCES images(sha256) ON DELETE CASCADE"),
+                Column("block_size", .integer, "NOT NULL"),
+                Column("hashes", .bytes, "NOT NULL")
             ])
     ]
 
@@ -329,7 +339,7 @@ enum StoreSchema {
 
     /// The migration that added firmware images (SQLite 9 -> 10,
     /// PostgreSQL 6 -> 7).
-    static let imageSteps: [Step] = [.table("images"), .table("image_chunks")]
+    static let imageSteps: [Step] = [.table("images"), .table("image_chunks"), .table("image_block_hashes")]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

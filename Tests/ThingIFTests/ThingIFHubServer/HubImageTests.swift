@@ -102,6 +102,13 @@ struct HubImageTests {
                 }
                 #expect(e.hub.store.imageBlock(record, blockSize: bs, n: last + 1) == nil)
             }
+            // The lists were kept, and are the stored bytes' lists.
+            let record = try #require(e.hub.store.image(sha256: sha).value)
+            for bs in [1024, 4096, 32768] {
+                let kept = e.hub.store.keptBlockHashList(sha256: sha, blockSize: bs)
+                #expect(kept == Self.hashList(bytes, blockSize: bs), "kept for \(bs)")
+                #expect(e.hub.store.computeBlockHashList(record, blockSize: bs) == kept)
+            }
             let badSize = try await e.get("\(e.api)/images/\(sha)/block-hashes?blockSize=3000", token: Self.admin)
             #expect(badSize.status == 400 && badSize.isErrorBody, "\(badSize.text)")
 
@@ -109,6 +116,7 @@ struct HubImageTests {
             #expect(try await e.get("\(e.api)/images/\(sha)", token: Self.admin).status == 404)
             #expect(try await e.call("DELETE", "\(e.api)/images/\(sha)", token: Self.admin).status == 404)
             #expect(e.hub.store.imageChunk(sha256: sha, n: 0) == nil, "the chunks went with the image")
+            #expect(e.hub.store.keptBlockHashList(sha256: sha, blockSize: 4096) == nil, "so did its lists")
         }
     }
 
