@@ -242,6 +242,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let automation: AutomationConfigs
     /// The Prometheus metrics (GET /metrics).
     public let metrics: HubMetrics
+    /// What the last image uploads held and staged (ImageUploadStats).
+    public let imageUploads = ImageUploadStats()
     /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
     public let homeAssistant: HomeAssistant
     /// The periodic work (`jobs`), while started.

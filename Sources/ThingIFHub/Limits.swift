@@ -38,18 +38,26 @@ public struct HubLimits: Sendable, Equatable {
     /// thing, a retained status and an entry in the gateway's registry, so
     /// one gateway (or its owner) must not make them without end.
     public var maxEndNodesPerGateway: Int
+    /// The largest firmware image an upload may store, in bytes: enforced
+    /// while the body streams (413, nothing kept).
+    public var maxImageBytes: Int64
 
     public static let defaultMaxStateBody = 64 * 1024
     public static let defaultMaxBody = 64 * 1024
     public static let defaultMaxHistoryPage = 1000
     public static let defaultMaxEndNodesPerGateway = 100
+    /// 256 MiB: a Linux root file system's update, well under what a
+    /// manifest may name (2^20 blocks).
+    public static let defaultMaxImageBytes: Int64 = 256 * 1024 * 1024
     /// The range the setting accepts.
     public static let endNodesPerGatewayRange = 1...100_000
 
     public init(
         maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
-        maxHistoryPage: Int = defaultMaxHistoryPage, maxEndNodesPerGateway: Int = defaultMaxEndNodesPerGateway
+        maxHistoryPage: Int = defaultMaxHistoryPage, maxEndNodesPerGateway: Int = defaultMaxEndNodesPerGateway,
+        maxImageBytes: Int64 = defaultMaxImageBytes
     ) {
+        self.maxImageBytes = maxImageBytes
         self.maxStateBody = maxStateBody
         self.maxBody = maxBody
         self.maxHistoryPage = maxHistoryPage

@@ -55,6 +55,8 @@ public struct HubConfig: Equatable, Sendable {
     public var maxHistoryPage = 1000
     /// The most end nodes one gateway carries.
     public var maxEndNodesPerGateway = HubLimits.defaultMaxEndNodesPerGateway
+    /// Bytes: the largest firmware image an upload may store.
+    public var maxImageBytes = HubLimits.defaultMaxImageBytes
     /// Requests a second each user and each thing may make on average, and
     /// at once; rateLimit 0 turns the limit off.
     public var rateLimit = 20
@@ -370,6 +372,9 @@ public struct HubConfig: Equatable, Sendable {
                     "thingTokenLifetime", ["--thing-token-lifetime"], "S", \.thingTokenLifetime,
                     "seconds a thing's access token lives (0: no expiry; revocable)"),
                 number("maxBody", ["--max-body"], "N", \.maxBody, "largest request body in bytes", min: 1024),
+                number(
+                    "maxImageBytes", ["--max-image-bytes"], "N", \.maxImageBytes,
+                    "largest firmware image an upload may store, in bytes (256 MiB)", min: 1),
                 number(
                     "maxStateBody", ["--max-state-body"], "N", \.maxStateBody, "largest state upload in bytes",
                     min: 1024),
@@ -828,7 +833,7 @@ public struct HubConfig: Equatable, Sendable {
     public var limits: HubLimits {
         HubLimits(
             maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage,
-            maxEndNodesPerGateway: maxEndNodesPerGateway)
+            maxEndNodesPerGateway: maxEndNodesPerGateway, maxImageBytes: maxImageBytes)
     }
 
     /// The HTTP connection limits.

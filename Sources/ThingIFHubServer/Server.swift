@@ -190,7 +190,7 @@ public final class HubServer: Service, @unchecked Sendable {
         // The REST API, one collection per resource (Routes/).
         for routes in [
             api.userRoutes, api.installationRoutes, api.thingRoutes, api.commandRoutes, api.stateRoutes,
-            api.triggerRoutes, api.automationRoutes, api.thingCallRoutes, api.endNodeRoutes
+            api.triggerRoutes, api.automationRoutes, api.thingCallRoutes, api.endNodeRoutes, api.imageRoutes
         ] {
             router.addRoutes(routes)
         }

@@ -35,6 +35,12 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var certificates: [String: IssuedCertificate] = [:]
         /// serial -> its revocation (revokedCertificates).
         var revoked: [String: RevokedCertificate] = [:]
+        /// sha256 -> the image (ImageStore).
+        var images: [String: ImageRecord] = [:]
+        /// sha256 or an upload's key -> its chunks in order.
+        var imageChunks: [String: [[UInt8]]] = [:]
+        /// sha256 -> block size -> its block hash list.
+        var blockHashLists: [String: [Int: [UInt8]]] = [:]
     }
 
     struct IssuedCertificate {

@@ -32,6 +32,27 @@ struct PGRow: StoreRow {
     }
 
     func int(_ i: Int32) -> Int64 { text(i).flatMap { Int64($0) } ?? 0 }
+
+    /// BYTEA in the text format's hex form (`\\x` then two digits a byte,
+    /// PostgreSQL's default bytea_output), decoded without a copy as text.
+    func bytes(_ i: Int32) -> [UInt8] {
+        guard !isNull(i), let p = PQgetvalue(result, row, i) else { return [] }
+        let n = Int(PQgetlength(result, row, i))
+        return p.withMemoryRebound(to: UInt8.self, capacity: n) { u in
+            guard n >= 2, u[0] == UInt8(ascii: "\\"), u[1] == UInt8(ascii: "x") else { return [] }
+            var out = [UInt8](repeating: 0, count: (n - 2) / 2)
+            for k in 0..<out.count { out[k] = PGRow.nibble(u[2 + 2 * k]) << 4 | PGRow.nibble(u[3 + 2 * k]) }
+            return out
+        }
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8 {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        default: return c &- UInt8(ascii: "A") &+ 10
+        }
+    }
 }
 
 /// The notice processor: the server's NOTICEs ("relation exists, skipping")
@@ -157,6 +178,7 @@ final class PostgresConnection: SQLConnection {
             switch $0 {
             case .text(let s): return s
             case .int(let i): return i.map { String($0) }
+            case .bytes(let b): return "\\x" + LibCrypto.hex(b)
             }
         }
         let name = try statement(sql, conn)

@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 6
+    public static let schemaVersion: Int64 = 7
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -155,7 +155,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 4 -> 5: things' certificates and the revoked ones (the CRL).
         StoreSchema.certificateSteps,
         // 5 -> 6: things' layout and end nodes' gateway.
-        StoreSchema.gatewaySteps
+        StoreSchema.gatewaySteps,
+        // 6 -> 7: firmware images and their chunks.
+        StoreSchema.imageSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

@@ -16,6 +16,8 @@ private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 enum SQLValue {
     case text(String?)
     case int(Int64?)
+    /// A BLOB (SQLite) or BYTEA (PostgreSQL, sent as its hex text form).
+    case bytes([UInt8])
 }
 
 /// A row being read: columns by index.
@@ -31,6 +33,12 @@ struct SQLRow: StoreRow {
     func int(_ i: Int32) -> Int64 { sqlite3_column_int64(stmt, i) }
 
     func isNull(_ i: Int32) -> Bool { sqlite3_column_type(stmt, i) == SQLITE_NULL }
+
+    func bytes(_ i: Int32) -> [UInt8] {
+        guard let p = sqlite3_column_blob(stmt, i) else { return [] }
+        let n = Int(sqlite3_column_bytes(stmt, i))
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
 }
 
 /// One SQLite connection with its prepared statements. Not thread-safe by
@@ -96,6 +104,12 @@ final class SQLiteConnection: SQLConnection {
                 rc = sqlite3_bind_null(stmt, i)
             case .int(let x?):
                 rc = sqlite3_bind_int64(stmt, i, x)
+            case .bytes(let b):
+                // A zero-length BLOB, not NULL, for an empty array.
+                rc = b.withUnsafeBytes { buf in
+                    sqlite3_bind_blob(
+                        stmt, i, buf.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(buf.count), transient)
+                }
             case .text(var s?):
                 rc = s.withUTF8 { buf in
                     // An empty buffer may have no address, which SQLite would bind as NULL.

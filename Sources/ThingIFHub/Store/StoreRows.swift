@@ -9,6 +9,8 @@ protocol StoreRow {
     /// The column as an integer (0 for NULL).
     func int(_ i: Int32) -> Int64
     func isNull(_ i: Int32) -> Bool
+    /// The column as bytes (a BLOB or BYTEA; empty for NULL).
+    func bytes(_ i: Int32) -> [UInt8]
 }
 
 extension StoreRow {
@@ -66,6 +68,7 @@ enum StoreRows {
         func text(_ i: Int32) -> String? { row.text(i + offset) }
         func int(_ i: Int32) -> Int64 { row.int(i + offset) }
         func isNull(_ i: Int32) -> Bool { row.isNull(i + offset) }
+        func bytes(_ i: Int32) -> [UInt8] { row.bytes(i + offset) }
     }
 
     private static func split(_ s: String?, by byte: UInt8) -> [String] {

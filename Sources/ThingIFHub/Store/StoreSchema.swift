@@ -32,6 +32,8 @@ enum StoreSchema {
             case rowID
             /// A listing order numbered on insert, UNIQUE.
             case sequence
+            /// Raw bytes: SQLite's BLOB, PostgreSQL's BYTEA (an image's chunks).
+            case bytes
         }
 
         let name: String
@@ -56,6 +58,8 @@ enum StoreSchema {
             case (.rowID, .postgres): type = "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
             case (.sequence, .sqlite): type = "INTEGER NOT NULL UNIQUE"
             case (.sequence, .postgres): type = "BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE"
+            case (.bytes, .sqlite): type = "BLOB"
+            case (.bytes, .postgres): type = "BYTEA"
             }
             return rest.isEmpty ? "\(name) \(type)" : "\(name) \(type) \(rest)"
         }
@@ -263,6 +267,35 @@ enum StoreSchema {
                 Column("serial", .text, "PRIMARY KEY"),
                 Column("revoked_at", .integer, "NOT NULL"),
                 Column("not_after", .integer, "NOT NULL")
+            ]),
+        // Firmware images, content-addressed (ImageStore): one row each,
+        // written only when an upload's last chunk is staged and its hash known.
+        Table(
+            "images",
+            [
+                Column("sha256", .text, "PRIMARY KEY"),
+                Column("size", .integer, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        // An image's bytes in chunks of ImageChunks.size (32 KiB, the
+        // largest block), so that a block is one row's read. `image` is the
+        // image's SHA-256, or "upload:<id>" while an upload is staged.
+        Table(
+            "image_chunks", primaryKey: "image, n",
+            [
+                Column("image", .text, "NOT NULL"),
+                Column("n", .integer, "NOT NULL"),
+                Column("bytes", .bytes, "NOT NULL")
+            ]),
+        // An image's block hash list for one block size (32 bytes a block),
+        // computed once from its chunks and kept: a rollout's things each
+        // fetch it.
+        Table(
+            "image_block_hashes", primaryKey: "image, block_size",
+            [
+                Column("image", .text, "NOT NULL REFERENCES images(sha256) ON DELETE CASCADE"),
+                Column("block_size", .integer, "NOT NULL"),
+                Column("hashes", .bytes, "NOT NULL")
             ])
     ]
 
@@ -303,6 +336,10 @@ enum StoreSchema {
     static let gatewaySteps: [Step] = [
         .column("things", "layout_position"), .column("things", "gateway_thing_id"), .index("things_gateway")
     ]
+
+    /// The migration that added firmware images (SQLite 9 -> 10,
+    /// PostgreSQL 6 -> 7).
+    static let imageSteps: [Step] = [.table("images"), .table("image_chunks"), .table("image_block_hashes")]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

@@ -45,14 +45,7 @@ extension API {
     /// "thingPassword","thingType"?,"firmwareVersion"?}…]} (at most 100):
     /// {"imported":n,"existing":n,"failed":[{"vendorThingID","errorCode","message"}]}.
     func importThings(_ request: Request, _ context: APIContext) async throws -> Response {
-        try checkApp(context)
-        guard let admin = security.adminToken else {
-            throw HubError.notFound("NOT_FOUND", "enrollment import is off: the hub has no adminToken")
-        }
-        let given = request.headers[.authorization].flatMap(BearerToken.parse)
-        guard let given, LibCrypto.equal(Array(given.utf8), Array(admin.utf8)) else {
-            throw HubError(403, "WRONG_TOKEN", "POST …/things/import needs Authorization: Bearer <adminToken>")
-        }
+        try requireAdmin(request, context, route: "POST …/things/import", off: "enrollment import")
         let body = try await object(request)
         guard let list = body["things"], list.isArray, (1...100).contains(list.elements.count) else {
             throw HubError.invalid("\"things\" must be an array of 1 to 100 objects", field: "things")

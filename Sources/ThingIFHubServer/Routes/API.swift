@@ -39,6 +39,22 @@ struct API: Sendable {
         return u
     }
 
+    /// The operator's routes (the enrollment import, firmware images): the
+    /// app, then `Authorization: Bearer <adminToken>`, compared in constant
+    /// time; 403 WRONG_TOKEN for none or any other token (a user's, a
+    /// thing's), 404 when the hub has no adminToken (the routes are off).
+    /// One rule for every operator route.
+    func requireAdmin(_ request: Request, _ context: APIContext, route: String, off: String) throws {
+        try checkApp(context)
+        guard let admin = security.adminToken else {
+            throw HubError.notFound("NOT_FOUND", "\(off) is off: the hub has no adminToken")
+        }
+        let given = request.headers[.authorization].flatMap(BearerToken.parse)
+        guard let given, LibCrypto.equal(Array(given.utf8), Array(admin.utf8)) else {
+            throw HubError(403, "WRONG_TOKEN", "\(route) needs Authorization: Bearer <adminToken>")
+        }
+    }
+
     /// The request's bearer token, after the app: 401 for none.
     private func token(_ request: Request, _ context: APIContext) throws -> String {
         try checkApp(context)

@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 9)
+        #expect(SQLiteStore.schemaVersion == 10)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 4 -> 5: results make a notification due.
         _ = try #require(

@@ -341,6 +341,8 @@ struct StoreSchemaTests {
         line.contains(" unpruned_samples ") || line.contains("thing_certificates")
             || line.contains("revoked_certificates") || line.contains("layout_position")
             || line.contains("gateway_thing_id") || line.contains("things_gateway")
+            // The firmware images (SQLite 10, PostgreSQL 7).
+            || line.contains("image")
     }
 
     @Test("SQLite: a database the earlier hubs made opens and has a new one's schema; so has one migrated from 1")
@@ -358,8 +360,8 @@ struct StoreSchemaTests {
         #expect(sqlite3_exec(db, EarlierSchema.sqlite, nil, nil, nil) == SQLITE_OK)
         sqlite3_close_v2(db)
         // The earlier hubs' schema is the new one but for what versions 7
-        // (unpruned_samples), 8 (the certificate tables) and 9 (things'
-        // layout and gateway) added.
+        // (unpruned_samples), 8 (the certificate tables), 9 (things'
+        // layout and gateway) and 10 (firmware images) added.
         #expect(try sqliteSchema(earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
@@ -389,8 +391,8 @@ struct StoreSchemaTests {
         defer { server.dropDatabase(earlier) }
         try server.psql(EarlierSchema.postgres, database: earlier)
         // The earlier hubs' schema is the new one but for what versions 4
-        // (unpruned_samples), 5 (the certificate tables) and 6 (things'
-        // layout and gateway) added.
+        // (unpruned_samples), 5 (the certificate tables), 6 (things'
+        // layout and gateway) and 7 (firmware images) added.
         #expect(try postgresSchema(server, earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)
