@@ -310,23 +310,11 @@ final class RawHTTP: @unchecked Sendable {
     private let fd: Int32
 
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket") }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = UInt16(port).bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard rc == 0 else {
-            close(fd)
+        // The harness's loopback connection: close-on-exec, with a receive timeout.
+        guard let fd = connectLoopback(port: port, receiveTimeoutMs: 60_000) else {
             throw HarnessError("connect to \(port)")
         }
-        var tv = timeval(tv_sec: 60, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        self.fd = fd
     }
 
     deinit { close(fd) }
