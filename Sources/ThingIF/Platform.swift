@@ -68,6 +68,28 @@ public enum Platform {
 
     private static func hexDigit(_ n: UInt8) -> UInt8 { n < 10 ? UInt8(ascii: "0") + n : UInt8(ascii: "a") + n - 10 }
 
+    /// A regular file's bytes; nil when it does not exist, is not a regular
+    /// file, cannot be read or holds more than `limit` bytes.
+    public static func readFile(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = thingif_sys_open(path, O_RDONLY | O_CLOEXEC, 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, thingif_sys_is_reg(st.st_mode) != 0 else { return nil }
+        var out: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buf.withUnsafeMutableBytes { thingif_sys_read(fd, $0.baseAddress, 4096) }
+            if n < 0 {
+                if thingif_sys_errno() == EINTR { continue }
+                return nil
+            }
+            if n == 0 { return out }
+            out += buf[0..<n]
+            if out.count > limit { return nil }
+        }
+    }
+
     public static func isReadableFile(_ path: String) -> Bool {
         let fd = thingif_sys_open(path, O_RDONLY, 0)
         guard fd >= 0 else { return false }
@@ -104,21 +126,7 @@ public struct Storage: Sendable {
     public func path(_ name: String) -> String { directory + "/" + name }
 
     /// The file's bytes, or nil when it does not exist or cannot be read.
-    public func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? {
-        let fd = thingif_sys_open(path(name), O_RDONLY, 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buf.withUnsafeMutableBytes { thingif_sys_read(fd, $0.baseAddress, 4096) }
-            if n < 0 { if thingif_sys_errno() == EINTR { continue }; return nil }
-            if n == 0 { break }
-            out += buf[0..<n]
-            if out.count > limit { return nil }
-        }
-        return out
-    }
+    public func read(_ name: String, limit: Int = 1 << 20) -> [UInt8]? { Platform.readFile(path(name), limit: limit) }
 
     /// Replaces the file atomically. False on any I/O error.
     public func write(_ name: String, _ bytes: [UInt8]) -> Bool {

@@ -215,25 +215,10 @@ struct TimeZoneRules {
     /// Loads a zone by its IANA name; nil when there is no such zone file or
     /// it is not a TZif file.
     static func load(_ name: String) -> TimeZoneRules? {
-        guard isValidName(name), let bytes = readFile(directory + "/" + name, limit: 1 << 18) else { return nil }
-        return TimeZoneRules(name: name, tzif: bytes)
-    }
-
-    private static func readFile(_ path: String, limit: Int) -> [UInt8]? {
-        let fd = thingif_sys_open(path, O_RDONLY | O_CLOEXEC, 0)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0, thingif_sys_is_reg(st.st_mode) != 0 else { return nil }
-        var out: [UInt8] = []
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buf.withUnsafeMutableBytes { thingif_sys_read(fd, $0.baseAddress, 4096) }
-            if n < 0 { if thingif_sys_errno() == EINTR { continue }; return nil }
-            if n == 0 { return out }
-            out += buf[0..<n]
-            if out.count > limit { return nil }
+        guard isValidName(name), let bytes = Platform.readFile(directory + "/" + name, limit: 1 << 18) else {
+            return nil
         }
+        return TimeZoneRules(name: name, tzif: bytes)
     }
 
     init?(name: String, tzif b: [UInt8]) {
