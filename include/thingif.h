@@ -48,6 +48,7 @@
 #define THINGIF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #ifdef __cplusplus
@@ -97,6 +98,8 @@ extern "C" {
 
 /**
  * @par Changes
+ *  - next: firmware updates (the "update" group): thingif_set_installer,
+ *    thingif_update_*. Additions only.
  *  - next: THINGIF_ERR_UNSUPPORTED. A call of a feature the build leaves out
  *    (the gateway group with -DTHINGIF_GATEWAYS=OFF) answers it, where it
  *    answered THINGIF_ERR_STATE, the code of "a loop runs".
@@ -1432,6 +1435,207 @@ const char *thingif_action_end_node(const thingif_action_t *action);
  * the handler's own call only.
  */
 const char *thingif_action_thing_id(const thingif_action_t *action);
+
+/** @} */
+
+/**
+ * @defgroup update Firmware updates
+ * An update job arrives as an ordinary command (held while the thing is
+ * offline, run at most once) and goes on in the library: the signed
+ * manifest checked against the firmware's trust file, the installer asked,
+ * the image fetched in blocks over the thing's own connection, each block
+ * checked against the signed hash list before a byte of it reaches the
+ * installer, the install, the reboot, and the trial of the new image until
+ * the firmware confirms it (docs/UPDATES.md). One job at a time, in a
+ * journal of its own under the storage directory: a power cut at any point
+ * resumes it. Every step is reported to the framework through the outbox.
+ *
+ * The installer is the firmware's: these callbacks, set once at each start
+ * with thingif_set_installer(). Every callback runs on the loop thread
+ * with no lock of the library held; none may call thingif_loop() or
+ * thingif_destroy(). A build without updates (-DTHINGIF_UPDATES=OFF)
+ * answers every call here THINGIF_ERR_UNSUPPORTED.
+ * @{
+ */
+
+/** What thingif_installer.offer answers. */
+enum thingif_update_decision {
+    THINGIF_UPDATE_ACCEPT = 0, /**< take the job: the download starts */
+    THINGIF_UPDATE_DEFER = 1,  /**< not now (battery, maintenance window): reported DELAYED, offered again later */
+    THINGIF_UPDATE_REFUSE = 2  /**< not this one (no space): reported REJECTED */
+};
+
+/** Statuses of an update job, as thingif_update_status() gives them (docs/UPDATES.md §6). */
+enum thingif_update_status {
+    THINGIF_UPDATE_NONE = 0,        /**< no job, since the storage directory was made */
+    THINGIF_UPDATE_DOWNLOADING = 1, /**< taken; blocks are being fetched */
+    THINGIF_UPDATE_INSTALLING = 2,  /**< every block verified; the installer was started */
+    THINGIF_UPDATE_REBOOTING = 3,   /**< installed; the reboot was asked for */
+    THINGIF_UPDATE_TRIAL = 4,       /**< the new image runs: call thingif_update_confirm() */
+    THINGIF_UPDATE_SUCCEEDED = 5,   /**< confirmed: the last job ended well */
+    THINGIF_UPDATE_ROLLED_BACK = 6, /**< the previous version runs again */
+    THINGIF_UPDATE_FAILED = 7,      /**< ended without a change (bad blocks, the install failed, cut off too often) */
+    THINGIF_UPDATE_CANCELLED = 8    /**< the framework ended it before the install */
+};
+
+/**
+ * A verified update as the installer's callbacks see it. Every pointer is
+ * borrowed, valid during the callback only.
+ */
+typedef struct thingif_update_info {
+    const char *job_id;          /**< the framework's name of the job */
+    const char *update_id;       /**< the manifest's updateID */
+    const char *version;         /**< the version the image brings */
+    const char *compatible;      /**< the thing type it is for (checked already) */
+    uint64_t size;               /**< the image's bytes */
+    const unsigned char *sha256; /**< 32 bytes: the whole image's SHA-256 (every block is checked already) */
+    const char *metadata_json;   /**< the manifest's "metadata" as JSON text, or NULL */
+    const char *image_path;      /**< file mode (no write callback): the image's file; else NULL */
+} thingif_update_info;
+
+/**
+ * The firmware's installer. offer, install, reboot, commit and rollback are
+ * required; write and flush go together: both NULL is the file mode, where
+ * the library writes the image to "update.img" in the storage directory
+ * (fsync at each checkpoint) and names it in thingif_update_info.image_path.
+ */
+typedef struct thingif_installer {
+    /**
+     * A manifest signed by a trusted key, for this thing type, not below its
+     * security version, is offered. Return a thingif_update_decision; for
+     * DEFER and REFUSE, message (message_size bytes, zeroed) may say why.
+     */
+    int (*offer)(thingif_t *t, const thingif_update_info *info, char *message, size_t message_size, void *userdata);
+    /**
+     * Writes length bytes (at most 32 KiB, checked against the signed hashes
+     * already) at offset of the image. Blocks come in any order, and a block
+     * may be written again after a power cut. Return 0, or nonzero to fail
+     * the job (FAILED SINK_FAILED).
+     */
+    int (*write)(thingif_t *t, uint64_t offset, const void *bytes, size_t length, void *userdata);
+    /**
+     * Makes every byte written so far durable (fsync), before the library
+     * records those blocks as held. Return 0, or nonzero to fail the job.
+     */
+    int (*flush)(thingif_t *t, void *userdata);
+    /**
+     * Every block is held: start the installer and return. Tell the outcome
+     * with thingif_update_installed(), from any thread. A power cut before
+     * that starts it again at the next start (at most 3 starts in all).
+     * Return 0, or nonzero for an install that cannot start (FAILED).
+     */
+    int (*install)(thingif_t *t, const thingif_update_info *info, void *userdata);
+    /**
+     * The install succeeded and is recorded: reboot into the new image. It
+     * need not return. The next start, with thingif_set_installer() naming
+     * the running version, goes on: the new version starts the trial, the
+     * previous one reports ROLLED_BACK (the bootloader fell back).
+     */
+    void (*reboot)(thingif_t *t, void *userdata);
+    /**
+     * The trial boot was confirmed (thingif_update_confirm(), connected):
+     * mark the running image good. Return 0, or nonzero: the trial goes on
+     * and commit is asked again at the next confirmation.
+     */
+    int (*commit)(thingif_t *t, void *userdata);
+    /**
+     * The trial failed (thingif_update_reject(), its deadline passed
+     * unconfirmed, or it booted too often): switch back to the previous
+     * image and reboot. The next start reports ROLLED_BACK.
+     */
+    void (*rollback)(thingif_t *t, void *userdata);
+} thingif_installer;
+
+/** What thingif_set_installer() is told of the firmware. */
+typedef struct thingif_update_config {
+    const char *thing_type;      /**< required: manifests for another type are refused */
+    const char *running_version; /**< required: the version running now (1-64 printable ASCII, no space) */
+    const char *trust_file;      /**< required: the firmware's trust file (docs/UPDATES.md §3) */
+    int max_trial_boots;         /**< boots of a trial before it rolls back; 0: 3 */
+} thingif_update_config;
+
+/**
+ * Sets the installer and reads where the last job was: call it at every
+ * start, after thingif_create() and before the loop runs. What a restart
+ * does with the job (more blocks, the install again, the trial, a report of
+ * the rollback) happens in the loop. Without an installer, an update offer
+ * fails with "NO_INSTALLER".
+ *
+ * @param t the handle.
+ * @param installer the callbacks; copied.
+ * @param config the firmware's facts; its strings are copied, and the
+ *        trust file is read during the call.
+ * @param userdata given to every callback.
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID (a NULL argument, a required
+ *         callback or field missing, only one of write and flush),
+ *         THINGIF_ERR_JSON (the trust file is not its form; an error log
+ *         line says why), THINGIF_ERR_STORAGE (the trust file or the
+ *         journal cannot be read), THINGIF_ERR_STATE (a loop runs, or an
+ *         installer is set already), THINGIF_ERR_UNSUPPORTED.
+ * @par Thread
+ * any, while no loop runs; not from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_set_installer(thingif_t *t, const thingif_installer *installer,
+                                            const thingif_update_config *config, void *userdata);
+
+/**
+ * The installer started by thingif_installer.install has finished.
+ *
+ * @param t the handle.
+ * @param ok nonzero: installed, the library records it and calls reboot;
+ *        zero: failed, the job ends FAILED INSTALL_FAILED with message.
+ * @param message why it failed, or NULL; copied (at most 256 bytes kept).
+ *
+ * @return THINGIF_OK (taken: the loop acts at its next turn),
+ *         THINGIF_ERR_STATE (no install is under way),
+ *         THINGIF_ERR_INVALID, THINGIF_ERR_UNSUPPORTED.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_update_installed(thingif_t *t, int ok, const char *message);
+
+/**
+ * In the trial boot, the firmware's self-test passed: once the thing is
+ * connected the library calls thingif_installer.commit and reports the job
+ * SUCCEEDED with the running version (the framework's record of the
+ * thing's firmware version). Before the connection, the confirmation waits.
+ *
+ * @return THINGIF_OK (taken), THINGIF_ERR_STATE (no trial runs),
+ *         THINGIF_ERR_INVALID, THINGIF_ERR_UNSUPPORTED.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_update_confirm(thingif_t *t);
+
+/**
+ * In the trial boot, the firmware's self-test failed: the library calls
+ * thingif_installer.rollback at its next turn.
+ *
+ * @param t the handle.
+ * @param message why, or NULL; copied (at most 256 bytes kept).
+ *
+ * @return THINGIF_OK, THINGIF_ERR_STATE (no trial runs),
+ *         THINGIF_ERR_INVALID, THINGIF_ERR_UNSUPPORTED.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_update_reject(thingif_t *t, const char *message);
+
+/**
+ * The job the thing holds, or had last.
+ *
+ * @param t the handle.
+ * @param status set to a thingif_update_status value.
+ * @param blocks_held set to the blocks made durable (may be NULL).
+ * @param blocks set to the image's blocks (may be NULL).
+ *
+ * @return THINGIF_OK, THINGIF_ERR_INVALID, THINGIF_ERR_STATE (no installer
+ *         is set), THINGIF_ERR_UNSUPPORTED.
+ * @par Thread
+ * any, also from inside a callback.
+ */
+THINGIF_NODISCARD int thingif_update_status(thingif_t *t, int *status, uint64_t *blocks_held, uint64_t *blocks);
 
 /** @} */
 

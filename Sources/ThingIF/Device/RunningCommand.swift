@@ -103,6 +103,11 @@ extension Thing {
     /// Runs one handler; nil when the handler deferred its result.
     func runAction(_ call: ActionCall) -> ActionResult? {
         let command = call.command, name = call.name, alias = call.alias
+        // The update offer's reserved alias is the library's own (Update/).
+        if let alias, alias.equals(UpdateAgent.alias) {
+            return name.equals(UpdateOffer.actionName)
+                ? runUpdateOffer(call) : .failure(name, str("no action \"\(name)\" of alias \"\(alias)\""))
+        }
         let handler = shared.withLock {
             $0.handlers.lookup(schema: command.schema, version: command.schemaVersion, alias: alias, action: name)
         }

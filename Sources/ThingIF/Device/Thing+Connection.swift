@@ -62,6 +62,7 @@ extension Thing {
         }
         pipeline.reportInterrupted()
         pipeline.processInbox(canRead: true)
+        tickUpdates()
         runStateProvider()
         sendDue()
         // Acknowledgement marks reach the file once a pass (never synced).

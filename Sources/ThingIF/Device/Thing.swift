@@ -67,6 +67,8 @@ final class Thing: @unchecked Sendable {
         var clock: (callback: thingif_clock_cb, userdata: UnsafeMutableRawPointer?)?
         /// thingif_set_end_node_callback().
         var endNodeCallback: (thingif_end_node_cb, UnsafeMutableRawPointer?)?
+        /// thingif_set_installer(): the update job's agent (Update/).
+        var updater: UpdateAgent?
 
         init(automation: Automation) {
             self.automation = automation

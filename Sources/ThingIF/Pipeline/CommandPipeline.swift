@@ -31,10 +31,14 @@ protocol PipelineOwner: AnyObject {
     /// Test hook: told every step passed, with the commandID when one is
     /// known (the Thing's does nothing, and is compiled away).
     func passed(_ step: PipelineStep, _ commandID: String?)
+    /// A reply to a request sent with `sendTransient` (an update job's
+    /// block requests): true when the owner took it.
+    func transientReply(_ requestID: String, _ reply: KiiResponse) -> Bool
 }
 
 extension PipelineOwner {
     @inline(__always) func passed(_ step: PipelineStep, _ commandID: String?) {}
+    func transientReply(_ requestID: String, _ reply: KiiResponse) -> Bool { false }
 }
 
 /// The points between two steps of a command's way through the pipeline:
@@ -790,12 +794,28 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
         }
     }
 
+    /// A request that is not persisted and not sent again (an update job's
+    /// block request: its owner asks again after a timeout): sent now, or
+    /// nil when not connected. Its reply goes to `PipelineOwner.transientReply`.
+    func sendTransient(method: String, path: String) -> String? {
+        let ready = state.withLock { s -> (String, T, Identity)? in
+            guard let t = s.transport, let id = s.identity else { return nil }
+            return (newRequestID(&s), t, id)
+        }
+        guard let (rid, transport, identity) = ready else { return nil }
+        let item = Outbox.Item(
+            id: rid, method: method, path: path, contentType: nil, body: [], what: str("\(method) \(path)"),
+            kind: .other, journaled: false)
+        return publish(item, on: transport, identity: identity) ? rid : nil
+    }
+
     func newRequestID(_ s: inout State) -> String {
         s.requestCounter += 1
         return str("\(requestPrefix)-\(s.requestCounter)")
     }
 
-    func publish(_ item: Outbox.Item, on transport: T, identity: Identity) {
+    @discardableResult
+    func publish(_ item: Outbox.Item, on transport: T, identity: Identity) -> Bool {
         var headers: [(name: String, value: String)] = [("Authorization", str("Bearer \(identity.accessToken)"))]
         if let ct = item.contentType { headers.append(("Content-Type", ct)) }
         headers.append((KiiFraming.requestIDHeader, item.id))
@@ -813,6 +833,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
             // and the items behind this one are not held up.
             logger.warning("could not send \(item.what) now (\(T.describe(rc))); it stays in the outbox")
         }
+        return rc == 0
     }
 
     /// Sends every outbox item not sent on this connection, or sent longer
@@ -861,6 +882,7 @@ final class CommandPipeline<T: Transport, C: PipelineClock, O: PipelineOwner>: @
             return item
         }
         guard let item else {
+            if owner.transientReply(rid, reply) { return }
             logger.debug("ignored a reply to unknown request \(rid)")
             return
         }

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import CThingIF
+import CThingIFTestSupport
+import Foundation
+import ThingIF
+
+/// A firmware's installer as the C API sees it, written in Swift for the
+/// tests: it records every callback, answers offers as told, and keeps the
+/// image in the library's file (file mode) or in memory (sink mode).
+final class TestInstaller: @unchecked Sendable {
+    struct Seen {
+        var offers: [String] = []
+        var offeredVersion: String?
+        var offeredSize: UInt64 = 0
+        var writes = 0
+        var flushes = 0
+        var installs = 0
+        var installPath: String?
+        var reboots = 0
+        var commits = 0
+        var rollbacks = 0
+        /// Sink mode: the image as written.
+        var image: [UInt8] = []
+    }
+
+    private let lock = NSLock()
+    private var seen = Seen()
+    /// What offer answers (a thingif_update_decision) and says.
+    var decision = Int32(THINGIF_UPDATE_ACCEPT.rawValue)
+    var decisionMessage = ""
+    /// commit's answer.
+    var commitFails = false
+    let sink: Bool
+
+    init(sink: Bool = false) { self.sink = sink }
+
+    var state: Seen { lock.withLock { seen } }
+
+    private func record(_ change: (inout Seen) -> Void) { lock.withLock { change(&seen) } }
+
+    private static func box(_ ud: UnsafeMutableRawPointer?) -> TestInstaller {
+        Unmanaged<TestInstaller>.fromOpaque(ud!).takeUnretainedValue()
+    }
+
+    /// thingif_set_installer on `handle` (ct_handle) with a trust file
+    /// holding `trust` (key JSON objects).
+    func install(
+        on handle: OpaquePointer, trustFile: String, thingType: String = "AirConditioner", running: String,
+        maxTrialBoots: Int32 = 0
+    ) -> Int32 {
+        var ops = thingif_installer()
+        ops.offer = { _, info, message, size, ud in
+            let me = TestInstaller.box(ud)
+            let i = info!.pointee
+            me.record {
+                $0.offers.append(String(cString: i.job_id))
+                $0.offeredVersion = String(cString: i.version)
+                $0.offeredSize = i.size
+            }
+            if !me.decisionMessage.isEmpty, let message {
+                _ = me.decisionMessage.withCString { strncpy(message, $0, size - 1) }
+            }
+            return me.decision
+        }
+        if sink {
+            ops.write = { _, offset, bytes, length, ud in
+                let me = TestInstaller.box(ud)
+                let b = UnsafeRawBufferPointer(start: bytes, count: length)
+                me.record { s in
+                    s.writes += 1
+                    let end = Int(offset) + length
+                    if s.image.count < end { s.image += [UInt8](repeating: 0, count: end - s.image.count) }
+                    s.image.replaceSubrange(Int(offset)..<end, with: b)
+                }
+                return 0
+            }
+            ops.flush = { _, ud in
+                TestInstaller.box(ud).record { $0.flushes += 1 }
+                return 0
+            }
+        }
+        ops.install = { _, info, ud in
+            let path = info!.pointee.image_path.map { String(cString: $0) }
+            TestInstaller.box(ud).record {
+                $0.installs += 1
+                $0.installPath = path
+            }
+            return 0
+        }
+        ops.reboot = { _, ud in TestInstaller.box(ud).record { $0.reboots += 1 } }
+        ops.commit = { _, ud in
+            let me = TestInstaller.box(ud)
+            me.record { $0.commits += 1 }
+            return me.commitFails ? 1 : 0
+        }
+        ops.rollback = { _, ud in TestInstaller.box(ud).record { $0.rollbacks += 1 } }
+        return thingType.withCString { type in
+            running.withCString { version in
+                trustFile.withCString { trust in
+                    var config = thingif_update_config(
+                        thing_type: type, running_version: version, trust_file: trust, max_trial_boots: maxTrialBoots)
+                    return thingif_set_installer(handle, &ops, &config, Unmanaged.passUnretained(self).toOpaque())
+                }
+            }
+        }
+    }
+}
+
+/// An update offer as the hub sends it: the `update` action of the reserved
+/// alias, in trait form.
+enum UpdateCommands {
+    static func offer(
+        commandID: String, jobID: String, attempt: Int = 1, manifest: [UInt8], signatures: [ManifestSignature],
+        trialS: Int? = nil
+    ) -> String {
+        let params = UpdateOffer.encode(
+            jobID: jobID, attempt: attempt, manifest: manifest, signatures: signatures, trialSeconds: trialS)
+        return command(commandID, params: String(decoding: params.dumpBytes(), as: UTF8.self))
+    }
+
+    static func command(_ commandID: String, params: String) -> String {
+        #"{"commandID":"\#(commandID)","issuer":"user:test","actions":[{"_thingif":[{"update":\#(params)}]}]}"#
+    }
+
+    /// A trust file for `signers`, written under `dir`.
+    static func trustFile(_ signers: [TestSigner], in dir: String) throws -> String {
+        let path = dir + "/trust-\(UUID().uuidString).json"
+        let text = #"{"keys":[\#(signers.map(\.keyJSON).joined(separator: ","))]}"#
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+}
