@@ -36,6 +36,9 @@ from ._thing import (
     Status,
     Thing,
     ThingIFError,
+    UpdateDecision,
+    UpdateInfo,
+    UpdateStatus,
     strerror,
     version,
 )
@@ -54,5 +57,6 @@ __version__ = _package_version()
 
 __all__ = [
     "Action", "ActionFailed", "Deferred", "Durability", "EndNode", "EndNodeEvent", "Layout", "LogLevel", "Option",
-    "Recurrence", "Status", "Thing", "ThingIFError", "strerror", "version", "library_path",
+    "Recurrence", "Status", "Thing", "ThingIFError", "UpdateDecision", "UpdateInfo", "UpdateStatus", "strerror",
+    "version", "library_path",
 ]

@@ -118,6 +118,34 @@ _p = ctypes.c_void_p
 _s = ctypes.c_char_p
 _i = ctypes.c_int
 
+
+# Firmware updates (thingif.h, "update" group).
+class UPDATE_INFO(ctypes.Structure):
+    """struct thingif_update_info: borrowed for the callback's call."""
+    _fields_ = [("job_id", _s), ("update_id", _s), ("version", _s), ("compatible", _s),
+                ("size", ctypes.c_uint64), ("sha256", ctypes.POINTER(ctypes.c_ubyte)),
+                ("metadata_json", _s), ("image_path", _s)]
+
+
+UPDATE_OFFER_CB = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.POINTER(UPDATE_INFO), _p, ctypes.c_size_t, _p)
+UPDATE_WRITE_CB = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_uint64, _p, ctypes.c_size_t, _p)
+UPDATE_INT_CB = ctypes.CFUNCTYPE(ctypes.c_int, _p, _p)
+UPDATE_INSTALL_CB = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.POINTER(UPDATE_INFO), _p)
+UPDATE_VOID_CB = ctypes.CFUNCTYPE(None, _p, _p)
+
+
+class INSTALLER(ctypes.Structure):
+    """struct thingif_installer."""
+    _fields_ = [("offer", UPDATE_OFFER_CB), ("write", UPDATE_WRITE_CB), ("flush", UPDATE_INT_CB),
+                ("install", UPDATE_INSTALL_CB), ("reboot", UPDATE_VOID_CB), ("commit", UPDATE_INT_CB),
+                ("rollback", UPDATE_VOID_CB)]
+
+
+class UPDATE_CONFIG(ctypes.Structure):
+    """struct thingif_update_config."""
+    _fields_ = [("thing_type", _s), ("running_version", _s), ("trust_file", _s), ("max_trial_boots", _i)]
+
+
 _proto("thingif_version", _s)
 _proto("thingif_strerror", _s, _i)
 _proto("thingif_new", _p, _s, _s, _s)
@@ -186,6 +214,13 @@ _proto("thingif_end_node_firmware_version_update", _i, _p, _s, _s)
 _proto("thingif_end_node_foreach", _i, _p, END_NODE_EACH_CB, _p)
 _proto("thingif_action_end_node", _s, _p)
 _proto("thingif_action_thing_id", _s, _p)
+# Firmware updates.
+_proto("thingif_set_installer", _i, _p, ctypes.POINTER(INSTALLER), ctypes.POINTER(UPDATE_CONFIG), _p)
+_proto("thingif_update_installed", _i, _p, _i, _s)
+_proto("thingif_update_confirm", _i, _p)
+_proto("thingif_update_reject", _i, _p, _s)
+_proto("thingif_update_status", _i, _p, ctypes.POINTER(_i), ctypes.POINTER(ctypes.c_uint64),
+       ctypes.POINTER(ctypes.c_uint64))
 _proto("thingif_loop", _i, _p, _i)
 _proto("thingif_loop_start", _i, _p)
 _proto("thingif_loop_stop", _i, _p)

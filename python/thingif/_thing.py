@@ -3,6 +3,8 @@
 """The Pythonic layer over libthingif (see include/thingif.h for the contract)."""
 
 import collections
+import json
+import os
 import ctypes
 import enum
 import itertools
@@ -93,6 +95,33 @@ class EndNodeEvent(enum.IntEnum):
     REFUSED = 1
     REMOVED = 2
     CHANGED = 3
+
+
+class UpdateDecision(enum.IntEnum):
+    """enum thingif_update_decision: what an installer's offer() answers."""
+    ACCEPT = 0
+    DEFER = 1
+    REFUSE = 2
+
+
+class UpdateStatus(enum.IntEnum):
+    """enum thingif_update_status (see Thing.update_status)."""
+    NONE = 0
+    DOWNLOADING = 1
+    INSTALLING = 2
+    REBOOTING = 3
+    TRIAL = 4
+    SUCCEEDED = 5
+    ROLLED_BACK = 6
+    FAILED = 7
+    CANCELLED = 8
+
+
+UpdateInfo = collections.namedtuple(
+    "UpdateInfo", ["job_id", "update_id", "version", "compatible", "size", "sha256", "metadata", "image_path"])
+UpdateInfo.__doc__ = """A verified update as the installer sees it (struct thingif_update_info):
+sha256 is 32 bytes, metadata the manifest's metadata (a dict) or None,
+image_path the library's image file in the file mode, else None."""
 
 
 EndNode = collections.namedtuple("EndNode", ["vendor_thing_id", "thing_id", "online"])
@@ -309,6 +338,84 @@ def _clock_trampoline(userdata):
     return int(time.time() * 1000)
 
 
+def _update_info(ptr):
+    i = ptr.contents
+    meta = _u(i.metadata_json)
+    return UpdateInfo(_u(i.job_id), _u(i.update_id), _u(i.version), _u(i.compatible), int(i.size),
+                      bytes(i.sha256[:32]) if i.sha256 else b"", json.loads(meta) if meta else None,
+                      _u(i.image_path))
+
+
+def _installer_call(userdata, what, call, failed):
+    # Nothing may propagate into C: an exception is logged and answers `failed`.
+    try:
+        entry = _registry.get(userdata or 0)
+        if entry is None:
+            return failed
+        thing, installer = entry
+        return call(thing, installer)
+    except BaseException:  # noqa: BLE001 - last line of defence
+        try:
+            _log.error("installer %s raised: %s", what, traceback.format_exc().rstrip())
+        except BaseException:  # noqa: BLE001
+            pass
+        return failed
+
+
+def _offer_trampoline(thing_ptr, info, message, size, userdata):
+    def call(thing, installer):
+        answer = installer.offer(thing, _update_info(info))
+        decision, text = answer if isinstance(answer, tuple) else (answer, None)
+        if text and message and size > 1:
+            raw = str(text).encode("utf-8")[:size - 1]
+            ctypes.memmove(message, raw, len(raw))
+        return int(decision)
+    return _installer_call(userdata, "offer", call, int(UpdateDecision.REFUSE))
+
+
+def _write_trampoline(thing_ptr, offset, data, length, userdata):
+    def call(thing, installer):
+        ok = installer.write(thing, int(offset), ctypes.string_at(data, length))
+        return 0 if ok is None or ok else 1
+    return _installer_call(userdata, "write", call, 1)
+
+
+def _flush_trampoline(thing_ptr, userdata):
+    def call(thing, installer):
+        ok = installer.flush(thing)
+        return 0 if ok is None or ok else 1
+    return _installer_call(userdata, "flush", call, 1)
+
+
+def _install_trampoline(thing_ptr, info, userdata):
+    def call(thing, installer):
+        ok = installer.install(thing, _update_info(info))
+        return 0 if ok is None or ok else 1
+    return _installer_call(userdata, "install", call, 1)
+
+
+def _reboot_trampoline(thing_ptr, userdata):
+    _installer_call(userdata, "reboot", lambda thing, installer: installer.reboot(thing), None)
+
+
+def _commit_trampoline(thing_ptr, userdata):
+    def call(thing, installer):
+        ok = installer.commit(thing)
+        return 0 if ok is None or ok else 1
+    return _installer_call(userdata, "commit", call, 1)
+
+
+def _rollback_trampoline(thing_ptr, userdata):
+    _installer_call(userdata, "rollback", lambda thing, installer: installer.rollback(thing), None)
+
+
+_UPDATE_OFFER_CB = _native.UPDATE_OFFER_CB(_offer_trampoline)
+_UPDATE_WRITE_CB = _native.UPDATE_WRITE_CB(_write_trampoline)
+_UPDATE_FLUSH_CB = _native.UPDATE_INT_CB(_flush_trampoline)
+_UPDATE_INSTALL_CB = _native.UPDATE_INSTALL_CB(_install_trampoline)
+_UPDATE_REBOOT_CB = _native.UPDATE_VOID_CB(_reboot_trampoline)
+_UPDATE_COMMIT_CB = _native.UPDATE_INT_CB(_commit_trampoline)
+_UPDATE_ROLLBACK_CB = _native.UPDATE_VOID_CB(_rollback_trampoline)
 _ACTION_CB = _native.ACTION_CB(_action_trampoline)
 _CLOCK_CB = _native.CLOCK_CB(_clock_trampoline)
 _NULL_CLOCK_CB = _native.CLOCK_CB()
@@ -899,6 +1006,64 @@ class Thing:
             return False
         _check(rc, "thingif_loop")
         return True
+
+    # ---- firmware updates ------------------------------------------------
+
+    def set_installer(self, installer, thing_type, running_version, trust_file, max_trial_boots=0):
+        """thingif_set_installer: the firmware's installer, at every start, before
+        the loop runs (docs/UPDATES.md §10). installer is an object with
+
+        - offer(thing, info) -> UpdateDecision, or (UpdateDecision, message)
+        - write(thing, offset, data) and flush(thing), or neither: the file mode,
+          where the library writes the image to info.image_path itself
+        - install(thing, info): start the installer and return; tell the outcome
+          with thing.update_installed(ok, message)
+        - reboot(thing), commit(thing), rollback(thing)
+
+        Each runs on the loop thread; a falsy answer (other than None) from
+        write, flush, install or commit is a failure, and an exception is
+        logged and counts as one (offer: REFUSE)."""
+        for name in ("offer", "install", "reboot", "commit", "rollback"):
+            if not callable(getattr(installer, name, None)):
+                raise TypeError("installer has no %s()" % name)
+        sink = callable(getattr(installer, "write", None))
+        if sink != callable(getattr(installer, "flush", None)):
+            raise TypeError("installer needs both write() and flush(), or neither (the file mode)")
+        ops = _native.INSTALLER(
+            _UPDATE_OFFER_CB, _UPDATE_WRITE_CB if sink else _native.UPDATE_WRITE_CB(),
+            _UPDATE_FLUSH_CB if sink else _native.UPDATE_INT_CB(), _UPDATE_INSTALL_CB, _UPDATE_REBOOT_CB,
+            _UPDATE_COMMIT_CB, _UPDATE_ROLLBACK_CB)
+        config = _native.UPDATE_CONFIG(_b(thing_type, "thing_type"), _b(running_version, "running_version"),
+                                       _b(os.fspath(trust_file), "trust_file"), int(max_trial_boots))
+        key = _new_key((self, installer))
+        rc = lib.thingif_set_installer(self._handle(), ctypes.byref(ops), ctypes.byref(config), key)
+        if rc != Status.OK:
+            _registry.pop(key, None)
+            raise ThingIFError(rc, "thingif_set_installer")
+        self._keys[("installer",)] = key
+
+    def update_installed(self, ok, message=None):
+        """thingif_update_installed: the installer started by install() finished."""
+        _check(lib.thingif_update_installed(self._handle(), 1 if ok else 0, _b(message, "message")),
+               "thingif_update_installed")
+
+    def update_confirm(self):
+        """thingif_update_confirm: the trial boot's self-test passed."""
+        _check(lib.thingif_update_confirm(self._handle()), "thingif_update_confirm")
+
+    def update_reject(self, message=None):
+        """thingif_update_reject: the trial boot's self-test failed; rollback() follows."""
+        _check(lib.thingif_update_reject(self._handle(), _b(message, "message")), "thingif_update_reject")
+
+    def update_status(self):
+        """thingif_update_status: (UpdateStatus, blocks held, blocks) of the job the
+        thing holds or had last."""
+        status = ctypes.c_int(0)
+        held = ctypes.c_uint64(0)
+        blocks = ctypes.c_uint64(0)
+        _check(lib.thingif_update_status(self._handle(), ctypes.byref(status), ctypes.byref(held),
+                                         ctypes.byref(blocks)), "thingif_update_status")
+        return _enum_or(UpdateStatus, status.value), held.value, blocks.value
 
     def loop_start(self):
         """Starts the library's loop thread; handlers then run on it."""
