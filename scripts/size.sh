@@ -22,8 +22,9 @@
 #   --no-build    use the build folders as they are (build-size,
 #                 build-aarch64, build-armv7)
 #   --components  print the cost per component and the largest files
-#   --features    also build with -DTHINGIF_GATEWAYS=OFF and print what the
-#                 gateways cost (x86_64 only; about 30 s more)
+#   --features    also build with -DTHINGIF_GATEWAYS=OFF (and, apart,
+#                 -DTHINGIF_UPDATES=OFF) and print what the
+#                 gateways and the updates cost (x86_64 only; about 60 s more)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
@@ -108,6 +109,9 @@ for arch in "${archs[@]}"; do
         build_lib build-size-nogw -DTHINGIF_GATEWAYS=OFF
         without=$(stripped_size build-size-nogw strip)
         echo "  gateways (-DTHINGIF_GATEWAYS=OFF): $(printf "%'d" "$without") B without them, so they cost $(printf "%'d" $((size - without))) B"
+        build_lib build-size-noupd -DTHINGIF_UPDATES=OFF
+        without=$(stripped_size build-size-noupd strip)
+        echo "  updates (-DTHINGIF_UPDATES=OFF): $(printf "%'d" "$without") B without them, so they cost $(printf "%'d" $((size - without))) B"
     fi
 done
 if [ "$check" = 1 ]; then

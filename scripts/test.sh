@@ -92,14 +92,16 @@ cmake -G Ninja -S . -B build-swiftrt -DTHINGIF_EMBEDDED=OFF -DCMAKE_BUILD_TYPE=R
 cmake --build build-swiftrt
 ctest --test-dir build-swiftrt --output-on-failure
 
-echo "== cmake -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDLIB=ON -DTHINGIF_GATEWAYS=OFF + static, packaging and build-option tests"
-# This build also leaves the gateways out: the calls stay exported (the ABI
-# tests) and answer THINGIF_ERR_STATE (gateways_build_option).
+echo "== cmake -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDLIB=ON -DTHINGIF_GATEWAYS=OFF -DTHINGIF_UPDATES=OFF + static, packaging and build-option tests"
+# This build also leaves the gateways and the updates out: the calls stay
+# exported (the ABI tests) and answer THINGIF_ERR_UNSUPPORTED
+# (gateways_build_option, updates_build_option).
 cmake -G Ninja -S . -B build-static -DTHINGIF_EMBEDDED=OFF -DTHINGIF_STATIC_STDLIB=ON -DTHINGIF_GATEWAYS=OFF \
+    -DTHINGIF_UPDATES=OFF \
     -DCMAKE_BUILD_TYPE=Release -DTHINGIF_HUB_BIN_DIR="$bin" >/dev/null
 cmake --build build-static
 ctest --test-dir build-static --output-on-failure \
-    -R '^(static_stdlib_no_toolchain|install_pkgconfig|install_find_package|abi_header_vs_exports|exports|gateways_build_option)$'
+    -R '^(static_stdlib_no_toolchain|install_pkgconfig|install_find_package|abi_header_vs_exports|exports|gateways_build_option|updates_build_option)$'
 
 echo "== cross builds for boards (aarch64, armv7): the C tests under qemu-user (scripts/test-cross.sh)"
 bash scripts/test-cross.sh --hub-bin-dir "$bin"
