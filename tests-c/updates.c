@@ -36,7 +36,10 @@ static int install(thingif_t *t, const thingif_update_info *info, void *ud)
     (void)t, (void)info, (void)ud;
     return 1;
 }
-static void reboot(thingif_t *t, void *ud) { (void)t, (void)ud; }
+static void reboot(thingif_t *t, void *ud)
+{
+    (void)t, (void)ud;
+}
 static int commit(thingif_t *t, void *ud)
 {
     (void)t, (void)ud;
