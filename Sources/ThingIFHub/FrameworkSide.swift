@@ -243,7 +243,7 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The Prometheus metrics (GET /metrics).
     public let metrics: HubMetrics
     /// What the last image uploads held and staged (ImageUploadStats).
-    public let imageUploads = ImageUploadStats()
+    public let imageUploads: ImageUploadStats
     /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
     public let homeAssistant: HomeAssistant
     /// The periodic work (`jobs`), while started.
@@ -322,11 +322,13 @@ public final class FrameworkSide: @unchecked Sendable {
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,
             metrics: metrics, events: events, costly: costly)
+        let imageUploads = ImageUploadStats()
+        self.imageUploads = imageUploads
         app = AppAPI(
             store: store, options: options, fastPaths: fastPaths, delivery: delivery, presence: presence,
             triggerEngine: engine, removal: removal, endNodes: endNodes, endNodeRules: endNodeRules,
             stateUploads: stateUploads, fields: fields, metrics: metrics, admin: admin, automation: automation,
-            installations: installations)
+            installations: installations, imageUploads: imageUploads)
     }
 
     // MARK: lifecycle
