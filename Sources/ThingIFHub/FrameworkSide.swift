@@ -317,7 +317,10 @@ public final class FrameworkSide: @unchecked Sendable {
             endNodes: EndNodeRequests(
                 store: store, endNodeRules: endNodeRules, removal: removal, presence: presence, endNodes: endNodes,
                 events: events, authorization: authorization, maxPage: options.limits.maxHistoryPage),
-            fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization))
+            fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization),
+            updates: UpdateRequests(
+                store: store, events: events, authorization: authorization,
+                serving: UpdateServing(limits: options.limits)))
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,
