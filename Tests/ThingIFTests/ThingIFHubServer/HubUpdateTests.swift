@@ -320,6 +320,77 @@ struct HubUpdateTests {
         }
     }
 
+    /// The store's rules, with `a` and `b` two stores on one database (two
+    /// hubs) or one store twice: one open job per thing however many ask
+    /// at once, and a report applied only above the stored seq, whichever
+    /// store applies it.
+    static func jobRules(_ a: HubStore, _ b: HubStore) throws {
+        let t = try a.registerThing(
+            vendorThingID: "upd-store-\(Platform.randomHex(bytes: 4))", password: "pw", thingType: "AirConditioner",
+            firmwareVersion: "1.0.0", dataGroupingInterval: nil, layoutPosition: nil
+        ).get()
+        func job(_ id: String) -> UpdateJobRecord {
+            UpdateJobRecord(
+                jobID: id, thingID: t.thingID, image: String(repeating: "a", count: 64), version: "1.2.0",
+                manifest: [1, 2, 3], blockSize: 1024, blocks: 3, attempt: 1, commandID: "cmd-" + id, createdAt: 1,
+                updatedAt: 1)
+        }
+        let inserts = Locked<[UpdateJobInsert?]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { i in
+            let r = (i % 2 == 0 ? a : b).insertUpdateJob(job("u-\(i)"))
+            inserts.withLock { $0.append(r) }
+        }
+        let all = inserts.withLock { $0 }
+        #expect(all.filter { $0 == .created }.count == 1, "\(all)")
+        #expect(all.filter { if case .busy? = $0 { return true } else { return false } }.count == 7, "\(all)")
+        let id = try #require(b.updateJobs(thingID: t.thingID)?.first?.jobID)
+        #expect(b.updateJobs(thingID: t.thingID)?.count == 1)
+        DispatchQueue.concurrentPerform(iterations: 40) { i in
+            let r = UpdateReport(attempt: 1, seq: Int64(i), status: .downloading, bytes: Int64(i), of: 100)
+            _ = (i % 2 == 0 ? a : b).applyUpdateReport(jobID: id, thingID: t.thingID, report: r, now: Int64(i))
+        }
+        let j = try #require(a.updateJob(id: id).value)
+        #expect(j.seq == 39 && j.bytes == 39 && j.status == .downloading, "the highest seq is kept: \(j.seq)")
+        let late = UpdateReport(attempt: 1, seq: 10, status: .accepted)
+        #expect(b.applyUpdateReport(jobID: id, thingID: t.thingID, report: late, now: 50) == .stale)
+        let other = UpdateReport(attempt: 2, seq: 100, status: .downloading)
+        #expect(a.applyUpdateReport(jobID: id, thingID: t.thingID, report: other, now: 50) == .otherAttempt(1))
+        #expect(a.applyUpdateReport(jobID: id, thingID: "th.other", report: other, now: 50) == .noJob)
+        let done = UpdateReport(attempt: 1, seq: 100, status: .succeeded, version: "1.2.0")
+        #expect(b.applyUpdateReport(jobID: id, thingID: t.thingID, report: done, now: 60) == .applied)
+        #expect(a.thing(id: t.thingID)?.firmwareVersion == "1.2.0")
+        #expect(a.updateJob(id: id).value?.reportedVersion == "1.2.0")
+        // Final: the next job may start.
+        #expect(a.insertUpdateJob(job("u-next")) == .created)
+        #expect(b.updateJobs(thingID: t.thingID)?.map(\.jobID).first == "u-next", "newest first (then by ID)")
+        #expect(a.deleteUpdateJob(id: "u-next") && !a.deleteUpdateJob(id: "u-next"))
+        // Jobs go with their thing.
+        #expect(a.deleteThing(id: t.thingID))
+        #expect(b.updateJob(id: id).value == nil)
+    }
+
+    @Test(
+        "The store: one open job per thing, reports by seq, SUCCEEDED's firmware version", arguments: StoreFactory.all)
+    func store(_ factory: StoreFactory) throws {
+        let (s, cleanup) = try factory.make(.fastForTests, StateRetention())
+        defer { cleanup() }
+        try Self.jobRules(s, s)
+    }
+
+    @Test(
+        "Two hubs on one PostgreSQL: one open job per thing, and a late report never overwrites a newer one",
+        .enabled(if: PostgresServer.enabled))
+    func twoHubsOneJob() throws {
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        let a = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { a.close() }
+        let b = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { b.close() }
+        try Self.jobRules(a, b)
+    }
+
     @Test("Block serving is bounded: the bytes a second in all (429), and the reads in flight per thing")
     func budget() async throws {
         try await withUpdates(
