@@ -320,7 +320,7 @@ public final class FrameworkSide: @unchecked Sendable {
             fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization),
             updates: UpdateRequests(
                 store: store, events: events, authorization: authorization,
-                serving: UpdateServing(limits: options.limits)))
+                serving: UpdateServing(limits: options.limits), metrics: metrics))
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,

@@ -451,7 +451,7 @@ extension ThingRequests {
                 return .later { answer in
                     let queued = updates.serving.submit(
                         read.job.thingID, cost: read.cost, read: { updates.read(read) }, answer: answer)
-                    if !queued { answer(UpdateRequests.busy) }
+                    if !queued { answer(updates.busy()) }
                 }
             }
         }
@@ -500,7 +500,7 @@ extension ThingRequests {
             case .refused(let refusal): return refusal
             case .read(let read):
                 return updates.serving.inline(read.job.thingID, cost: read.cost) { updates.read(read) }
-                    ?? UpdateRequests.busy
+                    ?? updates.busy()
             }
         case (.automationReport(let target), "PUT"):
             return authorization.forTarget(req, target, clientID: clientID, endNodes: false) {

@@ -13,12 +13,17 @@ final class UpdateRequests: @unchecked Sendable {
     let events: HubEvents
     let authorization: RequestAuthorization
     let serving: UpdateServing
+    let metrics: HubMetrics
 
-    init(store: HubStore, events: HubEvents, authorization: RequestAuthorization, serving: UpdateServing) {
+    init(
+        store: HubStore, events: HubEvents, authorization: RequestAuthorization, serving: UpdateServing,
+        metrics: HubMetrics
+    ) {
         self.store = store
         self.events = events
         self.authorization = authorization
         self.serving = serving
+        self.metrics = metrics
     }
 
     static let octets = "application/octet-stream"
@@ -132,6 +137,7 @@ final class UpdateRequests: @unchecked Sendable {
         switch r.part {
         case .block(let n):
             guard let bytes = store.imageBlock(image, blockSize: r.job.blockSize, n: n) else { return .storageFailed }
+            metrics.updateBytesServed.increment(by: Int64(bytes.count))
             return KiiResponse(status: 200, headers: [("Content-Type", Self.octets)], body: bytes)
         case .hashes(let page):
             guard let list = store.blockHashList(image, blockSize: r.job.blockSize),
@@ -139,15 +145,20 @@ final class UpdateRequests: @unchecked Sendable {
             else { return .storageFailed }
             let first = page * UpdatePath.hashesPerPage * UpdateCoding.sha256Bytes
             let end = min(list.count, first + UpdatePath.hashesPerPage * UpdateCoding.sha256Bytes)
+            metrics.updateBytesServed.increment(by: Int64(end - first))
             return KiiResponse(status: 200, headers: [("Content-Type", Self.octets)], body: Array(list[first..<end]))
         case .report:
             return .storageFailed
         }
     }
 
-    /// 429: a bound of UpdateServing refused the read.
-    static let busy = KiiResponse.refusal(
-        429, "TOO_MANY_REQUESTS", "the hub serves no more blocks now; ask again after the request timeout")
+    /// 429: a bound of UpdateServing refused the read (counted as
+    /// refused_total{defence="update_busy"}).
+    func busy() -> KiiResponse {
+        metrics.refused("update_busy")
+        return .refusal(
+            429, "TOO_MANY_REQUESTS", "the hub serves no more blocks now; ask again after the request timeout")
+    }
 
     /// The router's answer to a method the path does not take.
     static func noRequest(_ req: KiiRequest, thingID: String, _ path: UpdatePath) -> KiiResponse {

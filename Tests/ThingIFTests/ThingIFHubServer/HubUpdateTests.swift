@@ -183,6 +183,10 @@ struct HubUpdateTests {
             }
             #expect(bad == 0)
             #expect(assembled == image, "the blocks reassemble the image")
+            let served = String(decoding: e.hub.metrics.exposition(), as: UTF8.self)
+            #expect(
+                served.contains("thingif_hub_update_bytes_served_total \(image.count + blocks * 32)"),
+                "every block and page, counted once")
             let past = d.ask("GET", d.updates("\(jobID)/blocks/\(blocks)"))
             #expect(past?.status == 404 && Self.code(past) == "UPDATE_BLOCK_NOT_FOUND", "\(Self.describe(past))")
 
@@ -416,6 +420,9 @@ struct HubUpdateTests {
             #expect(statuses.contains(429), "\(statuses)")
             let busy = d.ask("GET", d.updates("\(jobID)/blocks/0"))
             #expect(busy?.status == 429 && Self.code(busy) == "TOO_MANY_REQUESTS", "\(Self.describe(busy))")
+            let metrics = String(decoding: e.hub.metrics.exposition(), as: UTF8.self)
+            let refused = statuses.filter { $0 == 429 }.count + 1
+            #expect(metrics.contains(#"thingif_hub_refused_total{defence="update_busy"} \#(refused)"#), "\(metrics)")
         }
         // The reads in flight per thing, and their release.
         var limits = HubLimits()
