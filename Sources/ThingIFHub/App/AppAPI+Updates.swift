@@ -109,13 +109,9 @@ extension AppAPI {
     public func updateJob(thingID: String, jobID: String) -> Result<UpdateJobRecord, HubError> {
         switch store.updateJob(id: jobID) {
         case .found(let j) where j.thingID == thingID: return .success(j)
-        case .found, .notFound: return .failure(Self.updateJobNotFound(jobID))
+        case .found, .notFound: return .failure(.updateJobNotFound(jobID))
         case .failed: return .failure(.storage)
         }
-    }
-
-    public static func updateJobNotFound(_ jobID: String) -> HubError {
-        .notFound("UPDATE_JOB_NOT_FOUND", "no update job \(jobID) of this thing")
     }
 
     /// A job as the REST API answers it.

@@ -57,7 +57,7 @@ final class UpdateRequests: @unchecked Sendable {
         }
         switch store.applyUpdateReport(jobID: jobID, thingID: thingID, report: report, now: Platform.epochMs()) {
         case nil: return .storageFailed
-        case .noJob?: return .refusal(AppAPI.updateJobNotFound(jobID))
+        case .noJob?: return .refusal(HubError.updateJobNotFound(jobID))
         case .otherAttempt(let a)?:
             return .refusal(
                 409, "UPDATE_ATTEMPT_MISMATCH", "the report is of attempt \(report.attempt); the job's is \(a)")
@@ -96,7 +96,7 @@ final class UpdateRequests: @unchecked Sendable {
         switch store.updateJob(id: jobID) {
         case .failed: return .refused(.storageFailed)
         case .found(let j) where j.thingID == thingID: job = j
-        case .found, .notFound: return .refused(.refusal(AppAPI.updateJobNotFound(jobID)))
+        case .found, .notFound: return .refused(.refusal(HubError.updateJobNotFound(jobID)))
         }
         if job.isFinal {
             return .refused(
