@@ -137,6 +137,9 @@ public final class ThingRequests: @unchecked Sendable {
         }
     }
 
+    /// Where things' block and hash-page reads run, within their bounds.
+    public var updateServing: UpdateServing { handlers.updates.serving }
+
     /// The requests seen, oldest first (the newest `logSize`).
     public var log: [Record] { seen.withLock { $0.requests.all } }
 

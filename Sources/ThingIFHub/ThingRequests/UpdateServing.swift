@@ -14,7 +14,8 @@ public final class UpdateServing: @unchecked Sendable {
     public let bytesPerSecond: Int64
     /// The bucket holds one second's bytes, and at least one largest block.
     public let burst: Int64
-    let pool: CostlyWork
+    /// The pool the reads run on (its figures: `running`, `waiting`).
+    public let pool: CostlyWork
 
     private struct State {
         var inFlight: [String: Int] = [:]

@@ -324,6 +324,46 @@ struct HubUpdateTests {
         }
     }
 
+    @Test("Block reads wait on a pool of their own: the thing's other requests on its lane are answered meanwhile")
+    func offTheLanes() async throws {
+        try await withUpdates(
+            .memory,
+            options: { o in
+                o.limits.updateServeThreads = 1
+                o.limits.updateServeQueue = 1
+            }
+        ) { e in
+            let (uid, userToken) = try await e.user()
+            let d = try await Device.onboard(e, "upd-ac-lanes", userToken: userToken, uid: uid)
+            defer { d.stop() }
+            let image = HubImageTests.image(8192)
+            let sha = try await Self.upload(e, image)
+            let (manifest, _) = TestSigner.manifest(for: image, blockSize: 4096)
+            let created = try await Self.create(
+                e, thing: d.id, Self.form(sha: sha, manifest: manifest, signer: TestSigner(kid: "fw-test")))
+            let jobID = try #require(created.string("jobID"), "\(created.text)")
+            let pool = e.hub.thingRequests.updateServing.pool
+            // The pool's one thread is held; block 0 waits in its one place.
+            let gate = DispatchSemaphore(value: 0)
+            #expect(pool.trySubmit { gate.wait() })
+            #expect(poll(timeoutMs: 30_000) { pool.running == 1 })
+            let waiting = d.link.send("GET", d.updates("\(jobID)/blocks/0"))
+            #expect(poll(timeoutMs: 30_000) { pool.waiting == 1 }, "block 0 queued on the pool")
+            // The queue is full: 429 at once, from the lane.
+            let full = d.ask("GET", d.updates("\(jobID)/blocks/1"))
+            #expect(full?.status == 429, "\(Self.describe(full))")
+            // The same thing's lane serves its report and its state upload meanwhile.
+            let report = UpdateReport(attempt: 1, seq: 1024, status: .downloading, bytes: 0, of: 8192)
+            #expect(d.ask("PUT", d.updates(jobID), body: Self.report(report))?.status == 204)
+            let state = d.ask("PUT", "targets/thing:\(d.id)/states", body: #"{"power":true}"#)
+            #expect(state?.isSuccess == true, "\(Self.describe(state))")
+            #expect(d.link.replies()[waiting] == nil, "block 0 still waits for the pool")
+            gate.signal()
+            let block = d.link.reply(waiting)
+            #expect(block?.status == 200 && block?.body == Array(image[0..<4096]), "\(Self.describe(block))")
+        }
+    }
+
     /// The store's rules, with `a` and `b` two stores on one database (two
     /// hubs) or one store twice: one open job per thing however many ask
     /// at once, and a report applied only above the stored seq, whichever
