@@ -243,7 +243,7 @@ public final class FrameworkSide: @unchecked Sendable {
     /// The Prometheus metrics (GET /metrics).
     public let metrics: HubMetrics
     /// What the last image uploads held and staged (ImageUploadStats).
-    public let imageUploads = ImageUploadStats()
+    public let imageUploads: ImageUploadStats
     /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
     public let homeAssistant: HomeAssistant
     /// The periodic work (`jobs`), while started.
@@ -317,16 +317,21 @@ public final class FrameworkSide: @unchecked Sendable {
             endNodes: EndNodeRequests(
                 store: store, endNodeRules: endNodeRules, removal: removal, presence: presence, endNodes: endNodes,
                 events: events, authorization: authorization, maxPage: options.limits.maxHistoryPage),
-            fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization))
+            fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization),
+            updates: UpdateRequests(
+                store: store, events: events, authorization: authorization,
+                serving: UpdateServing(limits: options.limits), metrics: metrics))
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,
             metrics: metrics, events: events, costly: costly)
+        let imageUploads = ImageUploadStats()
+        self.imageUploads = imageUploads
         app = AppAPI(
             store: store, options: options, fastPaths: fastPaths, delivery: delivery, presence: presence,
             triggerEngine: engine, removal: removal, endNodes: endNodes, endNodeRules: endNodeRules,
             stateUploads: stateUploads, fields: fields, metrics: metrics, admin: admin, automation: automation,
-            installations: installations)
+            installations: installations, imageUploads: imageUploads)
     }
 
     // MARK: lifecycle

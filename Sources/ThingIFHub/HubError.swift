@@ -91,6 +91,11 @@ public struct HubError: Error, Sendable, Equatable {
     /// A thing without a thing type, read.
     public static let thingWithoutThingType = HubError(
         404, "THING_WITHOUT_THING_TYPE", "The thing does not have thing type associated")
+    /// An update job that does not exist, or another thing's: the same
+    /// answer for both, to the operator and to the thing.
+    public static func updateJobNotFound(_ jobID: String) -> HubError {
+        HubError(404, "UPDATE_JOB_NOT_FOUND", "no update job \(jobID) of this thing")
+    }
     /// An app installation that is not the caller's.
     public static func installationNotFound(_ installationID: String) -> HubError {
         HubError(404, "INSTALLATION_NOT_FOUND", "Installation \(installationID) not found")

@@ -32,6 +32,8 @@ public final class HubMetrics: Sendable {
     let endNodesOnline: Gauge
     let bootstrapOverBudget: Counter
     let bootstrapBusy: Counter
+    /// Bytes of update jobs' blocks and hash pages served (UpdateRequests).
+    let updateBytesServed: Counter
 
     /// Seconds: from a few milliseconds (a thing on the same machine) to a
     /// minute (a thing that was offline).
@@ -75,6 +77,9 @@ public final class HubMetrics: Sendable {
         )
         bootstrapOverBudget = registry.makeCounter(descriptor: dropped, labels: [("reason", "budget")])
         bootstrapBusy = registry.makeCounter(descriptor: dropped, labels: [("reason", "busy")])
+        updateBytesServed = registry.makeCounter(
+            descriptor: d(
+                "update_bytes_served", "total", "Bytes of update jobs' blocks and hash pages served to things."))
     }
 
     /// A call refused by a flood defence (see the type's comment for the names).

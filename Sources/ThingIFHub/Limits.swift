@@ -41,6 +41,18 @@ public struct HubLimits: Sendable, Equatable {
     /// The largest firmware image an upload may store, in bytes: enforced
     /// while the body streams (413, nothing kept).
     public var maxImageBytes: Int64
+    /// Block and hash-page requests one thing may have in flight on the
+    /// hub (read or waiting to be read); beyond it, 429 (docs/UPDATES.md §9).
+    public var updateRequestsPerThing: Int
+    /// Threads that read blocks and hash pages for things (never the
+    /// request lanes that serve commands), and how many reads may wait for
+    /// them; a read that finds the queue full is 429.
+    public var updateServeThreads: Int
+    public var updateServeQueue: Int
+    /// Bytes of blocks and hash pages the hub serves a second, in all (a
+    /// token bucket of one second's bytes, at least one largest block);
+    /// 0: no cap. Beyond it, 429.
+    public var updateBytesPerSecond: Int64
 
     public static let defaultMaxStateBody = 64 * 1024
     public static let defaultMaxBody = 64 * 1024
@@ -51,13 +63,25 @@ public struct HubLimits: Sendable, Equatable {
     public static let defaultMaxImageBytes: Int64 = 256 * 1024 * 1024
     /// The range the setting accepts.
     public static let endNodesPerGatewayRange = 1...100_000
+    /// A thing's download window is a few blocks (libthingif's is 4).
+    public static let defaultUpdateRequestsPerThing = 4
+    public static let defaultUpdateServeThreads = 2
+    public static let defaultUpdateServeQueue = 256
+    /// 32 MiB/s: a thousand things at 32 KiB/s each.
+    public static let defaultUpdateBytesPerSecond: Int64 = 32 * 1024 * 1024
 
     public init(
         maxStateBody: Int = defaultMaxStateBody, maxBody: Int = defaultMaxBody,
         maxHistoryPage: Int = defaultMaxHistoryPage, maxEndNodesPerGateway: Int = defaultMaxEndNodesPerGateway,
-        maxImageBytes: Int64 = defaultMaxImageBytes
+        maxImageBytes: Int64 = defaultMaxImageBytes, updateRequestsPerThing: Int = defaultUpdateRequestsPerThing,
+        updateServeThreads: Int = defaultUpdateServeThreads, updateServeQueue: Int = defaultUpdateServeQueue,
+        updateBytesPerSecond: Int64 = defaultUpdateBytesPerSecond
     ) {
         self.maxImageBytes = maxImageBytes
+        self.updateRequestsPerThing = updateRequestsPerThing
+        self.updateServeThreads = updateServeThreads
+        self.updateServeQueue = updateServeQueue
+        self.updateBytesPerSecond = updateBytesPerSecond
         self.maxStateBody = maxStateBody
         self.maxBody = maxBody
         self.maxHistoryPage = maxHistoryPage

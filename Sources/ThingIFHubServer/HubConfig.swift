@@ -57,6 +57,12 @@ public struct HubConfig: Equatable, Sendable {
     public var maxEndNodesPerGateway = HubLimits.defaultMaxEndNodesPerGateway
     /// Bytes: the largest firmware image an upload may store.
     public var maxImageBytes = HubLimits.defaultMaxImageBytes
+    /// Update jobs' block serving (docs/UPDATES.md §9): reads in flight per
+    /// thing, the pool's threads and queue, bytes a second in all (0: no cap).
+    public var updateRequestsPerThing = HubLimits.defaultUpdateRequestsPerThing
+    public var updateServeThreads = HubLimits.defaultUpdateServeThreads
+    public var updateServeQueue = HubLimits.defaultUpdateServeQueue
+    public var updateBytesPerSecond = HubLimits.defaultUpdateBytesPerSecond
     /// Requests a second each user and each thing may make on average, and
     /// at once; rateLimit 0 turns the limit off.
     public var rateLimit = 20
@@ -375,6 +381,18 @@ public struct HubConfig: Equatable, Sendable {
                 number(
                     "maxImageBytes", ["--max-image-bytes"], "N", \.maxImageBytes,
                     "largest firmware image an upload may store, in bytes (256 MiB)", min: 1),
+                number(
+                    "updateRequestsPerThing", ["--update-requests-per-thing"], "N", \.updateRequestsPerThing,
+                    "block and hash-page reads one thing may have in flight (4); beyond, 429", min: 1),
+                number(
+                    "updateServeThreads", ["--update-serve-threads"], "N", \.updateServeThreads,
+                    "threads that read blocks for things, off the command lanes (2)", min: 1),
+                number(
+                    "updateServeQueue", ["--update-serve-queue"], "N", \.updateServeQueue,
+                    "block reads that may wait for those threads (256); beyond, 429", min: 1),
+                number(
+                    "updateBytesPerSecond", ["--update-bytes-per-second"], "N", \.updateBytesPerSecond,
+                    "bytes of blocks the hub serves a second in all (32 MiB; 0: no cap); beyond, 429"),
                 number(
                     "maxStateBody", ["--max-state-body"], "N", \.maxStateBody, "largest state upload in bytes",
                     min: 1024),
@@ -833,7 +851,9 @@ public struct HubConfig: Equatable, Sendable {
     public var limits: HubLimits {
         HubLimits(
             maxStateBody: maxStateBody, maxBody: maxBody, maxHistoryPage: maxHistoryPage,
-            maxEndNodesPerGateway: maxEndNodesPerGateway, maxImageBytes: maxImageBytes)
+            maxEndNodesPerGateway: maxEndNodesPerGateway, maxImageBytes: maxImageBytes,
+            updateRequestsPerThing: updateRequestsPerThing, updateServeThreads: updateServeThreads,
+            updateServeQueue: updateServeQueue, updateBytesPerSecond: updateBytesPerSecond)
     }
 
     /// The HTTP connection limits.

@@ -190,7 +190,8 @@ public final class HubServer: Service, @unchecked Sendable {
         // The REST API, one collection per resource (Routes/).
         for routes in [
             api.userRoutes, api.installationRoutes, api.thingRoutes, api.commandRoutes, api.stateRoutes,
-            api.triggerRoutes, api.automationRoutes, api.thingCallRoutes, api.endNodeRoutes, api.imageRoutes
+            api.triggerRoutes, api.automationRoutes, api.thingCallRoutes, api.endNodeRoutes, api.imageRoutes,
+            api.updateRoutes
         ] {
             router.addRoutes(routes)
         }

@@ -38,6 +38,8 @@ public struct AppAPI {
     public let automation: AutomationConfigs
     /// The things' MQTT installations, for the endpoint an owner's onboarding hands over.
     let installations: ThingInstallations
+    /// What image uploads held and staged (AppAPI+Images).
+    let imageUploads: ImageUploadStats
 
     // MARK: users and groups
 

@@ -19,7 +19,8 @@ import ThingIF
 /// Times are milliseconds since the Unix epoch. JSON travels as compact
 /// text. Every method is safe to call from any thread.
 public protocol HubStore:
-    ThingStore, EndNodeStore, StateStore, CertificateStore, CommandStore, UserStore, AutomationStore, ImageStore
+    ThingStore, EndNodeStore, StateStore, CertificateStore, CommandStore, UserStore, AutomationStore, ImageStore,
+    UpdateJobStore
 {
     /// The KDF cost and token lifetimes this store applies.
     var secrets: HubSecrets { get }

@@ -41,6 +41,8 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var imageChunks: [String: [[UInt8]]] = [:]
         /// sha256 -> block size -> its block hash list.
         var blockHashLists: [String: [Int: [UInt8]]] = [:]
+        /// jobID -> the update job (UpdateJobStore).
+        var updateJobs: [String: UpdateJobRecord] = [:]
     }
 
     struct IssuedCertificate {

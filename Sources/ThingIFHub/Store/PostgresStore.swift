@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 7
+    public static let schemaVersion: Int64 = 8
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -157,7 +157,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 5 -> 6: things' layout and end nodes' gateway.
         StoreSchema.gatewaySteps,
         // 6 -> 7: firmware images and their chunks.
-        StoreSchema.imageSteps
+        StoreSchema.imageSteps,
+        // 7 -> 8: update jobs.
+        StoreSchema.updateJobSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

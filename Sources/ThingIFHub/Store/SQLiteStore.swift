@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 10
+    public static let schemaVersion: Int64 = 11
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -157,7 +157,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 8 -> 9: things' layout and end nodes' gateway.
         StoreSchema.gatewaySteps,
         // 9 -> 10: firmware images and their chunks.
-        StoreSchema.imageSteps
+        StoreSchema.imageSteps,
+        // 10 -> 11: update jobs.
+        StoreSchema.updateJobSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {

@@ -296,6 +296,32 @@ enum StoreSchema {
                 Column("image", .text, "NOT NULL REFERENCES images(sha256) ON DELETE CASCADE"),
                 Column("block_size", .integer, "NOT NULL"),
                 Column("hashes", .bytes, "NOT NULL")
+            ]),
+        // A thing's update jobs (UpdateJobStore): what was offered and the
+        // thing's last report applied (`seq` -1 before any). `image` names
+        // no row of images: a job stays readable after its image is deleted
+        // (its blocks are then not served).
+        Table(
+            "update_jobs",
+            [
+                Column("job_id", .text, "PRIMARY KEY"),
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("image", .text, "NOT NULL"),
+                Column("version", .text, "NOT NULL"),
+                Column("manifest", .bytes, "NOT NULL"),
+                Column("block_size", .integer, "NOT NULL"),
+                Column("blocks", .integer, "NOT NULL"),
+                Column("attempt", .integer, "NOT NULL"),
+                Column("command_id", .text, "NOT NULL"),
+                Column("status", .text),
+                Column("seq", .integer, "NOT NULL"),
+                Column("bytes", .integer),
+                Column("of_bytes", .integer),
+                Column("reason", .text),
+                Column("step", .text),
+                Column("reported_version", .text),
+                Column("created_at", .integer, "NOT NULL"),
+                Column("updated_at", .integer, "NOT NULL")
             ])
     ]
 
@@ -321,7 +347,9 @@ enum StoreSchema {
         Index("thing_certificates_thing", on: "thing_certificates", "thing_id, installation_id"),
         // For the pruning of expired certificates, without a scan.
         Index("thing_certificates_expiry", on: "thing_certificates", "not_after"),
-        Index("revoked_certificates_expiry", on: "revoked_certificates", "not_after")
+        Index("revoked_certificates_expiry", on: "revoked_certificates", "not_after"),
+        // A thing's jobs, newest first, and its open one's check.
+        Index("update_jobs_thing", on: "update_jobs", "thing_id, created_at")
     ]
 
     /// The migration that added the things' certificates (SQLite 7 -> 8,
@@ -340,6 +368,9 @@ enum StoreSchema {
     /// The migration that added firmware images (SQLite 9 -> 10,
     /// PostgreSQL 6 -> 7).
     static let imageSteps: [Step] = [.table("images"), .table("image_chunks"), .table("image_block_hashes")]
+
+    /// The migration that added update jobs (SQLite 10 -> 11, PostgreSQL 7 -> 8).
+    static let updateJobSteps: [Step] = [.table("update_jobs"), .index("update_jobs_thing")]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

@@ -76,6 +76,8 @@ final class EndNodeRequests: @unchecked Sendable {
         switch onboarding(req, by: gateway, clientID: clientID) {
         case .now(let r): return r
         case .costly(let work): return work()
+        // An onboarding answers now or as costly work, never later.
+        case .later: return .storageFailed
         }
     }
 

@@ -31,6 +31,17 @@ public enum RequestRoute: Equatable, Sendable {
     case thingField(thingID: String, field: ThingField)
     /// targets/{target}/automation-report.
     case automationReport(target: String)
+    /// things/{thingID}/updates/{jobID}[/hashes/{page}|/blocks/{n}]: the
+    /// thing's update job (UpdatePath.parse: any other form is unknown).
+    case update(thingID: String, jobID: String, UpdatePart)
+
+    /// What an update request asks of its job (UpdatePath's cases, kept
+    /// here as a Sendable value).
+    public enum UpdatePart: Equatable, Sendable {
+        case report
+        case hashes(page: Int)
+        case block(n: Int)
+    }
     /// No request the thing API knows; `bootstrap` when it is under a
     /// bootstrap prefix all the same (installations/…/mqtt-endpoint).
     case unknown(bootstrap: Bool)
@@ -65,6 +76,18 @@ public enum RequestRoute: Equatable, Sendable {
             }
             self = .endNodes(
                 gatewayThingID: parts[1], rest: Array(parts.dropFirst(3)), query: list.count > 1 ? list[1] : nil)
+        case (.thingIF, 4...6) where parts[0] == "things" && parts[2] == "updates":
+            // The core's reading of the suffix: a job ID that is a name, a
+            // number without sign or leading zero, nothing more.
+            guard let u = UpdatePath.parse(parts[2...].joined(separator: "/")) else {
+                self = .unknown(bootstrap: false)
+                return
+            }
+            switch u {
+            case .report(let j): self = .update(thingID: parts[1], jobID: j, .report)
+            case .hashes(let j, let p): self = .update(thingID: parts[1], jobID: j, .hashes(page: p))
+            case .block(let j, let n): self = .update(thingID: parts[1], jobID: j, .block(n: n))
+            }
         case (.thingIF, 3) where parts[0] == "things" && ThingField(rawValue: parts[2]) != nil:
             self = .thingField(thingID: parts[1], field: ThingField(rawValue: parts[2])!)
         default:
@@ -101,6 +124,15 @@ public enum RequestRoute: Equatable, Sendable {
         return false
     }
 
+    /// A block or a hash page of an update job: read on UpdateServing's
+    /// pool, never on the request lanes.
+    public var isUpdateRead: Bool {
+        switch self {
+        case .update(_, _, .block), .update(_, _, .hashes): return true
+        default: return false
+        }
+    }
+
     /// Its label in `/metrics` (thingif_hub_requests_total's kind).
     public var metricKind: String {
         switch self {
@@ -112,6 +144,9 @@ public enum RequestRoute: Equatable, Sendable {
         case .states: return "state"
         case .thingField(_, .firmwareVersion): return "firmware-version"
         case .automationReport: return "automation-report"
+        case .update(_, _, .report): return "update-report"
+        case .update(_, _, .block): return "update-block"
+        case .update(_, _, .hashes): return "update-hashes"
         // A gateway's calls for its end nodes: the list, the read, the removal, …/connection.
         case .endNodes: return "end-nodes"
         case .thingField, .unknown: return "other"

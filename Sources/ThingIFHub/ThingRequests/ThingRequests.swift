@@ -46,6 +46,7 @@ public final class ThingRequests: @unchecked Sendable {
         let states: StateRequests
         let endNodes: EndNodeRequests
         let fields: FieldRequests
+        let updates: UpdateRequests
     }
 
     let options: FrameworkSide.Options
@@ -122,17 +123,22 @@ public final class ThingRequests: @unchecked Sendable {
         guard queue.start(batch: Self.laneBatchMax, { [unowned self] ms in self.handleLane(ms) }) else { return false }
         lanes.withLock { $0 = queue }
         endNodeTriage.open()
+        handlers.updates.serving.open()
         return true
     }
 
     /// Stops the lanes; what waits in them is dropped (the things send it again).
     func close() {
         endNodeTriage.close()
+        handlers.updates.serving.close()
         lanes.withLock { q in
             q?.close()
             q = nil
         }
     }
+
+    /// Where things' block and hash-page reads run, within their bounds.
+    public var updateServing: UpdateServing { handlers.updates.serving }
 
     /// The requests seen, oldest first (the newest `logSize`).
     public var log: [Record] { seen.withLock { $0.requests.all } }
@@ -291,6 +297,9 @@ extension ThingRequests {
     enum Served {
         case now(KiiResponse)
         case costly(() -> KiiResponse)
+        /// Work that answers by itself, exactly once, through the function
+        /// it is given (an update job's block read, on UpdateServing's pool).
+        case later((@escaping (KiiResponse) -> Void) -> Void)
     }
 
     /// One request over MQTT, framed as Kii frames it: decoded, its body
@@ -319,6 +328,11 @@ extension ThingRequests {
         switch served {
         case .now(let reply):
             answer(m, request, reply, clientID: clientID, route: route, logPath: logPath, replyTopic: replyTopic)
+        case .later(let start):
+            start { [weak self] reply in
+                self?.answer(
+                    m, request, reply, clientID: clientID, route: route, logPath: logPath, replyTopic: replyTopic)
+            }
         case .costly(let work):
             let queued = costly.trySubmit { [weak self] in
                 self?.answer(
@@ -419,7 +433,8 @@ extension ThingRequests {
 
     /// The body limit of a request: state uploads have their own.
     public func maxBody(_ route: RequestRoute) -> Int {
-        route.isStateUpload ? options.limits.maxStateBody : options.limits.maxBody
+        if case .update = route { return UpdateReport.maxBytes }
+        return route.isStateUpload ? options.limits.maxStateBody : options.limits.maxBody
     }
 
     /// The router of a request over MQTT from `clientID`: the rows whose
@@ -429,6 +444,19 @@ extension ThingRequests {
     func dispatch(_ req: KiiRequest, route r: RequestRoute, path: String, clientID: String) -> Served {
         if case .endNodes(let gw, let rest, nil) = r, rest.isEmpty, req.method == "POST", !gw.isEmpty {
             return handlers.endNodes.onLane(req, gatewayThingID: gw, clientID: clientID)
+        }
+        // A block or hash page: checked here, read on UpdateServing's pool.
+        if case .update(let tid, let job, let part) = r, r.isUpdateRead {
+            let updates = handlers.updates
+            switch updates.check(req, thingID: tid, jobID: job, part, clientID: clientID) {
+            case .refused(let refusal): return .now(refusal)
+            case .read(let read):
+                return .later { answer in
+                    let queued = updates.serving.submit(
+                        read.job.thingID, cost: read.cost, read: { updates.read(read) }, answer: answer)
+                    if !queued { answer(updates.busy()) }
+                }
+            }
         }
         return .now(route(req, r, path: path, clientID: clientID))
     }
@@ -466,6 +494,17 @@ extension ThingRequests {
             return handlers.endNodes.call(req, gatewayThingID: gw, rest: rest, query: query, clientID: clientID)
         case (.thingField(let thingID, let field), "PUT"), (.thingField(let thingID, let field), "GET"):
             return handlers.fields.request(req, field, from: clientID, thingID: thingID)
+        case (.update(let thingID, let jobID, .report), _):
+            return handlers.updates.report(req, thingID: thingID, jobID: jobID, clientID: clientID)
+        case (.update(let thingID, let jobID, let part), _):
+            // Over HTTP (no lane to keep free: the caller waits), within the same bounds.
+            let updates = handlers.updates
+            switch updates.check(req, thingID: thingID, jobID: jobID, part, clientID: clientID) {
+            case .refused(let refusal): return refusal
+            case .read(let read):
+                return updates.serving.inline(read.job.thingID, cost: read.cost) { updates.read(read) }
+                    ?? updates.busy()
+            }
         case (.automationReport(let target), "PUT"):
             return authorization.forTarget(req, target, clientID: clientID, endNodes: false) {
                 handlers.fields.automationReport(req, thingID: $0.thingID)

@@ -48,36 +48,27 @@ extension API {
         if let declared = request.headers[.contentLength].flatMap({ Int64($0) }), declared > cap {
             throw HubError(413, "IMAGE_TOO_LARGE", "the image is larger than \(cap) bytes (maxImageBytes)")
         }
-        let upload = ImageUpload(store: hub.store, maxBytes: cap, stats: hub.imageUploads)
-        let commit: ImageCommit
+        let upload = hub.app.imageUpload(maxBytes: cap)
         do {
             for try await piece in request.body {
                 try piece.withUnsafeReadableBytes { try upload.append($0) }
             }
-            commit = try upload.finish()
         } catch let e as ImageUploadError {
-            switch e {
-            case .tooLarge(let limit):
-                throw HubError(413, "IMAGE_TOO_LARGE", "the image is larger than \(limit) bytes (maxImageBytes)")
-            case .empty: throw HubError.invalid("the image's body is empty")
-            case .storage: throw HubError(503, "STORAGE_UNAVAILABLE", "the store could not write the image")
-            }
+            throw AppAPI.uploadRefusal(e)
         } catch {
             upload.discard()
             throw error
         }
-        hub.imageUploads.record(upload)
-        switch commit {
-        case .created(let r): return Reply.json(201, Self.imageJSON(r))
-        case .existing(let r): return Reply.json(200, Self.imageJSON(r))
+        switch hub.app.finishUpload(upload) {
+        case .success(.created(let r)): return Reply.json(201, Self.imageJSON(r))
+        case .success(.existing(let r)): return Reply.json(200, Self.imageJSON(r))
+        case .failure(let e): throw e
         }
     }
 
     func listImages(_ request: Request, _ context: APIContext) throws -> Response {
         try requireAdmin(request, context, route: "…/images", off: "firmware images")
-        guard let list = hub.store.images() else {
-            throw HubError(503, "STORAGE_UNAVAILABLE", "the store could not read the images")
-        }
+        let list = try hub.app.images().get()
         let a = JSON.array()
         for r in list { a.append(Self.imageJSON(r)) }
         let o = JSON.object()
@@ -98,12 +89,8 @@ extension API {
 
     func deleteImage(_ request: Request, _ context: APIContext) throws -> Response {
         try requireAdmin(request, context, route: "…/images", off: "firmware images")
-        let sha = try imageDigest(context)
-        switch hub.store.deleteImage(sha256: sha) {
-        case true?: return Reply.noContent()
-        case false?: throw HubError.notFound("IMAGE_NOT_FOUND", "no image \(sha)")
-        case nil: throw HubError(503, "STORAGE_UNAVAILABLE", "the store could not delete the image")
-        }
+        try hub.app.deleteImage(sha256: try param(context, "sha256")).get()
+        return Reply.noContent()
     }
 
     /// GET …/images/{sha256}/block-hashes?blockSize=N: the image's block
@@ -116,15 +103,7 @@ extension API {
         guard let bs = try int64Query(request, "blockSize") else {
             throw HubError.invalid("blockSize is required", field: "blockSize")
         }
-        guard bs >= Int64(UpdateLimits.minBlockSize), bs <= Int64(UpdateLimits.maxBlockSize), bs & (bs - 1) == 0
-        else {
-            throw HubError.invalid(
-                "blockSize must be a power of two from \(UpdateLimits.minBlockSize) to \(UpdateLimits.maxBlockSize)",
-                field: "blockSize")
-        }
-        guard let list = hub.store.blockHashList(r, blockSize: Int(bs)) else {
-            throw HubError(503, "STORAGE_UNAVAILABLE", "the store could not read the image")
-        }
+        let list = try hub.app.blockHashList(r, blockSize: bs).get()
         var h = HTTPFields()
         h[.contentType] = "application/octet-stream"
         h[Self.blockHashesHeader] = Platform.hex(UpdateCoding.sha256(list))
@@ -152,42 +131,21 @@ extension API {
             }
             given = list
         }
-        switch ImageCheck.check(manifestBytes: bytes, image: r, store: hub.store, givenList: given) {
-        case .success(let m):
-            let o = Self.imageJSON(r)
-            o.set("updateID", string: m.manifest.updateID)
-            o.set("version", string: m.manifest.version)
-            o.set("blockSize", .int(m.manifest.blockSize))
-            o.set("blocks", .int(m.manifest.blocks))
-            o.set("blockHashes", string: Platform.hex(m.manifest.blockHashes))
-            return Reply.json(200, o)
-        case .failure(let e) where e.field == "manifest":
-            throw HubError.invalid("the manifest is malformed: \(e.message)", field: "manifest")
-        case .failure(let e) where e.field == "image":
-            throw HubError(503, "STORAGE_UNAVAILABLE", e.message)
-        case .failure(let e):
-            throw HubError(422, "MANIFEST_MISMATCH", e.field + ": " + e.message)
-        }
+        let m = try hub.app.checkManifest(bytes, image: r, givenList: given).get()
+        let o = Self.imageJSON(r)
+        o.set("updateID", string: m.manifest.updateID)
+        o.set("version", string: m.manifest.version)
+        o.set("blockSize", .int(m.manifest.blockSize))
+        o.set("blocks", .int(m.manifest.blocks))
+        o.set("blockHashes", string: Platform.hex(m.manifest.blockHashes))
+        return Reply.json(200, o)
     }
 
     // MARK: helpers
 
-    /// The path's sha256: 64 hex digits (either case, answered in lowercase).
-    func imageDigest(_ context: APIContext) throws -> String {
-        let sha = try param(context, "sha256").lowercased()
-        guard ImageDigest.isValid(sha) else {
-            throw HubError.invalid("the image's sha256 must be 64 hex digits", field: "sha256")
-        }
-        return sha
-    }
-
+    /// The image the path's sha256 names (64 hex digits, either case).
     func storedImage(_ context: APIContext) throws -> ImageRecord {
-        let sha = try imageDigest(context)
-        switch hub.store.image(sha256: sha) {
-        case .found(let r): return r
-        case .notFound: throw HubError.notFound("IMAGE_NOT_FOUND", "no image \(sha)")
-        case .failed: throw HubError(503, "STORAGE_UNAVAILABLE", "the store could not read the image")
-        }
+        try hub.app.image(sha256: try param(context, "sha256")).get()
     }
 
     static func imageJSON(_ r: ImageRecord) -> JSON {

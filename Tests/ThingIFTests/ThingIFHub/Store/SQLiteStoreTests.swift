@@ -91,8 +91,15 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 10)
+        #expect(SQLiteStore.schemaVersion == 11)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
+        // 10 -> 11: update jobs.
+        #expect(
+            m.insertUpdateJob(
+                UpdateJobRecord(
+                    jobID: "u-mig", thingID: "th.v1", image: String(repeating: "a", count: 64), version: "2",
+                    manifest: [1], blockSize: 1024, blocks: 1, attempt: 1, commandID: "c-u", createdAt: 1,
+                    updatedAt: 1)) == .created)
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(

@@ -343,6 +343,8 @@ struct StoreSchemaTests {
             || line.contains("gateway_thing_id") || line.contains("things_gateway")
             // The firmware images (SQLite 10, PostgreSQL 7).
             || line.contains("image")
+            // The update jobs (SQLite 11, PostgreSQL 8).
+            || line.contains("update_jobs")
     }
 
     @Test("SQLite: a database the earlier hubs made opens and has a new one's schema; so has one migrated from 1")
@@ -361,7 +363,7 @@ struct StoreSchemaTests {
         sqlite3_close_v2(db)
         // The earlier hubs' schema is the new one but for what versions 7
         // (unpruned_samples), 8 (the certificate tables), 9 (things'
-        // layout and gateway) and 10 (firmware images) added.
+        // layout and gateway), 10 (firmware images) and 11 (update jobs) added.
         #expect(try sqliteSchema(earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
@@ -392,7 +394,7 @@ struct StoreSchemaTests {
         try server.psql(EarlierSchema.postgres, database: earlier)
         // The earlier hubs' schema is the new one but for what versions 4
         // (unpruned_samples), 5 (the certificate tables), 6 (things'
-        // layout and gateway) and 7 (firmware images) added.
+        // layout and gateway), 7 (firmware images) and 8 (update jobs) added.
         #expect(try postgresSchema(server, earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)

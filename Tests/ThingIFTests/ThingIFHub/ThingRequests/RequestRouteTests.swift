@@ -88,6 +88,14 @@ struct RequestRouteTests {
             ),
             (.thingIF, "things/t/firmware-version", .thingField(thingID: "t", field: .firmwareVersion)),
             (.thingIF, "things/t/thing-type", .thingField(thingID: "t", field: .thingType)),
+            // An update job's (UpdatePath reads the suffix).
+            (.thingIF, "things/t/updates/u-1", .update(thingID: "t", jobID: "u-1", .report)),
+            (.thingIF, "things/t/updates/u-1/hashes/0", .update(thingID: "t", jobID: "u-1", .hashes(page: 0))),
+            (.thingIF, "things/t/updates/u-1/blocks/1023", .update(thingID: "t", jobID: "u-1", .block(n: 1023))),
+            (.thingIF, "things/t/updates/u-1/blocks/01", .unknown(bootstrap: false)),
+            (.thingIF, "things/t/updates/../blocks/1", .unknown(bootstrap: false)),
+            (.thingIF, "things/t/updates/u-1/blocks/1/x", .unknown(bootstrap: false)),
+            (.kii, "things/t/updates/u-1", .unknown(bootstrap: false)),
             // Not the thing API's: the query is the list's only; fields are two.
             (.thingIF, "things/gw/end-nodes?x/e1", .unknown(bootstrap: false)),
             (.thingIF, "things/t/nickname", .unknown(bootstrap: false)),
@@ -110,6 +118,10 @@ struct RequestRouteTests {
         #expect(RequestRoute.thingField(thingID: "t", field: .firmwareVersion).metricKind == "firmware-version")
         #expect(RequestRoute.thingField(thingID: "t", field: .thingType).metricKind == "other")
         #expect(RequestRoute.endNodes(gatewayThingID: "g", rest: [], query: nil).metricKind == "end-nodes")
+        #expect(RequestRoute.update(thingID: "t", jobID: "j", .block(n: 0)).isUpdateRead)
+        #expect(RequestRoute.update(thingID: "t", jobID: "j", .hashes(page: 0)).isUpdateRead)
+        #expect(!RequestRoute.update(thingID: "t", jobID: "j", .report).isUpdateRead)
+        #expect(RequestRoute.update(thingID: "t", jobID: "j", .block(n: 0)).metricKind == "update-block")
     }
 
     @Test("A request on the wrong method is 404 NOT_FOUND, whatever its kind")
@@ -121,7 +133,8 @@ struct RequestRouteTests {
         for (method, path) in [
             ("GET", "onboardings"), ("DELETE", "targets/thing:t/states"), ("POST", "things/t/firmware-version"),
             ("POST", "targets/thing:t/commands/c1/action-results"), ("PUT", "things/gw/end-nodes/e1"),
-            ("DELETE", "things/gw/end-nodes")
+            ("DELETE", "things/gw/end-nodes"), ("POST", "things/t/updates/u-1"),
+            ("PUT", "things/t/updates/u-1/blocks/0"), ("DELETE", "things/t/updates/u-1/hashes/0")
         ] as [(String, String)] {
             let r = hub.thingRequests.route(
                 KiiRequest(method: method, headers: [], body: []), api: .thingIF, path: path, clientID: "c1")
