@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+
+import CThingIF
+import CThingIFTestSupport
+import Crypto
+import Foundation
+import Testing
+@testable import ThingIF
+import ThingIFHub
+import ThingIFHubServer
+
+/// A firmware update from the operator's upload to the confirmed image:
+/// the real hub serves the blocks to a real libthingif thing whose installer
+/// is written against the C API (docs/UPDATES.md §9–§10). "Reboot" is the
+/// handle destroyed and a new one made on the same storage with the version
+/// the board would run.
+@Suite("Updates end to end: libthingif and the hub", .serialized, .offPool)
+struct UpdateEndToEndTests {
+    static let admin = "update-e2e-admin-token"
+
+    func withHub(_ body: (HubAPIEnv) async throws -> Void) async throws {
+        var security = HubServer.Security()
+        security.adminToken = Self.admin
+        try await withHubAPI(security: security, body)
+    }
+
+    /// Runs blocking harness code off the cooperative pool.
+    func blocking<T>(_ body: @escaping () throws -> T) async throws -> T {
+        try await offPool { Result { try body() } }.get()
+    }
+
+    static func image(_ n: Int) -> [UInt8] {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        return (0..<n).map { _ in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+    }
+
+    /// Uploads `image` and creates the thing's job; returns the jobID.
+    func startJob(_ e: HubAPIEnv, _ tid: String, image: [UInt8], signer: TestSigner, blockSize: Int, trialS: Int? = nil)
+        async throws -> String
+    {
+        let up = try await e.call(
+            "POST", "\(e.api)/images", token: Self.admin, body: Data(image), contentType: "application/octet-stream")
+        #expect(up.status == 201, "\(up.text)")
+        let sha = try #require(up.string("sha256"))
+        let m = TestSigner.manifest(for: image, blockSize: blockSize)
+        let sig = signer.sign(m.bytes)
+        var body: [String: Any] = [
+            "image": sha, "manifest": Data(m.bytes).base64EncodedString(),
+            "signatures": [["kid": sig.kid, "alg": "ES256", "sig": Data(sig.der).base64EncodedString()]]
+        ]
+        if let trialS { body["trialS"] = trialS }
+        let r = try await e.call("POST", "\(e.api)/things/\(tid)/updates", token: Self.admin, json: body)
+        #expect(r.status == 201, "\(r.text)")
+        return try #require(r.string("jobID"))
+    }
+
+    /// The hub's record of the job, once `status` is reached (or the last seen).
+    func job(_ e: HubAPIEnv, _ tid: String, _ jobID: String, reaching status: String) async throws -> [String: Any] {
+        var last: [String: Any] = [:]
+        for _ in 0..<600 {
+            let r = try await e.get("\(e.api)/things/\(tid)/updates/\(jobID)", token: Self.admin)
+            last = r.json
+            if last["status"] as? String == status { return last }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        Issue.record("job \(jobID) did not reach \(status): \(last)")
+        return last
+    }
+
+    func handle(_ t: TestThing) -> OpaquePointer { OpaquePointer(ct_handle(t.ct)!) }
+
+    @Test("A file-mode update: download, install, reboot, trial, confirm; the hub records SUCCEEDED and the version")
+    func fileModeToSucceeded() async throws {
+        try await withHub { e in
+            let signer = TestSigner(kid: "fw-1")
+            let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
+            let installer = TestInstaller()
+            let (t, tid) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
+                }
+            }
+            // 37 blocks of 4 KiB, the last short: three checkpoints.
+            let image = Self.image(150_000)
+            let jobID = try await startJob(e, tid, image: image, signer: signer, blockSize: 4096)
+            let installed = await offPool { poll { installer.state.installs == 1 } }
+            try #require(installed, "no install: \(t.logs)")
+            let path = try #require(installer.state.installPath)
+            #expect(FileManager.default.contents(atPath: path) == Data(image), "the image file is not the image")
+            var s: Int32 = -1
+            var held: UInt64 = 0
+            var blocks: UInt64 = 0
+            #expect(thingif_update_status(handle(t), &s, &held, &blocks) == RC.ok)
+            #expect(s == Int32(THINGIF_UPDATE_INSTALLING.rawValue))
+            #expect(held == 37 && blocks == 37)
+            _ = try await job(e, tid, jobID, reaching: "INSTALLING")
+            // The installer finishes: the library records REBOOTING and reboots.
+            #expect(thingif_update_installed(handle(t), 1, nil) == RC.ok)
+            let rebooted = await offPool { poll { installer.state.reboots == 1 } }
+            #expect(rebooted)
+            _ = try await job(e, tid, jobID, reaching: "REBOOTING")
+            #expect(await offPool { t.destroy() } == RC.ok)
+
+            // The board boots the new image.
+            let trial = TestInstaller()
+            let (t2, _) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
+                }
+            }
+            _ = try await job(e, tid, jobID, reaching: "TRIAL")
+            #expect(trial.state.commits == 0)
+            #expect(thingif_update_confirm(handle(t2)) == RC.ok)
+            let done = try await job(e, tid, jobID, reaching: "SUCCEEDED")
+            #expect(trial.state.commits == 1)
+            #expect(done["reportedVersion"] as? String == "1.2.0", "\(done)")
+            #expect(thingif_update_status(handle(t2), &s, nil, nil) == RC.ok)
+            #expect(s == Int32(THINGIF_UPDATE_SUCCEEDED.rawValue))
+            // The trust the confirmed image leaves is in the journal.
+            let journal = try String(contentsOfFile: e.env.storage("thing") + "/update.jsonl", encoding: .utf8)
+            #expect(journal.contains(#""k":"#), "no trust record: \(journal)")
+            try await blocking { try e.env.expectAlive(tid) }
+        }
+    }
+
+    @Test("A sink-mode update cut off twice mid-download resumes and ends with the image intact")
+    func sinkModeAcrossRestarts() async throws {
+        try await withHub { e in
+            let signer = TestSigner(kid: "fw-1")
+            let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
+            // One installer object across the restarts: its sink is the
+            // board's flash, which keeps what was written.
+            let installer = TestInstaller(sink: true)
+            func start() throws -> TestThing {
+                try e.env.onlineAircon { t in
+                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
+                }.0
+            }
+            var t = try await blocking { try start() }
+            let tid = try #require(t.thingID)
+            // 293 blocks of 1 KiB.
+            let image = Self.image(300_000)
+            _ = try await startJob(e, tid, image: image, signer: signer, blockSize: 1024)
+            for cut in 1...2 {
+                let flushes = installer.state.flushes
+                let advanced = await offPool { poll { installer.state.flushes >= flushes + 2 } }
+                #expect(advanced, "cut \(cut): no checkpoint")
+                #expect(await offPool { t.destroy() } == RC.ok)
+                t = try await blocking { try start() }
+            }
+            let installed = await offPool { poll(timeoutMs: 60_000) { installer.state.installs == 1 } }
+            try #require(installed, "no install: \(t.logs)")
+            #expect(Array(installer.state.image.prefix(image.count)) == image)
+            // Two cuts cost at most a checkpoint plus the window each.
+            let extra = installer.state.writes - 293
+            #expect(extra >= 0 && extra <= 2 * (UpdateAgent.checkpointBlocks + UpdateAgent.window), "\(extra)")
+        }
+    }
+
+    @Test("A trial rejected by the firmware rolls back; the next boot on the old version reports ROLLED_BACK")
+    func trialRolledBack() async throws {
+        try await withHub { e in
+            let signer = TestSigner(kid: "fw-1")
+            let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
+            let installer = TestInstaller()
+            let (t, tid) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
+                }
+            }
+            let jobID = try await startJob(e, tid, image: Self.image(20_000), signer: signer, blockSize: 4096)
+            #expect(await offPool { poll { installer.state.installs == 1 } })
+            #expect(thingif_update_installed(handle(t), 1, nil) == RC.ok)
+            #expect(await offPool { poll { installer.state.reboots == 1 } })
+            #expect(await offPool { t.destroy() } == RC.ok)
+            let trial = TestInstaller()
+            let (t2, _) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
+                }
+            }
+            _ = try await job(e, tid, jobID, reaching: "TRIAL")
+            #expect(thingif_update_reject(handle(t2), "the compressor does not start") == RC.ok)
+            #expect(await offPool { poll { trial.state.rollbacks == 1 } })
+            #expect(trial.state.commits == 0)
+            #expect(await offPool { t2.destroy() } == RC.ok)
+            // The bootloader runs the previous slot again.
+            let back = TestInstaller()
+            _ = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(back.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
+                }
+            }
+            let r = try await job(e, tid, jobID, reaching: "ROLLED_BACK")
+            #expect(r["reason"] as? String == "TRIAL_ROLLED_BACK", "\(r)")
+        }
+    }
+}
