@@ -103,7 +103,11 @@ let package = Package(
             name: "thingif-cli",
             // ThingIF for the automation codec and limits the thing and the hub use;
             // ThingIFRules for the server triggers' conditions and schedules the hub checks.
-            dependencies: ["ThingIF", "ThingIFRules", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "ThingIF", "ThingIFRules", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // `thingif update sign`: ES256 over a manifest, as an offline signer.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swift5
         ),
         .target(

@@ -64,13 +64,13 @@ final class HubClient: @unchecked Sendable {
     func request(
         _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
         contentType: String = "application/json", headers: [String: String] = [:],
-        authorized: Bool = true
+        authorized: Bool = true, data: Data? = nil
     ) -> URLRequest {
         var r = URLRequest(url: url(path, query: query))
         r.httpMethod = method
         r.timeoutInterval = timeout
-        if let body {
-            r.httpBody = Data(body.text.utf8)
+        if let bytes = data ?? body.map({ Data($0.text.utf8) }) {
+            r.httpBody = bytes
             r.setValue(contentType, forHTTPHeaderField: "Content-Type")
         }
         r.setValue("application/json", forHTTPHeaderField: "Accept")
@@ -79,17 +79,17 @@ final class HubClient: @unchecked Sendable {
         return r
     }
 
-    /// Sends a request and returns the parsed JSON body (`.null` for an
-    /// empty one). A 4xx/5xx answer throws HubHTTPError.
+    /// Sends a request (a JSON `body`, or raw `data`) and returns the parsed
+    /// JSON body (`.null` for an empty one). A 4xx/5xx answer throws HubHTTPError.
     @discardableResult
     func call(
         _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil,
         contentType: String = "application/json", headers: [String: String] = [:],
-        authorized: Bool = true
+        authorized: Bool = true, data: Data? = nil
     ) throws -> JSONValue {
         let req = request(
             method, path, query: query, body: body, contentType: contentType, headers: headers,
-            authorized: authorized)
+            authorized: authorized, data: data)
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var answer: (Data?, URLResponse?, Error?) = (nil, nil, nil)
         let task = session.dataTask(with: req) { data, response, error in

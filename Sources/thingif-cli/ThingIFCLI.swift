@@ -29,7 +29,8 @@ struct ThingIFCLI: ParsableCommand {
             """,
         subcommands: [
             UserGroup.self, Onboard.self, ThingGroup.self, CommandGroup.self, StateGroup.self, Watch.self,
-            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self, EndNodeGroup.self
+            ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self, EndNodeGroup.self,
+            UpdateGroup.self
         ]
     )
 

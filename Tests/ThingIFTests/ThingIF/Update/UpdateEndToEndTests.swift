@@ -198,4 +198,66 @@ struct UpdateEndToEndTests {
             #expect(r["reason"] as? String == "TRIAL_ROLLED_BACK", "\(r)")
         }
     }
+
+    @Test(
+        "The CLI's release: manifest, sign, start; the thing installs and confirms; show --wait SUCCEEDED",
+        .enabled(if: CLIEndToEnd.cli != nil, "needs the thingif CLI next to the test bundle"))
+    func cliRelease() async throws {
+        try await withHub { e in
+            let cli = try #require(CLIEndToEnd.cli)
+            let root = e.env.root
+            let signer = TestSigner(kid: "fw-2026")
+            let trust = try UpdateCommands.trustFile([signer], in: root)
+            let installer = TestInstaller()
+            let (t, tid) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
+                }
+            }
+            let image = Self.image(50_000)
+            try Data(image).write(to: URL(fileURLWithPath: root + "/fw.img"))
+            try signer.key.pemRepresentation.write(toFile: root + "/fw-2026.pem", atomically: true, encoding: .utf8)
+            let env = [
+                "THINGIF_HUB_URL": e.base, "THINGIF_APP_ID": Env.appID, "THINGIF_ADMIN_TOKEN": Self.admin,
+                "THINGIF_CONFIG": root + "/cli/cli.json"
+            ]
+            func thingif(_ args: String...) async throws -> (status: Int32, output: String) {
+                try await blocking { try runProgram(cli, args, environment: env) }
+            }
+            var r = try await thingif(
+                "update", "manifest", root + "/fw.img", "--version", "1.2.0", "--thing-type", "AirConditioner",
+                "--block-size", "2048", "--out", root + "/fw.json")
+            #expect(r.status == 0, "\(r.output)")
+            r = try await thingif(
+                "update", "sign", root + "/fw.json", "--key", root + "/fw-2026.pem", "--kid", "fw-2026")
+            #expect(r.status == 0, "\(r.output)")
+            r = try await thingif("update", "start", tid, "--image", root + "/fw.img", "--manifest", root + "/fw.json")
+            #expect(r.status == 0, "\(r.output)")
+            let jobID = try #require(r.output.split(separator: "\n").last.map(String.init))
+            #expect(await offPool { poll { installer.state.installs == 1 } }, "\(t.logs)")
+            #expect(thingif_update_installed(handle(t), 1, nil) == RC.ok)
+            #expect(await offPool { poll { installer.state.reboots == 1 } })
+            #expect(await offPool { t.destroy() } == RC.ok)
+            let trial = TestInstaller()
+            let (t2, _) = try await blocking {
+                try e.env.onlineAircon { t in
+                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
+                }
+            }
+            r = try await thingif("update", "show", tid, jobID, "--wait", "TRIAL", "--timeout", "30")
+            #expect(r.status == 0, "\(r.output)")
+            #expect(thingif_update_confirm(handle(t2)) == RC.ok)
+            r = try await thingif("update", "show", tid, jobID, "--wait", "SUCCEEDED", "--timeout", "30")
+            #expect(r.status == 0, "\(r.output)")
+            #expect(field(r.output, "reportedVersion") == "1.2.0", "\(r.output)")
+            r = try await thingif("update", "list", tid)
+            #expect(r.output.contains("\(jobID)  1.2.0  SUCCEEDED"), "\(r.output)")
+            // The operator's token is required: another one is refused (exit 1).
+            r = try await blocking {
+                try runProgram(
+                    cli, ["update", "show", tid, jobID, "--admin-token", "not-the-token"], environment: env)
+            }
+            #expect(r.status == 1, "\(r.output)")
+        }
+    }
 }
