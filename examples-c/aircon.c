@@ -25,6 +25,10 @@
  *      thread.
  *   5. thingif_destroy() on the way out.
  *
+ * With --board, it also takes firmware updates (examples-c/ab_board.c): the
+ * installer is set before the loop, each turn the board checks its trial
+ * boot, and a reboot the board asks for ends the program with status 3.
+ *
  * Build: cmake -G Ninja -S . -B build && cmake --build build
  * Run:   build/aircon --help
  */
@@ -40,6 +44,8 @@
 
 #include <jansson.h>
 #include <thingif.h>
+
+#include "ab_board.h"
 
 #define SCHEMA "AirConditioner-Demo"
 #define SCHEMA_VERSION 1
@@ -74,6 +80,8 @@ struct options {
     const char *cafile;   /* TLS: the CA that signed the broker's certificate */
     const char *certfile; /* mutual TLS: this appliance's certificate … */
     const char *keyfile;  /* … and its key */
+    const char *board;    /* firmware updates: a simulated A/B board in this folder … */
+    const char *trust;    /* … and the release keys' trust file */
     int verbose;          /* library debug lines too */
 };
 
@@ -297,9 +305,13 @@ static void usage(FILE *out)
                  "  --storage DIR           where the identity is kept (default ./aircon-data)\n"
                  "  --thing-id ID --token T use an identity the app onboarded instead of\n"
                  "                          onboarding with the vendor thing ID\n"
+                 "  --board DIR --trust FILE\n"
+                 "                          take firmware updates into a simulated A/B board in\n"
+                 "                          DIR (examples-c/ab_board.c), signed by a key of FILE;\n"
+                 "                          the firmware version is then the booted slot's\n"
                  "  --verbose               log library debug lines to stderr\n"
                  "  --help                  show this text\n"
-                 "It runs until SIGINT or SIGTERM.\n");
+                 "It runs until SIGINT or SIGTERM; with --board it exits 3 to be rebooted.\n");
 }
 
 static int parse_long(const char *text, long lo, long hi, long *out)
@@ -362,6 +374,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->certfile = value;
         else if (strcmp(flag, "--keyfile") == 0)
             o->keyfile = value;
+        else if (strcmp(flag, "--board") == 0)
+            o->board = value;
+        else if (strcmp(flag, "--trust") == 0)
+            o->trust = value;
         else if (strcmp(flag, "--port") == 0) {
             if (parse_long(value, 1, 65535, &n) != 0) {
                 fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
@@ -375,6 +391,10 @@ static int parse_args(int argc, char **argv, struct options *o)
     }
     if ((o->thing_id == NULL) != (o->token == NULL)) {
         fprintf(stderr, "aircon: --thing-id and --token go together\n");
+        return -1;
+    }
+    if ((o->board == NULL) != (o->trust == NULL)) {
+        fprintf(stderr, "aircon: --board and --trust go together\n");
         return -1;
     }
     return 0;
@@ -402,6 +422,7 @@ int main(int argc, char **argv)
     };
     struct sigaction sa = {.sa_handler = on_signal};
     thingif_t *t;
+    struct ab_board *board = NULL;
     int rc, was_connected = 0, status = 0;
 
     switch (parse_args(argc, argv, &o)) {
@@ -412,6 +433,17 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+
+    if (o.board != NULL) {
+        /* The bootloader runs first: it picks the slot, whose version this
+         * firmware then runs. */
+        board = ab_board_boot(o.board, o.firmware_version);
+        if (board == NULL) {
+            fprintf(stderr, "aircon: cannot use the board folder %s\n", o.board);
+            return 1;
+        }
+        o.firmware_version = ab_board_version(board);
+    }
 
     t = thingif_new(o.app_id, o.app_key, o.storage);
     if (t == NULL) {
@@ -447,6 +479,12 @@ int main(int argc, char **argv)
         rc = thingif_on_action(t, SCHEMA, SCHEMA_VERSION, "setFanSpeed", on_set_fan_speed, &ac);
     if (rc != THINGIF_OK) {
         fprintf(stderr, "aircon: a handler was refused: %s\n", thingif_strerror(rc));
+        return give_up(t);
+    }
+    /* Updates: the installer, at every start, before the loop. */
+    if (board != NULL && (rc = ab_board_set_installer(board, t, o.thing_type, o.trust)) != THINGIF_OK) {
+        fprintf(stderr, "aircon: the installer was refused: %s\n", thingif_strerror(rc));
+        ab_board_free(board);
         return give_up(t);
     }
 
@@ -487,10 +525,18 @@ int main(int argc, char **argv)
         was_connected = connected;
         if (ac.dirty && connected)
             upload_state(t, &ac);
+        if (board != NULL) {
+            ab_board_check(board, t);
+            if (ab_board_reboot_requested(board)) {
+                status = AB_BOARD_REBOOT;
+                break;
+            }
+        }
     }
 
-    say("stopping");
+    say(status == AB_BOARD_REBOOT ? "rebooting" : "stopping");
     if (thingif_destroy(t) != THINGIF_OK)
         status = 1;
+    ab_board_free(board);
     return status;
 }

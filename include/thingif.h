@@ -1601,7 +1601,9 @@ THINGIF_NODISCARD int thingif_update_installed(thingif_t *t, int ok, const char 
  * SUCCEEDED with the running version (the framework's record of the
  * thing's firmware version). Before the connection, the confirmation waits.
  *
- * @return THINGIF_OK (taken), THINGIF_ERR_STATE (no trial runs),
+ * @return THINGIF_OK (taken), THINGIF_ERR_STATE (no trial runs: after the
+ *         reboot the trial starts at the loop's first turn, from when
+ *         thingif_update_status() says THINGIF_UPDATE_TRIAL),
  *         THINGIF_ERR_INVALID, THINGIF_ERR_UNSUPPORTED.
  * @par Thread
  * any, also from inside a callback.

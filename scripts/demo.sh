@@ -7,6 +7,9 @@
 # printing each step and its results (scripts/run-demo.sh).
 # scripts/demo.sh --gateway runs the gateway example (examples-c/lamps.c)
 # instead: one gateway, three lamps behind it, each a thing of its own.
+# scripts/demo.sh --update runs the firmware update demo: aircon on a
+# simulated A/B board takes a release, reboots into it and confirms it, then
+# rolls back a release whose self-test fails (scripts/demo-update.sh).
 # Installs what is missing, builds the hub and the CLI with SwiftPM and the
 # library and the appliance with CMake first.
 set -euo pipefail

@@ -23,15 +23,21 @@
 # it, and the CLI sends each lamp commands, reads their states, and sends a
 # command to an unplugged lamp that the hub holds until it is back.
 #
+# With --update, AC-0001 runs on a simulated A/B board and takes firmware
+# updates (scripts/demo-update.sh): a release key, the CLI's manifest,
+# signature and job, the download, install, reboot and confirmation, then a
+# release whose self-test fails and rolls back.
+#
 # Everything lives in a temporary folder (broker config, the appliance's
 # storage, the CLI's saved credentials, logs) that is removed on exit. Exits 0
 # only when every result and the final state are as expected; non-zero when
 # one is not, when the appliance crashed, or (with --valgrind) leaked.
 #
 # usage: scripts/run-demo.sh [--build-dir DIR] [--aircon PATH] [--hub PATH] [--cli PATH]
-#                            [--gateway] [--no-hub] [--valgrind] [--keep]
+#                            [--gateway | --update] [--no-hub] [--valgrind] [--keep]
 #   --build-dir DIR  the CMake build folder holding aircon (and lamps)
 #   --gateway        the gateway demo: DIR/lamps in place of aircon
+#   --update         the firmware update demo (aircon on a simulated A/B board)
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
 #                    takes aircon's arguments: --port, --cafile, --storage,
 #                    --vendor-thing-id, --password, and stops on SIGTERM)
@@ -47,7 +53,7 @@
 set -uo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0 gateway=0
+build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0 gateway=0 update=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || break ;;
@@ -56,6 +62,7 @@ while [ $# -gt 0 ]; do
         --cli) cli_bin=${2:-}; shift 2 || break ;;
         --no-hub) no_hub=1; shift ;;
         --gateway) gateway=1; shift ;;
+        --update) update=1; shift ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
         -h|--help) sed -n '4,/^set -uo pipefail/s/^# \{0,1\}//p' "$0"; exit 0 ;;
@@ -75,6 +82,9 @@ if [ "$gateway" -eq 1 ]; then
     [ -n "$build_dir" ] || { echo "run-demo: --gateway needs --build-dir DIR (holding lamps)" >&2; exit 2; }
     device=lamps device_bin=$build_dir/lamps
 fi
+# The part of the demo sourced below (scripts/demo-$part.sh).
+part=$device
+[ "$update" -eq 1 ] && part=update
 if [ -z "$hub_bin" ] || [ -z "$cli_bin" ]; then
     swift_bin=$(cd "$src" && swift build --show-bin-path 2>/dev/null) \
         || { echo "run-demo: swift build --show-bin-path failed; pass --hub and --cli" >&2; exit 2; }
@@ -167,8 +177,11 @@ done
 
 # --- the hub -----------------------------------------------------------------
 echo "demo: starting thingif-hub (the framework side: MQTT for the thing, REST for the CLI)"
-# The hub's broker password goes through the environment, not the command line.
-THINGIF_HUB_BROKER_PASSWORD=$admin_password \
+# The hub's broker password (and the operator's token) go through the
+# environment, not the command line.
+export THINGIF_ADMIN_TOKEN
+THINGIF_ADMIN_TOKEN=$(openssl rand -hex 16)
+THINGIF_HUB_ADMIN_TOKEN=$THINGIF_ADMIN_TOKEN THINGIF_HUB_BROKER_PASSWORD=$admin_password \
 "$hub_bin" --broker-port "$tls_port" --broker-cafile "$cafile" --broker-username thingif-hub \
     --advertised-tls-port "$tls_port" --http-port 0 --memory \
     --thing-ca-cert "$tmp/broker/pki/things-ca.crt" --thing-ca-key "$tmp/broker/pki/things-ca.key" \
@@ -275,7 +288,7 @@ send() {
 
 # --- the device and its commands (scripts/demo-aircon.sh or scripts/demo-lamps.sh) ---
 # shellcheck source=/dev/null
-. "$src/scripts/demo-$device.sh"
+. "$src/scripts/demo-$part.sh"
 
 # --- stop --------------------------------------------------------------------------
 if [ -n "$watch_pid" ]; then

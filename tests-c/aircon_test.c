@@ -70,6 +70,8 @@ THINGIF_NODISCARD static int test_loop(thingif_t *t, int timeout_ms);
 int aircon_main(int argc, char **argv);
 
 #include "../examples-c/aircon.c"
+/* The simulated A/B board aircon.c uses with --board. */
+#include "../examples-c/ab_board.c"
 
 #undef thingif_on_action
 #undef thingif_action_fail

@@ -415,6 +415,8 @@ final class UpdateAgent {
         guard let j = journal.job else { return }
         reportJob(j, .installing, step: str("install start \(j.installStarts)"))
         installing = true
+        // The installer may tell its outcome from inside the callback.
+        publishStatus()
         if !installer.install(handle, j) {
             installing = false
             end(.failed, "INSTALL_FAILED", "the installer could not start")

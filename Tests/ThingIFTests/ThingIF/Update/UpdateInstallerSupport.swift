@@ -17,6 +17,8 @@ final class TestInstaller: @unchecked Sendable {
         var flushes = 0
         var installs = 0
         var installPath: String?
+        /// With `finishesInInstall`: what thingif_update_installed answered inside the callback.
+        var installedRC: Int32?
         var reboots = 0
         var commits = 0
         var rollbacks = 0
@@ -31,6 +33,9 @@ final class TestInstaller: @unchecked Sendable {
     var decisionMessage = ""
     /// commit's answer.
     var commitFails = false
+    /// install tells its outcome from inside the callback (as a quick
+    /// installer does), not later from the test.
+    var finishesInInstall = false
     let sink: Bool
 
     init(sink: Bool = false) { self.sink = sink }
@@ -80,11 +85,14 @@ final class TestInstaller: @unchecked Sendable {
                 return 0
             }
         }
-        ops.install = { _, info, ud in
+        ops.install = { t, info, ud in
+            let me = TestInstaller.box(ud)
             let path = info!.pointee.image_path.map { String(cString: $0) }
-            TestInstaller.box(ud).record {
+            let rc = me.finishesInInstall ? thingif_update_installed(t, 1, nil) : nil
+            me.record {
                 $0.installs += 1
                 $0.installPath = path
+                $0.installedRC = rc
             }
             return 0
         }
