@@ -26,17 +26,44 @@ final class TestInstaller: @unchecked Sendable {
         var image: [UInt8] = []
     }
 
+    /// How it answers; set by the test, read on the loop thread.
+    struct Behaviour {
+        /// What offer answers (a thingif_update_decision) and says.
+        var decision = Int32(THINGIF_UPDATE_ACCEPT.rawValue)
+        var decisionMessage = ""
+        /// commit's answer.
+        var commitFails = false
+        /// install tells its outcome from inside the callback (as a quick
+        /// installer does), not later from the test.
+        var finishesInInstall = false
+    }
+
     private let lock = NSLock()
     private var seen = Seen()
-    /// What offer answers (a thingif_update_decision) and says.
-    var decision = Int32(THINGIF_UPDATE_ACCEPT.rawValue)
-    var decisionMessage = ""
-    /// commit's answer.
-    var commitFails = false
-    /// install tells its outcome from inside the callback (as a quick
-    /// installer does), not later from the test.
-    var finishesInInstall = false
+    private var behaviour = Behaviour()
     let sink: Bool
+
+    var decision: Int32 {
+        get { lock.withLock { behaviour.decision } }
+        set { lock.withLock { behaviour.decision = newValue } }
+    }
+    var decisionMessage: String {
+        get { lock.withLock { behaviour.decisionMessage } }
+        set { lock.withLock { behaviour.decisionMessage = newValue } }
+    }
+    var commitFails: Bool {
+        get { lock.withLock { behaviour.commitFails } }
+        set { lock.withLock { behaviour.commitFails = newValue } }
+    }
+    var finishesInInstall: Bool {
+        get { lock.withLock { behaviour.finishesInInstall } }
+        set { lock.withLock { behaviour.finishesInInstall = newValue } }
+    }
+
+    /// Every installer ever set stays alive: a handle destroyed after the
+    /// test's last use of its installer may still call it.
+    private static let keptLock = NSLock()
+    nonisolated(unsafe) private static var kept: [TestInstaller] = []
 
     init(sink: Bool = false) { self.sink = sink }
 
@@ -63,8 +90,9 @@ final class TestInstaller: @unchecked Sendable {
                 $0.offeredVersion = String(cString: i.version)
                 $0.offeredSize = i.size
             }
-            if !me.decisionMessage.isEmpty, let message {
-                _ = me.decisionMessage.withCString { strncpy(message, $0, size - 1) }
+            let text = me.decisionMessage
+            if !text.isEmpty, let message {
+                _ = text.withCString { strncpy(message, $0, size - 1) }
             }
             return me.decision
         }
@@ -103,6 +131,7 @@ final class TestInstaller: @unchecked Sendable {
             return me.commitFails ? 1 : 0
         }
         ops.rollback = { _, ud in TestInstaller.box(ud).record { $0.rollbacks += 1 } }
+        TestInstaller.keptLock.withLock { TestInstaller.kept.append(self) }
         return thingType.withCString { type in
             running.withCString { version in
                 trustFile.withCString { trust in
