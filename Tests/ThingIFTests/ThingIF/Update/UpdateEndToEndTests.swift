@@ -72,17 +72,25 @@ struct UpdateEndToEndTests {
 
     func handle(_ t: TestThing) -> OpaquePointer { OpaquePointer(ct_handle(t.ct)!) }
 
+    /// A start of the board running `running`: the aircon test appliance
+    /// with `installer`, onboarded and online.
+    func boot(_ e: HubAPIEnv, _ installer: TestInstaller, trust: String, running: String) async throws -> (
+        TestThing, String
+    ) {
+        try await blocking {
+            try e.env.onlineAircon { t in
+                #expect(installer.install(on: self.handle(t), trustFile: trust, running: running) == RC.ok)
+            }
+        }
+    }
+
     @Test("A file-mode update: download, install, reboot, trial, confirm; the hub records SUCCEEDED and the version")
     func fileModeToSucceeded() async throws {
         try await withHub { e in
             let signer = TestSigner(kid: "fw-1")
             let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
             let installer = TestInstaller()
-            let (t, tid) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
-                }
-            }
+            let (t, tid) = try await boot(e, installer, trust: trust, running: "1.0.0")
             // 37 blocks of 4 KiB, the last short: three checkpoints.
             let image = Self.image(150_000)
             let jobID = try await startJob(e, tid, image: image, signer: signer, blockSize: 4096)
@@ -106,11 +114,7 @@ struct UpdateEndToEndTests {
 
             // The board boots the new image.
             let trial = TestInstaller()
-            let (t2, _) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
-                }
-            }
+            let (t2, _) = try await boot(e, trial, trust: trust, running: "1.2.0")
             _ = try await job(e, tid, jobID, reaching: "TRIAL")
             #expect(trial.state.commits == 0)
             #expect(thingif_update_confirm(handle(t2)) == RC.ok)
@@ -134,12 +138,7 @@ struct UpdateEndToEndTests {
             // One installer object across the restarts: its sink is the
             // board's flash, which keeps what was written.
             let installer = TestInstaller(sink: true)
-            func start() throws -> TestThing {
-                try e.env.onlineAircon { t in
-                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
-                }.0
-            }
-            var t = try await blocking { try start() }
+            var t = try await boot(e, installer, trust: trust, running: "1.0.0").0
             let tid = try #require(t.thingID)
             // 293 blocks of 1 KiB.
             let image = Self.image(300_000)
@@ -149,7 +148,7 @@ struct UpdateEndToEndTests {
                 let advanced = await offPool { poll { installer.state.flushes >= flushes + 2 } }
                 #expect(advanced, "cut \(cut): no checkpoint")
                 #expect(await offPool { t.destroy() } == RC.ok)
-                t = try await blocking { try start() }
+                t = try await boot(e, installer, trust: trust, running: "1.0.0").0
             }
             let installed = await offPool { poll(timeoutMs: 60_000) { installer.state.installs == 1 } }
             try #require(installed, "no install: \(t.logs)")
@@ -166,11 +165,7 @@ struct UpdateEndToEndTests {
             let signer = TestSigner(kid: "fw-1")
             let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
             let installer = TestInstaller()
-            let (t, tid) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
-                }
-            }
+            let (t, tid) = try await boot(e, installer, trust: trust, running: "1.0.0")
             // This installer tells its outcome from inside its install callback.
             installer.finishesInInstall = true
             let jobID = try await startJob(e, tid, image: Self.image(20_000), signer: signer, blockSize: 4096)
@@ -180,11 +175,7 @@ struct UpdateEndToEndTests {
             #expect(await offPool { poll { installer.state.reboots == 1 } })
             #expect(await offPool { t.destroy() } == RC.ok)
             let trial = TestInstaller()
-            let (t2, _) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
-                }
-            }
+            let (t2, _) = try await boot(e, trial, trust: trust, running: "1.2.0")
             _ = try await job(e, tid, jobID, reaching: "TRIAL")
             #expect(thingif_update_reject(handle(t2), "the compressor does not start") == RC.ok)
             #expect(await offPool { poll { trial.state.rollbacks == 1 } })
@@ -192,11 +183,7 @@ struct UpdateEndToEndTests {
             #expect(await offPool { t2.destroy() } == RC.ok)
             // The bootloader runs the previous slot again.
             let back = TestInstaller()
-            _ = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(back.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
-                }
-            }
+            _ = try await boot(e, back, trust: trust, running: "1.0.0")
             let r = try await job(e, tid, jobID, reaching: "ROLLED_BACK")
             #expect(r["reason"] as? String == "TRIAL_ROLLED_BACK", "\(r)")
         }
@@ -212,11 +199,7 @@ struct UpdateEndToEndTests {
             let signer = TestSigner(kid: "fw-2026")
             let trust = try UpdateCommands.trustFile([signer], in: root)
             let installer = TestInstaller()
-            let (t, tid) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(installer.install(on: self.handle(t), trustFile: trust, running: "1.0.0") == RC.ok)
-                }
-            }
+            let (t, tid) = try await boot(e, installer, trust: trust, running: "1.0.0")
             let image = Self.image(50_000)
             try Data(image).write(to: URL(fileURLWithPath: root + "/fw.img"))
             try signer.key.pemRepresentation.write(toFile: root + "/fw-2026.pem", atomically: true, encoding: .utf8)
@@ -242,11 +225,7 @@ struct UpdateEndToEndTests {
             #expect(await offPool { poll { installer.state.reboots == 1 } })
             #expect(await offPool { t.destroy() } == RC.ok)
             let trial = TestInstaller()
-            let (t2, _) = try await blocking {
-                try e.env.onlineAircon { t in
-                    #expect(trial.install(on: self.handle(t), trustFile: trust, running: "1.2.0") == RC.ok)
-                }
-            }
+            let (t2, _) = try await boot(e, trial, trust: trust, running: "1.2.0")
             r = try await thingif("update", "show", tid, jobID, "--wait", "TRIAL", "--timeout", "30")
             #expect(r.status == 0, "\(r.output)")
             #expect(thingif_update_confirm(handle(t2)) == RC.ok)
