@@ -329,7 +329,7 @@ final class UpdateAgent {
     private func page(_ i: Int, _ bytes: [UInt8], _ j: UpdateJob) {
         guard download == nil, i < pages.count else { return }
         pages[i] = bytes
-        guard pages.allSatisfy({ $0 != nil }) else { return }
+        for p in pages where p == nil { return }
         var list: [UInt8] = []
         list.reserveCapacity(j.manifest.blocks * UpdateCoding.sha256Bytes)
         for p in pages { list += p! }

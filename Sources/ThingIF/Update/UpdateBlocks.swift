@@ -59,6 +59,25 @@ public struct UpdateBlocks: Equatable {
         return out
     }
 
+    /// `blocks` in ascending order: an insertion sort, since a checkpoint
+    /// holds a few blocks, mostly in order already (the standard library's
+    /// stable sort costs 2 KB of code for this one call).
+    static func ascending(_ blocks: [Int]) -> [Int] {
+        var out = blocks
+        var i = 1
+        while i < out.count {
+            let v = out[i]
+            var j = i
+            while j > 0 && out[j - 1] > v {
+                out[j] = out[j - 1]
+                j -= 1
+            }
+            out[j] = v
+            i += 1
+        }
+        return out
+    }
+
     /// `[[first, last], …]`, for the journal.
     static func encode(_ ranges: [(first: Int, last: Int)]) -> JSON {
         let list = JSON.array()

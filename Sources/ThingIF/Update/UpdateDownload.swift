@@ -25,7 +25,8 @@ struct UpdateDownload {
     /// Written to the sink, not yet durable.
     private(set) var unflushed: [Int] = []
     private(set) var inFlight: [Int] = []
-    private var badCopies: [Int: Int] = [:]
+    /// Blocks that came bad, and how often (rare: a list, not a dictionary).
+    private var badCopies: [(block: Int, copies: Int)] = []
     /// No block below it is missing.
     private var cursor = 0
 
@@ -75,8 +76,13 @@ struct UpdateDownload {
         case .success:
             return .write(offset: Int64(n) * Int64(manifest.blockSize))
         case .failure(let refusal):
-            let copies = (badCopies[n] ?? 0) + 1
-            badCopies[n] = copies
+            var copies = 1
+            if let i = badCopies.firstIndex(where: { $0.block == n }) {
+                copies = badCopies[i].copies + 1
+                badCopies[i].copies = copies
+            } else {
+                badCopies.append((n, 1))
+            }
             return copies >= UpdateDownload.maxBadCopies ? .fail(refusal) : .refetch(refusal)
         }
     }

@@ -167,7 +167,7 @@ final class UpdateJournal {
         guard let j = job, !j.status.isFinal else { return false }
         guard !blocks.isEmpty else { return true }
         let r = record(j)
-        r.set("w", UpdateBlocks.encode(UpdateBlocks.ranges(of: blocks.sorted())))
+        r.set("w", UpdateBlocks.encode(UpdateBlocks.ranges(of: UpdateBlocks.ascending(blocks))))
         return write(r)
     }
 
