@@ -130,6 +130,27 @@ struct UpdateEndToEndTests {
         }
     }
 
+    @Test("The installer refuses: the hub's job ends REJECTED with the reason, and the next job may follow")
+    func refusedAtTheHub() async throws {
+        try await withHub { e in
+            let signer = TestSigner(kid: "fw-1")
+            let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
+            let installer = TestInstaller()
+            installer.decision = Int32(THINGIF_UPDATE_REFUSE.rawValue)
+            installer.decisionMessage = "no room in the slot"
+            let (_, tid) = try await boot(e, installer, trust: trust, running: "1.0.0")
+            let first = try await startJob(e, tid, image: Self.image(10_000), signer: signer, blockSize: 4096)
+            let r = try await job(e, tid, first, reaching: "REJECTED")
+            #expect(r["reason"] as? String == "INSTALLER_REFUSED", "\(r)")
+            #expect(r["step"] as? String == "no room in the slot", "\(r)")
+            // A final job lets the next one be created; this one is taken.
+            installer.decision = Int32(THINGIF_UPDATE_ACCEPT.rawValue)
+            let second = try await startJob(e, tid, image: Self.image(12_000), signer: signer, blockSize: 4096)
+            _ = try await job(e, tid, second, reaching: "INSTALLING")
+            #expect(installer.state.offers == [first, second])
+        }
+    }
+
     @Test("A sink-mode update cut off twice mid-download resumes and ends with the image intact")
     func sinkModeAcrossRestarts() async throws {
         try await withHub { e in
