@@ -451,6 +451,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 .init(name: "trigger schedules", periodMs: 1000) { [unowned self] _ in self.triggerEngine.tick() })
             jobs.append(
                 .init(name: "notification sweep", periodMs: 1000) { [unowned self] _ in self.notifications.sweep() })
+            jobs.append(.init(name: "rollout releases", periodMs: 1000) { [unowned self] _ in self.app.rolloutTick() })
         }
         return jobs
     }

@@ -146,7 +146,9 @@ public final class HubMetrics: Sendable {
     /// once a second: GET /metrics is open by default, so anyone may ask it
     /// as often as they like, and this work must stay bounded and off the
     /// commands' lock (the gauges are then up to a second old).
-    public func countEndNodes(online: () -> Int, total: () -> Int?) {
+    public func countEndNodes(
+        online: () -> Int, total: () -> Int?, rolloutMembers: () -> [String: Int]? = { nil }
+    ) {
         let now = Platform.nowMs()
         let due = endNodesCounted.withLock { c -> Bool in
             if let at = c.at, now - at < endNodeCountIntervalMs { return false }
@@ -156,6 +158,27 @@ public final class HubMetrics: Sendable {
         guard due else { return }
         endNodesOnline.set(Double(online()))
         if let t = total() { endNodes.set(Double(t)) }
+        if let counts = rolloutMembers() { setRolloutMembers(counts) }
+    }
+
+    private let rolloutGauges = Locked([String: Gauge]())
+
+    /// rollout_members{state}: every rollout's members by state (queued,
+    /// offered, or the job's final status), counted with the end-node
+    /// gauges; a state no member has any more reads 0.
+    func setRolloutMembers(_ counts: [String: Int]) {
+        rolloutGauges.withLock { m in
+            for state in Set(m.keys).union(counts.keys) {
+                let g =
+                    m[state]
+                    ?? registry.makeGauge(
+                        descriptor: descriptor(
+                            "rollout_members", "", "Rollouts' members by state (queued, offered, a final status)."),
+                        labels: [("state", state)])
+                m[state] = g
+                g.set(Double(counts[state] ?? 0))
+            }
+        }
     }
 
     /// One request from a thing (over MQTT or HTTP), by route and answer.

@@ -24,7 +24,9 @@ enum MetricsRoute {
         }
         // Counted rather than kept (a gateway's Will or deletion moves many at
         // once), and at most once a second.
-        hub.metrics.countEndNodes(online: { hub.presence.endNodesOnline() }, total: { hub.store.endNodeTotal() })
+        hub.metrics.countEndNodes(
+            online: { hub.presence.endNodesOnline() }, total: { hub.store.endNodeTotal() },
+            rolloutMembers: { hub.store.rolloutMemberStates() })
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(

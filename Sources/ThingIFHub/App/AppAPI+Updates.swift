@@ -29,6 +29,28 @@ extension AppAPI {
     public func createUpdateJob(thingID: String, form: JSON) -> Result<UpdateJobRecord, HubError> {
         guard form.isObject else { return .failure(.invalid("the body must be a JSON object")) }
         guard let thing = store.thing(id: thingID) else { return .failure(.thingNotFound(thingID)) }
+        let jobID = Self.newUpdateJobID()
+        let image: ImageRecord
+        let offer: UpdateOffer
+        switch checkedOffer(form: form, jobID: jobID) {
+        case .failure(let e): return .failure(e)
+        case .success(let (i, o)): (image, offer) = (i, o)
+        }
+        let expiresAt: Int64?
+        switch options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
+        case .failure(let e): return .failure(e)
+        case .success(let e): expiresAt = e
+        }
+        return startUpdateJob(
+            jobID: jobID, thing: thing, image: image, offer: offer, trialGiven: form["trialS"] != nil,
+            expiresAt: expiresAt)
+    }
+
+    /// The offer a form's "image", "manifest", "signatures" and "trialS"
+    /// describe (a job's or a rollout's), for the job `jobID`: the image
+    /// (400, 404), the offer's form as the thing parses it (400), the
+    /// manifest against the image as manifest-check does (400, 422).
+    func checkedOffer(form: JSON, jobID: String) -> Result<(ImageRecord, UpdateOffer), HubError> {
         guard let sha = form["image"]?.stringValue else {
             return .failure(.invalid("\"image\" is required: a stored image's sha256", field: "image"))
         }
@@ -37,7 +59,6 @@ extension AppAPI {
         case .failure(let e): return .failure(e)
         case .success(let r): image = r
         }
-        let jobID = Self.newUpdateJobID()
         // The offer as the thing will read it: every field's form checked
         // by the thing's own parser, then written again from what it read.
         let given = JSON.object()
@@ -53,14 +74,20 @@ extension AppAPI {
         case .success(let o): offer = o
         }
         if case .failure(let e) = checkManifest(offer.manifest.bytes, image: image) { return .failure(e) }
-        let expiresAt: Int64?
-        switch options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
-        case .failure(let e): return .failure(e)
-        case .success(let e): expiresAt = e
-        }
+        return .success((image, offer))
+    }
+
+    /// The one place a job is created, for POST …/updates and a rollout's
+    /// release alike: the command's size (413), the thing's open job (409
+    /// UPDATE_JOB_UNDER_WAY) and the insert, then the offer stored and sent
+    /// as a trait command with the one action `_thingif`/`update`.
+    func startUpdateJob(
+        jobID: String, thing: ThingRecord, image: ImageRecord, offer: UpdateOffer, trialGiven: Bool,
+        expiresAt: Int64?
+    ) -> Result<UpdateJobRecord, HubError> {
         let params = UpdateOffer.encode(
             jobID: jobID, attempt: 1, manifest: offer.manifest.bytes, signatures: offer.signatures,
-            trialSeconds: form["trialS"] == nil ? nil : offer.trialSeconds)
+            trialSeconds: trialGiven ? offer.trialSeconds : nil)
         let command: Command
         switch CommandForm.deliverable(
             Command(
@@ -80,10 +107,8 @@ extension AppAPI {
             attempt: 1, commandID: command.id, createdAt: now, updatedAt: now)
         switch store.insertUpdateJob(job) {
         case nil: return .failure(.storage)
-        case .noThing?: return .failure(.thingNotFound(thingID))
-        case .busy(let open)?:
-            return .failure(
-                HubError(409, "UPDATE_JOB_UNDER_WAY", "\(thingID) has the update job \(open), which is not final"))
+        case .noThing?: return .failure(.thingNotFound(thing.thingID))
+        case .busy(let open)?: return .failure(Self.jobUnderWay(thing.thingID, open))
         case .created?: break
         }
         // The job first, so no offer goes out for a job the store refused;
@@ -96,6 +121,12 @@ extension AppAPI {
             return .failure(.storage)
         }
         return .success(job)
+    }
+
+    static let jobUnderWayCode = "UPDATE_JOB_UNDER_WAY"
+
+    static func jobUnderWay(_ thingID: String, _ open: String) -> HubError {
+        HubError(409, jobUnderWayCode, "\(thingID) has the update job \(open), which is not final")
     }
 
     /// The thing's jobs, newest first; 404 for an unknown thing.

@@ -20,7 +20,7 @@ import ThingIF
 /// text. Every method is safe to call from any thread.
 public protocol HubStore:
     ThingStore, EndNodeStore, StateStore, CertificateStore, CommandStore, UserStore, AutomationStore, ImageStore,
-    UpdateJobStore
+    UpdateJobStore, RolloutStore
 {
     /// The KDF cost and token lifetimes this store applies.
     var secrets: HubSecrets { get }

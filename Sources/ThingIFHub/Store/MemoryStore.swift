@@ -43,6 +43,9 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         var blockHashLists: [String: [Int: [UInt8]]] = [:]
         /// jobID -> the update job (UpdateJobStore).
         var updateJobs: [String: UpdateJobRecord] = [:]
+        /// rolloutID -> the rollout, and its members by thingID (RolloutStore).
+        var rollouts: [String: RolloutRecord] = [:]
+        var rolloutMembers: [String: [String: RolloutMember]] = [:]
     }
 
     struct IssuedCertificate {

@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 8
+    public static let schemaVersion: Int64 = 9
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -159,7 +159,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 6 -> 7: firmware images and their chunks.
         StoreSchema.imageSteps,
         // 7 -> 8: update jobs.
-        StoreSchema.updateJobSteps
+        StoreSchema.updateJobSteps,
+        // 8 -> 9: rollouts and their members.
+        StoreSchema.rolloutSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

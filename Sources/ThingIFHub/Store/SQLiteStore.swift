@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 11
+    public static let schemaVersion: Int64 = 12
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -159,7 +159,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 9 -> 10: firmware images and their chunks.
         StoreSchema.imageSteps,
         // 10 -> 11: update jobs.
-        StoreSchema.updateJobSteps
+        StoreSchema.updateJobSteps,
+        // 11 -> 12: rollouts and their members.
+        StoreSchema.rolloutSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {

@@ -322,6 +322,40 @@ enum StoreSchema {
                 Column("reported_version", .text),
                 Column("created_at", .integer, "NOT NULL"),
                 Column("updated_at", .integer, "NOT NULL")
+            ]),
+        // Rollouts (RolloutStore): the offer each member gets, the pace,
+        // the abort criteria (`abort_statuses` comma-separated), the status.
+        Table(
+            "rollouts",
+            [
+                Column("rollout_id", .text, "PRIMARY KEY"),
+                Column("image", .text, "NOT NULL"),
+                Column("version", .text, "NOT NULL"),
+                Column("manifest", .bytes, "NOT NULL"),
+                Column("signatures", .text, "NOT NULL"),
+                Column("trial_s", .integer),
+                Column("target", .text, "NOT NULL"),
+                Column("rate_per_minute", .integer, "NOT NULL"),
+                Column("max_in_flight", .integer, "NOT NULL"),
+                Column("abort_failure_percent", .integer),
+                Column("abort_min_executed", .integer, "NOT NULL"),
+                Column("abort_statuses", .text, "NOT NULL"),
+                Column("status", .text, "NOT NULL"),
+                Column("reason", .text),
+                Column("created_at", .integer, "NOT NULL"),
+                Column("updated_at", .integer, "NOT NULL")
+            ]),
+        // A rollout's things, resolved at its creation: `state` queued,
+        // offered, or its job's final status; `job_id` set when released
+        // (before the job is created), `released_at` the rate's window.
+        Table(
+            "rollout_members", primaryKey: "rollout_id, thing_id",
+            [
+                Column("rollout_id", .text, "NOT NULL REFERENCES rollouts(rollout_id) ON DELETE CASCADE"),
+                Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
+                Column("state", .text, "NOT NULL"),
+                Column("job_id", .text),
+                Column("released_at", .integer)
             ])
     ]
 
@@ -349,7 +383,11 @@ enum StoreSchema {
         Index("thing_certificates_expiry", on: "thing_certificates", "not_after"),
         Index("revoked_certificates_expiry", on: "revoked_certificates", "not_after"),
         // A thing's jobs, newest first, and its open one's check.
-        Index("update_jobs_thing", on: "update_jobs", "thing_id, created_at")
+        Index("update_jobs_thing", on: "update_jobs", "thing_id, created_at"),
+        // A report's member, by its job.
+        Index("rollout_members_job", on: "rollout_members", "job_id", where: "job_id IS NOT NULL"),
+        // A thing deleted: its memberships, without a scan.
+        Index("rollout_members_thing", on: "rollout_members", "thing_id")
     ]
 
     /// The migration that added the things' certificates (SQLite 7 -> 8,
@@ -371,6 +409,11 @@ enum StoreSchema {
 
     /// The migration that added update jobs (SQLite 10 -> 11, PostgreSQL 7 -> 8).
     static let updateJobSteps: [Step] = [.table("update_jobs"), .index("update_jobs_thing")]
+
+    /// The migration that added rollouts (SQLite 11 -> 12, PostgreSQL 8 -> 9).
+    static let rolloutSteps: [Step] = [
+        .table("rollouts"), .table("rollout_members"), .index("rollout_members_job"), .index("rollout_members_thing")
+    ]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

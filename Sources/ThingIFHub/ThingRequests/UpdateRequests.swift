@@ -72,6 +72,10 @@ final class UpdateRequests: @unchecked Sendable {
             if report.status == .succeeded, let v = report.version {
                 events.event("firmware version of \(thingID): \(v)")
             }
+            // A rollout's member: its state, then the rollout's abort criteria.
+            if report.status.isFinal {
+                Rollouts.finished(jobID: jobID, status: report.status, store: store, events: events)
+            }
             return .answer(204)
         }
     }

@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 11)
+        #expect(SQLiteStore.schemaVersion == 12)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 10 -> 11: update jobs.
         #expect(
@@ -100,6 +100,14 @@ struct SQLiteStoreTests {
                     jobID: "u-mig", thingID: "th.v1", image: String(repeating: "a", count: 64), version: "2",
                     manifest: [1], blockSize: 1024, blocks: 1, attempt: 1, commandID: "c-u", createdAt: 1,
                     updatedAt: 1)) == .created)
+        // 11 -> 12: rollouts, their members resolved from the things.
+        let migrated = RolloutRecord(
+            rolloutID: "r-mig", image: String(repeating: "a", count: 64), version: "2", manifest: [1],
+            signatures: "[]", trialS: nil, target: RolloutTarget(things: ["th.v1"]), ratePerMinute: 1, maxInFlight: 1,
+            abortFailurePercent: nil, abortMinExecuted: 1, abortStatuses: RolloutRecord.defaultAbortStatuses,
+            createdAt: 1, updatedAt: 1)
+        #expect(m.insertRollout(migrated) == 1)
+        #expect(m.rolloutMembers(id: "r-mig")?.map(\.thingID) == ["th.v1"])
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(

@@ -345,6 +345,8 @@ struct StoreSchemaTests {
             || line.contains("image")
             // The update jobs (SQLite 11, PostgreSQL 8).
             || line.contains("update_jobs")
+            // The rollouts and their members (SQLite 12, PostgreSQL 9).
+            || line.contains("rollout")
     }
 
     @Test("SQLite: a database the earlier hubs made opens and has a new one's schema; so has one migrated from 1")
@@ -363,7 +365,8 @@ struct StoreSchemaTests {
         sqlite3_close_v2(db)
         // The earlier hubs' schema is the new one but for what versions 7
         // (unpruned_samples), 8 (the certificate tables), 9 (things'
-        // layout and gateway), 10 (firmware images) and 11 (update jobs) added.
+        // layout and gateway), 10 (firmware images), 11 (update jobs) and 12
+        // (rollouts) added.
         #expect(try sqliteSchema(earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try SQLiteStore(path: earlier, secrets: .fastForTests)
         try exercise(s)
@@ -394,7 +397,8 @@ struct StoreSchemaTests {
         try server.psql(EarlierSchema.postgres, database: earlier)
         // The earlier hubs' schema is the new one but for what versions 4
         // (unpruned_samples), 5 (the certificate tables), 6 (things'
-        // layout and gateway), 7 (firmware images) and 8 (update jobs) added.
+        // layout and gateway), 7 (firmware images), 8 (update jobs) and 9
+        // (rollouts) added.
         #expect(try postgresSchema(server, earlier) == expected.filter { !Self.addedSinceEarlier($0) })
         let s = try PostgresStore(url: earlierURL, secrets: .fastForTests)
         try exercise(s)
