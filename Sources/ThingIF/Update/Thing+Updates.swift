@@ -64,8 +64,11 @@ extension Thing {
     func updateInstalled(ok: Bool, message: String?) -> Int32 {
         guard let agent = updater else { return THINGIF_ERR_STATE.code }
         return agent.mailbox.withLock { m in
-            guard m.status == .installing, m.installed == nil else { return THINGIF_ERR_STATE.code }
+            // Once per install: a second call, also while the loop acts on
+            // the first, is refused.
+            guard m.status == .installing, !m.installTold else { return THINGIF_ERR_STATE.code }
             m.installed = (ok, message)
+            m.installTold = true
             return OK
         }
     }

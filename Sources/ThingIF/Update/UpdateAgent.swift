@@ -27,6 +27,8 @@ final class UpdateAgent {
     /// last left it (for the calls of other threads).
     struct Mailbox {
         var installed: (ok: Bool, message: String?)?
+        /// The running install's outcome was told (once per install start).
+        var installTold = false
         var confirmed = false
         var rejected: String?
         var status: UpdateStatus?
@@ -416,6 +418,7 @@ final class UpdateAgent {
         reportJob(j, .installing, step: str("install start \(j.installStarts)"))
         installing = true
         // The installer may tell its outcome from inside the callback.
+        mailbox.withLock { $0.installTold = false }
         publishStatus()
         if !installer.install(handle, j) {
             installing = false
