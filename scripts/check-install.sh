@@ -70,7 +70,8 @@ done
 # on its include or library path.
 app=$tmp/app
 mkdir -p "$app"
-cp "$src/examples-c/aircon.c" "$app/"
+# aircon.c and the simulated A/B board it takes updates into.
+cp "$src/examples-c/aircon.c" "$src/examples-c/ab_board.c" "$src/examples-c/ab_board.h" "$app/"
 case "$mode" in
 pkgconfig)
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -79,7 +80,7 @@ pkgconfig)
     # The -rpath makes the program find the installed library, as an
     # ldconfig'd system path would.
     # shellcheck disable=SC2046
-    "$cc" -Wall -Wextra -Werror -o "$app/aircon" "$app/aircon.c" \
+    "$cc" -Wall -Wextra -Werror -o "$app/aircon" "$app/aircon.c" "$app/ab_board.c" \
         $(pkg-config --cflags --libs thingif) -Wl,-rpath,"$prefix/lib"
     aircon=$app/aircon
     ;;
