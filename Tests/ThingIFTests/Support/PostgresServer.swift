@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 import Foundation
+import ThingIFHub
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -171,5 +172,19 @@ final class PostgresServer: @unchecked Sendable {
         isStopped = true
         endChild(pid, signal: SIGINT, timeoutMs: 10_000)
         try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+extension PostgresServer {
+    /// Two stores on one fresh database, as two hubs sharing PostgreSQL
+    /// have; both closed and the database dropped after `body`.
+    func withTwoStores<T>(_ body: (PostgresStore, PostgresStore) throws -> T) throws -> T {
+        let (name, url) = try createDatabase()
+        defer { dropDatabase(name) }
+        let a = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { a.close() }
+        let b = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { b.close() }
+        return try body(a, b)
     }
 }

@@ -270,27 +270,22 @@ struct HubImageTests {
         "Two hubs on one PostgreSQL commit the same image at once: one creates it, the other finds it",
         .enabled(if: PostgresServer.enabled))
     func twoHubsOneImage() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let a = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { a.close() }
-        let b = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { b.close() }
-        let bytes = Self.image(200_000, seed: 11)
-        let uploads = [ImageUpload(store: a, maxBytes: 1 << 20), ImageUpload(store: b, maxBytes: 1 << 20)]
-        for u in uploads { try u.append(bytes) }
-        let commits = Locked<[ImageCommit]>([])
-        DispatchQueue.concurrentPerform(iterations: 2) { i in
-            if let c = try? uploads[i].finish() { commits.withLock { $0.append(c) } }
+        try PostgresServer.get().withTwoStores { a, b in
+            let bytes = Self.image(200_000, seed: 11)
+            let uploads = [ImageUpload(store: a, maxBytes: 1 << 20), ImageUpload(store: b, maxBytes: 1 << 20)]
+            for u in uploads { try u.append(bytes) }
+            let commits = Locked<[ImageCommit]>([])
+            DispatchQueue.concurrentPerform(iterations: 2) { i in
+                if let c = try? uploads[i].finish() { commits.withLock { $0.append(c) } }
+            }
+            let all = commits.withLock { $0 }
+            #expect(all.count == 2)
+            #expect(all.filter { if case .created = $0 { return true } else { return false } }.count == 1, "\(all)")
+            #expect(Set(all.map(\.record.sha256)) == [Self.sha(bytes)])
+            #expect(a.stagedImageChunks() == 0, "the second copy was dropped")
+            let record = try #require(b.image(sha256: Self.sha(bytes)).value)
+            #expect(b.computeBlockHashList(record, blockSize: 1024) == Self.hashList(bytes, blockSize: 1024))
         }
-        let all = commits.withLock { $0 }
-        #expect(all.count == 2)
-        #expect(all.filter { if case .created = $0 { return true } else { return false } }.count == 1, "\(all)")
-        #expect(Set(all.map(\.record.sha256)) == [Self.sha(bytes)])
-        #expect(a.stagedImageChunks() == 0, "the second copy was dropped")
-        let record = try #require(b.image(sha256: Self.sha(bytes)).value)
-        #expect(b.computeBlockHashList(record, blockSize: 1024) == Self.hashList(bytes, blockSize: 1024))
     }
 
     @Test("Without an adminToken the image routes are off")

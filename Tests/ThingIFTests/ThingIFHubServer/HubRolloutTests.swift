@@ -443,13 +443,6 @@ struct HubRolloutTests {
         "Two hubs on one PostgreSQL: each member released once, within the cap; an abort recorded once",
         .enabled(if: PostgresServer.enabled))
     func twoHubs() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let a = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { a.close() }
-        let b = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { b.close() }
-        try Self.rolloutRules(a, b)
+        try PostgresServer.get().withTwoStores { a, b in try Self.rolloutRules(a, b) }
     }
 }

@@ -425,14 +425,7 @@ struct HubUpdateTests {
         "Two hubs on one PostgreSQL: one open job per thing, and a late report never overwrites a newer one",
         .enabled(if: PostgresServer.enabled))
     func twoHubsOneJob() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let a = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { a.close() }
-        let b = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { b.close() }
-        try Self.jobRules(a, b)
+        try PostgresServer.get().withTwoStores { a, b in try Self.jobRules(a, b) }
     }
 
     @Test("Block serving is bounded: the bytes a second in all (429), and the reads in flight per thing")
