@@ -282,7 +282,12 @@ struct SecurityTests {
                 last = missing[missing.count - 1]
             }
             #expect(missing.isEmpty, "\(missing.count) of \(n) never answered")
-            #expect(resent <= n / 20, "\(resent) of \(n) sent again")
+            // What the broker drops depends on how long the hub's network
+            // thread waits for a core: alone 0, in a clean-clone CI run
+            // beside the other suites 215 of 2,000 (2026-12-03). A quarter
+            // still tells the request lanes from the queue before them,
+            // which lost 832.
+            #expect(resent <= n / 4, "\(resent) of \(n) sent again")
             let statuses = thingB.messages(on: replies).filter {
                 $0.correlationData.map { String(decoding: $0, as: UTF8.self) }.map { Int($0.dropFirst()) != nil }
                     ?? false
