@@ -69,6 +69,8 @@ struct ct_thing {
     pthread_mutex_t log_mu;
     char **logs;
     int nlogs;
+    ct_log_hook log_hook; /* under log_mu */
+    void *log_hook_ud;
 
     long long clock_ms; /* the fake clock (ct_use_fake_clock), read atomically */
 
@@ -156,7 +158,14 @@ static void log_cb(int level, const char *message, void *userdata)
         ct->nlogs -= half;
     }
     ct->logs[ct->nlogs++] = line;
+    ct_log_hook hook = ct->log_hook;
+    void *hook_ud = ct->log_hook_ud;
     pthread_mutex_unlock(&ct->log_mu);
+    if (hook) {
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s %s", lv, message);
+        hook(copy, hook_ud);
+    }
 }
 
 /* --------------------------------------------------------------- lifetime */
@@ -1001,6 +1010,14 @@ char *ct_logs_text(ct_thing *ct)
     }
     pthread_mutex_unlock(&ct->log_mu);
     return out;
+}
+
+void ct_set_log_hook(ct_thing *ct, ct_log_hook hook, void *userdata)
+{
+    pthread_mutex_lock(&ct->log_mu);
+    ct->log_hook = hook;
+    ct->log_hook_ud = userdata;
+    pthread_mutex_unlock(&ct->log_mu);
 }
 
 int ct_log_contains(ct_thing *ct, const char *needle)

@@ -224,7 +224,9 @@ final class UpdateAgent {
         guard let j = journal.job else { return }
         switch outcome {
         case .idle:
-            return
+            // A final job's report again, the same seq: a cut between its
+            // record and the outbox would lose it, and the hub drops a copy.
+            if j.status.isFinal { reportJob(j, j.status, reason: j.reason, step: j.message) }
         case .download:
             log.info("update job \(j.jobID): \(j.durable.held) of \(j.manifest.blocks) blocks held; fetching the rest")
             startDownload(j)

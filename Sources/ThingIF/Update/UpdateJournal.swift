@@ -250,7 +250,7 @@ final class UpdateJournal {
 /// What the thing does with its job when it starts again
 /// (UpdateJournal.resume).
 enum UpdateResume: Equatable {
-    /// No job, or a final one (its report waits in the outbox).
+    /// No job, or a final one (its report is sent again).
     case idle
     /// Go on asking for the blocks not yet durable.
     case download

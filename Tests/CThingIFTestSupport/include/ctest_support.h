@@ -157,6 +157,12 @@ void ct_clear_records(ct_thing *ct);
 /* Log lines as "LEVEL message", newline-separated. */
 char *ct_logs_text(ct_thing *ct);
 int ct_log_contains(ct_thing *ct, const char *needle);
+/* `hook` is called with each log line ("LEVEL message") after it is kept,
+ * on the thread that logged it (the loop thread for the library's own
+ * lines), before the library goes on: a test acts at that exact point.
+ * NULL removes it. */
+typedef void (*ct_log_hook)(const char *line, void *userdata);
+void ct_set_log_hook(ct_thing *ct, ct_log_hook hook, void *userdata);
 
 /* Pass-throughs for version and status texts. */
 const char *ct_version(void);
