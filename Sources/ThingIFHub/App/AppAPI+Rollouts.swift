@@ -14,6 +14,9 @@ extension AppAPI {
     /// Where the rollouts' lines go: the hub's events (CommandDelivery's).
     var events: HubEvents { delivery.events }
 
+    /// How the hub ends a job itself (its row, its offer, its member).
+    var jobEnds: UpdateJobEnds { UpdateJobEnds(store: store, delivery: delivery) }
+
     static let maxRolloutThings = 10_000
     static let maxRolloutRate = 100_000
 
@@ -187,7 +190,7 @@ extension AppAPI {
         case true?: break
         }
         Rollouts.event(events, "rollout \(id): \(to.rawValue)")
-        if change == .cancel { Rollouts.endOffered(id, reason: "ROLLOUT_CANCELLED", store: store, events: events) }
+        if change == .cancel { Rollouts.endOffered(id, reason: "ROLLOUT_CANCELLED", ends: jobEnds) }
         return rollout(id: id)
     }
 
@@ -201,7 +204,7 @@ extension AppAPI {
         var released = 0
         for id in store.runningRolloutIDs() ?? [] {
             if let n = store.settleRolloutMembers(id: id), n > 0 {
-                Rollouts.checkAbort(id, store: store, events: events)
+                Rollouts.checkAbort(id, ends: jobEnds)
             }
             guard case .found(let r) = store.rollout(id: id), r.status == .running else { continue }
             for (thingID, jobID) in store.releaseRolloutMembers(id: id, now: now) ?? [] {
@@ -230,7 +233,7 @@ extension AppAPI {
             _ = store.setRolloutMember(
                 id: id, thingID: thingID, state: UpdateStatus.failed.rawValue, from: RolloutMember.offered)
             Rollouts.event(events, "rollout \(id): \(thingID) not released, the image \(r.image) was deleted")
-            Rollouts.checkAbort(id, store: store, events: events)
+            Rollouts.checkAbort(id, ends: jobEnds)
             return false
         case .found(let i): image = i
         }
@@ -253,7 +256,7 @@ extension AppAPI {
         }
         // Aborted or cancelled by another hub meanwhile: the job is ended as theirs were.
         if case .found(let now) = store.rollout(id: id), now.status != .running && now.status != .paused {
-            Rollouts.endOffered(id, reason: "ROLLOUT_" + now.status.rawValue.uppercased(), store: store, events: events)
+            Rollouts.endOffered(id, reason: "ROLLOUT_" + now.status.rawValue.uppercased(), ends: jobEnds)
         }
         return true
     }
@@ -298,24 +301,26 @@ extension AppAPI {
 
 /// What a final report, a tick or the operator does to a rollout beyond
 /// its own member: the abort criteria, the jobs an abort or a cancel
-/// ends, and the completion. On the store alone, so the thing's request
-/// lane (UpdateRequests) and the app door call the same.
+/// ends, and the completion. On the store and the command delivery alone
+/// (UpdateJobEnds), so the thing's request lane (UpdateRequests) and the
+/// app door call the same.
 enum Rollouts {
     static func event(_ events: HubEvents, _ line: String) { events.event(line) }
 
-    /// A report made job `jobID` final: its member, if any, takes its
-    /// status; then the rollout's criteria and completion.
-    static func finished(jobID: String, status: UpdateStatus, store: HubStore, events: HubEvents) {
-        guard let id = store.finishRolloutMember(jobID: jobID, status: status) else { return }
-        checkAbort(id, store: store, events: events)
-        completeIfDone(id, store: store, events: events)
+    /// A job became final (a report, or the hub ended it): its member, if
+    /// any, takes its status; then the rollout's criteria and completion.
+    static func finished(jobID: String, status: UpdateStatus, ends: UpdateJobEnds) {
+        guard let id = ends.store.finishRolloutMember(jobID: jobID, status: status) else { return }
+        checkAbort(id, ends: ends)
+        completeIfDone(id, store: ends.store, events: ends.events)
     }
 
     /// Aborts the rollout when at least `minExecuted` members are final
     /// and the failures' share (statuses in its list) reaches its
     /// threshold: recorded once (a conditional UPDATE from running or
     /// paused), then the offered jobs not installing yet are ended.
-    static func checkAbort(_ id: String, store: HubStore, events: HubEvents) {
+    static func checkAbort(_ id: String, ends: UpdateJobEnds) {
+        let store = ends.store
         guard case .found(let r) = store.rollout(id: id), !r.status.isFinal, let percent = r.abortFailurePercent,
             let counts = store.rolloutCounts(id: id)
         else { return }
@@ -328,21 +333,23 @@ enum Rollouts {
             store.setRolloutStatus(
                 id: id, to: .aborted, from: [.running, .paused], reason: reason, now: Platform.epochMs()) == true
         else { return }
-        event(events, "rollout \(id): aborted, \(reason)")
-        endOffered(id, reason: "ROLLOUT_ABORTED", store: store, events: events)
+        event(ends.events, "rollout \(id): aborted, \(reason)")
+        endOffered(id, reason: "ROLLOUT_ABORTED", ends: ends)
     }
 
     /// Ends every offered member's job that has not started its install
-    /// (CANCELLED `reason`); the member takes CANCELLED. A thing asking
-    /// for a block of it then gets 410 and ends it CANCELLED too.
-    static func endOffered(_ id: String, reason: String, store: HubStore, events: HubEvents) {
-        for m in store.rolloutMembers(id: id) ?? [] where m.state == RolloutMember.offered {
+    /// (CANCELLED `reason`, its offer's command cancelled); the member
+    /// takes CANCELLED. A thing asking for a block of it then gets 410 and
+    /// ends it CANCELLED too.
+    static func endOffered(_ id: String, reason: String, ends: UpdateJobEnds) {
+        for m in ends.store.rolloutMembers(id: id) ?? [] where m.state == RolloutMember.offered {
             guard let jobID = m.jobID,
-                store.endUpdateJobBeforeInstall(jobID: jobID, reason: reason, now: Platform.epochMs()) == true
+                ends.end(jobID, status: .cancelled, reason: reason, from: UpdateStatus.beforeInstall, member: false)
+                    == true
             else { continue }
-            _ = store.setRolloutMember(
+            _ = ends.store.setRolloutMember(
                 id: id, thingID: m.thingID, state: UpdateStatus.cancelled.rawValue, from: RolloutMember.offered)
-            event(events, "rollout \(id): job \(jobID) of \(m.thingID) ended, \(reason)")
+            event(ends.events, "rollout \(id): job \(jobID) of \(m.thingID) ended, \(reason)")
         }
     }
 

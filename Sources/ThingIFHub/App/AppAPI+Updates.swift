@@ -145,6 +145,35 @@ extension AppAPI {
         }
     }
 
+    /// POST …/things/{thingID}/updates/{jobID}/cancel: the operator gives
+    /// up on a job before its install starts (no report, or ACCEPTED,
+    /// DELAYED, DOWNLOADING, VERIFIED): CANCELLED `CANCELLED_BY_OPERATOR`
+    /// in one conditional UPDATE (an INSTALLING report that came first
+    /// wins), its offer's command cancelled, its rollout member CANCELLED
+    /// (UpdateJobEnds). 409 UPDATE_TOO_LATE from INSTALLING on, 409
+    /// UPDATE_JOB_ENDED for a final job, 404 for none.
+    public func cancelUpdateJob(thingID: String, jobID: String) -> Result<UpdateJobRecord, HubError> {
+        if case .failure(let e) = updateJob(thingID: thingID, jobID: jobID) { return .failure(e) }
+        let ended = jobEnds.end(
+            jobID, status: .cancelled, reason: Self.cancelledByOperator, from: UpdateStatus.beforeInstall)
+        guard let ended else { return .failure(.storage) }
+        if ended { events.event("update \(jobID) of \(thingID): cancelled by the operator") }
+        let now: UpdateJobRecord
+        switch updateJob(thingID: thingID, jobID: jobID) {
+        case .failure(let e): return .failure(e)
+        case .success(let j): now = j
+        }
+        if ended { return .success(now) }
+        let status = now.status?.rawValue ?? "?"
+        if now.isFinal {
+            return .failure(HubError(409, "UPDATE_JOB_ENDED", "the update job \(jobID) ended: \(status)"))
+        }
+        return .failure(
+            HubError(409, "UPDATE_TOO_LATE", "the update job \(jobID) is \(status): its install has started"))
+    }
+
+    static let cancelledByOperator = "CANCELLED_BY_OPERATOR"
+
     /// A job as the REST API answers it.
     public static func updateJobJSON(_ j: UpdateJobRecord) -> JSON {
         let o = JSON.object()

@@ -137,11 +137,13 @@ extension MemoryStore {
         }
     }
 
-    public func endUpdateJobBeforeInstall(jobID: String, reason: String, now: Int64) -> Bool? {
+    public func endUpdateJob(jobID: String, status: UpdateStatus, reason: String, from: [UpdateStatus], now: Int64)
+        -> Bool?
+    {
         data.withLock { d in
             guard var j = d.updateJobs[jobID] else { return false }
-            if let s = j.status, !UpdateStatus.beforeInstall.contains(s) { return false }
-            j.status = .cancelled
+            if let s = j.status, !from.contains(s) { return false }
+            j.status = status
             j.reason = reason
             j.step = "ended by the hub"
             j.updatedAt = now

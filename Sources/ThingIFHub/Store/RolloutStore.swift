@@ -187,11 +187,20 @@ public protocol RolloutStore: AnyObject, Sendable {
     /// Offered members whose job is final (a report applied by a hub that
     /// stopped before it finished the member) take its status: how many.
     func settleRolloutMembers(id: String) -> Int?
-    /// Ends a job the hub gives up on (CANCELLED with `reason`) when its
-    /// install has not started (no report, or ACCEPTED, DELAYED,
-    /// DOWNLOADING, VERIFIED): true when this call ended it. Its seq stays,
-    /// so the thing's own later reports still apply.
-    func endUpdateJobBeforeInstall(jobID: String, reason: String, now: Int64) -> Bool?
+    /// Ends a job the hub gives up on (`status` with `reason`, step "ended
+    /// by the hub") when it has no report yet or its last report's status
+    /// is one of `from`, in one conditional UPDATE (a report that came
+    /// first, INSTALLING say, wins): true when this call ended it. Its seq
+    /// stays, so the thing's own later reports still apply.
+    func endUpdateJob(jobID: String, status: UpdateStatus, reason: String, from: [UpdateStatus], now: Int64) -> Bool?
+}
+
+extension RolloutStore {
+    /// Ends a job CANCELLED with `reason` when its install has not started
+    /// (no report, or ACCEPTED, DELAYED, DOWNLOADING, VERIFIED).
+    public func endUpdateJobBeforeInstall(jobID: String, reason: String, now: Int64) -> Bool? {
+        endUpdateJob(jobID: jobID, status: .cancelled, reason: reason, from: UpdateStatus.beforeInstall, now: now)
+    }
 }
 
 extension UpdateStatus {

@@ -219,16 +219,16 @@ extension SQLStore {
         }
     }
 
-    public func endUpdateJobBeforeInstall(jobID: String, reason: String, now: Int64) -> Bool? {
-        use(nil) { c in
+    public func endUpdateJob(jobID: String, status: UpdateStatus, reason: String, from: [UpdateStatus], now: Int64)
+        -> Bool?
+    {
+        let before =
+            from.isEmpty ? "" : " OR status IN (" + from.map { "'\($0.rawValue)'" }.joined(separator: ", ") + ")"
+        return use(nil) { c in
             try c.run(
                 "UPDATE update_jobs SET status = ?, reason = ?, step = ?, updated_at = ? WHERE job_id = ?"
-                    + " AND (status IS NULL OR status IN ("
-                    + UpdateStatus.beforeInstall.map { "'\($0.rawValue)'" }.joined(separator: ", ") + "))",
-                [
-                    .text(UpdateStatus.cancelled.rawValue), .text(reason), .text("ended by the hub"), .int(now),
-                    .text(jobID)
-                ]) == 1
+                    + " AND (status IS NULL" + before + ")",
+                [.text(status.rawValue), .text(reason), .text("ended by the hub"), .int(now), .text(jobID)]) == 1
         }
     }
 }
