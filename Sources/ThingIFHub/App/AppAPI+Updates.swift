@@ -78,15 +78,16 @@ extension AppAPI {
     }
 
     /// The one place a job is created, for POST …/updates and a rollout's
-    /// release alike: the command's size (413), the thing's open job (409
+    /// release alike (`attempt`: a rollout member's retries count up): the
+    /// command's size (413), the thing's open job (409
     /// UPDATE_JOB_UNDER_WAY) and the insert, then the offer stored and sent
     /// as a trait command with the one action `_thingif`/`update`.
     func startUpdateJob(
-        jobID: String, thing: ThingRecord, image: ImageRecord, offer: UpdateOffer, trialGiven: Bool,
-        expiresAt: Int64?
+        jobID: String, attempt: Int = 1, thing: ThingRecord, image: ImageRecord, offer: UpdateOffer,
+        trialGiven: Bool, expiresAt: Int64?
     ) -> Result<UpdateJobRecord, HubError> {
         let params = UpdateOffer.encode(
-            jobID: jobID, attempt: 1, manifest: offer.manifest.bytes, signatures: offer.signatures,
+            jobID: jobID, attempt: attempt, manifest: offer.manifest.bytes, signatures: offer.signatures,
             trialSeconds: trialGiven ? offer.trialSeconds : nil)
         let command: Command
         switch CommandForm.deliverable(
@@ -104,7 +105,7 @@ extension AppAPI {
         let job = UpdateJobRecord(
             jobID: jobID, thingID: thing.thingID, image: image.sha256, version: offer.manifest.version,
             manifest: offer.manifest.bytes, blockSize: offer.manifest.blockSize, blocks: offer.manifest.blocks,
-            attempt: 1, commandID: command.id, createdAt: now, updatedAt: now)
+            attempt: attempt, commandID: command.id, createdAt: now, updatedAt: now)
         switch store.insertUpdateJob(job) {
         case nil: return .failure(.storage)
         case .noThing?: return .failure(.thingNotFound(thing.thingID))
