@@ -131,6 +131,11 @@ struct HubUpdateEndTests {
             #expect(try await Self.cancel(e, other, member).status == 200)
             #expect(try await HubRolloutTests.members(e, id)[other]?.state == "CANCELLED")
             #expect(try await HubRolloutTests.rollout(e, id)["status"] as? String == "completed")
+            // /metrics: the jobs by status, counted at the scrape.
+            let metrics = try await e.metrics(token: nil)
+            #expect(metrics.value("thingif_hub_update_jobs", ["status": "CANCELLED"]) == 3, "\(metrics.samples)")
+            #expect(metrics.value("thingif_hub_update_jobs", ["status": "SUCCEEDED"]) == 1, "\(metrics.samples)")
+            #expect((metrics.value("thingif_hub_update_jobs", ["status": "none"]) ?? 0) == 0, "\(metrics.samples)")
         }
     }
 
