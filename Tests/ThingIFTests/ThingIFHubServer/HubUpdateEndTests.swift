@@ -43,21 +43,29 @@ struct HubUpdateEndTests {
             let (uid, userToken) = try await e.user()
             let a = try await Device.onboard(e, "ue-ab-a", userToken: userToken, uid: uid)
             let b = try await Device.onboard(e, "ue-ab-b", userToken: userToken, uid: uid)
+            let c = try await Device.onboard(e, "ue-ab-c", userToken: userToken, uid: uid)
             defer {
                 a.stop()
                 b.stop()
+                c.stop()
             }
-            // b announces itself, then goes offline: the hub holds its commands.
+            // b announces itself, then goes offline: the hub holds its commands. c is online.
             Self.announce(e, b, true)
             Self.announce(e, b, false)
+            Self.announce(e, c, true)
             let rel = try await HubRolloutTests.Release.make(e)
             let id = try await HubRolloutTests.created(
-                e, rel.form(target: ["things": [a.id, b.id]], rate: 100, cap: 2, abort: ["failurePercent": 50]))
-            #expect(e.hub.app.rolloutTick(now: Platform.epochMs()) == 2)
+                e, rel.form(target: ["things": [a.id, b.id, c.id]], rate: 100, cap: 3, abort: ["failurePercent": 50]))
+            #expect(e.hub.app.rolloutTick(now: Platform.epochMs()) == 3)
             let m = try await HubRolloutTests.members(e, id)
-            let (aJob, bJob) = (try #require(m[a.id]?.jobID), try #require(m[b.id]?.jobID))
+            let (aJob, bJob, cJob) = (
+                try #require(m[a.id]?.jobID), try #require(m[b.id]?.jobID), try #require(m[c.id]?.jobID)
+            )
             let offer = try #require(e.hub.store.updateJob(id: bJob).value?.commandID)
+            let delivered = try #require(e.hub.store.updateJob(id: cJob).value?.commandID)
             #expect(e.hub.store.command(id: offer)?.state == .sending, "held for the offline thing")
+            #expect(e.hub.store.command(id: delivered)?.state == .delivered, "delivered to the online thing")
+            #expect(poll { Self.messages(c, containing: delivered) == 1 }, "no offer for c")
             // a takes its offer and fails: one of one executed, the rollout aborts.
             #expect(a.link.probe.waitForMessage(on: a.topic) != nil, "no offer for a")
             let failed = UpdateReport(attempt: 1, seq: 3_000, status: .failed, reason: "BAD")
@@ -67,6 +75,13 @@ struct HubUpdateEndTests {
             #expect(ended.status == .cancelled && ended.reason == "ROLLOUT_ABORTED")
             #expect(e.hub.store.command(id: offer)?.state == .cancelled, "the offer's command ends with its job")
             #expect(e.hub.store.command(id: offer)?.endReason == EndReason.cancelled.rawValue)
+            // The online thing's delivered offer: the cancel goes to it (its library drops an offer it has not started).
+            #expect(e.hub.store.updateJob(id: cJob).value?.status == .cancelled)
+            #expect(
+                poll {
+                    Self.messages(c, containing: "\"cancel\":true") == 1 && Self.messages(c, containing: delivered) == 2
+                },
+                "no cancel of \(delivered) on \(c.topic)")
             // b online again: nothing open to send it, and a command posted
             // after arrives while the offer never does.
             Self.announce(e, b, true)
