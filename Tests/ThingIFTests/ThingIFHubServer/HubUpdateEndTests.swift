@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
+import Dispatch
 import Foundation
 import Testing
 import ThingIF
@@ -185,5 +186,71 @@ struct HubUpdateEndTests {
             UpdateJobEnds(store: e.hub.store, delivery: e.hub.delivery).offerEnded(offer)
             #expect(e.hub.store.updateJob(id: nextJob).value?.status == .accepted)
         }
+    }
+
+    /// The hub's end of a job racing the thing's INSTALLING report, `a` and
+    /// `b` two stores on one database (two hubs) or one store twice: the
+    /// end is made once at most, and the report always applies (its seq is
+    /// above anything stored), so the job ends INSTALLING, the thing's word.
+    static func endRacesInstall(_ a: HubStore, _ b: HubStore) throws {
+        let thing = try a.registerThing(
+            vendorThingID: "ue-race-\(Platform.randomHex(bytes: 4))", password: "pw", thingType: "Lamp",
+            firmwareVersion: "1.0.0", dataGroupingInterval: nil, layoutPosition: nil
+        ).get().thingID
+        for round in 0..<5 {
+            let job = "u-race-\(round)-\(Platform.randomHex(bytes: 4))"
+            #expect(
+                a.insertUpdateJob(
+                    UpdateJobRecord(
+                        jobID: job, thingID: thing, image: String(repeating: "a", count: 64), version: "2",
+                        manifest: [1], blockSize: 1024, blocks: 1, attempt: 1, commandID: "c", createdAt: 1,
+                        updatedAt: 1)) == .created)
+            #expect(
+                a.applyUpdateReport(
+                    jobID: job, thingID: thing, report: UpdateReport(attempt: 1, seq: 1_024, status: .verified), now: 2)
+                    == .applied)
+            let ended = Locked(0)
+            let applied = Locked(0)
+            DispatchQueue.concurrentPerform(iterations: 8) { i in
+                let s = i % 2 == 0 ? a : b
+                if i % 4 < 2 {
+                    if s.endUpdateJob(
+                        jobID: job, status: .cancelled, reason: "CANCELLED_BY_OPERATOR",
+                        from: UpdateStatus.beforeInstall,
+                        now: 3) == true
+                    {
+                        ended.withLock { $0 += 1 }
+                    }
+                } else if s.applyUpdateReport(
+                    jobID: job, thingID: thing, report: UpdateReport(attempt: 1, seq: 5_000, status: .installing),
+                    now: 3) == .applied
+                {
+                    applied.withLock { $0 += 1 }
+                }
+            }
+            #expect(ended.withLock { $0 } <= 1, "ended once at most")
+            #expect(applied.withLock { $0 } == 1, "the report applies once")
+            #expect(b.updateJob(id: job).value?.status == .installing, "the thing's word wins")
+            // Ended for the next round.
+            #expect(
+                a.applyUpdateReport(
+                    jobID: job, thingID: thing, report: UpdateReport(attempt: 1, seq: 9_000, status: .succeeded), now: 4
+                )
+                    == .applied)
+        }
+    }
+
+    @Test("The store: the hub's end of a job and an INSTALLING report at once", arguments: StoreFactory.all)
+    func endRacesInstallStore(_ factory: StoreFactory) throws {
+        let (s, cleanup) = try factory.make(.fastForTests, StateRetention())
+        defer { cleanup() }
+        try Self.endRacesInstall(s, s)
+    }
+
+    @Test(
+        "Two hubs on one PostgreSQL: the hub's end of a job and an INSTALLING report at once",
+        .enabled(if: PostgresServer.enabled))
+    func endRacesInstallTwoHubs() throws {
+        try PostgresServer.get().withTwoStores { a, b in try Self.endRacesInstall(a, b) }
     }
 }
