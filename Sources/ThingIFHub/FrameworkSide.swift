@@ -268,6 +268,7 @@ public final class FrameworkSide: @unchecked Sendable {
         delivery = CommandDelivery(
             store: store, client: c, metrics: metrics, events: events, notifications: notifications,
             lifetimes: options.lifetimes, presence: presence)
+        UpdateJobEnds.watchOffers(store: store, delivery: delivery)
         costly = CostlyWork(threads: options.costlyThreads, queueLimit: options.costlyQueue)
         if options.brokerUsername != nil && options.brokerAdmin == .dynsec {
             guard let a = BrokerAdmin(options: options) else { return nil }
@@ -319,7 +320,7 @@ public final class FrameworkSide: @unchecked Sendable {
                 events: events, authorization: authorization, maxPage: options.limits.maxHistoryPage),
             fields: FieldRequests(fields: fields, store: store, events: events, authorization: authorization),
             updates: UpdateRequests(
-                store: store, events: events, authorization: authorization,
+                store: store, delivery: delivery, authorization: authorization,
                 serving: UpdateServing(limits: options.limits), metrics: metrics))
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,

@@ -147,7 +147,8 @@ public final class HubMetrics: Sendable {
     /// as often as they like, and this work must stay bounded and off the
     /// commands' lock (the gauges are then up to a second old).
     public func countEndNodes(
-        online: () -> Int, total: () -> Int?, rolloutMembers: () -> [String: Int]? = { nil }
+        online: () -> Int, total: () -> Int?, rolloutMembers: () -> [String: Int]? = { nil },
+        updateJobs: () -> [String: Int]? = { nil }
     ) {
         let now = Platform.nowMs()
         let due = endNodesCounted.withLock { c -> Bool in
@@ -158,26 +159,37 @@ public final class HubMetrics: Sendable {
         guard due else { return }
         endNodesOnline.set(Double(online()))
         if let t = total() { endNodes.set(Double(t)) }
-        if let counts = rolloutMembers() { setRolloutMembers(counts) }
+        if let counts = rolloutMembers() {
+            setCounts(
+                "rollout_members", label: "state",
+                help: "Rollouts' members by state (queued, offered, a final status).",
+                counts)
+        }
+        if let counts = updateJobs() {
+            setCounts(
+                "update_jobs", label: "status",
+                help: "Update jobs by their last report's status (none: no report yet), rollouts' and single.", counts)
+        }
     }
 
-    private let rolloutGauges = Locked([String: Gauge]())
+    /// Gauges by name, then by label value.
+    private let countGauges = Locked([String: [String: Gauge]]())
 
-    /// rollout_members{state}: every rollout's members by state (queued,
-    /// offered, or the job's final status), counted with the end-node
-    /// gauges; a state no member has any more reads 0.
-    func setRolloutMembers(_ counts: [String: Int]) {
-        rolloutGauges.withLock { m in
-            for state in Set(m.keys).union(counts.keys) {
+    /// `name{label}`: counts counted at the scrape with the end-node gauges
+    /// (rollout_members{state}: every rollout's members by state;
+    /// update_jobs{status}: every job by status); a value no row has any
+    /// more reads 0.
+    func setCounts(_ name: String, label: String, help: String, _ counts: [String: Int]) {
+        countGauges.withLock { all in
+            var m = all[name] ?? [:]
+            for value in Set(m.keys).union(counts.keys) {
                 let g =
-                    m[state]
-                    ?? registry.makeGauge(
-                        descriptor: descriptor(
-                            "rollout_members", "", "Rollouts' members by state (queued, offered, a final status)."),
-                        labels: [("state", state)])
-                m[state] = g
-                g.set(Double(counts[state] ?? 0))
+                    m[value]
+                    ?? registry.makeGauge(descriptor: descriptor(name, "", help), labels: [(label, value)])
+                m[value] = g
+                g.set(Double(counts[value] ?? 0))
             }
+            all[name] = m
         }
     }
 

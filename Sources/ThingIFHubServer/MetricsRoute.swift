@@ -26,7 +26,7 @@ enum MetricsRoute {
         // once), and at most once a second.
         hub.metrics.countEndNodes(
             online: { hub.presence.endNodesOnline() }, total: { hub.store.endNodeTotal() },
-            rolloutMembers: { hub.store.rolloutMemberStates() })
+            rolloutMembers: { hub.store.rolloutMemberStates() }, updateJobs: { hub.store.updateJobStatuses() })
         var headers = HTTPFields()
         headers[.contentType] = contentType
         return Response(

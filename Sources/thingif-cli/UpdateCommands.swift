@@ -15,10 +15,13 @@ struct UpdateGroup: ParsableCommand {
             A release: `thingif update manifest fw.img --version 1.2.0 --thing-type AirConditioner --out fw.json`, \
             `thingif update sign fw.json --key fw-2026.pem --kid fw-2026` (offline: the hub holds no key), then \
             `thingif update start THING_ID --image fw.img --manifest fw.json` and \
-            `thingif update show THING_ID JOB_ID --wait SUCCEEDED`. push, start, show and list need the hub's \
-            adminToken: --admin-token or THINGIF_ADMIN_TOKEN.
+            `thingif update show THING_ID JOB_ID --wait SUCCEEDED`; many things at once: `thingif update rollout \
+            create --image fw.img --manifest fw.json --thing-type AirConditioner --rate 10 --max-in-flight 5`. \
+            Every call to the hub needs its adminToken: --admin-token or THINGIF_ADMIN_TOKEN.
             """,
-        subcommands: [Manifest.self, Sign.self, Push.self, Start.self, Show.self, List.self])
+        subcommands: [
+            Manifest.self, Sign.self, Push.self, Start.self, Show.self, List.self, Cancel.self, Rollout.self
+        ])
 
     static func signaturesPath(_ manifest: String) -> String { manifest + ".sigs.json" }
 
@@ -46,15 +49,63 @@ struct UpdateGroup: ParsableCommand {
         return p
     }
 
+    /// The offer's part of a job's or a rollout's body: the image pushed
+    /// first (its sha256), the manifest's bytes, its signatures file's
+    /// signatures, the trial's seconds if given.
+    static func offer(_ client: HubClient, image: String, manifest: String, signatures: String?, trialS: Int?) throws
+        -> [(String, JSONValue)]
+    {
+        let manifestBytes = try read(manifest)
+        let sigPath = signatures ?? signaturesPath(manifest)
+        guard
+            case .array(let sigs)? = try? JSONValue.parse(String(decoding: try read(sigPath), as: UTF8.self)),
+            !sigs.isEmpty
+        else { throw ValidationError("\(sigPath) holds no signatures: run `thingif update sign` first") }
+        let pushed = try client.call(
+            "POST", client.app + "/images", contentType: "application/octet-stream", data: try read(image))
+        guard let sha = pushed["sha256"]?.stringValue else {
+            throw HubClientError(description: "the hub's image answer has no sha256: \(pushed.text)")
+        }
+        var body: [(String, JSONValue)] = [
+            ("image", .string(sha)), ("manifest", .string(manifestBytes.base64EncodedString())),
+            ("signatures", .array(sigs))
+        ]
+        if let trialS { body.append(("trialS", .number(String(trialS)))) }
+        return body
+    }
+
+    /// Polls `get` until its `status` is `wait` or one of `finals` (or the
+    /// deadline passes): the last answer.
+    static func waiting(
+        for wait: String?, finals: Set<String>, timeout: Double, _ get: () throws -> JSONValue
+    ) throws -> JSONValue {
+        let deadline = Date().addingTimeInterval(timeout)
+        var answer = try get()
+        guard let wait else { return answer }
+        while answer["status"]?.stringValue != wait {
+            if let s = answer["status"]?.stringValue, finals.contains(s) { break }
+            if Date() > deadline { break }
+            Thread.sleep(forTimeInterval: 0.2)
+            answer = try get()
+        }
+        return answer
+    }
+
     /// One job as rows of `name  value`.
     static func describe(_ job: JSONValue) -> String {
-        let keys = [
-            "jobID", "thingID", "version", "attempt", "status", "bytes", "of", "reason", "step", "reportedVersion",
-            "commandID", "image", "updatedAt"
-        ]
+        rows(
+            job,
+            [
+                "jobID", "thingID", "version", "attempt", "status", "bytes", "of", "reason", "step", "reportedVersion",
+                "commandID", "image", "updatedAt"
+            ])
+    }
+
+    /// The given keys of an answer as rows of `name  value` (nulls left out).
+    static func rows(_ answer: JSONValue, _ keys: [String]) -> String {
         var out: [String] = []
         for k in keys {
-            guard let v = job[k], v != .null else { continue }
+            guard let v = answer[k], v != .null else { continue }
             let text: String
             switch v {
             case .string(let s): text = s
@@ -223,24 +274,8 @@ struct UpdateGroup: ParsableCommand {
         func run() throws {
             try guarded {
                 let (client, ctx) = try UpdateGroup.admin(global, admin.adminToken)
-                let manifestBytes = try UpdateGroup.read(manifest)
-                let sigPath = signatures ?? UpdateGroup.signaturesPath(manifest)
-                guard
-                    case .array(let sigs)? = try? JSONValue.parse(
-                        String(decoding: try UpdateGroup.read(sigPath), as: UTF8.self)),
-                    !sigs.isEmpty
-                else { throw ValidationError("\(sigPath) holds no signatures: run `thingif update sign` first") }
-                let pushed = try client.call(
-                    "POST", client.app + "/images", contentType: "application/octet-stream",
-                    data: try UpdateGroup.read(image))
-                guard let sha = pushed["sha256"]?.stringValue else {
-                    throw HubClientError(description: "the hub's image answer has no sha256: \(pushed.text)")
-                }
-                var body: [(String, JSONValue)] = [
-                    ("image", .string(sha)), ("manifest", .string(manifestBytes.base64EncodedString())),
-                    ("signatures", .array(sigs))
-                ]
-                if let trialS { body.append(("trialS", .number(String(trialS)))) }
+                let body = try UpdateGroup.offer(
+                    client, image: image, manifest: manifest, signatures: signatures, trialS: trialS)
                 let job = try client.call("POST", UpdateGroup.jobsPath(client, thingID), body: .object(body))
                 if ctx.json { print(job.text) } else { print(job["jobID"]?.stringValue ?? job.text) }
             }
@@ -264,16 +299,9 @@ struct UpdateGroup: ParsableCommand {
         func run() throws {
             try guarded {
                 let (client, ctx) = try UpdateGroup.admin(global, admin.adminToken)
-                let deadline = Date().addingTimeInterval(timeout)
-                var job = try client.call("GET", UpdateGroup.jobsPath(client, thingID, jobID))
-                if let wait {
-                    let finals: Set<String> = ["REJECTED", "SUCCEEDED", "ROLLED_BACK", "FAILED", "CANCELLED"]
-                    while job["status"]?.stringValue != wait {
-                        if let s = job["status"]?.stringValue, finals.contains(s) { break }
-                        if Date() > deadline { break }
-                        Thread.sleep(forTimeInterval: 0.2)
-                        job = try client.call("GET", UpdateGroup.jobsPath(client, thingID, jobID))
-                    }
+                let finals: Set<String> = ["REJECTED", "SUCCEEDED", "ROLLED_BACK", "FAILED", "CANCELLED"]
+                let job = try UpdateGroup.waiting(for: wait, finals: finals, timeout: timeout) {
+                    try client.call("GET", UpdateGroup.jobsPath(client, thingID, jobID))
                 }
                 print(ctx.json ? job.text : UpdateGroup.describe(job))
                 if let wait, job["status"]?.stringValue != wait { throw ExitCode.failure }

@@ -14,6 +14,9 @@ extension AppAPI {
     /// Where the rollouts' lines go: the hub's events (CommandDelivery's).
     var events: HubEvents { delivery.events }
 
+    /// How the hub ends a job itself (its row, its offer, its member).
+    var jobEnds: UpdateJobEnds { UpdateJobEnds(store: store, delivery: delivery) }
+
     static let maxRolloutThings = 10_000
     static let maxRolloutRate = 100_000
 
@@ -75,6 +78,27 @@ extension AppAPI {
                 statuses = named
             }
         }
+        var timeoutS: Int?
+        if form["timeoutS"] != nil {
+            switch count("timeoutS", 60...Self.maxRolloutTimeoutS) {
+            case .failure(let e): return .failure(e)
+            case .success(let t): timeoutS = t
+            }
+        }
+        var retries = 0
+        if form["retries"] != nil {
+            switch count("retries", 0...Self.maxRolloutRetries) {
+            case .failure(let e): return .failure(e)
+            case .success(let n): retries = n
+            }
+        }
+        var ramp: RolloutRamp?
+        if let j = form["ramp"] {
+            switch Self.rolloutRamp(j, rate: rate) {
+            case .failure(let e): return .failure(e)
+            case .success(let r): ramp = r
+            }
+        }
         let rolloutID = Self.newRolloutID()
         let image: ImageRecord
         let offer: UpdateOffer
@@ -91,12 +115,35 @@ extension AppAPI {
             manifest: offer.manifest.bytes, signatures: signatures,
             trialS: form["trialS"] == nil ? nil : offer.trialSeconds, target: target, ratePerMinute: rate,
             maxInFlight: cap, abortFailurePercent: percent, abortMinExecuted: minExecuted, abortStatuses: statuses,
-            createdAt: now, updatedAt: now)
+            timeoutS: timeoutS, retries: retries, ramp: ramp, createdAt: now, updatedAt: now)
         switch store.insertRollout(record) {
         case nil: return .failure(.storage)
         case 0?: return .failure(HubError(422, "ROLLOUT_TARGET_EMPTY", "the target matches no thing"))
         case let n?: return .success((record, n))
         }
+    }
+
+    static let maxRolloutTimeoutS = 7 * 86_400
+    static let maxRolloutRetries = 3
+
+    /// The ramp's form: {"startPerMinute": 1…ratePerMinute, "factor": a
+    /// number above 1 and at most 10, "everyS": 10…86,400}.
+    static func rolloutRamp(_ j: JSON, rate: Int) -> Result<RolloutRamp, HubError> {
+        guard j.isObject else {
+            return .failure(.invalid("\"ramp\" must be an object: startPerMinute, factor, everyS", field: "ramp"))
+        }
+        guard let start = j["startPerMinute"]?.intValue, (1...rate).contains(start) else {
+            return .failure(
+                .invalid(
+                    "\"startPerMinute\" must be an integer from 1 to ratePerMinute (\(rate))", field: "startPerMinute"))
+        }
+        guard let factor = j["factor"].flatMap(RolloutRamp.number), factor > 1, factor <= 10 else {
+            return .failure(.invalid("\"factor\" must be a number above 1 and at most 10", field: "factor"))
+        }
+        guard let every = j["everyS"]?.intValue, (10...86_400).contains(every) else {
+            return .failure(.invalid("\"everyS\" must be an integer from 10 to 86400", field: "everyS"))
+        }
+        return .success(RolloutRamp(startPerMinute: start, factor: factor, everyS: every))
     }
 
     /// The target's form: an object with at least one criterion.
@@ -187,35 +234,66 @@ extension AppAPI {
         case true?: break
         }
         Rollouts.event(events, "rollout \(id): \(to.rawValue)")
-        if change == .cancel { Rollouts.endOffered(id, reason: "ROLLOUT_CANCELLED", store: store, events: events) }
+        if change == .cancel { Rollouts.endOffered(id, reason: "ROLLOUT_CANCELLED", ends: jobEnds) }
         return rollout(id: id)
     }
 
+    /// How long a released member may stay without its job before a tick
+    /// puts it back in the queue (its hub stopped between the release's
+    /// commit and the job's creation).
+    static let orphanReleaseMs: Int64 = 60_000
+
     /// One tick of every running rollout (thingif-hub runs it every
-    /// second; tests call it): members whose job a report ended elsewhere
-    /// are settled, then the queued ones released within the rate and the
-    /// cap, each with its job created as a single job is. How many were
+    /// second; tests call it with their own clock): members whose job a
+    /// report ended elsewhere are settled, members whose job was never
+    /// created put back in the queue, jobs past the rollout's time-out
+    /// ended, then the queued ones released within the rate and the cap,
+    /// each with its job created as a single job is. How many were
     /// released.
     @discardableResult
     public func rolloutTick(now: Int64 = Platform.epochMs()) -> Int {
         var released = 0
+        let ends = jobEnds
         for id in store.runningRolloutIDs() ?? [] {
-            if let n = store.settleRolloutMembers(id: id), n > 0 {
-                Rollouts.checkAbort(id, store: store, events: events)
+            for (jobID, status) in store.finalJobsOfOffered(id: id) ?? [] {
+                Rollouts.finished(jobID: jobID, status: status, ends: ends)
             }
+            requeueOrphans(id, now: now)
+            guard case .found(let before) = store.rollout(id: id), before.status == .running else { continue }
+            if let t = before.timeoutS {
+                for m in store.offeredMembers(id: id, releasedBefore: now - Int64(t) * 1000) ?? [] {
+                    guard let jobID = m.jobID,
+                        ends.end(jobID, status: .failed, reason: "TIMED_OUT", from: UpdateStatus.beforeInstall) == true
+                    else { continue }
+                    Rollouts.event(events, "rollout \(id): job \(jobID) of \(m.thingID) timed out after \(t) s")
+                }
+            }
+            // Read again: a time-out may have aborted it.
             guard case .found(let r) = store.rollout(id: id), r.status == .running else { continue }
-            for (thingID, jobID) in store.releaseRolloutMembers(id: id, now: now) ?? [] {
-                if release(r, thingID: thingID, jobID: jobID) { released += 1 }
+            for m in store.releaseRolloutMembers(id: id, now: now) ?? [] {
+                if release(r, m) { released += 1 }
             }
             Rollouts.completeIfDone(id, store: store, events: events)
         }
         return released
     }
 
+    /// Offered members released over `orphanReleaseMs` ago whose job does
+    /// not exist go back to the queue (their attempt taken back).
+    private func requeueOrphans(_ id: String, now: Int64) {
+        for m in store.offeredMembers(id: id, releasedBefore: now - Self.orphanReleaseMs) ?? [] {
+            guard let jobID = m.jobID, case .notFound = store.updateJob(id: jobID),
+                store.setRolloutMember(
+                    id: id, thingID: m.thingID, state: RolloutMember.queued, from: RolloutMember.offered)
+            else { continue }
+            Rollouts.event(events, "rollout \(id): \(m.thingID) back in the queue, its job \(jobID) was never created")
+        }
+    }
+
     /// Creates a released member's job; a thing with a job under way (or a
     /// store that failed) goes back to the queue, an image gone fails it.
-    private func release(_ r: RolloutRecord, thingID: String, jobID: String) -> Bool {
-        let id = r.rolloutID
+    private func release(_ r: RolloutRecord, _ m: RolloutRelease) -> Bool {
+        let (id, thingID, jobID) = (r.rolloutID, m.thingID, m.jobID)
         func back() {
             _ = store.setRolloutMember(
                 id: id, thingID: thingID, state: RolloutMember.queued, from: RolloutMember.offered)
@@ -230,30 +308,31 @@ extension AppAPI {
             _ = store.setRolloutMember(
                 id: id, thingID: thingID, state: UpdateStatus.failed.rawValue, from: RolloutMember.offered)
             Rollouts.event(events, "rollout \(id): \(thingID) not released, the image \(r.image) was deleted")
-            Rollouts.checkAbort(id, store: store, events: events)
+            Rollouts.checkAbort(id, ends: jobEnds)
             return false
         case .found(let i): image = i
         }
         let given = UpdateOffer.encode(
-            jobID: jobID, attempt: 1, manifest: r.manifest, signatures: [], trialSeconds: r.trialS)
+            jobID: jobID, attempt: m.attempt, manifest: r.manifest, signatures: [], trialSeconds: r.trialS)
         if case .success(let s) = JSON.parse(r.signatures) { given.set("signatures", s) }
         guard case .success(let offer) = UpdateOffer.parse(given) else {
             back()
             return false
         }
         switch startUpdateJob(
-            jobID: jobID, thing: thing, image: image, offer: offer, trialGiven: r.trialS != nil, expiresAt: nil)
+            jobID: jobID, attempt: m.attempt, thing: thing, image: image, offer: offer, trialGiven: r.trialS != nil,
+            expiresAt: nil)
         {
         case .failure(let e):
             back()
             Rollouts.event(events, "rollout \(id): \(thingID) stays queued (\(e.code))")
             return false
         case .success:
-            Rollouts.event(events, "rollout \(id): released \(thingID), job \(jobID)")
+            Rollouts.event(events, "rollout \(id): released \(thingID), job \(jobID) (attempt \(m.attempt))")
         }
         // Aborted or cancelled by another hub meanwhile: the job is ended as theirs were.
         if case .found(let now) = store.rollout(id: id), now.status != .running && now.status != .paused {
-            Rollouts.endOffered(id, reason: "ROLLOUT_" + now.status.rawValue.uppercased(), store: store, events: events)
+            Rollouts.endOffered(id, reason: "ROLLOUT_" + now.status.rawValue.uppercased(), ends: jobEnds)
         }
         return true
     }
@@ -277,6 +356,9 @@ extension AppAPI {
         for s in r.abortStatuses { if let v = JSON.string(s.rawValue) { statuses.append(v) } }
         abort.set("statuses", statuses)
         o.set("abort", abort)
+        o.set("timeoutS", r.timeoutS.map { JSON.int($0) } ?? .null())
+        o.set("retries", .int(r.retries))
+        o.set("ramp", r.ramp?.json ?? .null())
         let c = JSON.object()
         for (state, n) in counts.sorted(by: { $0.key < $1.key }) { c.set(state, .int(n)) }
         o.set("counts", c)
@@ -292,30 +374,33 @@ extension AppAPI {
         o.set("state", string: m.state)
         o.set("jobID", m.jobID.flatMap(JSON.string) ?? .null())
         o.set("releasedAt", m.releasedAt.map { JSON.int64($0) } ?? .null())
+        o.set("attempts", .int(m.attempts))
         return o
     }
 }
 
 /// What a final report, a tick or the operator does to a rollout beyond
 /// its own member: the abort criteria, the jobs an abort or a cancel
-/// ends, and the completion. On the store alone, so the thing's request
-/// lane (UpdateRequests) and the app door call the same.
+/// ends, and the completion. On the store and the command delivery alone
+/// (UpdateJobEnds), so the thing's request lane (UpdateRequests) and the
+/// app door call the same.
 enum Rollouts {
     static func event(_ events: HubEvents, _ line: String) { events.event(line) }
 
-    /// A report made job `jobID` final: its member, if any, takes its
-    /// status; then the rollout's criteria and completion.
-    static func finished(jobID: String, status: UpdateStatus, store: HubStore, events: HubEvents) {
-        guard let id = store.finishRolloutMember(jobID: jobID, status: status) else { return }
-        checkAbort(id, store: store, events: events)
-        completeIfDone(id, store: store, events: events)
+    /// A job became final (a report, or the hub ended it): its member, if
+    /// any, takes its status; then the rollout's criteria and completion.
+    static func finished(jobID: String, status: UpdateStatus, ends: UpdateJobEnds) {
+        guard let id = ends.store.finishRolloutMember(jobID: jobID, status: status) else { return }
+        checkAbort(id, ends: ends)
+        completeIfDone(id, store: ends.store, events: ends.events)
     }
 
     /// Aborts the rollout when at least `minExecuted` members are final
     /// and the failures' share (statuses in its list) reaches its
     /// threshold: recorded once (a conditional UPDATE from running or
     /// paused), then the offered jobs not installing yet are ended.
-    static func checkAbort(_ id: String, store: HubStore, events: HubEvents) {
+    static func checkAbort(_ id: String, ends: UpdateJobEnds) {
+        let store = ends.store
         guard case .found(let r) = store.rollout(id: id), !r.status.isFinal, let percent = r.abortFailurePercent,
             let counts = store.rolloutCounts(id: id)
         else { return }
@@ -328,21 +413,23 @@ enum Rollouts {
             store.setRolloutStatus(
                 id: id, to: .aborted, from: [.running, .paused], reason: reason, now: Platform.epochMs()) == true
         else { return }
-        event(events, "rollout \(id): aborted, \(reason)")
-        endOffered(id, reason: "ROLLOUT_ABORTED", store: store, events: events)
+        event(ends.events, "rollout \(id): aborted, \(reason)")
+        endOffered(id, reason: "ROLLOUT_ABORTED", ends: ends)
     }
 
     /// Ends every offered member's job that has not started its install
-    /// (CANCELLED `reason`); the member takes CANCELLED. A thing asking
-    /// for a block of it then gets 410 and ends it CANCELLED too.
-    static func endOffered(_ id: String, reason: String, store: HubStore, events: HubEvents) {
-        for m in store.rolloutMembers(id: id) ?? [] where m.state == RolloutMember.offered {
+    /// (CANCELLED `reason`, its offer's command cancelled); the member
+    /// takes CANCELLED. A thing asking for a block of it then gets 410 and
+    /// ends it CANCELLED too.
+    static func endOffered(_ id: String, reason: String, ends: UpdateJobEnds) {
+        for m in ends.store.rolloutMembers(id: id) ?? [] where m.state == RolloutMember.offered {
             guard let jobID = m.jobID,
-                store.endUpdateJobBeforeInstall(jobID: jobID, reason: reason, now: Platform.epochMs()) == true
+                ends.end(jobID, status: .cancelled, reason: reason, from: UpdateStatus.beforeInstall, member: false)
+                    == true
             else { continue }
-            _ = store.setRolloutMember(
+            _ = ends.store.setRolloutMember(
                 id: id, thingID: m.thingID, state: UpdateStatus.cancelled.rawValue, from: RolloutMember.offered)
-            event(events, "rollout \(id): job \(jobID) of \(m.thingID) ended, \(reason)")
+            event(ends.events, "rollout \(id): job \(jobID) of \(m.thingID) ended, \(reason)")
         }
     }
 

@@ -78,15 +78,16 @@ extension AppAPI {
     }
 
     /// The one place a job is created, for POST …/updates and a rollout's
-    /// release alike: the command's size (413), the thing's open job (409
+    /// release alike (`attempt`: a rollout member's retries count up): the
+    /// command's size (413), the thing's open job (409
     /// UPDATE_JOB_UNDER_WAY) and the insert, then the offer stored and sent
     /// as a trait command with the one action `_thingif`/`update`.
     func startUpdateJob(
-        jobID: String, thing: ThingRecord, image: ImageRecord, offer: UpdateOffer, trialGiven: Bool,
-        expiresAt: Int64?
+        jobID: String, attempt: Int = 1, thing: ThingRecord, image: ImageRecord, offer: UpdateOffer,
+        trialGiven: Bool, expiresAt: Int64?
     ) -> Result<UpdateJobRecord, HubError> {
         let params = UpdateOffer.encode(
-            jobID: jobID, attempt: 1, manifest: offer.manifest.bytes, signatures: offer.signatures,
+            jobID: jobID, attempt: attempt, manifest: offer.manifest.bytes, signatures: offer.signatures,
             trialSeconds: trialGiven ? offer.trialSeconds : nil)
         let command: Command
         switch CommandForm.deliverable(
@@ -104,7 +105,7 @@ extension AppAPI {
         let job = UpdateJobRecord(
             jobID: jobID, thingID: thing.thingID, image: image.sha256, version: offer.manifest.version,
             manifest: offer.manifest.bytes, blockSize: offer.manifest.blockSize, blocks: offer.manifest.blocks,
-            attempt: 1, commandID: command.id, createdAt: now, updatedAt: now)
+            attempt: attempt, commandID: command.id, createdAt: now, updatedAt: now)
         switch store.insertUpdateJob(job) {
         case nil: return .failure(.storage)
         case .noThing?: return .failure(.thingNotFound(thing.thingID))
@@ -144,6 +145,35 @@ extension AppAPI {
         case .failed: return .failure(.storage)
         }
     }
+
+    /// POST …/things/{thingID}/updates/{jobID}/cancel: the operator gives
+    /// up on a job before its install starts (no report, or ACCEPTED,
+    /// DELAYED, DOWNLOADING, VERIFIED): CANCELLED `CANCELLED_BY_OPERATOR`
+    /// in one conditional UPDATE (an INSTALLING report that came first
+    /// wins), its offer's command cancelled, its rollout member CANCELLED
+    /// (UpdateJobEnds). 409 UPDATE_TOO_LATE from INSTALLING on, 409
+    /// UPDATE_JOB_ENDED for a final job, 404 for none.
+    public func cancelUpdateJob(thingID: String, jobID: String) -> Result<UpdateJobRecord, HubError> {
+        if case .failure(let e) = updateJob(thingID: thingID, jobID: jobID) { return .failure(e) }
+        let ended = jobEnds.end(
+            jobID, status: .cancelled, reason: Self.cancelledByOperator, from: UpdateStatus.beforeInstall)
+        guard let ended else { return .failure(.storage) }
+        if ended { events.event("update \(jobID) of \(thingID): cancelled by the operator") }
+        let now: UpdateJobRecord
+        switch updateJob(thingID: thingID, jobID: jobID) {
+        case .failure(let e): return .failure(e)
+        case .success(let j): now = j
+        }
+        if ended { return .success(now) }
+        let status = now.status?.rawValue ?? "?"
+        if now.isFinal {
+            return .failure(HubError(409, "UPDATE_JOB_ENDED", "the update job \(jobID) ended: \(status)"))
+        }
+        return .failure(
+            HubError(409, "UPDATE_TOO_LATE", "the update job \(jobID) is \(status): its install has started"))
+    }
+
+    static let cancelledByOperator = "CANCELLED_BY_OPERATOR"
 
     /// A job as the REST API answers it.
     public static func updateJobJSON(_ j: UpdateJobRecord) -> JSON {

@@ -43,6 +43,9 @@ public final class CommandDelivery: @unchecked Sendable {
     /// these overlaps another (CommandLifecycle.swift, `statusChanged`).
     /// Int, not Void: see `publishing`.
     let commandGates: [Locked<Int>] = (0..<64).map { _ in Locked(0) }
+    /// Told of every update offer (issuer AppAPI.updateIssuer) the hub
+    /// ended without results, once (`end`): its job's end (UpdateJobEnds.offerEnded).
+    let offerEnded = Locked<(@Sendable (CommandRecord) -> Void)?>(nil)
 
     init(
         store: any CommandStore & ThingStore, client: MqttClient, metrics: HubMetrics, events: HubEvents,

@@ -101,6 +101,7 @@ extension CommandDelivery {
         record.endReason = reason.rawValue
         record.modifiedAt = at
         notifications.finished(record, targets: targets)
+        if record.issuer == AppAPI.updateIssuer, let told = offerEnded.withLock({ $0 }) { told(record) }
         return true
     }
 

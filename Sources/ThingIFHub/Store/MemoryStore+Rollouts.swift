@@ -75,14 +75,14 @@ extension MemoryStore {
         }
     }
 
-    public func releaseRolloutMembers(id: String, now: Int64) -> [(thingID: String, jobID: String)]? {
+    public func releaseRolloutMembers(id: String, now: Int64) -> [RolloutRelease]? {
         data.withLock { d in
             guard let r = d.rollouts[id], r.status == .running else { return [] }
             let members = Self.members(d, id)
             let recent = members.filter { ($0.releasedAt ?? Int64.min) > now - 60_000 }.count
             let inFlight = members.filter { $0.state == RolloutMember.offered }.count
-            var room = min(r.ratePerMinute - recent, r.maxInFlight - inFlight)
-            var released: [(thingID: String, jobID: String)] = []
+            var room = min(r.rate(at: now) - recent, r.maxInFlight - inFlight)
+            var released: [RolloutRelease] = []
             for var m in members where room > 0 && m.state == RolloutMember.queued {
                 let busy = d.updateJobs.values.contains { $0.thingID == m.thingID && !$0.isFinal }
                 if busy { continue }
@@ -90,8 +90,9 @@ extension MemoryStore {
                 m.state = RolloutMember.offered
                 m.jobID = jobID
                 m.releasedAt = now
+                m.attempts += 1
                 d.rolloutMembers[id]?[m.thingID] = m
-                released.append((m.thingID, jobID))
+                released.append((m.thingID, jobID, m.attempts))
                 room -= 1
             }
             return released
@@ -105,6 +106,7 @@ extension MemoryStore {
             if state == RolloutMember.queued {
                 m.jobID = nil
                 m.releasedAt = nil
+                if from == RolloutMember.offered { m.attempts = max(0, m.attempts - 1) }
             }
             d.rolloutMembers[id]?[thingID] = m
             return true
@@ -116,7 +118,15 @@ extension MemoryStore {
             for (id, members) in d.rolloutMembers {
                 guard var m = members.values.first(where: { $0.jobID == jobID }) else { continue }
                 guard m.state == RolloutMember.offered else { return nil }
-                m.state = status.rawValue
+                let live = d.rollouts[id].map { $0.status == .running || $0.status == .paused } ?? false
+                if status == .failed && live && m.attempts <= (d.rollouts[id]?.retries ?? 0) {
+                    // Retries left: queued for its next attempt.
+                    m.state = RolloutMember.queued
+                    m.jobID = nil
+                    m.releasedAt = nil
+                } else {
+                    m.state = status.rawValue
+                }
                 d.rolloutMembers[id]?[m.thingID] = m
                 return id
             }
@@ -124,24 +134,32 @@ extension MemoryStore {
         }
     }
 
-    public func settleRolloutMembers(id: String) -> Int? {
+    public func finalJobsOfOffered(id: String) -> [(jobID: String, status: UpdateStatus)]? {
         data.withLock { d in
-            var settled = 0
-            for var m in Self.members(d, id) where m.state == RolloutMember.offered {
-                guard let jobID = m.jobID, let j = d.updateJobs[jobID], j.isFinal, let s = j.status else { continue }
-                m.state = s.rawValue
-                d.rolloutMembers[id]?[m.thingID] = m
-                settled += 1
+            Self.members(d, id).compactMap { m -> (jobID: String, status: UpdateStatus)? in
+                guard m.state == RolloutMember.offered, let jobID = m.jobID, let j = d.updateJobs[jobID], j.isFinal,
+                    let s = j.status
+                else { return nil }
+                return (jobID, s)
             }
-            return settled
         }
     }
 
-    public func endUpdateJobBeforeInstall(jobID: String, reason: String, now: Int64) -> Bool? {
+    public func offeredMembers(id: String, releasedBefore: Int64) -> [RolloutMember]? {
+        data.withLock { d in
+            Self.members(d, id).filter {
+                $0.state == RolloutMember.offered && ($0.releasedAt ?? Int64.max) < releasedBefore
+            }
+        }
+    }
+
+    public func endUpdateJob(jobID: String, status: UpdateStatus, reason: String, from: [UpdateStatus], now: Int64)
+        -> Bool?
+    {
         data.withLock { d in
             guard var j = d.updateJobs[jobID] else { return false }
-            if let s = j.status, !UpdateStatus.beforeInstall.contains(s) { return false }
-            j.status = .cancelled
+            if let s = j.status, !from.contains(s) { return false }
+            j.status = status
             j.reason = reason
             j.step = "ended by the hub"
             j.updatedAt = now

@@ -53,6 +53,18 @@ extension MemoryStore {
     }
 }
 
+extension MemoryStore {
+    public func updateJobStatuses() -> [String: Int]? {
+        data.withLock { d in
+            var counts: [String: Int] = [:]
+            for j in d.updateJobs.values where d.things[j.thingID] != nil {
+                counts[j.status?.rawValue ?? UpdateJobRecord.noStatus, default: 0] += 1
+            }
+            return counts
+        }
+    }
+}
+
 extension UpdateJobRecord {
     /// The report's fields, as the SQL stores' UPDATE writes them.
     mutating func apply(_ r: UpdateReport, now: Int64) {

@@ -101,4 +101,17 @@ extension SQLStore {
             }
         }
     }
+
+    public func updateJobStatuses() -> [String: Int]? {
+        try? attempt { c in
+            var counts: [String: Int] = [:]
+            for (status, n) in try c.rows(
+                "SELECT COALESCE(status, ?), COUNT(*) FROM update_jobs GROUP BY 1", [.text(UpdateJobRecord.noStatus)],
+                { ($0.string(0), Int($0.int(1))) })
+            {
+                counts[status] = n
+            }
+            return counts
+        }.get()
+    }
 }

@@ -343,7 +343,11 @@ enum StoreSchema {
                 Column("status", .text, "NOT NULL"),
                 Column("reason", .text),
                 Column("created_at", .integer, "NOT NULL"),
-                Column("updated_at", .integer, "NOT NULL")
+                Column("updated_at", .integer, "NOT NULL"),
+                Column("timeout_s", .integer),
+                Column("retries", .integer, "NOT NULL DEFAULT 0"),
+                // The ramp as RolloutRamp.json writes it; NULL: none.
+                Column("ramp", .text)
             ]),
         // A rollout's things, resolved at its creation: `state` queued,
         // offered, or its job's final status; `job_id` set when released
@@ -355,7 +359,9 @@ enum StoreSchema {
                 Column("thing_id", .text, "NOT NULL REFERENCES things(thing_id) ON DELETE CASCADE"),
                 Column("state", .text, "NOT NULL"),
                 Column("job_id", .text),
-                Column("released_at", .integer)
+                Column("released_at", .integer),
+                // Releases that reached a job: the job's attempt.
+                Column("attempts", .integer, "NOT NULL DEFAULT 0")
             ])
     ]
 
@@ -412,7 +418,16 @@ enum StoreSchema {
 
     /// The migration that added rollouts (SQLite 11 -> 12, PostgreSQL 8 -> 9).
     static let rolloutSteps: [Step] = [
-        .table("rollouts"), .table("rollout_members"), .index("rollout_members_job"), .index("rollout_members_thing")
+        .table("rollouts", without: ["timeout_s", "retries", "ramp"]),
+        .table("rollout_members", without: ["attempts"]), .index("rollout_members_job"),
+        .index("rollout_members_thing")
+    ]
+
+    /// The migration that added rollouts' time-outs, retries and ramp
+    /// (SQLite 12 -> 13, PostgreSQL 9 -> 10).
+    static let rolloutRetrySteps: [Step] = [
+        .column("rollouts", "timeout_s"), .column("rollouts", "retries"), .column("rollouts", "ramp"),
+        .column("rollout_members", "attempts")
     ]
 
     static func table(_ name: String) -> Table {

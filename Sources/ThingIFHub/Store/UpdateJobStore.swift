@@ -105,4 +105,11 @@ public protocol UpdateJobStore: AnyObject, Sendable {
     /// newer one); a SUCCEEDED report also sets the thing's firmware
     /// version to its `version`, in the same transaction.
     func applyUpdateReport(jobID: String, thingID: String, report: UpdateReport, now: Int64) -> UpdateReportApplied?
+    /// Every job by its status (`none`: no report yet), for /metrics.
+    func updateJobStatuses() -> [String: Int]?
+}
+
+extension UpdateJobRecord {
+    /// The status label of a job with no report yet (/metrics).
+    static let noStatus = "none"
 }

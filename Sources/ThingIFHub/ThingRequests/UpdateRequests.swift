@@ -11,16 +11,18 @@ import ThingIF
 final class UpdateRequests: @unchecked Sendable {
     let store: HubStore
     let events: HubEvents
+    let jobEnds: UpdateJobEnds
     let authorization: RequestAuthorization
     let serving: UpdateServing
     let metrics: HubMetrics
 
     init(
-        store: HubStore, events: HubEvents, authorization: RequestAuthorization, serving: UpdateServing,
+        store: HubStore, delivery: CommandDelivery, authorization: RequestAuthorization, serving: UpdateServing,
         metrics: HubMetrics
     ) {
         self.store = store
-        self.events = events
+        self.events = delivery.events
+        self.jobEnds = UpdateJobEnds(store: store, delivery: delivery)
         self.authorization = authorization
         self.serving = serving
         self.metrics = metrics
@@ -74,7 +76,7 @@ final class UpdateRequests: @unchecked Sendable {
             }
             // A rollout's member: its state, then the rollout's abort criteria.
             if report.status.isFinal {
-                Rollouts.finished(jobID: jobID, status: report.status, store: store, events: events)
+                Rollouts.finished(jobID: jobID, status: report.status, ends: jobEnds)
             }
             return .answer(204)
         }

@@ -15,6 +15,7 @@ extension API {
         r.post(RouterPath(u)) { try await createUpdateJob($0, $1) }
         r.get(RouterPath(u)) { try listUpdateJobs($0, $1) }
         r.get(RouterPath(u + "/{jobID}")) { try updateJob($0, $1) }
+        r.post(RouterPath(u + "/{jobID}/cancel")) { try cancelUpdateJob($0, $1) }
         return r
     }
 
@@ -47,6 +48,16 @@ extension API {
         try requireAdmin(request, context, route: "…/updates", off: "update jobs")
         let job = try hub.app.updateJob(thingID: try param(context, "thingID"), jobID: try param(context, "jobID"))
             .get()
+        return Reply.json(200, AppAPI.updateJobJSON(job))
+    }
+
+    /// POST …/things/{thingID}/updates/{jobID}/cancel: 200 the job, CANCELLED;
+    /// 409 UPDATE_TOO_LATE (installing) or UPDATE_JOB_ENDED; 404 for none.
+    func cancelUpdateJob(_ request: Request, _ context: APIContext) throws -> Response {
+        try requireAdmin(request, context, route: "…/updates", off: "update jobs")
+        let job = try hub.app.cancelUpdateJob(
+            thingID: try param(context, "thingID"), jobID: try param(context, "jobID")
+        ).get()
         return Reply.json(200, AppAPI.updateJobJSON(job))
     }
 }

@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 12)
+        #expect(SQLiteStore.schemaVersion == 13)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 10 -> 11: update jobs.
         #expect(
@@ -105,9 +105,13 @@ struct SQLiteStoreTests {
             rolloutID: "r-mig", image: String(repeating: "a", count: 64), version: "2", manifest: [1],
             signatures: "[]", trialS: nil, target: RolloutTarget(things: ["th.v1"]), ratePerMinute: 1, maxInFlight: 1,
             abortFailurePercent: nil, abortMinExecuted: 1, abortStatuses: RolloutRecord.defaultAbortStatuses,
-            createdAt: 1, updatedAt: 1)
+            timeoutS: 600, retries: 2, ramp: RolloutRamp(startPerMinute: 1, factor: 1.5, everyS: 60), createdAt: 1,
+            updatedAt: 1)
         #expect(m.insertRollout(migrated) == 1)
         #expect(m.rolloutMembers(id: "r-mig")?.map(\.thingID) == ["th.v1"])
+        // 12 -> 13: time-outs, retries, the ramp; members' attempts.
+        #expect(m.rollout(id: "r-mig").value == migrated)
+        #expect(m.rolloutMembers(id: "r-mig")?.map(\.attempts) == [0])
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(
