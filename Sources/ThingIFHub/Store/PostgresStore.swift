@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 9
+    public static let schemaVersion: Int64 = 10
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -161,7 +161,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 7 -> 8: update jobs.
         StoreSchema.updateJobSteps,
         // 8 -> 9: rollouts and their members.
-        StoreSchema.rolloutSteps
+        StoreSchema.rolloutSteps,
+        // 9 -> 10: the trait registry.
+        StoreSchema.traitSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

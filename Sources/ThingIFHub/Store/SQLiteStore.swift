@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 12
+    public static let schemaVersion: Int64 = 13
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -161,7 +161,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 10 -> 11: update jobs.
         StoreSchema.updateJobSteps,
         // 11 -> 12: rollouts and their members.
-        StoreSchema.rolloutSteps
+        StoreSchema.rolloutSteps,
+        // 12 -> 13: the trait registry.
+        StoreSchema.traitSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
