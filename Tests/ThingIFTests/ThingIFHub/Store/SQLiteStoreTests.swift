@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 12)
+        #expect(SQLiteStore.schemaVersion == 13)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 10 -> 11: update jobs.
         #expect(
@@ -108,6 +108,10 @@ struct SQLiteStoreTests {
             createdAt: 1, updatedAt: 1)
         #expect(m.insertRollout(migrated) == 1)
         #expect(m.rolloutMembers(id: "r-mig")?.map(\.thingID) == ["th.v1"])
+        // 12 -> 13: the trait registry.
+        #expect(m.putThingType("AC", now: 1) == .created)
+        #expect(m.putFirmwareVersion(thingType: "AC", firmwareVersion: "v1", now: 1) == .created)
+        #expect(m.traitEntry(thingType: "AC", firmwareVersion: "v1").value?.isEmpty == true)
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(
