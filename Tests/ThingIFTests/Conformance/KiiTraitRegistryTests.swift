@@ -184,9 +184,18 @@ struct KiiTraitRegistryTests {
                 #expect(
                     reply.status == 400 && reply.errorCode == "WRONG_COMMAND",
                     "\(actions): \(reply.status) \(reply.text)")
+                #expect(reply.isErrorBody, "\(reply.text)")
                 let fields = reply.json["invalidFields"] as? [String: String]
                 #expect(fields?.keys.sorted() == [field], "\(actions): \(reply.text)")
             }
+            // A trigger's command is checked as a posted one is (WRONG_TRIGGER, Kii's code for a trigger).
+            let trigger = try await r.e.call(
+                "POST", "\(r.e.target(tid))/triggers", token: r.token,
+                body: Data(
+                    #"{"predicate":{"eventSource":"SCHEDULE","schedule":"0 8 * * *"},"command":{"actions":[{"AirConditionerAlias":[{"turnPower":"on"}]}],"issuer":"user:\#(r.uid)"}}"#
+                        .utf8))
+            #expect(trigger.status == 400 && trigger.errorCode == "WRONG_TRIGGER", "\(trigger.text)")
+            #expect(trigger.isErrorBody && trigger.text.contains("turnPower"), "\(trigger.text)")
             let list = try await r.e.get(commands, token: r.token)
             #expect((list.json["commands"] as? [Any])?.count == 1, "only the valid command is stored: \(list.text)")
             // A thing of a type without an entry: the same command goes as before.
