@@ -3,7 +3,7 @@
 import Foundation
 import Testing
 import ThingIF
-import ThingIFHub
+@testable import ThingIFHub
 import ThingIFHubServer
 
 /// Kii's trait registry against the hub on every store: the registry made
@@ -331,6 +331,37 @@ struct KiiTraitRegistryTests {
             let fws = try await e.get("\(r.types)/\(Self.thingType)/firmware-versions", token: r.token)
             #expect(fws.text == #"{"results":[{"firmwareVersion":"v1"},{"firmwareVersion":"v3"}]}"#, "\(fws.text)")
         }
+    }
+
+    @Test(
+        "The thing's own state upload over MQTT is checked too (the whole-state fast path is not taken once the registry is in use)",
+        arguments: OneCommitTests.Backend.available)
+    func mqttUpload(_ backend: OneCommitTests.Backend) throws {
+        let rig = try OneCommitTests.Rig(commands: 0, on: backend)
+        defer { rig.stop() }
+        let s = rig.hub.store
+        #expect(s.setThingType(thingID: rig.thing.thingID, Self.thingType))
+        #expect(s.setFirmwareVersion(thingID: rig.thing.thingID, "v1"))
+        #expect(s.putThingType(Self.thingType, now: 1) == .created)
+        #expect(s.putFirmwareVersion(thingType: Self.thingType, firmwareVersion: "v1", now: 1) == .created)
+        let definition = try #require(try? JSON.parse(Self.airConditioner).get())
+        _ = s.putTraitVersion(trait: "AirConditioner", version: 1, definition: definition.dump(), now: 1)
+        #expect(
+            s.putTraitAlias(
+                TraitAliasRecord(
+                    thingType: Self.thingType, firmwareVersion: "v1", alias: Self.alias, trait: "AirConditioner",
+                    traitVersion: 1, createdAt: 1)) == .created)
+        let states = "targets/thing:\(rig.thing.thingID)/states"
+        rig.hub.thingRequests.handleLane(
+            [rig.message("PUT", states, #"{"AirConditionerAlias":{"power":"on"}}"#, id: "bad")].map(Inbound.init))
+        #expect(poll(timeoutMs: 10_000) { rig.replies()["bad"] != nil }, "no reply")
+        #expect(rig.replies()["bad"] == 400)
+        #expect(rig.committedState() == nil, "a refused upload was stored")
+        rig.hub.thingRequests.handleLane(
+            [rig.message("PUT", states, #"{"AirConditionerAlias":{"power":true}}"#, id: "good")].map(Inbound.init))
+        #expect(poll(timeoutMs: 10_000) { rig.replies()["good"] != nil }, "no reply")
+        #expect(rig.replies()["good"] == 201)
+        #expect(rig.committedState()?.contains("power") == true)
     }
 
     @Test("Without an adminToken the registry's writes are off; reads answer for users")
