@@ -39,6 +39,25 @@ struct TraitGroup: ParsableCommand {
         return HubClient.pathComponent(s)
     }
 
+    /// A thing type and firmware version: a registry entry's two names.
+    struct EntryArguments: ParsableArguments {
+        @Argument(help: "The thing type.") var thingType: String
+        @Argument(help: "The firmware version.") var firmwareVersion: String
+
+        /// Both as path components, or a usage error naming the one at fault.
+        func paths() throws -> (thingType: String, firmwareVersion: String) {
+            (
+                try TraitGroup.name(thingType, "the thing type"),
+                try TraitGroup.name(firmwareVersion, "the firmware version")
+            )
+        }
+    }
+
+    /// One row of a list: the name in a column of 32, then the rest.
+    static func row(_ name: String?, _ rest: String) {
+        print((name ?? "").padding(toLength: 32, withPad: " ", startingAt: 0) + rest)
+    }
+
     struct Define: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Publish a trait version from a JSON file (- for stdin); prints its number.")
@@ -91,9 +110,7 @@ struct TraitGroup: ParsableCommand {
                 let answer = try client.call("GET", client.thingIF + "/traits")
                 if ctx.json { return print(answer.text) }
                 for t in answer["traits"]?.arrayValue ?? [] {
-                    print(
-                        (t["trait"]?.stringValue ?? "").padding(toLength: 32, withPad: " ", startingAt: 0)
-                            + (t["latestVersion"]?.text ?? ""))
+                    TraitGroup.row(t["trait"]?.stringValue, t["latestVersion"]?.text ?? "")
                 }
             }
         }
@@ -126,12 +143,10 @@ struct TraitGroup: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var admin: UpdateGroup.AdminOption
-        @Argument(help: "The thing type.") var thingType: String
-        @Argument(help: "The firmware version.") var firmwareVersion: String
+        @OptionGroup var entry: EntryArguments
 
         func run() throws {
-            let tt = try TraitGroup.name(thingType, "the thing type")
-            let fw = try TraitGroup.name(firmwareVersion, "the firmware version")
+            let (tt, fw) = try entry.paths()
             try guarded {
                 let (client, _) = try UpdateGroup.admin(global, admin.adminToken)
                 let types = client.app + "/configuration/thing-types/" + tt
@@ -139,7 +154,7 @@ struct TraitGroup: ParsableCommand {
                     "PUT", types, body: .object([]),
                     contentType: "application/vnd.kii.ThingTypeConfigurationRequest+json")
                 _ = try client.call("PUT", types + "/firmware-versions/" + fw, contentType: "text/plain", data: Data())
-                print("\(thingType) \(firmwareVersion) registered")
+                print("\(entry.thingType) \(entry.firmwareVersion) registered")
             }
         }
     }
@@ -150,15 +165,13 @@ struct TraitGroup: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var admin: UpdateGroup.AdminOption
-        @Argument(help: "The thing type.") var thingType: String
-        @Argument(help: "The firmware version.") var firmwareVersion: String
+        @OptionGroup var entry: EntryArguments
         @Argument(help: "The alias.") var alias: String
         @Argument(help: "The trait.") var trait: String
         @Argument(help: "The trait's version.") var traitVersion: Int
 
         func run() throws {
-            let tt = try TraitGroup.name(thingType, "the thing type")
-            let fw = try TraitGroup.name(firmwareVersion, "the firmware version")
+            let (tt, fw) = try entry.paths()
             let a = try TraitGroup.name(alias, "the alias")
             _ = try TraitGroup.name(trait, "the trait")
             guard (1...TraitLimits.maxVersion).contains(traitVersion) else {
@@ -171,7 +184,7 @@ struct TraitGroup: ParsableCommand {
                     client.thingIF + "/configuration/thing-types/\(tt)/firmware-versions/\(fw)/aliases/\(a)",
                     body: .object([("trait", .string(trait)), ("traitVersion", .number(String(traitVersion)))]),
                     contentType: "application/vnd.kii.TraitAliasCreationRequest+json")
-                print("\(alias) of \(thingType) \(firmwareVersion): \(trait) version \(traitVersion)")
+                print("\(alias) of \(entry.thingType) \(entry.firmwareVersion): \(trait) version \(traitVersion)")
             }
         }
     }
@@ -182,21 +195,18 @@ struct TraitGroup: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var admin: UpdateGroup.AdminOption
-        @Argument(help: "The thing type.") var thingType: String
-        @Argument(help: "The firmware version.") var firmwareVersion: String
+        @OptionGroup var entry: EntryArguments
 
         func run() throws {
-            let tt = try TraitGroup.name(thingType, "the thing type")
-            let fw = try TraitGroup.name(firmwareVersion, "the firmware version")
+            let (tt, fw) = try entry.paths()
             try guarded {
                 let (client, ctx) = try TraitGroup.reader(global, admin.adminToken)
                 let answer = try client.call(
                     "GET", client.thingIF + "/configuration/thing-types/\(tt)/firmware-versions/\(fw)/aliases")
                 if ctx.json { return print(answer.text) }
                 for a in answer["aliases"]?.arrayValue ?? [] {
-                    print(
-                        (a["alias"]?.stringValue ?? "").padding(toLength: 32, withPad: " ", startingAt: 0)
-                            + "\(a["trait"]?.stringValue ?? "") \(a["traitVersion"]?.text ?? "")")
+                    TraitGroup.row(
+                        a["alias"]?.stringValue, "\(a["trait"]?.stringValue ?? "") \(a["traitVersion"]?.text ?? "")")
                 }
             }
         }
