@@ -23,6 +23,7 @@ hub_files() {
     case "$1" in
         state_merge) echo Sources/ThingIFHub/Store/StateMerge.swift ;;
         trigger_rules) echo Sources/ThingIFRules/*.swift ;;
+        trait_definition) echo Sources/ThingIFRules/*.swift ;;
         command_form) echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/CommandForm.swift ;;
         onboarding_form)
             echo Sources/ThingIFHub/HubError.swift Sources/ThingIFHub/Limits.swift Sources/ThingIFHub/App/FormFields.swift \

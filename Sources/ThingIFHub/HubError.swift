@@ -35,6 +35,14 @@ public struct HubError: Error, Sendable, Equatable {
     }
     /// Kii's code for a command the API refuses.
     public static func wrongCommand(_ message: String) -> HubError { HubError(400, "WRONG_COMMAND", message) }
+    /// A refused command whose fault is one field (an alias or an action a
+    /// trait does not define, or its parameters): Kii's code, and the field
+    /// in Kii's `invalidFields`.
+    public static func wrongCommand(_ message: String, field: String?) -> HubError {
+        var e = wrongCommand(message)
+        e.invalidFields = field.map { [$0: message] }
+        return e
+    }
     /// Kii Cloud's code for a query it cannot run.
     public static func queryNotSupported(_ message: String) -> HubError {
         HubError(400, "QUERY_NOT_SUPPORTED", message)
@@ -103,6 +111,41 @@ public struct HubError: Error, Sendable, Equatable {
     /// A user ID that is no user of the app.
     public static func userNotFound(_ userID: String) -> HubError {
         HubError(404, "USER_NOT_FOUND", "User \(userID) not found")
+    }
+
+    // The trait registry (docs/decisions/kii-trait-registry.md): no Kii
+    // source records these answers, so they are the hub's, in Kii's manner.
+
+    /// A trait with no version stored.
+    public static func traitNotFound(_ trait: String) -> HubError {
+        HubError(404, "TRAIT_NOT_FOUND", "Trait \(trait) not found")
+    }
+    /// A trait version that is not stored.
+    public static func traitVersionNotFound(_ trait: String, _ version: Int) -> HubError {
+        HubError(404, "TRAIT_VERSION_NOT_FOUND", "Trait \(trait) version \(version) not found")
+    }
+    /// A trait version stored with another definition: published, immutable.
+    public static func traitVersionExists(_ trait: String, _ version: Int) -> HubError {
+        HubError(
+            409, "TRAIT_VERSION_ALREADY_EXISTS",
+            "Trait \(trait) version \(version) is published with another definition: a published version does not change"
+        )
+    }
+    /// A thing type that is not registered.
+    public static func thingTypeNotFound(_ thingType: String) -> HubError {
+        HubError(404, "THING_TYPE_NOT_FOUND", "Thing type \(thingType) not found")
+    }
+    /// A firmware version of a thing type that is not registered.
+    public static func firmwareVersionNotFound(_ thingType: String, _ firmwareVersion: String) -> HubError {
+        HubError(
+            404, "FIRMWARE_VERSION_NOT_FOUND",
+            "Firmware version \(firmwareVersion) of thing type \(thingType) not found")
+    }
+    /// An alias bound to another trait version already.
+    public static func traitAliasExists(_ alias: String, _ trait: String, _ version: Int) -> HubError {
+        HubError(
+            409, "TRAIT_ALIAS_ALREADY_EXISTS",
+            "Trait alias \(alias) is bound to trait \(trait) version \(version): an alias does not change")
     }
 
     // A gateway's end nodes (docs/GATEWAYS.md §3.2, §3.3): no Kii source

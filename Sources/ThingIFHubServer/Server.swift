@@ -191,7 +191,7 @@ public final class HubServer: Service, @unchecked Sendable {
         for routes in [
             api.userRoutes, api.installationRoutes, api.thingRoutes, api.commandRoutes, api.stateRoutes,
             api.triggerRoutes, api.automationRoutes, api.thingCallRoutes, api.endNodeRoutes, api.imageRoutes,
-            api.updateRoutes, api.rolloutRoutes
+            api.updateRoutes, api.rolloutRoutes, api.traitRoutes
         ] {
             router.addRoutes(routes)
         }

@@ -30,7 +30,7 @@ struct ThingIFCLI: ParsableCommand {
         subcommands: [
             UserGroup.self, Onboard.self, ThingGroup.self, CommandGroup.self, StateGroup.self, Watch.self,
             ActionSetGroup.self, TimerGroup.self, TriggerGroup.self, ThingsGroup.self, EndNodeGroup.self,
-            UpdateGroup.self
+            UpdateGroup.self, TraitGroup.self
         ]
     )
 

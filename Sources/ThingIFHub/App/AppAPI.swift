@@ -188,6 +188,9 @@ public struct AppAPI {
         case .failure(let e): return .failure(e)
         case .success(let c): command = c
         }
+        // Where the trait registry has the thing's entry, a trait command
+        // must fit it: refused before it is stored or sent.
+        if let refusal = traits.check(command, for: thing) { return .failure(refusal) }
         let expiresAt: Int64?
         switch options.lifetimes.expiry(form: form, now: Platform.epochMs()) {
         case .failure(let e): return .failure(e)

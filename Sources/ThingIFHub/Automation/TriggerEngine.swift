@@ -161,7 +161,7 @@ extension AppAPI {
     public func createTrigger(on owned: OwnedThing, body: JSON) -> Result<ServerTriggerRecord, HubError> {
         // Kii's code for every refused trigger, whatever part was wrong.
         let def: JSON
-        switch triggerDefinition(user: owned.user, body: body).mapError({ Self.asWrongTrigger($0) }) {
+        switch triggerDefinition(owned, body: body).mapError({ Self.asWrongTrigger($0) }) {
         case .failure(let e): return .failure(e)
         case .success(let d): def = d
         }
@@ -190,7 +190,7 @@ extension AppAPI {
         guard case .success(let merged) = JSON.parse(old.definition), merged.isObject else { return .failure(.storage) }
         for (k, v) in body.members { merged.set(k, v) }
         let def: JSON
-        switch triggerDefinition(user: owned.user, body: merged).mapError({ Self.asWrongTrigger($0) }) {
+        switch triggerDefinition(owned, body: merged).mapError({ Self.asWrongTrigger($0) }) {
         case .failure(let e): return .failure(e)
         case .success(let d): def = d
         }
@@ -210,13 +210,18 @@ extension AppAPI {
 
     /// The stored definition of a trigger body: predicate, command (a
     /// CommandForm), title, description and metadata, each checked.
-    private func triggerDefinition(user: UserRecord, body: JSON) -> Result<JSON, HubError> {
-        let ids = identities(of: user)
+    private func triggerDefinition(_ owned: OwnedThing, body: JSON) -> Result<JSON, HubError> {
+        let ids = identities(of: owned.user)
         return TriggerForm.definition(
             body, now: triggerEngine.now(), issuerAllowed: ids.contains,
             // A timeToLive counts from each firing; refused here when bad, not at the firing.
             checkCommand: { form in
                 if case .failure(let e) = options.lifetimes.expiry(form: form, now: 0) { return e }
+                // Where the trait registry has the thing's entry, the command
+                // must fit it (as a posted command must): refused now, not at a firing.
+                if case .success(let c) = CommandForm.command(form, issuerAllowed: { _ in true }) {
+                    return traits.check(c, for: owned.thing)
+                }
                 return nil
             })
     }

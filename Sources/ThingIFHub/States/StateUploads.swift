@@ -13,6 +13,9 @@ final class StateUploads: @unchecked Sendable {
     let triggerEngine: TriggerEngine
     let homeAssistant: HomeAssistant
     let events: HubEvents
+    /// The trait registry: where the thing's type and firmware version have
+    /// an entry, an upload must fit it (docs/decisions/kii-trait-registry.md).
+    let traits: TraitRegistry
 
     init(
         fastPaths: FastPaths, metrics: HubMetrics, triggerEngine: TriggerEngine, homeAssistant: HomeAssistant,
@@ -23,12 +26,17 @@ final class StateUploads: @unchecked Sendable {
         self.triggerEngine = triggerEngine
         self.homeAssistant = homeAssistant
         self.events = events
+        traits = TraitRegistry(store: fastPaths.store)
     }
 
     /// A state upload (`upload`: the body's object as dumped) by `thing`,
     /// its record as authorisation read it: its state then is the old state
     /// the triggers compare with.
     func store(method: String, upload: String, thing: ThingRecord) -> KiiResponse {
+        // A field of the wrong type is refused before anything is stored.
+        if case .success(let j) = JSON.parse(upload), let refusal = traits.check(state: j, for: thing) {
+            return .refusal(refusal)
+        }
         guard
             let written = metrics.timed(
                 "applyState",

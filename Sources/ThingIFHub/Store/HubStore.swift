@@ -20,7 +20,7 @@ import ThingIF
 /// text. Every method is safe to call from any thread.
 public protocol HubStore:
     ThingStore, EndNodeStore, StateStore, CertificateStore, CommandStore, UserStore, AutomationStore, ImageStore,
-    UpdateJobStore, RolloutStore
+    UpdateJobStore, RolloutStore, TraitStore
 {
     /// The KDF cost and token lifetimes this store applies.
     var secrets: HubSecrets { get }

@@ -46,6 +46,10 @@ public final class MemoryStore: HubStore, @unchecked Sendable {
         /// rolloutID -> the rollout, and its members by thingID (RolloutStore).
         var rollouts: [String: RolloutRecord] = [:]
         var rolloutMembers: [String: [String: RolloutMember]] = [:]
+        /// trait -> version -> the trait version (TraitStore).
+        var traitVersions: [String: [Int: TraitVersionRecord]] = [:]
+        /// thing type -> firmware version -> alias -> its alias record.
+        var firmwareVersions: [String: [String: [String: TraitAliasRecord]]] = [:]
     }
 
     struct IssuedCertificate {

@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 10
+    public static let schemaVersion: Int64 = 11
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -163,7 +163,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 8 -> 9: rollouts and their members.
         StoreSchema.rolloutSteps,
         // 9 -> 10: rollouts' time-outs, retries and ramp; members' attempts.
-        StoreSchema.rolloutRetrySteps
+        StoreSchema.rolloutRetrySteps,
+        // 10 -> 11: the trait registry.
+        StoreSchema.traitSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

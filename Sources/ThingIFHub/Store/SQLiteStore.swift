@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 13
+    public static let schemaVersion: Int64 = 14
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -163,7 +163,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 11 -> 12: rollouts and their members.
         StoreSchema.rolloutSteps,
         // 12 -> 13: rollouts' time-outs, retries and ramp; members' attempts.
-        StoreSchema.rolloutRetrySteps
+        StoreSchema.rolloutRetrySteps,
+        // 13 -> 14: the trait registry.
+        StoreSchema.traitSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {

@@ -72,12 +72,18 @@ enum StoreSchema {
         let primaryKey: String
         /// Read in insertion order (rowid, or PostgreSQL's `id`).
         let ordered: Bool
+        /// Constraints of several columns (a composite FOREIGN KEY).
+        let constraints: [String]
 
-        init(_ name: String, ordered: Bool = false, primaryKey: String = "", _ columns: [Column]) {
+        init(
+            _ name: String, ordered: Bool = false, primaryKey: String = "", _ columns: [Column],
+            constraints: [String] = []
+        ) {
             self.name = name
             self.columns = columns
             self.primaryKey = primaryKey
             self.ordered = ordered
+            self.constraints = constraints
         }
 
         /// CREATE TABLE, named `name` (a rebuild's new table), without the
@@ -87,6 +93,7 @@ enum StoreSchema {
             if ordered && d == .postgres { lines.append("id BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE") }
             lines += columns.filter { !without.contains($0.name) }.map { $0.ddl(d) }
             if !primaryKey.isEmpty { lines.append("PRIMARY KEY (\(primaryKey))") }
+            lines += constraints
             return "CREATE TABLE \(name ?? self.name) (\n    " + lines.joined(separator: ",\n    ") + "\n)"
         }
     }
@@ -362,6 +369,43 @@ enum StoreSchema {
                 Column("released_at", .integer),
                 // Releases that reached a job: the job's attempt.
                 Column("attempts", .integer, "NOT NULL DEFAULT 0")
+            ]),
+        // The trait registry (TraitStore, docs/decisions/kii-trait-registry.md):
+        // thing types, their firmware versions, trait versions (immutable
+        // once stored: `definition` is the canonical JSON) and the aliases
+        // that bind a trait version to a thing type and firmware version.
+        // Nothing is deleted: entries only grow.
+        Table(
+            "thing_types",
+            [Column("thing_type", .text, "PRIMARY KEY"), Column("created_at", .integer, "NOT NULL")]),
+        Table(
+            "firmware_versions", primaryKey: "thing_type, firmware_version",
+            [
+                Column("thing_type", .text, "NOT NULL REFERENCES thing_types(thing_type)"),
+                Column("firmware_version", .text, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "trait_versions", primaryKey: "trait, version",
+            [
+                Column("trait", .text, "NOT NULL"),
+                Column("version", .integer, "NOT NULL"),
+                Column("definition", .text, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "trait_aliases", primaryKey: "thing_type, firmware_version, alias",
+            [
+                Column("thing_type", .text, "NOT NULL"),
+                Column("firmware_version", .text, "NOT NULL"),
+                Column("alias", .text, "NOT NULL"),
+                Column("trait", .text, "NOT NULL"),
+                Column("trait_version", .integer, "NOT NULL"),
+                Column("created_at", .integer, "NOT NULL")
+            ],
+            constraints: [
+                "FOREIGN KEY (thing_type, firmware_version) REFERENCES firmware_versions(thing_type, firmware_version)",
+                "FOREIGN KEY (trait, trait_version) REFERENCES trait_versions(trait, version)"
             ])
     ]
 
@@ -428,6 +472,13 @@ enum StoreSchema {
     static let rolloutRetrySteps: [Step] = [
         .column("rollouts", "timeout_s"), .column("rollouts", "retries"), .column("rollouts", "ramp"),
         .column("rollout_members", "attempts")
+    ]
+
+    /// The migration that added the trait registry (SQLite 13 -> 14,
+    /// PostgreSQL 10 -> 11; the version numbers are SQLiteStore's and
+    /// PostgresStore's `schemaVersion` and their `migrations` lists only).
+    static let traitSteps: [Step] = [
+        .table("thing_types"), .table("firmware_versions"), .table("trait_versions"), .table("trait_aliases")
     ]
 
     static func table(_ name: String) -> Table {

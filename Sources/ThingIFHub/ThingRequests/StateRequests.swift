@@ -35,7 +35,10 @@ final class StateRequests: @unchecked Sendable {
             }
         }
         let upload = j.dump()
+        // The fused write checks no trait definitions: taken only while the
+        // registry holds no firmware version (TraitRegistry.maybeInUse).
         if req.method == "PUT", clientID != nil, let stateWrites = fastPaths.stateWrites,
+            !stateUploads.traits.maybeInUse(),
             let tid = authorization.thingID(fromTarget: target), let token = req.bearerToken
         {
             let merged = StateMerge.apply(method: "PUT", upload: upload, to: nil)

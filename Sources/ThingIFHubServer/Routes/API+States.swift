@@ -43,9 +43,20 @@ extension API {
     /// of its reported state: docs/PROTOCOL.md §12).
     func latestState(_ request: Request, _ context: APIContext) async throws -> Response {
         // The thing as the owner check read it: its state comes with it.
-        let state = try context.owner().thing.state
+        let owned = try context.owner()
+        let state = owned.thing.state
         guard context.parameters.get("alias") != nil else { return Reply.json(200, text: state ?? "{}") }
         let alias = try param(context, "alias")
+        // Where the trait registry has the thing's entry, its aliases are the
+        // entry's: one it lacks is 404 before any upload, one it defines
+        // without a state yet STATE_NOT_FOUND (docs/decisions/kii-trait-registry.md).
+        if let defined = try value(hub.app.traitAliasDefined(alias, on: owned)) {
+            guard defined else { throw HubError.traitAliasNotFound }
+            guard let state, case .success(let s) = JSON.parse(state), let a = s[alias], a.isObject else {
+                throw HubError.stateNotFound
+            }
+            return Reply.json(200, a)
+        }
         guard let state else { throw HubError.stateNotFound }
         return Reply.json(200, try Self.aliasState(state, alias))
     }
@@ -144,6 +155,14 @@ extension API {
         // first upload, Kii answers 409 STATE_HISTORY_NOT_AVAILABLE, which
         // its SDKs read as no results: the query runs and finds none.
         let o = JSON.object()
+        // Where the trait registry has an entry for the thing type and the
+        // query's firmwareVersion (else the thing's), an alias it lacks is
+        // Kii's 404, before any upload too (iOS ThingIFAPIQueryUngroupedTests.
+        // testFailedQueryWithNotDefinedAlias404Error); nil: no entry.
+        let defined = try alias.flatMap {
+            try value(hub.app.traitAliasDefined($0, on: owned, firmwareVersion: q.firmwareVersion))
+        }
+        if defined == false { throw HubError.traitAliasNotFound }
         guard let state = thing.state else {
             // Nothing uploaded yet: no results, before any check of the
             // range (Kii's live testSuccessEmptyResults asks 1970..now
@@ -156,7 +175,7 @@ extension API {
         // reads that version's history without them (Kii reads it against
         // that version's trait definitions: iOS ThingIFAPIQueryUngroupedTests,
         // query5, firmwareVersion v1 after the thing moved to v3).
-        if let alias, q.firmwareVersion == nil || q.firmwareVersion == thing.firmwareVersion {
+        if let alias, defined == nil, q.firmwareVersion == nil || q.firmwareVersion == thing.firmwareVersion {
             _ = try Self.aliasState(state, alias)
         }
         if let a = q.aggregation {

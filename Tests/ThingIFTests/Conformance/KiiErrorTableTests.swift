@@ -4,6 +4,7 @@ import Foundation
 import Testing
 import ThingIF
 import ThingIFHub
+import ThingIFHubServer
 
 /// docs/PROTOCOL.md §12.3 lists every Kii error answer of the app API, one
 /// row a case: this test reads that table, makes each row's request against
@@ -52,8 +53,34 @@ struct KiiErrorTableTests {
     func table() async throws {
         let rows = try Self.rows()
         // One end node per gateway, so that a second one is past the cap.
-        try await withHubAPI(options: { $0.limits.maxEndNodesPerGateway = 1 }) { e in
+        var security = HubServer.Security()
+        security.adminToken = "operator-secret"
+        try await withHubAPI(security: security, options: { $0.limits.maxEndNodesPerGateway = 1 }) { e in
             let (uid, token) = try await e.user()
+            // The trait registry: MyAirConditioner v1 binds AirConditionerAlias to AirConditioner 1.
+            let registry = "\(e.thingIF)/configuration/thing-types/MyAirConditioner/firmware-versions/v1/aliases"
+            let definition = #"{"actions":[{"turnPower":{"payloadSchema":{"type":"boolean"}}}]}"#
+            for (method, path, body) in [
+                ("PUT", "\(e.api)/configuration/thing-types/MyAirConditioner", nil),
+                ("PUT", "\(e.api)/configuration/thing-types/MyAirConditioner/firmware-versions/v1", nil),
+                ("POST", "\(e.thingIF)/traits/AirConditioner/versions", definition),
+                (
+                    "POST", "\(e.thingIF)/traits/AirConditioner/versions",
+                    definition.replacingOccurrences(of: "boolean", with: "integer")
+                ),
+                ("PUT", "\(registry)/AirConditionerAlias", #"{"trait":"AirConditioner","traitVersion":1}"#)
+            ] as [(String, String, String?)] {
+                let r = try await e.call(
+                    method, path, token: "operator-secret", body: body.map { Data($0.utf8) })
+                try #require(r.status == 201, "\(path): \(r.status) \(r.text)")
+            }
+            let typed = try await e.call(
+                "POST", "\(e.thingIF)/onboardings", token: token,
+                body: Data(
+                    #"{"vendorThingID":"AC-ERR-TRAIT","thingPassword":"pw","owner":"user:\#(uid)","thingType":"MyAirConditioner","firmwareVersion":"v1"}"#
+                        .utf8),
+                contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
+            let typedID = try #require(typed.string("thingID"), "\(typed.text)")
             let (tid, _) = try await e.onboard("AC-ERR-TABLE", owner: "user:\(uid)", token: token)
             let bare = try await e.call(
                 "POST", "\(e.thingIF)/onboardings", token: token,
@@ -190,7 +217,24 @@ struct KiiErrorTableTests {
                     body: #"{"online":true}"#),
                 "end-node-installation": Call(
                     method: "POST", path: "\(e.api)/installations", token: lampToken, body: #"{"deviceType":"MQTT"}"#),
-                "end-node-automation": Call(path: "\(e.target(lampID))/automation", token: token)
+                "end-node-automation": Call(path: "\(e.target(lampID))/automation", token: token),
+                "alias-undefined-registry": Call(
+                    method: "POST", path: "\(e.target(typedID))/states/aliases/HumidityAlias/query", token: token,
+                    body: #"{"query":{"clause":{"type":"all"}}}"#,
+                    contentType: "application/vnd.kii.TraitStateQueryRequest+json"),
+                "trait-unknown": Call(path: "\(e.thingIF)/traits/NoSuchTrait/versions", token: token),
+                "trait-version-unknown": Call(path: "\(e.thingIF)/traits/AirConditioner/versions/9", token: token),
+                "trait-version-published": Call(
+                    method: "PUT", path: "\(e.thingIF)/traits/AirConditioner/versions/1", token: "operator-secret",
+                    body: #"{"actions":[{"turnPower":{"payloadSchema":{"type":"integer"}}}]}"#),
+                "thing-type-unknown": Call(
+                    path: "\(e.api)/configuration/thing-types/NoSuchType/firmware-versions", token: token),
+                "firmware-version-unknown": Call(
+                    path: "\(e.thingIF)/configuration/thing-types/MyAirConditioner/firmware-versions/v9/aliases",
+                    token: token),
+                "trait-alias-bound": Call(
+                    method: "PUT", path: "\(registry)/AirConditionerAlias", token: "operator-secret",
+                    body: #"{"trait":"AirConditioner","traitVersion":2}"#)
             ]
             #expect(
                 Set(rows.map(\.key)) == Set(calls.keys),

@@ -27,11 +27,13 @@ struct HTTPReply {
     var errorCode: String? { string("errorCode") }
     /// A Thing-IF error body: {"errorCode","message"}, both strings, and
     /// nothing else but Kii's invalidFields (an object of strings) on a 400
-    /// INVALID_INPUT_DATA.
+    /// INVALID_INPUT_DATA or WRONG_COMMAND (a trait command the registry refuses).
     var isErrorBody: Bool {
         var j = json
         if let fields = j.removeValue(forKey: "invalidFields") {
-            guard j["errorCode"] as? String == "INVALID_INPUT_DATA", let f = fields as? [String: String], !f.isEmpty
+            // Kii's validation errors, and a trait command refused by its field (WRONG_COMMAND).
+            guard ["INVALID_INPUT_DATA", "WRONG_COMMAND"].contains(j["errorCode"] as? String ?? ""),
+                let f = fields as? [String: String], !f.isEmpty
             else { return false }
         }
         return j.count == 2 && j["errorCode"] is String && j["message"] is String

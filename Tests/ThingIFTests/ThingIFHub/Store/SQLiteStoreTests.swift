@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 13)
+        #expect(SQLiteStore.schemaVersion == 14)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 10 -> 11: update jobs.
         #expect(
@@ -112,6 +112,10 @@ struct SQLiteStoreTests {
         // 12 -> 13: time-outs, retries, the ramp; members' attempts.
         #expect(m.rollout(id: "r-mig").value == migrated)
         #expect(m.rolloutMembers(id: "r-mig")?.map(\.attempts) == [0])
+        // 13 -> 14: the trait registry.
+        #expect(m.putThingType("AC", now: 1) == .created)
+        #expect(m.putFirmwareVersion(thingType: "AC", firmwareVersion: "v1", now: 1) == .created)
+        #expect(m.traitEntry(thingType: "AC", firmwareVersion: "v1").value?.isEmpty == true)
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(
