@@ -1542,6 +1542,10 @@ typedef struct thingif_installer {
      * The trial failed (thingif_update_reject(), its deadline passed
      * unconfirmed, or it booted too often): switch back to the previous
      * image and reboot. The next start reports ROLLED_BACK.
+     * Also when the library gives up an install cut off 3 times (FAILED
+     * INSTALL_INTERRUPTED): make sure the slot being installed does not
+     * boot (the previous image runs, so a reboot is not needed); and again
+     * at a start that finds that slot running after all.
      */
     void (*rollback)(thingif_t *t, void *userdata);
 } thingif_installer;

@@ -226,7 +226,11 @@ final class UpdateAgent {
         case .idle:
             // A final job's report again, the same seq: a cut between its
             // record and the outbox would lose it, and the hub drops a copy.
-            if j.status.isFinal { reportJob(j, j.status, reason: j.reason, step: j.message) }
+            guard j.status.isFinal else { return }
+            reportJob(j, j.status, reason: j.reason, step: j.message)
+            // The slot of an install given up on booted all the same (a cut
+            // came before the rollback below): dropped now.
+            if gaveUp(j), installer.runningVersion.equals(j.targetVersion) { dropInstall(j) }
         case .download:
             log.info("update job \(j.jobID): \(j.durable.held) of \(j.manifest.blocks) blocks held; fetching the rest")
             startDownload(j)
@@ -248,6 +252,7 @@ final class UpdateAgent {
         case .ended(let status):
             log.warning("update job \(j.jobID) ended \(status.rawValue): \(j.message ?? "")")
             reportJob(j, status, reason: j.reason, step: j.message)
+            if gaveUp(j) { dropInstall(j) }
         case .ioError:
             log.error("cannot write \(thing.storage.path(UpdateJournal.fileName)); update job \(j.jobID) waits")
             resumed = false
@@ -460,6 +465,17 @@ final class UpdateAgent {
         }
         log.info("update job \(j.jobID) succeeded: \(installer.runningVersion) confirmed")
         reportJob(done, .succeeded)
+    }
+
+    /// The install was cut off too often: the job is FAILED, and what the
+    /// installer may have made bootable must not boot.
+    private func gaveUp(_ j: UpdateJob) -> Bool {
+        j.status == .failed && (j.reason ?? "").equals(UpdateEndReason.installInterrupted.rawValue)
+    }
+
+    private func dropInstall(_ j: UpdateJob) {
+        log.warning("update job \(j.jobID): the install was given up; the installer drops it (rollback)")
+        installer.rollback(handle)
     }
 
     private func rollback(_ why: String) {

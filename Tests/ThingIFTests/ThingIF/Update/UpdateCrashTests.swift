@@ -12,8 +12,9 @@ import ThingIFHubServer
 /// bootloader boots and the installer's flash, where only what a flush made
 /// durable survives a power cut.
 struct CrashBoard {
-    /// The confirmed slot's version.
+    /// The confirmed slot's version, and the other slot's.
     var current = "1.0.0"
+    var previous = "1.0.0"
     /// The other slot, installed and on trial.
     var pending: String?
     var trialBoots = 0
@@ -85,6 +86,9 @@ final class CrashLife: @unchecked Sendable {
     private let lock = NSLock()
     private var board: CrashBoard
     private let point: CrashPoint?
+    /// The write (.write) or flush (.flushBefore, .flushAfter) of this
+    /// life that is cut.
+    private let nth: Int
     private let image: [UInt8]
     private let dir: String
     private let proxy: CuttingProxy
@@ -93,9 +97,13 @@ final class CrashLife: @unchecked Sendable {
     private(set) var snapshot: Snapshot?
     private var rebootAsked = false
 
-    init(board: CrashBoard, crashAt point: CrashPoint?, image: [UInt8], dir: String, proxy: CuttingProxy) {
+    init(
+        board: CrashBoard, crashAt point: CrashPoint?, nth: Int? = nil, image: [UInt8], dir: String,
+        proxy: CuttingProxy
+    ) {
         self.board = board
         self.point = point
+        self.nth = nth ?? (point == .write ? 20 : 2)
         self.image = image
         self.dir = dir
         self.proxy = proxy
@@ -140,7 +148,7 @@ final class CrashLife: @unchecked Sendable {
             let me = CrashLife.box(ud)
             let twentieth = me.lock.withLock { () -> Bool in
                 me.writesHere += 1
-                return me.writesHere == 20
+                return me.writesHere == me.nth
             }
             if twentieth { me.cut(at: .write) }
             let b = UnsafeRawBufferPointer(start: bytes, count: length)
@@ -156,7 +164,7 @@ final class CrashLife: @unchecked Sendable {
             let me = CrashLife.box(ud)
             let second = me.lock.withLock { () -> Bool in
                 me.flushes += 1
-                return me.flushes == 2
+                return me.flushes == me.nth
             }
             if second { me.cut(at: .flushBefore) }
             me.change { $0.flushed = $0.written }
@@ -184,7 +192,10 @@ final class CrashLife: @unchecked Sendable {
             let me = CrashLife.box(ud)
             me.cut(at: .commitBefore)
             me.change { s in
-                if let p = s.pending { s.current = p }
+                if let p = s.pending {
+                    s.previous = s.current
+                    s.current = p
+                }
                 s.pending = nil
             }
             me.cut(at: .commitAfter)
@@ -193,7 +204,16 @@ final class CrashLife: @unchecked Sendable {
         ops.rollback = { _, ud in
             let me = CrashLife.box(ud)
             me.cut(at: .rollbackBefore)
-            me.change { $0.pending = nil }
+            // The slot on trial is dropped; with none (it was committed,
+            // and the library still counts its trial), the other slot is
+            // made the one that boots.
+            me.change { s in
+                if s.pending != nil {
+                    s.pending = nil
+                } else {
+                    (s.current, s.previous) = (s.previous, s.current)
+                }
+            }
             me.cut(at: .rollbackAfter)
             me.lock.withLock { me.rebootAsked = true }
         }
@@ -252,12 +272,13 @@ struct UpdateCrashTests {
     func live(
         _ e: HubAPIEnv, proxy: CuttingProxy, vendorThingID: String, dir: String, board start: CrashBoard,
         image: [UInt8],
-        crashAt point: CrashPoint?, rejects: Bool, trust: String, jobID: (String) async throws -> String?
+        crashAt point: CrashPoint?, nth: Int?, rejects: Bool, trust: String,
+        jobID: (String) async throws -> String?
     ) async throws -> (LifeEnd, String) {
         var board = start
         let running = board.boot()
         proxy.refuse(false)
-        let life = CrashLife(board: board, crashAt: point, image: image, dir: dir, proxy: proxy)
+        let life = CrashLife(board: board, crashAt: point, nth: nth, image: image, dir: dir, proxy: proxy)
         guard let ct = ct_new(Env.appID, Env.appKey, dir, Int32(proxy.port), LogLevel.info) else {
             throw HarnessError("ct_new failed")
         }
@@ -323,10 +344,19 @@ struct UpdateCrashTests {
         }
     }
 
-    @Test("A power cut at every step: one final report, the board on a good slot, the hub in agreement")
-    func cutAtEveryStep() async throws {
-        // Every connection of the devices goes through one proxy: the hub
-        // advertises its port, so a cut closes the device's MQTT connection.
+    /// What a scenario's runs share: the hub (with one proxy for every
+    /// device connection: it advertises the proxy's port, so a cut closes
+    /// the device's MQTT connection), the release key and trust file, and a
+    /// watcher of the things' update reports.
+    struct Rig {
+        let e: HubAPIEnv
+        let proxy: CuttingProxy
+        let signer: TestSigner
+        let trust: String
+        let watcher: MqttProbe
+    }
+
+    func withRig(_ body: (Rig) async throws -> Void) async throws {
         let proxyBox = Locked<CuttingProxy?>(nil)
         var security = HubServer.Security()
         security.adminToken = UpdateEndToEndTests.admin
@@ -344,62 +374,147 @@ struct UpdateCrashTests {
             let trust = try UpdateCommands.trustFile([signer], in: e.env.root)
             let watcher = try MqttProbe.watcher(e.env.broker, "p/+/thing-if/apps/\(Env.appID)/things/+/updates/#")
             defer { watcher.stop() }
-            for (i, point) in CrashPoint.allCases.enumerated() {
-                let vendor = "AC-CUT-\(i)"
-                let image = image(i)
-                var board = CrashBoard()
-                var job: String?
-                var crashes = 0
-                var lives = 0
-                var dir = e.env.storage("cut-\(i)-0")
-                var tid = ""
-                var trace: [String] = []
-                livesLoop: while lives < 6 {
-                    lives += 1
-                    let (end, id) = try await live(
-                        e, proxy: proxy, vendorThingID: vendor, dir: dir, board: board, image: image,
-                        crashAt: crashes == 0 ? point : nil, rejects: point.rejects, trust: trust
-                    ) { id in
-                        if job == nil {
-                            job = try await e2e.startJob(e, id, image: image, signer: signer, blockSize: 1024)
-                        }
-                        return job
-                    }
-                    tid = id
-                    trace.append("\(end)".prefix(40) + "…")
-                    switch end {
-                    case .crashed(let s):
-                        crashes += 1
-                        board = s.board
-                        dir = e.env.storage("cut-\(i)-\(lives)")
-                        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-                        for (name, bytes) in s.files { try bytes.write(to: URL(fileURLWithPath: dir + "/" + name)) }
-                    case .rebooted(let b):
-                        board = b
-                    case .final(let b), .stuck(let b):
-                        board = b
-                        break livesLoop
-                    }
+            try await body(Rig(e: e, proxy: proxy, signer: signer, trust: trust, watcher: watcher))
+        }
+    }
+
+    /// One device's job `i` through its lives, cut at each point of `plan`
+    /// in turn (a point and, for a write or a flush, which one of its life):
+    /// a point is armed in every life until it is reached, then the next;
+    /// one the job has passed is never reached. Then the checks.
+    /// `expected`: the job's final status; nil takes any the board agrees
+    /// with (the soak's cuts can pass the trial's boots or the install's
+    /// starts). Returns the cuts made and the final status.
+    func scenario(_ rig: Rig, _ i: Int, plan: [(CrashPoint, Int?)], rejects: Bool, expected wanted: String? = nil)
+        async throws -> (cuts: Int, status: String)
+    {
+        let e = rig.e
+        let name = "job \(i) (\(plan.map { "\($0.0)\($0.1.map { "#\($0)" } ?? "")" }.joined(separator: ", ")))"
+        let image = image(i)
+        var board = CrashBoard()
+        var job: String?
+        var crashes = 0
+        var lives = 0
+        var dir = e.env.storage("cut-\(i)-0")
+        var tid = ""
+        var trace: [String] = []
+        livesLoop: while lives < plan.count + 6 {
+            let cut = crashes < plan.count ? plan[crashes] : nil
+            lives += 1
+            let (end, id) = try await live(
+                e, proxy: rig.proxy, vendorThingID: "AC-CUT-\(i)", dir: dir, board: board, image: image,
+                crashAt: cut?.0, nth: cut?.1, rejects: rejects, trust: rig.trust
+            ) { id in
+                if job == nil {
+                    job = try await e2e.startJob(e, id, image: image, signer: rig.signer, blockSize: 1024)
                 }
-                let jobID = try #require(job, "\(point): no job")
-                #expect(crashes == 1, "\(point): the cut was never reached")
-                let expected = point.rejects ? "ROLLED_BACK" : "SUCCEEDED"
-                let record = try await e2e.job(e, tid, jobID, reaching: expected)
-                #expect(record["status"] as? String == expected, "\(point): \(record)")
-                // The board on a good slot, the one the hub records.
-                #expect(board.pending == nil, "\(point): the board has \(board.pending ?? "") pending; lives \(trace)")
-                #expect(
-                    board.current == (point.rejects ? "1.0.0" : "1.2.0"), "\(point): the board runs \(board.current)")
-                if !point.rejects { #expect(record["reportedVersion"] as? String == "1.2.0", "\(point): \(record)") }
-                #expect(board.unverifiedInstalls == 0, "\(point): an install on an image not whole and flushed")
-                // Exactly one final report (sent again maybe, never another).
-                let finals = reports(watcher, jobID).filter { UpdateStatus(named: $0.status)?.isFinal == true }
-                #expect(Set(finals.map(\.seq)).count == 1, "\(point): final reports \(finals)")
-                #expect(Set(finals.map(\.status)) == [expected], "\(point): final reports \(finals)")
-                // The cut costs at most a checkpoint and the window.
-                let bound = Self.blocks + UpdateAgent.checkpointBlocks + UpdateAgent.window
-                #expect(board.writes >= Self.blocks && board.writes <= bound, "\(point): \(board.writes) writes")
+                return job
             }
+            tid = id
+            trace.append("\(end)".prefix(40) + "…")
+            switch end {
+            case .crashed(let s):
+                crashes += 1
+                board = s.board
+                dir = e.env.storage("cut-\(i)-\(lives)")
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+                for (name, bytes) in s.files { try bytes.write(to: URL(fileURLWithPath: dir + "/" + name)) }
+            case .rebooted(let b):
+                board = b
+            case .final(let b), .stuck(let b):
+                board = b
+                break livesLoop
+            }
+        }
+        let jobID = try #require(job, "\(name): no job")
+        let store = e.hub.store
+        let final = await offPool { () -> String? in
+            var status: String?
+            _ = poll(timeoutMs: 30_000) {
+                guard case .found(let j) = store.updateJob(id: jobID), j.isFinal else { return false }
+                status = j.status?.rawValue
+                return true
+            }
+            return status
+        }
+        let expected = wanted ?? final ?? "none"
+        let record = try await e2e.job(e, tid, jobID, reaching: expected)
+        #expect(final == expected, "\(name): \(record); lives \(trace)")
+        // The board on a good slot, the one the hub records.
+        #expect(board.pending == nil, "\(name): the board has \(board.pending ?? "") pending; lives \(trace)")
+        let good = expected == "SUCCEEDED" ? "1.2.0" : "1.0.0"
+        #expect(board.current == good, "\(name): the board runs \(board.current), the hub says \(expected)")
+        if expected == "SUCCEEDED" {
+            #expect(record["reportedVersion"] as? String == "1.2.0", "\(name): \(record)")
+        }
+        #expect(board.unverifiedInstalls == 0, "\(name): an install on an image not whole and flushed")
+        // Exactly one final report (sent again maybe, never another).
+        let finals = reports(rig.watcher, jobID).filter { UpdateStatus(named: $0.status)?.isFinal == true }
+        #expect(Set(finals.map(\.seq)).count == 1, "\(name): final reports \(finals)")
+        #expect(Set(finals.map(\.status)) == [expected], "\(name): final reports \(finals)")
+        // Each cut costs at most a checkpoint and the window.
+        let bound = Self.blocks + crashes * (UpdateAgent.checkpointBlocks + UpdateAgent.window)
+        #expect(board.writes >= Self.blocks && board.writes <= bound, "\(name): \(board.writes) writes")
+        return (crashes, expected)
+    }
+
+    @Test("A power cut at every step: one final report, the board on a good slot, the hub in agreement")
+    func cutAtEveryStep() async throws {
+        try await withRig { rig in
+            for (i, point) in CrashPoint.allCases.enumerated() {
+                let (crashes, _) = try await scenario(
+                    rig, i, plan: [(point, nil)], rejects: point.rejects,
+                    expected: point.rejects ? "ROLLED_BACK" : "SUCCEEDED")
+                #expect(crashes == 1, "\(point): the cut was never reached")
+            }
+        }
+    }
+
+    /// docs/UPDATES.md §6: the soak, behind a flag (THINGIF_UPDATE_SOAK=N
+    /// cuts, 200 for "1"; THINGIF_UPDATE_SOAK_SEED): jobs of five lives each
+    /// cut at a random point (a random write of the 40, a random flush of
+    /// the 3, or any other point), one job in five rejecting its trial,
+    /// until N cuts were made.
+    @Test(
+        "The power soak: random cuts across download, install, reboot and trial",
+        .enabled(if: ProcessInfo.processInfo.environment["THINGIF_UPDATE_SOAK"] != nil, "THINGIF_UPDATE_SOAK=N"))
+    func powerSoak() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let wanted = env["THINGIF_UPDATE_SOAK"].flatMap(Int.init).map { $0 > 1 ? $0 : 200 } ?? 200
+        var rng = SplitMix(state: env["THINGIF_UPDATE_SOAK_SEED"].flatMap(UInt64.init) ?? 58)
+        try await withRig { rig in
+            var cuts = 0
+            var jobs = 0
+            var rejected = 0
+            var ends: [String: Int] = [:]
+            while cuts < wanted {
+                let rejects = Int.random(in: 0..<5, using: &rng) == 0
+                let points = CrashPoint.allCases.filter {
+                    rejects ? ![.commitBefore, .commitAfter, .succeeded].contains($0) : !$0.rejects
+                }
+                // In the job's order, so that most are reached.
+                let order = { (p: CrashPoint) in CrashPoint.allCases.firstIndex(of: p)! }
+                let plan: [(CrashPoint, Int?)] = (0..<5).map { _ -> (CrashPoint, Int?) in
+                    let p = points.randomElement(using: &rng)!
+                    switch p {
+                    case .write: return (p, Int.random(in: 1...Self.blocks, using: &rng))
+                    case .flushBefore, .flushAfter: return (p, Int.random(in: 1...3, using: &rng))
+                    default: return (p, nil)
+                    }
+                }.sorted { order($0.0) < order($1.0) }
+                let (made, status) = try await scenario(rig, 100 + jobs, plan: plan, rejects: rejects)
+                cuts += made
+                ends[status, default: 0] += 1
+                jobs += 1
+                if rejects { rejected += 1 }
+            }
+            // A job that rejects its trial never succeeds; one that does
+            // not may still end ROLLED_BACK (its cuts passed the trial's
+            // boots) or FAILED (the install's starts).
+            #expect(ends["SUCCEEDED", default: 0] <= jobs - rejected)
+            print(
+                "update power soak: \(cuts) cuts in \(jobs) jobs (\(rejected) rejecting their trial): "
+                    + ends.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
     }
 }
