@@ -33,8 +33,11 @@ final class StateUploads: @unchecked Sendable {
     /// its record as authorisation read it: its state then is the old state
     /// the triggers compare with.
     func store(method: String, upload: String, thing: ThingRecord) -> KiiResponse {
-        // A field of the wrong type is refused before anything is stored.
-        if case .success(let j) = JSON.parse(upload), let refusal = traits.check(state: j, for: thing) {
+        // A field of the wrong type is refused before anything is stored
+        // (parsed only while the registry may hold an entry).
+        if traits.maybeInUse(), case .success(let j) = JSON.parse(upload),
+            let refusal = traits.check(state: j, for: thing)
+        {
             return .refusal(refusal)
         }
         guard
