@@ -90,7 +90,7 @@ class Commands(threading.Thread):
                     if time.monotonic() - t0 > 30:
                         raise RuntimeError("no results in 30 s")
                     time.sleep(0.002)
-                self.lat.append(time.monotonic() - t0)
+                self.lat.append((t0, time.monotonic() - t0))
             except Exception as e:  # counted, the run goes on
                 self.errors += 1
                 print("update_driver: command: %s" % e, file=sys.stderr)
@@ -169,12 +169,15 @@ def run(a, tmp, rnd, size, cuts, hub_pid, setup, dev, ac, trust, image, manifest
     job_url = "%s/api/apps/%s/things/%s/updates/" % (a.hub, hubs_driver.APP, dev["thingID"])
     before = get(a.hub + "/metrics")
     device = start_device()
-    # The upload (the image streamed into the store) comes first; the
-    # figures are the download's.
-    out = cli("update", "start", dev["thingID"], "--image", image, "--manifest", manifest)
-    job = out.strip().splitlines()[-1]
+    # The upload (the image streamed into the store) comes first, with
+    # the commands already running: their round trips are printed for the
+    # upload and for the download apart.
     commands = Commands(a.hub, setup["token"], setup["userID"], ac["thingID"])
     commands.start()
+    u0 = time.monotonic()
+    out = cli("update", "start", dev["thingID"], "--image", image, "--manifest", manifest)
+    job = out.strip().splitlines()[-1]
+    upload_s = time.monotonic() - u0
     cpu0 = cpu_ns(hub_pid)
     t0 = time.monotonic()
     points = sorted(rnd.uniform(0.02, 0.98) * size for _ in range(cuts))
@@ -222,19 +225,21 @@ def run(a, tmp, rnd, size, cuts, hub_pid, setup, dev, ac, trust, image, manifest
     hashes = blocks * 32
     bound = size + hashes * (1 + done_cuts) + done_cuts * (CHECKPOINT + WINDOW) * BLOCK
     written = sum(1 for _ in open(slot + ".writes"))
-    lat = sorted(commands.lat)
+    lat = sorted(d for s, d in commands.lat if s >= t0)
+    up = sorted(d for s, d in commands.lat if s < t0)
 
-    def pct(q):
+    def pct(q, lat=lat):
         return lat[min(len(lat) - 1, int(q * len(lat)))] * 1000 if lat else 0.0
 
     intact = installed == want
     print("image_mib=%d blocks=%d cuts=%d status=%s intact=%s seconds=%.1f mib_per_s=%.1f served_mib=%.2f "
           "bound_mib=%.2f extra_blocks=%.0f blocks_written=%d hub_cpu_us_per_block=%.0f commands=%d "
-          "command_errors=%d command_p50_ms=%.1f command_p99_ms=%.1f command_max_ms=%.1f"
+          "command_errors=%d command_p50_ms=%.1f command_p99_ms=%.1f command_max_ms=%.1f upload_s=%.1f "
+          "upload_commands=%d upload_command_p50_ms=%.1f upload_command_p99_ms=%.1f upload_command_max_ms=%.1f"
           % (size >> 20, blocks, done_cuts, status, intact, seconds, (size / seconds) / (1 << 20) if seconds else 0,
              served / (1 << 20), bound / (1 << 20), blocks_served - blocks, written,
              hub_cpu / 1000 / blocks_served if blocks_served else 0, len(lat), commands.errors, pct(0.5), pct(0.99),
-             pct(1.0)))
+             pct(1.0), upload_s, len(up), pct(0.5, up), pct(0.99, up), pct(1.0, up)))
     if not intact:
         print("update_driver: the installed image is not the image (%s, want %s)" % (installed, want),
               file=sys.stderr)

@@ -282,11 +282,17 @@ enum StoreSchema {
             [
                 Column("sha256", .text, "PRIMARY KEY"),
                 Column("size", .integer, "NOT NULL"),
-                Column("created_at", .integer, "NOT NULL")
+                Column("created_at", .integer, "NOT NULL"),
+                // The key its chunks are under: the upload's ("upload:<id>"),
+                // kept as it was staged so that a commit renames no row;
+                // NULL for an image committed before (its chunks are under
+                // its SHA-256).
+                Column("chunks", .text)
             ]),
         // An image's bytes in chunks of ImageChunks.size (32 KiB, the
         // largest block), so that a block is one row's read. `image` is the
-        // image's SHA-256, or "upload:<id>" while an upload is staged.
+        // key the image's row names (`images.chunks`, or its SHA-256), or
+        // the "upload:<id>" of an upload still staged.
         Table(
             "image_chunks", primaryKey: "image, n",
             [
@@ -455,7 +461,9 @@ enum StoreSchema {
 
     /// The migration that added firmware images (SQLite 9 -> 10,
     /// PostgreSQL 6 -> 7).
-    static let imageSteps: [Step] = [.table("images"), .table("image_chunks"), .table("image_block_hashes")]
+    static let imageSteps: [Step] = [
+        .table("images", without: ["chunks"]), .table("image_chunks"), .table("image_block_hashes")
+    ]
 
     /// The migration that added update jobs (SQLite 10 -> 11, PostgreSQL 7 -> 8).
     static let updateJobSteps: [Step] = [.table("update_jobs"), .index("update_jobs_thing")]
@@ -480,6 +488,11 @@ enum StoreSchema {
     static let traitSteps: [Step] = [
         .table("thing_types"), .table("firmware_versions"), .table("trait_versions"), .table("trait_aliases")
     ]
+
+    /// The migration that keeps an image's chunks under its upload's key
+    /// (SQLite 14 -> 15, PostgreSQL 11 -> 12): a commit no longer renames
+    /// them (docs/decisions/update-hub-images.md).
+    static let imageChunkKeySteps: [Step] = [.column("images", "chunks")]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

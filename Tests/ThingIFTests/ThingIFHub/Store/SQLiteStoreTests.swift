@@ -91,7 +91,7 @@ struct SQLiteStoreTests {
             """)
         let m = try SQLiteStore(path: v1, secrets: .fastForTests)
         defer { m.close() }
-        #expect(SQLiteStore.schemaVersion == 14)
+        #expect(SQLiteStore.schemaVersion == 15)
         #expect(m.thing(id: "th.v1")?.vendorThingID == "AC-MIG")
         // 10 -> 11: update jobs.
         #expect(
@@ -116,6 +116,10 @@ struct SQLiteStoreTests {
         #expect(m.putThingType("AC", now: 1) == .created)
         #expect(m.putFirmwareVersion(thingType: "AC", firmwareVersion: "v1", now: 1) == .created)
         #expect(m.traitEntry(thingType: "AC", firmwareVersion: "v1").value?.isEmpty == true)
+        // 14 -> 15: an image's chunks stay under its upload's key.
+        #expect(m.stageImageChunk(upload: "upload:mig", n: 0, bytes: [7]))
+        #expect(m.commitImage(upload: "upload:mig", sha256: String(repeating: "b", count: 64), size: 1, now: 1) != nil)
+        #expect(m.imageChunk(sha256: String(repeating: "b", count: 64), n: 0) == [7])
         // 4 -> 5: results make a notification due.
         _ = try #require(
             m.insertCommand(
@@ -212,6 +216,58 @@ struct SQLiteStoreTests {
         #expect(m.user(accessToken: logged.accessToken)?.userID == "u.old")
         #expect(m.user(id: "u.old")?.passwordHash?.hasPrefix("pbkdf2-sha256$1000$") == true)
         #expect((try? hub.app.login(loginName: "olduser", password: "secret1").get()) != nil)
+    }
+
+    @Test("An image's commit renames no chunk row; one committed before the chunks column is read and deleted")
+    func imageChunkKeys() throws {
+        let dir = try makeTempDirectory(prefix: "thingif-sqlite-images")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/hub.sqlite"
+        let old = String(repeating: "a", count: 64)
+        // A version 14 database with an image committed as that hub did:
+        // the chunks renamed to its SHA-256, no `chunks` column.
+        try SQLiteStore(path: path, secrets: .fastForTests, retention: StateRetention(), migrateTo: 14).close()
+        try execSQL(
+            path,
+            """
+            INSERT INTO images (sha256, size, created_at) VALUES ('\(old)', 2, 1);
+            INSERT INTO image_chunks (image, n, bytes) VALUES ('\(old)', 0, X'0102');
+            """)
+        let s = try SQLiteStore(path: path, secrets: .fastForTests)
+        #expect(s.imageChunk(sha256: old, n: 0) == [1, 2])
+
+        let sha = String(repeating: "c", count: 64)
+        for n in 0..<3 { #expect(s.stageImageChunk(upload: "upload:one", n: n, bytes: [UInt8(n)])) }
+        #expect(
+            s.commitImage(upload: "upload:one", sha256: sha, size: 3, now: 2)
+                == .created(ImageRecord(sha256: sha, size: 3, createdAt: 2)))
+        #expect(s.stagedImageChunks() == 0, "a committed upload's chunks are the image's, not staged")
+        #expect(s.imageChunk(sha256: sha, n: 2) == [2])
+        // The same bytes again: found, and the second copy's chunks dropped.
+        for n in 0..<3 { #expect(s.stageImageChunk(upload: "upload:two", n: n, bytes: [UInt8(n)])) }
+        #expect(s.stagedImageChunks() == 3)
+        #expect(
+            s.commitImage(upload: "upload:two", sha256: sha, size: 3, now: 3)
+                == .existing(ImageRecord(sha256: sha, size: 3, createdAt: 2)))
+        s.close()
+        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:one'") == 3, "not renamed")
+        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:two'") == 0)
+
+        // More chunks than one delete batch, and the old image: both go.
+        let t = try SQLiteStore(path: path, secrets: .fastForTests)
+        defer { t.close() }
+        for n in 0..<(SQLiteStore.chunkBatch * 2 + 5) {
+            #expect(t.stageImageChunk(upload: "upload:big", n: n, bytes: [1]))
+        }
+        let big = String(repeating: "d", count: 64)
+        #expect(
+            t.commitImage(upload: "upload:big", sha256: big, size: Int64(SQLiteStore.chunkBatch * 2 + 5), now: 4) != nil
+        )
+        #expect(t.deleteImage(sha256: big) == true)
+        #expect(t.deleteImage(sha256: old) == true)
+        #expect(t.deleteImage(sha256: old) == false)
+        #expect(t.imageChunk(sha256: old, n: 0) == nil)
+        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image <> 'upload:one'") == 0)
     }
 
     @Test("The database file and its -wal and -shm files are 0600, whatever the umask")
@@ -333,6 +389,22 @@ private func setUserVersion(_ path: String, _ version: Int64) throws {
 }
 
 /// Runs SQL on a database file, outside any store.
+private func countRows(_ path: String, _ sql: String) throws -> Int64 {
+    var db: OpaquePointer?
+    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
+        sqlite3_close_v2(db)
+        throw HarnessError("cannot open \(path)")
+    }
+    defer { sqlite3_close_v2(db) }
+    var st: OpaquePointer?
+    guard sqlite3_prepare_v2(db, sql, -1, &st, nil) == SQLITE_OK, sqlite3_step(st) == SQLITE_ROW else {
+        sqlite3_finalize(st)
+        throw HarnessError("cannot run \(sql)")
+    }
+    defer { sqlite3_finalize(st) }
+    return sqlite3_column_int64(st, 0)
+}
+
 private func execSQL(_ path: String, _ sql: String) throws {
     var db: OpaquePointer?
     guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
