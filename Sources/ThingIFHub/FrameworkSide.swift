@@ -433,6 +433,10 @@ public final class FrameworkSide: @unchecked Sendable {
                 ?? "no CONNACK from the broker at \(options.brokerHost):\(options.brokerPort)"
         } else if refused {
             startProblem = "the broker refused the hub's subscriptions (its client lacks the rights)"
+        } else if options.runsSchedules {
+            // What a hub stopped before it could end (the scheduler's job
+            // then does so every minute).
+            app.jobEnds.endExpiredOffers()
         }
         return up && !refused
     }
@@ -453,6 +457,10 @@ public final class FrameworkSide: @unchecked Sendable {
             jobs.append(
                 .init(name: "notification sweep", periodMs: 1000) { [unowned self] _ in self.notifications.sweep() })
             jobs.append(.init(name: "rollout releases", periodMs: 1000) { [unowned self] _ in self.app.rolloutTick() })
+            jobs.append(
+                .init(name: "expired offers", periodMs: 60_000) { [unowned self] _ in
+                    self.app.jobEnds.endExpiredOffers()
+                })
         }
         return jobs
     }

@@ -63,6 +63,28 @@ struct UpdateJobEnds: Sendable {
         events.event("update \(jobID) of \(c.thingID): FAILED, its offer \(c.commandID) \(c.endReason ?? "expired")")
     }
 
+    /// Ends the jobs `offerEnded` missed: a hub stopped between an offer's
+    /// command ending EXPIRED and its job's end leaves the job open with no
+    /// report, and nothing ends that command again. Run at the hub's start
+    /// and every minute (another hub may have stopped), in batches; how
+    /// many it ended.
+    @discardableResult
+    func endExpiredOffers(batch: Int = 100) -> Int {
+        var ended = 0
+        while let jobs = store.jobsOfExpiredOffers(limit: batch), !jobs.isEmpty {
+            var now = 0
+            for jobID in jobs where end(jobID, status: .failed, reason: Self.offerExpired, from: []) == true {
+                events.event("update \(jobID): FAILED, its offer expired while no hub ended the job")
+                now += 1
+            }
+            ended += now
+            // None of them ended here (another hub did, or the store
+            // fails): the next run sees what is left.
+            guard now > 0, jobs.count == batch else { break }
+        }
+        return ended
+    }
+
     /// The job ID of an offer's command (`{"actions":[{"_thingif":[{"update":{"jobID":…}}]}]}`).
     static func jobID(ofOffer payload: String) -> String? {
         guard case .success(let j) = JSON.parse(payload) else { return nil }

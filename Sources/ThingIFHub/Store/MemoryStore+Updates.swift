@@ -51,6 +51,15 @@ extension MemoryStore {
             return .applied
         }
     }
+
+    public func jobsOfExpiredOffers(limit: Int) -> [String]? {
+        data.withLock { d in
+            d.updateJobs.values.filter {
+                $0.status == nil && d.things[$0.thingID] != nil && d.commands[$0.commandID]?.state == .expired
+            }
+            .sorted { ($0.createdAt, $0.jobID) < ($1.createdAt, $1.jobID) }.prefix(limit).map(\.jobID)
+        }
+    }
 }
 
 extension MemoryStore {

@@ -114,4 +114,13 @@ extension SQLStore {
             return counts
         }.get()
     }
+
+    public func jobsOfExpiredOffers(limit: Int) -> [String]? {
+        try? attempt { c in
+            try c.rows(
+                "SELECT j.job_id FROM update_jobs j JOIN commands c ON c.command_id = j.command_id"
+                    + " WHERE j.status IS NULL AND c.state = ? ORDER BY j.created_at, j.job_id LIMIT ?",
+                [.text(CommandState.expired.rawValue), .int(Int64(limit))], { $0.string(0) })
+        }.get()
+    }
 }

@@ -107,6 +107,10 @@ public protocol UpdateJobStore: AnyObject, Sendable {
     func applyUpdateReport(jobID: String, thingID: String, report: UpdateReport, now: Int64) -> UpdateReportApplied?
     /// Every job by its status (`none`: no report yet), for /metrics.
     func updateJobStatuses() -> [String: Int]?
+    /// Jobs with no report whose offer's command ended EXPIRED, oldest
+    /// first, at most `limit`: a hub stopped between the command's end and
+    /// the job's left them open (UpdateJobEnds.endExpiredOffers).
+    func jobsOfExpiredOffers(limit: Int) -> [String]?
 }
 
 extension UpdateJobRecord {

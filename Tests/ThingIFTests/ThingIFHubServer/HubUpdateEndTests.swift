@@ -188,6 +188,50 @@ struct HubUpdateEndTests {
         }
     }
 
+    @Test(
+        "A job whose offer ended EXPIRED while no hub ended the job (one stopped between) is ended at the next sweep",
+        arguments: StoreFactory.all)
+    func expiredOfferSwept(_ factory: StoreFactory) async throws {
+        try await HubUpdateTests().withUpdates(factory) { e in
+            let (uid, userToken) = try await e.user()
+            let rel = try await HubRolloutTests.Release.make(e)
+            var jobs: [String] = []
+            for n in 0..<4 {
+                let t = try await e.onboardSilent("ue-sw-\(n)", owner: "user:\(uid)", token: userToken).thingID
+                let r = try await HubUpdateTests.create(e, thing: t, rel.offer)
+                try #require(r.status == 201, "\(r.status) \(r.text)")
+                jobs.append(try #require(r.string("jobID")))
+            }
+            let offers = try jobs.map { try #require(e.hub.store.updateJob(id: $0).value) }
+            // What the lifecycle's sweep wrote before its hub stopped: the
+            // offers of jobs 0, 1 and 3 EXPIRED, straight in the store (the
+            // delivery's hook, which would end the jobs, never ran). Job 1
+            // has a report, so it is the thing's and stays; job 2's offer
+            // is open.
+            for o in [offers[0], offers[1], offers[3]] {
+                #expect(
+                    e.hub.store.endCommand(
+                        commandID: o.commandID, state: .expired, reason: "expired", at: Platform.epochMs()))
+            }
+            #expect(
+                e.hub.store.applyUpdateReport(
+                    jobID: jobs[1], thingID: offers[1].thingID,
+                    report: UpdateReport(attempt: 1, seq: 1_024, status: .accepted), now: Platform.epochMs())
+                    == .applied)
+            #expect(Set(e.hub.store.jobsOfExpiredOffers(limit: 10) ?? []) == [jobs[0], jobs[3]])
+            #expect(e.hub.store.jobsOfExpiredOffers(limit: 1)?.count == 1)
+            // Batches of one: the sweep goes on while a batch ended some.
+            #expect(e.hub.app.jobEnds.endExpiredOffers(batch: 1) == 2)
+            for j in [jobs[0], jobs[3]] {
+                let ended = try #require(e.hub.store.updateJob(id: j).value)
+                #expect(ended.status == .failed && ended.reason == "OFFER_EXPIRED")
+            }
+            #expect(e.hub.store.updateJob(id: jobs[1]).value?.status == .accepted)
+            #expect(e.hub.store.updateJob(id: jobs[2]).value?.status == nil)
+            #expect(e.hub.app.jobEnds.endExpiredOffers() == 0, "ended once")
+        }
+    }
+
     /// The hub's end of a job racing the thing's INSTALLING report, `a` and
     /// `b` two stores on one database (two hubs) or one store twice: the
     /// end is made once at most, and the report always applies (its seq is
