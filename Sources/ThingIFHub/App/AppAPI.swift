@@ -292,16 +292,29 @@ public struct AppAPI {
             if let e = Self.intervalLimit(from: from, to: to, of: thing) { return .failure(e) }
         }
         if let limit, limit < 1 { return .failure(.invalid("bestEffortLimit must be a positive integer")) }
-        var after: Int64 = 0
+        var key = StatePageKey.offset(0)
         if let paginationKey {
-            guard let v = Int64(paginationKey), v >= 0 else { return .failure(.invalid("bad paginationKey")) }
-            after = v
+            guard let k = StatePageKey(paginationKey) else { return .failure(.invalid("bad paginationKey")) }
+            key = k
+        }
+        let after: Int64
+        let skip: Int
+        switch key {
+        case .offset(let n): (after, skip) = (0, n)
+        case .cursor(let v): (after, skip) = (v, 0)
         }
         let page = store.stateHistoryPage(
-            thingID: thingID, from: from, to: to, after: after,
+            thingID: thingID, from: from, to: to, after: after, skip: skip,
             limit: min(limit ?? maxPage, max(1, maxPage)), alias: alias, ranges: ranges)
         let samples = page.samples
-        let next = page.next.map { String($0) }
+        // The next key says where the next page starts the way this one
+        // was asked: by offset (Kii's shape), or by the old cursor.
+        let next = page.next.map { cursor -> String in
+            switch key {
+            case .offset(let n): return StatePageKey.offset(n + samples.count).text
+            case .cursor: return StatePageKey.cursor(cursor).text
+            }
+        }
         let interval = Self.interval(of: thing)
         var groups: [StateGroup] = []
         for s in samples {

@@ -34,13 +34,19 @@ extension MemoryStore {
     }
 
     public func stateHistoryPage(
-        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+        thingID: String, from: Int64, to: Int64, after: Int64, skip: Int, limit: Int, alias: String?,
+        ranges: [StateRange]
     ) -> (samples: [StateSample], next: Int64?) {
         data.withLock { d in
             var out: [StateSample] = []
             var last: Int64 = 0
+            var skipped = 0
             for s in d.history[thingID] ?? [] where s.cursor > after && s.at >= from && s.at < to {
                 guard StateRange.admit(ranges, state: s.state, alias: alias) else { continue }
+                guard skipped >= skip else {
+                    skipped += 1
+                    continue
+                }
                 if out.count == max(0, limit) { return (out, last) }
                 out.append(s)
                 last = s.cursor

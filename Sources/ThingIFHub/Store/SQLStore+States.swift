@@ -56,15 +56,18 @@ extension SQLStore {
     }
 
     public func stateHistoryPage(
-        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+        thingID: String, from: Int64, to: Int64, after: Int64, skip: Int, limit: Int, alias: String?,
+        ranges: [StateRange]
     ) -> (samples: [StateSample], next: Int64?) {
         use(([], nil)) { c in
             let n = max(0, limit)
             let filter = StateRangeSQL.condition(Self.dialect, alias: alias, ranges)
             var rows = try c.rows(
                 StoreRows.sampleColumns + " WHERE thing_id = ? AND id > ? AND at >= ? AND at < ?" + filter.sql
-                    + " ORDER BY id LIMIT ?",
-                [.text(thingID), .int(after), .int(from), .int(to)] + filter.binds + [.int(Int64(n + 1))],
+                    + " ORDER BY id LIMIT ? OFFSET ?",
+                [.text(thingID), .int(after), .int(from), .int(to)] + filter.binds + [
+                    .int(Int64(n + 1)), .int(Int64(max(0, skip)))
+                ],
                 StoreRows.sample)
             guard rows.count > n else { return (rows, nil) }
             rows.removeLast()

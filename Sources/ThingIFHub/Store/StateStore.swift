@@ -15,10 +15,12 @@ public protocol StateStore: AnyObject, Sendable {
     /// At most `limit` uploads with from <= at < to that pass every range
     /// of `ranges` (each on a field of `state[alias]`, of the state
     /// without an alias: StateRange's rule), oldest first, starting after
-    /// the sample whose cursor is `after` (0: from the first). Returns the
-    /// cursor of the last sample when more may follow.
+    /// the sample whose cursor is `after` (0: from the first) and past the
+    /// first `skip` of those. Returns the cursor of the last sample when
+    /// more may follow.
     func stateHistoryPage(
-        thingID: String, from: Int64, to: Int64, after: Int64, limit: Int, alias: String?, ranges: [StateRange]
+        thingID: String, from: Int64, to: Int64, after: Int64, skip: Int, limit: Int, alias: String?,
+        ranges: [StateRange]
     ) -> (samples: [StateSample], next: Int64?)
     /// One aggregation of a field of the uploads with from <= at < to:
     /// `state[alias][field]` (`state[field]` without an alias), per bucket

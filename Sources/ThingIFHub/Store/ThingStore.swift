@@ -258,7 +258,8 @@ extension StateStore {
     public func stateHistoryPage(thingID: String, from: Int64, to: Int64, after: Int64, limit: Int)
         -> (samples: [StateSample], next: Int64?)
     {
-        stateHistoryPage(thingID: thingID, from: from, to: to, after: after, limit: limit, alias: nil, ranges: [])
+        stateHistoryPage(
+            thingID: thingID, from: from, to: to, after: after, skip: 0, limit: limit, alias: nil, ranges: [])
     }
 
     /// An aggregation of every upload in the range (no range clauses).

@@ -172,15 +172,30 @@ struct KiiStateQueryTests {
             let page = try await k.query(
                 #"{"query":{"clause":{"type":"all"}},"firmwareVersion":"v1","bestEffortLimit":3}"#)
             #expect(try results(page) == Array(states[..<3]).map { $0 as NSDictionary })
-            let key = try #require(page.string("nextPaginationKey"), "\(page.text)")
-            let rest = try await k.query(#"{"query":{"clause":{"type":"all"}},"paginationKey":"\#(key)"}"#)
+            // Kii's key, which the SDK's test asserts and then sends itself (query4).
+            #expect(page.string("nextPaginationKey") == "100/3", "\(page.text)")
+            let rest = try await k.query(#"{"query":{"clause":{"type":"all"}},"paginationKey":"100/3"}"#)
             #expect(try results(rest) == [states[3] as NSDictionary])
+            #expect(rest.json["nextPaginationKey"] == nil, "\(rest.text)")
+            // A cursor key the hub gave before (a sample's ID) still reads on from it.
+            let cursor = try #require(
+                k.e.hub.store.stateHistoryPage(thingID: k.thingID, from: 0, to: .max, after: 0, limit: 1).next)
+            let fromCursor = try await k.query(
+                #"{"query":{"clause":{"type":"all"}},"bestEffortLimit":2,"paginationKey":"\#(cursor)"}"#)
+            #expect(try results(fromCursor) == Array(states[1...2]).map { $0 as NSDictionary })
+            let nextCursor = try #require(fromCursor.string("nextPaginationKey"))
+            #expect(!nextCursor.contains("/"), "a cursor key goes on as one: \(nextCursor)")
+            for bad in ["100/", "/3", "1/2/3", "100/x", "-1", "100/-1", "", "100/99999999999999999999"] {
+                let r = try await k.query(#"{"query":{"clause":{"type":"all"}},"paginationKey":"\#(bad)"}"#)
+                #expect(r.status == 400 && r.errorCode == "INVALID_INPUT_DATA", "\(bad): \(r.status) \(r.text)")
+            }
             // A range clause pages too: two of the three at or above 24, then the last.
             let ranged =
                 #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":24,"lowerIncluded":true}},"bestEffortLimit":2}"#
             let r1 = try await k.query(ranged)
             #expect(try results(r1) == Array(states[1...2]).map { $0 as NSDictionary })
             let k1 = try #require(r1.string("nextPaginationKey"))
+            #expect(k1 == "100/2", "the offset counts the samples the clause passed")
             let r2 = try await k.query(
                 #"{"query":{"clause":{"type":"range","field":"currentTemperature","lowerLimit":24,"lowerIncluded":true}},"paginationKey":"\#(k1)"}"#
             )
