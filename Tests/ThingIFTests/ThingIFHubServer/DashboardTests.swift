@@ -26,7 +26,8 @@ struct DashboardTests {
         try await withHubAPI { e in
             for (path, type) in [
                 ("/dashboard", "text/html"), ("/dashboard/", "text/html"), ("/dashboard/index.html", "text/html"),
-                ("/dashboard/app.js", "text/javascript"), ("/dashboard/style.css", "text/css")
+                ("/dashboard/app.js", "text/javascript"), ("/dashboard/traits.js", "text/javascript"),
+                ("/dashboard/style.css", "text/css")
             ] {
                 let r = try await head(e.base + path)
                 #expect(r.status == 200, "\(path)")

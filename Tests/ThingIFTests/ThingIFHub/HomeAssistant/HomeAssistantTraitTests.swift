@@ -92,33 +92,12 @@ struct HomeAssistantTraitTests {
             let events = HubLines()
             e.hub.onEvent = events.sink
             let (haUser, haPassword) = try await HomeAssistantTests.homeAssistantOn(e)
-            let types = "\(e.api)/configuration/thing-types/MyAirConditioner"
-            for (method, path, body, type) in [
-                ("PUT", types, "{}", "application/vnd.kii.ThingTypeConfigurationRequest+json"),
-                ("PUT", "\(types)/firmware-versions/v1", "", "text/plain"),
-                (
-                    "POST", "\(e.thingIF)/traits/AirConditioner/versions", Self.definition,
-                    "application/vnd.kii.TraitCreationRequest+json"
-                ),
-                (
-                    "PUT",
-                    "\(e.thingIF)/configuration/thing-types/MyAirConditioner/firmware-versions/v1/aliases/\(Self.alias)",
-                    #"{"trait":"AirConditioner","traitVersion":1}"#,
-                    "application/vnd.kii.TraitAliasCreationRequest+json"
-                )
-            ] {
-                let r = try await e.call(method, path, token: Self.admin, body: Data(body.utf8), contentType: type)
-                try #require((200..<300).contains(r.status), "\(path): \(r.status) \(r.text)")
-            }
+            try await defineTraitEntry(
+                e, admin: Self.admin, thingType: "MyAirConditioner", firmwareVersion: "v1", alias: Self.alias,
+                trait: "AirConditioner", definition: Self.definition)
             let (uid, token) = try await e.user()
-            let onboard = try await e.call(
-                "POST", "\(e.thingIF)/onboardings", token: token,
-                json: [
-                    "vendorThingID": "AC-HA-TRAIT", "thingPassword": "pw", "owner": "user:\(uid)",
-                    "thingType": "MyAirConditioner", "firmwareVersion": "v1"
-                ], contentType: "application/vnd.kii.OnboardingWithVendorThingIDByOwner+json")
-            try #require(onboard.status == 200, "\(onboard.status) \(onboard.text)")
-            let tid = try #require(onboard.string("thingID")), thingToken = try #require(onboard.string("accessToken"))
+            let (tid, thingToken) = try await onboardTyped(
+                e, "AC-HA-TRAIT", uid: uid, token: token, thingType: "MyAirConditioner", firmwareVersion: "v1")
 
             let ha = try await HomeAssistantTests.homeAssistantClient(e, user: haUser, password: haPassword)
             defer { ha.stop() }
