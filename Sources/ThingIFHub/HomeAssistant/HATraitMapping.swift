@@ -167,19 +167,8 @@ enum HATraitMapping {
         func s(_ k: String, _ v: String) { c.set(k, string: v) }
         s("name", "\(e.alias) \(e.member)")
         s("unique_id", "thingif_\(thingID)_\(e.objectID)")
-        let device = JSON.object()
-        let ids = JSON.array()
-        ids.append(JSON.string("thingif_\(thingID)") ?? .null())
-        device.set("identifiers", ids)
-        device.set("name", string: "\(thingType) \(thingID)")
-        device.set("manufacturer", string: "thingif")
-        device.set("model", string: thingType)
-        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
-        c.set("device", device)
-        s("availability_topic", HATopics.availability(thingID))
-        s("payload_available", "online")
-        s("payload_not_available", "offline")
-        c.set("qos", .int(1))
+        HomeAssistantBridge.device(
+            c, thingID: thingID, name: "\(thingType) \(thingID)", model: thingType, gatewayThingID: gatewayThingID)
         if let state = e.state {
             s("state_topic", HATopics.state(thingID))
             // Both names are isSafe: no quote or bracket to escape.

@@ -105,17 +105,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
         s("name", m.name)
         s("unique_id", "thingif_\(thingID)")
         s("object_id", "thingif_\(thingID)")
-        let device = JSON.object()
-        device.set("identifiers", list(["thingif_\(thingID)"]))
-        device.set("name", string: "\(m.name) \(thingID)")
-        device.set("manufacturer", string: "thingif")
-        device.set("model", string: m.schema)
-        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
-        c.set("device", device)
-        s("availability_topic", HATopics.availability(thingID))
-        s("payload_available", "online")
-        s("payload_not_available", "offline")
-        c.set("qos", .int(1))
+        Self.device(c, thingID: thingID, name: "\(m.name) \(thingID)", model: m.schema, gatewayThingID: gatewayThingID)
         // Power: mode off / cool, and the power switch.
         c.set("modes", list(["off", "cool"]))
         s("mode_command_topic", HATopics.command(thingID, "mode"))
@@ -147,6 +137,24 @@ final class HomeAssistantBridge: @unchecked Sendable {
             s("current_humidity_template", "{{ value_json.\(h) }}")
         }
         return c
+    }
+
+    /// What every entity of a thing's config has: its device (one per
+    /// thing, `via_device` its gateway's), its availability topic, QoS 1.
+    static func device(_ c: JSON, thingID: String, name: String, model: String, gatewayThingID: String?) {
+        let device = JSON.object()
+        let ids = JSON.array()
+        ids.append(JSON.string("thingif_\(thingID)") ?? JSON.null())
+        device.set("identifiers", ids)
+        device.set("name", string: name)
+        device.set("manufacturer", string: "thingif")
+        device.set("model", string: model)
+        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
+        c.set("device", device)
+        c.set("availability_topic", string: HATopics.availability(thingID))
+        c.set("payload_available", string: "online")
+        c.set("payload_not_available", string: "offline")
+        c.set("qos", .int(1))
     }
 
     /// Publishes the config, availability and state of one thing (when its
@@ -294,17 +302,24 @@ final class HomeAssistantBridge: @unchecked Sendable {
             id: CommandForm.newCommandID(), shape: .schema, schema: map.schema, schemaVersion: map.schemaVersion,
             issuer: HATopics.issuer,
             groups: [Command.Group(alias: nil, entries: [.action(name: control.action, params: params)])])
+        return issue(command, to: thing, "\(control.action) \(params.dump())", refused: refused)
+    }
+
+    /// A command of Home Assistant's, through the rule every command passes
+    /// (the trait registry's check; a schema command passes it), stored and sent.
+    func issue(_ command: Command, to thing: ThingRecord, _ what: String, refused: (String) -> Bool) -> Bool {
+        if let refusal = traits.check(command, for: thing) { return refused(refusal.message) }
         // A switch flipped in Home Assistant is meant for now, not for when
         // an offline thing comes back (CommandLifetimes.homeAssistantTimeToLive).
         let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
         guard
             let record = delivery.stored(
-                command, to: tid, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
+                command, to: thing, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
         else {
             return refused("the hub could not store the command")
         }
         metrics.homeAssistantCommand(ok: true)
-        log("\(control.action) \(params.dump()) for \(tid) as \(record.commandID)")
+        log("\(what) for \(thing.thingID) as \(record.commandID)")
         return true
     }
 
@@ -323,16 +338,6 @@ final class HomeAssistantBridge: @unchecked Sendable {
         let command = Command(
             id: CommandForm.newCommandID(), shape: .trait, issuer: HATopics.issuer,
             groups: [Command.Group(alias: e.alias, entries: [.action(name: action, params: value)])])
-        if let refusal = traits.check(command, for: thing) { return refused(refusal.message) }
-        let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
-        guard
-            let record = delivery.stored(
-                command, to: thing, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
-        else {
-            return refused("the hub could not store the command")
-        }
-        metrics.homeAssistantCommand(ok: true)
-        log("\(e.alias)/\(action) \(value.dump()) for \(thing.thingID) as \(record.commandID)")
-        return true
+        return issue(command, to: thing, "\(e.alias)/\(action) \(value.dump())", refused: refused)
     }
 }

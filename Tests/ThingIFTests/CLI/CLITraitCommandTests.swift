@@ -123,15 +123,10 @@ struct CLITraitCommandEndToEndTests {
         .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
         .timeLimit(.minutes(3)))
     func againstHub() throws {
-        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
-        let scene = try ProcessScene(prefix: "thingif-cli-trait-send")
+        let cli = try #require(CLIEndToEnd.cli)
+        let (scene, url, file) = try CLITraitTests.hub(
+            "thingif-cli-trait-send", definition: CLITraitCommandTests.definition)
         defer { scene.end() }
-        let (hubPID, url) = try startHubProcess(
-            hubExe, broker: scene.broker, logPath: scene.root + "/hub.log",
-            storeArgs: ["--memory", "--admin-token", "op"])
-        scene.children.append(hubPID)
-        let file = scene.root + "/ac.json"
-        try Data(CLITraitCommandTests.definition.utf8).write(to: URL(fileURLWithPath: file))
         let env = ["THINGIF_HUB_URL": url, "THINGIF_CONFIG": scene.root + "/cli/cli.json"]
         func thingif(_ args: [String]) throws -> (status: Int32, output: String) {
             try runProgram(cli, args, environment: env)

@@ -54,10 +54,7 @@ struct DashboardTraitTests {
             }
             try await offPool {
                 Result {
-                    try browser.navigate(e.base + "/dashboard/")
-                    _ = try browser.script(
-                        "document.getElementById('token').value = arguments[0];"
-                            + "document.querySelector('#token-form button').click(); return true;", [token])
+                    try browser.signIn(e.base, token: token)
                 }
             }.get()
             let open =
