@@ -14,10 +14,15 @@
 //     and as a state upload and an action against the entry, without a crash;
 //     a refusal names a field.
 //  5. jansson's memory returns to its baseline after each input.
+//  6. The input as the hub's answer for a thing's entry (TraitEntry.parse(answer:),
+//     the CLI's reading of GET …/traits): a refusal has a message; and the input
+//     as the one alias's definition in such an answer is taken exactly when
+//     TraitDefinition.parse takes it.
 import CThingIF
 @testable import ThingIF
 
 func fuzzCheck(_ input: [UInt8]) {
+    answers(input)
     let def: TraitDefinition
     switch TraitDefinition.parse(input) {
     case .failure(let e):
@@ -57,4 +62,27 @@ private func enumsPass(_ s: PayloadSchema, _ input: [UInt8]) {
     for v in s.enumValues where s.check(v, at: "v") != nil { fuzzFail("an enum value its own schema refuses", input) }
     for p in s.properties { enumsPass(p.schema, input) }
     for i in s.items { enumsPass(i, input) }
+}
+
+private func answers(_ input: [UInt8]) {
+    guard input.count <= TraitLimits.maxBytes, case .success(let value) = JSON.parse(input) else { return }
+    if case .failure(let e) = TraitEntry.parse(answer: value), e.message.isEmpty {
+        fuzzFail("an answer refused without a message", input)
+    }
+    let alias = JSON.object()
+    alias.set("alias", string: "A")
+    alias.set("trait", string: "T")
+    alias.set("traitVersion", .int(1))
+    alias.set("definition", value)
+    let list = JSON.array()
+    list.append(alias)
+    let answer = JSON.object()
+    answer.set("registered", .bool(true))
+    answer.set("thingType", string: "t")
+    answer.set("firmwareVersion", string: "v")
+    answer.set("aliases", list)
+    let taken: Bool
+    if case .success(.some) = TraitEntry.parse(answer: answer) { taken = true } else { taken = false }
+    if case .success = TraitDefinition.parse(value), !taken { fuzzFail("a definition the answer refuses", input) }
+    if case .failure = TraitDefinition.parse(value), taken { fuzzFail("an answer taking a refused definition", input) }
 }

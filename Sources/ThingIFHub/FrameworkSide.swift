@@ -281,9 +281,12 @@ public final class FrameworkSide: @unchecked Sendable {
         let automation = AutomationConfigs(
             store: store, client: c, now: { engine.now() })
         self.automation = automation
+        // One reader of the trait registry for the uploads' checks and Home Assistant's entities.
+        let traits = TraitRegistry(store: fastPaths.store)
         homeAssistant = HomeAssistant(
             store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
-            sharedSubscription: options.sharedSubscription, admin: admin, brokerAdmin: options.brokerAdmin)
+            traits: traits, sharedSubscription: options.sharedSubscription, admin: admin,
+            brokerAdmin: options.brokerAdmin)
         authority = ThingAuthority(options: options, store: store, events: events)
         let installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, presence: presence,
@@ -302,7 +305,8 @@ public final class FrameworkSide: @unchecked Sendable {
         let endNodeRules = EndNodeRules(
             store: store, guesses: RateLimiter(ratePerSecond: 0.1, burst: 10), limits: options.limits)
         let stateUploads = StateUploads(
-            fastPaths: fastPaths, metrics: metrics, triggerEngine: engine, homeAssistant: homeAssistant, events: events)
+            fastPaths: fastPaths, metrics: metrics, triggerEngine: engine, homeAssistant: homeAssistant, events: events,
+            traits: traits)
         // The thing requests: one handler per request kind, each given what it uses.
         let authorization = RequestAuthorization(store: store)
         let fields = ThingFields(store: store, events: events)

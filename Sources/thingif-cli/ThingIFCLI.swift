@@ -367,11 +367,23 @@ struct CommandGroup: ParsableCommand {
 
                 With --expires-in (90, 90s, 10m, 2h, 1d) the hub never delivers the command after that \
                 span, counted by the hub's clock; it ends EXPIRED if no results came by then.
+
+                A trait command (Thing-IF's actions by alias) names each action ALIAS/ACTION: \
+                ALIAS/ACTION=VALUE gives its value, key=value words after ALIAS/ACTION an object: \
+                thingif command send th.1234 AirConditionerAlias/turnPower=true \
+                AirConditionerAlias/setPresetTemperature=25. Where the thing's type and firmware version have \
+                a trait registry entry, each action and its value are checked against it as the hub checks \
+                them, before anything is sent (exit status 2, the alias, action and field named); the shell \
+                completion (`thingif --generate-completion-script`) offers the entry's ALIAS/ACTION names.
                 """)
 
         @OptionGroup var global: GlobalOptions
         @Argument(help: "The thing's ID.") var thingID: String
-        @Argument(help: ArgumentHelp("Actions and their parameters.", valueName: "action-or-key=value"))
+        @Argument(
+            help: ArgumentHelp(
+                "Actions and their parameters (a trait command: ALIAS/ACTION[=VALUE]).",
+                valueName: "action-or-key=value"),
+            completion: .custom { ActionCompletion.complete($0, $1, $2) })
         var words: [String] = []
         @Option(
             help: ArgumentHelp(
@@ -398,12 +410,22 @@ struct CommandGroup: ParsableCommand {
                 valueName: "span"))
         var expiresIn: String?
 
-        func actions() throws -> JSONValue {
+        /// A schema command's actions, or a trait command's (ALIAS/ACTION words, or --raw grouped by alias).
+        enum Parsed {
+            case schema(JSONValue)
+            case trait([TraitAction])
+        }
+
+        func actions() throws -> Parsed {
             switch (raw, words.isEmpty) {
             case (nil, true): throw ValidationError("give the actions (e.g. turnPower power=true) or --raw JSON")
             case (.some, false): throw ValidationError("give the actions either as words or with --raw, not both")
-            case (.some(let raw), true): return try Actions.parse(raw: raw)
-            case (nil, false): return try Actions.parse(words: words)
+            case (.some(let raw), true):
+                let v = try Actions.parse(raw: raw)
+                return try TraitActions.parse(raw: v).map(Parsed.trait) ?? .schema(v)
+            case (nil, false):
+                return try TraitActions.parse(words: words).map(Parsed.trait)
+                    ?? .schema(try Actions.parse(words: words))
             }
         }
 
@@ -428,12 +450,19 @@ struct CommandGroup: ParsableCommand {
         func run() throws {
             try global.asUser { ctx, client in
                 let userID = try ctx.requireUserID()
-                var body: [(String, JSONValue)] = [
-                    ("schema", .string(schema)),
-                    ("schemaVersion", .number(String(schemaVersion))),
-                    ("actions", try actions()),
-                    ("issuer", .string("user:" + userID))
-                ]
+                var body: [(String, JSONValue)]
+                switch try actions() {
+                case .schema(let actions):
+                    body = [
+                        ("schema", .string(schema)), ("schemaVersion", .number(String(schemaVersion))),
+                        ("actions", actions)
+                    ]
+                case .trait(let actions):
+                    // The hub's rule before the request, where the thing has a registry entry.
+                    let entry = try TraitActions.entry(client, thingID: thingID)
+                    body = [("actions", try TraitActions.command(actions, entry: entry))]
+                }
+                body.append(("issuer", .string("user:" + userID)))
                 if let title { body.append(("title", .string(title))) }
                 if let commandDescription { body.append(("description", .string(commandDescription))) }
                 if let m = try metadataValue() { body.append(("metadata", m)) }

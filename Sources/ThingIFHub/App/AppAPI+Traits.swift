@@ -261,4 +261,37 @@ extension AppAPI {
             thingType: owned.thing.thingType, firmwareVersion: firmwareVersion ?? owned.thing.firmwareVersion
         ).map { e in e.map { $0.alias(alias) != nil } }
     }
+    /// GET …/targets/thing:{thingID}/traits (the thing's owner): its
+    /// registry entry for the dashboard's controls and the CLI's checks,
+    /// {"thingType","firmwareVersion","registered","aliases":[{"alias",
+    /// "trait","traitVersion","definition"}]}; "registered" false (and no
+    /// aliases) where its type and firmware version have no entry.
+    public func traitEntry(of owned: OwnedThing) -> Result<JSON, HubError> {
+        let o = JSON.object()
+        let (tt, fw) = (owned.thing.thingType, owned.thing.firmwareVersion)
+        if let tt { o.set("thingType", string: tt) }
+        if let fw { o.set("firmwareVersion", string: fw) }
+        o.set("registered", .bool(false))
+        guard let tt, let fw, TraitNames.isPathName(tt), TraitNames.isPathName(fw), traits.maybeInUse() else {
+            return .success(o)
+        }
+        switch store.traitEntry(thingType: tt, firmwareVersion: fw) {
+        case .failed: return .failure(.storage)
+        case .notFound: return .success(o)
+        case .found(let rows):
+            let list = JSON.array()
+            for (a, text) in rows {
+                guard case .success(let d) = JSON.parse(text), d.isObject else { return .failure(.storage) }
+                let x = JSON.object()
+                x.set("alias", string: a.alias)
+                x.set("trait", string: a.trait)
+                x.set("traitVersion", .int(a.traitVersion))
+                x.set("definition", d)
+                list.append(x)
+            }
+            o.set("registered", .bool(true))
+            o.set("aliases", list)
+            return .success(o)
+        }
+    }
 }

@@ -20,6 +20,8 @@ public final class HomeAssistant: @unchecked Sendable {
     let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
+    /// The trait registry: a thing type without a mapping is shown by its traits.
+    let traits: TraitRegistry
     let sharedSubscription: Bool
     /// The broker's dynamic-security administration (nil: none), and why
     /// there is none when there is not.
@@ -30,7 +32,7 @@ public final class HomeAssistant: @unchecked Sendable {
 
     init(
         store: ThingStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
-        events: HubEvents,
+        events: HubEvents, traits: TraitRegistry,
         sharedSubscription: Bool, admin: BrokerAdmin?, brokerAdmin: FrameworkSide.BrokerAdminMode
     ) {
         self.store = store
@@ -39,6 +41,7 @@ public final class HomeAssistant: @unchecked Sendable {
         self.presence = presence
         self.metrics = metrics
         self.events = events
+        self.traits = traits
         self.sharedSubscription = sharedSubscription
         self.admin = admin
         self.brokerAdmin = brokerAdmin
@@ -52,7 +55,7 @@ public final class HomeAssistant: @unchecked Sendable {
     public func enable(_ options: HomeAssistantOptions) {
         let b = HomeAssistantBridge(
             options: options, store: store, client: client, delivery: delivery, presence: presence, metrics: metrics,
-            events: events,
+            events: events, traits: traits,
             sharedSubscription: sharedSubscription)
         bridge.withLock { $0 = b }
         b.subscribe()

@@ -4,7 +4,11 @@ import ThingIF
 
 /// Home Assistant's discovery once enabled (HomeAssistant.enable): it
 /// publishes the things' configs, states and availability, and issues the
-/// commands Home Assistant sends as Thing-IF commands.
+/// commands Home Assistant sends as Thing-IF commands. A thing type with a
+/// hand-written mapping is a climate entity; one without, whose type and
+/// firmware version have a trait registry entry, gets the entities its
+/// traits map to (HATraitMapping), and their commands pass the registry's
+/// check as every other command does.
 final class HomeAssistantBridge: @unchecked Sendable {
     let options: HomeAssistantOptions
     let store: ThingStore
@@ -13,6 +17,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
+    let traits: TraitRegistry
     /// Whether the hub's subscriptions go through the shared group
     /// (FrameworkSide.Options.sharedSubscription): the command topics do too.
     let sharedSubscription: Bool
@@ -21,6 +26,10 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// When Home Assistant's birth message last made the hub publish every
     /// config (ms): at most one such round a second.
     private let lastRound = Locked<Int64>(0)
+    /// The trait entities of things without a hand-written mapping, with
+    /// the thing type and firmware version they were read for (none: no
+    /// entry then; read again when the thing is published).
+    private let traitEntities = Locked<[String: (key: String, entities: [HATraitEntity])]>([:])
 
     /// Home Assistant's status topic, made once: every MQTT message the hub
     /// gets is compared with it.
@@ -29,7 +38,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     init(
         options: HomeAssistantOptions, store: ThingStore, client: MqttClient, delivery: CommandDelivery,
         presence: Presence,
-        metrics: HubMetrics, events: HubEvents, sharedSubscription: Bool
+        metrics: HubMetrics, events: HubEvents, traits: TraitRegistry, sharedSubscription: Bool
     ) {
         self.options = options
         self.store = store
@@ -38,6 +47,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
         self.presence = presence
         self.metrics = metrics
         self.events = events
+        self.traits = traits
         self.sharedSubscription = sharedSubscription
         statusTopic = HATopics.status(prefix: options.prefix)
     }
@@ -59,6 +69,24 @@ final class HomeAssistantBridge: @unchecked Sendable {
 
     private func log(_ s: String) { events.event("homeassistant: " + s) }
 
+    /// A thing's entities from its trait registry entry: none where its
+    /// type has a hand-written mapping or its type and firmware version no
+    /// entry. `fresh`: read the entry again (else the last reading of it).
+    func entities(_ t: ThingRecord, fresh: Bool = false) -> [HATraitEntity] {
+        guard mapping(t.thingType) == nil, let tt = t.thingType, let fw = t.firmwareVersion else { return [] }
+        let key = tt + "\n" + fw
+        if !fresh, let cached = traitEntities.withLock({ $0[t.thingID] }), cached.key == key {
+            return cached.entities
+        }
+        guard case .success(let entry?) = traits.entry(for: t) else {
+            traitEntities.withLock { $0[t.thingID] = (key, []) }
+            return []
+        }
+        let list = HATraitMapping.entities(entry)
+        traitEntities.withLock { $0[t.thingID] = (key, list) }
+        return list
+    }
+
     // MARK: publishing
 
     /// The discovery config of a thing; field names are Home Assistant's
@@ -77,17 +105,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
         s("name", m.name)
         s("unique_id", "thingif_\(thingID)")
         s("object_id", "thingif_\(thingID)")
-        let device = JSON.object()
-        device.set("identifiers", list(["thingif_\(thingID)"]))
-        device.set("name", string: "\(m.name) \(thingID)")
-        device.set("manufacturer", string: "thingif")
-        device.set("model", string: m.schema)
-        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
-        c.set("device", device)
-        s("availability_topic", HATopics.availability(thingID))
-        s("payload_available", "online")
-        s("payload_not_available", "offline")
-        c.set("qos", .int(1))
+        Self.device(c, thingID: thingID, name: "\(m.name) \(thingID)", model: m.schema, gatewayThingID: gatewayThingID)
         // Power: mode off / cool, and the power switch.
         c.set("modes", list(["off", "cool"]))
         s("mode_command_topic", HATopics.command(thingID, "mode"))
@@ -121,16 +139,46 @@ final class HomeAssistantBridge: @unchecked Sendable {
         return c
     }
 
+    /// What every entity of a thing's config has: its device (one per
+    /// thing, `via_device` its gateway's), its availability topic, QoS 1.
+    static func device(_ c: JSON, thingID: String, name: String, model: String, gatewayThingID: String?) {
+        let device = JSON.object()
+        let ids = JSON.array()
+        ids.append(JSON.string("thingif_\(thingID)") ?? JSON.null())
+        device.set("identifiers", ids)
+        device.set("name", string: name)
+        device.set("manufacturer", string: "thingif")
+        device.set("model", string: model)
+        if let gatewayThingID { device.set("via_device", string: "thingif_\(gatewayThingID)") }
+        c.set("device", device)
+        c.set("availability_topic", string: HATopics.availability(thingID))
+        c.set("payload_available", string: "online")
+        c.set("payload_not_available", string: "offline")
+        c.set("qos", .int(1))
+    }
+
     /// Publishes the config, availability and state of one thing (when its
     /// type has a mapping).
     @discardableResult
     func publish(thingID: String) -> Bool {
-        guard let t = store.thing(id: thingID), let m = mapping(t.thingType) else { return false }
+        guard let t = store.thing(id: thingID) else { return false }
+        let gateway = t.layoutPosition == .endNode ? t.gatewayThingID : nil
+        if let m = mapping(t.thingType) {
+            _ = client.publishRetained(
+                topic: HATopics.config(prefix: options.prefix, thingID: thingID),
+                payload: config(thingID: thingID, m, gatewayThingID: gateway).dumpBytes())
+        } else {
+            let list = entities(t, fresh: true)
+            guard !list.isEmpty else { return false }
+            for e in list {
+                _ = client.publishRetained(
+                    topic: HATraitMapping.configTopic(prefix: options.prefix, thingID: thingID, e),
+                    payload: HATraitMapping.config(
+                        thingID: thingID, thingType: t.thingType ?? "", gatewayThingID: gateway, e
+                    ).dumpBytes())
+            }
+        }
         known.withLock { _ = $0.insert(thingID) }
-        _ = client.publishRetained(
-            topic: HATopics.config(prefix: options.prefix, thingID: thingID),
-            payload: config(thingID: thingID, m, gatewayThingID: t.layoutPosition == .endNode ? t.gatewayThingID : nil)
-                .dumpBytes())
         _ = client.publishRetained(
             topic: HATopics.availability(thingID),
             payload: Array((presence.isOnline(thingID) ? "online" : "offline").utf8))
@@ -146,11 +194,12 @@ final class HomeAssistantBridge: @unchecked Sendable {
     }
 
     func availabilityChanged(thingID: String, online: Bool) {
-        guard let t = store.thing(id: thingID), mapping(t.thingType) != nil else { return }
+        guard let t = store.thing(id: thingID) else { return }
         if !known.withLock({ $0.contains(thingID) }) {
             publish(thingID: thingID)
             return
         }
+        guard mapping(t.thingType) != nil || !entities(t).isEmpty else { return }
         _ = client.publishRetained(
             topic: HATopics.availability(thingID), payload: Array((online ? "online" : "offline").utf8))
     }
@@ -161,10 +210,13 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// cleared too, so that nothing of it stays on the broker.
     func removed(thingID: String) {
         known.withLock { _ = $0.remove(thingID) }
+        let traitTopics = (traitEntities.withLock { $0.removeValue(forKey: thingID) }?.entities ?? []).map {
+            HATraitMapping.configTopic(prefix: options.prefix, thingID: thingID, $0)
+        }
         for topic in [
             HATopics.config(prefix: options.prefix, thingID: thingID), HATopics.state(thingID),
             HATopics.availability(thingID)
-        ] {
+        ] + traitTopics {
             _ = client.publishRetained(topic: topic, payload: [])
         }
     }
@@ -172,7 +224,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     /// A state upload of `thing` (the record its request was authorised
     /// with: no second read on every upload).
     func stateChanged(thing t: ThingRecord, merged: String) {
-        guard mapping(t.thingType) != nil else { return }
+        guard mapping(t.thingType) != nil || !entities(t).isEmpty else { return }
         _ = client.publishRetained(topic: HATopics.state(t.thingID), payload: Array(merged.utf8))
     }
 
@@ -211,6 +263,8 @@ final class HomeAssistantBridge: @unchecked Sendable {
             return refused("a payload of \(m.payload.count) bytes (at most \(HATopics.maxCommandPayload))")
         }
         guard Topics.isSafeLevel(tid), let thing = store.thing(id: tid) else { return refused("unknown thing") }
+        // A trait entity's command (`<alias>.<action>`; the climate's have no '.').
+        if parts[3].contains(".") { return traitCommand(thing, field: parts[3], payload: m.payload, refused: refused) }
         guard let map = mapping(thing.thingType) else {
             return refused("no Home Assistant mapping for thingType \(thing.thingType ?? "(none)")")
         }
@@ -248,17 +302,42 @@ final class HomeAssistantBridge: @unchecked Sendable {
             id: CommandForm.newCommandID(), shape: .schema, schema: map.schema, schemaVersion: map.schemaVersion,
             issuer: HATopics.issuer,
             groups: [Command.Group(alias: nil, entries: [.action(name: control.action, params: params)])])
+        return issue(command, to: thing, "\(control.action) \(params.dump())", refused: refused)
+    }
+
+    /// A command of Home Assistant's, through the rule every command passes
+    /// (the trait registry's check; a schema command passes it), stored and sent.
+    func issue(_ command: Command, to thing: ThingRecord, _ what: String, refused: (String) -> Bool) -> Bool {
+        if let refusal = traits.check(command, for: thing) { return refused(refusal.message) }
         // A switch flipped in Home Assistant is meant for now, not for when
         // an offline thing comes back (CommandLifetimes.homeAssistantTimeToLive).
         let expiresAt = Platform.epochMs() + CommandLifetimes.homeAssistantTimeToLive * 1000
         guard
             let record = delivery.stored(
-                command, to: tid, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
+                command, to: thing, issuer: HATopics.issuer, installationID: nil, expiresAt: expiresAt)
         else {
             return refused("the hub could not store the command")
         }
         metrics.homeAssistantCommand(ok: true)
-        log("\(control.action) \(params.dump()) for \(tid) as \(record.commandID)")
+        log("\(what) for \(thing.thingID) as \(record.commandID)")
         return true
+    }
+
+    /// A command from a trait entity: the action's value from Home
+    /// Assistant's payload, checked against the thing's entry by the rule
+    /// every command passes (TraitRegistry.check), then stored and sent.
+    func traitCommand(_ thing: ThingRecord, field: String, payload: [UInt8], refused: (String) -> Bool) -> Bool {
+        guard let e = entities(thing).first(where: { $0.commandField == field }), let action = e.action else {
+            return refused("no Home Assistant entity \(field) for thing type \(thing.thingType ?? "(none)")")
+        }
+        let value: JSON
+        switch HATraitMapping.value(e, payload: String(decoding: payload, as: UTF8.self).trimmingSpaces()) {
+        case .failure(let r): return refused("\(field) \(r.why)")
+        case .success(let v): value = v
+        }
+        let command = Command(
+            id: CommandForm.newCommandID(), shape: .trait, issuer: HATopics.issuer,
+            groups: [Command.Group(alias: e.alias, entries: [.action(name: action, params: value)])])
+        return issue(command, to: thing, "\(e.alias)/\(action) \(value.dump())", refused: refused)
     }
 }

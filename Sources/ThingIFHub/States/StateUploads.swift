@@ -19,14 +19,14 @@ final class StateUploads: @unchecked Sendable {
 
     init(
         fastPaths: FastPaths, metrics: HubMetrics, triggerEngine: TriggerEngine, homeAssistant: HomeAssistant,
-        events: HubEvents
+        events: HubEvents, traits: TraitRegistry
     ) {
         self.fastPaths = fastPaths
         self.metrics = metrics
         self.triggerEngine = triggerEngine
         self.homeAssistant = homeAssistant
         self.events = events
-        traits = TraitRegistry(store: fastPaths.store)
+        self.traits = traits
     }
 
     /// A state upload (`upload`: the body's object as dumped) by `thing`,

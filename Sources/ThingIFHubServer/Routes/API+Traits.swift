@@ -4,7 +4,8 @@
 // thing types and their firmware versions under /api/apps/{appID}/configuration,
 // trait versions and aliases under /thing-if/apps/{appID}. Writes are the
 // operator's (the adminToken, requireAdmin: Kii's app admin token); reads
-// take the adminToken or any user's token.
+// take the adminToken or any user's token; a thing's own entry
+// (…/targets/thing:{thingID}/traits) is its owner's.
 
 import Foundation
 import HTTPTypes
@@ -56,6 +57,10 @@ extension API {
             return try traitRead(request, context) { $0.traitAlias(thingType: tt, firmwareVersion: fw, alias: alias) }
         }
         r.put(RouterPath("\(aliases)/{alias}")) { try await defineTraitAlias($0, $1) }
+        // A thing's own entry, for its owner: the dashboard's controls and the CLI's checks.
+        r.owned(self, .target).get(RouterPath("/thing-if/apps/{appID}/targets/{target}/traits")) { _, context in
+            Reply.json(200, try value(hub.app.traitEntry(of: try context.owner())))
+        }
         return r
     }
 

@@ -19,6 +19,7 @@ const S = {
   eventsRetryMs: 1000,
   things: [],
   thing: null, // the selected thing's record
+  traits: null, // its trait registry entry, when it has one (traits.js draws from it)
   commands: new Map(), // commandID -> command JSON (the selected thing's)
   history: [], // [{at, state}]
   pollTimer: null,
@@ -295,7 +296,37 @@ async function selectThing(thingID) {
   renderThingTitle();
   $("thing").classList.remove("hidden");
   showError("");
+  await loadTraits();
   await Promise.all([loadCommands(), loadState(), loadAutomation()]);
+}
+
+// ---- controls from the thing's traits ----------------------------------------
+
+// Where the thing's type and firmware version have a trait registry entry,
+// its actions get controls (traits.js) in place of the raw form; without
+// one (or when the entry cannot be read), the raw form as before.
+async function loadTraits() {
+  const tid = S.thing.thingID;
+  let entry = null;
+  try {
+    const r = await call("GET", target(tid) + "/traits");
+    if (r && r.registered === true) entry = r;
+  } catch (_) {
+    entry = null;
+  }
+  if (!S.thing || S.thing.thingID !== tid) return;
+  S.traits = entry;
+  const send = (alias, action, value) => postCommand({ issuer: "user:" + S.userID, actions: [{ [alias]: [{ [action]: value }] }] });
+  send.refuse = (message) => showError("The command was not sent: " + message);
+  let controls = [];
+  try {
+    controls = entry ? Traits.controls(entry, send) : [];
+  } catch (e) {
+    controls = [];
+  }
+  $("trait-controls").replaceChildren(...controls);
+  $("trait-card").classList.toggle("hidden", controls.length === 0);
+  $("send-card").classList.toggle("hidden", controls.length > 0);
 }
 
 // ---- commands ----------------------------------------------------------------
@@ -436,6 +467,12 @@ async function sendCommand(ev) {
   };
   const ttl = Number($("ttl").value);
   if (ttl > 0) form.timeToLive = ttl;
+  await postCommand(form);
+}
+
+// POST …/commands, then the command as stored in the list.
+async function postCommand(form) {
+  showError("");
   const tid = S.thing.thingID;
   const headers = S.installationID ? { "X-Thingif-Installation-ID": S.installationID } : {};
   $("send").disabled = true;
@@ -456,14 +493,28 @@ async function sendCommand(ev) {
 
 // ---- state and its history ---------------------------------------------------
 
+// Each state the thing's traits define, as its definition reads it.
+function renderTraitStates(state) {
+  let rows = [];
+  try {
+    rows = S.traits ? Traits.states(S.traits, state) : [];
+  } catch (_) {
+    rows = [];
+  }
+  $("trait-states").tBodies[0].replaceChildren(...rows);
+  $("trait-states").classList.toggle("hidden", rows.length === 0);
+}
+
 async function loadState() {
   const tid = S.thing.thingID;
   try {
     const s = await call("GET", target(tid) + "/states");
     $("state").textContent = JSON.stringify(s, null, 2);
+    renderTraitStates(s);
   } catch (e) {
     if (e.status !== 404) throw e;
     $("state").textContent = "no state uploaded yet";
+    renderTraitStates({});
   }
   await loadHistory();
 }

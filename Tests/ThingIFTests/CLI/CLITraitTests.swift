@@ -33,20 +33,33 @@ struct CLITraitTests {
         #expect(name.status == 2 && name.output.contains("thing type"), "\(name.output)")
     }
 
+    /// `thingif-hub --memory --admin-token op` in a scene of its own, its
+    /// URL, and `definition` in a file beside it.
+    static func hub(_ prefix: String, definition: String) throws -> (scene: ProcessScene, url: String, file: String) {
+        let hubExe = try #require(CLIEndToEnd.hub)
+        let scene = try ProcessScene(prefix: prefix)
+        do {
+            let (hubPID, url) = try startHubProcess(
+                hubExe, broker: scene.broker, logPath: scene.root + "/hub.log",
+                storeArgs: ["--memory", "--admin-token", "op"])
+            scene.children.append(hubPID)
+            let file = scene.root + "/ac.json"
+            try Data(definition.utf8).write(to: URL(fileURLWithPath: file))
+            return (scene, url, file)
+        } catch {
+            scene.end()
+            throw error
+        }
+    }
+
     @Test(
         "define, firmware, alias, list, show, aliases against a hub; a published version does not change",
         .enabled(if: CLIEndToEnd.available, "needs thingif-hub (with --http-port) and thingif next to the test bundle"),
         .timeLimit(.minutes(3)))
     func againstHub() throws {
-        let cli = try #require(CLIEndToEnd.cli), hubExe = try #require(CLIEndToEnd.hub)
-        let scene = try ProcessScene(prefix: "thingif-cli-trait")
+        let cli = try #require(CLIEndToEnd.cli)
+        let (scene, url, file) = try Self.hub("thingif-cli-trait", definition: Self.definition)
         defer { scene.end() }
-        let (hubPID, url) = try startHubProcess(
-            hubExe, broker: scene.broker, logPath: scene.root + "/hub.log",
-            storeArgs: ["--memory", "--admin-token", "op"])
-        scene.children.append(hubPID)
-        let file = scene.root + "/ac.json"
-        try Data(Self.definition.utf8).write(to: URL(fileURLWithPath: file))
         let other = scene.root + "/other.json"
         try Data(Self.definition.replacingOccurrences(of: "boolean", with: "integer").utf8).write(
             to: URL(fileURLWithPath: other))

@@ -5,6 +5,7 @@ import Testing
 import ThingIF
 @testable import ThingIFHub
 import ThingIFHubServer
+import ThingIFRules
 
 /// Kii's trait registry against the hub on every store: the registry made
 /// with the calls Kii's own bootstrap makes (thing type, firmware versions,
@@ -362,6 +363,38 @@ struct KiiTraitRegistryTests {
         #expect(poll(timeoutMs: 10_000) { rig.replies()["good"] != nil }, "no reply")
         #expect(rig.replies()["good"] == 201)
         #expect(rig.committedState()?.contains("power") == true)
+    }
+
+    @Test(
+        "A thing's own entry (…/targets/thing:{id}/traits): its owner reads the aliases with their definitions; no entry: registered false; another user 404, no token refused",
+        arguments: stores)
+    func thingEntry(_ factory: StoreFactory) async throws {
+        try await withRegistry(factory) { r in
+            let (tid, _) = try await r.onboard()
+            let path = "\(r.e.thingIF)/targets/thing:\(tid)/traits"
+            let mine = try await r.e.get(path, token: r.token)
+            #expect(mine.status == 200, "\(mine.text)")
+            let j = try JSON.parse(mine.text).get()
+            #expect(j["registered"]?.boolValue == true && j["firmwareVersion"]?.stringValue == "v1", "\(mine.text)")
+            let a = j["aliases"]?.elements.first
+            #expect(a?["alias"]?.stringValue == Self.alias && a?["traitVersion"]?.intValue == 1, "\(mine.text)")
+            #expect(a?["definition"]?["actions"]?.count == 2, "\(mine.text)")
+            // The CLI reads it back with the hub's parser.
+            guard case .success(let entry?) = TraitEntry.parse(answer: j) else {
+                Issue.record("the answer does not parse as an entry: \(mine.text)")
+                return
+            }
+            #expect(entry.checkAction(alias: Self.alias, name: "setPresetTemperature", params: .int(40)) != nil)
+            let (other, _) = try await r.onboard("v9")
+            let none = try await r.e.get("\(r.e.thingIF)/targets/thing:\(other)/traits", token: r.token)
+            #expect(
+                none.status == 200 && none.text.contains(#""registered":false"#) && !none.text.contains("aliases"),
+                "\(none.text)")
+            let (_, stranger) = try await r.e.user()
+            #expect(try await r.e.get(path, token: stranger).status == 404)
+            let anonymous = try await r.e.get(path, token: nil)
+            #expect([401, 403].contains(anonymous.status), "\(anonymous.status) \(anonymous.text)")
+        }
     }
 
     @Test("Without an adminToken the registry's writes are off; reads answer for users")

@@ -26,7 +26,8 @@ struct DashboardTests {
         try await withHubAPI { e in
             for (path, type) in [
                 ("/dashboard", "text/html"), ("/dashboard/", "text/html"), ("/dashboard/index.html", "text/html"),
-                ("/dashboard/app.js", "text/javascript"), ("/dashboard/style.css", "text/css")
+                ("/dashboard/app.js", "text/javascript"), ("/dashboard/traits.js", "text/javascript"),
+                ("/dashboard/style.css", "text/css")
             ] {
                 let r = try await head(e.base + path)
                 #expect(r.status == 200, "\(path)")
@@ -213,10 +214,7 @@ struct DashboardTests {
         do {
             try await offPool {
                 Result {
-                    try browser.navigate(e.base + "/dashboard/")
-                    _ = try browser.script(
-                        "document.getElementById('token').value = arguments[0];"
-                            + "document.querySelector('#token-form button').click(); return true;", [token])
+                    try browser.signIn(e.base, token: token)
                 }
             }.get()
             /// The Things table's rows: [thingID, its gateway or "", end-node class, status, first cell's text].
@@ -348,6 +346,14 @@ final class WebDriver: @unchecked Sendable {
     }
 
     func navigate(_ url: String) throws { _ = try Self.request("POST", "\(base)/session/\(session)/url", ["url": url]) }
+
+    /// Opens the hub's dashboard and signs in with an access token.
+    func signIn(_ hub: String, token: String) throws {
+        try navigate(hub + "/dashboard/")
+        _ = try script(
+            "document.getElementById('token').value = arguments[0];"
+                + "document.querySelector('#token-form button').click(); return true;", [token])
+    }
 
     /// Runs a script in the page (WebDriver's own channel: the page's CSP does not apply to it); its value.
     func script(_ source: String, _ args: [Any]) throws -> Any? {
