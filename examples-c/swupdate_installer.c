@@ -20,18 +20,25 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
 #define LINE_BYTES 512
 #define REASON_BYTES 200
+/* After swupdate has exited, how long a process it left may hold the pipe
+ * open before its output is taken as complete. */
+#define DRAIN_MS 2000
 
 struct swupdate_installer {
     char dir[400];
-    pid_t pid; /* the running swupdate, or 0 */
-    int out;   /* the read end of its stdout and stderr, or -1 */
-    FILE *log; /* DIR/swupdate.log */
+    pid_t pid;              /* the running swupdate, or 0 */
+    int exited;             /* it was reaped; its output is being drained */
+    int status;             /* its wait status then */
+    struct timespec reaped; /* when (CLOCK_MONOTONIC) */
+    int out;                /* the read end of its stdout and stderr, or -1 */
+    FILE *log;              /* DIR/swupdate.log */
     swupdate_done_fn done;
     void *ctx;
     char line[LINE_BYTES]; /* the line being read */
@@ -85,7 +92,9 @@ static void take_line(struct swupdate_installer *s, char *line)
         printf("board: swupdate: %s\n", line);
         fflush(stdout);
     }
-    copy_printable(s->last, sizeof s->last, line);
+    /* Its banner is no reason. */
+    if (strncmp(line, "SWUpdate v", 10) != 0 && strncmp(line, "Licensed under", 14) != 0)
+        copy_printable(s->last, sizeof s->last, line);
     if (strncmp(line, "[ERROR]", 7) == 0 && s->first_error[0] == '\0') {
         /* "[ERROR] : SWUPDATE failed [0] ERROR : HASH mismatch : …" */
         why = strstr(line, "] ERROR : ");
@@ -194,21 +203,38 @@ int swupdate_installer_start(struct swupdate_installer *s, const char *image, ch
     return 0;
 }
 
+static long ms_since(const struct timespec *then)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - then->tv_sec) * 1000 + (now.tv_nsec - then->tv_nsec) / 1000000;
+}
+
 void swupdate_installer_poll(struct swupdate_installer *s)
 {
     char message[300];
-    int status = 0, ok;
+    int ok, status, ended;
     pid_t r;
 
     if (s == NULL || s->pid <= 0)
         return;
-    read_output(s);
-    r = waitpid(s->pid, &status, WNOHANG);
-    if (r == 0 || (r < 0 && errno == EINTR))
+    ended = read_output(s);
+    if (!s->exited) {
+        r = waitpid(s->pid, &s->status, WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR))
+            return;
+        if (r < 0)
+            s->status = -1; /* lost: not our child any more */
+        s->exited = 1;
+        clock_gettime(CLOCK_MONOTONIC, &s->reaped);
+        ended = read_output(s);
+    }
+    /* It has exited: its output is complete at the pipe's end, or once a
+     * process it left running has held the pipe for DRAIN_MS (one of its
+     * helpers may write the last line after it exited). */
+    if (!ended && ms_since(&s->reaped) < DRAIN_MS)
         return;
-    /* It has exited: what it wrote last is in the pipe already (a child it
-     * left running may hold the pipe open, so no wait for its end). */
-    read_output(s);
     if (s->len > 0) {
         s->line[s->len] = '\0';
         take_line(s, s->line);
@@ -220,18 +246,20 @@ void swupdate_installer_poll(struct swupdate_installer *s)
         fclose(s->log);
     s->log = NULL;
     s->pid = 0;
-    ok = r > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    s->exited = 0;
+    status = s->status;
+    ok = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok)
         snprintf(message, sizeof message, "swupdate exited 0");
-    else if (r > 0 && WIFEXITED(status))
+    else if (status != -1 && WIFEXITED(status))
         snprintf(message, sizeof message, "swupdate exited %d: %s", WEXITSTATUS(status),
                  s->first_error[0] ? s->first_error
                  : s->last[0]      ? s->last
                                    : "no output");
-    else if (r > 0 && WIFSIGNALED(status))
+    else if (status != -1 && WIFSIGNALED(status))
         snprintf(message, sizeof message, "swupdate was killed by signal %d", WTERMSIG(status));
     else
-        snprintf(message, sizeof message, "swupdate was lost: %s", strerror(errno));
+        snprintf(message, sizeof message, "swupdate was lost");
     printf("board: %s\n", message);
     fflush(stdout);
     s->done(ok, message, s->ctx);
@@ -241,7 +269,7 @@ void swupdate_installer_free(struct swupdate_installer *s)
 {
     if (s == NULL)
         return;
-    if (s->pid > 0) {
+    if (s->pid > 0 && !s->exited) {
         kill(s->pid, SIGTERM);
         while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
             ;
