@@ -12,6 +12,8 @@
  *
  * Every file is replaced atomically (a temporary file, fsync, rename), so a
  * power cut leaves the old file or the new one, as a real boot environment.
+ * The slots are written by the board's own copy, or by another installer
+ * (ab_board_use_installer: swupdate_installer.c with aircon --swupdate).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -35,7 +37,12 @@ struct ab_board {
     char booted; /* the slot running now */
     char version[65];
     int reboot;
-    int checked; /* the self-test ran this boot */
+    int checked;                 /* the self-test ran this boot */
+    ab_board_install_fn install; /* another installer writes the slots, or NULL */
+    void *install_ctx;
+    thingif_t *t;     /* the handle an install runs for */
+    char installing;  /* the slot it writes */
+    char pending[65]; /* the version it brings */
 };
 
 static void path_of(const struct ab_board *b, char *out, size_t n, const char *name)
@@ -164,16 +171,47 @@ static int on_offer(thingif_t *t, const thingif_update_info *info, char *message
     return THINGIF_UPDATE_ACCEPT;
 }
 
-/* Copies the verified image into the other slot, then says it is done. */
+void ab_board_use_installer(struct ab_board *b, ab_board_install_fn install, void *ctx)
+{
+    b->install = install;
+    b->install_ctx = ctx;
+}
+
+int ab_board_installed(struct ab_board *b, int ok, const char *message)
+{
+    char name[32];
+
+    if (b->t == NULL)
+        return 1;
+    snprintf(name, sizeof name, "slot-%c.version", b->installing);
+    if (ok && write_file(b, name, b->pending, strlen(b->pending)) != 0) {
+        ok = 0;
+        message = "cannot record the slot's version";
+    }
+    if (ok) {
+        printf("board: %s written to slot %c\n", b->pending, b->installing);
+        fflush(stdout);
+    }
+    return thingif_update_installed(b->t, ok, ok ? NULL : message) == THINGIF_OK ? 0 : 1;
+}
+
+/* Copies the verified image into the other slot, then says it is done; or
+ * starts the other installer. */
 static int on_install(thingif_t *t, const thingif_update_info *info, void *userdata)
 {
     struct ab_board *b = userdata;
     char slot = other(b->booted), name[32], buf[65536];
-    FILE *in = fopen(info->image_path, "rb");
+    FILE *in;
     int fd, ok = 1;
     size_t n;
     char path[600], tmp[610];
 
+    b->t = t;
+    b->installing = slot;
+    snprintf(b->pending, sizeof b->pending, "%s", info->version);
+    if (b->install != NULL)
+        return b->install(b, info->image_path, slot, b->install_ctx);
+    in = fopen(info->image_path, "rb");
     if (in == NULL)
         return 1;
     snprintf(name, sizeof name, "slot-%c.img", slot);
@@ -190,13 +228,9 @@ static int on_install(thingif_t *t, const thingif_update_info *info, void *userd
     close(fd);
     fclose(in);
     ok = ok && rename(tmp, path) == 0;
-    snprintf(name, sizeof name, "slot-%c.version", slot);
-    ok = ok && write_file(b, name, info->version, strlen(info->version)) == 0;
-    printf("board: %s written to slot %c\n", info->version, slot);
-    fflush(stdout);
     /* A real installer would return now and tell the outcome later, from
      * its own thread; this one is done already. */
-    return thingif_update_installed(t, ok, ok ? NULL : "cannot write the slot") == THINGIF_OK ? 0 : 1;
+    return ab_board_installed(b, ok, "cannot write the slot");
 }
 
 static void on_reboot(thingif_t *t, void *userdata)

@@ -24,6 +24,16 @@ struct ab_board;
 struct ab_board *ab_board_boot(const char *dir, const char *factory_version);
 /* The version the booted slot holds. */
 const char *ab_board_version(const struct ab_board *b);
+/* Writes the verified image (file mode, at image_path) into slot ('a' or
+ * 'b') with another installer than the board's copy, and returns 0 once it
+ * has started, nonzero when it cannot start; the outcome goes to
+ * ab_board_installed(). */
+typedef int (*ab_board_install_fn)(struct ab_board *b, const char *image_path, char slot, void *ctx);
+/* Before ab_board_set_installer: the board's slots are written by install. */
+void ab_board_use_installer(struct ab_board *b, ab_board_install_fn install, void *ctx);
+/* install's outcome, from the thread that learnt it: the slot's version is
+ * recorded when ok, then libthingif told (thingif_update_installed). */
+int ab_board_installed(struct ab_board *b, int ok, const char *message);
 /* thingif_set_installer with the board's installer. */
 int ab_board_set_installer(struct ab_board *b, thingif_t *t, const char *thing_type, const char *trust_file);
 /* Each loop turn: in a trial boot, once connected, the self-test (an image

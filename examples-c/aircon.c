@@ -28,6 +28,9 @@
  * With --board, it also takes firmware updates (examples-c/ab_board.c): the
  * installer is set before the loop, each turn the board checks its trial
  * boot, and a reboot the board asks for ends the program with status 3.
+ * With --swupdate too, the board's slots are written by SWUpdate
+ * (examples-c/swupdate_installer.c): the image is a .swu that swupdate
+ * checks and installs into the other slot.
  *
  * Build: cmake -G Ninja -S . -B build && cmake --build build
  * Run:   build/aircon --help
@@ -46,6 +49,7 @@
 #include <thingif.h>
 
 #include "ab_board.h"
+#include "swupdate_installer.h"
 
 #define SCHEMA "AirConditioner-Demo"
 #define SCHEMA_VERSION 1
@@ -82,6 +86,7 @@ struct options {
     const char *keyfile;  /* … and its key */
     const char *board;    /* firmware updates: a simulated A/B board in this folder … */
     const char *trust;    /* … and the release keys' trust file */
+    const char *swupdate; /* … its slots written by swupdate, working in this folder */
     int verbose;          /* library debug lines too */
 };
 
@@ -104,6 +109,26 @@ static void say(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stdout);
     fflush(stdout);
+}
+
+/* swupdate ended (swupdate_installer_poll, on the loop's thread): the board
+ * records the slot and tells libthingif. */
+static void on_swupdate_done(int ok, const char *message, void *board)
+{
+    if (ab_board_installed(board, ok, message) != 0)
+        fprintf(stderr, "aircon: thingif_update_installed refused\n");
+}
+
+/* The board's install step with --swupdate: the verified .swu to swupdate. */
+static int start_swupdate(struct ab_board *b, const char *image_path, char slot, void *installer)
+{
+    char message[256];
+
+    if (swupdate_installer_start(installer, image_path, slot, on_swupdate_done, b, message, sizeof message) == 0)
+        return 0;
+    /* It could not start: the job fails with the reason. */
+    fprintf(stderr, "aircon: %s\n", message);
+    return ab_board_installed(b, 0, message) == 0 ? 0 : 1;
 }
 
 /* Frees the handle on a failed start; the exit status of main. */
@@ -309,6 +334,9 @@ static void usage(FILE *out)
                  "                          take firmware updates into a simulated A/B board in\n"
                  "                          DIR (examples-c/ab_board.c), signed by a key of FILE;\n"
                  "                          the firmware version is then the booted slot's\n"
+                 "  --swupdate DIR          with --board: install each update with swupdate\n"
+                 "                          (examples-c/swupdate_installer.c): the image is a .swu\n"
+                 "                          signed for DIR/public.pem; DIR is swupdate's work folder\n"
                  "  --verbose               log library debug lines to stderr\n"
                  "  --help                  show this text\n"
                  "It runs until SIGINT or SIGTERM; with --board it exits 3 to be rebooted.\n");
@@ -378,6 +406,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->board = value;
         else if (strcmp(flag, "--trust") == 0)
             o->trust = value;
+        else if (strcmp(flag, "--swupdate") == 0)
+            o->swupdate = value;
         else if (strcmp(flag, "--port") == 0) {
             if (parse_long(value, 1, 65535, &n) != 0) {
                 fprintf(stderr, "aircon: --port needs a number 1..65535, not %s\n", value);
@@ -395,6 +425,10 @@ static int parse_args(int argc, char **argv, struct options *o)
     }
     if ((o->board == NULL) != (o->trust == NULL)) {
         fprintf(stderr, "aircon: --board and --trust go together\n");
+        return -1;
+    }
+    if (o->swupdate != NULL && o->board == NULL) {
+        fprintf(stderr, "aircon: --swupdate needs --board\n");
         return -1;
     }
     return 0;
@@ -423,6 +457,7 @@ int main(int argc, char **argv)
     struct sigaction sa = {.sa_handler = on_signal};
     thingif_t *t;
     struct ab_board *board = NULL;
+    struct swupdate_installer *swupdate = NULL;
     int rc, was_connected = 0, status = 0;
 
     switch (parse_args(argc, argv, &o)) {
@@ -443,6 +478,15 @@ int main(int argc, char **argv)
             return 1;
         }
         o.firmware_version = ab_board_version(board);
+    }
+    if (o.swupdate != NULL) {
+        swupdate = swupdate_installer_new(o.swupdate);
+        if (swupdate == NULL) {
+            fprintf(stderr, "aircon: cannot use the swupdate folder %s\n", o.swupdate);
+            ab_board_free(board);
+            return 1;
+        }
+        ab_board_use_installer(board, start_swupdate, swupdate);
     }
 
     t = thingif_new(o.app_id, o.app_key, o.storage);
@@ -484,6 +528,7 @@ int main(int argc, char **argv)
     /* Updates: the installer, at every start, before the loop. */
     if (board != NULL && (rc = ab_board_set_installer(board, t, o.thing_type, o.trust)) != THINGIF_OK) {
         fprintf(stderr, "aircon: the installer was refused: %s\n", thingif_strerror(rc));
+        swupdate_installer_free(swupdate);
         ab_board_free(board);
         return give_up(t);
     }
@@ -525,6 +570,7 @@ int main(int argc, char **argv)
         was_connected = connected;
         if (ac.dirty && connected)
             upload_state(t, &ac);
+        swupdate_installer_poll(swupdate);
         if (board != NULL) {
             ab_board_check(board, t);
             if (ab_board_reboot_requested(board)) {
@@ -537,6 +583,7 @@ int main(int argc, char **argv)
     say(status == AB_BOARD_REBOOT ? "rebooting" : "stopping");
     if (thingif_destroy(t) != THINGIF_OK)
         status = 1;
+    swupdate_installer_free(swupdate);
     ab_board_free(board);
     return status;
 }

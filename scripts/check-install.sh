@@ -70,8 +70,10 @@ done
 # on its include or library path.
 app=$tmp/app
 mkdir -p "$app"
-# aircon.c and the simulated A/B board it takes updates into.
-cp "$src/examples-c/aircon.c" "$src/examples-c/ab_board.c" "$src/examples-c/ab_board.h" "$app/"
+# aircon.c, the simulated A/B board it takes updates into and the SWUpdate
+# installer it may hand them to.
+cp "$src/examples-c/aircon.c" "$src/examples-c/ab_board.c" "$src/examples-c/ab_board.h" \
+    "$src/examples-c/swupdate_installer.c" "$src/examples-c/swupdate_installer.h" "$app/"
 case "$mode" in
 pkgconfig)
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
@@ -80,7 +82,7 @@ pkgconfig)
     # The -rpath makes the program find the installed library, as an
     # ldconfig'd system path would.
     # shellcheck disable=SC2046
-    "$cc" -Wall -Wextra -Werror -o "$app/aircon" "$app/aircon.c" "$app/ab_board.c" \
+    "$cc" -Wall -Wextra -Werror -o "$app/aircon" "$app/aircon.c" "$app/ab_board.c" "$app/swupdate_installer.c" \
         $(pkg-config --cflags --libs thingif) -Wl,-rpath,"$prefix/lib"
     aircon=$app/aircon
     ;;

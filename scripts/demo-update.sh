@@ -11,7 +11,9 @@
 # appliance downloads the image over its own connection, installs it into
 # the other slot, reboots, passes its self-test and confirms: SUCCEEDED with
 # 1.2.0. Then a release whose self-test fails: the trial is rejected, the
-# board rolls back, and the old version's boot reports ROLLED_BACK. Uses
+# board rolls back, and the old version's boot reports ROLLED_BACK. With
+# run-demo.sh's --installer swupdate, steps 2 and 3 are
+# scripts/demo-update-swupdate.sh's: SWUpdate writes the slots. Uses
 # run-demo.sh's helpers and sets thing_id.
 
 show onboard AC-0001 demo-pass --thing-type AirConditioner --firmware-version 1.0.0 --interval 1_MINUTE \
@@ -28,10 +30,13 @@ python3 -c 'import json, sys; print(json.dumps({"keys": [{"kid": "fw-2026", "pub
     "$tmp/fw-2026.pub" >"$tmp/trust.json"
 echo "demo: key fw-2026 in $tmp/fw-2026.pem, trust file $tmp/trust.json"
 mkdir -p "$tmp/board"
+# With swupdate: its folder (aircon --swupdate), holding the certificate it
+# checks each .swu's signature against.
+board_args=(--board "$tmp/board" --trust "$tmp/trust.json")
+[ "$installer" = swupdate ] && board_args+=(--swupdate "$tmp/swupdate")
 
 start_board() {
-    start_device /dev/null "$1" --vendor-thing-id AC-0001 --password demo-pass \
-        --board "$tmp/board" --trust "$tmp/trust.json"
+    start_device /dev/null "$1" --vendor-thing-id AC-0001 --password demo-pass "${board_args[@]}"
 }
 # The board asked for a reboot: aircon ends with status 3; power it up again.
 reboot_board() {
@@ -55,6 +60,10 @@ release() {
 
 start_board "the appliance on its board, factory firmware 1.0.0 in slot A"
 
+if [ "$installer" = swupdate ]; then
+    # shellcheck source=/dev/null
+    . "$src/scripts/demo-update-swupdate.sh"
+else
 echo
 echo "── 2. Release 1.2.0: downloaded in checked blocks, installed into slot B, rebooted, confirmed"
 head -c 300000 /dev/urandom >"$tmp/fw-1.2.0.img"
@@ -73,6 +82,7 @@ reboot_board "the board boots slot A (1.3.0) on trial"
 reboot_board "the board boots slot B (1.2.0) again"
 show update show "$thing_id" "$job_id" --wait ROLLED_BACK --timeout "$wait_s" || fail "1.3.0 did not roll back"
 [ "$(awk '$1 == "reason" {print $2}' "$tmp/last.out")" = TRIAL_ROLLED_BACK ] || fail "the rollback's reason is not TRIAL_ROLLED_BACK"
+fi
 show update list "$thing_id" || fail "thingif update list failed"
 
 send "4. The appliance still takes commands on 1.2.0" "$thing_id" DONE "true" turnPower power=true

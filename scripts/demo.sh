@@ -9,7 +9,9 @@
 # instead: one gateway, three lamps behind it, each a thing of its own.
 # scripts/demo.sh --update runs the firmware update demo: aircon on a
 # simulated A/B board takes a release, reboots into it and confirms it, then
-# rolls back a release whose self-test fails (scripts/demo-update.sh).
+# rolls back a release whose self-test fails (scripts/demo-update.sh);
+# scripts/demo.sh --update --installer swupdate hands the releases to
+# SWUpdate instead (scripts/demo-update-swupdate.sh).
 # Installs what is missing, builds the hub and the CLI with SwiftPM and the
 # library and the appliance with CMake first.
 set -euo pipefail

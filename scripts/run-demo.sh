@@ -26,7 +26,12 @@
 # With --update, AC-0001 runs on a simulated A/B board and takes firmware
 # updates (scripts/demo-update.sh): a release key, the CLI's manifest,
 # signature and job, the download, install, reboot and confirmation, then a
-# release whose self-test fails and rolls back.
+# release whose self-test fails and rolls back. With --installer swupdate,
+# SWUpdate (Debian's swupdate package, run for real) writes the board's
+# slots: the releases are signed .swu images (scripts/make-swu.sh), the
+# first installed and confirmed, the second broken and refused by swupdate
+# (FAILED INSTALL_FAILED, the board still on its slot); skipped (exit 77)
+# when swupdate or cpio is not installed.
 #
 # Everything lives in a temporary folder (broker config, the appliance's
 # storage, the CLI's saved credentials, logs) that is removed on exit. Exits 0
@@ -34,10 +39,13 @@
 # one is not, when the appliance crashed, or (with --valgrind) leaked.
 #
 # usage: scripts/run-demo.sh [--build-dir DIR] [--aircon PATH] [--hub PATH] [--cli PATH]
-#                            [--gateway | --update] [--no-hub] [--valgrind] [--keep]
+#                            [--gateway | --update [--installer board|swupdate]]
+#                            [--no-hub] [--valgrind] [--keep]
 #   --build-dir DIR  the CMake build folder holding aircon (and lamps)
 #   --gateway        the gateway demo: DIR/lamps in place of aircon
 #   --update         the firmware update demo (aircon on a simulated A/B board)
+#   --installer NAME with --update: who writes the slots, the board's own
+#                    copy (board, the default) or swupdate
 #   --aircon PATH    run this appliance program instead of DIR/aircon (it
 #                    takes aircon's arguments: --port, --cafile, --storage,
 #                    --vendor-thing-id, --password, and stops on SIGTERM)
@@ -53,7 +61,7 @@
 set -uo pipefail
 
 src=$(cd "$(dirname "$0")/.." && pwd)
-build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0 gateway=0 update=0
+build_dir="" aircon_bin="" hub_bin="" cli_bin="" no_hub=0 use_valgrind=0 keep=0 gateway=0 update=0 installer=board
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build_dir=${2:-}; shift 2 || break ;;
@@ -63,12 +71,25 @@ while [ $# -gt 0 ]; do
         --no-hub) no_hub=1; shift ;;
         --gateway) gateway=1; shift ;;
         --update) update=1; shift ;;
+        --installer) installer=${2:-}; shift 2 || break ;;
         --valgrind) use_valgrind=1; shift ;;
         --keep) keep=1; shift ;;
         -h|--help) sed -n '4,/^set -uo pipefail/s/^# \{0,1\}//p' "$0"; exit 0 ;;
         *) echo "run-demo: unknown argument $1" >&2; exit 2 ;;
     esac
 done
+case "$installer" in
+    board) ;;
+    swupdate)
+        [ "$update" -eq 1 ] || { echo "run-demo: --installer goes with --update" >&2; exit 2; }
+        for tool in swupdate cpio; do
+            command -v "$tool" >/dev/null && continue
+            echo "run-demo: SKIPPED: $tool is not installed (apt install swupdate cpio; scripts/install-deps.sh does)"
+            exit 77
+        done
+        ;;
+    *) echo "run-demo: --installer is board or swupdate, not $installer" >&2; exit 2 ;;
+esac
 if [ "$no_hub" -eq 1 ]; then
     echo "run-demo: SKIPPED: no thingif-hub given (SwiftPM builds it and the CLI: swift build --product thingif-hub, then --product thingif;"
     echo "          configure CMake with -DTHINGIF_HUB_BIN_DIR=\"\$(swift build --show-bin-path)\")"

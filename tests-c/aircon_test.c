@@ -72,6 +72,8 @@ int aircon_main(int argc, char **argv);
 #include "../examples-c/aircon.c"
 /* The simulated A/B board aircon.c uses with --board. */
 #include "../examples-c/ab_board.c"
+/* The installer it hands updates to with --swupdate. */
+#include "../examples-c/swupdate_installer.c"
 
 #undef thingif_on_action
 #undef thingif_action_fail
