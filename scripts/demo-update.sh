@@ -7,11 +7,13 @@
 # (examples-c/ab_board.c: two slot files and a boot environment; "reboot" is
 # aircon exiting with status 3, and this script starting it again, as the
 # board's power would). The operator makes a release key and the board's
-# trust file, then with the CLI: a manifest, its signature, the job; the
-# appliance downloads the image over its own connection, installs it into
-# the other slot, reboots, passes its self-test and confirms: SUCCEEDED with
-# 1.2.0. Then a release whose self-test fails: the trial is rejected, the
-# board rolls back, and the old version's boot reports ROLLED_BACK. With
+# trust file, then with the CLI: a manifest, its signature, a rollout to the
+# appliance; it downloads the image over its own connection, installs it
+# into the other slot, reboots, passes its self-test and confirms: SUCCEEDED
+# with 1.2.0, and the rollout completed. Then a release whose self-test
+# fails: the trial is rejected, the board rolls back, the old version's boot
+# reports ROLLED_BACK, and that one failure aborts its rollout (the
+# rollout's abort criteria: 100 % of what ran, ROLLED_BACK). With
 # run-demo.sh's --installer swupdate, steps 2 and 3 are
 # scripts/demo-update-swupdate.sh's: SWUpdate writes the slots. Uses
 # run-demo.sh's helpers and sets thing_id.
@@ -49,13 +51,26 @@ reboot_board() {
         exit 1
     fi
 }
-# release VERSION IMAGE: the CLI's manifest and signature, then the job; sets job_id.
+# release VERSION IMAGE: the CLI's manifest and signature, then a rollout of
+# it to the demo's appliance (the image pushed first; at most one in flight;
+# one ROLLED_BACK stops it); sets rollout_id and, once the hub's release tick
+# (every second) made the member's job, job_id.
 release() {
     show update manifest "$2" --version "$1" --thing-type AirConditioner --block-size 4096 --out "$tmp/fw-$1.json" \
         || fail "thingif update manifest failed"
     show update sign "$tmp/fw-$1.json" --key "$tmp/fw-2026.pem" --kid fw-2026 || fail "thingif update sign failed"
-    show update start "$thing_id" --image "$2" --manifest "$tmp/fw-$1.json" || fail "thingif update start failed"
-    job_id=$(tail -n 1 "$tmp/last.out")
+    show update rollout create --image "$2" --manifest "$tmp/fw-$1.json" --thing "$thing_id" --rate 60 \
+        --max-in-flight 1 --abort-percent 100 --abort-status ROLLED_BACK || fail "thingif update rollout create failed"
+    rollout_id=$(tail -n 1 "$tmp/last.out")
+    job_id=-
+    local end=$((SECONDS + wait_s))
+    while [ "$job_id" = - ] && [ "$SECONDS" -lt "$end" ]; do
+        job_id=$("$cli_bin" update rollout things "$rollout_id" 2>/dev/null | awk -v t="$thing_id" '$1 == t {print $4}')
+        [ -n "$job_id" ] || job_id=-
+        [ "$job_id" != - ] || sleep 0.1
+    done
+    [ "$job_id" != - ] || fail "rollout $rollout_id released no job"
+    show update rollout things "$rollout_id" || fail "thingif update rollout things failed"
 }
 
 start_board "the appliance on its board, factory firmware 1.0.0 in slot A"
@@ -65,16 +80,17 @@ if [ "$installer" = swupdate ]; then
     . "$src/scripts/demo-update-swupdate.sh"
 else
 echo
-echo "── 2. Release 1.2.0: downloaded in checked blocks, installed into slot B, rebooted, confirmed"
+echo "── 2. Release 1.2.0, rolled out: downloaded in checked blocks, installed into slot B, rebooted, confirmed"
 head -c 300000 /dev/urandom >"$tmp/fw-1.2.0.img"
 release 1.2.0 "$tmp/fw-1.2.0.img"
 show update show "$thing_id" "$job_id" --wait REBOOTING --timeout "$wait_s" || fail "1.2.0 did not install"
 reboot_board "the board boots slot B (1.2.0) on trial"
 show update show "$thing_id" "$job_id" --wait SUCCEEDED --timeout "$wait_s" || fail "1.2.0 did not succeed"
 [ "$(awk '$1 == "reportedVersion" {print $2}' "$tmp/last.out")" = 1.2.0 ] || fail "the hub does not record 1.2.0"
+show update rollout show "$rollout_id" --wait completed --timeout "$wait_s" || fail "the 1.2.0 rollout did not complete"
 
 echo
-echo "── 3. Release 1.3.0 fails its self-test: the trial is rejected and the board rolls back to 1.2.0"
+echo "── 3. Release 1.3.0 fails its self-test: the board rolls back to 1.2.0, and its rollout stops itself"
 { printf 'SELFTEST-FAIL'; head -c 100000 /dev/urandom; } >"$tmp/fw-1.3.0.img"
 release 1.3.0 "$tmp/fw-1.3.0.img"
 show update show "$thing_id" "$job_id" --wait REBOOTING --timeout "$wait_s" || fail "1.3.0 did not install"
@@ -82,6 +98,7 @@ reboot_board "the board boots slot A (1.3.0) on trial"
 reboot_board "the board boots slot B (1.2.0) again"
 show update show "$thing_id" "$job_id" --wait ROLLED_BACK --timeout "$wait_s" || fail "1.3.0 did not roll back"
 [ "$(awk '$1 == "reason" {print $2}' "$tmp/last.out")" = TRIAL_ROLLED_BACK ] || fail "the rollback's reason is not TRIAL_ROLLED_BACK"
+show update rollout show "$rollout_id" --wait aborted --timeout "$wait_s" || fail "the 1.3.0 rollout did not stop itself"
 fi
 show update list "$thing_id" || fail "thingif update list failed"
 
