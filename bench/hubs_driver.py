@@ -23,8 +23,10 @@ A normal user's every SSE installation is notified, so one stream sees all.
 """
 import http.client
 import json
+import os
 import random
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -110,6 +112,30 @@ def setup(url, vendor_ids):
         )
         things.append({"vendorThingID": v, "thingID": t["thingID"], "accessToken": t["accessToken"]})
     print(json.dumps({"token": hub.token, "userID": u["userID"], "things": things}))
+
+
+def release_key(tmp, kid="fw-bench"):
+    """A release key (openssl, P-256) and the device's trust file naming it: (key path, trust path)."""
+    key = os.path.join(tmp, "fw.pem")
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key], check=True)
+    pub = subprocess.run(["openssl", "ec", "-in", key, "-pubout"], check=True, capture_output=True).stdout.decode()
+    trust = os.path.join(tmp, "trust.json")
+    with open(trust, "w") as f:
+        json.dump({"keys": [{"kid": kid, "publicKey": pub}]}, f)
+    return key, trust
+
+
+def operator_cli(cli_path, hub, admin, tmp, who):
+    """The thingif CLI as the operator (the adminToken, a config in tmp): cli(*args) -> stdout, exits on failure."""
+    env = dict(os.environ, THINGIF_HUB_URL=hub, THINGIF_APP_ID=APP, THINGIF_ADMIN_TOKEN=admin,
+               THINGIF_CONFIG=os.path.join(tmp, "cli.json"))
+
+    def cli(*args):
+        r = subprocess.run([cli_path, *args], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("%s: thingif %s: %s%s" % (who, " ".join(args), r.stdout, r.stderr))
+        return r.stdout
+    return cli
 
 
 class Events(threading.Thread):

@@ -98,20 +98,8 @@ def main():
             f.write("%s %s\n" % (t["thingID"], t["accessToken"]))
     onboard_s = time.monotonic() - t0
 
-    key = os.path.join(tmp, "fw.pem")
-    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key], check=True)
-    pub = subprocess.run(["openssl", "ec", "-in", key, "-pubout"], check=True, capture_output=True).stdout.decode()
-    trust = os.path.join(tmp, "trust.json")
-    with open(trust, "w") as f:
-        json.dump({"keys": [{"kid": "fw-bench", "publicKey": pub}]}, f)
-    env = dict(os.environ, THINGIF_HUB_URL=a.hub, THINGIF_APP_ID=hubs_driver.APP, THINGIF_ADMIN_TOKEN=ADMIN,
-               THINGIF_CONFIG=os.path.join(tmp, "cli.json"))
-
-    def cli(*args):
-        r = subprocess.run([a.cli, *args], env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("rollout_driver: thingif %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-        return r.stdout
+    key, trust = hubs_driver.release_key(tmp)
+    cli = hubs_driver.operator_cli(a.cli, a.hub, ADMIN, tmp, "rollout_driver")
 
     def release(version):
         image = os.path.join(tmp, "fw-%s.img" % version)

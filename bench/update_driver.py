@@ -113,25 +113,13 @@ def main():
     dev, ac = setup["things"]
 
     # The release key, the trust file, the image, and the CLI's release.
-    key = os.path.join(tmp, "fw.pem")
-    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key], check=True)
-    pub = subprocess.run(["openssl", "ec", "-in", key, "-pubout"], check=True, capture_output=True).stdout.decode()
-    trust = os.path.join(tmp, "trust.json")
-    with open(trust, "w") as f:
-        json.dump({"keys": [{"kid": "fw-bench", "publicKey": pub}]}, f)
+    key, trust = hubs_driver.release_key(tmp)
     image = os.path.join(tmp, "fw.img")
     data = rnd.randbytes(size)
     with open(image, "wb") as f:
         f.write(data)
     want = hashlib.sha256(data).hexdigest()
-    env = dict(os.environ, THINGIF_HUB_URL=a.hub, THINGIF_APP_ID=hubs_driver.APP, THINGIF_ADMIN_TOKEN=ADMIN,
-               THINGIF_CONFIG=os.path.join(tmp, "cli.json"))
-
-    def cli(*args):
-        r = subprocess.run([a.cli, *args], env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit("update_driver: thingif %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
-        return r.stdout
+    cli = hubs_driver.operator_cli(a.cli, a.hub, ADMIN, tmp, "update_driver")
 
     manifest = os.path.join(tmp, "fw.json")
     cli("update", "manifest", image, "--version", "1.2.0", "--thing-type", "AirConditioner", "--block-size",

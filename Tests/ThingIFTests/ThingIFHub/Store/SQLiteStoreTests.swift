@@ -250,8 +250,8 @@ struct SQLiteStoreTests {
             s.commitImage(upload: "upload:two", sha256: sha, size: 3, now: 3)
                 == .existing(ImageRecord(sha256: sha, size: 3, createdAt: 2)))
         s.close()
-        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:one'") == 3, "not renamed")
-        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:two'") == 0)
+        #expect(try sqlCount(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:one'") == 3, "not renamed")
+        #expect(try sqlCount(path, "SELECT COUNT(*) FROM image_chunks WHERE image = 'upload:two'") == 0)
 
         // More chunks than one delete batch, and the old image: both go.
         let t = try SQLiteStore(path: path, secrets: .fastForTests)
@@ -267,7 +267,7 @@ struct SQLiteStoreTests {
         #expect(t.deleteImage(sha256: old) == true)
         #expect(t.deleteImage(sha256: old) == false)
         #expect(t.imageChunk(sha256: old, n: 0) == nil)
-        #expect(try countRows(path, "SELECT COUNT(*) FROM image_chunks WHERE image <> 'upload:one'") == 0)
+        #expect(try sqlCount(path, "SELECT COUNT(*) FROM image_chunks WHERE image <> 'upload:one'") == 0)
     }
 
     @Test("The database file and its -wal and -shm files are 0600, whatever the umask")
@@ -389,22 +389,6 @@ private func setUserVersion(_ path: String, _ version: Int64) throws {
 }
 
 /// Runs SQL on a database file, outside any store.
-private func countRows(_ path: String, _ sql: String) throws -> Int64 {
-    var db: OpaquePointer?
-    guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, nil) == SQLITE_OK else {
-        sqlite3_close_v2(db)
-        throw HarnessError("cannot open \(path)")
-    }
-    defer { sqlite3_close_v2(db) }
-    var st: OpaquePointer?
-    guard sqlite3_prepare_v2(db, sql, -1, &st, nil) == SQLITE_OK, sqlite3_step(st) == SQLITE_ROW else {
-        sqlite3_finalize(st)
-        throw HarnessError("cannot run \(sql)")
-    }
-    defer { sqlite3_finalize(st) }
-    return sqlite3_column_int64(st, 0)
-}
-
 private func execSQL(_ path: String, _ sql: String) throws {
     var db: OpaquePointer?
     guard sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
