@@ -6,7 +6,24 @@ public enum HATopics {
     public static let issuer = "hub:homeassistant"
     /// The largest command payload taken from Home Assistant, in bytes.
     public static let maxCommandPayload = 64
-    public static func config(prefix: String, thingID: String) -> String { "\(prefix)/climate/\(thingID)/config" }
+    /// The climate entity's discovery topic: its object ID is the thing's
+    /// (`discoveryID`).
+    public static func config(prefix: String, thingID: String) -> String {
+        "\(prefix)/climate/\(discoveryID(thingID))/config"
+    }
+    /// A thing as a discovery topic's node or object ID, `thingif_<thingID>`
+    /// with anything but [A-Za-z0-9_-] as '_': Home Assistant's discovery
+    /// drops a config whose IDs hold anything else (its TOPIC_MATCHER), and
+    /// a thing ID holds a '.'.
+    static func discoveryID(_ thingID: String) -> String {
+        "thingif_"
+            + String(
+                String.UnicodeScalarView(
+                    thingID.unicodeScalars.map { c in
+                        c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "_" || c == "-")
+                            ? c : "_"
+                    }))
+    }
     public static func state(_ thingID: String) -> String { "thingif/\(thingID)/state" }
     public static func availability(_ thingID: String) -> String { "thingif/\(thingID)/availability" }
     public static func command(_ thingID: String, _ field: String) -> String { "thingif/\(thingID)/set/\(field)" }

@@ -145,13 +145,9 @@ enum HATraitMapping {
     // MARK: discovery
 
     /// `<prefix>/<component>/thingif_<thingID>/<alias>_<member>/config`
-    /// (the thing's ID with anything outside Home Assistant's node-ID
-    /// characters as '_').
+    /// (the node ID as HATopics.discoveryID makes it).
     static func configTopic(prefix: String, thingID: String, _ e: HATraitEntity) -> String {
-        let node = String(
-            String.UnicodeScalarView(
-                thingID.unicodeScalars.map { isSafe(String($0)) ? $0 : "_" }))
-        return "\(prefix)/\(e.component.rawValue)/thingif_\(node)/\(e.objectID)/config"
+        "\(prefix)/\(e.component.rawValue)/\(HATopics.discoveryID(thingID))/\(e.objectID)/config"
     }
 
     static func number(_ d: Double) -> JSON {

@@ -49,7 +49,8 @@ struct ThingDeletionTests {
 
             // The retained messages of the thing, each there now.
             let retained = [
-                "homeassistant/climate/\(tid)/config", "thingif/\(tid)/state", "thingif/\(tid)/availability",
+                "homeassistant/climate/thingif_\(tid.replacingOccurrences(of: ".", with: "_"))/config",
+                "thingif/\(tid)/state", "thingif/\(tid)/availability",
                 Topics.config(clientID: identity.topic), Topics.status(clientID: identity.topic)
             ]
             let watcher = try await offPool { Result { try TopicListener(port: e.env.broker.port, topics: retained) } }

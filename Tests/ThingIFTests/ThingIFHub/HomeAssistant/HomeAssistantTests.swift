@@ -5,7 +5,7 @@ import CThingIFTestSupport
 import Foundation
 import Testing
 import ThingIF
-import ThingIFHub
+@testable import ThingIFHub
 import ThingIFHubServer
 
 @Suite("Home Assistant discovery", .serialized, .offPool)
@@ -36,6 +36,28 @@ struct HomeAssistantTests {
         return ha
     }
 
+    /// Home Assistant's discovery takes a config only on a topic its
+    /// TOPIC_MATCHER (homeassistant/components/mqtt/discovery.py) matches:
+    /// node and object IDs of [a-zA-Z0-9_-] alone. A thing ID holds a '.'.
+    static let discoveryTopic = try! NSRegularExpression(
+        pattern: #"^homeassistant/\w+/(?:[a-zA-Z0-9_-]+/)?[a-zA-Z0-9_-]+/config$"#)
+
+    @Test("Discovery topics match Home Assistant's pattern, whatever the thing ID holds")
+    func discoveryTopicsMatch() {
+        for tid in ["th.0123abcd", "th.a.b-c_d", "th.Ünï cödé/+#"] {
+            let entity = HATraitEntity(component: .number, alias: "AirConditionerAlias", member: "setPresetTemperature")
+            for topic in [
+                HATopics.config(prefix: "homeassistant", thingID: tid),
+                HATraitMapping.configTopic(prefix: "homeassistant", thingID: tid, entity)
+            ] {
+                let range = NSRange(topic.startIndex..., in: topic)
+                #expect(Self.discoveryTopic.firstMatch(in: topic, range: range) != nil, "\(topic)")
+            }
+        }
+        #expect(
+            HATopics.config(prefix: "homeassistant", thingID: "th.01") == "homeassistant/climate/thingif_th_01/config")
+    }
+
     @Test(
         "Home Assistant discovery for an end node: its own device, via_device its gateway's; availability follows its presence behind the gateway; its entity goes with its gateway"
     )
@@ -56,7 +78,7 @@ struct HomeAssistantTests {
                 ], contentType: "application/vnd.kii.OnboardingEndNodeWithGatewayThingID+json")
             try #require(n.status == 200, "\(n.status) \(n.text)")
             let en = try #require(n.string("endNodeThingID"))
-            let configTopic = "homeassistant/climate/\(en)/config"
+            let configTopic = "homeassistant/climate/thingif_\(en.replacingOccurrences(of: ".", with: "_"))/config"
             let availabilityTopic = "thingif/\(en)/availability"
 
             let ha = try await Self.homeAssistantClient(e, user: haUser, password: haPassword)
@@ -149,7 +171,7 @@ struct HomeAssistantTests {
             let t = try await e.appliance(thingID: tid, token: thingToken) { t in
                 #expect(ct_behave_upload_state(t.ct, "setPresetTemperature", 1) == 0)
             }
-            let configTopic = "homeassistant/climate/\(tid)/config"
+            let configTopic = "homeassistant/climate/thingif_\(tid.replacingOccurrences(of: ".", with: "_"))/config"
             let stateTopic = "thingif/\(tid)/state"
             let availabilityTopic = "thingif/\(tid)/availability"
 
@@ -305,7 +327,7 @@ struct HomeAssistantTests {
         let thingID = try #require(onboarded["thingID"]?.stringValue)
         let thingToken = try #require(onboarded["accessToken"]?.stringValue)
 
-        let configTopic = "homeassistant/climate/\(thingID)/config"
+        let configTopic = "homeassistant/climate/thingif_\(thingID.replacingOccurrences(of: ".", with: "_"))/config"
         let listener = try TopicListener(port: broker.port, topics: [configTopic])
         defer { listener.stop() }
         let heater = try ApplianceProcess(
