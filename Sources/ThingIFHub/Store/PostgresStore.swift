@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 11
+    public static let schemaVersion: Int64 = 12
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -165,7 +165,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 9 -> 10: rollouts' time-outs, retries and ramp; members' attempts.
         StoreSchema.rolloutRetrySteps,
         // 10 -> 11: the trait registry.
-        StoreSchema.traitSteps
+        StoreSchema.traitSteps,
+        // 11 -> 12: the request partitions' leases (HubPartitions).
+        StoreSchema.partitionSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 14
+    public static let schemaVersion: Int64 = 15
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -165,7 +165,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 12 -> 13: rollouts' time-outs, retries and ramp; members' attempts.
         StoreSchema.rolloutRetrySteps,
         // 13 -> 14: the trait registry.
-        StoreSchema.traitSteps
+        StoreSchema.traitSteps,
+        // 14 -> 15: the request partitions' leases (HubPartitions).
+        StoreSchema.partitionSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {
