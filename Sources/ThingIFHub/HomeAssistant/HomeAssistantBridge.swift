@@ -13,9 +13,11 @@ final class HomeAssistantBridge: @unchecked Sendable {
     let presence: Presence
     let metrics: HubMetrics
     let events: HubEvents
-    /// Whether the hub's subscriptions go through the shared group
-    /// (FrameworkSide.Options.sharedSubscription): the command topics do too.
-    let sharedSubscription: Bool
+    /// Whether the hub's subscriptions go through the shared group (not in
+    /// the partitioned mode): the command topics do too. In the partitioned
+    /// mode every hub receives every command and the holder of the thing's
+    /// partition takes it (ThingRequests.accept, Inbound.partitionKey).
+    let partitions: HubPartitions
     /// Things whose config this process published.
     private let known = Locked(Set<String>())
     /// When Home Assistant's birth message last made the hub publish every
@@ -29,7 +31,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     init(
         options: HomeAssistantOptions, store: ThingStore, client: MqttClient, delivery: CommandDelivery,
         presence: Presence,
-        metrics: HubMetrics, events: HubEvents, sharedSubscription: Bool
+        metrics: HubMetrics, events: HubEvents, partitions: HubPartitions
     ) {
         self.options = options
         self.store = store
@@ -38,13 +40,13 @@ final class HomeAssistantBridge: @unchecked Sendable {
         self.presence = presence
         self.metrics = metrics
         self.events = events
-        self.sharedSubscription = sharedSubscription
+        self.partitions = partitions
         statusTopic = HATopics.status(prefix: options.prefix)
     }
 
     var subscriptions: [String] {
         let commands =
-            sharedSubscription ? "$share/thingif-hub/" + HATopics.commandFilter : HATopics.commandFilter
+            partitions.partitioned ? HATopics.commandFilter : "$share/thingif-hub/" + HATopics.commandFilter
         return [commands, statusTopic]
     }
 

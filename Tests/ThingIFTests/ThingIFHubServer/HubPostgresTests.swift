@@ -275,7 +275,8 @@ struct TwoHubsOnPostgresTests {
 /// Hubs A and B (processes) on one fresh PostgreSQL database and one
 /// secured broker, a user made through A, and aircon things onboarded
 /// through A with an effects log each; close() stops everything.
-private final class TwoHubs {
+/// `hubArgs` go to both hubs (e.g. `--subscriptions partitioned`).
+final class TwoHubs {
     let cli: String, hubExe: String
     let server: PostgresServer
     let name: String, dbURL: String
@@ -288,8 +289,10 @@ private final class TwoHubs {
     private var token = "", userID = ""
     /// Hub B's starts so far (each logs to a file of its own).
     private var starts = 0
+    private let hubArgs: [String]
 
-    init(prefix: String) throws {
+    init(prefix: String, hubArgs: [String] = []) throws {
+        self.hubArgs = hubArgs
         cli = try #require(CLIEndToEnd.cli)
         hubExe = try #require(CLIEndToEnd.hub)
         server = try PostgresServer.get()
@@ -298,7 +301,7 @@ private final class TwoHubs {
         root = try makeTempDirectory(prefix: prefix)
         do {
             let a = try startHubProcess(
-                hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL])
+                hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL] + hubArgs)
             children.append(a.pid)
             urlA = a.url
             try restartB()
@@ -354,7 +357,7 @@ private final class TwoHubs {
     /// Starts hub B (again) on the same database.
     func restartB() throws {
         let b = try startHubProcess(
-            hubExe, broker: broker, logPath: root + "/hub-b-\(starts).log", storeArgs: ["--db", dbURL])
+            hubExe, broker: broker, logPath: root + "/hub-b-\(starts).log", storeArgs: ["--db", dbURL] + hubArgs)
         starts += 1
         children.append(b.pid)
         pidB = b.pid
