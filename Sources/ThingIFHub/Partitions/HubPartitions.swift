@@ -46,8 +46,9 @@ public final class HubPartitions: @unchecked Sendable {
     let leaseMs: Int64
     let metrics: HubMetrics
     let events: HubEvents
-    /// The epoch ms the leases are written in (tests give their own).
-    let clock: @Sendable () -> Int64
+    /// The epoch ms the leases are written in: nil, the database's clock
+    /// (tests give their own).
+    let clock: (@Sendable () -> Int64)?
     private let state = Locked(State())
     /// One round at a time (the scheduler's, and start's first).
     private let rounds = Locked(())
@@ -57,7 +58,7 @@ public final class HubPartitions: @unchecked Sendable {
 
     init(
         mode: SubscriptionMode, hubID: String, store: HubStore, leaseMs: Int64, metrics: HubMetrics,
-        events: HubEvents, clock: @escaping @Sendable () -> Int64 = { Platform.epochMs() }
+        events: HubEvents, clock: (@Sendable () -> Int64)? = nil
     ) {
         self.mode = mode
         self.hubID = hubID
@@ -113,7 +114,7 @@ public final class HubPartitions: @unchecked Sendable {
 
     private func round(_ leases: PartitionLeaseStore) -> UInt64? {
         let started = Platform.nowMs()
-        guard let round = leases.leasePartitions(hubID: hubID, count: Self.count, leaseMs: leaseMs, now: clock())
+        guard let round = leases.leasePartitions(hubID: hubID, count: Self.count, leaseMs: leaseMs, now: clock?())
         else {
             events.log("partitions: the store did not renew this hub's leases; they lapse at their time")
             return nil

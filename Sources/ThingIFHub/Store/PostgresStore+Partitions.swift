@@ -6,11 +6,17 @@
 /// and expiry ('' and 0: free). A takeover is an UPDATE of lapsed rows
 /// under FOR UPDATE SKIP LOCKED, so two hubs never take the same one.
 extension PostgresStore: PartitionLeaseStore {
-    public func leasePartitions(hubID: String, count: Int, leaseMs: Int64, now: Int64) -> PartitionLeases? {
+    public func leasePartitions(hubID: String, count: Int, leaseMs: Int64, now given: Int64?) -> PartitionLeases? {
         precondition(count > 0 && count <= 64, "a partition mask has 64 bits")
-        let until = now + leaseMs
         let round = attempt { c in
             try c.transaction { () throws -> PartitionLeases in
+                // The database's clock, read when the round begins: every
+                // hub's leases on one clock.
+                let now =
+                    try given
+                    ?? c.first("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint", [], { $0.int(0) })
+                    ?? 0
+                let until = now + leaseMs
                 try c.run(
                     """
                     INSERT INTO partition_hubs (hub_id, expires_at) VALUES (?, ?)

@@ -143,6 +143,27 @@ struct PartitionLeaseTests {
         #expect(c.tick() == .max)
     }
 
+    /// A hub's rounds go on the database's clock (now nil): the leases it
+    /// writes run out a lease after the database's now, which a round at a
+    /// time of the test's own then finds.
+    @Test("Without a clock of its own a round writes its leases on the database's clock")
+    func databaseClock() throws {
+        let server = try PostgresServer.get()
+        let (name, url) = try server.createDatabase()
+        defer { server.dropDatabase(name) }
+        let store = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { store.close() }
+        let before = Platform.epochMs()
+        let first = try #require(store.leasePartitions(hubID: "hub-x", count: 64, leaseMs: 60_000, now: nil))
+        #expect(first == PartitionLeases(held: .max, share: 64, hubs: 1))
+        // Before the lease is over (by the machine's clock, the database's
+        // here) nothing is taken; after it everything is.
+        let early = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 59_000))
+        #expect(early.held == 0 && early.hubs == 2)
+        let late = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 120_000))
+        #expect(late.held == .max && late.hubs == 1)
+    }
+
     /// Many rounds of three hubs in turn, each hub's round at a time of its
     /// own: no partition is ever held by two hubs, and they settle at
     /// 22/21/21 (64 over 3: the first by ID gets the extra one).

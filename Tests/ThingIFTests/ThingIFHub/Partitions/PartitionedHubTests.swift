@@ -71,7 +71,7 @@ struct PartitionedHubPostgresTests {
         defer { store.close() }
         let other = "~other-hub"
         let alone = try #require(
-            store.leasePartitions(hubID: other, count: 64, leaseMs: 3_600_000, now: Platform.epochMs()))
+            store.leasePartitions(hubID: other, count: 64, leaseMs: 3_600_000, now: nil))
         #expect(alone.held == .max)
         #expect(store.releasePartitions(hubID: other, mask: 0xFFFF_FFFF, leaving: false))
 
@@ -138,9 +138,9 @@ struct PartitionedHubPostgresTests {
         // A second hub joins (by the store alone) and takes the upper half
         // with a lease it never renews: it is dead from then on.
         let ghost = "~ghost-hub"
-        _ = store.leasePartitions(hubID: ghost, count: 64, leaseMs: 8000, now: Platform.epochMs())
+        _ = store.leasePartitions(hubID: ghost, count: 64, leaseMs: 8000, now: nil)
         #expect(poll { env.hub.partitions.held == 0xFFFF_FFFF }, "the hub gives back the upper half")
-        let taken = try #require(store.leasePartitions(hubID: ghost, count: 64, leaseMs: 8000, now: Platform.epochMs()))
+        let taken = try #require(store.leasePartitions(hubID: ghost, count: 64, leaseMs: 8000, now: nil))
         #expect(taken.held == 0xFFFF_FFFF_0000_0000)
         #expect(!env.hub.partitions.serves(thing.topic))
 
