@@ -67,18 +67,7 @@ struct HubPartitionTests {
         }
         #expect(sent.count == count)
         #expect(droppedBeforeKill > 0, "neither hub dropped another's request: not partitioned")
-        var notDone: [String] = []
-        for c in sent {
-            let done = poll(timeoutMs: 30_000) {
-                (try? hubs.thingif(hubs.urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") }
-                    == "DONE"
-            }
-            if !done { notDone.append(c.id) }
-        }
-        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(hubs.root + "/hub-a.log").suffix(4000))")
-        let effects = hubs.effects()
-        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
-        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+        hubs.expectEveryCommandDoneOnce(sent)
         for k in 1...things.count {
             #expect(
                 poll(timeoutMs: 30_000) { pendingOutbox(hubs.root + "/aircon-\(k)").isEmpty },

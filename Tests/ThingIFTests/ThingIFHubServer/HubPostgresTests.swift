@@ -254,21 +254,7 @@ struct TwoHubsOnPostgresTests {
             if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
         }
         #expect(sent.count == count)
-        // None lost: each command reaches DONE (the things resend what a
-        // dead hub never answered; the hubs redeliver what they stored).
-        var notDone: [String] = []
-        for c in sent {
-            let done = poll(timeoutMs: 30_000) {
-                (try? hubs.thingif(hubs.urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") }
-                    == "DONE"
-            }
-            if !done { notDone.append(c.id) }
-        }
-        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(hubs.root + "/hub-a.log"))")
-        // None twice: one effect line per command and action.
-        let effects = hubs.effects()
-        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
-        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+        hubs.expectEveryCommandDoneOnce(sent)
     }
 }
 
@@ -344,6 +330,23 @@ final class TwoHubs {
     /// Every thing's effect lines ("commandID action").
     func effects() -> [Substring] {
         (0..<appliances.count).flatMap { readText(root + "/effects-\($0 + 1).log").split(separator: "\n") }
+    }
+
+    /// None lost: each command of `sent` reaches DONE (the things resend
+    /// what a dead hub never answered; the hubs redeliver what they
+    /// stored). None twice: one effect line per command and action.
+    func expectEveryCommandDoneOnce(_ sent: [(thing: String, id: String)]) {
+        var notDone: [String] = []
+        for c in sent {
+            let done = poll(timeoutMs: 30_000) {
+                (try? thingif(urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") } == "DONE"
+            }
+            if !done { notDone.append(c.id) }
+        }
+        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(root + "/hub-a.log").suffix(4000))")
+        let effects = effects()
+        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
+        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
     }
 
     /// Hub B goes away without a word: no DISCONNECT, no cleanup.

@@ -97,50 +97,47 @@ struct PartitionLeaseTests {
     /// that leaves gives them back at once.
     @Test("Fair split of two hubs, takeover after a lapse, rebalance on a join, handover on a leave")
     func leases() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let store = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { store.close() }
-        let clock = TestClock()
-        let gainsA = Locked<[UInt64]>([])
-        let a = hub("hub-a", store, clock, gains: gainsA)
-        #expect(a.tick() == .max, "alone, a hub holds every partition")
-        #expect(gainsA.withLock { $0 } == [.max])
+        try PostgresServer.get().withStore { store in
+            let clock = TestClock()
+            let gainsA = Locked<[UInt64]>([])
+            let a = hub("hub-a", store, clock, gains: gainsA)
+            #expect(a.tick() == .max, "alone, a hub holds every partition")
+            #expect(gainsA.withLock { $0 } == [.max])
 
-        // B joins: nothing is free, so it takes nothing yet; A's next round
-        // gives back what is beyond its share, B's next takes it.
-        let b = hub("hub-b", store, clock)
-        #expect(b.tick() == 0, "a partition held and in its lease is never taken")
-        let heldA = try #require(a.tick())
-        #expect(heldA.nonzeroBitCount == 32)
-        let heldB = try #require(b.tick())
-        #expect(heldB.nonzeroBitCount == 32 && heldA & heldB == 0 && heldA | heldB == .max)
-        // Steady: renewals change nothing.
-        clock.advance(1000)
-        #expect(a.tick() == heldA)
-        #expect(b.tick() == heldB)
-        #expect(a.held == heldA && b.held == heldB)
+            // B joins: nothing is free, so it takes nothing yet; A's next round
+            // gives back what is beyond its share, B's next takes it.
+            let b = hub("hub-b", store, clock)
+            #expect(b.tick() == 0, "a partition held and in its lease is never taken")
+            let heldA = try #require(a.tick())
+            #expect(heldA.nonzeroBitCount == 32)
+            let heldB = try #require(b.tick())
+            #expect(heldB.nonzeroBitCount == 32 && heldA & heldB == 0 && heldA | heldB == .max)
+            // Steady: renewals change nothing.
+            clock.advance(1000)
+            #expect(a.tick() == heldA)
+            #expect(b.tick() == heldB)
+            #expect(a.held == heldA && b.held == heldB)
 
-        // B stops renewing (it died): its leases run until 5 s after its
-        // last round; then A, alone alive, takes them over.
-        clock.advance(4999)
-        #expect(a.tick() == heldA, "B's leases have not lapsed yet")
-        clock.advance(1)
-        #expect(a.tick() == .max, "B's lapsed partitions are taken over")
-        #expect(gainsA.withLock { $0 }.last == heldB, "the takeover names what was taken")
+            // B stops renewing (it died): its leases run until 5 s after its
+            // last round; then A, alone alive, takes them over.
+            clock.advance(4999)
+            #expect(a.tick() == heldA, "B's leases have not lapsed yet")
+            clock.advance(1)
+            #expect(a.tick() == .max, "B's lapsed partitions are taken over")
+            #expect(gainsA.withLock { $0 }.last == heldB, "the takeover names what was taken")
 
-        // C joins: A gives back half, C takes it.
-        let c = hub("hub-c", store, clock)
-        #expect(c.tick() == 0)
-        let heldA2 = try #require(a.tick())
-        #expect(heldA2.nonzeroBitCount == 32)
-        #expect(c.tick().map { $0.nonzeroBitCount == 32 && $0 & heldA2 == 0 } == true)
+            // C joins: A gives back half, C takes it.
+            let c = hub("hub-c", store, clock)
+            #expect(c.tick() == 0)
+            let heldA2 = try #require(a.tick())
+            #expect(heldA2.nonzeroBitCount == 32)
+            #expect(c.tick().map { $0.nonzeroBitCount == 32 && $0 & heldA2 == 0 } == true)
 
-        // A leaves (stops): C takes everything at its next round, no lapse to wait for.
-        a.leave()
-        #expect(a.held == 0)
-        #expect(c.tick() == .max)
+            // A leaves (stops): C takes everything at its next round, no lapse to wait for.
+            a.leave()
+            #expect(a.held == 0)
+            #expect(c.tick() == .max)
+        }
     }
 
     /// A hub's rounds go on the database's clock (now nil): the leases it
@@ -148,20 +145,17 @@ struct PartitionLeaseTests {
     /// time of the test's own then finds.
     @Test("Without a clock of its own a round writes its leases on the database's clock")
     func databaseClock() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let store = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { store.close() }
-        let before = Platform.epochMs()
-        let first = try #require(store.leasePartitions(hubID: "hub-x", count: 64, leaseMs: 60_000, now: nil))
-        #expect(first == PartitionLeases(held: .max, share: 64, hubs: 1))
-        // Before the lease is over (by the machine's clock, the database's
-        // here) nothing is taken; after it everything is.
-        let early = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 59_000))
-        #expect(early.held == 0 && early.hubs == 2)
-        let late = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 120_000))
-        #expect(late.held == .max && late.hubs == 1)
+        try PostgresServer.get().withStore { store in
+            let before = Platform.epochMs()
+            let first = try #require(store.leasePartitions(hubID: "hub-x", count: 64, leaseMs: 60_000, now: nil))
+            #expect(first == PartitionLeases(held: .max, share: 64, hubs: 1))
+            // Before the lease is over (by the machine's clock, the database's
+            // here) nothing is taken; after it everything is.
+            let early = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 59_000))
+            #expect(early.held == 0 && early.hubs == 2)
+            let late = try #require(store.leasePartitions(hubID: "hub-y", count: 64, leaseMs: 1, now: before + 120_000))
+            #expect(late.held == .max && late.hubs == 1)
+        }
     }
 
     /// Many rounds of three hubs in turn, each hub's round at a time of its
@@ -169,22 +163,19 @@ struct PartitionLeaseTests {
     /// 22/21/21 (64 over 3: the first by ID gets the extra one).
     @Test("Three hubs never hold a partition together and settle on 22, 21 and 21")
     func threeHubs() throws {
-        let server = try PostgresServer.get()
-        let (name, url) = try server.createDatabase()
-        defer { server.dropDatabase(name) }
-        let store = try PostgresStore(url: url, secrets: .fastForTests)
-        defer { store.close() }
-        let clock = TestClock()
-        let hubs = ["hub-1", "hub-2", "hub-3"].map { hub($0, store, clock) }
-        var last: [UInt64] = [0, 0, 0]
-        for round in 0..<6 {
-            for (i, h) in hubs.enumerated() {
-                last[i] = try #require(h.tick())
-                clock.advance(100)
-                for j in 0..<3 where j != i { #expect(last[i] & last[j] == 0, "round \(round): \(i) and \(j)") }
+        try PostgresServer.get().withStore { store in
+            let clock = TestClock()
+            let hubs = ["hub-1", "hub-2", "hub-3"].map { hub($0, store, clock) }
+            var last: [UInt64] = [0, 0, 0]
+            for round in 0..<6 {
+                for (i, h) in hubs.enumerated() {
+                    last[i] = try #require(h.tick())
+                    clock.advance(100)
+                    for j in 0..<3 where j != i { #expect(last[i] & last[j] == 0, "round \(round): \(i) and \(j)") }
+                }
             }
+            #expect(last.map(\.nonzeroBitCount) == [22, 21, 21])
+            #expect(last[0] | last[1] | last[2] == .max)
         }
-        #expect(last.map(\.nonzeroBitCount) == [22, 21, 21])
-        #expect(last[0] | last[1] | last[2] == .max)
     }
 }
