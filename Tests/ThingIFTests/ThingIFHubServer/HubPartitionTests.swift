@@ -42,29 +42,19 @@ struct HubPartitionTests {
             "the hubs did not split the partitions: A \(held(hubs.urlA)), B \(held(hubs.urlB))")
         let things = try (1...6).map { try hubs.addThing("AC-PART-\($0)") }
         let count = 48
-        var sent: [(thing: String, id: String)] = []
-        var urls = [hubs.urlA, hubs.urlB]
         var droppedBeforeKill = 0.0
-        for i in 0..<count {
-            if i == count / 3 {
+        let sent = try hubs.streamKillingB(
+            things, count: count,
+            beforeKill: {
                 droppedBeforeKill =
                     (metrics(hubs.urlA)?.value("thingif_hub_foreign_requests_dropped_total") ?? 0)
                     + (metrics(hubs.urlB)?.value("thingif_hub_foreign_requests_dropped_total") ?? 0)
-                hubs.killB()
-                urls = [hubs.urlA]
-            } else if i == 2 * count / 3 {
+            },
+            beforeRestart: {
                 // Required: without the takeover every later command waits in vain.
                 try #require(
                     poll(timeoutMs: 30_000) { held(hubs.urlA) == 64 }, "hub A did not take hub B's partitions over")
-                try hubs.restartB()
-                urls = [hubs.urlA, hubs.urlB]
-            }
-            let thing = things[i % things.count]
-            let r = try hubs.thingif(
-                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
-            #expect(r.status == 0, "command \(i): \(r.output)")
-            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
-        }
+            })
         #expect(sent.count == count)
         #expect(droppedBeforeKill > 0, "neither hub dropped another's request: not partitioned")
         hubs.expectEveryCommandDoneOnce(sent)

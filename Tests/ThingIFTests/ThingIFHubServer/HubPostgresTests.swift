@@ -237,22 +237,7 @@ struct TwoHubsOnPostgresTests {
         defer { hubs.close() }
         let things = try (1...2).map { try hubs.addThing("AC-KILL-\($0)") }
         let count = 36
-        var sent: [(thing: String, id: String)] = []
-        var urls = [hubs.urlA, hubs.urlB]
-        for i in 0..<count {
-            if i == count / 3 {
-                hubs.killB()
-                urls = [hubs.urlA]
-            } else if i == 2 * count / 3 {
-                try hubs.restartB()
-                urls = [hubs.urlA, hubs.urlB]
-            }
-            let thing = things[i % things.count]
-            let r = try hubs.thingif(
-                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
-            #expect(r.status == 0, "command \(i): \(r.output)")
-            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
-        }
+        let sent = try hubs.streamKillingB(things, count: count)
         #expect(sent.count == count)
         hubs.expectEveryCommandDoneOnce(sent)
     }
@@ -330,6 +315,34 @@ final class TwoHubs {
     /// Every thing's effect lines ("commandID action").
     func effects() -> [Substring] {
         (0..<appliances.count).flatMap { readText(root + "/effects-\($0 + 1).log").split(separator: "\n") }
+    }
+
+    /// `count` commands round robin over `things` and the live hubs' REST
+    /// APIs; hub B is killed with SIGKILL a third of the way in and started
+    /// again two thirds in (`beforeKill`, `beforeRestart` run just before).
+    /// Returns each command sent, with its thing.
+    func streamKillingB(
+        _ things: [String], count: Int, beforeKill: () -> Void = {}, beforeRestart: () throws -> Void = {}
+    ) throws -> [(thing: String, id: String)] {
+        var sent: [(thing: String, id: String)] = []
+        var urls = [urlA, urlB]
+        for i in 0..<count {
+            if i == count / 3 {
+                beforeKill()
+                killB()
+                urls = [urlA]
+            } else if i == 2 * count / 3 {
+                try beforeRestart()
+                try restartB()
+                urls = [urlA, urlB]
+            }
+            let thing = things[i % things.count]
+            let r = try thingif(
+                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
+            #expect(r.status == 0, "command \(i): \(r.output)")
+            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
+        }
+        return sent
     }
 
     /// None lost: each command of `sent` reaches DONE (the things resend
