@@ -42,9 +42,16 @@ public final class FrameworkSide: @unchecked Sendable {
         /// Host and port given to things in mqttEndpoint (default: the broker's).
         public var advertisedHost: String?
         public var advertisedPort: Int?
-        /// Subscribe through the shared group $share/thingif-hub/… so that
-        /// several framework processes split the request stream.
-        public var sharedSubscription: Bool
+        /// How several hubs split the things' requests (SubscriptionMode):
+        /// by the broker's CONNACK (auto), through the shared group
+        /// $share/thingif-hub/…, or by partitions leased in the store.
+        public var subscriptions: SubscriptionMode
+        /// In the partitioned mode: how long a round of the partitions'
+        /// leases holds (ms), and how often the scheduler renews them. A
+        /// dead hub's partitions are taken over a lease after its last
+        /// round (docs/SCALING.md, "Partitioned requests").
+        public var partitionLeaseMs: Int64 = 6000
+        public var partitionTickMs: Int64 = 1000
         /// The hub's own broker identity: a dynamic-security client allowed
         /// to administer the plugin ($CONTROL/dynamic-security/#).
         public var brokerUsername: String?
@@ -136,7 +143,9 @@ public final class FrameworkSide: @unchecked Sendable {
             self.brokerPort = brokerPort
             self.advertisedHost = advertisedHost
             self.advertisedPort = advertisedPort
-            self.sharedSubscription = sharedSubscription
+            // Without the shared group the one hub served everything: what
+            // the partitioned mode does with a store only it uses.
+            subscriptions = sharedSubscription ? .auto : .partitioned
             self.brokerUsername = brokerUsername
             self.brokerPassword = brokerPassword
             self.brokerTLS = brokerTLS
@@ -246,6 +255,8 @@ public final class FrameworkSide: @unchecked Sendable {
     public let imageUploads: ImageUploadStats
     /// Home Assistant's discovery: always there, off until enabled (HomeAssistant/).
     public let homeAssistant: HomeAssistant
+    /// Which requests this hub serves in the partitioned mode (Partitions/).
+    public let partitions: HubPartitions
     /// The periodic work (`jobs`), while started.
     let scheduler = Locked<Scheduler?>(nil)
 
@@ -261,6 +272,10 @@ public final class FrameworkSide: @unchecked Sendable {
         self.client = c
         self.store = store
         fastPaths = FastPaths(store)
+        let partitions = HubPartitions(
+            mode: options.subscriptions, hubID: c.clientID, store: store, leaseMs: options.partitionLeaseMs,
+            metrics: metrics, events: events)
+        self.partitions = partitions
         notifications = Notifications(
             store: store, metrics: metrics, client: c, events: events, webhooks: options.webhooks)
         let presence = Presence()
@@ -285,8 +300,7 @@ public final class FrameworkSide: @unchecked Sendable {
         let traits = TraitRegistry(store: fastPaths.store)
         homeAssistant = HomeAssistant(
             store: store, client: c, delivery: delivery, presence: presence, metrics: metrics, events: events,
-            traits: traits, sharedSubscription: options.sharedSubscription, admin: admin,
-            brokerAdmin: options.brokerAdmin)
+            traits: traits, partitions: partitions, admin: admin, brokerAdmin: options.brokerAdmin)
         authority = ThingAuthority(options: options, store: store, events: events)
         let installations = ThingInstallations(
             options: options, store: store, client: c, admin: admin, authority: authority, presence: presence,
@@ -329,7 +343,7 @@ public final class FrameworkSide: @unchecked Sendable {
         thingRequests = ThingRequests(
             options: options, store: store, client: c, handlers: handlers, authorization: authorization,
             authority: authority, delivery: delivery, homeAssistant: homeAssistant, endNodes: endNodes,
-            metrics: metrics, events: events, costly: costly)
+            partitions: partitions, metrics: metrics, events: events, costly: costly)
         let imageUploads = ImageUploadStats()
         self.imageUploads = imageUploads
         app = AppAPI(
@@ -388,10 +402,19 @@ public final class FrameworkSide: @unchecked Sendable {
                 return false
             }
         }
-        client.onConnect = { [unowned self] rc in
+        // The partitions' takeover: the open commands of the things online
+        // in what this hub took (their "online" may have come while another
+        // hub held them, or none did).
+        partitions.onGained = { [unowned self] gained in
+            let n = self.delivery.resendToOnline { gained >> UInt64(HubPartitions.partition(of: $0)) & 1 == 1 }
+            if n > 0 { self.events.event("partitions: sent \(n) unanswered command(s) again to things online") }
+        }
+        client.onConnectProperties = { [unowned self] rc, properties in
             self.data.withLock { $0.connack = rc }
             guard rc == 0 else { return }
-            for topic in Topics.hubSubscriptions(shared: self.options.sharedSubscription) {
+            let shared = self.partitions.connected(
+                sharedAvailable: MqttClient.sharedSubscriptionsAvailable(properties))
+            for topic in Topics.hubSubscriptions(shared: shared) {
                 let mid = self.client.subscribe(topic, qos: 1).mid
                 self.data.withLock { _ = $0.expectedMids.insert(mid) }
             }
@@ -442,6 +465,9 @@ public final class FrameworkSide: @unchecked Sendable {
             // then does so every minute).
             app.jobEnds.endExpiredOffers()
         }
+        // Partitioned: this hub's first round now, not a tick later, so that
+        // it serves its share from the start.
+        if up && !refused { partitions.tick() }
         return up && !refused
     }
 
@@ -453,7 +479,8 @@ public final class FrameworkSide: @unchecked Sendable {
             .init(name: "CRL", periodMs: 250) { [unowned self] now in self.authority.tick(nowMs: now) },
             .init(name: "command lifecycle", periodMs: CommandLifetimes.sweepPeriodMs) { [unowned self] _ in
                 self.delivery.lifecycleTick()
-            }
+            },
+            .init(name: "partitions", periodMs: options.partitionTickMs) { [unowned self] _ in self.partitions.tick() }
         ]
         if options.runsSchedules {
             jobs.append(
@@ -474,6 +501,7 @@ public final class FrameworkSide: @unchecked Sendable {
             s?.stop()
             s = nil
         }
+        partitions.leave()
         client.disconnect()
         _ = client.stopThread(force: false)
         thingRequests.close()

@@ -18,7 +18,10 @@ import ThingIF
 /// busy), refused_total{defence} (calls refused by a flood defence: costly_busy,
 /// address_budget, app_budget, creation_cap, installation_cap, enrollment,
 /// header_timeout, body_timeout, address_connections, end_node_onboarding_budget,
-/// end_node_onboarding_busy, end_node_status, end_node_status_budget).
+/// end_node_onboarding_busy, end_node_status, end_node_status_budget),
+/// partitions_held (the request partitions this hub serves in the
+/// partitioned mode, HubPartitions), foreign_requests_dropped_total
+/// (requests of partitions it does not hold, dropped unread).
 public final class HubMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
 
@@ -32,6 +35,8 @@ public final class HubMetrics: Sendable {
     let endNodesOnline: Gauge
     let bootstrapOverBudget: Counter
     let bootstrapBusy: Counter
+    let partitionsHeld: Gauge
+    let foreignDropped: Counter
     /// Bytes of update jobs' blocks and hash pages served (UpdateRequests).
     let updateBytesServed: Counter
 
@@ -77,6 +82,15 @@ public final class HubMetrics: Sendable {
         )
         bootstrapOverBudget = registry.makeCounter(descriptor: dropped, labels: [("reason", "budget")])
         bootstrapBusy = registry.makeCounter(descriptor: dropped, labels: [("reason", "busy")])
+        partitionsHeld = registry.makeGauge(
+            descriptor: d(
+                "partitions_held", "",
+                "Request partitions this hub holds in the partitioned mode (of \(HubPartitions.count); 0 in the shared mode)."
+            ))
+        foreignDropped = registry.makeCounter(
+            descriptor: d(
+                "foreign_requests_dropped", "total",
+                "Things' requests of partitions this hub does not hold, dropped unread (the thing sends them again)."))
         updateBytesServed = registry.makeCounter(
             descriptor: d(
                 "update_bytes_served", "total", "Bytes of update jobs' blocks and hash pages served to things."))
@@ -132,6 +146,8 @@ public final class HubMetrics: Sendable {
     }
 
     func setOnline(_ count: Int) { thingsOnline.set(Double(count)) }
+
+    func setPartitionsHeld(_ count: Int) { partitionsHeld.set(Double(count)) }
 
     /// The end-node gauges are counted at most once in this many ms.
     let endNodeCountIntervalMs: Int64

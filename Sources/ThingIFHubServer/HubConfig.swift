@@ -97,6 +97,9 @@ public struct HubConfig: Equatable, Sendable {
     /// "dynsec" (a broker client per thing installation) or "none" (the
     /// hub administers nothing in the broker; certificates only).
     public var brokerAdmin = FrameworkSide.BrokerAdminMode.dynsec.rawValue
+    /// How several hubs split the things' requests: "auto" (by the broker's
+    /// CONNACK), "shared" ($share) or "partitioned" (SubscriptionMode).
+    public var subscriptions = SubscriptionMode.auto.rawValue
     /// When set, GET /metrics requires `Authorization: Bearer <metricsToken>`.
     public var metricsToken: String?
     /// The costly work's pool (password hashing, broker credentials):
@@ -352,6 +355,14 @@ public struct HubConfig: Equatable, Sendable {
                 number(
                     "dbConnections", ["--db-connections"], "N", \.dbConnections,
                     "most PostgreSQL connections the hub opens", min: 1),
+                text(
+                    "subscriptions", ["--subscriptions"], "MODE", \.subscriptions,
+                    "how hubs on one database split the things' requests: auto (partitioned when the broker's"
+                        + " CONNACK says it has no shared subscriptions), shared ($share/thingif-hub/…), or"
+                        + " partitioned (plain subscriptions; 64 partitions leased in the database)"
+                ) { key, v in
+                    SubscriptionMode(rawValue: v) == nil ? "\(key) must be auto, shared or partitioned, not \(v)" : nil
+                },
                 toggle("memory", ["--memory"], \.memory, "keep everything in memory instead"),
                 text(
                     "advertisedHost", ["--advertised-host"], "H", \.advertisedHost,

@@ -96,6 +96,7 @@ var hubOptions = FrameworkSide.Options(
 hubOptions.limits = config.limits
 config.applyFloodSettings(to: &hubOptions)
 config.applyThingCertificates(to: &hubOptions)
+hubOptions.subscriptions = SubscriptionMode(rawValue: config.subscriptions) ?? .auto
 hubOptions.lifetimes = config.commandLifetimes
 hubOptions.cancelWaitMs = config.commandCancelWaitMs
 hubOptions.webhooks = WebhookGuard(allow: config.webhookAllow)
@@ -177,6 +178,12 @@ do {
         }
         hub.homeAssistant.enable(HomeAssistantOptions(prefix: config.haDiscoveryPrefix, mappings: mappings))
     }
+    say(
+        hub.partitions.partitioned
+            ? "hub: things' requests in \(HubPartitions.count) partitions (--subscriptions \(config.subscriptions)),"
+                + " \(hub.partitions.held.nonzeroBitCount) held by this hub"
+            : "hub: things' requests through the shared subscription $share/\(Topics.hubShareGroup)/…"
+                + " (--subscriptions \(config.subscriptions))")
     let where_ = config.memory ? "in memory" : "in \(config.db)"
     say(
         "hub: serving app \(config.appID) on the MQTT broker at \(config.brokerHost):\(config.brokerPort), data \(where_)"

@@ -24,6 +24,10 @@ public final class MqttClient {
 
     public let clientID: String
     public var onConnect: ((_ reasonCode: Int32) -> Void)?
+    /// As onConnect, and before it, with the CONNACK's MQTT 5 properties
+    /// (libmosquitto's list, borrowed for the call; nil when none), for a
+    /// caller that reads one with mosquitto_property_read_*.
+    public var onConnectProperties: ((_ reasonCode: Int32, _ properties: OpaquePointer?) -> Void)?
     public var onDisconnect: ((_ reasonCode: Int32) -> Void)?
     public var onMessage: ((Message) -> Void)?
     public var onSubscribe: ((_ mid: Int32) -> Void)?
@@ -63,8 +67,10 @@ public final class MqttClient {
         // than let Nagle's algorithm hold them for the peer's delayed ACK.
         mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1)
         mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
-        mosquitto_connect_v5_callback_set(m) { _, obj, rc, _, _ in
-            MqttClient.from(obj)?.onConnect?(rc)
+        mosquitto_connect_v5_callback_set(m) { _, obj, rc, _, props in
+            guard let client = MqttClient.from(obj) else { return }
+            client.onConnectProperties?(rc, props)
+            client.onConnect?(rc)
         }
         mosquitto_disconnect_v5_callback_set(m) { _, obj, rc, _ in
             MqttClient.from(obj)?.onDisconnect?(rc)

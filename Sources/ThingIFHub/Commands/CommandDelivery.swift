@@ -233,6 +233,15 @@ public final class CommandDelivery: @unchecked Sendable {
         store.unansweredCommands(thingID: thingID).map(\.commandID)
     }
 
+    /// The open commands again of every thing online whose installation
+    /// `owns` (the partitions a hub took over, HubPartitions), and of a
+    /// gateway's end nodes online through it. Returns how many were sent.
+    func resendToOnline(_ owns: (_ clientID: String) -> Bool) -> Int {
+        presence.onlineThings().filter { owns($0.clientID) }.sorted { $0.thingID < $1.thingID }.reduce(0) {
+            $0 + resendUnanswered(to: $1.thingID) + resendToEndNodes(through: $1.clientID)
+        }
+    }
+
     /// Publishes again every open command of the thing that has no results
     /// (not an EXPIRED or CANCELLED one, nor one past its expiry): the thing
     /// runs each at most once, so this only fills gaps.

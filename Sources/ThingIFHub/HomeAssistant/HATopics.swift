@@ -28,6 +28,14 @@ public enum HATopics {
     public static func availability(_ thingID: String) -> String { "thingif/\(thingID)/availability" }
     public static func command(_ thingID: String, _ field: String) -> String { "thingif/\(thingID)/set/\(field)" }
     public static let commandFilter = "thingif/+/set/+"
+    /// The thing of a command topic thingif/{thingID}/set/{field}; nil for
+    /// any other topic. Only the topic is read (no store, no payload).
+    static func commandThing(_ topic: String) -> String? {
+        guard topic.utf8.starts(with: thingPrefix.utf8) else { return nil }
+        let parts = topic.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[2].elementsEqual("set".utf8) else { return nil }
+        return String(Substring(parts[1]))
+    }
     /// What every topic of this bridge's (state, availability, commands) starts with.
     static let thingPrefix = "thingif/"
     public static func status(prefix: String) -> String { "\(prefix)/status" }

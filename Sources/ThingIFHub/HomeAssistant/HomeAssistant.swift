@@ -9,7 +9,7 @@ import ThingIF
 ///
 /// It is given the store, the MQTT client, the command delivery, the
 /// metrics and the event sink the bridge (HomeAssistantBridge) works with,
-/// whether the hub subscribes through the shared group, and the broker's
+/// the partitions (whether the hub subscribes through the shared group), and the broker's
 /// administration for Home Assistant's own broker client.
 ///
 /// Threads: every method may be called from any thread.
@@ -22,7 +22,7 @@ public final class HomeAssistant: @unchecked Sendable {
     let events: HubEvents
     /// The trait registry: a thing type without a mapping is shown by its traits.
     let traits: TraitRegistry
-    let sharedSubscription: Bool
+    let partitions: HubPartitions
     /// The broker's dynamic-security administration (nil: none), and why
     /// there is none when there is not.
     let admin: BrokerAdmin?
@@ -33,7 +33,7 @@ public final class HomeAssistant: @unchecked Sendable {
     init(
         store: ThingStore, client: MqttClient, delivery: CommandDelivery, presence: Presence, metrics: HubMetrics,
         events: HubEvents, traits: TraitRegistry,
-        sharedSubscription: Bool, admin: BrokerAdmin?, brokerAdmin: FrameworkSide.BrokerAdminMode
+        partitions: HubPartitions, admin: BrokerAdmin?, brokerAdmin: FrameworkSide.BrokerAdminMode
     ) {
         self.store = store
         self.client = client
@@ -42,7 +42,7 @@ public final class HomeAssistant: @unchecked Sendable {
         self.metrics = metrics
         self.events = events
         self.traits = traits
-        self.sharedSubscription = sharedSubscription
+        self.partitions = partitions
         self.admin = admin
         self.brokerAdmin = brokerAdmin
     }
@@ -56,7 +56,7 @@ public final class HomeAssistant: @unchecked Sendable {
         let b = HomeAssistantBridge(
             options: options, store: store, client: client, delivery: delivery, presence: presence, metrics: metrics,
             events: events, traits: traits,
-            sharedSubscription: sharedSubscription)
+            partitions: partitions)
         bridge.withLock { $0 = b }
         b.subscribe()
         let n = b.publishAll()

@@ -18,9 +18,11 @@ final class HomeAssistantBridge: @unchecked Sendable {
     let metrics: HubMetrics
     let events: HubEvents
     let traits: TraitRegistry
-    /// Whether the hub's subscriptions go through the shared group
-    /// (FrameworkSide.Options.sharedSubscription): the command topics do too.
-    let sharedSubscription: Bool
+    /// Whether the hub's subscriptions go through the shared group (not in
+    /// the partitioned mode): the command topics do too. In the partitioned
+    /// mode every hub receives every command and the holder of the thing's
+    /// partition takes it (ThingRequests.accept, Inbound.partitionKey).
+    let partitions: HubPartitions
     /// Things whose config this process published.
     private let known = Locked(Set<String>())
     /// When Home Assistant's birth message last made the hub publish every
@@ -38,7 +40,7 @@ final class HomeAssistantBridge: @unchecked Sendable {
     init(
         options: HomeAssistantOptions, store: ThingStore, client: MqttClient, delivery: CommandDelivery,
         presence: Presence,
-        metrics: HubMetrics, events: HubEvents, traits: TraitRegistry, sharedSubscription: Bool
+        metrics: HubMetrics, events: HubEvents, traits: TraitRegistry, partitions: HubPartitions
     ) {
         self.options = options
         self.store = store
@@ -48,13 +50,13 @@ final class HomeAssistantBridge: @unchecked Sendable {
         self.metrics = metrics
         self.events = events
         self.traits = traits
-        self.sharedSubscription = sharedSubscription
+        self.partitions = partitions
         statusTopic = HATopics.status(prefix: options.prefix)
     }
 
     var subscriptions: [String] {
         let commands =
-            sharedSubscription ? "$share/thingif-hub/" + HATopics.commandFilter : HATopics.commandFilter
+            partitions.partitioned ? HATopics.commandFilter : "$share/thingif-hub/" + HATopics.commandFilter
         return [commands, statusTopic]
     }
 

@@ -67,6 +67,14 @@ public final class Presence: @unchecked Sendable {
         state.withLock { $0.online[thingID] == true ? $0.commandTopic[thingID] : nil }
     }
 
+    /// Every thing online by its own status, with the installation its
+    /// last `online` came through.
+    func onlineThings() -> [(thingID: String, clientID: String)] {
+        state.withLock { d in
+            d.online.compactMap { id, up in up ? d.commandTopic[id].map { (id, $0) } : nil }
+        }
+    }
+
     /// The installation whose `online` came last, online or not since.
     func lastOnlineTopic(of thingID: String) -> String? { state.withLock { $0.commandTopic[thingID] } }
 

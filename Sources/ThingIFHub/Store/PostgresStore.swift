@@ -25,7 +25,7 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
     static let dialect = SQLDialect.postgres
 
     /// The schema this code writes (thingif_schema.version).
-    public static let schemaVersion: Int64 = 12
+    public static let schemaVersion: Int64 = 13
 
     private let db: PostgresPool
     /// The most connections a store opens (calls that overlap beyond them wait).
@@ -167,7 +167,9 @@ public final class PostgresStore: SQLStore, StateWriteFastPaths, SharedResultsFe
         // 10 -> 11: the trait registry.
         StoreSchema.traitSteps,
         // 11 -> 12: an image's chunks stay under its upload's key.
-        StoreSchema.imageChunkKeySteps
+        StoreSchema.imageChunkKeySteps,
+        // 12 -> 13: the request partitions' leases (HubPartitions).
+        StoreSchema.partitionSteps
     ]
 
     /// Applies the missing migrations in one transaction. An advisory lock

@@ -17,7 +17,7 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
     static let dialect = SQLDialect.sqlite
 
     /// The schema this code writes (PRAGMA user_version).
-    public static let schemaVersion: Int64 = 15
+    public static let schemaVersion: Int64 = 16
 
     private let db: Locked<SQLiteConnection>
     /// Checkpoints the WAL off the request path (nil in memory).
@@ -167,7 +167,9 @@ public final class SQLiteStore: SQLStore, @unchecked Sendable {
         // 13 -> 14: the trait registry.
         StoreSchema.traitSteps,
         // 14 -> 15: an image's chunks stay under its upload's key.
-        StoreSchema.imageChunkKeySteps
+        StoreSchema.imageChunkKeySteps,
+        // 15 -> 16: the request partitions' leases (HubPartitions).
+        StoreSchema.partitionSteps
     ]
 
     private static func migrate(_ c: SQLiteConnection, to target: Int64, secrets: HubSecrets) throws {

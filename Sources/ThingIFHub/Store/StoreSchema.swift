@@ -412,7 +412,19 @@ enum StoreSchema {
             constraints: [
                 "FOREIGN KEY (thing_type, firmware_version) REFERENCES firmware_versions(thing_type, firmware_version)",
                 "FOREIGN KEY (trait, trait_version) REFERENCES trait_versions(trait, version)"
-            ])
+            ]),
+        // The request partitions' leases among hubs (PostgresStore+Partitions;
+        // an SQLite file has one hub, which holds every partition: unused there).
+        Table(
+            "partition_leases",
+            [
+                Column("part", .integer, "PRIMARY KEY"),
+                Column("hub_id", .text, "NOT NULL"),
+                Column("expires_at", .integer, "NOT NULL")
+            ]),
+        Table(
+            "partition_hubs",
+            [Column("hub_id", .text, "PRIMARY KEY"), Column("expires_at", .integer, "NOT NULL")])
     ]
 
     static let indexes: [Index] = [
@@ -493,6 +505,10 @@ enum StoreSchema {
     /// (SQLite 14 -> 15, PostgreSQL 11 -> 12): a commit no longer renames
     /// them (docs/decisions/update-hub-images.md).
     static let imageChunkKeySteps: [Step] = [.column("images", "chunks")]
+
+    /// The migration that added the request partitions' leases (SQLite
+    /// 15 -> 16, PostgreSQL 12 -> 13).
+    static let partitionSteps: [Step] = [.table("partition_leases"), .table("partition_hubs")]
 
     static func table(_ name: String) -> Table {
         guard let t = tables.first(where: { $0.name == name }) else { preconditionFailure("no table \(name)") }

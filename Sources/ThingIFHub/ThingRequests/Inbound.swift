@@ -33,6 +33,19 @@ struct Inbound: Sendable {
         kind = Self.classify(message.topic)
     }
 
+    /// What the message's partition is of (HubPartitions), nil for a
+    /// message every hub takes (statuses, Home Assistant's birth): the
+    /// client ID a thing's request or a claim came from, the thing of a
+    /// Home Assistant command. Read off the topic alone.
+    var partitionKey: String? {
+        switch kind {
+        case .request(let t, _): return t.clientID
+        case .claim(_, let clientID): return clientID
+        case .other: return HATopics.commandThing(message.topic)
+        case .status, .endNodeStatus, .badEndNodeStatus: return nil
+        }
+    }
+
     static func classify(_ topic: String) -> Kind {
         let u = topic.utf8
         guard let first = u.first, u.dropFirst().first == UInt8(ascii: "/") else { return .other }

@@ -62,6 +62,8 @@ public final class ThingRequests: @unchecked Sendable {
     let homeAssistant: HomeAssistant
     /// Gateways' end-node statuses (Gateways/).
     let endNodes: EndNodes
+    /// Which requests this hub serves (the partitioned mode, Partitions/).
+    let partitions: HubPartitions
     let metrics: HubMetrics
     let events: HubEvents
     let costly: CostlyWork
@@ -96,7 +98,8 @@ public final class ThingRequests: @unchecked Sendable {
     init(
         options: FrameworkSide.Options, store: HubStore, client: MqttClient, handlers: Handlers,
         authorization: RequestAuthorization, authority: ThingAuthority, delivery: CommandDelivery,
-        homeAssistant: HomeAssistant, endNodes: EndNodes, metrics: HubMetrics, events: HubEvents, costly: CostlyWork
+        homeAssistant: HomeAssistant, endNodes: EndNodes, partitions: HubPartitions, metrics: HubMetrics,
+        events: HubEvents, costly: CostlyWork
     ) {
         self.options = options
         self.store = store
@@ -107,6 +110,7 @@ public final class ThingRequests: @unchecked Sendable {
         self.delivery = delivery
         self.homeAssistant = homeAssistant
         self.endNodes = endNodes
+        self.partitions = partitions
         self.metrics = metrics
         self.events = events
         self.costly = costly
@@ -184,8 +188,18 @@ extension ThingRequests {
     /// the triage (415 when the head misled). libthingif sends its
     /// end-node onboardings on POST things/{gw}/end-nodes instead, which
     /// only the gateway's own role may publish: its request lane.
+    ///
+    /// In the partitioned mode every hub receives every request: one of a
+    /// partition this hub does not hold (`Inbound.partitionKey`) is
+    /// another hub's, dropped here before anything of its payload is read
+    /// or any budget spent (foreign_requests_dropped_total); the thing's
+    /// outbox sends it again under the same request ID.
     func accept(_ message: MqttClient.Message) {
         let m = Inbound(message)
+        if let key = m.partitionKey, !partitions.serves(key) {
+            metrics.foreignDropped.increment()
+            return
+        }
         let bootstrap: Bool
         switch m.kind {
         case .request(let t, let route):
@@ -282,7 +296,9 @@ extension ThingRequests {
         homeAssistant.availabilityChanged(thingID: tid, online: up)
         if thing.layoutPosition == .gateway { endNodes.gatewayStatusChanged(thing) }
         events.event("\(tid) is \(up ? "online" : "offline")")
-        guard up else { return }
+        // Every hub follows the statuses; the holder of the thing's
+        // partition alone resends (all of them in the shared mode).
+        guard up, partitions.serves(clientID) else { return }
         let n = delivery.resendUnanswered(to: tid)
         if n > 0 { events.event("sent \(n) unanswered command(s) to \(tid) again") }
         // A gateway's end nodes online through this installation.

@@ -176,6 +176,15 @@ final class PostgresServer: @unchecked Sendable {
 }
 
 extension PostgresServer {
+    /// A store on a fresh database, closed and the database dropped after `body`.
+    func withStore<T>(_ body: (PostgresStore) throws -> T) throws -> T {
+        let (name, url) = try createDatabase()
+        defer { dropDatabase(name) }
+        let store = try PostgresStore(url: url, secrets: .fastForTests)
+        defer { store.close() }
+        return try body(store)
+    }
+
     /// Two stores on one fresh database, as two hubs sharing PostgreSQL
     /// have; both closed and the database dropped after `body`.
     func withTwoStores<T>(_ body: (PostgresStore, PostgresStore) throws -> T) throws -> T {

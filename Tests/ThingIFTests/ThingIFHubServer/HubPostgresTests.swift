@@ -237,45 +237,17 @@ struct TwoHubsOnPostgresTests {
         defer { hubs.close() }
         let things = try (1...2).map { try hubs.addThing("AC-KILL-\($0)") }
         let count = 36
-        var sent: [(thing: String, id: String)] = []
-        var urls = [hubs.urlA, hubs.urlB]
-        for i in 0..<count {
-            if i == count / 3 {
-                hubs.killB()
-                urls = [hubs.urlA]
-            } else if i == 2 * count / 3 {
-                try hubs.restartB()
-                urls = [hubs.urlA, hubs.urlB]
-            }
-            let thing = things[i % things.count]
-            let r = try hubs.thingif(
-                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
-            #expect(r.status == 0, "command \(i): \(r.output)")
-            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
-        }
+        let sent = try hubs.streamKillingB(things, count: count)
         #expect(sent.count == count)
-        // None lost: each command reaches DONE (the things resend what a
-        // dead hub never answered; the hubs redeliver what they stored).
-        var notDone: [String] = []
-        for c in sent {
-            let done = poll(timeoutMs: 30_000) {
-                (try? hubs.thingif(hubs.urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") }
-                    == "DONE"
-            }
-            if !done { notDone.append(c.id) }
-        }
-        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(hubs.root + "/hub-a.log"))")
-        // None twice: one effect line per command and action.
-        let effects = hubs.effects()
-        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
-        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+        hubs.expectEveryCommandDoneOnce(sent)
     }
 }
 
 /// Hubs A and B (processes) on one fresh PostgreSQL database and one
 /// secured broker, a user made through A, and aircon things onboarded
 /// through A with an effects log each; close() stops everything.
-private final class TwoHubs {
+/// `hubArgs` go to both hubs (e.g. `--subscriptions partitioned`).
+final class TwoHubs {
     let cli: String, hubExe: String
     let server: PostgresServer
     let name: String, dbURL: String
@@ -288,8 +260,10 @@ private final class TwoHubs {
     private var token = "", userID = ""
     /// Hub B's starts so far (each logs to a file of its own).
     private var starts = 0
+    private let hubArgs: [String]
 
-    init(prefix: String) throws {
+    init(prefix: String, hubArgs: [String] = []) throws {
+        self.hubArgs = hubArgs
         cli = try #require(CLIEndToEnd.cli)
         hubExe = try #require(CLIEndToEnd.hub)
         server = try PostgresServer.get()
@@ -298,7 +272,7 @@ private final class TwoHubs {
         root = try makeTempDirectory(prefix: prefix)
         do {
             let a = try startHubProcess(
-                hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL])
+                hubExe, broker: broker, logPath: root + "/hub-a.log", storeArgs: ["--db", dbURL] + hubArgs)
             children.append(a.pid)
             urlA = a.url
             try restartB()
@@ -343,6 +317,51 @@ private final class TwoHubs {
         (0..<appliances.count).flatMap { readText(root + "/effects-\($0 + 1).log").split(separator: "\n") }
     }
 
+    /// `count` commands round robin over `things` and the live hubs' REST
+    /// APIs; hub B is killed with SIGKILL a third of the way in and started
+    /// again two thirds in (`beforeKill`, `beforeRestart` run just before).
+    /// Returns each command sent, with its thing.
+    func streamKillingB(
+        _ things: [String], count: Int, beforeKill: () -> Void = {}, beforeRestart: () throws -> Void = {}
+    ) throws -> [(thing: String, id: String)] {
+        var sent: [(thing: String, id: String)] = []
+        var urls = [urlA, urlB]
+        for i in 0..<count {
+            if i == count / 3 {
+                beforeKill()
+                killB()
+                urls = [urlA]
+            } else if i == 2 * count / 3 {
+                try beforeRestart()
+                try restartB()
+                urls = [urlA, urlB]
+            }
+            let thing = things[i % things.count]
+            let r = try thingif(
+                urls[i % urls.count], "command", "send", thing, "setFanSpeed", "fanSpeed=\(i % 5 + 1)", "--json")
+            #expect(r.status == 0, "command \(i): \(r.output)")
+            if let id = parseObject(r.output)?["commandID"] as? String { sent.append((thing, id)) }
+        }
+        return sent
+    }
+
+    /// None lost: each command of `sent` reaches DONE (the things resend
+    /// what a dead hub never answered; the hubs redeliver what they
+    /// stored). None twice: one effect line per command and action.
+    func expectEveryCommandDoneOnce(_ sent: [(thing: String, id: String)]) {
+        var notDone: [String] = []
+        for c in sent {
+            let done = poll(timeoutMs: 30_000) {
+                (try? thingif(urlA, "command", "get", c.thing, c.id)).flatMap { field($0.output, "state") } == "DONE"
+            }
+            if !done { notDone.append(c.id) }
+        }
+        #expect(notDone.isEmpty, "not DONE: \(notDone)\nhub A:\n\(readText(root + "/hub-a.log").suffix(4000))")
+        let effects = effects()
+        #expect(effects.count == Set(effects).count, "an action ran twice: \(effects.count) lines")
+        #expect(Set(effects.map { String($0.split(separator: " ")[0]) }) == Set(sent.map(\.id)))
+    }
+
     /// Hub B goes away without a word: no DISCONNECT, no cleanup.
     func killB() {
         kill(pidB, SIGKILL)
@@ -354,7 +373,7 @@ private final class TwoHubs {
     /// Starts hub B (again) on the same database.
     func restartB() throws {
         let b = try startHubProcess(
-            hubExe, broker: broker, logPath: root + "/hub-b-\(starts).log", storeArgs: ["--db", dbURL])
+            hubExe, broker: broker, logPath: root + "/hub-b-\(starts).log", storeArgs: ["--db", dbURL] + hubArgs)
         starts += 1
         children.append(b.pid)
         pidB = b.pid

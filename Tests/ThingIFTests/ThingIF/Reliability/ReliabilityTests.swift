@@ -483,7 +483,7 @@ private func commandJSON(_ id: String, _ actions: String) -> String {
 /// The requests in storage_dir/outbox.jsonl not yet answered or dropped.
 /// What the thing still owes the framework, as its files say: the outbox's
 /// uploads, then the results the ledger holds until acknowledged.
-private func pendingOutbox(_ dir: String) -> [(id: String, kind: String, body: String)] {
+func pendingOutbox(_ dir: String) -> [(id: String, kind: String, body: String)] {
     var out: [(id: String, kind: String, body: String)] = []
     if let ledger = try? String(contentsOfFile: dir + "/ledger.jsonl", encoding: .utf8) {
         var owed: [(id: String, kind: String, body: String)] = []
