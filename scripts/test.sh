@@ -43,7 +43,7 @@ swift test
 # The hub and the CLI for ctest's demo tests and the Python tests.
 bin=$(swift build --show-bin-path)
 
-echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst, the end-node onboarding flood, the 20 MiB image upload and the two-hub process tests are left out for time)"
+echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command fault streams of ThingIFSoakTests, the 2,000-upload burst, the end-node onboarding flood, the 20 MiB image upload, the two-hub process tests and the trait dashboard's second browser are left out for time)"
 # The burst (SecurityTests.stateBurst) measures that the hub keeps up with a
 # thing's uploads; under ThreadSanitizer beside the other suites it did not
 # finish in 60 s (1,947 of 2,000: the broker's queue for a hub whose network
@@ -64,6 +64,14 @@ echo "== swift test --sanitize=thread: the ThingIFTests target (the 1000-command
 # CLI: nothing of it runs in the test process, so ThreadSanitizer checks
 # nothing more there, and at 5x the time its CLI's 30 s request timeout
 # failed one run. It runs in the plain suite above.
+# HubPartitionTests (two partitioned thingif-hub processes, one killed) is
+# left out for TwoHubsOnPostgresTests' reason: processes, not the test's.
+# DashboardTraitTests drives a second headless Chromium beside
+# DashboardTests': in a clean-clone CI run the two browsers under
+# ThreadSanitizer starved the machine (the gateway dashboard test's waits
+# and a reliability test's 30 s poll failed; both pass in the plain stage
+# and alone). The traits route it reads runs here in
+# KiiTraitRegistryTests.thingEntry. Both run in the plain suite above.
 # At full parallelism, as the plain stage above and for the same reason.
 # Its reports go to files and are printed after the run's last line: CI
 # shows the end of the output, and a report in the middle of 361 tests'
@@ -72,7 +80,8 @@ tsan_logs=$(mktemp -d)
 tsan_status=0
 TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$tsan_logs/report" \
     swift test --scratch-path .build-tsan --sanitize=thread --filter '^ThingIFTests\.' \
-    --skip 'stateBurst|TwoHubsOnPostgresTests|endNodeOnboardingUnderFlood|HubImageTests.streamed' || tsan_status=$?
+    --skip 'stateBurst|TwoHubsOnPostgresTests|HubPartitionTests|DashboardTraitTests|endNodeOnboardingUnderFlood|HubImageTests.streamed' \
+    || tsan_status=$?
 if compgen -G "$tsan_logs/report*" >/dev/null; then
     echo "== ThreadSanitizer's reports"
     cat "$tsan_logs"/report*
